@@ -1,0 +1,90 @@
+"""The ``runkernel`` command: argument parsing and exit codes only.
+
+Each subcommand lives in a module of its own; this file parses, dispatches and turns
+expected failures into one line on stderr and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from runkernel import __version__
+from runkernel.specs.checker import Verdict, check_file
+from runkernel.specs.export import FORMATS, render
+
+from runkernel.commands import EXIT_FAILURE, EXIT_OK, CliError, register
+
+
+def _spec(args: argparse.Namespace) -> int:
+    sys.stdout.write(render(args.format))
+    return EXIT_OK
+
+
+def _check_trace(args: argparse.Namespace) -> int:
+    worst = Verdict.LEGAL
+    for name in args.files:
+        finding = check_file(Path(name))
+        stream = sys.stdout if finding.verdict is Verdict.LEGAL else sys.stderr
+        if finding.verdict is not Verdict.LEGAL or not args.quiet:
+            print(finding.report(name), file=stream)
+        worst = max(worst, finding.verdict)
+    return int(worst)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="runkernel",
+        description=(
+            "A formal state-machine kernel for durable AI-agent Runs: simulate crashes, "
+            "check traces, print the spec, and inspect or steer Runs in a store."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"runkernel {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    spec = commands.add_parser(
+        "spec", help="print the machines and the recovery table, generated from the code"
+    )
+    spec.add_argument("--format", choices=FORMATS, default="markdown", help="output format (default: markdown)")
+    spec.set_defaults(handler=_spec)
+
+    check = commands.add_parser(
+        "check-trace",
+        help="validate runkernel/1 traces: exit 0 legal, 1 illegal, 2 not a trace",
+        description=(
+            "Judge every commit of each FILE with the kernel's commit validation. The first "
+            "illegal line is reported as FILE:LINE: RULE: message on stderr. Exit 0 if every "
+            "file is legal, 1 if a line is illegal, 2 if a file is not a trace; with several "
+            "files the highest code wins."
+        ),
+    )
+    check.add_argument("files", nargs="+", metavar="FILE", help="a runkernel/1 JSON Lines file")
+    check.add_argument("-q", "--quiet", action="store_true", help="print nothing for legal files")
+    check.set_defaults(handler=_check_trace)
+
+    register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.handler(args)
+        return code
+    except CliError as error:
+        print(f"runkernel {args.command}: {error}", file=sys.stderr)
+        return error.code
+    except KeyboardInterrupt:
+        print(f"runkernel {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,362 @@
+"""The trace format ``runkernel/1``: ThreadCommit <-> JSON-ready dicts.
+
+Decoding is strict about the fields the format names (a missing or mistyped field is a
+``TraceFormatError`` naming its path) and ignores extra fields, as the format says.
+Pure: parsing text and reading files happen in the callers.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from runkernel.kernel.state import (
+    ActiveToolBatch,
+    Awaiting,
+    CallAwaiting,
+    CallCompleted,
+    CallExecuting,
+    CallIndeterminate,
+    CallRequested,
+    CallStatus,
+    EndCause,
+    Ended,
+    Event,
+    Message,
+    ResumeTicket,
+    RunDisposition,
+    Running,
+    ThreadCommit,
+    ToolCall,
+    ToolResult,
+    ToolUse,
+    TypedError,
+    Wait,
+)
+from runkernel.kernel.values import (
+    EndCauseKind,
+    IndeterminateReason,
+    JsonValue,
+    ResultKind,
+    Role,
+    WaitKind,
+)
+
+TRACE_FORMAT = "runkernel/1"
+
+E = TypeVar("E", bound=enum.Enum)
+T = TypeVar("T")
+
+
+class TraceFormatError(ValueError):
+    """The input is not a ``runkernel/1`` line; ``path`` names the offending field."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+
+
+# --- encoding -----------------------------------------------------------------------
+
+
+def wait_to_json(wait: Wait) -> dict[str, JsonValue]:
+    out: dict[str, JsonValue] = {"kind": wait.kind.value, "correlation": wait.correlation}
+    for name in ("child", "due_at", "expires_at"):
+        value = getattr(wait, name)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def call_to_json(call: ToolCall) -> dict[str, JsonValue]:
+    status = call.status
+    out: dict[str, JsonValue] = {
+        "call_id": call.call_id,
+        "tool": call.tool,
+        "arguments": call.arguments,
+        "operation_id": call.operation_id,
+        "status": _STATUS_NAMES[type(status)],
+        "attempt": status.attempt,
+    }
+    if isinstance(status, CallAwaiting):
+        out["wait"] = wait_to_json(status.wait)
+    elif isinstance(status, CallCompleted):
+        out["result"] = {"kind": status.result.kind.value, "value": status.result.value}
+    elif isinstance(status, CallIndeterminate):
+        out["reason"] = status.reason.value
+    return out
+
+
+def batch_to_json(batch: ActiveToolBatch | None) -> dict[str, JsonValue] | None:
+    if batch is None:
+        return None
+    return {
+        "batch_id": batch.batch_id,
+        "step": batch.step,
+        "finalized": batch.finalized,
+        "calls": [call_to_json(c) for c in batch.calls],
+    }
+
+
+def disposition_to_json(disposition: RunDisposition) -> dict[str, JsonValue]:
+    if isinstance(disposition, Running):
+        return {"state": "running"}
+    if isinstance(disposition, Awaiting):
+        ticket = disposition.ticket
+        return {
+            "state": "awaiting",
+            "ticket": {"ticket_id": ticket.ticket_id, "wait": ticket.wait.value, "call_id": ticket.call_id},
+        }
+    cause: dict[str, JsonValue] = {"kind": disposition.cause.kind.value}
+    if disposition.cause.error is not None:
+        cause["error"] = {"type": disposition.cause.error.type, "message": disposition.cause.error.message}
+    return {"state": "ended", "cause": cause}
+
+
+def message_to_json(message: Message) -> dict[str, JsonValue]:
+    out: dict[str, JsonValue] = {"role": message.role.value, "content": message.content}
+    if message.tool_calls is not None:
+        out["tool_calls"] = [
+            {"call_id": u.call_id, "tool": u.tool, "arguments": u.arguments} for u in message.tool_calls
+        ]
+    if message.call_id is not None:
+        out["call_id"] = message.call_id
+    return out
+
+
+def event_to_json(event: Event) -> dict[str, JsonValue]:
+    out: dict[str, JsonValue] = dict(event.data)
+    out["type"] = event.type
+    return out
+
+
+def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
+    """One ``runkernel/1`` trace line as a dict (serialize with any JSON encoder)."""
+    return {
+        "trace": TRACE_FORMAT,
+        "thread_id": commit.thread_id,
+        "run_id": commit.run_id,
+        "version": commit.version,
+        "step": commit.step,
+        "disposition": disposition_to_json(commit.disposition),
+        "batch": batch_to_json(commit.batch),
+        "messages": [message_to_json(m) for m in commit.messages],
+        "events": [event_to_json(e) for e in commit.events],
+    }
+
+
+_STATUS_NAMES: dict[type, str] = {
+    CallRequested: "requested",
+    CallExecuting: "executing",
+    CallAwaiting: "awaiting",
+    CallCompleted: "completed",
+    CallIndeterminate: "indeterminate",
+}
+
+# --- decoding -----------------------------------------------------------------------
+
+
+def _field(obj: Mapping[str, Any], key: str, kind: type[T], path: str) -> T:
+    where = f"{path}.{key}" if path else key
+    if key not in obj:
+        raise TraceFormatError(where, "missing field")
+    value = obj[key]
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TraceFormatError(where, f"expected an integer, got {type(value).__name__}")
+    if not isinstance(value, kind):
+        raise TraceFormatError(where, f"expected {_KIND_NAMES.get(kind, kind.__name__)}, got {_json_type(value)}")
+    return value
+
+
+def _optional_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
+    if key not in obj or obj[key] is None:
+        return None
+    return _field(obj, key, str, path)
+
+
+def _enum(obj: Mapping[str, Any], key: str, kind: type[E], path: str) -> E:
+    raw = _field(obj, key, str, path)
+    try:
+        return kind(raw)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in kind)
+        raise TraceFormatError(f"{path}.{key}", f"{raw!r} is not one of {allowed}") from None
+
+
+def _object(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise TraceFormatError(path, f"expected an object, got {_json_type(value)}")
+    return value
+
+
+def _non_negative(value: int, path: str) -> int:
+    if value < 0:
+        raise TraceFormatError(path, f"must be >= 0, got {value}")
+    return value
+
+
+_KIND_NAMES = {str: "a string", int: "an integer", bool: "a boolean", list: "an array", dict: "an object"}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return _KIND_NAMES.get(type(value), type(value).__name__)
+
+
+def wait_from_json(obj: Mapping[str, Any], path: str) -> Wait:
+    return Wait(
+        kind=_enum(obj, "kind", WaitKind, path),
+        correlation=_field(obj, "correlation", str, path),
+        child=_optional_str(obj, "child", path),
+        due_at=_optional_str(obj, "due_at", path),
+        expires_at=_optional_str(obj, "expires_at", path),
+    )
+
+
+def _status_from_json(obj: Mapping[str, Any], path: str) -> CallStatus:
+    status = _field(obj, "status", str, path)
+    attempt = _non_negative(_field(obj, "attempt", int, path), f"{path}.attempt")
+    present = {key for key in ("wait", "result", "reason") if key in obj}
+    wanted = {"awaiting": {"wait"}, "completed": {"result"}, "indeterminate": {"reason"}}.get(status, set())
+    if status not in _STATUS_BY_NAME:
+        allowed = ", ".join(repr(n) for n in _STATUS_BY_NAME)
+        raise TraceFormatError(f"{path}.status", f"{status!r} is not one of {allowed}")
+    if present != wanted:
+        raise TraceFormatError(
+            path,
+            f"a {status} call carries {sorted(wanted) or 'none of wait/result/reason'}, got {sorted(present)}",
+        )
+    if status == "requested":
+        if attempt != 0:
+            raise TraceFormatError(f"{path}.attempt", "a requested call has attempt 0")
+        return CallRequested()
+    if status == "executing":
+        if attempt < 1:
+            raise TraceFormatError(f"{path}.attempt", "an executing call has attempt >= 1")
+        return CallExecuting(attempt)
+    if status == "awaiting":
+        return CallAwaiting(attempt, wait_from_json(_object(obj["wait"], f"{path}.wait"), f"{path}.wait"))
+    if status == "completed":
+        result = _object(obj["result"], f"{path}.result")
+        if "value" not in result:
+            raise TraceFormatError(f"{path}.result.value", "missing field")
+        return CallCompleted(attempt, ToolResult(_enum(result, "kind", ResultKind, f"{path}.result"), result["value"]))
+    return CallIndeterminate(attempt, _enum(obj, "reason", IndeterminateReason, path))
+
+
+_STATUS_BY_NAME = ("requested", "executing", "awaiting", "completed", "indeterminate")
+
+
+def call_from_json(obj: Mapping[str, Any], path: str) -> ToolCall:
+    if "arguments" not in obj:
+        raise TraceFormatError(f"{path}.arguments", "missing field")
+    return ToolCall(
+        call_id=_field(obj, "call_id", str, path),
+        tool=_field(obj, "tool", str, path),
+        arguments=obj["arguments"],
+        operation_id=_field(obj, "operation_id", str, path),
+        status=_status_from_json(obj, path),
+    )
+
+
+def batch_from_json(value: Any, path: str) -> ActiveToolBatch | None:
+    if value is None:
+        return None
+    obj = _object(value, path)
+    calls = _field(obj, "calls", list, path)
+    return ActiveToolBatch(
+        batch_id=_field(obj, "batch_id", str, path),
+        step=_field(obj, "step", int, path),
+        finalized=_field(obj, "finalized", bool, path),
+        calls=tuple(call_from_json(_object(c, f"{path}.calls[{i}]"), f"{path}.calls[{i}]") for i, c in enumerate(calls)),
+    )
+
+
+def disposition_from_json(obj: Mapping[str, Any], path: str) -> RunDisposition:
+    state = _field(obj, "state", str, path)
+    if state == "running":
+        return Running()
+    if state == "awaiting":
+        ticket = _object(obj.get("ticket"), f"{path}.ticket")
+        return Awaiting(
+            ResumeTicket(
+                ticket_id=_field(ticket, "ticket_id", str, f"{path}.ticket"),
+                wait=_enum(ticket, "wait", WaitKind, f"{path}.ticket"),
+                call_id=_field(ticket, "call_id", str, f"{path}.ticket"),
+            )
+        )
+    if state == "ended":
+        cause = _object(obj.get("cause"), f"{path}.cause")
+        kind = _enum(cause, "kind", EndCauseKind, f"{path}.cause")
+        error = None
+        if "error" in cause and cause["error"] is not None:
+            raw = _object(cause["error"], f"{path}.cause.error")
+            error = TypedError(
+                _field(raw, "type", str, f"{path}.cause.error"),
+                _field(raw, "message", str, f"{path}.cause.error"),
+            )
+        return Ended(EndCause(kind, error))
+    raise TraceFormatError(f"{path}.state", f"{state!r} is not one of 'running', 'awaiting', 'ended'")
+
+
+def message_from_json(obj: Mapping[str, Any], path: str) -> Message:
+    if "content" not in obj:
+        raise TraceFormatError(f"{path}.content", "missing field")
+    tool_calls = None
+    if "tool_calls" in obj and obj["tool_calls"] is not None:
+        raw = _field(obj, "tool_calls", list, path)
+        uses = []
+        for i, item in enumerate(raw):
+            where = f"{path}.tool_calls[{i}]"
+            use = _object(item, where)
+            if "arguments" not in use:
+                raise TraceFormatError(f"{where}.arguments", "missing field")
+            uses.append(ToolUse(_field(use, "call_id", str, where), _field(use, "tool", str, where), use["arguments"]))
+        tool_calls = tuple(uses)
+    return Message(
+        role=_enum(obj, "role", Role, path),
+        content=obj["content"],
+        tool_calls=tool_calls,
+        call_id=_optional_str(obj, "call_id", path),
+    )
+
+
+def event_from_json(obj: Mapping[str, Any], path: str) -> Event:
+    kind = _field(obj, "type", str, path)
+    return Event(kind, {k: v for k, v in obj.items() if k != "type"})
+
+
+def commit_from_json(value: Any) -> ThreadCommit:
+    """Decode one trace line; raises ``TraceFormatError`` on any shape the format forbids."""
+    obj = _object(value, "")
+    trace = _field(obj, "trace", str, "")
+    if trace != TRACE_FORMAT:
+        raise TraceFormatError("trace", f"expected {TRACE_FORMAT!r}, got {trace!r}")
+    version = _field(obj, "version", int, "")
+    if version < 1:
+        raise TraceFormatError("version", f"versions start at 1, got {version}")
+    messages = _field(obj, "messages", list, "")
+    events = _field(obj, "events", list, "")
+    if "batch" not in obj:
+        raise TraceFormatError("batch", "missing field")
+    try:
+        return ThreadCommit(
+            thread_id=_field(obj, "thread_id", str, ""),
+            run_id=_field(obj, "run_id", str, ""),
+            expected_version=version - 1,
+            step=_non_negative(_field(obj, "step", int, ""), "step"),
+            disposition=disposition_from_json(_object(obj.get("disposition"), "disposition"), "disposition"),
+            batch=batch_from_json(obj["batch"], "batch"),
+            messages=tuple(message_from_json(_object(m, f"messages[{i}]"), f"messages[{i}]") for i, m in enumerate(messages)),
+            events=tuple(event_from_json(_object(e, f"events[{i}]"), f"events[{i}]") for i, e in enumerate(events)),
+        )
+    except TraceFormatError:
+        raise
+    except (ValueError, TypeError) as error:
+        raise TraceFormatError("", f"malformed commit: {error}") from None

@@ -1,0 +1,408 @@
+"""Inputs the kernel is fed and effects it asks the host to carry out.
+
+Ids, times and outcomes arrive in inputs: the kernel never makes them up. Effects are
+carried out in order; an effect after a ``Commit`` may only happen once that commit is
+acknowledged, which is how "persist before the external effect" is kept.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from typing import TypeAlias
+
+import attrs
+from attrs import frozen
+
+from runkernel.kernel.state import (
+    ActiveToolBatch,
+    EndCause,
+    Message,
+    ResumeTicket,
+    RunSnapshot,
+    ThreadCommit,
+    ToolCall,
+    Wait,
+)
+from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
+
+# --- inputs -------------------------------------------------------------------------
+
+
+@frozen
+class Activate:
+    """RunActivation: an input, never a durable Created state."""
+
+    thread_id: str
+    run_id: str
+    expected_version: int
+    messages: tuple[Message, ...]
+
+
+@frozen
+class ProposedCall:
+    """A call of the model's tool-use block, with the operation id the host fixed for it."""
+
+    call_id: str
+    tool: str
+    arguments: JsonValue
+    operation_id: str
+
+
+@frozen
+class InferenceResult:
+    """One complete inference result: text, or a complete tool-call batch.
+
+    ``end`` set on a text-only result commits that EndCause with the message.
+    """
+
+    content: JsonValue
+    calls: tuple[ProposedCall, ...] = ()
+    batch_id: str | None = None
+    end: EndCauseKind | None = None
+
+
+@frozen
+class Allow:
+    """Gate verdict: run the executor."""
+
+
+@frozen
+class Block:
+    """Gate verdict: complete the call at once as blocked."""
+
+    reason: JsonValue
+
+
+@frozen
+class Supply:
+    """Gate verdict: a plugin supplies the result without running the tool."""
+
+    value: JsonValue
+
+
+@frozen
+class RequireWait:
+    """Gate verdict: wait for approval, input, an external answer or a timer."""
+
+    kind: WaitKind
+    ticket_id: str
+    request: JsonValue = None
+    expires_at: str | None = None
+    due_at: str | None = None
+
+
+GateOutcome: TypeAlias = Allow | Block | Supply | RequireWait
+
+
+@frozen
+class GateVerdict:
+    """Answer of the permission and Plugin gate for one call."""
+
+    call_id: str
+    verdict: GateOutcome
+
+
+@frozen
+class ToolOutput:
+    """The tool returned a value."""
+
+    value: JsonValue
+
+
+@frozen
+class ToolFailure:
+    """The tool returned an error; ``retryable`` lets the retry policy try again."""
+
+    error: JsonValue
+    retryable: bool = False
+
+
+@frozen
+class ToolDelegated:
+    """The tool started a child Run and waits for it."""
+
+    ticket_id: str
+    child: str
+
+
+@frozen
+class ToolScheduled:
+    """The tool asks to be run again at ``due_at`` (a durable backoff)."""
+
+    ticket_id: str
+    due_at: str
+
+
+@frozen
+class ToolOutcomeLost:
+    """The executor cannot tell what happened (a timeout after the effect may have run)."""
+
+
+ToolOutcome: TypeAlias = ToolOutput | ToolFailure | ToolDelegated | ToolScheduled | ToolOutcomeLost
+
+
+@frozen
+class ToolFinished:
+    """What attempt ``attempt`` of a call ended with."""
+
+    call_id: str
+    attempt: int
+    outcome: ToolOutcome
+
+
+class OperationStatus(enum.Enum):
+    """The answers of a reconnect tool's ``status(operation_id)``."""
+
+    DONE = "done"
+    FAILED = "failed"
+    RUNNING = "running"
+    NOT_FOUND = "not_found"
+    UNKNOWN = "unknown"
+
+
+@frozen
+class StatusReport:
+    """A reconnect tool's answer about an operation. ``value`` is the result or error.
+
+    For ``running``, ``park_ticket_id`` and ``due_at`` park the call as a scheduled
+    wait; without them the host asks again later.
+    """
+
+    call_id: str
+    attempt: int
+    status: OperationStatus
+    value: JsonValue = None
+    park_ticket_id: str | None = None
+    due_at: str | None = None
+
+
+@frozen
+class Approve:
+    """Resume payload of an approval wait: go ahead."""
+
+
+@frozen
+class Deny:
+    """Resume payload of an approval wait: complete the call as denied."""
+
+    reason: JsonValue = None
+
+
+@frozen
+class ProvideInput:
+    """Resume payload of an input wait: the executor runs with this value."""
+
+    value: JsonValue
+
+
+@frozen
+class ExternalResult:
+    """Resume payload of an external wait: the answer completes the call."""
+
+    value: JsonValue
+
+
+@frozen
+class DelegationResult:
+    """Resume payload of a delegation wait: the child Run's answer completes the call."""
+
+    value: JsonValue
+
+
+@frozen
+class TimerFired:
+    """Resume payload of a scheduled wait: run the executor again."""
+
+
+ResumePayload: TypeAlias = (
+    Approve | Deny | ProvideInput | ExternalResult | DelegationResult | TimerFired
+)
+
+#: Which payload types each wait kind accepts.
+PAYLOADS_BY_WAIT: dict[WaitKind, tuple[type, ...]] = {
+    WaitKind.APPROVAL: (Approve, Deny),
+    WaitKind.INPUT: (ProvideInput,),
+    WaitKind.EXTERNAL: (ExternalResult,),
+    WaitKind.DELEGATION: (DelegationResult,),
+    WaitKind.SCHEDULED: (TimerFired,),
+}
+
+PAYLOAD_NAMES: dict[type, str] = {
+    Approve: "approve",
+    Deny: "deny",
+    ProvideInput: "input",
+    ExternalResult: "external",
+    DelegationResult: "delegation",
+    TimerFired: "timer",
+}
+
+
+@frozen
+class ResumeCommand:
+    """A typed resume for one ticket. Accepted only if the Run is Awaiting that ticket."""
+
+    run_id: str
+    ticket_id: str
+    kind: WaitKind
+    payload: ResumePayload
+
+    def to_json(self) -> dict[str, JsonValue]:
+        payload: dict[str, JsonValue] = {"type": PAYLOAD_NAMES[type(self.payload)]}
+        payload.update(attrs.asdict(self.payload))
+        return {
+            "run_id": self.run_id,
+            "ticket_id": self.ticket_id,
+            "kind": self.kind.value,
+            "payload": payload,
+        }
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical command: equal commands have equal digests."""
+        canonical = json.dumps(
+            self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@frozen
+class DeadlinePassed:
+    """The host's clock says ``now`` (UTC ISO-8601): an expired approval becomes a deny."""
+
+    ticket_id: str
+    now: str
+
+
+@frozen
+class EndRequest:
+    """Cancel (client), stop (host or operator) or failure: end the Run now."""
+
+    cause: EndCause
+
+
+Input: TypeAlias = (
+    Activate
+    | InferenceResult
+    | GateVerdict
+    | ToolFinished
+    | StatusReport
+    | ResumeCommand
+    | DeadlinePassed
+    | EndRequest
+)
+
+# --- effects ------------------------------------------------------------------------
+
+
+class Hook(enum.Enum):
+    """The seed's hooks. They observe; anything they decide comes back as an input."""
+
+    STEP_START = "StepStart"
+    BEFORE_INFERENCE = "BeforeInference"
+    AFTER_INFERENCE = "AfterInference"
+    STEP_END = "StepEnd"
+    AFTER_TOOL = "AfterTool"
+
+
+@frozen
+class Commit:
+    """Write this ThreadCommit; everything after it waits for the acknowledgement."""
+
+    commit: ThreadCommit
+
+
+@frozen
+class RunHook:
+    """Call a hook."""
+
+    hook: Hook
+    call_id: str | None = None
+
+
+@frozen
+class RequestInference:
+    """Ask the model for the result of step ``step``; answer with ``InferenceResult``."""
+
+    run_id: str
+    step: int
+
+
+@frozen
+class RunGate:
+    """Run the permission and Plugin gate for a call; answer with ``GateVerdict``."""
+
+    call: ToolCall
+
+
+@frozen
+class Execute:
+    """Start attempt ``attempt``; ``operation_id`` is the idempotency key of every attempt."""
+
+    call_id: str
+    tool: str
+    arguments: JsonValue
+    operation_id: str
+    attempt: int
+    resume_value: JsonValue = None
+
+
+@frozen
+class QueryStatus:
+    """Ask a reconnect tool about an operation without starting anything."""
+
+    call_id: str
+    tool: str
+    operation_id: str
+    attempt: int
+
+
+@frozen
+class NotifyWait:
+    """Send the wait's request (approval prompt, input request, timer, child watch)."""
+
+    ticket: ResumeTicket
+    wait: Wait
+
+
+@frozen
+class PublishResults:
+    """The batch is finalized: its ordered results may be shown to subscribers."""
+
+    batch: ActiveToolBatch
+
+
+@frozen
+class DeliverTerminus:
+    """Return the Run's terminus to the caller (again, on recovery)."""
+
+    cause: EndCause
+    redelivery: bool = False
+
+
+Effect: TypeAlias = (
+    Commit
+    | RunHook
+    | RequestInference
+    | RunGate
+    | Execute
+    | QueryStatus
+    | NotifyWait
+    | PublishResults
+    | DeliverTerminus
+)
+
+
+@frozen
+class Decision:
+    """The next committed state (after any Commit in ``effects``) and the effects, in order."""
+
+    state: RunSnapshot
+    effects: tuple[Effect, ...]
+
+    @property
+    def commit(self) -> ThreadCommit | None:
+        for effect in self.effects:
+            if isinstance(effect, Commit):
+                return effect.commit
+        return None

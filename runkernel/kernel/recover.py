@@ -1,0 +1,157 @@
+"""``recover(committed state, policies)``: the seed's recovery decision table.
+
+A pure function of committed state (invariant I11). It settles an open batch before
+any inference, keeps terminal calls, never turns Executing back into Requested and
+never shows a half-finished batch to inference.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+from attrs import frozen
+
+from runkernel.kernel.decide import end_run, execute_effect, redeliver, settle
+from runkernel.kernel.effects_plan import next_step_effects
+from runkernel.kernel.policies import Policies, RecoveryMode
+from runkernel.kernel.protocol import Decision, NotifyWait, QueryStatus, RunGate
+from runkernel.kernel.state import (
+    Awaiting,
+    CallAwaiting,
+    CallExecuting,
+    CallIndeterminate,
+    CallRequested,
+    EndCause,
+    Ended,
+    RunSnapshot,
+    Running,
+    is_terminal,
+)
+from runkernel.kernel.values import EndCauseKind, IndeterminateReason
+
+
+class RecoveryRow(enum.Enum):
+    """The six rows of the seed's recovery decision table, in the seed's order."""
+
+    RUNNING_NO_OPEN_BATCH = "running_no_open_batch"
+    CALL_REQUESTED = "call_requested"
+    CALL_EXECUTING = "call_executing"
+    CALL_AWAITING = "call_awaiting"
+    PARTLY_TERMINAL = "some_calls_terminal_batch_open"
+    ENDED = "ended"
+
+
+@frozen
+class RecoveryRule:
+    """One row of the table as the seed words it."""
+
+    row: RecoveryRow
+    frontier: str
+    runtime_action: str
+    external_action: str
+
+
+RECOVERY_TABLE: tuple[RecoveryRule, ...] = (
+    RecoveryRule(
+        RecoveryRow.RUNNING_NO_OPEN_BATCH,
+        "`Running`, no open ToolBatch",
+        "continue with the next Step",
+        "none",
+    ),
+    RecoveryRule(
+        RecoveryRow.CALL_REQUESTED,
+        "a call in `Requested`",
+        "run the gate, commit `Executing`, then enter the executor",
+        "none",
+    ),
+    RecoveryRule(
+        RecoveryRow.CALL_EXECUTING,
+        "a call in `Executing`",
+        "apply the fixed `ToolRecoveryPolicy`: replay, reconnect or indeterminate",
+        "only where reconciliation is needed",
+    ),
+    RecoveryRule(
+        RecoveryRow.CALL_AWAITING,
+        "a call in `Awaiting`",
+        "accept only a command that matches the committed ticket and wait kind",
+        "supply the requested typed approval or input",
+    ),
+    RecoveryRule(
+        RecoveryRow.PARTLY_TERMINAL,
+        "some calls terminal, batch still open",
+        "resume the remaining calls, keep the terminal ones",
+        "none",
+    ),
+    RecoveryRule(
+        RecoveryRow.ENDED,
+        "`Ended`",
+        "return or redeliver the terminus; never reopen the Run",
+        "none",
+    ),
+)
+
+
+@frozen
+class RecoveryDecision:
+    """Which row applied and what to do (a Decision, possibly with a commit)."""
+
+    row: RecoveryRow
+    decision: Decision
+
+
+def classify(state: RunSnapshot) -> RecoveryRow:
+    """The row of the recovery table that matches the committed frontier."""
+    if isinstance(state.state, Ended):
+        return RecoveryRow.ENDED
+    batch = state.open_batch
+    if batch is None:
+        return RecoveryRow.RUNNING_NO_OPEN_BATCH
+    statuses = [call.status for call in batch.calls]
+    if any(isinstance(s, CallExecuting) for s in statuses):
+        return RecoveryRow.CALL_EXECUTING
+    if any(isinstance(s, CallAwaiting) for s in statuses):
+        return RecoveryRow.CALL_AWAITING
+    if any(is_terminal(s) for s in statuses):
+        return RecoveryRow.PARTLY_TERMINAL
+    return RecoveryRow.CALL_REQUESTED
+
+
+def recover(state: RunSnapshot, policies: Policies = Policies()) -> RecoveryDecision:
+    """Decide how the Run continues from its committed state alone."""
+    row = classify(state)
+    return RecoveryDecision(row, _plan(row, state, policies))
+
+
+def _plan(row: RecoveryRow, state: RunSnapshot, policies: Policies) -> Decision:
+    if row is RecoveryRow.ENDED:
+        return redeliver(state)
+    if row is RecoveryRow.RUNNING_NO_OPEN_BATCH:
+        if policies.max_steps is not None and state.step >= policies.max_steps:
+            return end_run(state, state.batch, EndCause(EndCauseKind.STEP_LIMIT))
+        return Decision(state, next_step_effects(state))
+    batch = state.open_batch
+    assert batch is not None
+    call = batch.first_open_call()
+    if call is None:
+        # Every call is terminal but the batch was never finalized: finalize it now.
+        return settle(state, batch, policies)
+    if row is RecoveryRow.CALL_AWAITING:
+        assert isinstance(state.state, Awaiting) and isinstance(call.status, CallAwaiting)
+        return Decision(state, (NotifyWait(state.state.ticket, call.status.wait),))
+    if row is RecoveryRow.CALL_EXECUTING:
+        assert isinstance(call.status, CallExecuting) and isinstance(state.state, Running)
+        attempt = call.status.attempt
+        recovery = policies.for_tool(call.tool).recovery
+        if recovery.mode is RecoveryMode.REPLAY:
+            if attempt >= recovery.max_attempts:
+                exhausted = CallIndeterminate(attempt, IndeterminateReason.ATTEMPTS_EXHAUSTED)
+                return settle(state, batch.replace_call(attrs.evolve(call, status=exhausted)), policies)
+            replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt + 1)))
+            return settle(state, replay, policies, follow_up=(execute_effect(call, attempt + 1),))
+        if recovery.mode is RecoveryMode.RECONNECT:
+            return Decision(state, (QueryStatus(call.call_id, call.tool, call.operation_id, attempt),))
+        unknown = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
+        return settle(state, batch.replace_call(attrs.evolve(call, status=unknown)), policies)
+    assert isinstance(call.status, CallRequested)
+    return Decision(state, (RunGate(call),))

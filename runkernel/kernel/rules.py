@@ -1,0 +1,71 @@
+"""Named rules and the typed rejection that cites them.
+
+A rejection changes nothing: ``decide`` and ``validate_commit`` return it instead of a
+new state, and it says which rule was broken and why, the way h11 says "can't handle
+X when state=Y".
+"""
+
+from __future__ import annotations
+
+import enum
+
+from attrs import frozen
+
+
+class Rule(enum.Enum):
+    """Every rule a commit or an input can break. Values are stable ids for reports."""
+
+    # commit log (I1-I4, I13)
+    IDENTITY = "identity"
+    VERSION = "version-contiguous"
+    FIRST_COMMIT = "first-commit-running"
+    ONE_ACTIVE_RUN = "one-active-run"
+    AFTER_ENDED = "nothing-after-ended"
+    STEP = "step-counts-inference"
+    RUN_EDGE = "run-edge"
+    TICKET_SHAPE = "ticket-matches-wait"
+    TICKET_REUSED = "ticket-never-reused"
+    RESUME = "resume-matches-ticket"
+    AWAITING_END = "awaiting-ends-by-cancel-stop-failure"
+    CALL_EDGE = "call-edge"
+    EDGE_CONDITION = "edge-condition"
+    ATTEMPT = "attempt-increments-by-one"
+    BATCH_NEW = "batch-complete-and-requested"
+    BATCH_IDENTITY = "batch-identity-stable"
+    CALL_ORDER = "calls-one-at-a-time-in-order"
+    INFERENCE_OPEN_BATCH = "no-inference-with-open-batch"
+    FINALIZE = "finalize-when-all-terminal"
+    PUBLISH = "publish-one-result-per-call"
+    RUN_END_CLOSES = "run-end-closes-calls"
+    TERMINAL_IMMUTABLE = "terminal-result-immutable"
+    CALL_WAITS_WITH_RUN = "call-waits-with-run"
+    # inputs to decide (I14 and the driver's protocol)
+    RUN_NOT_AWAITING = "run-not-awaiting"
+    TICKET_MISMATCH = "ticket-mismatch"
+    WAIT_KIND_MISMATCH = "wait-kind-mismatch"
+    PAYLOAD_TYPE = "payload-type"
+    ALREADY_APPLIED = "already-applied"
+    STALE_COMMAND = "stale-command"
+    RUN_ENDED = "run-ended"
+    WRONG_RUN = "wrong-run"
+    UNEXPECTED_INPUT = "unexpected-input"
+    NOT_EXPIRED = "wait-not-expired"
+
+
+@frozen
+class Rejection:
+    """A typed refusal: nothing was committed and no state changed."""
+
+    rule: Rule
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.rule.value}: {self.message}"
+
+
+class RejectedError(Exception):
+    """Raised by the convenience wrappers that turn a Rejection into an exception."""
+
+    def __init__(self, rejection: Rejection) -> None:
+        super().__init__(str(rejection))
+        self.rejection = rejection

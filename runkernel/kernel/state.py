@@ -1,0 +1,339 @@
+"""Typed committed state: calls, the ActiveToolBatch, RunState, messages and commits.
+
+Every class is frozen and slotted; validators make shapes that the design forbids
+impossible to construct (an Awaiting Run without a ticket, a failed cause without an
+error, a Requested call with an attempt). Legality *between* states lives in
+``validate.py``; these classes only guarantee that a single state is well formed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeAlias
+
+import attrs
+from attrs import frozen
+
+from runkernel.kernel.values import (
+    EndCauseKind,
+    IndeterminateReason,
+    JsonValue,
+    ResultKind,
+    Role,
+    WaitKind,
+)
+
+
+def _non_negative(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
+
+
+def _positive(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 1:
+        raise ValueError(f"{attribute.name} must be >= 1, got {value}")
+
+
+def _non_empty(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not value:
+        raise ValueError(f"{attribute.name} must not be empty")
+
+
+# --- calls -----------------------------------------------------------------------
+
+
+@frozen
+class Wait:
+    """A typed wait owned by an Awaiting call.
+
+    ``correlation`` equals the ``ticket_id`` of the Run's ResumeTicket. A delegation's
+    child Run id, a timer's due time and an approval deadline live in fields of their
+    own, never in the correlation.
+    """
+
+    kind: WaitKind
+    correlation: str = attrs.field(validator=_non_empty)
+    child: str | None = None
+    due_at: str | None = None
+    expires_at: str | None = None
+
+
+@frozen
+class ToolResult:
+    """A committed terminal result of a call."""
+
+    kind: ResultKind
+    value: JsonValue
+
+
+@frozen
+class CallRequested:
+    """Persisted; no executor attempt recorded."""
+
+    @property
+    def attempt(self) -> int:
+        return 0
+
+
+@frozen
+class CallExecuting:
+    """Attempt ``attempt`` was committed: its external effect may have started."""
+
+    attempt: int = attrs.field(validator=_positive)
+
+
+@frozen
+class CallAwaiting:
+    """The call owns a typed wait. ``attempt`` is 0 when no attempt ever started."""
+
+    attempt: int = attrs.field(validator=_non_negative)
+    wait: Wait
+
+
+@frozen
+class CallCompleted:
+    """Terminal: a committed result."""
+
+    attempt: int = attrs.field(validator=_non_negative)
+    result: ToolResult
+
+
+@frozen
+class CallIndeterminate:
+    """Terminal: the outcome cannot be determined safely."""
+
+    attempt: int = attrs.field(validator=_non_negative)
+    reason: IndeterminateReason
+
+
+CallStatus: TypeAlias = (
+    CallRequested | CallExecuting | CallAwaiting | CallCompleted | CallIndeterminate
+)
+TerminalStatus: TypeAlias = CallCompleted | CallIndeterminate
+
+
+def is_terminal(status: CallStatus) -> bool:
+    """Completed and Indeterminate are the terminal call states."""
+    return isinstance(status, (CallCompleted, CallIndeterminate))
+
+
+@frozen
+class ToolCall:
+    """One durable call of a batch. ``operation_id`` is fixed for every attempt."""
+
+    call_id: str = attrs.field(validator=_non_empty)
+    tool: str = attrs.field(validator=_non_empty)
+    arguments: JsonValue
+    operation_id: str = attrs.field(validator=_non_empty)
+    status: CallStatus
+
+    def same_identity(self, other: ToolCall) -> bool:
+        """True when both describe the same call (everything but the status)."""
+        return (
+            self.call_id == other.call_id
+            and self.tool == other.tool
+            and self.arguments == other.arguments
+            and self.operation_id == other.operation_id
+        )
+
+
+def _calls_non_empty(
+    _instance: object, _attribute: attrs.Attribute[tuple[ToolCall, ...]], value: tuple[ToolCall, ...]
+) -> None:
+    if not value:
+        raise ValueError("a batch holds one or more calls")
+    if len({call.call_id for call in value}) != len(value):
+        raise ValueError("call ids of a batch must be unique")
+    if len({call.operation_id for call in value}) != len(value):
+        raise ValueError("operation ids of a batch must be unique")
+
+
+@frozen
+class ActiveToolBatch:
+    """The Run-scoped batch of one Step. ``finalized`` is the publication barrier."""
+
+    batch_id: str = attrs.field(validator=_non_empty)
+    step: int = attrs.field(validator=_positive)
+    finalized: bool
+    calls: tuple[ToolCall, ...] = attrs.field(validator=_calls_non_empty)
+
+    @property
+    def is_open(self) -> bool:
+        return not self.finalized
+
+    def call(self, call_id: str) -> ToolCall | None:
+        for candidate in self.calls:
+            if candidate.call_id == call_id:
+                return candidate
+        return None
+
+    def all_terminal(self) -> bool:
+        return all(is_terminal(call.status) for call in self.calls)
+
+    def first_open_call(self) -> ToolCall | None:
+        """The first call that is not terminal: the only one allowed to progress."""
+        for candidate in self.calls:
+            if not is_terminal(candidate.status):
+                return candidate
+        return None
+
+    def replace_call(self, call: ToolCall) -> ActiveToolBatch:
+        calls = tuple(call if c.call_id == call.call_id else c for c in self.calls)
+        return attrs.evolve(self, calls=calls)
+
+
+# --- run state -------------------------------------------------------------------
+
+
+@frozen
+class TypedError:
+    """A failure carried by ``EndCause(failed)``."""
+
+    type: str = attrs.field(validator=_non_empty)
+    message: str
+
+
+@frozen
+class EndCause:
+    """Why a Run ended. ``error`` is present if and only if the kind is ``failed``."""
+
+    kind: EndCauseKind
+    error: TypedError | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.kind is EndCauseKind.FAILED) != (self.error is not None):
+            raise ValueError("an EndCause carries an error if and only if it is 'failed'")
+
+
+@frozen
+class ResumeTicket:
+    """The one typed correlation an Awaiting Run accepts a resume for."""
+
+    ticket_id: str = attrs.field(validator=_non_empty)
+    wait: WaitKind
+    call_id: str = attrs.field(validator=_non_empty)
+
+
+@frozen
+class Running:
+    """Committed RunState: the Run makes progress."""
+
+
+@frozen
+class Awaiting:
+    """Committed RunState: the Run waits on exactly one ticket."""
+
+    ticket: ResumeTicket
+
+
+@frozen
+class Ended:
+    """Committed RunState: absorbing, with exactly one cause."""
+
+    cause: EndCause
+
+
+RunState: TypeAlias = Running | Awaiting | Ended
+#: The disposition a ThreadCommit declares has exactly the shape of a RunState.
+RunDisposition: TypeAlias = RunState
+
+
+# --- messages and events ---------------------------------------------------------
+
+
+@frozen
+class ToolUse:
+    """One entry of an assistant message's tool-use block."""
+
+    call_id: str = attrs.field(validator=_non_empty)
+    tool: str = attrs.field(validator=_non_empty)
+    arguments: JsonValue
+
+
+@frozen
+class Message:
+    """A committed message. Tool messages name their call; only assistants use tools."""
+
+    role: Role
+    content: JsonValue
+    tool_calls: tuple[ToolUse, ...] | None = None
+    call_id: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.tool_calls is not None and self.role is not Role.ASSISTANT:
+            raise ValueError("only an assistant message carries tool_calls")
+        if (self.role is Role.TOOL) != (self.call_id is not None):
+            raise ValueError("a message names a call_id if and only if it is a tool message")
+
+
+@frozen
+class Event:
+    """A lifecycle fact in a commit, e.g. ``activated``, ``resumed``, ``attempt_failed``."""
+
+    type: str = attrs.field(validator=_non_empty)
+    data: Mapping[str, JsonValue] = attrs.field(factory=dict, hash=False)
+
+
+RESUMED_EVENT = "resumed"
+
+
+@frozen
+class ThreadCommit:
+    """One validated write: identity, expected version, disposition, deltas, state."""
+
+    thread_id: str = attrs.field(validator=_non_empty)
+    run_id: str = attrs.field(validator=_non_empty)
+    expected_version: int = attrs.field(validator=_non_negative)
+    step: int = attrs.field(validator=_non_negative)
+    disposition: RunDisposition
+    batch: ActiveToolBatch | None
+    messages: tuple[Message, ...] = ()
+    events: tuple[Event, ...] = ()
+
+    @property
+    def version(self) -> int:
+        """The Thread version this commit creates."""
+        return self.expected_version + 1
+
+
+@frozen
+class AppliedResume:
+    """A resume that was committed, remembered to answer repeats."""
+
+    ticket_id: str
+    digest: str
+
+
+@frozen
+class RunSnapshot:
+    """Latest committed state of one Run: what recovery and validation read.
+
+    Messages are not part of it (they are deltas in the commit log); everything here is
+    bounded by the size of one batch and the number of waits of the Run.
+    """
+
+    thread_id: str
+    run_id: str
+    version: int
+    step: int
+    state: RunState
+    batch: ActiveToolBatch | None
+    tickets_used: frozenset[str] = frozenset()
+    resumes_applied: tuple[AppliedResume, ...] = ()
+    closed_batch_ids: frozenset[str] = frozenset()
+
+    @property
+    def open_batch(self) -> ActiveToolBatch | None:
+        """The batch if it is not finalized yet."""
+        if self.batch is not None and self.batch.is_open:
+            return self.batch
+        return None
+
+
+@frozen
+class ThreadHead:
+    """Latest committed version of a Thread and its Run that is not Ended, if any."""
+
+    thread_id: str
+    version: int
+    active_run_id: str | None

@@ -1,0 +1,208 @@
+"""``check-trace``: judge a ``runkernel/1`` trace line by line with the kernel.
+
+There is no second rule set here: every line is decoded to a ThreadCommit and handed
+to ``validate_commit`` against the previous committed state of its Thread. Input is
+read a bounded line at a time, so a hostile file costs at most one line of memory.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import attrs
+from attrs import frozen
+
+from runkernel.kernel.codec import TraceFormatError, commit_from_json
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.state import Awaiting, RunSnapshot, ThreadCommit, ThreadHead
+from runkernel.kernel.validate import validate_commit
+
+MAX_LINE_BYTES = 16 * 1024 * 1024
+MAX_DEPTH = 64
+NOT_A_TRACE = "not-a-trace"
+
+
+class Verdict(enum.IntEnum):
+    """Exit codes of ``check-trace``: the highest over several files wins."""
+
+    LEGAL = 0
+    ILLEGAL = 1
+    NOT_A_TRACE = 2
+
+
+@frozen
+class Finding:
+    """The outcome for one file: the first illegal or unreadable line, if any."""
+
+    verdict: Verdict
+    line: int = 0
+    rule: str = ""
+    message: str = ""
+    commits: int = 0
+    threads: int = 0
+
+    def report(self, name: str) -> str:
+        if self.verdict is Verdict.LEGAL:
+            return f"{name}: legal: {self.commits} commits in {self.threads} threads"
+        where = f"{name}:{self.line}" if self.line else name
+        return f"{where}: {self.rule}: {self.message}"
+
+
+class NotATrace(Exception):
+    """The bytes cannot be a ``runkernel/1`` line."""
+
+
+class TraceJudge:
+    """Feeds commits in order and remembers each Thread's and Run's committed state."""
+
+    def __init__(self) -> None:
+        self.heads: dict[str, ThreadHead] = {}
+        self.runs: dict[str, RunSnapshot] = {}
+        self.tickets: set[str] = set()
+        self.commits = 0
+
+    def feed(self, commit: ThreadCommit) -> Rejection | None:
+        """Judge one commit; on acceptance it becomes the committed state."""
+        verdict = validate_commit(
+            self.heads.get(commit.thread_id),
+            self.runs.get(commit.run_id),
+            commit,
+            ticket_seen=self.tickets.__contains__,
+        )
+        if isinstance(verdict, Rejection):
+            return verdict
+        self.heads[commit.thread_id] = verdict.head
+        self.runs[commit.run_id] = verdict.run
+        if isinstance(commit.disposition, Awaiting):
+            self.tickets.add(commit.disposition.ticket.ticket_id)
+        self.commits += 1
+        return None
+
+
+# --- strict JSON -----------------------------------------------------------------
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise NotATrace(f"duplicate key {key!r}")
+        obj[key] = value
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    raise NotATrace(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotATrace(f"number {text[:40]} is not finite")
+    return value
+
+
+def _depth(value: Any) -> int:
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def parse_line(raw: bytes) -> Any:
+    """Strict JSON: UTF-8, no NaN/Infinity, no duplicate keys, nesting <= MAX_DEPTH."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise NotATrace(f"invalid UTF-8 at byte {error.start}") from None
+    if not text.strip():
+        raise NotATrace("empty line")
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+        )
+    except RecursionError:
+        raise NotATrace(f"nesting deeper than {MAX_DEPTH}") from None
+    except json.JSONDecodeError as error:
+        raise NotATrace(f"invalid JSON: {error.msg} at column {error.colno}") from None
+    if _depth(value) > MAX_DEPTH:
+        raise NotATrace(f"nesting deeper than {MAX_DEPTH}")
+    return value
+
+
+def bounded_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """Lines without their terminator; a line over MAX_LINE_BYTES raises NotATrace."""
+    while True:
+        chunk = stream.readline(MAX_LINE_BYTES + 1)
+        if not chunk:
+            return
+        if chunk.endswith(b"\n"):
+            chunk = chunk[:-1]
+            if chunk.endswith(b"\r"):
+                chunk = chunk[:-1]
+        elif len(chunk) > MAX_LINE_BYTES:
+            raise NotATrace(f"line longer than {MAX_LINE_BYTES} bytes")
+        yield chunk
+
+
+def check_lines(lines: Iterable[bytes]) -> Finding:
+    """Judge a whole trace; stops at the first illegal or unreadable line."""
+    judge = TraceJudge()
+    number = 0
+    iterator = iter(lines)
+    while True:
+        try:
+            raw = next(iterator)
+        except StopIteration:
+            break
+        except NotATrace as error:
+            return Finding(Verdict.NOT_A_TRACE, number + 1, NOT_A_TRACE, str(error), judge.commits)
+        number += 1
+        try:
+            commit = commit_from_json(parse_line(raw))
+        except (NotATrace, TraceFormatError) as error:
+            return Finding(Verdict.NOT_A_TRACE, number, NOT_A_TRACE, str(error), judge.commits)
+        rejection = judge.feed(commit)
+        if rejection is not None:
+            return Finding(
+                Verdict.ILLEGAL, number, rejection.rule.value, rejection.message, judge.commits
+            )
+    if number == 0:
+        return Finding(Verdict.NOT_A_TRACE, 0, NOT_A_TRACE, "empty file: a trace has at least one commit")
+    return Finding(Verdict.LEGAL, commits=judge.commits, threads=len(judge.heads))
+
+
+def check_file(path: Path) -> Finding:
+    """Judge one file; an unreadable file is 'not a trace'."""
+    try:
+        with path.open("rb") as stream:
+            return check_lines(bounded_lines(stream))
+    except OSError as error:
+        return Finding(Verdict.NOT_A_TRACE, 0, NOT_A_TRACE, f"cannot read: {error.strerror or error}")
+
+
+def check_commits(commits: Iterable[ThreadCommit]) -> Finding:
+    """Judge commits already in memory (the simulator's exported traces)."""
+    judge = TraceJudge()
+    for number, commit in enumerate(commits, start=1):
+        rejection = judge.feed(commit)
+        if rejection is not None:
+            return Finding(Verdict.ILLEGAL, number, rejection.rule.value, rejection.message, judge.commits)
+    return attrs.evolve(
+        Finding(Verdict.LEGAL), commits=judge.commits, threads=len(judge.heads)
+    )
