@@ -3,11 +3,37 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from runkernel.adapters.inbox import submit_end, submit_resume
+from runkernel.adapters.store import Reconciliation, Store, StoreError
+from runkernel.adapters.urls import DEFAULT_STORE_URL, open_store
+from runkernel.adapters.inspect_view import find_indeterminate, inspect_json, inspect_text
+from runkernel.kernel.protocol import (
+    Approve,
+    DelegationResult,
+    Deny,
+    EndRequest,
+    ExternalResult,
+    ProvideInput,
+    ResumeCommand,
+    ResumePayload,
+    TimerFired,
+)
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.state import EndCause
+from runkernel.kernel.values import EndCauseKind, WaitKind
+from runkernel.adapters.export import export_lines
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+
+RECONCILE_OUTCOMES = ("applied", "not_applied", "compensated", "unknown")
 
 
 class CliError(Exception):
@@ -18,5 +44,249 @@ class CliError(Exception):
         self.code = code
 
 
-def register(commands: "argparse._SubParsersAction[Any]") -> None:
+def _open(url: str) -> Store:
+    try:
+        return open_store(url)
+    except StoreError as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+
+
+def _refused(rejection: Rejection) -> int:
+    print(f"refused: {rejection}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
+# --- simulate --------------------------------------------------------------------------
+
+
+class ProgressBar:
+    """A one-line bar on a terminal; a line every tenth of the work otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.started = time.monotonic()
+        self.last_tenth = -1
+
+    def __call__(self, done: int, total: int, report: Any) -> None:
+        text = (
+            f"{done}/{total} runs, {report.commits} commits, "
+            f"{sum(report.crashes.values())} crashes, {len(report.violations)} violations"
+        )
+        if self.tty:
+            width = 30
+            filled = width * done // max(total, 1)
+            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {text}")
+            if done == total:
+                self.stream.write("\n")
+        else:
+            tenth = 10 * done // max(total, 1)
+            if tenth != self.last_tenth:
+                self.last_tenth = tenth
+                self.stream.write(f"simulate: {text} ({time.monotonic() - self.started:.1f}s)\n")
+        self.stream.flush()
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from runkernel.simulation.simulate import format_report, simulate
+
+    if args.runs < 1:
+        raise CliError("--runs must be at least 1", EXIT_USAGE)
+    store = _open(args.store)
+    try:
+        if store.thread_ids():
+            if not args.reset:
+                raise CliError(
+                    f"store {args.store} already holds {len(store.thread_ids())} threads; "
+                    "pass --reset to delete them, or choose another --store",
+                    EXIT_USAGE,
+                )
+            store.reset()
+        progress = None if args.no_progress else ProgressBar(sys.stderr)
+        report = simulate(store, args.runs, args.seed, progress)
+        if args.export is not None:
+            directory = Path(args.export)
+            directory.mkdir(parents=True, exist_ok=True)
+            for thread_id in report.thread_ids:
+                with (directory / f"{thread_id}.jsonl").open("w", encoding="utf-8") as out:
+                    out.writelines(line + "\n" for line in export_lines(store, thread_id, redact=False))
+        sys.stdout.write(format_report(report))
+        if args.export is not None:
+            print(f"exported {len(report.thread_ids)} threads to {args.export}")
+        return EXIT_OK if not report.violations else EXIT_FAILURE
+    finally:
+        store.close()
+
+
+# --- inspect, export ----------------------------------------------------------------------
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    store = _open(args.store)
+    try:
+        snapshot = store.run(args.run_id)
+        if snapshot is None:
+            raise CliError(f"no committed run {args.run_id!r} in {args.store}")
+        if args.format == "json":
+            print(json.dumps(inspect_json(store, snapshot), indent=2, ensure_ascii=False))
+        else:
+            sys.stdout.write(inspect_text(store, snapshot))
+        return EXIT_OK
+    finally:
+        store.close()
+
+
+def _export(args: argparse.Namespace) -> int:
+    store = _open(args.store)
+    try:
+        if store.thread_head(args.thread_id) is None:
+            raise CliError(f"no thread {args.thread_id!r} in {args.store}")
+        for line in export_lines(store, args.thread_id, redact=args.redact):
+            sys.stdout.write(line + "\n")
+        return EXIT_OK
+    finally:
+        store.close()
+
+
+# --- resume, cancel, reconcile -----------------------------------------------------------
+
+
+def _payload(args: argparse.Namespace) -> tuple[WaitKind, ResumePayload]:
+    if args.approve:
+        return WaitKind.APPROVAL, Approve()
+    if args.deny is not None:
+        return WaitKind.APPROVAL, Deny(args.deny or None)
+    if args.input is not None:
+        return WaitKind.INPUT, ProvideInput(args.input)
+    if args.timer:
+        return WaitKind.SCHEDULED, TimerFired()
+    raw = args.external if args.external is not None else args.delegation
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise CliError(f"the result must be JSON: {error}", EXIT_USAGE) from None
+    if args.external is not None:
+        return WaitKind.EXTERNAL, ExternalResult(value)
+    return WaitKind.DELEGATION, DelegationResult(value)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    kind, payload = _payload(args)
+    store = _open(args.store)
+    try:
+        command = ResumeCommand(args.run_id, args.ticket, kind, payload)
+        result = submit_resume(store, command)
+        if isinstance(result, Rejection):
+            return _refused(result)
+        print(f"queued command {result} for run {args.run_id}; the runtime driving it applies it")
+        return EXIT_OK
+    finally:
+        store.close()
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    store = _open(args.store)
+    try:
+        result = submit_end(store, args.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
+        if isinstance(result, Rejection):
+            return _refused(result)
+        print(f"queued cancel {result} for run {args.run_id}; the runtime driving it applies it")
+        return EXIT_OK
+    finally:
+        store.close()
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    store = _open(args.store)
+    try:
+        found = find_indeterminate(store, args.operation_id)
+        if found is None:
+            raise CliError(f"no Indeterminate call has operation id {args.operation_id!r} in {args.store}")
+        store.record_reconciliation(Reconciliation(args.operation_id, args.outcome, args.note))
+        print(
+            f"recorded {args.outcome!r} for operation {args.operation_id} (call {found[1]} of run "
+            f"{found[0]}); committed facts are unchanged"
+        )
+        return EXIT_OK
+    finally:
+        store.close()
+
+
+# --- parser -------------------------------------------------------------------------------
+
+
+def _store_option(parser: argparse.ArgumentParser, default: str | None = DEFAULT_STORE_URL) -> None:
+    parser.add_argument(
+        "--store",
+        default=default,
+        required=default is None,
+        metavar="URL",
+        help=f"memory:, sqlite:///path.db or postgresql://... (default: {default})"
+        if default
+        else "memory:, sqlite:///path.db or postgresql://...",
+    )
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the store subcommands to the parser."""
+    sim = commands.add_parser(
+        "simulate",
+        help="the main job: scripted Runs crashed at every commit boundary, recovered and checked",
+        description=(
+            "Play scripted agent Runs (text, batches, every wait kind, retries, every recovery "
+            "policy, cancel/stop/failure, the step limit), crash the runtime at every commit "
+            "boundary kind and position, recover with fresh runtimes from the store alone, and "
+            "check invariants I1-I14 after each Run. Exit 0 only with zero violations."
+        ),
+    )
+    sim.add_argument("--runs", type=int, default=1600, metavar="N", help="runs to play (default: 1600)")
+    sim.add_argument("--seed", type=int, default=0, metavar="S", help="seed; same seed, same report (default: 0)")
+    _store_option(sim)
+    sim.add_argument("--export", metavar="DIR", help="write each Thread's log as DIR/<thread_id>.jsonl")
+    sim.add_argument("--reset", action="store_true", help="delete what the store holds first")
+    sim.add_argument("--no-progress", action="store_true", help="no progress output on stderr")
+    sim.set_defaults(handler=_simulate)
+
+    inspect = commands.add_parser(
+        "inspect", help="the seed's four questions for one Run, from committed facts only"
+    )
+    _store_option(inspect)
+    inspect.add_argument("run_id", metavar="RUN_ID")
+    inspect.add_argument("--format", choices=("text", "json"), default="text")
+    inspect.set_defaults(handler=_inspect)
+
+    export = commands.add_parser("export", help="print a Thread's runkernel/1 trace")
+    _store_option(export)
+    export.add_argument("thread_id", metavar="THREAD_ID")
+    export.add_argument("--redact", action="store_true", help="replace ticket ids by a consistent digest")
+    export.set_defaults(handler=_export)
+
+    resume = commands.add_parser(
+        "resume",
+        help="pre-validate a resume against the committed ticket and queue it for the runtime",
+    )
+    _store_option(resume)
+    resume.add_argument("run_id", metavar="RUN_ID")
+    resume.add_argument("--ticket", required=True, metavar="TICKET_ID", help="the committed ticket id")
+    payload = resume.add_mutually_exclusive_group(required=True)
+    payload.add_argument("--approve", action="store_true", help="approve an approval wait")
+    payload.add_argument("--deny", nargs="?", const="", metavar="REASON", help="deny an approval wait")
+    payload.add_argument("--input", metavar="VALUE", help="answer an input wait")
+    payload.add_argument("--external", metavar="JSON", help="complete an external wait with a result")
+    payload.add_argument("--delegation", metavar="JSON", help="complete a delegation wait with the child's result")
+    payload.add_argument("--timer", action="store_true", help="fire a scheduled wait")
+    resume.set_defaults(handler=_resume)
+
+    cancel = commands.add_parser("cancel", help="queue a cancel for a Run that is not Ended")
+    _store_option(cancel)
+    cancel.add_argument("run_id", metavar="RUN_ID")
+    cancel.set_defaults(handler=_cancel)
+
+    reconcile = commands.add_parser(
+        "reconcile", help="record what the downstream system says happened to an Indeterminate call"
+    )
+    _store_option(reconcile)
+    reconcile.add_argument("operation_id", metavar="OPERATION_ID")
+    reconcile.add_argument("--outcome", required=True, choices=RECONCILE_OUTCOMES)
+    reconcile.add_argument("--note", help="free text kept with the record")
+    reconcile.set_defaults(handler=_reconcile)

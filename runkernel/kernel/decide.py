@@ -217,9 +217,9 @@ def settle(
     )
     effects: tuple[Effect, ...] = (Commit(commit),) + tuple(follow_up)
     if not follow_up:
-        upcoming = batch.first_open_call()
-        if upcoming is not None and isinstance(upcoming.status, CallRequested):
-            effects += (RunGate(upcoming),)
+        next_call = batch.first_open_call()
+        if next_call is not None and isinstance(next_call.status, CallRequested):
+            effects += (RunGate(next_call),)
     return Decision(after, effects)
 
 

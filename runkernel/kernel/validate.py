@@ -402,11 +402,12 @@ def _check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Th
     if not ending:
         _check_order(batch.calls)
     if batch.finalized:
+        still_open = batch.first_open_call()
         _require(
-            batch.all_terminal(),
+            still_open is None,
             Rule.FINALIZE,
             f"batch {batch.batch_id!r} is finalized while call "
-            f"{batch.first_open_call().call_id if batch.first_open_call() else ''!r} is not terminal",
+            f"{still_open.call_id if still_open else ''!r} is not terminal",
         )
         published = [m.call_id for m in _tool_messages(commit.messages)]
         expected = [c.call_id for c in batch.calls]

@@ -140,6 +140,8 @@ def parse_line(raw: bytes) -> Any:
         raise NotATrace(f"nesting deeper than {MAX_DEPTH}") from None
     except json.JSONDecodeError as error:
         raise NotATrace(f"invalid JSON: {error.msg} at column {error.colno}") from None
+    except ValueError as error:  # e.g. an integer longer than int() converts (4300 digits)
+        raise NotATrace(f"invalid JSON: {error}") from None
     if _depth(value) > MAX_DEPTH:
         raise NotATrace(f"nesting deeper than {MAX_DEPTH}")
     return value

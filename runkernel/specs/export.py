@@ -20,8 +20,10 @@ FORMATS = ("mermaid", "markdown", "json")
 _TITLES = {"RunMachine": "Run state machine", "ToolCallMachine": "Tool-call state machine"}
 
 
-def _rules_for(machine: type[Any]) -> list[RunEdgeRule] | list[CallEdgeRule]:
-    return list(RUN_TABLE) if machine is RunMachine else list(CALL_TABLE)
+def _rules_for(machine: type[Any]) -> list[RunEdgeRule | CallEdgeRule]:
+    rules: list[RunEdgeRule | CallEdgeRule] = []
+    rules.extend(RUN_TABLE if machine is RunMachine else CALL_TABLE)
+    return rules
 
 
 def _label(machine: type[Any], edge: SpecEdge) -> str | None:

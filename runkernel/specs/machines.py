@@ -14,7 +14,7 @@ from attrs import frozen
 from statemachine import State, StateMachine
 
 
-class RunMachine(StateMachine):  # type: ignore[misc]
+class RunMachine(StateMachine):
     """Committed RunState: Running, Awaiting(ticket) or Ended(cause)."""
 
     Running = State(initial=True)
@@ -28,7 +28,7 @@ class RunMachine(StateMachine):  # type: ignore[misc]
     cancel_stop_or_failure = Awaiting.to(Ended)
 
 
-class ToolCallMachine(StateMachine):  # type: ignore[misc]
+class ToolCallMachine(StateMachine):
     """One durable tool call; Finalized is the batch publication barrier."""
 
     Requested = State(initial=True)

@@ -1,0 +1,144 @@
+"""``runkernel inspect``: the seed's "state you need to confirm" table for one Run,
+answered from committed facts only (never from a worker, a stream or a UI)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runkernel.adapters.store import Store
+from runkernel.kernel.codec import call_to_json, disposition_to_json, message_to_json
+from runkernel.kernel.edges import call_phase
+from runkernel.kernel.protocol import PAYLOAD_NAMES, PAYLOADS_BY_WAIT
+from runkernel.kernel.recover import classify
+from runkernel.kernel.state import (
+    Awaiting,
+    CallAwaiting,
+    CallCompleted,
+    CallIndeterminate,
+    Ended,
+    RunSnapshot,
+)
+
+
+def _run_messages(store: Store, snapshot: RunSnapshot) -> list[dict[str, Any]]:
+    return [
+        message_to_json(m)
+        for c in store.commits(snapshot.thread_id)
+        if c.run_id == snapshot.run_id
+        for m in c.messages
+    ]
+
+
+def find_indeterminate(store: Store, operation_id: str) -> tuple[str, str] | None:
+    """(run id, call id) of the Indeterminate call with this operation id, if any."""
+    for thread_id in store.thread_ids():
+        for commit in store.commits(thread_id):
+            for call in commit.batch.calls if commit.batch else ():
+                if call.operation_id == operation_id and isinstance(call.status, CallIndeterminate):
+                    return commit.run_id, call.call_id
+    return None
+
+
+def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
+    """Everything ``inspect`` shows, as JSON."""
+    state = snapshot.state
+    ticket = None
+    if isinstance(state, Awaiting):
+        accepts = [PAYLOAD_NAMES[t] for t in PAYLOADS_BY_WAIT[state.ticket.wait]]
+        ticket = {
+            "ticket_id": state.ticket.ticket_id,
+            "wait": state.ticket.wait.value,
+            "call_id": state.ticket.call_id,
+            "accepts": accepts,
+        }
+    calls = snapshot.batch.calls if snapshot.batch else ()
+    indeterminate = [
+        {
+            "call_id": c.call_id,
+            "operation_id": c.operation_id,
+            "reconciliations": [
+                {"outcome": r.outcome, "note": r.note} for r in store.reconciliations(c.operation_id)
+            ],
+        }
+        for c in calls
+        if isinstance(c.status, CallIndeterminate)
+    ]
+    return {
+        "run_id": snapshot.run_id,
+        "thread_id": snapshot.thread_id,
+        "version": snapshot.version,
+        "step": snapshot.step,
+        "run_state": disposition_to_json(state),
+        "recovery_row": classify(snapshot).value,
+        "batch": None
+        if snapshot.batch is None
+        else {
+            "batch_id": snapshot.batch.batch_id,
+            "step": snapshot.batch.step,
+            "finalized": snapshot.batch.finalized,
+            "calls": [call_to_json(c) for c in calls],
+        },
+        "ticket": ticket,
+        "messages": _run_messages(store, snapshot),
+        "indeterminate": indeterminate,
+        "pending_commands": [e.body for e in store.pending_commands(snapshot.run_id)],
+    }
+
+
+def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
+    """The four questions of the seed, one section each, then reconciliation hints."""
+    view = inspect_json(store, snapshot)
+    state = snapshot.state
+    out = [f"run {snapshot.run_id}  thread {snapshot.thread_id}  version {snapshot.version}  step {snapshot.step}", ""]
+    if isinstance(state, Ended):
+        status = f"Ended({state.cause.kind.value})"
+        if state.cause.error is not None:
+            status += f" {state.cause.error.type}: {state.cause.error.message}"
+    else:
+        status = type(state).__name__
+    out += [
+        "Is execution still running, waiting, or finished?  (latest committed RunState)",
+        f"  {status}; recovery would apply row '{view['recovery_row']}'",
+        "",
+        "Has the model requested a Tool?  (Run-scoped ActiveToolBatch)",
+    ]
+    if snapshot.batch is None:
+        out.append("  no batch")
+    else:
+        batch = snapshot.batch
+        out.append(f"  batch {batch.batch_id} (step {batch.step}, {'finalized' if batch.finalized else 'open'})")
+        for call in batch.calls:
+            detail = ""
+            if isinstance(call.status, CallAwaiting):
+                detail = f"wait={call.status.wait.kind.value}"
+            elif isinstance(call.status, CallCompleted):
+                detail = f"result={call.status.result.kind.value}"
+            elif isinstance(call.status, CallIndeterminate):
+                detail = f"reason={call.status.reason.value}"
+            out.append(
+                f"  - {call.call_id}  {call.tool}  {call_phase(call.status).value}  "
+                f"attempt={call.status.attempt}  operation={call.operation_id}  {detail}".rstrip()
+            )
+    out += ["", "What input can resume an Awaiting Run?  (committed ResumeTicket)"]
+    ticket = view["ticket"]
+    if ticket is None:
+        out.append("  none: the Run is not Awaiting")
+    else:
+        out.append(
+            f"  ticket {ticket['ticket_id']}  wait={ticket['wait']}  call={ticket['call_id']}  "
+            f"accepts: {' | '.join(ticket['accepts'])}"
+        )
+    out += ["", "Has displayed text become Thread truth?  (committed messages of this Run)"]
+    for message in view["messages"]:
+        content = str(message.get("content"))
+        content = content if len(content) <= 70 else content[:67] + "..."
+        who = message["role"] + (f"[{message['call_id']}]" if "call_id" in message else "")
+        out.append(f"  {who}: {content}")
+    if view["indeterminate"]:
+        out += ["", "Indeterminate calls (reconcile downstream by operation id):"]
+        for entry in view["indeterminate"]:
+            recorded = ", ".join(r["outcome"] for r in entry["reconciliations"]) or "not reconciled"
+            out.append(f"  - {entry['call_id']}  operation={entry['operation_id']}  {recorded}")
+    if view["pending_commands"]:
+        out += ["", f"Pending commands in the inbox: {len(view['pending_commands'])}"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,262 @@
+"""The ports the reference runtime drives: model, tools, gate, hooks, sinks, ids, clock.
+
+A real provider, tool or approval UI implements these small protocols; the simulator
+and the tests plug in scripted ones.
+"""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeAlias
+
+from attrs import frozen
+
+from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
+from runkernel.kernel.protocol import Hook, OperationStatus
+from runkernel.kernel.state import ActiveToolBatch, Message, ResumeTicket, ToolCall, Wait
+from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
+
+# --- model --------------------------------------------------------------------------
+
+
+class StreamSink(Protocol):
+    """Where a model streams while it works. Nothing here is ever read as truth."""
+
+    def delta(self, data: JsonValue) -> None:
+        """A live Delta for subscribers."""
+
+    def checkpoint(self, partial: JsonValue) -> None:
+        """Best-effort partial output, for a retryable interruption."""
+
+
+@frozen
+class InferenceRequest:
+    """Everything a model needs for one step. ``checkpoint`` is a partial, never truth."""
+
+    thread_id: str
+    run_id: str
+    step: int
+    messages: tuple[Message, ...]
+    checkpoint: JsonValue
+    stream: StreamSink
+
+
+@frozen
+class ModelCall:
+    """One tool call the model asks for."""
+
+    tool: str
+    arguments: JsonValue
+    call_id: str | None = None
+
+
+@frozen
+class ModelReply:
+    """A complete inference result: text (optionally ending the Run) or tool calls."""
+
+    content: JsonValue
+    calls: tuple[ModelCall, ...] = ()
+    end: EndCauseKind | None = None
+
+
+class ModelPort(Protocol):
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        """Run one inference."""
+        ...
+
+
+# --- tools ---------------------------------------------------------------------------
+
+
+@frozen
+class ToolInvocation:
+    """One executor attempt. ``operation_id`` is the idempotency key of every attempt."""
+
+    run_id: str
+    call_id: str
+    operation_id: str
+    attempt: int
+    arguments: JsonValue
+    resume_value: JsonValue = None
+
+
+@frozen
+class Returned:
+    value: JsonValue
+
+
+@frozen
+class Failed:
+    error: JsonValue
+    retryable: bool = False
+
+
+@frozen
+class Delegate:
+    """Start a child Run and wait for it."""
+
+    child_run_id: str
+
+
+@frozen
+class Schedule:
+    """Run again at ``due_at``."""
+
+    due_at: str
+
+
+@frozen
+class Lost:
+    """The executor cannot say what happened."""
+
+
+ToolReply: TypeAlias = Returned | Failed | Delegate | Schedule | Lost
+
+
+@frozen
+class StatusReply:
+    """A reconnect tool's answer to ``status(operation_id)``."""
+
+    status: OperationStatus
+    value: JsonValue = None
+
+
+class Tool(Protocol):
+    """A tool declares its fixed recovery and retry policy."""
+
+    @property
+    def policy(self) -> ToolPolicy: ...
+
+    def run(self, invocation: ToolInvocation) -> ToolReply: ...
+
+    def status(self, operation_id: str) -> StatusReply:
+        """Only called for tools under the reconnect policy."""
+        ...
+
+
+class ToolRegistry:
+    """Tools by name, and the Policies they imply."""
+
+    def __init__(
+        self,
+        tools: Mapping[str, Tool],
+        *,
+        max_steps: int | None = None,
+        on_indeterminate: IndeterminateChoice = IndeterminateChoice.PUBLISH,
+    ) -> None:
+        self.tools = dict(tools)
+        self.policies = Policies(
+            tools={name: tool.policy for name, tool in self.tools.items()},
+            max_steps=max_steps,
+            on_indeterminate=on_indeterminate,
+        )
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+
+# --- gate, hooks, sinks ------------------------------------------------------------
+
+
+@frozen
+class Permit:
+    """Gate: run the executor."""
+
+
+@frozen
+class Refuse:
+    """Gate: block the call at once."""
+
+    reason: JsonValue
+
+
+@frozen
+class Provide:
+    """Gate: a plugin supplies the result."""
+
+    value: JsonValue
+
+
+@frozen
+class Hold:
+    """Gate: wait for approval, input, an external answer or a timer."""
+
+    kind: WaitKind
+    request: JsonValue = None
+    expires_at: str | None = None
+    due_at: str | None = None
+
+
+GateAnswer: TypeAlias = Permit | Refuse | Provide | Hold
+
+
+class GatePort(Protocol):
+    def check(self, run_id: str, call: ToolCall) -> GateAnswer: ...
+
+
+class AllowAll:
+    """A gate that permits every call."""
+
+    def check(self, run_id: str, call: ToolCall) -> GateAnswer:
+        return Permit()
+
+
+class Observer(Protocol):
+    """Hooks, live deltas, notifications and publications: observed, never read back."""
+
+    def hook(self, run_id: str, hook: Hook, call_id: str | None) -> None: ...
+
+    def delta(self, run_id: str, data: JsonValue) -> None: ...
+
+    def notify(self, run_id: str, ticket: ResumeTicket, wait: Wait) -> None: ...
+
+    def publish(self, run_id: str, batch: ActiveToolBatch) -> None: ...
+
+
+class NullObserver:
+    """Observes nothing."""
+
+    def hook(self, run_id: str, hook: Hook, call_id: str | None) -> None:
+        pass
+
+    def delta(self, run_id: str, data: JsonValue) -> None:
+        pass
+
+    def notify(self, run_id: str, ticket: ResumeTicket, wait: Wait) -> None:
+        pass
+
+    def publish(self, run_id: str, batch: ActiveToolBatch) -> None:
+        pass
+
+
+# --- ids and time -------------------------------------------------------------------
+
+
+class IdSource(Protocol):
+    def new_id(self, prefix: str) -> str:
+        """A unique id for a batch, call, operation or Run."""
+        ...
+
+    def ticket_id(self) -> str:
+        """A never-reused ticket id with at least 128 random bits."""
+        ...
+
+
+class SecretIds:
+    """Ids from ``secrets``: 192 random bits for tickets, 128 for everything else."""
+
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}_{secrets.token_hex(16)}"
+
+    def ticket_id(self) -> str:
+        return f"tk_{secrets.token_urlsafe(24)}"
+
+
+Clock: TypeAlias = Callable[[], str]
+
+
+def utc_now() -> str:
+    """UTC ISO-8601 with a fixed width, so timestamps compare as strings."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -1,0 +1,416 @@
+"""The reference runtime: carries out the kernel's effects against a store and ports.
+
+It holds no truth of its own. Every decision comes from ``decide`` or ``recover`` on
+the latest committed snapshot; every effect that touches the world happens only after
+the commit the kernel put before it is acknowledged. A runtime that crashes is thrown
+away, and a fresh one continues from the store alone with ``drive``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import assert_never
+
+from attrs import frozen
+
+from runkernel.adapters.crash import Boundary, CrashPlan, NeverCrash, Position, SimulatedCrash, position_of
+from runkernel.adapters.ports import (
+    AllowAll,
+    Clock,
+    Delegate,
+    Failed,
+    GatePort,
+    Hold,
+    IdSource,
+    InferenceRequest,
+    Lost,
+    ModelPort,
+    NullObserver,
+    Observer,
+    Permit,
+    Provide,
+    Refuse,
+    Returned,
+    Schedule,
+    SecretIds,
+    ToolInvocation,
+    ToolRegistry,
+    utc_now,
+)
+from runkernel.adapters.serial import inbox_to_input
+from runkernel.adapters.store import Checkpoint, InboxEntry, Store, StoreUnavailable, UnknownRun
+from runkernel.kernel.codec import TraceFormatError
+from runkernel.kernel.decide import decide
+from runkernel.kernel.protocol import (
+    Activate,
+    Allow,
+    Block,
+    Commit,
+    DeadlinePassed,
+    Decision,
+    DeliverTerminus,
+    Execute,
+    GateVerdict,
+    InferenceResult,
+    Input,
+    NotifyWait,
+    OperationStatus,
+    ProposedCall,
+    PublishResults,
+    QueryStatus,
+    RequestInference,
+    RequireWait,
+    RunGate,
+    RunHook,
+    StatusReport,
+    Supply,
+    ToolDelegated,
+    ToolFailure,
+    ToolFinished,
+    ToolOutcome,
+    ToolOutcomeLost,
+    ToolOutput,
+    ToolScheduled,
+)
+from runkernel.kernel.recover import RecoveryRow, recover
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.state import (
+    Awaiting,
+    CallAwaiting,
+    CallExecuting,
+    Ended,
+    Message,
+    RunSnapshot,
+    ThreadCommit,
+)
+from runkernel.kernel.values import JsonValue
+
+
+class RuntimeProtocolError(RuntimeError):
+    """A port answered something the kernel refused (a bug in a port, not a crash)."""
+
+    def __init__(self, rejection: Rejection) -> None:
+        super().__init__(str(rejection))
+        self.rejection = rejection
+
+
+@frozen
+class RunOutcome:
+    """Where driving stopped: the Run is Ended, Awaiting, or still Running (polling)."""
+
+    run_id: str
+    snapshot: RunSnapshot
+
+    @property
+    def status(self) -> str:
+        return type(self.snapshot.state).__name__.lower()
+
+
+@frozen
+class Recovered:
+    """Reported to ``on_event`` when a runtime starts from committed state."""
+
+    row: RecoveryRow
+    snapshot: RunSnapshot
+
+
+@frozen
+class Acknowledged:
+    """Reported after a commit is acknowledged by the store."""
+
+    commit: ThreadCommit
+    position: Position
+
+
+@frozen
+class CommandSettled:
+    """Reported when an inbox command is applied or refused."""
+
+    entry: InboxEntry
+    outcome: str
+
+
+@frozen
+class CheckpointLost:
+    """A best-effort checkpoint write failed; only partial recovery is lost."""
+
+    run_id: str
+    error: str
+
+
+RuntimeEvent = Recovered | Acknowledged | CommandSettled | CheckpointLost
+
+MAX_STATUS_POLLS = 5
+
+
+class _Stream:
+    def __init__(self, runtime: Runtime, run_id: str, step: int) -> None:
+        self.runtime, self.run_id, self.step = runtime, run_id, step
+
+    def delta(self, data: JsonValue) -> None:
+        self.runtime.observer.delta(self.run_id, data)
+
+    def checkpoint(self, partial: JsonValue) -> None:
+        try:
+            self.runtime.store.save_checkpoint(Checkpoint(self.run_id, self.step, partial))
+        except StoreUnavailable as error:
+            self.runtime.on_event(CheckpointLost(self.run_id, str(error)))
+
+
+class Runtime:
+    """Drives Runs: one instance per process of control; throw it away after a crash."""
+
+    def __init__(
+        self,
+        store: Store,
+        model: ModelPort,
+        tools: ToolRegistry,
+        *,
+        gate: GatePort | None = None,
+        observer: Observer | None = None,
+        ids: IdSource | None = None,
+        clock: Clock = utc_now,
+        crash: CrashPlan | None = None,
+        on_event: Callable[[RuntimeEvent], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.model = model
+        self.tools = tools
+        self.policies = tools.policies
+        self.gate = gate or AllowAll()
+        self.observer = observer or NullObserver()
+        self.ids = ids or SecretIds()
+        self.clock = clock
+        self.crash = crash or NeverCrash()
+        self.on_event = on_event or (lambda _event: None)
+        self.terminus: DeliverTerminus | None = None
+        self._polls: dict[str, int] = {}
+
+    # --- entry points -------------------------------------------------------------
+
+    def start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> RunOutcome:
+        """Activate a new Run in a Thread and drive it until it waits or ends."""
+        head = self.store.thread_head(thread_id)
+        decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages))
+        assert isinstance(decision, Decision)
+        return self._loop(None, decision)
+
+    def drive(self, run_id: str) -> RunOutcome:
+        """Continue a Run from committed facts alone (recovery), until it waits or ends."""
+        state = self.store.run(run_id)
+        if state is None:
+            raise UnknownRun(f"no committed state for run {run_id!r}")
+        self.store.delete_checkpoint(run_id) if isinstance(state.state, Ended) else None
+        plan = recover(state, self.policies)
+        self.on_event(Recovered(plan.row, state))
+        return self._loop(state, plan.decision)
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def _loop(self, state: RunSnapshot | None, decision: Decision) -> RunOutcome:
+        entry: InboxEntry | None = None
+        while True:
+            state, produced = self._carry_out(state, decision, entry)
+            entry = None
+            if produced is None:
+                follow = self._quiet_point(state)
+                if follow is None:
+                    return RunOutcome(state.run_id, state)
+                decision, entry = follow
+                continue
+            verdict = decide(state, produced, self.policies)
+            if isinstance(verdict, Rejection):
+                raise RuntimeProtocolError(verdict)
+            decision = verdict
+
+    def _quiet_point(self, state: RunSnapshot) -> tuple[Decision, InboxEntry | None] | None:
+        """Nothing queued: apply an inbox command, expire a wait, or plan the next step."""
+        if isinstance(state.state, Ended):
+            self._drain_inbox(state)
+            return None
+        command = self._next_command(state)
+        if command is not None:
+            return command
+        if isinstance(state.state, Awaiting):
+            expired = self._expiry(state)
+            return None if expired is None else (expired, None)
+        call = state.open_batch.first_open_call() if state.open_batch else None
+        if call is not None and isinstance(call.status, CallExecuting):
+            if self._polls.get(call.operation_id, 0) >= MAX_STATUS_POLLS:
+                return None  # a reconnect tool still running: leave it for a later drive
+        return recover(state, self.policies).decision, None
+
+    def _carry_out(
+        self, state: RunSnapshot | None, decision: Decision, entry: InboxEntry | None = None
+    ) -> tuple[RunSnapshot, Input | None]:
+        """Carry out effects in order. Returns the state and the input the last one produced."""
+        for effect in decision.effects:
+            match effect:
+                case Commit():
+                    self._commit(state, effect.commit, decision.state)
+                    state = decision.state
+                    if entry is not None:
+                        # settled only once its commit is acknowledged: after a crash
+                        # in between it is re-applied and answered "already applied"
+                        self._settle(entry, "applied")
+                        entry = None
+                case RunHook():
+                    self.observer.hook(decision.state.run_id, effect.hook, effect.call_id)
+                case RequestInference():
+                    if self.store.pending_commands(decision.state.run_id):
+                        return decision.state, None  # apply it first; recover() replans this
+                    return decision.state, self._infer(decision.state, effect)
+                case RunGate():
+                    if self.store.pending_commands(decision.state.run_id):
+                        return decision.state, None
+                    return decision.state, self._gate(decision.state, effect)
+                case Execute():
+                    return decision.state, self._execute(decision.state, effect)
+                case QueryStatus():
+                    return decision.state, self._query(effect)
+                case NotifyWait():
+                    self.observer.notify(decision.state.run_id, effect.ticket, effect.wait)
+                case PublishResults():
+                    self.observer.publish(decision.state.run_id, effect.batch)
+                case DeliverTerminus():
+                    self.terminus = effect
+                case _:
+                    assert_never(effect)
+        return decision.state, None
+
+    def _commit(self, prev: RunSnapshot | None, commit: ThreadCommit, expected: RunSnapshot) -> None:
+        position = position_of(prev, commit)
+        if self.crash.crash_here(Boundary.BEFORE_WRITE, position):
+            raise SimulatedCrash(Boundary.BEFORE_WRITE, position)
+        stored = self.store.append(commit)
+        if stored != expected:
+            raise AssertionError(f"store and kernel disagree after version {commit.version}")
+        if self.crash.crash_here(Boundary.AFTER_WRITE, position):
+            raise SimulatedCrash(Boundary.AFTER_WRITE, position)
+        self.on_event(Acknowledged(commit, position))
+        if position in (Position.INFERENCE_TEXT, Position.BATCH_OPEN, Position.END):
+            self.store.delete_checkpoint(commit.run_id)
+
+    # --- effects that produce inputs -------------------------------------------------
+
+    def _infer(self, state: RunSnapshot, effect: RequestInference) -> Input:
+        saved = self.store.load_checkpoint(state.run_id)
+        partial = saved.data if saved is not None and saved.step == effect.step else None
+        request = InferenceRequest(
+            state.thread_id,
+            state.run_id,
+            effect.step,
+            tuple(self.store.messages(state.thread_id)),
+            partial,
+            _Stream(self, state.run_id, effect.step),
+        )
+        reply = self.model.infer(request)
+        if not reply.calls:
+            return InferenceResult(reply.content, end=reply.end)
+        calls = tuple(
+            ProposedCall(
+                call.call_id or self.ids.new_id("call"),
+                call.tool,
+                call.arguments,
+                self.ids.new_id("op"),
+            )
+            for call in reply.calls
+        )
+        return InferenceResult(reply.content, calls, self.ids.new_id("batch"))
+
+    def _gate(self, state: RunSnapshot, effect: RunGate) -> Input:
+        answer = self.gate.check(state.run_id, effect.call)
+        match answer:
+            case Permit():
+                return GateVerdict(effect.call.call_id, Allow())
+            case Refuse():
+                return GateVerdict(effect.call.call_id, Block(answer.reason))
+            case Provide():
+                return GateVerdict(effect.call.call_id, Supply(answer.value))
+            case Hold():
+                wait = RequireWait(
+                    answer.kind, self.ids.ticket_id(), answer.request, answer.expires_at, answer.due_at
+                )
+                return GateVerdict(effect.call.call_id, wait)
+            case _:
+                assert_never(answer)
+
+    def _execute(self, state: RunSnapshot, effect: Execute) -> Input:
+        tool = self.tools.get(effect.tool)
+        outcome: ToolOutcome
+        if tool is None:
+            outcome = ToolFailure({"type": "UnknownTool", "message": f"no tool named {effect.tool!r}"})
+        else:
+            invocation = ToolInvocation(
+                state.run_id, effect.call_id, effect.operation_id, effect.attempt, effect.arguments, effect.resume_value
+            )
+            reply = tool.run(invocation)
+            match reply:
+                case Returned():
+                    outcome = ToolOutput(reply.value)
+                case Failed():
+                    outcome = ToolFailure(reply.error, reply.retryable)
+                case Delegate():
+                    outcome = ToolDelegated(self.ids.ticket_id(), reply.child_run_id)
+                case Schedule():
+                    outcome = ToolScheduled(self.ids.ticket_id(), reply.due_at)
+                case Lost():
+                    outcome = ToolOutcomeLost()
+                case _:
+                    assert_never(reply)
+        if self.crash.crash_here(Boundary.AFTER_EFFECT, Position.CALL_RESULT):
+            raise SimulatedCrash(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
+        return ToolFinished(effect.call_id, effect.attempt, outcome)
+
+    def _query(self, effect: QueryStatus) -> Input:
+        self._polls[effect.operation_id] = self._polls.get(effect.operation_id, 0) + 1
+        tool = self.tools.get(effect.tool)
+        if tool is None:
+            return StatusReport(effect.call_id, effect.attempt, OperationStatus.UNKNOWN)
+        reply = tool.status(effect.operation_id)
+        return StatusReport(effect.call_id, effect.attempt, reply.status, reply.value)
+
+    # --- inbox and deadlines ------------------------------------------------------
+
+    def _next_command(self, state: RunSnapshot) -> tuple[Decision, InboxEntry] | None:
+        for entry in self.store.pending_commands(state.run_id):
+            try:
+                command = inbox_to_input(entry.body)
+            except TraceFormatError as error:
+                self._settle(entry, f"refused: malformed command: {error}")
+                continue
+            verdict = decide(state, command, self.policies)
+            if isinstance(verdict, Rejection):
+                self._settle(entry, f"refused: {verdict}")
+                continue
+            return verdict, entry
+        return None
+
+    def _settle(self, entry: InboxEntry, outcome: str) -> None:
+        self.store.settle_command(entry.entry_id, outcome)
+        self.on_event(CommandSettled(entry, outcome))
+
+    def _drain_inbox(self, state: RunSnapshot) -> None:
+        for entry in self.store.pending_commands(state.run_id):
+            try:
+                command = inbox_to_input(entry.body)
+                verdict = decide(state, command, self.policies)
+                outcome = f"refused: {verdict}" if isinstance(verdict, Rejection) else "refused: run ended"
+            except TraceFormatError as error:
+                outcome = f"refused: malformed command: {error}"
+            self._settle(entry, outcome)
+
+    def _expiry(self, state: RunSnapshot) -> Decision | None:
+        assert isinstance(state.state, Awaiting)
+        batch = state.open_batch
+        call = batch.call(state.state.ticket.call_id) if batch else None
+        if call is None or not isinstance(call.status, CallAwaiting):
+            return None
+        expires_at = call.status.wait.expires_at
+        if expires_at is None:
+            return None
+        now = self.clock()
+        if now < expires_at:
+            return None
+        verdict = decide(state, DeadlinePassed(state.state.ticket.ticket_id, now), self.policies)
+        return None if isinstance(verdict, Rejection) else verdict

@@ -1,0 +1,138 @@
+"""JSON forms the stores keep: Run snapshots and inbox commands.
+
+Commits are stored as their ``runkernel/1`` line (``runkernel.kernel.codec``), so a
+store's export is the stored text itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runkernel.kernel.codec import (
+    TraceFormatError,
+    batch_from_json,
+    batch_to_json,
+    commit_from_json,
+    commit_to_json,
+    disposition_from_json,
+    disposition_to_json,
+)
+from runkernel.kernel.protocol import (
+    Approve,
+    DelegationResult,
+    Deny,
+    EndRequest,
+    ExternalResult,
+    ProvideInput,
+    ResumeCommand,
+    ResumePayload,
+    TimerFired,
+)
+from runkernel.kernel.state import AppliedResume, EndCause, RunSnapshot, ThreadCommit, TypedError
+from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
+
+
+def dumps(value: JsonValue) -> str:
+    """Compact JSON, UTF-8 kept as is, no NaN."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def commit_text(commit: ThreadCommit) -> str:
+    return dumps(commit_to_json(commit))
+
+
+def commit_from_text(text: str) -> ThreadCommit:
+    return commit_from_json(json.loads(text))
+
+
+def snapshot_to_json(snapshot: RunSnapshot) -> dict[str, JsonValue]:
+    return {
+        "thread_id": snapshot.thread_id,
+        "run_id": snapshot.run_id,
+        "version": snapshot.version,
+        "step": snapshot.step,
+        "state": disposition_to_json(snapshot.state),
+        "batch": batch_to_json(snapshot.batch),
+        "tickets_used": sorted(snapshot.tickets_used),
+        "resumes_applied": [[a.ticket_id, a.digest] for a in snapshot.resumes_applied],
+        "closed_batch_ids": sorted(snapshot.closed_batch_ids),
+    }
+
+
+def snapshot_from_json(obj: Any) -> RunSnapshot:
+    return RunSnapshot(
+        thread_id=obj["thread_id"],
+        run_id=obj["run_id"],
+        version=obj["version"],
+        step=obj["step"],
+        state=disposition_from_json(obj["state"], "state"),
+        batch=batch_from_json(obj["batch"], "batch"),
+        tickets_used=frozenset(obj["tickets_used"]),
+        resumes_applied=tuple(AppliedResume(t, d) for t, d in obj["resumes_applied"]),
+        closed_batch_ids=frozenset(obj["closed_batch_ids"]),
+    )
+
+
+# --- inbox commands -------------------------------------------------------------
+
+
+def resume_to_inbox(command: ResumeCommand) -> dict[str, JsonValue]:
+    return {"type": "resume", "command": command.to_json()}
+
+
+def end_to_inbox(request: EndRequest) -> dict[str, JsonValue]:
+    cause = request.cause
+    body: dict[str, JsonValue] = {"type": "end", "kind": cause.kind.value}
+    if cause.error is not None:
+        body["error"] = {"type": cause.error.type, "message": cause.error.message}
+    return body
+
+
+def _payload_from_json(obj: Any) -> ResumePayload:
+    kind = obj.get("type")
+    if kind == "approve":
+        return Approve()
+    if kind == "deny":
+        return Deny(obj.get("reason"))
+    if kind == "input":
+        return ProvideInput(obj.get("value"))
+    if kind == "external":
+        return ExternalResult(obj.get("value"))
+    if kind == "delegation":
+        return DelegationResult(obj.get("value"))
+    if kind == "timer":
+        return TimerFired()
+    raise TraceFormatError("payload.type", f"unknown resume payload {kind!r}")
+
+
+def resume_from_json(obj: Any) -> ResumeCommand:
+    """Decode ``ResumeCommand.to_json()``; raises TraceFormatError on a bad shape."""
+    if not isinstance(obj, dict):
+        raise TraceFormatError("command", "expected an object")
+    try:
+        return ResumeCommand(
+            run_id=str(obj["run_id"]),
+            ticket_id=str(obj["ticket_id"]),
+            kind=WaitKind(obj["kind"]),
+            payload=_payload_from_json(obj["payload"]),
+        )
+    except (KeyError, ValueError, AttributeError) as error:
+        raise TraceFormatError("command", f"malformed resume command: {error}") from None
+
+
+def inbox_to_input(body: Any) -> ResumeCommand | EndRequest:
+    """The kernel input an inbox entry stands for."""
+    if not isinstance(body, dict):
+        raise TraceFormatError("inbox", "expected an object")
+    if body.get("type") == "resume":
+        return resume_from_json(body.get("command"))
+    if body.get("type") == "end":
+        try:
+            kind = EndCauseKind(body.get("kind"))
+            raw = body.get("error")
+            error = TypedError(str(raw["type"]), str(raw["message"])) if raw else None
+            return EndRequest(EndCause(kind, error))
+        except (KeyError, TypeError, ValueError) as problem:
+            raise TraceFormatError("inbox", f"malformed end request: {problem}") from None
+    raise TraceFormatError("inbox.type", f"unknown inbox command {body.get('type')!r}")

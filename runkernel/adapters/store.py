@@ -1,0 +1,169 @@
+"""The store contract every store implements, its typed errors and its records.
+
+A store appends a ThreadCommit atomically if and only if identity and expected version
+match (anything else is a typed error and nothing is written), reads the latest state
+of a Run or Thread in time that does not grow with history, and exports a Thread as
+``runkernel/1``. Stores also judge each commit with the kernel before writing it, so
+no store ever holds an illegal commit. Beside the commit log a store keeps a command
+inbox, best-effort stream checkpoints and recorded reconciliations; none of them is
+Thread truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from attrs import frozen
+
+from runkernel.kernel.rules import Rejection, Rule
+from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
+from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.values import JsonValue
+
+
+class StoreError(Exception):
+    """Base class of every error a store raises on purpose."""
+
+
+class CommitConflict(StoreError):
+    """Identity or expected version did not match: another writer won. Nothing was written."""
+
+    def __init__(self, rejection: Rejection) -> None:
+        super().__init__(str(rejection))
+        self.rejection = rejection
+
+
+class IllegalCommit(StoreError):
+    """The commit is not a legal successor of the committed state. Nothing was written."""
+
+    def __init__(self, rejection: Rejection) -> None:
+        super().__init__(str(rejection))
+        self.rejection = rejection
+
+
+class StoreUnavailable(StoreError):
+    """The store could not be reached or failed mid-write; the write did not happen."""
+
+
+class SchemaError(StoreError):
+    """The database is not a runkernel store, or has a schema this version does not know."""
+
+
+class UnknownRun(StoreError):
+    """No commit exists for the named Run."""
+
+
+@frozen
+class InboxEntry:
+    """A command waiting in the store's inbox for the runtime that drives its Run."""
+
+    entry_id: int
+    run_id: str
+    body: JsonValue
+    state: str
+    outcome: str | None = None
+
+
+@frozen
+class Checkpoint:
+    """Best-effort partial inference output: never truth, deleted after recovery."""
+
+    run_id: str
+    step: int
+    data: JsonValue
+
+
+@frozen
+class Reconciliation:
+    """What a downstream system said happened to an Indeterminate call's operation."""
+
+    operation_id: str
+    outcome: str
+    note: str | None
+
+
+CONFLICT_RULES = frozenset({Rule.VERSION, Rule.IDENTITY})
+
+
+def judge_append(
+    head: ThreadHead | None,
+    run: RunSnapshot | None,
+    commit: ThreadCommit,
+    ticket_seen: Callable[[str], bool],
+) -> Accepted:
+    """Validate a commit for a store; raise CommitConflict or IllegalCommit on refusal."""
+    verdict = validate_commit(head, run, commit, ticket_seen)
+    if isinstance(verdict, Rejection):
+        if verdict.rule in CONFLICT_RULES:
+            raise CommitConflict(verdict)
+        raise IllegalCommit(verdict)
+    return verdict
+
+
+class Store(Protocol):
+    """What the runtime, the CLI and the conformance suite need from a store."""
+
+    def append(self, commit: ThreadCommit) -> RunSnapshot:
+        """Write ``commit`` atomically; return the Run's new snapshot."""
+        ...
+
+    def run(self, run_id: str) -> RunSnapshot | None:
+        """The latest committed snapshot of a Run, or None."""
+        ...
+
+    def thread_head(self, thread_id: str) -> ThreadHead | None:
+        """The latest committed version of a Thread, or None."""
+        ...
+
+    def thread_ids(self) -> list[str]:
+        """Every Thread with at least one commit, sorted."""
+        ...
+
+    def thread_of(self, run_id: str) -> str | None:
+        """The Thread a Run belongs to."""
+        ...
+
+    def commits(self, thread_id: str) -> Iterator[ThreadCommit]:
+        """A Thread's commits in version order (its ``runkernel/1`` trace)."""
+        ...
+
+    def messages(self, thread_id: str) -> list[Message]:
+        """Every committed message of a Thread, in order (what inference sees)."""
+        ...
+
+    def put_command(self, run_id: str, body: JsonValue) -> int:
+        """Append a command to the inbox; returns its entry id."""
+        ...
+
+    def pending_commands(self, run_id: str) -> list[InboxEntry]:
+        """Commands not yet settled for a Run, oldest first."""
+        ...
+
+    def settle_command(self, entry_id: int, outcome: str) -> None:
+        """Mark an inbox command applied or refused, with the outcome text."""
+        ...
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Best effort; may raise StoreUnavailable, which callers swallow."""
+        ...
+
+    def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        ...
+
+    def delete_checkpoint(self, run_id: str) -> None:
+        ...
+
+    def record_reconciliation(self, record: Reconciliation) -> None:
+        """Keep a reconciliation beside the log; it never changes a committed fact."""
+        ...
+
+    def reconciliations(self, operation_id: str | None = None) -> list[Reconciliation]:
+        ...
+
+    def reset(self) -> None:
+        """Delete everything (``simulate --reset``)."""
+        ...
+
+    def close(self) -> None:
+        ...

@@ -1,0 +1,30 @@
+"""``--store URL``: ``memory:``, ``sqlite:///path.db`` or ``postgresql://...``."""
+
+from __future__ import annotations
+
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.adapters.store import Store, StoreError
+
+DEFAULT_STORE_URL = "sqlite:///runkernel.sqlite"
+
+
+class BadStoreUrl(StoreError):
+    """The URL names no store this runkernel can open."""
+
+
+def open_store(url: str) -> Store:
+    """Open the store a URL names. ``sqlite:///rel.db`` is relative to the working
+    directory, ``sqlite:////abs/path.db`` absolute."""
+    if url == "memory:":
+        return MemoryStore()
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if not path:
+            raise BadStoreUrl(f"{url!r} names no file; use sqlite:///path.db")
+        return SqliteStore(path)
+    if url.startswith(("postgresql://", "postgres://")):
+        raise BadStoreUrl(
+            "the PostgreSQL store is not part of this version; use memory: or sqlite:///path.db"
+        )
+    raise BadStoreUrl(f"unknown store URL {url!r}; use memory:, sqlite:///path.db or postgresql://...")

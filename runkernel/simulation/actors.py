@@ -1,0 +1,245 @@
+"""Scripted actors for simulation and tests: a model, tools, a gate, and the world.
+
+The World stands for everything downstream: it records every executor run with its
+operation id and attempt, and whether that attempt was committed as Executing before
+it started (invariant I5).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Mapping, Sequence
+
+from attrs import define, frozen
+
+from runkernel.adapters.ports import (
+    Delegate,
+    Failed,
+    GateAnswer,
+    InferenceRequest,
+    Lost,
+    ModelCall,
+    ModelReply,
+    Permit,
+    Returned,
+    Schedule,
+    StatusReply,
+    ToolInvocation,
+    ToolReply,
+)
+from runkernel.adapters.inbox import submit_end
+from runkernel.adapters.store import Store
+from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
+from runkernel.kernel.protocol import EndRequest, Hook, OperationStatus
+from runkernel.kernel.state import (
+    ActiveToolBatch,
+    CallExecuting,
+    EndCause,
+    ResumeTicket,
+    ToolCall,
+    Wait,
+)
+from runkernel.kernel.values import EndCauseKind, JsonValue
+
+
+@frozen
+class Execution:
+    """One executor start seen downstream."""
+
+    run_id: str
+    call_id: str
+    operation_id: str
+    tool: str
+    attempt: int
+    committed_first: bool
+
+
+@define
+class World:
+    """The downstream systems: what really ran, and what a reconnect status says."""
+
+    store: Store
+    executions: list[Execution]
+    operations: dict[str, JsonValue]
+    status_answers: dict[str, int]
+    not_found_answered: set[str]
+
+    @classmethod
+    def new(cls, store: Store) -> World:
+        return cls(store, [], {}, {}, set())
+
+    def record(self, tool: str, invocation: ToolInvocation) -> None:
+        snapshot = self.store.run(invocation.run_id)
+        call = snapshot.batch.call(invocation.call_id) if snapshot and snapshot.batch else None
+        committed = (
+            call is not None
+            and not snapshot.batch.finalized  # type: ignore[union-attr]
+            and call.status == CallExecuting(invocation.attempt)
+        )
+        self.executions.append(
+            Execution(
+                invocation.run_id,
+                invocation.call_id,
+                invocation.operation_id,
+                tool,
+                invocation.attempt,
+                committed,
+            )
+        )
+
+
+# Behaviour of one attempt of a simulated tool.
+OK, FAIL, RETRY, LOST, DELEGATE, SCHEDULE = "ok", "fail", "retry", "lost", "delegate", "schedule"
+# Returns a value, and meanwhile the client asks to cancel the Run (through the inbox).
+CANCEL_DURING = "ok+cancel"
+# Answers of a reconnect tool's status: "truth" reports what the world saw.
+TRUTH = "truth"
+
+
+class SimTool:
+    """A tool whose attempts follow a script; under reconnect, ``status`` follows one too."""
+
+    def __init__(
+        self,
+        name: str,
+        world: World,
+        *,
+        mode: RecoveryMode = RecoveryMode.INDETERMINATE,
+        max_attempts: int = 3,
+        retry_attempts: int = 1,
+        replies: Sequence[str] = (OK,),
+        status_script: Sequence[str] = (TRUTH,),
+    ) -> None:
+        self.name = name
+        self.world = world
+        self._policy = ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retry_attempts))
+        self.replies = tuple(replies)
+        self.status_script = tuple(status_script)
+
+    @property
+    def policy(self) -> ToolPolicy:
+        return self._policy
+
+    def run(self, invocation: ToolInvocation) -> ToolReply:
+        self.world.record(self.name, invocation)
+        behaviour = self.replies[min(invocation.attempt, len(self.replies)) - 1]
+        value = {"tool": self.name, "operation_id": invocation.operation_id, "attempt": invocation.attempt}
+        if invocation.resume_value is not None:
+            value["input"] = invocation.resume_value
+        if behaviour in (OK, CANCEL_DURING):
+            self.world.operations[invocation.operation_id] = value
+            if behaviour == CANCEL_DURING:
+                submit_end(self.world.store, invocation.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
+            return Returned(value)
+        if behaviour == FAIL:
+            return Failed({"type": "ToolError", "message": "permanent failure"})
+        if behaviour == RETRY:
+            return Failed({"type": "Transient", "message": "try again"}, retryable=True)
+        if behaviour == LOST:
+            return Lost()
+        if behaviour == DELEGATE:
+            return Delegate(f"child-{invocation.operation_id}")
+        if behaviour == SCHEDULE:
+            return Schedule("2026-06-01T00:05:00.000000Z")
+        raise ValueError(f"unknown tool behaviour {behaviour!r}")
+
+    def status(self, operation_id: str) -> StatusReply:
+        asked = self.world.status_answers.get(operation_id, 0)
+        self.world.status_answers[operation_id] = asked + 1
+        answer = self.status_script[min(asked, len(self.status_script) - 1)]
+        if answer == TRUTH:
+            if operation_id in self.world.operations:
+                return StatusReply(OperationStatus.DONE, self.world.operations[operation_id])
+            answer = OperationStatus.NOT_FOUND.value
+        status = OperationStatus(answer)
+        if status is OperationStatus.NOT_FOUND:
+            self.world.not_found_answered.add(operation_id)
+        value = {"reconnected": operation_id} if status is OperationStatus.DONE else None
+        if status is OperationStatus.FAILED:
+            value = {"type": "RemoteError", "message": "the operation failed downstream"}
+        return StatusReply(status, value)
+
+
+@frozen
+class StepScript:
+    """One scripted inference: text (maybe ending the Run) or tool calls."""
+
+    text: str = "thinking"
+    calls: tuple[tuple[str, JsonValue], ...] = ()
+    end: EndCauseKind | None = None
+
+
+class ScriptedModel:
+    """Answers step k of a Run with the k-th script entry; streams deltas and a checkpoint."""
+
+    def __init__(self, scripts: Mapping[str, Sequence[StepScript]]) -> None:
+        self.scripts = scripts
+        self.inferences = 0
+        self.resumed_from_checkpoint = 0
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        self.inferences += 1
+        if request.checkpoint is not None:
+            self.resumed_from_checkpoint += 1
+        script = self.scripts.get(request.run_id, ())
+        entry = (
+            script[request.step - 1]
+            if request.step <= len(script)
+            else StepScript("done", end=EndCauseKind.COMPLETED)
+        )
+        request.stream.delta({"step": request.step, "text": entry.text[:4]})
+        request.stream.checkpoint({"step": request.step, "partial": entry.text[:4]})
+        request.stream.delta({"step": request.step, "text": entry.text})
+        calls = tuple(
+            ModelCall(tool, arguments, f"{request.run_id}-s{request.step}-c{index}")
+            for index, (tool, arguments) in enumerate(entry.calls)
+        )
+        return ModelReply(entry.text, calls, entry.end)
+
+
+class ScriptedGate:
+    """Answers by tool name; every other tool is permitted."""
+
+    def __init__(self, answers: Mapping[str, GateAnswer]) -> None:
+        self.answers = answers
+
+    def check(self, run_id: str, call: ToolCall) -> GateAnswer:
+        return self.answers.get(call.tool, Permit())
+
+
+class CountingObserver:
+    """Counts what was observed; nothing here is ever read as truth."""
+
+    def __init__(self) -> None:
+        self.hooks = 0
+        self.deltas = 0
+        self.notifications: list[ResumeTicket] = []
+        self.published = 0
+
+    def hook(self, run_id: str, hook: Hook, call_id: str | None) -> None:
+        self.hooks += 1
+
+    def delta(self, run_id: str, data: JsonValue) -> None:
+        self.deltas += 1
+
+    def notify(self, run_id: str, ticket: ResumeTicket, wait: Wait) -> None:
+        self.notifications.append(ticket)
+
+    def publish(self, run_id: str, batch: ActiveToolBatch) -> None:
+        self.published += 1
+
+
+class CountingIds:
+    """Deterministic ids for batches, calls and operations; tickets still come from
+    ``secrets`` with 192 random bits, as tickets must."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._next = itertools.count(1)
+
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}-{self.prefix}-{next(self._next)}"
+
+    def ticket_id(self) -> str:
+        return f"tk_{secrets.token_urlsafe(24)}"

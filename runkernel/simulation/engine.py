@@ -1,0 +1,289 @@
+"""Run one scenario against a store, crashing where told, recovering with fresh runtimes.
+
+The engine plays every role outside the runtime: it starts the Run, kills the runtime
+at the chosen boundaries, starts a fresh one that knows nothing but the store, and at
+each wait acts as the operator (including forged, stale, wrong-kind and wrong-payload
+commands, which must all be refused). What it saw goes to ``invariants.check_run``.
+"""
+
+from __future__ import annotations
+
+import collections
+import secrets
+from collections.abc import Callable
+
+from attrs import define, field
+
+from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from runkernel.adapters.inbox import submit_end, submit_resume
+from runkernel.adapters.ports import ToolRegistry
+from runkernel.adapters.runtime import Recovered, RunOutcome, Runtime, RuntimeEvent
+from runkernel.adapters.serial import resume_to_inbox
+from runkernel.adapters.store import Store, StoreUnavailable
+from runkernel.kernel.protocol import (
+    Approve,
+    DelegationResult,
+    Deny,
+    EndRequest,
+    ExternalResult,
+    ProvideInput,
+    ResumeCommand,
+    ResumePayload,
+    TimerFired,
+)
+from runkernel.kernel.rules import Rejection, Rule
+from runkernel.kernel.state import (
+    Awaiting,
+    CallAwaiting,
+    EndCause,
+    Ended,
+    Message,
+    RunSnapshot,
+    TypedError,
+)
+from runkernel.kernel.values import EndCauseKind, Role, WaitKind
+from runkernel.simulation.actors import (
+    CountingIds,
+    CountingObserver,
+    ScriptedGate,
+    ScriptedModel,
+    SimTool,
+    StepScript,
+    World,
+)
+from runkernel.simulation.scenarios import (
+    ANSWER,
+    CANCEL,
+    DENY,
+    FAIL_RUN,
+    LET_EXPIRE,
+    SIM_NOW,
+    STOP,
+    Scenario,
+)
+
+MAX_ROUNDS = 60
+
+
+class CrashTargets:
+    """Crash at the listed encounter indices of every boundary the Run passes."""
+
+    def __init__(self, targets: tuple[int, ...]) -> None:
+        self.targets = frozenset(targets)
+        self.seen = 0
+        self.fired: list[tuple[Boundary, Position]] = []
+
+    def crash_here(self, boundary: Boundary, position: Position) -> bool:
+        hit = self.seen in self.targets
+        self.seen += 1
+        if hit:
+            self.fired.append((boundary, position))
+        return hit
+
+
+@define
+class Trial:
+    """Everything one simulated scenario produced, for the invariant checks and report."""
+
+    scenario: Scenario
+    thread_ids: list[str]
+    run_ids: list[str]
+    world: World
+    crashes: list[tuple[Boundary, Position]] = field(factory=list)
+    events: list[tuple[RuntimeEvent, int]] = field(factory=list)
+    refusals: collections.Counter[str] = field(factory=collections.Counter)
+    problems: list[str] = field(factory=list)
+    store_failures: int = 0
+    boundaries_seen: int = 0
+    forged_in_inbox: list[str] = field(factory=list)
+
+
+_PAYLOADS: dict[WaitKind, ResumePayload] = {
+    WaitKind.APPROVAL: Approve(),
+    WaitKind.INPUT: ProvideInput("42"),
+    WaitKind.EXTERNAL: ExternalResult({"answer": "from outside"}),
+    WaitKind.DELEGATION: DelegationResult("child result"),
+    WaitKind.SCHEDULED: TimerFired(),
+}
+
+
+class ScenarioRun:
+    """Plays one scenario to its end on ``store``."""
+
+    def __init__(self, store: Store, scenario: Scenario, index: int, targets: tuple[int, ...]) -> None:
+        self.store = store
+        self.scenario = scenario
+        self.thread_id = f"sim-{index:05d}-{scenario.name}"
+        self.run_id = f"run-{index:05d}"
+        self.world = World.new(store)
+        self.plan = CrashTargets(targets)
+        tools = {
+            spec.name: SimTool(
+                spec.name,
+                self.world,
+                mode=spec.mode,
+                max_attempts=spec.max_attempts,
+                retry_attempts=spec.retry_attempts,
+                replies=spec.replies,
+                status_script=spec.status_script,
+            )
+            for spec in scenario.tools
+        }
+        self.registry = ToolRegistry(
+            tools, max_steps=scenario.max_steps, on_indeterminate=scenario.on_indeterminate
+        )
+        self.scripts: dict[str, tuple[StepScript, ...]] = {self.run_id: scenario.steps}
+        self.model = ScriptedModel(self.scripts)
+        self.gate = ScriptedGate(scenario.gate)
+        self.observer = CountingObserver()
+        self.ids = CountingIds(f"{index:05d}")
+        self.trial = Trial(scenario, [self.thread_id], [self.run_id], self.world)
+
+    def _runtime(self) -> Runtime:
+        return Runtime(
+            self.store,
+            self.model,
+            self.registry,
+            gate=self.gate,
+            observer=self.observer,
+            ids=self.ids,
+            clock=lambda: SIM_NOW,
+            crash=self.plan,
+            on_event=lambda event: self.trial.events.append((event, len(self.world.executions))),
+        )
+
+    def _attempt(self, action: Callable[[Runtime], RunOutcome]) -> RunOutcome | None:
+        try:
+            return action(self._runtime())
+        except SimulatedCrash as crash:
+            self.trial.crashes.append((crash.boundary, crash.position))
+            return None
+        except StoreUnavailable:
+            self.trial.store_failures += 1
+            return None
+
+    def play(self) -> Trial:
+        failing = self.scenario.checkpoint_failures
+        setattr(self.store, "fail_checkpoints", failing)
+        try:
+            self._play_run(self.thread_id, self.run_id)
+            if self.scenario.follow_up:
+                second = f"{self.run_id}-b"
+                self.scripts[second] = (StepScript("follow-up", end=EndCauseKind.COMPLETED),)
+                self.trial.run_ids.append(second)
+                self._play_run(self.thread_id, second)
+        finally:
+            setattr(self.store, "fail_checkpoints", False)
+        self.trial.boundaries_seen = self.plan.seen
+        return self.trial
+
+    def _play_run(self, thread_id: str, run_id: str) -> RunSnapshot | None:
+        task = (Message(Role.USER, f"task for {run_id}"),)
+        outcome = self._attempt(lambda rt: rt.start(thread_id, run_id, task))
+        waits = 0
+        last_resume: ResumeCommand | None = None
+        for _ in range(MAX_ROUNDS):
+            if outcome is None:
+                if self.store.run(run_id) is None:
+                    outcome = self._attempt(lambda rt: rt.start(thread_id, run_id, task))
+                else:
+                    outcome = self._attempt(lambda rt: rt.drive(run_id))
+                continue
+            state = outcome.snapshot
+            if last_resume is not None:
+                self._expect_repeat_refused(last_resume, state)
+            if isinstance(state.state, Ended):
+                self._expect(submit_end(self.store, run_id, _end(CANCEL)), {Rule.RUN_ENDED}, "cancel after end")
+                return state
+            if isinstance(state.state, Awaiting):
+                action = self.scenario.operator[waits] if waits < len(self.scenario.operator) else ANSWER
+                waits += 1
+                self._adversary(state)
+                last_resume = self._operate(state, action)
+            outcome = None
+        self.trial.problems.append(f"run {run_id} did not end within {MAX_ROUNDS} rounds (stuck)")
+        return None
+
+    # --- the operator ----------------------------------------------------------------
+
+    def _operate(self, state: RunSnapshot, action: str) -> ResumeCommand | None:
+        assert isinstance(state.state, Awaiting)
+        ticket = state.state.ticket
+        if action in (CANCEL, STOP, FAIL_RUN):
+            self._expect(submit_end(self.store, state.run_id, _end(action)), set(), f"{action} while awaiting")
+            return None
+        if action == LET_EXPIRE:
+            return None
+        payload: ResumePayload
+        if action == DENY:
+            payload = Deny("operator said no")
+        elif ticket.wait is WaitKind.DELEGATION:
+            payload = DelegationResult(self._run_child(state))
+        else:
+            payload = _PAYLOADS[ticket.wait]
+        command = ResumeCommand(state.run_id, ticket.ticket_id, ticket.wait, payload)
+        self._expect(submit_resume(self.store, command), set(), "valid resume")
+        return command
+
+    def _run_child(self, state: RunSnapshot) -> str:
+        batch = state.open_batch
+        assert isinstance(state.state, Awaiting) and batch is not None
+        call = batch.call(state.state.ticket.call_id)
+        assert call is not None and isinstance(call.status, CallAwaiting)
+        child_run = call.status.wait.child or f"{state.run_id}-child"
+        if self.store.run(child_run) is None or not isinstance(self.store.run(child_run), RunSnapshot):
+            self.scripts[child_run] = (StepScript("child done", end=EndCauseKind.COMPLETED),)
+        child_thread = f"{self.thread_id}-child-{child_run}"
+        if child_thread not in self.trial.thread_ids:
+            self.trial.thread_ids.append(child_thread)
+            self.trial.run_ids.append(child_run)
+        final = self._play_run(child_thread, child_run)
+        return "child ended" if final is None else f"child {child_run} ended"
+
+    def _adversary(self, state: RunSnapshot) -> None:
+        """Commands that must all be refused, with nothing committed."""
+        assert isinstance(state.state, Awaiting)
+        ticket = state.state.ticket
+        forged = ResumeCommand(state.run_id, f"tk_{secrets.token_urlsafe(24)}", ticket.wait, _PAYLOADS[ticket.wait])
+        self._expect(submit_resume(self.store, forged), {Rule.TICKET_MISMATCH}, "forged ticket")
+        other = next(k for k in WaitKind if k is not ticket.wait)
+        wrong_kind = ResumeCommand(state.run_id, ticket.ticket_id, other, _PAYLOADS[other])
+        self._expect(submit_resume(self.store, wrong_kind), {Rule.WAIT_KIND_MISMATCH}, "wrong wait kind")
+        wrong_payload = ResumeCommand(state.run_id, ticket.ticket_id, ticket.wait, _PAYLOADS[other])
+        self._expect(submit_resume(self.store, wrong_payload), {Rule.PAYLOAD_TYPE}, "wrong payload")
+        elsewhere = ResumeCommand("run-nobody", ticket.ticket_id, ticket.wait, _PAYLOADS[ticket.wait])
+        self._expect(submit_resume(self.store, elsewhere), {Rule.WRONG_RUN}, "another run")
+        # Straight into the inbox, skipping pre-validation: the runtime must refuse it.
+        self.store.put_command(state.run_id, resume_to_inbox(forged))
+        self.trial.forged_in_inbox.append(forged.digest())
+
+    def _expect_repeat_refused(self, command: ResumeCommand, state: RunSnapshot) -> None:
+        result = submit_resume(self.store, command)
+        if isinstance(result, Rejection):
+            allowed = {Rule.ALREADY_APPLIED}
+            self._expect(result, allowed, "repeated resume")
+            stale = ResumeCommand(command.run_id, command.ticket_id, command.kind, Deny("changed my mind"))
+            if command.payload != stale.payload:
+                self._expect(submit_resume(self.store, stale), {Rule.STALE_COMMAND}, "stale resume")
+        elif not (isinstance(state.state, Awaiting) and state.state.ticket.ticket_id == command.ticket_id):
+            self.trial.problems.append("a repeated resume was accepted for a ticket no longer awaited (I14)")
+
+    def _expect(self, result: Rejection | int, rules: set[Rule], what: str) -> None:
+        if isinstance(result, Rejection):
+            self.trial.refusals[result.rule.value] += 1
+            if result.rule not in rules:
+                self.trial.problems.append(f"{what}: refused with {result}, expected {sorted(r.value for r in rules) or 'acceptance'}")
+        elif rules:
+            self.trial.problems.append(f"{what}: accepted, expected refusal {sorted(r.value for r in rules)} (I14)")
+
+
+def _end(action: str) -> EndRequest:
+    if action == STOP:
+        return EndRequest(EndCause(EndCauseKind.STOPPED))
+    if action == FAIL_RUN:
+        return EndRequest(EndCause(EndCauseKind.FAILED, TypedError("OperatorFailure", "failed on purpose")))
+    return EndRequest(EndCause(EndCauseKind.CANCELLED))
+
+
+def recoveries(trial: Trial) -> list[Recovered]:
+    return [event for event, _ in trial.events if isinstance(event, Recovered)]

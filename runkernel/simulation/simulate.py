@@ -1,0 +1,148 @@
+"""``runkernel simulate``: many scripted Runs, crashed at every boundary, then judged.
+
+Each scenario is first played once without crashes on a memory store to count the
+boundaries it passes; the runs that follow crash it at boundary indices that cycle
+through that count (and every third run crashes a second time during recovery), so a
+default run reaches every boundary kind at every position the scenarios have.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+from collections.abc import Callable
+
+from attrs import define, field
+
+from runkernel.adapters.crash import Boundary, Position
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.runtime import Acknowledged, Recovered
+from runkernel.adapters.store import Store
+from runkernel.kernel.recover import RecoveryRow
+from runkernel.kernel.state import CallIndeterminate
+from runkernel.simulation.engine import ScenarioRun, Trial
+from runkernel.simulation.invariants import check_run
+from runkernel.simulation.scenarios import Scenario, catalogue
+
+
+@define
+class Report:
+    """What a simulation saw, summed over all runs."""
+
+    runs: int = 0
+    runs_with_crash: int = 0
+    commits: int = 0
+    acknowledged: int = 0
+    crashes: collections.Counter[tuple[str, str]] = field(factory=collections.Counter)
+    recoveries: collections.Counter[str] = field(factory=collections.Counter)
+    executions: int = 0
+    indeterminate_calls: int = 0
+    refusals: collections.Counter[str] = field(factory=collections.Counter)
+    scenarios: collections.Counter[str] = field(factory=collections.Counter)
+    violations: list[str] = field(factory=list)
+    thread_ids: list[str] = field(factory=list)
+
+    def add(self, trial: Trial, store: Store, problems: list[str]) -> None:
+        self.runs += 1
+        self.scenarios[trial.scenario.name] += 1
+        self.runs_with_crash += bool(trial.crashes)
+        for boundary, position in trial.crashes:
+            self.crashes[(boundary.value, position.value)] += 1
+        for event, _ in trial.events:
+            if isinstance(event, Recovered):
+                self.recoveries[event.row.value] += 1
+            elif isinstance(event, Acknowledged):
+                self.acknowledged += 1
+        self.executions += len(trial.world.executions)
+        self.refusals.update(trial.refusals)
+        for thread_id in trial.thread_ids:
+            log = list(store.commits(thread_id))
+            self.commits += len(log)
+            final_calls = {
+                call.call_id: call.status
+                for commit in log
+                if commit.batch is not None
+                for call in commit.batch.calls
+            }
+            self.indeterminate_calls += sum(isinstance(s, CallIndeterminate) for s in final_calls.values())
+            self.thread_ids.append(thread_id)
+        self.violations += [f"{trial.scenario.name} ({trial.thread_ids[0]}): {p}" for p in problems]
+
+
+def boundary_counts(scenarios: tuple[Scenario, ...]) -> dict[str, int]:
+    """How many crash boundaries each scenario passes when nothing crashes."""
+    counts = {}
+    for scenario in scenarios:
+        store = MemoryStore()
+        trial = ScenarioRun(store, scenario, 0, ()).play()
+        counts[scenario.name] = max(trial.boundaries_seen, 1)
+    return counts
+
+
+Progress = Callable[[int, int, Report], None]
+
+
+def simulate(store: Store, runs: int, seed: int, progress: Progress | None = None) -> Report:
+    """Play ``runs`` scenario runs on ``store`` and check every invariant after each."""
+    scenarios = catalogue()
+    counts = boundary_counts(scenarios)
+    rng = random.Random(seed)
+    offsets = {s.name: rng.randrange(counts[s.name]) for s in scenarios}
+    report = Report()
+    for index in range(runs):
+        scenario = scenarios[index % len(scenarios)]
+        round_number = index // len(scenarios)
+        targets: tuple[int, ...] = ()
+        if round_number > 0:
+            total = counts[scenario.name]
+            first = (offsets[scenario.name] + round_number - 1) % total
+            targets = (first,)
+            if round_number % 3 == 0:
+                targets += (first + 1 + rng.randrange(total),)
+        trial = ScenarioRun(store, scenario, index, targets).play()
+        report.add(trial, store, check_run(store, trial))
+        if progress is not None:
+            progress(index + 1, runs, report)
+    return report
+
+
+def format_report(report: Report) -> str:
+    """The end-of-run table."""
+    lines = [
+        "runkernel simulate report",
+        "",
+        f"  runs                 {report.runs:>8}   ({len(report.scenarios)} scenarios, "
+        f"{report.runs_with_crash} with crashes)",
+        f"  threads              {len(report.thread_ids):>8}",
+        f"  commits              {report.commits:>8}   ({report.acknowledged} acknowledged to a runtime)",
+        f"  crashes              {sum(report.crashes.values()):>8}",
+        f"  recoveries           {sum(report.recoveries.values()):>8}",
+        f"  tool executions      {report.executions:>8}",
+        f"  indeterminate calls  {report.indeterminate_calls:>8}",
+        f"  refused commands     {sum(report.refusals.values()):>8}",
+        f"  violations           {len(report.violations):>8}",
+        "",
+        "crashes by boundary kind and position:",
+    ]
+    positions = [p.value for p in Position if any(k[1] == p.value for k in report.crashes)]
+    kinds = [b.value for b in Boundary]
+    header = f"  {'position':<16}" + "".join(f"{k:>24}" for k in kinds)
+    lines.append(header)
+    for position in positions:
+        row = "".join(f"{report.crashes.get((k, position), 0):>24}" for k in kinds)
+        lines.append(f"  {position:<16}{row}")
+    lines += ["", "recoveries by row of the recovery table:"]
+    for recovery_row in RecoveryRow:
+        name = recovery_row.value
+        lines.append(f"  {name:<34}{report.recoveries.get(name, 0):>8}")
+    lines += ["", "refused commands by rule:"]
+    for rule, count in sorted(report.refusals.items()):
+        lines.append(f"  {rule:<34}{count:>8}")
+    if report.violations:
+        lines += ["", "violations:"]
+        lines += [f"  {v}" for v in report.violations[:50]]
+        if len(report.violations) > 50:
+            lines.append(f"  ... and {len(report.violations) - 50} more")
+    lines.append("")
+    lines.append("verdict: " + ("PASS, zero violations" if not report.violations else "FAIL"))
+    return "\n".join(lines) + "\n"
