@@ -43,6 +43,7 @@ from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import (
     Activate,
+    Effect,
     Allow,
     Block,
     Commit,
@@ -143,6 +144,60 @@ RuntimeEvent = Recovered | Acknowledged | CommandSettled | CheckpointLost
 MAX_STATUS_POLLS = 5
 
 
+class Drive:
+    """One runtime's progress on one Run, one effect at a time.
+
+    ``step()`` carries out exactly one effect (or, with nothing queued, takes the next
+    decision at a quiet point) and says whether driving is over for now.
+    """
+
+    def __init__(self, runtime: Runtime, state: RunSnapshot | None, decision: Decision) -> None:
+        self.runtime = runtime
+        self.state = state
+        self.decision = decision
+        self.index = 0
+        self.entry: InboxEntry | None = None
+        self.outcome: RunOutcome | None = None
+
+    def interrupt(self) -> None:
+        """Drop the rest of the current decision's effects (recover() can replan them)."""
+        self.index = len(self.decision.effects)
+
+    def step(self) -> bool:
+        """Advance by one effect. True once driving has stopped (see ``outcome``)."""
+        if self.outcome is not None:
+            return True
+        if self.index < len(self.decision.effects):
+            effect = self.decision.effects[self.index]
+            self.index += 1
+            produced = self.runtime.carry_out(self, effect)
+            if produced is not None:
+                self.state = self.decision.state
+                verdict = decide(self.state, produced, self.runtime.policies)
+                if isinstance(verdict, Rejection):
+                    raise RuntimeProtocolError(verdict)
+                self._follow(verdict, None)
+            return False
+        state = self.decision.state
+        self.state = state
+        follow = self.runtime.quiet_point(state)
+        if follow is None:
+            self.outcome = RunOutcome(state.run_id, state)
+            return True
+        self._follow(*follow)
+        return False
+
+    def _follow(self, decision: Decision, entry: InboxEntry | None) -> None:
+        self.decision, self.index, self.entry = decision, 0, entry
+
+    def run(self) -> RunOutcome:
+        """Step until driving stops."""
+        while not self.step():
+            pass
+        assert self.outcome is not None
+        return self.outcome
+
+
 class _Stream:
     def __init__(self, runtime: Runtime, run_id: str, step: int) -> None:
         self.runtime, self.run_id, self.step = runtime, run_id, step
@@ -190,40 +245,32 @@ class Runtime:
 
     def start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> RunOutcome:
         """Activate a new Run in a Thread and drive it until it waits or ends."""
-        head = self.store.thread_head(thread_id)
-        decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages))
-        assert isinstance(decision, Decision)
-        return self._loop(None, decision)
+        return self.begin_start(thread_id, run_id, messages).run()
 
     def drive(self, run_id: str) -> RunOutcome:
         """Continue a Run from committed facts alone (recovery), until it waits or ends."""
+        return self.begin_drive(run_id).run()
+
+    def begin_start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> Drive:
+        """A Drive that activates a new Run; advance it with ``step()``."""
+        head = self.store.thread_head(thread_id)
+        decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages))
+        assert isinstance(decision, Decision)
+        return Drive(self, None, decision)
+
+    def begin_drive(self, run_id: str) -> Drive:
+        """A Drive that recovers a Run from the store alone; advance it with ``step()``."""
         state = self.store.run(run_id)
         if state is None:
             raise UnknownRun(f"no committed state for run {run_id!r}")
-        self.store.delete_checkpoint(run_id) if isinstance(state.state, Ended) else None
+        if isinstance(state.state, Ended):
+            # the crash may have hit between the end commit and the checkpoint cleanup
+            self.store.delete_checkpoint(run_id)
         plan = recover(state, self.policies)
         self.on_event(Recovered(plan.row, state))
-        return self._loop(state, plan.decision)
+        return Drive(self, state, plan.decision)
 
-    # --- the loop ---------------------------------------------------------------------
-
-    def _loop(self, state: RunSnapshot | None, decision: Decision) -> RunOutcome:
-        entry: InboxEntry | None = None
-        while True:
-            state, produced = self._carry_out(state, decision, entry)
-            entry = None
-            if produced is None:
-                follow = self._quiet_point(state)
-                if follow is None:
-                    return RunOutcome(state.run_id, state)
-                decision, entry = follow
-                continue
-            verdict = decide(state, produced, self.policies)
-            if isinstance(verdict, Rejection):
-                raise RuntimeProtocolError(verdict)
-            decision = verdict
-
-    def _quiet_point(self, state: RunSnapshot) -> tuple[Decision, InboxEntry | None] | None:
+    def quiet_point(self, state: RunSnapshot) -> tuple[Decision, InboxEntry | None] | None:
         """Nothing queued: apply an inbox command, expire a wait, or plan the next step."""
         if isinstance(state.state, Ended):
             self._drain_inbox(state)
@@ -240,43 +287,44 @@ class Runtime:
                 return None  # a reconnect tool still running: leave it for a later drive
         return recover(state, self.policies).decision, None
 
-    def _carry_out(
-        self, state: RunSnapshot | None, decision: Decision, entry: InboxEntry | None = None
-    ) -> tuple[RunSnapshot, Input | None]:
-        """Carry out effects in order. Returns the state and the input the last one produced."""
-        for effect in decision.effects:
-            match effect:
-                case Commit():
-                    self._commit(state, effect.commit, decision.state)
-                    state = decision.state
-                    if entry is not None:
-                        # settled only once its commit is acknowledged: after a crash
-                        # in between it is re-applied and answered "already applied"
-                        self._settle(entry, "applied")
-                        entry = None
-                case RunHook():
-                    self.observer.hook(decision.state.run_id, effect.hook, effect.call_id)
-                case RequestInference():
-                    if self.store.pending_commands(decision.state.run_id):
-                        return decision.state, None  # apply it first; recover() replans this
-                    return decision.state, self._infer(decision.state, effect)
-                case RunGate():
-                    if self.store.pending_commands(decision.state.run_id):
-                        return decision.state, None
-                    return decision.state, self._gate(decision.state, effect)
-                case Execute():
-                    return decision.state, self._execute(decision.state, effect)
-                case QueryStatus():
-                    return decision.state, self._query(effect)
-                case NotifyWait():
-                    self.observer.notify(decision.state.run_id, effect.ticket, effect.wait)
-                case PublishResults():
-                    self.observer.publish(decision.state.run_id, effect.batch)
-                case DeliverTerminus():
-                    self.terminus = effect
-                case _:
-                    assert_never(effect)
-        return decision.state, None
+    def carry_out(self, drive: Drive, effect: Effect) -> Input | None:
+        """Carry out one effect; an effect that asks the world returns its answer as input."""
+        decision = drive.decision
+        run_id = decision.state.run_id
+        match effect:
+            case Commit():
+                self._commit(drive.state, effect.commit, decision.state)
+                drive.state = decision.state
+                if drive.entry is not None:
+                    # settled only once its commit is acknowledged: after a crash in
+                    # between it is re-applied and answered "already applied"
+                    self._settle(drive.entry, "applied")
+                    drive.entry = None
+            case RunHook():
+                self.observer.hook(run_id, effect.hook, effect.call_id)
+            case RequestInference():
+                if self.store.pending_commands(run_id):
+                    drive.interrupt()  # apply the command first; recover() replans this
+                    return None
+                return self._infer(decision.state, effect)
+            case RunGate():
+                if self.store.pending_commands(run_id):
+                    drive.interrupt()
+                    return None
+                return self._gate(decision.state, effect)
+            case Execute():
+                return self._execute(decision.state, effect)
+            case QueryStatus():
+                return self._query(effect)
+            case NotifyWait():
+                self.observer.notify(run_id, effect.ticket, effect.wait)
+            case PublishResults():
+                self.observer.publish(run_id, effect.batch)
+            case DeliverTerminus():
+                self.terminus = effect
+            case _:
+                assert_never(effect)
+        return None
 
     def _commit(self, prev: RunSnapshot | None, commit: ThreadCommit, expected: RunSnapshot) -> None:
         position = position_of(prev, commit)

@@ -246,9 +246,14 @@ def _check_next(prev: RunSnapshot, commit: ThreadCommit) -> RunSnapshot:
             and commit.batch.batch_id == prev.batch.batch_id
         ):
             _require(
-                commit.batch == prev.batch,
+                _same_batch(commit.batch, prev.batch),
                 Rule.BATCH_IDENTITY,
                 f"finalized batch {prev.batch.batch_id!r} may be carried only unchanged",
+            )
+            _require(
+                not (assistants and assistants[0].tool_calls),
+                Rule.BATCH_NEW,
+                "an assistant tool-use message must be committed with its complete batch",
             )
             _require(
                 not _tool_messages(commit.messages),
@@ -354,7 +359,8 @@ def _check_new_batch(
     uses = [(u.call_id, u.tool, u.arguments) for u in tool_uses]
     calls = [(c.call_id, c.tool, c.arguments) for c in batch.calls]
     _require(
-        uses == calls,
+        uses == calls
+        and all(_same_json(u.arguments, c.arguments) for u, c in zip(tool_uses, batch.calls)),
         Rule.BATCH_NEW,
         f"batch {batch.batch_id!r} does not hold exactly the tool-use block's calls in order",
     )
@@ -377,7 +383,7 @@ def _check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Th
     assert batch is not None
     _require(
         len(batch.calls) == len(prev_batch.calls)
-        and all(new.same_identity(old) for new, old in zip(batch.calls, prev_batch.calls)),
+        and all(_same_call(new, old) for new, old in zip(batch.calls, prev_batch.calls)),
         Rule.BATCH_IDENTITY,
         f"the calls of batch {batch.batch_id!r} (ids, tools, arguments, operation ids, order) "
         "must not change",
@@ -431,7 +437,7 @@ def _check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Th
 
 
 def _check_call_change(old: ToolCall, new: ToolCall, *, ending: bool, resuming: bool) -> None:
-    if old.status == new.status:
+    if _same_status(old.status, new.status):
         _require(
             not (resuming and isinstance(old.status, CallAwaiting)),
             Rule.RESUME,
@@ -576,6 +582,33 @@ def _check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
             f"call {awaiting_calls[0].call_id if awaiting_calls else ''!r} is Awaiting while the run is "
             "Running; a call waits only in the commit that moves the run to Awaiting",
         )
+
+
+def _same_json(a: object, b: object) -> bool:
+    """JSON equality: like ``==`` except that booleans never equal numbers (1 != true)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _same_status(a: CallStatus, b: CallStatus) -> bool:
+    if isinstance(a, CallCompleted) and isinstance(b, CallCompleted):
+        return a == b and _same_json(a.result.value, b.result.value)
+    return a == b
+
+
+def _same_call(new: ToolCall, old: ToolCall) -> bool:
+    return new.same_identity(old) and _same_json(new.arguments, old.arguments)
+
+
+def _same_batch(a: ActiveToolBatch, b: ActiveToolBatch) -> bool:
+    return a == b and all(
+        _same_call(x, y) and _same_status(x.status, y.status) for x, y in zip(a.calls, b.calls)
+    )
 
 
 def _assistant_messages(messages: Sequence[Message]) -> list[Message]:
