@@ -17,6 +17,7 @@ from runkernel.kernel.state import (
     CallIndeterminate,
     Ended,
     RunSnapshot,
+    ToolCall,
 )
 
 
@@ -27,6 +28,17 @@ def _run_messages(store: Store, snapshot: RunSnapshot) -> list[dict[str, Any]]:
         if c.run_id == snapshot.run_id
         for m in c.messages
     ]
+
+
+def _latest_calls(store: Store, snapshot: RunSnapshot) -> list[ToolCall]:
+    """Every call of the Run with its latest committed status (batches may be dropped
+    once finalized, so the log is read, not only the snapshot)."""
+    latest: dict[str, ToolCall] = {}
+    for commit in store.commits(snapshot.thread_id):
+        if commit.run_id == snapshot.run_id and commit.batch is not None:
+            for call in commit.batch.calls:
+                latest[call.call_id] = call
+    return list(latest.values())
 
 
 def find_indeterminate(store: Store, operation_id: str) -> tuple[str, str] | None:
@@ -60,7 +72,7 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
                 {"outcome": r.outcome, "note": r.note} for r in store.reconciliations(c.operation_id)
             ],
         }
-        for c in calls
+        for c in _latest_calls(store, snapshot)
         if isinstance(c.status, CallIndeterminate)
     ]
     return {

@@ -150,14 +150,14 @@ def parse_line(raw: bytes) -> Any:
 def bounded_lines(stream: BinaryIO) -> Iterator[bytes]:
     """Lines without their terminator; a line over MAX_LINE_BYTES raises NotATrace."""
     while True:
-        chunk = stream.readline(MAX_LINE_BYTES + 1)
+        chunk = stream.readline(MAX_LINE_BYTES + 2)  # room for a CRLF after a full line
         if not chunk:
             return
         if chunk.endswith(b"\n"):
             chunk = chunk[:-1]
             if chunk.endswith(b"\r"):
                 chunk = chunk[:-1]
-        elif len(chunk) > MAX_LINE_BYTES:
+        if len(chunk) > MAX_LINE_BYTES:
             raise NotATrace(f"line longer than {MAX_LINE_BYTES} bytes")
         yield chunk
 

@@ -1,0 +1,213 @@
+"""The store subcommands as a user runs them: exit codes, stdout, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runkernel.adapters.export import redacted_ticket
+from runkernel.adapters.inbox import submit_end
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.serial import commit_text
+from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.cli import main
+from runkernel.kernel.protocol import EndRequest
+from runkernel.kernel.state import Awaiting, EndCause
+from runkernel.kernel.values import EndCauseKind
+from runkernel.simulation.engine import ScenarioRun
+from runkernel.simulation.scenarios import catalogue
+from support import awaiting_run, tool_run
+
+
+def url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def waiting_store(tmp_path: Path) -> Path:
+    path = tmp_path / "w.db"
+    store = SqliteStore(path)
+    commits, _ = awaiting_run("t1", "r1", "ticket-approval-0001")
+    for commit in commits:
+        store.append(commit)
+    store.close()
+    return path
+
+
+def test_simulate_exports_traces_that_check_trace_accepts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db, out = tmp_path / "sim.db", tmp_path / "traces"
+    code = main(["simulate", "--runs", "64", "--store", url(db), "--export", str(out), "--no-progress"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "violations                  0" in printed and "verdict: PASS" in printed
+    files = sorted(out.glob("*.jsonl"))
+    assert len(files) >= 64
+    assert main(["check-trace", "--quiet", *map(str, files)]) == 0
+
+
+def test_simulate_refuses_a_store_that_holds_threads_unless_reset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "sim.db"
+    assert main(["simulate", "--runs", "4", "--store", url(db), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["simulate", "--runs", "4", "--store", url(db), "--no-progress"]) == 2
+    error = capsys.readouterr().err
+    assert "already holds" in error and "--reset" in error
+    assert main(["simulate", "--runs", "4", "--store", url(db), "--reset", "--no-progress"]) == 0
+
+
+def test_simulate_uses_a_sqlite_file_in_the_working_directory_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["simulate", "--runs", "4", "--no-progress"]) == 0
+    assert (tmp_path / "runkernel.sqlite").exists()
+
+
+def test_inspect_answers_the_four_questions(waiting_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", "--store", url(waiting_store), "r1"]) == 0
+    text = capsys.readouterr().out
+    assert "Awaiting" in text
+    assert "ticket ticket-approval-0001  wait=approval  call=r1-c1  accepts: approve | deny" in text
+    assert "r1-c1  pay  Awaiting  attempt=0  operation=r1-op1" in text
+    assert "user: task" in text
+    assert main(["inspect", "--store", url(waiting_store), "r1", "--format", "json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["run_state"]["state"] == "awaiting"
+    assert view["recovery_row"] == "call_awaiting"
+
+
+def test_inspect_lists_indeterminate_calls_for_reconciliation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "i.db"
+    store = SqliteStore(db)
+    scenario = next(s for s in catalogue() if s.name == "outcome_lost_published")
+    trial = ScenarioRun(store, scenario, 1, ()).play()
+    store.close()
+    run_id = trial.run_ids[0]
+    assert main(["inspect", "--store", url(db), run_id]) == 0
+    text = capsys.readouterr().out
+    assert "Indeterminate calls (reconcile downstream by operation id):" in text
+    operation = text.split("operation=")[-1].split()[0]
+    assert main(["reconcile", "--store", url(db), operation, "--outcome", "applied", "--note", "ledger"]) == 0
+    assert "committed facts are unchanged" in capsys.readouterr().out
+    assert main(["inspect", "--store", url(db), run_id]) == 0
+    assert "applied" in capsys.readouterr().out.split("Indeterminate calls")[1]
+    assert main(["reconcile", "--store", url(db), "op-nobody", "--outcome", "applied"]) == 1
+    assert "no Indeterminate call" in capsys.readouterr().err
+
+
+def test_resume_refuses_a_forged_ticket_and_queues_a_matching_one(
+    waiting_store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["resume", "--store", url(waiting_store), "r1", "--ticket", "forged", "--approve"]) == 1
+    assert "refused: ticket-mismatch" in capsys.readouterr().err
+    assert main(["resume", "--store", url(waiting_store), "r1", "--ticket", "ticket-approval-0001", "--input", "x"]) == 1
+    assert "refused: wait-kind-mismatch" in capsys.readouterr().err
+    assert main(["resume", "--store", url(waiting_store), "r9", "--ticket", "ticket-approval-0001", "--approve"]) == 1
+    assert "refused: wrong-run" in capsys.readouterr().err
+    assert main(["resume", "--store", url(waiting_store), "r1", "--ticket", "ticket-approval-0001", "--approve"]) == 0
+    assert "queued command" in capsys.readouterr().out
+    store = SqliteStore(waiting_store)
+    assert len(store.pending_commands("r1")) == 1
+    snapshot = store.run("r1")
+    assert snapshot is not None and isinstance(snapshot.state, Awaiting)  # nothing committed
+    store.close()
+
+
+def test_cancel_queues_and_refuses_an_ended_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "c.db"
+    store = SqliteStore(db)
+    for commit in tool_run("t1", "r1"):
+        store.append(commit)
+    commits, _ = awaiting_run("t2", "r2", "ticket-x-0001")
+    for commit in commits:
+        store.append(commit)
+    store.close()
+    assert main(["cancel", "--store", url(db), "r1"]) == 1
+    assert "refused: run-ended" in capsys.readouterr().err
+    assert main(["cancel", "--store", url(db), "r2"]) == 0
+    assert "queued cancel" in capsys.readouterr().out
+
+
+def test_export_prints_the_trace_and_redacts_tickets_consistently(
+    waiting_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["export", "--store", url(waiting_store), "t1"]) == 0
+    plain = capsys.readouterr().out
+    assert "ticket-approval-0001" in plain
+    assert main(["export", "--store", url(waiting_store), "t1", "--redact"]) == 0
+    redacted = capsys.readouterr().out
+    assert "ticket-approval-0001" not in redacted
+    assert redacted.count(redacted_ticket("ticket-approval-0001")) == 2
+    trace = tmp_path / "redacted.jsonl"
+    trace.write_text(redacted)
+    assert main(["check-trace", str(trace)]) == 0
+
+
+def test_export_matches_the_stored_lines(waiting_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = SqliteStore(waiting_store)
+    expected = "".join(commit_text(c) + "\n" for c in store.commits("t1"))
+    store.close()
+    assert main(["export", "--store", url(waiting_store), "t1"]) == 0
+    assert capsys.readouterr().out == expected
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["inspect", "--store", "mysql://x", "r1"], "unknown store URL"),
+        (["inspect", "--store", "postgresql://localhost/test", "r1"], "PostgreSQL"),
+        (["export", "--store", "memory:", "nope"], "no thread"),
+        (["inspect", "--store", "memory:", "nope"], "no committed run"),
+    ],
+)
+def test_errors_are_one_line_on_stderr(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code in (1, 2)
+    assert message in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+    assert captured.out == ""
+
+
+def test_a_corrupt_store_file_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"\x00garbage" * 512)
+    result = subprocess.run(
+        [sys.executable, "-m", "runkernel.cli", "inspect", "--store", url(junk), "r1"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "not a runkernel SQLite store" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_help_lists_every_command() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "runkernel.cli", "--help"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0
+    for command in ("simulate", "check-trace", "spec", "inspect", "export", "resume", "cancel", "reconcile"):
+        assert command in result.stdout
+
+
+def test_a_cancel_in_the_inbox_is_applied_by_the_runtime(tmp_path: Path) -> None:
+    store = MemoryStore()
+    commits, _ = awaiting_run("t1", "r1", "ticket-c-0001")
+    for commit in commits:
+        store.append(commit)
+    assert isinstance(submit_end(store, "r1", EndRequest(EndCause(EndCauseKind.CANCELLED))), int)
+    from runkernel.adapters.ports import ToolRegistry
+    from runkernel.adapters.runtime import Runtime
+    from runkernel.simulation.actors import ScriptedModel
+
+    final = Runtime(store, ScriptedModel({}), ToolRegistry({})).drive("r1").snapshot
+    assert final.state.__class__.__name__ == "Ended"
+    assert store.pending_commands("r1") == []

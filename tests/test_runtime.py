@@ -1,0 +1,124 @@
+"""The reference runtime end to end: every scenario crashed at every boundary it passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runkernel.adapters.crash import Boundary, Position, position_of
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.adapters.store import Store, StoreUnavailable
+from runkernel.kernel.state import Ended, RunSnapshot, ThreadCommit, ThreadHead
+from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.simulation.engine import ScenarioRun
+from runkernel.simulation.invariants import check_run
+from runkernel.simulation.scenarios import Scenario, catalogue
+from runkernel.simulation.simulate import boundary_counts, format_report, simulate
+
+SCENARIOS = catalogue()
+COUNTS = boundary_counts(SCENARIOS)
+
+
+def play(store: Store, scenario: Scenario, targets: tuple[int, ...]) -> list[str]:
+    trial = ScenarioRun(store, scenario, 7, targets).play()
+    return check_run(store, trial)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_every_scenario_ends_cleanly_without_crashes(scenario: Scenario) -> None:
+    store = MemoryStore()
+    assert play(store, scenario, ()) == []
+    for run_id in store.thread_ids():
+        assert store.thread_head(run_id) is not None
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_a_crash_at_every_boundary_is_recovered(scenario: Scenario) -> None:
+    for target in range(COUNTS[scenario.name]):
+        store = MemoryStore()
+        problems = play(store, scenario, (target,))
+        assert problems == [], f"crash at boundary {target}: {problems}"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS[::4], ids=lambda s: s.name)
+def test_a_second_crash_during_recovery_is_recovered(scenario: Scenario) -> None:
+    total = COUNTS[scenario.name]
+    for first in range(0, total, 2):
+        store = MemoryStore()
+        problems = play(store, scenario, (first, first + 1, first + 3))
+        assert problems == [], f"crashes at {first}, {first + 1}, {first + 3}: {problems}"
+
+
+def test_crashes_reach_every_boundary_kind_and_commit_position() -> None:
+    report = simulate(MemoryStore(), 32 * 12, seed=3)
+    assert report.violations == []
+    kinds = {kind for kind, _ in report.crashes}
+    positions = {position for _, position in report.crashes}
+    assert kinds == {b.value for b in Boundary}
+    expected = {p.value for p in Position} - {Position.PROGRESS.value}
+    assert expected <= positions, expected - positions
+    assert "verdict: PASS" in format_report(report)
+
+
+def test_simulation_is_deterministic_from_its_seed() -> None:
+    first = simulate(MemoryStore(), 64, seed=11)
+    second = simulate(MemoryStore(), 64, seed=11)
+    assert first.crashes == second.crashes
+    assert first.commits == second.commits
+    assert first.recoveries == second.recoveries
+
+
+def test_simulation_on_sqlite(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "sim.db")
+    report = simulate(store, 96, seed=5)
+    assert report.violations == []
+    assert report.commits == sum(len(list(store.commits(t))) for t in store.thread_ids())
+    store.close()
+
+
+class FlakyStore(MemoryStore):
+    """Fails the n-th append, as a database restart would."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__()
+        self.appends = 0
+        self.fail_at = fail_at
+
+    def append(self, commit: ThreadCommit) -> RunSnapshot:
+        self.appends += 1
+        if self.appends == self.fail_at:
+            raise StoreUnavailable("database restarted")
+        return super().append(commit)
+
+
+@pytest.mark.parametrize("fail_at", range(1, 9))
+def test_store_write_failures_are_recovered_like_crashes(fail_at: int) -> None:
+    scenario = next(s for s in SCENARIOS if s.name == "approval_allowed")
+    store = FlakyStore(fail_at)
+    trial = ScenarioRun(store, scenario, 3, ()).play()
+    assert check_run(store, trial) == []
+    assert trial.store_failures == 1
+    snapshot = store.run(trial.run_ids[0])
+    assert snapshot is not None and isinstance(snapshot.state, Ended)
+
+
+def test_position_names_each_commit_point() -> None:
+    store = MemoryStore()
+    scenario = next(s for s in SCENARIOS if s.name == "approval_allowed")
+    trial = ScenarioRun(store, scenario, 1, ()).play()
+    log = list(store.commits(trial.thread_ids[0]))
+    positions = []
+    previous: RunSnapshot | None = None
+    head: ThreadHead | None = None
+    for commit in log:
+        positions.append(position_of(previous, commit))
+        verdict = validate_commit(head, previous, commit)
+        assert isinstance(verdict, Accepted)
+        head, previous = verdict.head, verdict.run
+    assert positions[0] is Position.ACTIVATION
+    assert Position.BATCH_OPEN in positions
+    assert Position.CALL_WAIT in positions
+    assert Position.RESUME in positions
+    assert positions[-1] is Position.END
