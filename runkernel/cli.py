@@ -29,9 +29,14 @@ def _check_trace(args: argparse.Namespace) -> int:
         finding = check_file(Path(name))
         stream = sys.stdout if finding.verdict is Verdict.LEGAL else sys.stderr
         if finding.verdict is not Verdict.LEGAL or not args.quiet:
-            print(finding.report(name), file=stream)
+            print(finding.report(_printable(name)), file=stream)
         worst = max(worst, finding.verdict)
     return int(worst)
+
+
+def _printable(name: str) -> str:
+    """A file name as text whatever its bytes (undecodable bytes become escapes)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def build_parser() -> argparse.ArgumentParser:

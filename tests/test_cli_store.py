@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -211,3 +212,19 @@ def test_a_cancel_in_the_inbox_is_applied_by_the_runtime(tmp_path: Path) -> None
     final = Runtime(store, ScriptedModel({}), ToolRegistry({})).drive("r1").snapshot
     assert final.state.__class__.__name__ == "Ended"
     assert store.pending_commands("r1") == []
+
+
+def test_check_trace_reports_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    legal = Path(__file__).parent / "data" / "traces" / "legal" / "call-edge.jsonl"
+    odd = tmp_path / "odd\udcffname.jsonl"
+    odd.write_bytes(legal.read_bytes())
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    result = subprocess.run(
+        [sys.executable, "-m", "runkernel.cli", "check-trace", str(odd)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "odd\\xffname.jsonl: legal" in result.stdout

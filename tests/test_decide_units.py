@@ -1,0 +1,341 @@
+"""Unit tests of decide and recover on small hand-built states, one rule each."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from runkernel.kernel.decide import KernelBug, decide
+from runkernel.kernel.effects_plan import close_batch
+from runkernel.kernel.policies import (
+    IndeterminateChoice,
+    Policies,
+    RecoveryMode,
+    RetryPolicy,
+    ToolPolicy,
+    ToolRecoveryPolicy,
+)
+from runkernel.kernel.protocol import (
+    Allow,
+    Approve,
+    Commit,
+    DeadlinePassed,
+    Deny,
+    EndRequest,
+    Execute,
+    ExternalResult,
+    GateVerdict,
+    InferenceResult,
+    OperationStatus,
+    ProposedCall,
+    ProvideInput,
+    QueryStatus,
+    RequestInference,
+    RequireWait,
+    ResumeCommand,
+    RunGate,
+    StatusReport,
+    TimerFired,
+    ToolDelegated,
+    ToolFailure,
+    ToolFinished,
+    ToolOutcomeLost,
+    ToolOutput,
+)
+from runkernel.kernel.recover import RecoveryRow, recover
+from runkernel.kernel.rules import Rejection, Rule
+from runkernel.kernel.state import (
+    Awaiting,
+    CallAwaiting,
+    CallCompleted,
+    CallExecuting,
+    CallIndeterminate,
+    CallRequested,
+    EndCause,
+    Ended,
+    RunSnapshot,
+    Running,
+    TypedError,
+)
+from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, WaitKind
+from support import activate, step
+
+POLICIES = Policies(
+    tools={
+        "fetch": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY, 2), RetryPolicy(2)),
+        "job": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT)),
+        "pay": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)),
+    }
+)
+
+
+def with_batch(*tools: str) -> RunSnapshot:
+    state = activate("t", "r").state
+    calls = tuple(ProposedCall(f"c{i}", tool, {}, f"op{i}") for i, tool in enumerate(tools))
+    return step(state, InferenceResult("go", calls, "b1"), POLICIES).state
+
+
+def executing(*tools: str) -> RunSnapshot:
+    return step(with_batch(*tools), GateVerdict("c0", Allow()), POLICIES).state
+
+
+def awaiting(kind: WaitKind, *tools: str, ticket: str = "tk-0001") -> RunSnapshot:
+    return step(with_batch(*tools), GateVerdict("c0", RequireWait(kind, ticket)), POLICIES).state
+
+
+def effects_of(state: RunSnapshot, event: object) -> tuple[object, ...]:
+    verdict = decide(state, event, POLICIES)  # type: ignore[arg-type]
+    assert not isinstance(verdict, Rejection), str(verdict)
+    return verdict.effects
+
+
+# --- resume validation (I14) ----------------------------------------------------------
+
+
+def test_a_resume_with_the_wrong_wait_kind_is_rejected() -> None:
+    state = awaiting(WaitKind.APPROVAL, "pay")
+    verdict = decide(state, ResumeCommand("r", "tk-0001", WaitKind.INPUT, ProvideInput("x")), POLICIES)
+    assert isinstance(verdict, Rejection) and verdict.rule is Rule.WAIT_KIND_MISMATCH
+
+
+def test_a_resume_with_the_wrong_payload_type_is_rejected() -> None:
+    state = awaiting(WaitKind.APPROVAL, "pay")
+    verdict = decide(state, ResumeCommand("r", "tk-0001", WaitKind.APPROVAL, TimerFired()), POLICIES)
+    assert isinstance(verdict, Rejection) and verdict.rule is Rule.PAYLOAD_TYPE
+
+
+def test_a_resume_for_another_ticket_or_run_is_rejected() -> None:
+    state = awaiting(WaitKind.APPROVAL, "pay")
+    forged = decide(state, ResumeCommand("r", "tk-9999", WaitKind.APPROVAL, Approve()), POLICIES)
+    assert isinstance(forged, Rejection) and forged.rule is Rule.TICKET_MISMATCH
+    elsewhere = decide(state, ResumeCommand("other", "tk-0001", WaitKind.APPROVAL, Approve()), POLICIES)
+    assert isinstance(elsewhere, Rejection) and elsewhere.rule is Rule.WRONG_RUN
+
+
+def test_a_resume_while_running_is_rejected() -> None:
+    verdict = decide(executing("pay"), ResumeCommand("r", "tk-0001", WaitKind.APPROVAL, Approve()), POLICIES)
+    assert isinstance(verdict, Rejection) and verdict.rule is Rule.RUN_NOT_AWAITING
+
+
+def test_approve_moves_the_call_to_its_first_attempt_and_executes_after_the_commit() -> None:
+    state = awaiting(WaitKind.APPROVAL, "pay")
+    verdict = decide(state, ResumeCommand("r", "tk-0001", WaitKind.APPROVAL, Approve()), POLICIES)
+    assert not isinstance(verdict, Rejection)
+    kinds = [type(e) for e in verdict.effects]
+    assert kinds.index(Commit) < kinds.index(Execute)
+    assert verdict.state.batch is not None
+    assert verdict.state.batch.calls[0].status == CallExecuting(1)
+    assert isinstance(verdict.state.state, Running)
+    repeat = decide(verdict.state, ResumeCommand("r", "tk-0001", WaitKind.APPROVAL, Approve()), POLICIES)
+    assert isinstance(repeat, Rejection) and repeat.rule is Rule.ALREADY_APPLIED
+    stale = decide(verdict.state, ResumeCommand("r", "tk-0001", WaitKind.APPROVAL, Deny()), POLICIES)
+    assert isinstance(stale, Rejection) and stale.rule is Rule.STALE_COMMAND
+
+
+@pytest.mark.parametrize(
+    "kind, payload, result",
+    [
+        (WaitKind.APPROVAL, Deny("no"), ResultKind.DENIED),
+        (WaitKind.EXTERNAL, ExternalResult({"a": 1}), ResultKind.EXTERNAL),
+    ],
+)
+def test_deny_and_external_answers_complete_the_call(kind: WaitKind, payload: object, result: ResultKind) -> None:
+    state = awaiting(kind, "pay")
+    verdict = decide(state, ResumeCommand("r", "tk-0001", kind, payload), POLICIES)  # type: ignore[arg-type]
+    assert not isinstance(verdict, Rejection)
+    assert verdict.state.batch is not None
+    status = verdict.state.batch.calls[0].status
+    assert isinstance(status, CallCompleted) and status.result.kind is result
+    assert verdict.state.batch.finalized
+
+
+def test_an_expired_approval_becomes_a_deny_and_an_unexpired_one_does_not() -> None:
+    state = step(
+        with_batch("pay"),
+        GateVerdict("c0", RequireWait(WaitKind.APPROVAL, "tk-0001", expires_at="2026-01-02T00:00:00.000000Z")),
+        POLICIES,
+    ).state
+    early = decide(state, DeadlinePassed("tk-0001", "2026-01-01T00:00:00.000000Z"), POLICIES)
+    assert isinstance(early, Rejection) and early.rule is Rule.NOT_EXPIRED
+    late = decide(state, DeadlinePassed("tk-0001", "2026-01-03T00:00:00.000000Z"), POLICIES)
+    assert not isinstance(late, Rejection)
+    assert late.state.batch is not None
+    status = late.state.batch.calls[0].status
+    assert isinstance(status, CallCompleted) and status.result.kind is ResultKind.DENIED
+
+
+# --- ending a run (I13) -------------------------------------------------------------------
+
+
+def test_cancelling_an_awaiting_run_closes_the_waiting_call() -> None:
+    state = awaiting(WaitKind.APPROVAL, "pay", "fetch")
+    verdict = decide(state, EndRequest(EndCause(EndCauseKind.CANCELLED)), POLICIES)
+    assert not isinstance(verdict, Rejection)
+    batch = verdict.state.batch
+    assert batch is not None and batch.finalized
+    assert batch.calls[0].status == CallIndeterminate(0, IndeterminateReason.RUN_ENDED)
+    assert batch.calls[1].status == CallIndeterminate(0, IndeterminateReason.RUN_ENDED)
+    commit = verdict.commit
+    assert commit is not None and [m.call_id for m in commit.messages] == ["c0", "c1"]
+
+
+def test_an_awaiting_run_cannot_end_as_completed() -> None:
+    state = awaiting(WaitKind.APPROVAL, "pay")
+    verdict = decide(state, EndRequest(EndCause(EndCauseKind.COMPLETED)), POLICIES)
+    assert isinstance(verdict, Rejection) and verdict.rule is Rule.AWAITING_END
+
+
+def test_ending_a_run_with_an_executing_call_marks_it_outcome_unknown() -> None:
+    failure = EndCause(EndCauseKind.FAILED, TypedError("Boom", "host failure"))
+    verdict = decide(executing("pay", "fetch"), EndRequest(failure), POLICIES)
+    assert not isinstance(verdict, Rejection)
+    assert verdict.state.batch is not None
+    statuses = [c.status for c in verdict.state.batch.calls]
+    assert statuses == [
+        CallIndeterminate(1, IndeterminateReason.OUTCOME_UNKNOWN),
+        CallIndeterminate(0, IndeterminateReason.RUN_ENDED),
+    ]
+
+
+def test_close_batch_keeps_terminal_results() -> None:
+    state = step(executing("fetch", "pay"), ToolFinished("c0", 1, ToolOutput("kept")), POLICIES).state
+    assert state.batch is not None
+    closed = close_batch(state.batch)
+    assert closed.calls[0].status == state.batch.calls[0].status
+
+
+def test_nothing_is_decided_after_ended() -> None:
+    ended = step(executing("pay"), EndRequest(EndCause(EndCauseKind.STOPPED)), POLICIES).state
+    for event in (EndRequest(EndCause(EndCauseKind.CANCELLED)), InferenceResult("late")):
+        verdict = decide(ended, event, POLICIES)
+        assert isinstance(verdict, Rejection) and verdict.rule is Rule.RUN_ENDED
+
+
+# --- tool outcomes ----------------------------------------------------------------------
+
+
+def test_retryable_errors_use_the_retry_policy_then_complete_as_error() -> None:
+    state = executing("fetch")
+    first = step(state, ToolFinished("c0", 1, ToolFailure("flaky", retryable=True)), POLICIES)
+    assert first.state.batch is not None and first.state.batch.calls[0].status == CallExecuting(2)
+    commit = first.commit
+    assert commit is not None and [e.type for e in commit.events] == ["attempt_failed"]
+    second = step(first.state, ToolFinished("c0", 2, ToolFailure("flaky", retryable=True)), POLICIES)
+    assert second.state.batch is not None
+    status = second.state.batch.calls[0].status
+    assert isinstance(status, CallCompleted) and status.result.kind is ResultKind.ERROR
+
+
+def test_a_lost_outcome_can_end_the_run_when_the_host_says_so() -> None:
+    policies = attrs.evolve(POLICIES, on_indeterminate=IndeterminateChoice.END_RUN)
+    verdict = decide(executing("pay", "fetch"), ToolFinished("c0", 1, ToolOutcomeLost()), policies)
+    assert not isinstance(verdict, Rejection)
+    assert isinstance(verdict.state.state, Ended)
+    assert verdict.state.state.cause.kind is EndCauseKind.OUTCOME_UNKNOWN
+
+
+def test_a_delegation_waits_with_its_own_ticket_and_child() -> None:
+    verdict = decide(executing("pay"), ToolFinished("c0", 1, ToolDelegated("tk-child", "child-run")), POLICIES)
+    assert not isinstance(verdict, Rejection)
+    assert isinstance(verdict.state.state, Awaiting)
+    assert verdict.state.batch is not None
+    status = verdict.state.batch.calls[0].status
+    assert isinstance(status, CallAwaiting) and status.attempt == 1 and status.wait.child == "child-run"
+
+
+def test_an_outcome_for_the_wrong_call_or_attempt_is_rejected() -> None:
+    state = executing("fetch", "pay")
+    wrong_call = decide(state, ToolFinished("c1", 1, ToolOutput("x")), POLICIES)
+    assert isinstance(wrong_call, Rejection) and wrong_call.rule is Rule.CALL_ORDER
+    wrong_attempt = decide(state, ToolFinished("c0", 2, ToolOutput("x")), POLICIES)
+    assert isinstance(wrong_attempt, Rejection) and wrong_attempt.rule is Rule.UNEXPECTED_INPUT
+
+
+def test_inference_is_refused_while_a_batch_is_open() -> None:
+    verdict = decide(with_batch("pay"), InferenceResult("too early"), POLICIES)
+    assert isinstance(verdict, Rejection) and verdict.rule is Rule.INFERENCE_OPEN_BATCH
+
+
+# --- recovery (the seed's table) --------------------------------------------------------
+
+
+def test_recovery_replays_with_the_next_attempt_and_stops_at_the_maximum() -> None:
+    state = executing("fetch")
+    plan = recover(state, POLICIES)
+    assert plan.row is RecoveryRow.CALL_EXECUTING
+    assert plan.decision.state.batch is not None
+    assert plan.decision.state.batch.calls[0].status == CallExecuting(2)
+    execute = [e for e in plan.decision.effects if isinstance(e, Execute)]
+    assert [(e.attempt, e.operation_id) for e in execute] == [(2, "op0")]
+    exhausted = recover(plan.decision.state, POLICIES)
+    assert exhausted.decision.state.batch is not None
+    assert exhausted.decision.state.batch.calls[0].status == CallIndeterminate(
+        2, IndeterminateReason.ATTEMPTS_EXHAUSTED
+    )
+
+
+def test_recovery_of_a_reconnect_call_asks_status_without_executing() -> None:
+    state = executing("job")
+    plan = recover(state, POLICIES)
+    assert plan.decision.effects == (QueryStatus("c0", "job", "op0", 1),)
+    not_found = step(state, StatusReport("c0", 1, OperationStatus.NOT_FOUND), POLICIES)
+    assert any(isinstance(e, Execute) and e.attempt == 2 for e in not_found.effects)
+    unknown = step(state, StatusReport("c0", 1, OperationStatus.UNKNOWN), POLICIES)
+    assert unknown.state.batch is not None
+    assert unknown.state.batch.calls[0].status == CallIndeterminate(1, IndeterminateReason.OUTCOME_UNKNOWN)
+
+
+def test_recovery_never_reexecutes_an_indeterminate_policy_call() -> None:
+    plan = recover(executing("pay"), POLICIES)
+    assert not any(isinstance(e, Execute) for e in plan.decision.effects)
+    assert plan.decision.state.batch is not None
+    assert plan.decision.state.batch.calls[0].status == CallIndeterminate(1, IndeterminateReason.OUTCOME_UNKNOWN)
+
+
+def test_recovery_keeps_terminal_results_of_the_batch() -> None:
+    state = step(executing("fetch", "pay"), ToolFinished("c0", 1, ToolOutput("kept")), POLICIES).state
+    state = step(state, GateVerdict("c1", Allow()), POLICIES).state
+    assert state.batch is not None
+    before = state.batch.calls[0]
+    plan = recover(state, POLICIES)
+    assert plan.decision.state.batch is not None
+    assert plan.decision.state.batch.calls[0] == before
+    assert isinstance(plan.decision.state.batch.calls[1].status, CallIndeterminate)
+
+
+def test_recovery_never_turns_executing_into_requested() -> None:
+    for tools in (("fetch",), ("job",), ("pay",), ("fetch", "pay")):
+        plan = recover(executing(*tools), POLICIES)
+        assert plan.decision.state.batch is not None
+        assert not isinstance(plan.decision.state.batch.calls[0].status, CallRequested)
+
+
+def test_recovery_rows_match_the_committed_frontier() -> None:
+    fresh = activate("t", "r").state
+    assert recover(fresh, POLICIES).row is RecoveryRow.RUNNING_NO_OPEN_BATCH
+    assert isinstance(recover(fresh, POLICIES).decision.effects[-1], RequestInference)
+    requested = with_batch("pay")
+    assert recover(requested, POLICIES).row is RecoveryRow.CALL_REQUESTED
+    assert isinstance(recover(requested, POLICIES).decision.effects[0], RunGate)
+    assert recover(executing("pay"), POLICIES).row is RecoveryRow.CALL_EXECUTING
+    assert recover(awaiting(WaitKind.INPUT, "pay"), POLICIES).row is RecoveryRow.CALL_AWAITING
+    partly = step(executing("fetch", "pay"), ToolFinished("c0", 1, ToolOutput("x")), POLICIES).state
+    assert recover(partly, POLICIES).row is RecoveryRow.PARTLY_TERMINAL
+    ended = step(fresh, EndRequest(EndCause(EndCauseKind.CANCELLED)), POLICIES).state
+    assert recover(ended, POLICIES).row is RecoveryRow.ENDED
+
+
+def test_the_step_limit_ends_the_run_instead_of_inferring() -> None:
+    limited = attrs.evolve(POLICIES, max_steps=1)
+    state = step(executing("pay"), ToolFinished("c0", 1, ToolOutput("x")), limited).state
+    assert isinstance(state.state, Ended) and state.state.cause.kind is EndCauseKind.STEP_LIMIT
+
+
+def test_kernel_bug_is_raised_for_an_illegal_commit_it_would_build() -> None:
+    from runkernel.kernel.decide import build_commit
+
+    state = executing("pay")
+    assert state.batch is not None
+    broken = state.batch.replace_call(attrs.evolve(state.batch.calls[0], status=CallRequested()))
+    with pytest.raises(KernelBug):
+        build_commit(state, disposition=Running(), batch=broken)
