@@ -1,0 +1,235 @@
+"""A test of the tests: plant each known bug in a copy of the code and show that the one
+detector named for it catches it.
+
+Each mutant is a single textual replacement (the original text must occur exactly
+once, so a refactoring that moves it makes this script fail loudly instead of
+silently testing nothing). Each detector runs alone against the mutated copy, with no
+Hypothesis shrinking and stopping at the first failure, capped at 60 seconds. Before
+the mutants, every detector must pass on the unmutated copy; otherwise a "catch" would
+mean nothing.
+
+    python proofs/mutants.py [--only NAME] [--timeout SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from attrs import frozen
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 60.0
+
+
+@frozen
+class Detector:
+    """One command that must pass on clean code and fail on its mutants."""
+
+    name: str
+    argv: tuple[str, ...]
+    baseline_runs_here: bool = True
+
+
+STATEFUL = Detector(
+    "stateful test (memory store)",
+    ("-m", "pytest", "tests/test_stateful_runtime.py", "-k", "Memory", "-x", "-q", "-p", "no:cacheprovider"),
+)
+MODEL_CHECKER = Detector(
+    "model checker (CI bound)",
+    ("proofs/model_check.py", "--profile", "ci"),
+    # the CI bound takes minutes to exhaust on clean code; CI runs it on its own
+    baseline_runs_here=False,
+)
+
+
+def unit(test_id: str) -> Detector:
+    return Detector(f"unit test {test_id.split('::')[-1]}", ("-m", "pytest", test_id, "-x", "-q", "-p", "no:cacheprovider"))
+
+
+WRONG_KIND_UNIT = unit("tests/test_decide_units.py::test_a_resume_with_the_wrong_wait_kind_is_rejected")
+EXECUTING_UNIT = unit("tests/test_decide_units.py::test_recovery_never_turns_executing_into_requested")
+CANCEL_UNIT = unit("tests/test_decide_units.py::test_cancelling_an_awaiting_run_closes_the_waiting_call")
+
+
+@frozen
+class Mutant:
+    """A planted bug: replace ``old`` by ``new`` in ``path``."""
+
+    name: str
+    path: str
+    old: str
+    new: str
+    detector: Detector
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "recovery turns Executing into Requested",
+        "runkernel/kernel/recover.py",
+        "        unknown = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)\n",
+        "        unknown = CallRequested()  # type: ignore[assignment]\n",
+        EXECUTING_UNIT,
+    ),
+    Mutant(
+        "the executor runs before Executing is committed",
+        "runkernel/kernel/decide.py",
+        "    effects: tuple[Effect, ...] = (Commit(commit),) + tuple(follow_up)\n",
+        "    effects: tuple[Effect, ...] = tuple(follow_up) + (Commit(commit),)\n",
+        STATEFUL,
+    ),
+    Mutant(
+        "inference runs while a batch is open",
+        "runkernel/kernel/recover.py",
+        "    if batch is None:\n        return RecoveryRow.RUNNING_NO_OPEN_BATCH\n",
+        "    if batch is None or not any(\n"
+        "        isinstance(c.status, (CallExecuting, CallAwaiting)) for c in batch.calls\n"
+        "    ):\n        return RecoveryRow.RUNNING_NO_OPEN_BATCH\n",
+        MODEL_CHECKER,
+    ),
+    Mutant(
+        "a resume is accepted with the wrong wait kind",
+        "runkernel/kernel/decide.py",
+        "    if command.kind is not ticket.wait:\n"
+        "        return Rejection(\n"
+        "            Rule.WAIT_KIND_MISMATCH,\n"
+        "            f\"the run waits for {ticket.wait.value!r}, the command is {command.kind.value!r}\",\n"
+        "        )\n"
+        "    if not isinstance(command.payload, PAYLOADS_BY_WAIT[ticket.wait]):\n",
+        "    if not isinstance(command.payload, PAYLOADS_BY_WAIT[command.kind]):\n",
+        WRONG_KIND_UNIT,
+    ),
+    Mutant(
+        "recovery overwrites a terminal result",
+        "runkernel/kernel/recover.py",
+        "        return settle(state, batch.replace_call(attrs.evolve(call, status=unknown)), policies)\n",
+        "        overwritten = attrs.evolve(batch, calls=tuple(attrs.evolve(c, status=unknown) for c in batch.calls))\n"
+        "        return settle(state, overwritten, policies)\n",
+        MODEL_CHECKER,
+    ),
+    Mutant(
+        "a replay attempt reuses its attempt number",
+        "runkernel/kernel/recover.py",
+        "            replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt + 1)))\n"
+        "            return settle(state, replay, policies, follow_up=(execute_effect(call, attempt + 1),))\n",
+        "            replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt)))\n"
+        "            return settle(state, replay, policies, follow_up=(execute_effect(call, attempt),))\n",
+        STATEFUL,
+    ),
+    Mutant(
+        "a cancelled Run leaves an Awaiting call open",
+        "runkernel/kernel/effects_plan.py",
+        "            return CallIndeterminate(status.attempt, reason)\n",
+        "            return status\n",
+        CANCEL_UNIT,
+    ),
+    Mutant(
+        "a non-replay tool is re-executed after a crash",
+        "runkernel/kernel/recover.py",
+        "        if recovery.mode is RecoveryMode.REPLAY:\n",
+        "        if recovery.mode is not RecoveryMode.RECONNECT:\n",
+        STATEFUL,
+    ),
+)
+
+
+def copy_tree(destination: Path) -> Path:
+    target = destination / "repo"
+    ignore = shutil.ignore_patterns(
+        ".git", "__pycache__", ".mypy_cache", ".pytest_cache", ".hypothesis", "*.egg-info", "*.sqlite*", ".tox"
+    )
+    shutil.copytree(ROOT, target, ignore=ignore)
+    return target
+
+
+def run(detector: Detector, tree: Path, timeout: float) -> tuple[str, float]:
+    """'passed', 'failed' or 'timeout', and the seconds it took."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tree)
+    env["HYPOTHESIS_PROFILE"] = "mutant"
+    started = time.monotonic()
+    try:
+        result = subprocess.run(
+            [sys.executable, *detector.argv],
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - started
+    seconds = time.monotonic() - started
+    return ("passed" if result.returncode == 0 else "failed"), seconds
+
+
+def imports_from(tree: Path) -> Path:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run(
+        [sys.executable, "-c", "import runkernel, sys; sys.stdout.write(runkernel.__file__)"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return Path(out).resolve()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", help="run only the mutant whose name contains this text")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds per detector run (default 60)")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTANTS if args.only is None or args.only in m.name]
+    if not chosen:
+        print(f"mutants: no mutant matches {args.only!r}", file=sys.stderr)
+        return 2
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="runkernel-mutants-") as scratch:
+        clean = copy_tree(Path(scratch) / "clean")
+        where = imports_from(clean)
+        if not where.is_relative_to(clean.resolve()):
+            print(f"mutants: the copy imports runkernel from {where}, not the copy", file=sys.stderr)
+            return 2
+        print("baseline: every detector passes on the unmutated code")
+        for detector in dict.fromkeys(m.detector for m in chosen):
+            if not detector.baseline_runs_here:
+                print(f"  {detector.name:<58} (checked by its own CI step)")
+                continue
+            outcome, seconds = run(detector, clean, max(args.timeout, 120.0))
+            print(f"  {detector.name:<58} {outcome:<8} {seconds:6.1f}s")
+            failures += outcome != "passed"
+        if failures:
+            print("mutants: a detector fails on clean code; its catches would mean nothing", file=sys.stderr)
+            return 1
+        print("\nmutants: each planted bug must be caught by its named detector")
+        for index, mutant in enumerate(chosen):
+            tree = copy_tree(Path(scratch) / f"m{index}")
+            source = tree / mutant.path
+            text = source.read_text(encoding="utf-8")
+            if text.count(mutant.old) != 1:
+                print(f"  {mutant.name}: the text to mutate occurs {text.count(mutant.old)} times in {mutant.path}")
+                failures += 1
+                continue
+            source.write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
+            outcome, seconds = run(mutant.detector, tree, args.timeout)
+            caught = outcome == "failed"
+            failures += not caught
+            verdict = "caught" if caught else f"SURVIVED ({outcome})"
+            print(f"  {mutant.name:<50} {mutant.detector.name:<40} {verdict:<18} {seconds:6.1f}s")
+            shutil.rmtree(tree, ignore_errors=True)
+    caught_count = len(chosen) - failures
+    print(f"\n{caught_count} of {len(chosen)} mutants caught")
+    return 0 if failures == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Hypothesis profiles for the whole suite.
+
+``ci`` (the default) is derandomized and bounded so CI is reproducible and fast;
+``deep`` explores far more examples for runs from the benchmarks or by hand:
+
+    HYPOTHESIS_PROFILE=deep python -m pytest tests/test_kernel_properties.py
+
+Hypothesis loads a built-in profile named ``ci`` on its own when ``CI=true``;
+registering ours under the same name replaces it, and we select the profile
+explicitly so the environment variable alone decides.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, Phase, settings
+
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+settings.register_profile(
+    "deep",
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+# proofs/mutants.py: like ci, but stop at the first failure without shrinking it
+settings.register_profile(
+    "mutant",
+    parent=settings.get_profile("ci"),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    report_multiple_bugs=False,
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
