@@ -315,6 +315,12 @@ class Runtime:
             case Execute():
                 return self._execute(decision.state, effect)
             case QueryStatus():
+                polled = self._polls.get(effect.operation_id, 0)
+                if self.store.pending_commands(run_id) or polled >= MAX_STATUS_POLLS:
+                    # a command goes first; an operation still running after the poll
+                    # limit is left for a later drive (quiet_point stops driving)
+                    drive.interrupt()
+                    return None
                 return self._query(effect)
             case NotifyWait():
                 self.observer.notify(run_id, effect.ticket, effect.wait)

@@ -1,0 +1,114 @@
+"""Stateful crash-injection tests of the reference runtime, on the memory and SQLite stores.
+
+The machine lives in ``runtime_harness.py``: drawn Runs (text, tool batches over every
+recovery policy, every tool behaviour and gate answer), single effects, crashes at every
+boundary kind, failing store writes and checkpoint writes, recoveries with fresh
+runtimes, and good and bad commands through ``submit_resume``/``submit_end`` and the raw
+inbox; I1-I14 are checked after every step.
+
+Settings come from the loaded Hypothesis profile (``HYPOTHESIS_PROFILE``, default
+``ci``); only the number of steps (and SQLite's share of examples) is set here.
+
+Mutant testing: the memory machine is the detector for runtime bugs such as running a
+tool before Executing is committed (I5) or re-running a non-replay tool on recovery
+(I9). It exits non-zero on such a bug; the ``mutant`` profile (conftest.py) skips
+shrinking so the first failure is reported at once:
+
+    HYPOTHESIS_PROFILE=mutant python -m pytest tests/test_stateful_runtime.py -k Memory -x -p no:cacheprovider
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+
+from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from runkernel.adapters.inbox import submit_end
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.ports import ToolRegistry
+from runkernel.adapters.runtime import MAX_STATUS_POLLS, Drive, Runtime
+from runkernel.kernel.policies import RecoveryMode
+from runkernel.kernel.protocol import EndRequest, OperationStatus
+from runkernel.kernel.state import EndCause, Ended, Message
+from runkernel.kernel.values import EndCauseKind, Role
+from runkernel.simulation.actors import CountingIds, ScriptedModel, SimTool, StepScript, World
+from runtime_harness import MemoryMachine, SqliteMachine
+
+
+def _settings(*, share: int, steps: int) -> settings:
+    base = settings()  # the loaded profile (HYPOTHESIS_PROFILE, registered in conftest.py)
+    return settings(base, max_examples=max(1, base.max_examples // share), stateful_step_count=steps)
+
+
+TestStatefulMemory = MemoryMachine.TestCase
+TestStatefulMemory.settings = _settings(share=1, steps=40)
+
+TestStatefulSqlite = SqliteMachine.TestCase
+TestStatefulSqlite.settings = _settings(share=3, steps=30)
+
+
+# --- liveness of reconnect polling ---------------------------------------------------------
+#
+# Found while building the machine (whose reconnect tools answer ``running`` only once, so
+# that it terminates): a status that keeps answering ``running`` is asked again and again
+# inside one decision chain, the drive never reaches a quiet point, ``MAX_STATUS_POLLS``
+# is never consulted, and a cancel waiting in the inbox is never applied.
+
+
+class _CrashAfterCallStart:
+    """Crash right after the first Executing{1} commit is written."""
+
+    def crash_here(self, boundary: Boundary, position: Position) -> bool:
+        return boundary is Boundary.AFTER_WRITE and position is Position.CALL_START
+
+
+def _running_forever() -> tuple[MemoryStore, World, Runtime, str]:
+    """A Run whose reconnect call was left Executing{1} by a crash, and whose tool's
+    ``status`` answers ``running`` every time; returns a fresh runtime to recover it."""
+    store = MemoryStore()
+    world = World.new(store)
+    tool = SimTool("job", world, mode=RecoveryMode.RECONNECT, status_script=(OperationStatus.RUNNING.value,))
+    tools = ToolRegistry({"job": tool})
+    model = ScriptedModel({"run-1": (StepScript("calling", (("job", {"n": 0}),)),)})
+    ids = CountingIds("live")
+    first = Runtime(store, model, tools, ids=ids, crash=_CrashAfterCallStart())
+    with pytest.raises(SimulatedCrash):
+        first.start("thread-1", "run-1", (Message(Role.USER, "task"),))
+    snapshot = store.run("run-1")
+    assert snapshot is not None and snapshot.open_batch is not None
+    operation_id = snapshot.open_batch.calls[0].operation_id
+    return store, world, Runtime(store, model, tools, ids=ids), operation_id
+
+
+def _drive_at_most(drive: Drive, effects: int) -> bool:
+    for _ in range(effects):
+        if drive.step():
+            return True
+    return False
+
+
+def test_a_reconnect_operation_that_keeps_running_is_not_polled_forever() -> None:
+    """``MAX_STATUS_POLLS`` bounds how often one runtime asks about an operation; after
+    that the drive stops and leaves the call to a later drive."""
+    store, world, runtime, operation_id = _running_forever()
+    drive = runtime.begin_drive("run-1")
+    stopped = _drive_at_most(drive, 10 * MAX_STATUS_POLLS)
+    assert stopped, (
+        f"still driving after {10 * MAX_STATUS_POLLS} effects: status({operation_id!r}) "
+        f"was asked {world.status_answers.get(operation_id)} times (limit {MAX_STATUS_POLLS})"
+    )
+    assert world.status_answers.get(operation_id, 0) <= MAX_STATUS_POLLS
+
+
+def test_a_cancel_is_applied_while_a_reconnect_operation_keeps_running() -> None:
+    """A cancel in the inbox ends the Run even while a reconnect tool answers
+    ``running`` (the call becomes Indeterminate(outcome_unknown))."""
+    store, world, runtime, operation_id = _running_forever()
+    assert isinstance(submit_end(store, "run-1", EndRequest(EndCause(EndCauseKind.CANCELLED))), int)
+    _drive_at_most(runtime.begin_drive("run-1"), 10 * MAX_STATUS_POLLS)
+    snapshot = store.run("run-1")
+    assert snapshot is not None
+    assert snapshot.state == Ended(EndCause(EndCauseKind.CANCELLED)), (
+        f"the cancel is still pending after {world.status_answers.get(operation_id)} status polls: "
+        f"{store.pending_commands('run-1')}"
+    )
