@@ -35,6 +35,8 @@ class Detector:
     name: str
     argv: tuple[str, ...]
     baseline_runs_here: bool = True
+    #: text the output must hold for a failure to count as a catch (not a crash)
+    catch_marker: str = "failed"
 
 
 STATEFUL = Detector(
@@ -46,6 +48,7 @@ MODEL_CHECKER = Detector(
     ("proofs/model_check.py", "--profile", "ci"),
     # the CI bound takes minutes to exhaust on clean code; CI runs it on its own
     baseline_runs_here=False,
+    catch_marker="verdict: VIOLATION",
 )
 
 
@@ -149,7 +152,8 @@ def copy_tree(destination: Path) -> Path:
 
 
 def run(detector: Detector, tree: Path, timeout: float) -> tuple[str, float]:
-    """'passed', 'failed' or 'timeout', and the seconds it took."""
+    """'passed', 'failed' (exit 1 with the detector's marker), 'broken' (any other
+    failure: a crash of the detector is not a catch) or 'timeout', and the seconds."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(tree)
     env["HYPOTHESIS_PROFILE"] = "mutant"
@@ -167,7 +171,13 @@ def run(detector: Detector, tree: Path, timeout: float) -> tuple[str, float]:
     except subprocess.TimeoutExpired:
         return "timeout", time.monotonic() - started
     seconds = time.monotonic() - started
-    return ("passed" if result.returncode == 0 else "failed"), seconds
+    if result.returncode == 0:
+        return "passed", seconds
+    if result.returncode == 1 and detector.catch_marker in result.stdout:
+        return "failed", seconds
+    tail = (result.stdout + result.stderr).strip().splitlines()[-3:]
+    print(f"    {detector.name} exited {result.returncode}: {' | '.join(tail)}")
+    return "broken", seconds
 
 
 def imports_from(tree: Path) -> Path:
