@@ -262,7 +262,7 @@ def execute_effect(call: ToolCall, attempt: int, resume_value: JsonValue = None)
 # --- handlers ---------------------------------------------------------------------
 
 
-def _activate(event: Activate) -> Decision:
+def _activate(event: Activate) -> Decision | Rejection:
     commit = ThreadCommit(
         thread_id=event.thread_id,
         run_id=event.run_id,
@@ -280,7 +280,7 @@ def _activate(event: Activate) -> Decision:
     )
     verdict = validate_commit(head, None, commit)
     if isinstance(verdict, Rejection):
-        raise KernelBug(f"kernel built an illegal activation: {verdict}")
+        return verdict  # the commit holds the input's messages as given: refuse the input
     return Decision(verdict.run, (Commit(commit),) + next_step_effects(verdict.run))
 
 
@@ -290,6 +290,11 @@ def _inference(state: RunSnapshot, event: InferenceResult, policies: Policies) -
             Rule.INFERENCE_OPEN_BATCH,
             f"can't accept an inference result for run {state.run_id!r}: "
             + ("batch is still open" if state.open_batch else "run is not Running"),
+        )
+    if policies.max_steps is not None and state.step >= policies.max_steps:
+        return Rejection(
+            Rule.UNEXPECTED_INPUT,
+            f"run {state.run_id!r} is at its step limit ({policies.max_steps}); recover() ends it",
         )
     step = state.step + 1
     if not event.calls:
@@ -517,6 +522,10 @@ def check_resume(state: RunSnapshot, command: ResumeCommand) -> Rejection | None
         return Rejection(
             Rule.WRONG_RUN, f"command for run {command.run_id!r} sent to run {state.run_id!r}"
         )
+    try:
+        command.digest()
+    except (TypeError, ValueError) as error:  # not JSON, or not valid Unicode
+        return Rejection(Rule.PAYLOAD_TYPE, f"the command has no canonical JSON form: {error}")
     earlier = _applied_before(state, command)
     if earlier is not None:
         return earlier

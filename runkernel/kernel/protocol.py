@@ -27,6 +27,33 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
 
+
+def _check_id(name: str, value: str) -> None:
+    """Ids the host makes up end in committed state: non-empty and valid Unicode."""
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{name} must be valid Unicode, got {value!r}") from None
+
+
+def _valid_id(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    _check_id(attribute.name, value)
+
+
+def _valid_optional_id(
+    _instance: object, attribute: attrs.Attribute[str | None], value: str | None
+) -> None:
+    if value is not None:
+        _check_id(attribute.name, value)
+
+
+def _non_negative(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
+
+
 # --- inputs -------------------------------------------------------------------------
 
 
@@ -34,9 +61,9 @@ from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
 class Activate:
     """RunActivation: an input, never a durable Created state."""
 
-    thread_id: str
-    run_id: str
-    expected_version: int
+    thread_id: str = attrs.field(validator=_valid_id)
+    run_id: str = attrs.field(validator=_valid_id)
+    expected_version: int = attrs.field(validator=_non_negative)
     messages: tuple[Message, ...]
 
 
@@ -87,7 +114,7 @@ class RequireWait:
     """Gate verdict: wait for approval, input, an external answer or a timer."""
 
     kind: WaitKind
-    ticket_id: str
+    ticket_id: str = attrs.field(validator=_valid_id)
     request: JsonValue = None
     expires_at: str | None = None
     due_at: str | None = None
@@ -123,7 +150,7 @@ class ToolFailure:
 class ToolDelegated:
     """The tool started a child Run and waits for it."""
 
-    ticket_id: str
+    ticket_id: str = attrs.field(validator=_valid_id)
     child: str
 
 
@@ -131,7 +158,7 @@ class ToolDelegated:
 class ToolScheduled:
     """The tool asks to be run again at ``due_at`` (a durable backoff)."""
 
-    ticket_id: str
+    ticket_id: str = attrs.field(validator=_valid_id)
     due_at: str
 
 
@@ -174,7 +201,7 @@ class StatusReport:
     attempt: int
     status: OperationStatus
     value: JsonValue = None
-    park_ticket_id: str | None = None
+    park_ticket_id: str | None = attrs.field(default=None, validator=_valid_optional_id)
     due_at: str | None = None
 
 
@@ -270,7 +297,7 @@ class ResumeCommand:
 class DeadlinePassed:
     """The host's clock says ``now`` (UTC ISO-8601): an expired approval becomes a deny."""
 
-    ticket_id: str
+    ticket_id: str = attrs.field(validator=_valid_id)
     now: str
 
 
