@@ -339,3 +339,21 @@ def test_kernel_bug_is_raised_for_an_illegal_commit_it_would_build() -> None:
     broken = state.batch.replace_call(attrs.evolve(state.batch.calls[0], status=CallRequested()))
     with pytest.raises(KernelBug):
         build_commit(state, disposition=Running(), batch=broken)
+
+
+def test_a_first_commit_carries_at_most_one_inference_result() -> None:
+    from runkernel.kernel.state import Message, ThreadCommit
+    from runkernel.kernel.validate import validate_commit
+    from runkernel.kernel.values import Role
+
+    two = ThreadCommit(
+        "t",
+        "r",
+        0,
+        2,
+        Running(),
+        None,
+        (Message(Role.USER, "task"), Message(Role.ASSISTANT, "first"), Message(Role.ASSISTANT, "second")),
+    )
+    verdict = validate_commit(None, None, two)
+    assert isinstance(verdict, Rejection) and verdict.rule is Rule.FIRST_COMMIT

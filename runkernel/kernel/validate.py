@@ -159,7 +159,7 @@ def _check_first(commit: ThreadCommit) -> RunSnapshot:
     )
     assistants = _assistant_messages(commit.messages)
     _require(
-        commit.step == len(assistants),
+        commit.step == len(assistants) <= 1,
         Rule.FIRST_COMMIT,
         f"the first commit of a run is step 0 (activation) or step 1 (with the first "
         f"inference result); step {commit.step} with {len(assistants)} assistant message(s)",

@@ -1,0 +1,509 @@
+"""Run CrossHair on the kernel contracts with an explicit budget, and never trust exit 0.
+
+    python proofs/crosshair_check.py                      # every check_* in proofs/contracts.py
+    python proofs/crosshair_check.py --only check_decide  # one contract
+    python proofs/crosshair_check.py --module proofs/planted_contracts.py  # the planted bugs
+    python proofs/crosshair_check.py --cli                # cross-check with `crosshair check`
+
+Why not just ``crosshair check``: CrossHair 0.0.113 exits 0 when a precondition can
+never be met (it checked nothing), when a target holds no contract at all, and when the
+default budget of 5 uninteresting iterations stopped the search early; its report lines
+carry no iteration count, and messages of several postconditions on one line are
+merged. So each contract runs in a worker process of its own (``sys.executable`` with
+this file, ``--worker``), which drives CrossHair's analysis API
+(``analyze_function`` -> ``ConditionCheckable`` -> ``analyze_calltree``) per
+postcondition with ``max_uninteresting_iterations``, ``per_condition_timeout`` and
+``per_path_timeout`` set, behind CrossHair's audit wall, and reports, per
+postcondition: the status, the iterations run, whether the path tree was exhausted and
+how many paths passed the preconditions and confirmed the postcondition.
+
+The run FAILS (exit 1) when any postcondition is violated (a counterexample, an error
+in the function or in the condition), when a precondition cannot be met, when a
+contract's docstring has ``post:`` lines that CrossHair did not analyze, when a
+postcondition was "checked" on zero paths, or when a worker crashed or timed out.
+Otherwise each contract is reported honestly as either "confirmed over all paths"
+(CrossHair exhausted the path tree) or "searched (N iterations, no counterexample)".
+
+``--cli`` additionally runs ``python -m crosshair check --analysis_kind=PEP316
+--report_all`` with the default budget as a cross-check: it fails on any ``error:``
+line, on "Unable to meet precondition" and on a contract with no line at all. Its
+"Not confirmed." lines cannot tell a search from nothing checked; the analysis above
+decides that.
+
+Budgets (DESIGN.md, "Verification budgets"): by iterations, per contract (BUDGETS), with
+CPU caps per postcondition that a normal run does not reach; two workers at a time;
+the whole run is capped at DEFAULT_TOTAL_TIMEOUT seconds of wall clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import dataclasses
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DEFAULT_MODULE = HERE / "contracts.py"
+RESULT_MARK = "CROSSHAIR-CHECK-RESULT "
+
+#: Consecutive iterations without new coverage before CrossHair stops a postcondition
+#: (CrossHair's own default is 5, which misses planted bugs).
+DEFAULT_ITERATIONS = 50
+#: CPU seconds per postcondition (a safety cap; the iteration budget is the real bound).
+DEFAULT_CONDITION_TIMEOUT = 10.0
+#: CPU seconds per execution path.
+DEFAULT_PATH_TIMEOUT = 4.0
+#: Wall-clock cap for the whole run; contracts not finished by then fail as not checked.
+DEFAULT_TOTAL_TIMEOUT = 300.0
+
+#: Per-contract budgets: (max_uninteresting_iterations, per_condition_timeout in CPU s).
+#: Contracts not listed get the defaults above.
+BUDGETS: dict[str, tuple[int, float]] = {
+    # small enumerations: a budget large enough to exhaust the path tree (confirmed)
+    "check_order_predicate": (200, 15.0),
+    "check_first_open_call": (60, 10.0),
+    "check_digest_equal": (120, 15.0),
+    "check_digest_distinct": (100, 15.0),
+    "check_validate_rejects_foreign_resume": (200, 20.0),
+    "check_validate_accepts_matching_resume": (100, 12.0),
+    "check_recover_settled": (200, 20.0),
+    "check_validate_first_commit": (100, 10.0),
+    # big spaces: searched, not confirmed
+    "check_validate_accepts_identity": (50, 8.0),
+    "check_validate_rejects_terminal_change": (50, 8.0),
+    "check_validate_single_call_edges": (50, 8.0),
+    "check_resume_acceptance": (40, 20.0),
+    "check_decide": (120, 25.0),
+    "check_decide_settled": (60, 8.0),
+    "check_recover_open_batch": (60, 20.0),
+}
+
+# Statuses of one postcondition (strings so workers can send them as JSON).
+CONFIRMED = "confirmed"
+SEARCHED = "searched"
+VIOLATED = "violated"
+PRE_UNSAT = "pre_unsat"
+NOT_CHECKED = "not_checked"
+WORKER_ERROR = "worker_error"
+
+FAILING = frozenset({VIOLATED, PRE_UNSAT, NOT_CHECKED, WORKER_ERROR})
+
+
+@dataclasses.dataclass
+class ConditionResult:
+    """What CrossHair said about one postcondition."""
+
+    condition: str
+    status: str
+    iterations: int = 0
+    confirmed_paths: int = 0
+    exhausted: bool = False
+    cpu_seconds: float = 0.0
+    hit_time_cap: bool = False
+    detail: str = ""
+
+
+@dataclasses.dataclass
+class FunctionResult:
+    """All postconditions of one contract, plus how the worker went."""
+
+    name: str
+    expected_posts: int
+    conditions: list[ConditionResult] = dataclasses.field(default_factory=list)
+    error: str = ""
+    wall_seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        if self.error:
+            return WORKER_ERROR
+        if len(self.conditions) < self.expected_posts or not self.conditions:
+            return NOT_CHECKED
+        for status in (VIOLATED, PRE_UNSAT, NOT_CHECKED, WORKER_ERROR, SEARCHED):
+            if any(c.status == status for c in self.conditions):
+                return status
+        return CONFIRMED
+
+    @property
+    def iterations(self) -> int:
+        return sum(c.iterations for c in self.conditions)
+
+    def describe(self) -> str:
+        posts = len(self.conditions)
+        status = self.status
+        if status == CONFIRMED:
+            return f"confirmed over all paths ({posts} post, {self.iterations} iterations)"
+        if status == SEARCHED:
+            confirmed = sum(c.status == CONFIRMED for c in self.conditions)
+            capped = sum(c.hit_time_cap for c in self.conditions)
+            extra = f"; {confirmed}/{posts} post confirmed" if confirmed else ""
+            extra += f"; {capped} post stopped by the time cap" if capped else ""
+            return f"searched ({self.iterations} iterations, no counterexample{extra})"
+        if status == VIOLATED:
+            bad = next(c for c in self.conditions if c.status == VIOLATED)
+            return f"VIOLATED: {bad.condition!r}: {bad.detail}"
+        if status == PRE_UNSAT:
+            return "FAILED: Unable to meet precondition (nothing was checked)"
+        if status == NOT_CHECKED:
+            if len(self.conditions) < self.expected_posts:
+                return (
+                    f"FAILED: not checked ({len(self.conditions)} of {self.expected_posts} "
+                    "post conditions analyzed)"
+                )
+            bad = next(c for c in self.conditions if c.status == NOT_CHECKED)
+            return f"FAILED: not checked ({bad.condition!r}: {bad.detail})"
+        return f"FAILED: {self.error}"
+
+
+# --- reading the contracts without importing them ----------------------------------------
+
+
+def contract_posts(path: Path) -> dict[str, int]:
+    """Top-level functions of ``path`` whose docstring has ``post:`` lines, with how
+    many. Parsed from the source, so a contract CrossHair silently skips still counts."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: dict[str, int] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            doc = ast.get_docstring(node) or ""
+            posts = sum(1 for line in doc.splitlines() if line.strip().startswith("post:"))
+            if posts:
+                found[node.name] = posts
+    return found
+
+
+def function_lines(path: Path) -> dict[str, tuple[int, int]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return {
+        node.name: (node.lineno, node.end_lineno or node.lineno)
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+    }
+
+
+# --- the worker: one contract, CrossHair's API ------------------------------------------
+
+
+def run_worker(module_path: Path, name: str, iterations: int, condition_timeout: float, path_timeout: float) -> list[ConditionResult]:
+    """Analyze every postcondition of ``name`` (runs inside the worker process)."""
+    from time import process_time
+
+    from crosshair.auditwall import engage_auditwall
+    from crosshair.condition_parser import condition_parser
+    from crosshair.core import ConditionCheckable, SyntaxErrorCheckable, analyze_calltree
+    from crosshair.core_and_libs import AnalysisKind, MessageType, analyze_function
+    from crosshair.options import AnalysisOptionSet
+    from crosshair.pure_importer import prefer_pure_python_imports
+    from crosshair.statespace import VerificationStatus
+
+    sys.path.insert(0, str(module_path.parent))
+    sys.path.insert(0, str(ROOT))
+    with prefer_pure_python_imports():
+        module = importlib.import_module(module_path.stem)
+    function = getattr(module, name)
+    engage_auditwall()
+    option_set = AnalysisOptionSet(
+        analysis_kind=[AnalysisKind.PEP316],
+        max_uninteresting_iterations=iterations,
+        per_condition_timeout=condition_timeout,
+        per_path_timeout=path_timeout,
+    )
+    results: list[ConditionResult] = []
+    for checkable in analyze_function(function, option_set):
+        if isinstance(checkable, SyntaxErrorCheckable):
+            for message in checkable.messages:
+                results.append(ConditionResult("<syntax>", VIOLATED, detail=message.message))
+            continue
+        assert isinstance(checkable, ConditionCheckable), type(checkable)
+        stats: collections.Counter[str] = collections.Counter()
+        options = dataclasses.replace(checkable.options, stats=stats)
+        (post,) = checkable.conditions.post
+        start = process_time()
+        options.deadline = start + options.per_condition_timeout
+        with condition_parser(options.analysis_kind):
+            analysis = analyze_calltree(options, checkable.conditions)
+        cpu = process_time() - start
+        result = ConditionResult(
+            condition=post.expr_source,
+            status=SEARCHED,
+            iterations=stats["num_paths"],
+            confirmed_paths=analysis.num_confirmed_paths,
+            exhausted=stats["exhaustion"] > 0,
+            cpu_seconds=round(cpu, 2),
+            hit_time_cap=cpu >= condition_timeout,
+        )
+        problems = [m for m in analysis.messages if m.state > MessageType.PRE_UNSAT]
+        unsat = [m for m in analysis.messages if m.state == MessageType.PRE_UNSAT]
+        if problems:
+            worst = max(problems, key=lambda m: m.state)
+            result.status = VIOLATED
+            result.detail = f"{worst.state.name}: {worst.message} (line {worst.line})"
+        elif unsat:
+            result.status = PRE_UNSAT
+            result.detail = unsat[0].message
+        elif result.iterations == 0 or result.confirmed_paths == 0:
+            result.status = NOT_CHECKED
+            result.detail = (
+                f"{result.iterations} iterations, {result.confirmed_paths} paths reached the "
+                "postcondition"
+            )
+        elif analysis.verification_status is VerificationStatus.CONFIRMED:
+            result.status = CONFIRMED
+        elif analysis.verification_status is VerificationStatus.UNKNOWN:
+            result.status = SEARCHED
+        else:
+            result.status = VIOLATED
+            result.detail = f"refuted without a message ({analysis.verification_status})"
+        results.append(result)
+    return results
+
+
+def worker_main(argv: Sequence[str]) -> int:
+    module_path, name, iterations, condition_timeout, path_timeout = argv
+    results = run_worker(Path(module_path), name, int(iterations), float(condition_timeout), float(path_timeout))
+    print(RESULT_MARK + json.dumps([dataclasses.asdict(r) for r in results]), flush=True)
+    return 0
+
+
+# --- the driver ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Budget:
+    iterations: int
+    condition_timeout: float
+    path_timeout: float
+
+
+def budget_for(name: str, args: argparse.Namespace) -> Budget:
+    """The contract's budget from BUDGETS (or the defaults); --iterations and
+    --condition-timeout, when given, override it for every contract."""
+    iterations, timeout = BUDGETS.get(name, (DEFAULT_ITERATIONS, DEFAULT_CONDITION_TIMEOUT))
+    if args.iterations is not None:
+        iterations = args.iterations
+    if args.condition_timeout is not None:
+        timeout = args.condition_timeout
+    return Budget(iterations, timeout, min(args.path_timeout, timeout))
+
+
+def check_function(
+    module_path: Path, name: str, expected_posts: int, budget: Budget, deadline: float
+) -> FunctionResult:
+    """Run one contract in a worker process and collect its report."""
+    result = FunctionResult(name, expected_posts)
+    # CPU caps are per postcondition; wall clock on busy shared cores runs several
+    # times longer (measured: 3.5x at a load of 5 on 2 cores), so this only catches a
+    # hung worker; the total cap bounds the run.
+    wall_cap = expected_posts * budget.condition_timeout * 5.0 + 60.0
+    left = deadline - time.monotonic()
+    if left < 1.0:
+        result.error = "not started: the total time cap was reached (not checked)"
+        return result
+    capped_by_total = left < wall_cap
+    wall_cap = min(wall_cap, left)
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        str(module_path),
+        name,
+        str(budget.iterations),
+        str(budget.condition_timeout),
+        str(budget.path_timeout),
+    ]
+    start = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=wall_cap, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        why = "the total time cap" if capped_by_total else "its wall-clock cap"
+        result.error = f"worker stopped by {why} after {wall_cap:.0f} s (not checked)"
+        result.wall_seconds = time.monotonic() - start
+        return result
+    result.wall_seconds = time.monotonic() - start
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_MARK)]
+    if done.returncode != 0 or len(lines) != 1:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        result.error = f"worker exited {done.returncode}: {tail}"
+        return result
+    for item in json.loads(lines[0][len(RESULT_MARK):]):
+        result.conditions.append(ConditionResult(**item))
+    return result
+
+
+def run_checks(
+    module_path: Path,
+    names: Sequence[str] | None = None,
+    *,
+    args: argparse.Namespace | None = None,
+) -> list[FunctionResult]:
+    """Check the contracts of ``module_path`` (all, or ``names``); one result each."""
+    args = args if args is not None else parse_args([])
+    posts = contract_posts(module_path)
+    selected = list(names) if names else list(posts)
+    # the biggest contracts first, so the two workers finish together
+    selected.sort(key=lambda n: -budget_for(n, args).iterations * posts.get(n, 1))
+    deadline = time.monotonic() + args.total_timeout
+    results: dict[str, FunctionResult] = {}
+    missing = [n for n in selected if n not in posts]
+    for name in missing:
+        results[name] = FunctionResult(name, 1, error="no contract (no post: lines) with this name")
+    todo = [n for n in selected if n in posts]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = {
+            name: pool.submit(check_function, module_path, name, posts[name], budget_for(name, args), deadline)
+            for name in todo
+        }
+        for name, future in futures.items():
+            results[name] = future.result()
+    order = {name: index for index, name in enumerate(posts)}
+    return sorted(results.values(), key=lambda r: order.get(r.name, len(order)))
+
+
+def print_table(results: Sequence[FunctionResult], seconds: float, verbose: bool) -> None:
+    width = max([len(r.name) for r in results] + [8])
+    print(f"{'contract':<{width}}  result")
+    print(f"{'-' * width}  {'-' * 60}")
+    for result in results:
+        print(f"{result.name:<{width}}  {result.describe()}")
+        if verbose or result.status in FAILING:
+            for c in result.conditions:
+                how = c.status
+                if c.status == SEARCHED and c.hit_time_cap:
+                    how += " (time cap)"
+                print(
+                    f"{'':<{width}}    post {how}: {c.iterations} it, {c.confirmed_paths} paths, "
+                    f"{c.cpu_seconds:.1f} s cpu: {c.condition[:70]}"
+                    + (f" -- {c.detail}" if c.detail else "")
+                )
+    confirmed = sum(r.status == CONFIRMED for r in results)
+    searched = sum(r.status == SEARCHED for r in results)
+    failed = sum(r.status in FAILING for r in results)
+    print(
+        f"\n{len(results)} contracts: {confirmed} confirmed over all paths, {searched} searched "
+        f"without counterexample, {failed} failed. Total {seconds:.1f} s."
+    )
+
+
+# --- optional cross-check through the `crosshair check` command line ----------------------
+
+_CLI_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+): (?P<level>info|error): (?P<text>.*)$")
+
+
+def run_cli(module_path: Path, names: Sequence[str], iterations: int, condition_timeout: float) -> tuple[bool, list[str]]:
+    """``python -m crosshair check --report_all`` on ``names``; returns (ok, report lines).
+
+    Fails on any ``error:`` line, any "Unable to meet precondition" and any contract of
+    which no line was reported at all (CrossHair exits 0 in the last two cases).
+    """
+    spans = function_lines(module_path)
+    targets = [f"{module_path}:{spans[name][0]}" for name in names]
+    command = [
+        sys.executable, "-m", "crosshair", "check", "--analysis_kind=PEP316", "--report_all",
+        f"--max_uninteresting_iterations={iterations}",
+        f"--per_condition_timeout={condition_timeout}", *targets,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{module_path.parent}"})
+    ok = True
+    report: list[str] = []
+    seen: dict[str, list[str]] = {name: [] for name in names}
+    for line in done.stdout.splitlines():
+        match = _CLI_LINE.match(line)
+        if match is None:
+            continue
+        number = int(match["line"])
+        owner = next((n for n in names if spans[n][0] <= number <= spans[n][1]), "?")
+        seen.setdefault(owner, []).append(match["text"])
+        if match["level"] == "error" or "Unable to meet precondition" in match["text"]:
+            ok = False
+    for name in names:
+        texts = seen.get(name, [])
+        if not texts:
+            ok = False
+            report.append(f"{name}: NOT REPORTED by crosshair check (nothing was checked)")
+        else:
+            summary = collections.Counter(t if len(t) < 60 else t[:57] + "..." for t in texts)
+            report.append(f"{name}: " + "; ".join(f"{count}x {text}" for text, count in summary.items()))
+    report.append(
+        "(its lines carry no iteration counts: 'Not confirmed.' cannot tell a search from "
+        "nothing checked, so the analysis above decides that)"
+    )
+    report.append(f"crosshair check exit code {done.returncode} (not used as the verdict)")
+    if done.returncode not in (0, 1):
+        ok = False
+        report.append(done.stderr.strip()[-500:])
+    return ok, report
+
+
+# --- command line ----------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--module", type=Path, default=DEFAULT_MODULE, help="contract file")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="check only these contracts")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="max_uninteresting_iterations for every contract (default: "
+                        f"BUDGETS, else {DEFAULT_ITERATIONS})")
+    parser.add_argument("--condition-timeout", type=float, default=None,
+                        help="per_condition_timeout in CPU seconds for every contract "
+                        f"(default: BUDGETS, else {DEFAULT_CONDITION_TIMEOUT})")
+    parser.add_argument("--path-timeout", type=float, default=DEFAULT_PATH_TIMEOUT)
+    parser.add_argument("--total-timeout", type=float, default=DEFAULT_TOTAL_TIMEOUT)
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--cli", action="store_true", help="also cross-check with `crosshair check`")
+    parser.add_argument("--json", type=Path, help="write the results as JSON here")
+    parser.add_argument("--verbose", "-v", action="store_true", help="one line per postcondition")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--worker"]:
+        return worker_main(argv[1:])
+    args = parse_args(argv)
+    module_path = args.module.resolve()
+    start = time.monotonic()
+    results = run_checks(module_path, args.only, args=args)
+    cli_ok, cli_report = True, list[str]()
+    if args.cli:
+        names = [r.name for r in results if r.name in contract_posts(module_path)]
+        cli_ok, cli_report = run_cli(
+            module_path,
+            names,
+            args.iterations if args.iterations is not None else DEFAULT_ITERATIONS,
+            args.condition_timeout if args.condition_timeout is not None else DEFAULT_CONDITION_TIMEOUT,
+        )
+    seconds = time.monotonic() - start
+    print_table(results, seconds, args.verbose)
+    if args.cli:
+        print("\ncrosshair check cross-check:")
+        for line in cli_report:
+            print(f"  {line}")
+    if args.json is not None:
+        payload: dict[str, Any] = {
+            "seconds": round(seconds, 1),
+            "results": [
+                {**dataclasses.asdict(r), "status": r.status, "describe": r.describe()} for r in results
+            ],
+        }
+        args.json.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    failed = any(r.status in FAILING for r in results) or not results or not cli_ok
+    if failed:
+        print("FAIL: CrossHair found a problem or did not check everything (see above).")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
