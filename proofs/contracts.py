@@ -144,7 +144,8 @@ from runkernel.kernel.state import (
     Wait,
     is_terminal,
 )
-from runkernel.kernel.validate import Accepted, _check_order, _Illegal, validate_commit
+from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.validate_calls import Illegal, check_order
 from runkernel.kernel.values import (
     EndCauseKind,
     IndeterminateReason,
@@ -562,7 +563,7 @@ def canonical_status(index: int, code: int) -> CallStatus:
 
 
 def check_order_predicate(s0: int, s1: int, s2: int) -> bool:
-    """validate's call-order check (``_check_order``) accepts three calls exactly when
+    """validate's call-order check (``check_order``) accepts three calls exactly when
     they follow the spec's order. (Shorter batches are prefixes: every prefix of an
     ordered sequence is ordered, and the check reads calls left to right.)
 
@@ -571,8 +572,8 @@ def check_order_predicate(s0: int, s1: int, s2: int) -> bool:
     """
     calls = (make_call(0, canonical_status(0, s0)), make_call(1, canonical_status(1, s1)), make_call(2, canonical_status(2, s2)))
     try:
-        _check_order(calls)
-    except _Illegal:
+        check_order(calls)
+    except Illegal:
         return False
     return True
 

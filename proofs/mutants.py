@@ -82,7 +82,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the executor runs before Executing is committed",
-        "runkernel/kernel/decide.py",
+        "runkernel/kernel/planning.py",
         "    effects: tuple[Effect, ...] = (Commit(commit),) + tuple(follow_up)\n",
         "    effects: tuple[Effect, ...] = tuple(follow_up) + (Commit(commit),)\n",
         STATEFUL,
@@ -98,7 +98,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a resume is accepted with the wrong wait kind",
-        "runkernel/kernel/decide.py",
+        "runkernel/kernel/resume.py",
         "    if command.kind is not ticket.wait:\n"
         "        return Rejection(\n"
         "            Rule.WAIT_KIND_MISMATCH,\n"

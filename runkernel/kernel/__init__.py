@@ -24,7 +24,12 @@ from runkernel.kernel.policies import (
     ToolPolicy,
     ToolRecoveryPolicy,
 )
-from runkernel.kernel.recover import RECOVERY_TABLE, RecoveryDecision, RecoveryRow, recover
+from runkernel.kernel.recover import (
+    RECOVERY_TABLE,
+    RecoveryDecision,
+    RecoveryRow,
+    recover,
+)
 from runkernel.kernel.rules import RejectedError, Rejection, Rule
 from runkernel.kernel.state import (
     ActiveToolBatch,
@@ -42,9 +47,9 @@ from runkernel.kernel.state import (
     Message,
     ResumeTicket,
     RunDisposition,
+    Running,
     RunSnapshot,
     RunState,
-    Running,
     ThreadCommit,
     ThreadHead,
     ToolCall,

@@ -8,52 +8,40 @@ bug and raises ``KernelBug`` instead of reaching a store.
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Sequence
 from typing import assert_never
 
-import attrs
-
-from runkernel.kernel.effects_plan import (
-    close_batch,
-    next_step_effects,
-    publish_messages,
+from runkernel.kernel.effects_plan import next_step_effects
+from runkernel.kernel.planning import (
+    KernelBug,
+    build_commit,
+    end_run,
+    execute_effect,
+    redeliver,
+    replace_status,
+    settle,
 )
-from runkernel.kernel.policies import IndeterminateChoice, Policies
+from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
-    PAYLOADS_BY_WAIT,
     Activate,
     Allow,
-    Approve,
     Block,
     Commit,
     DeadlinePassed,
     Decision,
-    DelegationResult,
-    Deny,
-    DeliverTerminus,
-    Effect,
     EndRequest,
-    Execute,
-    ExternalResult,
     GateVerdict,
     Hook,
     InferenceResult,
     Input,
     NotifyWait,
     OperationStatus,
-    ProvideInput,
-    PublishResults,
     QueryStatus,
-    RequestInference,
     RequireWait,
     ResumeCommand,
-    ResumePayload,
     RunGate,
     RunHook,
     StatusReport,
     Supply,
-    TimerFired,
     ToolDelegated,
     ToolFailure,
     ToolFinished,
@@ -61,9 +49,9 @@ from runkernel.kernel.protocol import (
     ToolOutput,
     ToolScheduled,
 )
+from runkernel.kernel.resume import check_resume, deadline, resume
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
-    RESUMED_EVENT,
     ActiveToolBatch,
     Awaiting,
     CallAwaiting,
@@ -77,9 +65,8 @@ from runkernel.kernel.state import (
     Event,
     Message,
     ResumeTicket,
-    RunDisposition,
-    RunSnapshot,
     Running,
+    RunSnapshot,
     ThreadCommit,
     ThreadHead,
     ToolCall,
@@ -91,15 +78,10 @@ from runkernel.kernel.validate import validate_commit
 from runkernel.kernel.values import (
     EndCauseKind,
     IndeterminateReason,
-    JsonValue,
     ResultKind,
     Role,
     WaitKind,
 )
-
-
-class KernelBug(AssertionError):
-    """``decide`` or ``recover`` built a commit that commit validation rejects."""
 
 
 def decide(
@@ -116,7 +98,7 @@ def decide(
             f"can't handle {type(event).__name__} before the run's first commit",
         )
     if isinstance(event, ResumeCommand):
-        return _resume(state, event, policies)
+        return resume(state, event, policies)
     if isinstance(state.state, Ended):
         return Rejection(
             Rule.RUN_ENDED,
@@ -133,130 +115,12 @@ def decide(
         case StatusReport():
             return _status(state, event, policies)
         case DeadlinePassed():
-            return _deadline(state, event, policies)
+            return deadline(state, event, policies)
         case EndRequest():
             return _end_request(state, event)
         case _:
             assert_never(event)
 
-
-# --- commit building ------------------------------------------------------------------
-
-
-def build_commit(
-    prev: RunSnapshot,
-    *,
-    disposition: RunDisposition,
-    batch: ActiveToolBatch | None,
-    messages: Sequence[Message] = (),
-    events: Sequence[Event] = (),
-    step: int | None = None,
-) -> tuple[ThreadCommit, RunSnapshot]:
-    """A commit on top of ``prev``, validated; raises KernelBug if it is illegal."""
-    commit = ThreadCommit(
-        thread_id=prev.thread_id,
-        run_id=prev.run_id,
-        expected_version=prev.version,
-        step=prev.step if step is None else step,
-        disposition=disposition,
-        batch=batch,
-        messages=tuple(messages),
-        events=tuple(events),
-    )
-    verdict = validate_commit(ThreadHead(prev.thread_id, prev.version, prev.run_id), prev, commit)
-    if isinstance(verdict, Rejection):
-        raise KernelBug(f"kernel built an illegal commit: {verdict}")
-    return commit, verdict.run
-
-
-def settle(
-    prev: RunSnapshot,
-    batch: ActiveToolBatch,
-    policies: Policies,
-    *,
-    disposition: RunDisposition | None = None,
-    events: Sequence[Event] = (),
-    follow_up: Sequence[Effect] = (),
-) -> Decision:
-    """Commit ``batch`` (one call just moved) and plan what comes next.
-
-    An Indeterminate call ends the Run when the host chose so; a batch whose calls are
-    all terminal is finalized and published in the same commit; otherwise the next
-    Requested call goes to the gate.
-    """
-    # Only a Running run may end here: the commit that applies a resume must say Running.
-    may_end = isinstance(prev.state, Running)
-    if (
-        may_end
-        and policies.on_indeterminate is IndeterminateChoice.END_RUN
-        and any(
-            isinstance(c.status, CallIndeterminate) and not isinstance(p.status, CallIndeterminate)
-            for c, p in zip(batch.calls, prev.batch.calls if prev.batch else ())
-        )
-    ):
-        return end_run(prev, batch, EndCause(EndCauseKind.OUTCOME_UNKNOWN), events=events)
-    if batch.all_terminal():
-        at_limit = policies.max_steps is not None and prev.step >= policies.max_steps
-        if at_limit and may_end:
-            return end_run(prev, batch, EndCause(EndCauseKind.STEP_LIMIT), events=events)
-        final = attrs.evolve(batch, finalized=True)
-        commit, after = build_commit(
-            prev,
-            disposition=Running(),
-            batch=final,
-            messages=publish_messages(final),
-            events=events,
-        )
-        # At the step limit the next commit ends the run; recover() plans it.
-        upcoming = () if at_limit else next_step_effects(after)
-        return Decision(
-            after, (Commit(commit), PublishResults(final), RunHook(Hook.STEP_END)) + upcoming
-        )
-    commit, after = build_commit(
-        prev, disposition=disposition or Running(), batch=batch, events=events
-    )
-    effects: tuple[Effect, ...] = (Commit(commit),) + tuple(follow_up)
-    if not follow_up:
-        next_call = batch.first_open_call()
-        if next_call is not None and isinstance(next_call.status, CallRequested):
-            effects += (RunGate(next_call),)
-    return Decision(after, effects)
-
-
-def end_run(
-    prev: RunSnapshot,
-    batch: ActiveToolBatch | None,
-    cause: EndCause,
-    *,
-    messages: Sequence[Message] = (),
-    events: Sequence[Event] = (),
-    step: int | None = None,
-) -> Decision:
-    """End the Run, closing every open call and publishing one result per call."""
-    published: tuple[Message, ...] = ()
-    if batch is not None and batch.is_open:
-        batch = close_batch(batch)
-        published = publish_messages(batch)
-    commit, after = build_commit(
-        prev,
-        disposition=Ended(cause),
-        batch=batch,
-        messages=tuple(messages) + published,
-        events=events,
-        step=step,
-    )
-    effects: tuple[Effect, ...] = (Commit(commit),)
-    if published and batch is not None:
-        effects += (PublishResults(batch),)
-    return Decision(after, effects + (DeliverTerminus(cause),))
-
-
-def _replace(batch: ActiveToolBatch, call: ToolCall, status: CallStatus) -> ActiveToolBatch:
-    return batch.replace_call(attrs.evolve(call, status=status))
-
-
-def execute_effect(call: ToolCall, attempt: int, resume_value: JsonValue = None) -> Execute:
-    return Execute(call.call_id, call.tool, call.arguments, call.operation_id, attempt, resume_value)
 
 
 # --- handlers ---------------------------------------------------------------------
@@ -374,14 +238,14 @@ def _gate(state: RunSnapshot, event: GateVerdict, policies: Policies) -> Decisio
     verdict = event.verdict
     match verdict:
         case Allow():
-            new = _replace(batch, call, CallExecuting(1))
+            new = replace_status(batch, call, CallExecuting(1))
             return settle(state, new, policies, follow_up=(execute_effect(call, 1),))
         case Block():
             result = ToolResult(ResultKind.BLOCKED, verdict.reason)
-            return settle(state, _replace(batch, call, CallCompleted(0, result)), policies)
+            return settle(state, replace_status(batch, call, CallCompleted(0, result)), policies)
         case Supply():
             result = ToolResult(ResultKind.SUPPLIED, verdict.value)
-            return settle(state, _replace(batch, call, CallCompleted(0, result)), policies)
+            return settle(state, replace_status(batch, call, CallCompleted(0, result)), policies)
         case RequireWait():
             if verdict.kind in (WaitKind.DELEGATION,):
                 return Rejection(
@@ -408,7 +272,7 @@ def _suspend(
     ticket = ResumeTicket(ticket_id, status.wait.kind, call.call_id)
     return settle(
         state,
-        _replace(batch, call, status),
+        replace_status(batch, call, status),
         policies,
         disposition=Awaiting(ticket),
         follow_up=(NotifyWait(ticket, status.wait),),
@@ -433,7 +297,7 @@ def _tool_finished(state: RunSnapshot, event: ToolFinished, policies: Policies) 
     match outcome:
         case ToolOutput():
             status: CallStatus = CallCompleted(attempt, ToolResult(ResultKind.OUTPUT, outcome.value))
-            decision = settle(state, _replace(batch, call, status), policies)
+            decision = settle(state, replace_status(batch, call, status), policies)
         case ToolFailure():
             retry = policies.for_tool(call.tool).retry
             if outcome.retryable and attempt < retry.max_attempts:
@@ -443,14 +307,14 @@ def _tool_finished(state: RunSnapshot, event: ToolFinished, policies: Policies) 
                 )
                 decision = settle(
                     state,
-                    _replace(batch, call, CallExecuting(attempt + 1)),
+                    replace_status(batch, call, CallExecuting(attempt + 1)),
                     policies,
                     events=(failed,),
                     follow_up=(execute_effect(call, attempt + 1),),
                 )
             else:
                 status = CallCompleted(attempt, ToolResult(ResultKind.ERROR, outcome.error))
-                decision = settle(state, _replace(batch, call, status), policies)
+                decision = settle(state, replace_status(batch, call, status), policies)
         case ToolDelegated():
             wait = Wait(WaitKind.DELEGATION, outcome.ticket_id, child=outcome.child)
             decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies)
@@ -459,7 +323,7 @@ def _tool_finished(state: RunSnapshot, event: ToolFinished, policies: Policies) 
             decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies)
         case ToolOutcomeLost():
             status = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
-            decision = settle(state, _replace(batch, call, status), policies)
+            decision = settle(state, replace_status(batch, call, status), policies)
         case _:
             assert_never(outcome)
     if isinstance(decision, Rejection):
@@ -481,10 +345,10 @@ def _status(state: RunSnapshot, event: StatusReport, policies: Policies) -> Deci
     match event.status:
         case OperationStatus.DONE:
             status: CallStatus = CallCompleted(attempt, ToolResult(ResultKind.OUTPUT, event.value))
-            return settle(state, _replace(batch, call, status), policies)
+            return settle(state, replace_status(batch, call, status), policies)
         case OperationStatus.FAILED:
             status = CallCompleted(attempt, ToolResult(ResultKind.ERROR, event.value))
-            return settle(state, _replace(batch, call, status), policies)
+            return settle(state, replace_status(batch, call, status), policies)
         case OperationStatus.RUNNING:
             if event.park_ticket_id is not None and event.due_at is not None:
                 wait = Wait(WaitKind.SCHEDULED, event.park_ticket_id, due_at=event.due_at)
@@ -492,131 +356,14 @@ def _status(state: RunSnapshot, event: StatusReport, policies: Policies) -> Deci
             query = QueryStatus(call.call_id, call.tool, call.operation_id, attempt)
             return Decision(state, (query,))
         case OperationStatus.NOT_FOUND:
-            new = _replace(batch, call, CallExecuting(attempt + 1))
+            new = replace_status(batch, call, CallExecuting(attempt + 1))
             return settle(state, new, policies, follow_up=(execute_effect(call, attempt + 1),))
         case OperationStatus.UNKNOWN:
             status = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
-            return settle(state, _replace(batch, call, status), policies)
+            return settle(state, replace_status(batch, call, status), policies)
         case _:
             assert_never(event.status)
 
-
-def _applied_before(state: RunSnapshot, command: ResumeCommand) -> Rejection | None:
-    digest = command.digest()
-    for applied in state.resumes_applied:
-        if hmac.compare_digest(applied.ticket_id.encode(), command.ticket_id.encode()):
-            if hmac.compare_digest(applied.digest.encode(), digest.encode()):
-                return Rejection(
-                    Rule.ALREADY_APPLIED, f"this command for ticket {command.ticket_id!r} was already applied"
-                )
-            return Rejection(
-                Rule.STALE_COMMAND,
-                f"ticket {command.ticket_id!r} was already resumed by a different command",
-            )
-    return None
-
-
-def check_resume(state: RunSnapshot, command: ResumeCommand) -> Rejection | None:
-    """Pre-validate a resume against committed facts (I14), without applying it."""
-    if command.run_id != state.run_id:
-        return Rejection(
-            Rule.WRONG_RUN, f"command for run {command.run_id!r} sent to run {state.run_id!r}"
-        )
-    try:
-        command.digest()
-    except (TypeError, ValueError) as error:  # not JSON, or not valid Unicode
-        return Rejection(Rule.PAYLOAD_TYPE, f"the command has no canonical JSON form: {error}")
-    earlier = _applied_before(state, command)
-    if earlier is not None:
-        return earlier
-    if isinstance(state.state, Ended):
-        return Rejection(
-            Rule.RUN_ENDED, f"run {state.run_id!r} is Ended ({state.state.cause.kind.value})"
-        )
-    if not isinstance(state.state, Awaiting):
-        if command.ticket_id in state.tickets_used:
-            return Rejection(
-                Rule.STALE_COMMAND, f"ticket {command.ticket_id!r} is no longer awaited"
-            )
-        return Rejection(Rule.RUN_NOT_AWAITING, f"run {state.run_id!r} is Running, not Awaiting")
-    ticket = state.state.ticket
-    if not hmac.compare_digest(ticket.ticket_id.encode(), command.ticket_id.encode()):
-        return Rejection(Rule.TICKET_MISMATCH, "the ticket id does not match the committed ticket")
-    if command.kind is not ticket.wait:
-        return Rejection(
-            Rule.WAIT_KIND_MISMATCH,
-            f"the run waits for {ticket.wait.value!r}, the command is {command.kind.value!r}",
-        )
-    if not isinstance(command.payload, PAYLOADS_BY_WAIT[ticket.wait]):
-        return Rejection(
-            Rule.PAYLOAD_TYPE,
-            f"a {ticket.wait.value!r} wait does not take a {type(command.payload).__name__} payload",
-        )
-    return None
-
-
-def _resume(state: RunSnapshot, command: ResumeCommand, policies: Policies) -> Decision | Rejection:
-    refused = check_resume(state, command)
-    if refused is not None:
-        return refused
-    assert isinstance(state.state, Awaiting)
-    return _apply_resume(state, state.state.ticket, command.payload, command.to_json(), command.digest(), policies)
-
-
-def _apply_resume(
-    state: RunSnapshot,
-    ticket: ResumeTicket,
-    payload: ResumePayload,
-    command_json: JsonValue,
-    digest: str,
-    policies: Policies,
-) -> Decision:
-    batch = state.open_batch
-    assert batch is not None
-    call = batch.call(ticket.call_id)
-    assert call is not None and isinstance(call.status, CallAwaiting)
-    attempt = call.status.attempt
-    resumed = Event(
-        RESUMED_EVENT,
-        {"ticket_id": ticket.ticket_id, "call_id": call.call_id, "command": command_json, "digest": digest},
-    )
-    match payload:
-        case Approve() | TimerFired():
-            new = _replace(batch, call, CallExecuting(attempt + 1))
-            return settle(
-                state, new, policies, events=(resumed,), follow_up=(execute_effect(call, attempt + 1),)
-            )
-        case ProvideInput():
-            new = _replace(batch, call, CallExecuting(attempt + 1))
-            effect = execute_effect(call, attempt + 1, payload.value)
-            return settle(state, new, policies, events=(resumed,), follow_up=(effect,))
-        case Deny():
-            status: CallStatus = CallCompleted(attempt, ToolResult(ResultKind.DENIED, payload.reason))
-            return settle(state, _replace(batch, call, status), policies, events=(resumed,))
-        case ExternalResult() | DelegationResult():
-            status = CallCompleted(attempt, ToolResult(ResultKind.EXTERNAL, payload.value))
-            return settle(state, _replace(batch, call, status), policies, events=(resumed,))
-        case _:
-            assert_never(payload)
-
-
-def _deadline(state: RunSnapshot, event: DeadlinePassed, policies: Policies) -> Decision | Rejection:
-    if not isinstance(state.state, Awaiting):
-        return Rejection(Rule.RUN_NOT_AWAITING, f"run {state.run_id!r} is not Awaiting")
-    ticket = state.state.ticket
-    if not hmac.compare_digest(ticket.ticket_id.encode(), event.ticket_id.encode()):
-        return Rejection(Rule.TICKET_MISMATCH, "the ticket id does not match the committed ticket")
-    batch = state.open_batch
-    call = batch.call(ticket.call_id) if batch else None
-    assert call is not None and isinstance(call.status, CallAwaiting)
-    expires_at = call.status.wait.expires_at
-    if ticket.wait is not WaitKind.APPROVAL or expires_at is None or event.now < expires_at:
-        return Rejection(
-            Rule.NOT_EXPIRED, f"ticket {ticket.ticket_id!r} has no approval deadline before {event.now}"
-        )
-    deny = Deny({"expired_at": expires_at})
-    command = ResumeCommand(state.run_id, ticket.ticket_id, ticket.wait, deny)
-    return _apply_resume(state, ticket, deny, command.to_json(), command.digest(), policies)
 
 
 def _end_request(state: RunSnapshot, event: EndRequest) -> Decision | Rejection:
@@ -632,11 +379,6 @@ def _end_request(state: RunSnapshot, event: EndRequest) -> Decision | Rejection:
     return end_run(state, state.batch, event.cause)
 
 
-def redeliver(state: RunSnapshot) -> Decision:
-    """What an Ended Run does when asked to continue: redeliver its terminus, nothing else."""
-    assert isinstance(state.state, Ended)
-    return Decision(state, (DeliverTerminus(state.state.cause, redelivery=True),))
-
 
 __all__ = [
     "KernelBug",
@@ -647,6 +389,4 @@ __all__ = [
     "execute_effect",
     "redeliver",
     "settle",
-    "RequestInference",
-    "QueryStatus",
 ]

@@ -10,23 +10,23 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from typing import assert_never
 
 from attrs import frozen
 
 from runkernel.kernel.state import (
+    Awaiting,
     CallAwaiting,
     CallCompleted,
     CallExecuting,
     CallIndeterminate,
     CallRequested,
     CallStatus,
-    RunState,
-    Awaiting,
     Ended,
     Running,
+    RunState,
 )
 from runkernel.kernel.values import IndeterminateReason, ResultKind, WaitKind
-from typing import assert_never
 
 
 class RunPhase(enum.Enum):

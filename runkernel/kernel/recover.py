@@ -12,8 +12,8 @@ import enum
 import attrs
 from attrs import frozen
 
-from runkernel.kernel.decide import end_run, execute_effect, redeliver, settle
 from runkernel.kernel.effects_plan import next_step_effects
+from runkernel.kernel.planning import end_run, execute_effect, redeliver, settle
 from runkernel.kernel.policies import Policies, RecoveryMode
 from runkernel.kernel.protocol import Decision, NotifyWait, QueryStatus, RunGate
 from runkernel.kernel.state import (
@@ -24,8 +24,8 @@ from runkernel.kernel.state import (
     CallRequested,
     EndCause,
     Ended,
-    RunSnapshot,
     Running,
+    RunSnapshot,
     is_terminal,
 )
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason

@@ -1,0 +1,187 @@
+"""Building commits for ``decide`` and ``recover``: one validated commit, and what comes
+after it (the next gate, finalization and publication, the end of the Run).
+
+Every commit built here is checked by ``validate_commit`` before it leaves: an illegal
+commit is a kernel bug and raises ``KernelBug`` instead of reaching a store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from runkernel.kernel.effects_plan import (
+    close_batch,
+    next_step_effects,
+    publish_messages,
+)
+from runkernel.kernel.policies import IndeterminateChoice, Policies
+from runkernel.kernel.protocol import (
+    Commit,
+    Decision,
+    DeliverTerminus,
+    Effect,
+    Execute,
+    Hook,
+    PublishResults,
+    RunGate,
+    RunHook,
+)
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.state import (
+    ActiveToolBatch,
+    CallIndeterminate,
+    CallRequested,
+    CallStatus,
+    EndCause,
+    Ended,
+    Event,
+    Message,
+    RunDisposition,
+    Running,
+    RunSnapshot,
+    ThreadCommit,
+    ThreadHead,
+    ToolCall,
+)
+from runkernel.kernel.validate import validate_commit
+from runkernel.kernel.values import (
+    EndCauseKind,
+    JsonValue,
+)
+
+
+class KernelBug(AssertionError):
+    """``decide`` or ``recover`` built a commit that commit validation rejects."""
+
+
+
+# --- commit building ------------------------------------------------------------------
+
+
+def build_commit(
+    prev: RunSnapshot,
+    *,
+    disposition: RunDisposition,
+    batch: ActiveToolBatch | None,
+    messages: Sequence[Message] = (),
+    events: Sequence[Event] = (),
+    step: int | None = None,
+) -> tuple[ThreadCommit, RunSnapshot]:
+    """A commit on top of ``prev``, validated; raises KernelBug if it is illegal."""
+    commit = ThreadCommit(
+        thread_id=prev.thread_id,
+        run_id=prev.run_id,
+        expected_version=prev.version,
+        step=prev.step if step is None else step,
+        disposition=disposition,
+        batch=batch,
+        messages=tuple(messages),
+        events=tuple(events),
+    )
+    verdict = validate_commit(ThreadHead(prev.thread_id, prev.version, prev.run_id), prev, commit)
+    if isinstance(verdict, Rejection):
+        raise KernelBug(f"kernel built an illegal commit: {verdict}")
+    return commit, verdict.run
+
+
+def settle(
+    prev: RunSnapshot,
+    batch: ActiveToolBatch,
+    policies: Policies,
+    *,
+    disposition: RunDisposition | None = None,
+    events: Sequence[Event] = (),
+    follow_up: Sequence[Effect] = (),
+) -> Decision:
+    """Commit ``batch`` (one call just moved) and plan what comes next.
+
+    An Indeterminate call ends the Run when the host chose so; a batch whose calls are
+    all terminal is finalized and published in the same commit; otherwise the next
+    Requested call goes to the gate.
+    """
+    # Only a Running run may end here: the commit that applies a resume must say Running.
+    may_end = isinstance(prev.state, Running)
+    if (
+        may_end
+        and policies.on_indeterminate is IndeterminateChoice.END_RUN
+        and any(
+            isinstance(c.status, CallIndeterminate) and not isinstance(p.status, CallIndeterminate)
+            for c, p in zip(batch.calls, prev.batch.calls if prev.batch else ())
+        )
+    ):
+        return end_run(prev, batch, EndCause(EndCauseKind.OUTCOME_UNKNOWN), events=events)
+    if batch.all_terminal():
+        at_limit = policies.max_steps is not None and prev.step >= policies.max_steps
+        if at_limit and may_end:
+            return end_run(prev, batch, EndCause(EndCauseKind.STEP_LIMIT), events=events)
+        final = attrs.evolve(batch, finalized=True)
+        commit, after = build_commit(
+            prev,
+            disposition=Running(),
+            batch=final,
+            messages=publish_messages(final),
+            events=events,
+        )
+        # At the step limit the next commit ends the run; recover() plans it.
+        upcoming = () if at_limit else next_step_effects(after)
+        return Decision(
+            after, (Commit(commit), PublishResults(final), RunHook(Hook.STEP_END)) + upcoming
+        )
+    commit, after = build_commit(
+        prev, disposition=disposition or Running(), batch=batch, events=events
+    )
+    effects: tuple[Effect, ...] = (Commit(commit),) + tuple(follow_up)
+    if not follow_up:
+        next_call = batch.first_open_call()
+        if next_call is not None and isinstance(next_call.status, CallRequested):
+            effects += (RunGate(next_call),)
+    return Decision(after, effects)
+
+
+def end_run(
+    prev: RunSnapshot,
+    batch: ActiveToolBatch | None,
+    cause: EndCause,
+    *,
+    messages: Sequence[Message] = (),
+    events: Sequence[Event] = (),
+    step: int | None = None,
+) -> Decision:
+    """End the Run, closing every open call and publishing one result per call."""
+    published: tuple[Message, ...] = ()
+    if batch is not None and batch.is_open:
+        batch = close_batch(batch)
+        published = publish_messages(batch)
+    commit, after = build_commit(
+        prev,
+        disposition=Ended(cause),
+        batch=batch,
+        messages=tuple(messages) + published,
+        events=events,
+        step=step,
+    )
+    effects: tuple[Effect, ...] = (Commit(commit),)
+    if published and batch is not None:
+        effects += (PublishResults(batch),)
+    return Decision(after, effects + (DeliverTerminus(cause),))
+
+
+def replace_status(batch: ActiveToolBatch, call: ToolCall, status: CallStatus) -> ActiveToolBatch:
+    """``batch`` with ``call`` moved to ``status``."""
+    return batch.replace_call(attrs.evolve(call, status=status))
+
+
+def execute_effect(call: ToolCall, attempt: int, resume_value: JsonValue = None) -> Execute:
+    """The Execute effect for attempt ``attempt`` of ``call``."""
+    return Execute(call.call_id, call.tool, call.arguments, call.operation_id, attempt, resume_value)
+
+
+
+def redeliver(state: RunSnapshot) -> Decision:
+    """What an Ended Run does when asked to continue: redeliver its terminus, nothing else."""
+    assert isinstance(state.state, Ended)
+    return Decision(state, (DeliverTerminus(state.state.cause, redelivery=True),))
+
+

@@ -1,0 +1,166 @@
+"""Resume commands and approval deadlines: pre-validation (I14) and application.
+
+A command commits only if the Run is Awaiting and ticket (compared in constant time),
+wait kind and payload type all match; a repeat is "already applied", a different
+command for an applied ticket is "stale".
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import assert_never
+
+from runkernel.kernel.planning import execute_effect, replace_status, settle
+from runkernel.kernel.policies import Policies
+from runkernel.kernel.protocol import (
+    PAYLOADS_BY_WAIT,
+    Approve,
+    DeadlinePassed,
+    Decision,
+    DelegationResult,
+    Deny,
+    ExternalResult,
+    ProvideInput,
+    ResumeCommand,
+    ResumePayload,
+    TimerFired,
+)
+from runkernel.kernel.rules import Rejection, Rule
+from runkernel.kernel.state import (
+    RESUMED_EVENT,
+    Awaiting,
+    CallAwaiting,
+    CallCompleted,
+    CallExecuting,
+    CallStatus,
+    Ended,
+    Event,
+    ResumeTicket,
+    RunSnapshot,
+    ToolResult,
+)
+from runkernel.kernel.values import (
+    JsonValue,
+    ResultKind,
+    WaitKind,
+)
+
+
+def _applied_before(state: RunSnapshot, command: ResumeCommand) -> Rejection | None:
+    digest = command.digest()
+    for applied in state.resumes_applied:
+        if hmac.compare_digest(applied.ticket_id.encode(), command.ticket_id.encode()):
+            if hmac.compare_digest(applied.digest.encode(), digest.encode()):
+                return Rejection(
+                    Rule.ALREADY_APPLIED, f"this command for ticket {command.ticket_id!r} was already applied"
+                )
+            return Rejection(
+                Rule.STALE_COMMAND,
+                f"ticket {command.ticket_id!r} was already resumed by a different command",
+            )
+    return None
+
+
+def check_resume(state: RunSnapshot, command: ResumeCommand) -> Rejection | None:
+    """Pre-validate a resume against committed facts (I14), without applying it."""
+    if command.run_id != state.run_id:
+        return Rejection(
+            Rule.WRONG_RUN, f"command for run {command.run_id!r} sent to run {state.run_id!r}"
+        )
+    try:
+        command.digest()
+    except (TypeError, ValueError) as error:  # not JSON, or not valid Unicode
+        return Rejection(Rule.PAYLOAD_TYPE, f"the command has no canonical JSON form: {error}")
+    earlier = _applied_before(state, command)
+    if earlier is not None:
+        return earlier
+    if isinstance(state.state, Ended):
+        return Rejection(
+            Rule.RUN_ENDED, f"run {state.run_id!r} is Ended ({state.state.cause.kind.value})"
+        )
+    if not isinstance(state.state, Awaiting):
+        if command.ticket_id in state.tickets_used:
+            return Rejection(
+                Rule.STALE_COMMAND, f"ticket {command.ticket_id!r} is no longer awaited"
+            )
+        return Rejection(Rule.RUN_NOT_AWAITING, f"run {state.run_id!r} is Running, not Awaiting")
+    ticket = state.state.ticket
+    if not hmac.compare_digest(ticket.ticket_id.encode(), command.ticket_id.encode()):
+        return Rejection(Rule.TICKET_MISMATCH, "the ticket id does not match the committed ticket")
+    if command.kind is not ticket.wait:
+        return Rejection(
+            Rule.WAIT_KIND_MISMATCH,
+            f"the run waits for {ticket.wait.value!r}, the command is {command.kind.value!r}",
+        )
+    if not isinstance(command.payload, PAYLOADS_BY_WAIT[ticket.wait]):
+        return Rejection(
+            Rule.PAYLOAD_TYPE,
+            f"a {ticket.wait.value!r} wait does not take a {type(command.payload).__name__} payload",
+        )
+    return None
+
+
+def resume(state: RunSnapshot, command: ResumeCommand, policies: Policies) -> Decision | Rejection:
+    refused = check_resume(state, command)
+    if refused is not None:
+        return refused
+    assert isinstance(state.state, Awaiting)
+    return _apply_resume(state, state.state.ticket, command.payload, command.to_json(), command.digest(), policies)
+
+
+def _apply_resume(
+    state: RunSnapshot,
+    ticket: ResumeTicket,
+    payload: ResumePayload,
+    command_json: JsonValue,
+    digest: str,
+    policies: Policies,
+) -> Decision:
+    batch = state.open_batch
+    assert batch is not None
+    call = batch.call(ticket.call_id)
+    assert call is not None and isinstance(call.status, CallAwaiting)
+    attempt = call.status.attempt
+    resumed = Event(
+        RESUMED_EVENT,
+        {"ticket_id": ticket.ticket_id, "call_id": call.call_id, "command": command_json, "digest": digest},
+    )
+    match payload:
+        case Approve() | TimerFired():
+            new = replace_status(batch, call, CallExecuting(attempt + 1))
+            return settle(
+                state, new, policies, events=(resumed,), follow_up=(execute_effect(call, attempt + 1),)
+            )
+        case ProvideInput():
+            new = replace_status(batch, call, CallExecuting(attempt + 1))
+            effect = execute_effect(call, attempt + 1, payload.value)
+            return settle(state, new, policies, events=(resumed,), follow_up=(effect,))
+        case Deny():
+            status: CallStatus = CallCompleted(attempt, ToolResult(ResultKind.DENIED, payload.reason))
+            return settle(state, replace_status(batch, call, status), policies, events=(resumed,))
+        case ExternalResult() | DelegationResult():
+            status = CallCompleted(attempt, ToolResult(ResultKind.EXTERNAL, payload.value))
+            return settle(state, replace_status(batch, call, status), policies, events=(resumed,))
+        case _:
+            assert_never(payload)
+
+
+def deadline(state: RunSnapshot, event: DeadlinePassed, policies: Policies) -> Decision | Rejection:
+    if not isinstance(state.state, Awaiting):
+        return Rejection(Rule.RUN_NOT_AWAITING, f"run {state.run_id!r} is not Awaiting")
+    ticket = state.state.ticket
+    if not hmac.compare_digest(ticket.ticket_id.encode(), event.ticket_id.encode()):
+        return Rejection(Rule.TICKET_MISMATCH, "the ticket id does not match the committed ticket")
+    batch = state.open_batch
+    call = batch.call(ticket.call_id) if batch else None
+    assert call is not None and isinstance(call.status, CallAwaiting)
+    expires_at = call.status.wait.expires_at
+    if ticket.wait is not WaitKind.APPROVAL or expires_at is None or event.now < expires_at:
+        return Rejection(
+            Rule.NOT_EXPIRED, f"ticket {ticket.ticket_id!r} has no approval deadline before {event.now}"
+        )
+    deny = Deny({"expired_at": expires_at})
+    command = ResumeCommand(state.run_id, ticket.ticket_id, ticket.wait, deny)
+    return _apply_resume(state, ticket, deny, command.to_json(), command.digest(), policies)
+
+

@@ -1,0 +1,293 @@
+"""Commit validation, call by call: the edge each call takes, its attempt and conditions,
+the order calls progress in, finalization and publication, and the disposition's shape.
+
+``validate.py`` calls these in a fixed order; each raises ``Illegal`` naming its rule.
+"""
+
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from runkernel.kernel.edges import (
+    CALL_EDGES,
+    AttemptRule,
+    CallEdgeRule,
+    CallPhase,
+    call_phase,
+)
+from runkernel.kernel.rules import Rejection, Rule
+from runkernel.kernel.state import (
+    ActiveToolBatch,
+    Awaiting,
+    CallAwaiting,
+    CallCompleted,
+    CallExecuting,
+    CallIndeterminate,
+    CallRequested,
+    CallStatus,
+    Ended,
+    Message,
+    RunSnapshot,
+    ThreadCommit,
+    ToolCall,
+    is_terminal,
+)
+from runkernel.kernel.values import IndeterminateReason, Role
+
+
+class Illegal(Exception):
+    """Internal short-circuit; converted to a Rejection at the module boundary."""
+
+    def __init__(self, rule: Rule, message: str) -> None:
+        super().__init__(message)
+        self.rejection = Rejection(rule, message)
+
+
+def require(condition: bool, rule: Rule, message: str) -> None:
+    if not condition:
+        raise Illegal(rule, message)
+
+
+
+def check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: ThreadCommit) -> None:
+    batch = commit.batch
+    require(
+        batch is not None and batch.batch_id == prev_batch.batch_id,
+        Rule.BATCH_IDENTITY,
+        f"open batch {prev_batch.batch_id!r} cannot be dropped or replaced before it is finalized",
+    )
+    assert batch is not None
+    require(
+        len(batch.calls) == len(prev_batch.calls)
+        and all(same_call(new, old) for new, old in zip(batch.calls, prev_batch.calls)),
+        Rule.BATCH_IDENTITY,
+        f"the calls of batch {batch.batch_id!r} (ids, tools, arguments, operation ids, order) "
+        "must not change",
+    )
+    require(
+        batch.step == prev_batch.step,
+        Rule.BATCH_IDENTITY,
+        f"batch {batch.batch_id!r} belongs to step {prev_batch.step}, not {batch.step}",
+    )
+    ending = isinstance(commit.disposition, Ended)
+    resumed_call = prev.state.ticket.call_id if isinstance(prev.state, Awaiting) else None
+    resuming = resumed_call is not None and not isinstance(commit.disposition, (Awaiting, Ended))
+    for old, new in zip(prev_batch.calls, batch.calls):
+        check_call_change(old, new, ending=ending, resuming=resuming and old.call_id == resumed_call)
+    if resuming:
+        moved = batch.call(resumed_call) if resumed_call else None
+        require(
+            moved is not None and not isinstance(moved.status, CallAwaiting),
+            Rule.RESUME,
+            f"the resume commit must move call {resumed_call!r} on (to Executing or Completed)",
+        )
+    if not ending:
+        check_order(batch.calls)
+    if batch.finalized:
+        still_open = batch.first_open_call()
+        require(
+            still_open is None,
+            Rule.FINALIZE,
+            f"batch {batch.batch_id!r} is finalized while call "
+            f"{still_open.call_id if still_open else ''!r} is not terminal",
+        )
+        published = [m.call_id for m in tool_messages(commit.messages)]
+        expected = [c.call_id for c in batch.calls]
+        require(
+            published == expected,
+            Rule.PUBLISH,
+            f"finalizing batch {batch.batch_id!r} must publish one tool result per call in call "
+            f"order {expected}, got {published}",
+        )
+    else:
+        require(
+            not ending,
+            Rule.RUN_END_CLOSES,
+            f"the run ends with batch {batch.batch_id!r} not finalized",
+        )
+        require(
+            not tool_messages(commit.messages),
+            Rule.PUBLISH,
+            "tool results are published only in the commit that finalizes the batch",
+        )
+
+
+def check_call_change(old: ToolCall, new: ToolCall, *, ending: bool, resuming: bool) -> None:
+    if same_status(old.status, new.status):
+        require(
+            not (resuming and isinstance(old.status, CallAwaiting)),
+            Rule.RESUME,
+            f"the resume commit leaves call {old.call_id!r} Awaiting",
+        )
+        return
+    source, target = call_phase(old.status), call_phase(new.status)
+    require(
+        source not in (CallPhase.COMPLETED, CallPhase.INDETERMINATE),
+        Rule.TERMINAL_IMMUTABLE,
+        f"call {old.call_id!r} is terminal ({source.value}); its committed result never changes",
+    )
+    rule = CALL_EDGES.get((source, target))
+    require(
+        rule is not None,
+        Rule.CALL_EDGE,
+        f"call {old.call_id!r}: {source.value} -> {target.value} is not an edge of the "
+        "Tool-call machine",
+    )
+    assert rule is not None
+    check_attempt(old, new, rule)
+    check_edge_condition(old, new, rule, ending=ending, resuming=resuming)
+
+
+def check_attempt(old: ToolCall, new: ToolCall, rule: CallEdgeRule) -> None:
+    before, after = old.status.attempt, new.status.attempt
+    expected = {
+        AttemptRule.FIRST: 1,
+        AttemptRule.INCREMENT: before + 1,
+        AttemptRule.UNCHANGED: before,
+        AttemptRule.ZERO: 0,
+        None: after,
+    }[rule.attempt]
+    require(
+        after == expected,
+        Rule.ATTEMPT,
+        f"call {old.call_id!r}: {rule.source.value if rule.source else '[*]'} -> "
+        f"{rule.target.value} takes attempt {before} to {expected} ({rule.attempt.value if rule.attempt else ''}), "
+        f"got {after}",
+    )
+
+
+def check_edge_condition(
+    old: ToolCall, new: ToolCall, rule: CallEdgeRule, *, ending: bool, resuming: bool
+) -> None:
+    where = f"call {old.call_id!r}: {rule.source.value if rule.source else '[*]'} -> {rule.target.value}"
+    status: CallStatus = new.status
+    if isinstance(status, CallAwaiting):
+        require(
+            status.wait.kind in rule.waits,
+            Rule.EDGE_CONDITION,
+            f"{where} allows waits {sorted(k.value for k in rule.waits)}, got {status.wait.kind.value!r}",
+        )
+    if isinstance(status, CallCompleted):
+        require(
+            status.result.kind in rule.results,
+            Rule.EDGE_CONDITION,
+            f"{where} allows results {sorted(k.value for k in rule.results)}, got "
+            f"{status.result.kind.value!r}",
+        )
+    if isinstance(status, CallIndeterminate):
+        require(
+            status.reason in rule.reasons,
+            Rule.EDGE_CONDITION,
+            f"{where} allows reasons {sorted(k.value for k in rule.reasons)}, got {status.reason.value!r}",
+        )
+        if isinstance(old.status, CallAwaiting):
+            expected = (
+                IndeterminateReason.RUN_ENDED
+                if old.status.attempt == 0
+                else IndeterminateReason.OUTCOME_UNKNOWN
+            )
+            require(
+                status.reason is expected,
+                Rule.EDGE_CONDITION,
+                f"{where}: a call that {'never started' if old.status.attempt == 0 else 'had started'} "
+                f"closes as {expected.value!r}, got {status.reason.value!r}",
+            )
+    if rule.needs_run_end:
+        require(ending, Rule.EDGE_CONDITION, f"{where} happens only in the commit that ends the run")
+    if rule.needs_resume:
+        require(resuming, Rule.RESUME, f"{where} happens only in the commit that applies its resume")
+    if isinstance(old.status, CallAwaiting) and not ending:
+        require(resuming, Rule.RESUME, f"{where} happens only in the commit that applies its resume")
+
+
+def check_order(calls: Sequence[ToolCall]) -> None:
+    """Calls are terminal, then at most one in progress, then Requested (I8)."""
+    index = 0
+    while index < len(calls) and is_terminal(calls[index].status):
+        index += 1
+    if index < len(calls) and isinstance(calls[index].status, (CallExecuting, CallAwaiting)):
+        index += 1
+    for later in calls[index:]:
+        require(
+            isinstance(later.status, CallRequested),
+            Rule.CALL_ORDER,
+            f"call {later.call_id!r} progressed ({call_phase(later.status).value}) before every "
+            "earlier call was terminal",
+        )
+
+
+def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
+    batch = commit.batch
+    calls = batch.calls if batch is not None else ()
+    awaiting_calls = [c for c in calls if isinstance(c.status, CallAwaiting)]
+    disposition = commit.disposition
+    if isinstance(disposition, Awaiting):
+        ticket = disposition.ticket
+        require(
+            len(awaiting_calls) == 1,
+            Rule.CALL_WAITS_WITH_RUN,
+            f"an Awaiting run has exactly one Awaiting call, found {len(awaiting_calls)}",
+        )
+        target = awaiting_calls[0]
+        assert isinstance(target.status, CallAwaiting)
+        wait = target.status.wait
+        require(
+            target.call_id == ticket.call_id
+            and wait.kind is ticket.wait
+            and wait.correlation == ticket.ticket_id,
+            Rule.TICKET_SHAPE,
+            f"ticket {ticket.ticket_id!r} ({ticket.wait.value}, call {ticket.call_id!r}) does not "
+            f"match awaiting call {target.call_id!r} ({wait.kind.value}, correlation "
+            f"{wait.correlation!r})",
+        )
+    elif isinstance(disposition, Ended):
+        require(
+            batch is None or (batch.finalized and batch.all_terminal()),
+            Rule.RUN_END_CLOSES,
+            "an Ended run has no open batch: every call terminal, the batch finalized",
+        )
+        require(
+            prev.open_batch is None or batch is not None,
+            Rule.RUN_END_CLOSES,
+            "the commit that ends a run must close and publish its open batch",
+        )
+    else:
+        require(
+            not awaiting_calls,
+            Rule.CALL_WAITS_WITH_RUN,
+            f"call {awaiting_calls[0].call_id if awaiting_calls else ''!r} is Awaiting while the run is "
+            "Running; a call waits only in the commit that moves the run to Awaiting",
+        )
+
+
+def same_json(a: object, b: object) -> bool:
+    """JSON equality: like ``==`` except that booleans never equal numbers (1 != true)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def same_status(a: CallStatus, b: CallStatus) -> bool:
+    if isinstance(a, CallCompleted) and isinstance(b, CallCompleted):
+        return a == b and same_json(a.result.value, b.result.value)
+    return a == b
+
+
+def same_call(new: ToolCall, old: ToolCall) -> bool:
+    return new.same_identity(old) and same_json(new.arguments, old.arguments)
+
+
+def same_batch(a: ActiveToolBatch, b: ActiveToolBatch) -> bool:
+    return a == b and all(
+        same_call(x, y) and same_status(x.status, y.status) for x, y in zip(a.calls, b.calls)
+    )
+
+
+
+def tool_messages(messages: Sequence[Message]) -> list[Message]:
+    return [m for m in messages if m.role is Role.TOOL]
