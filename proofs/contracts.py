@@ -64,7 +64,6 @@ from collections.abc import Sequence
 from runkernel.kernel.decide import check_resume, decide
 from runkernel.kernel.edges import (
     CALL_EDGES,
-    TERMINAL_PHASES,
     AttemptRule,
     CallPhase,
     RunPhase,
@@ -991,10 +990,8 @@ def decode_input(snapshot: RunSnapshot, kind: int, target: int, attempt: int, va
             outcome = ToolOutcomeLost()
         return ToolFinished(call_id, attempt, outcome)
     if kind == 5:
-        if variant == 5:
-            return StatusReport(call_id, attempt, OperationStatus.RUNNING, None, ticket_id, EXPIRES_AT)
         statuses = (OperationStatus.DONE, OperationStatus.FAILED, OperationStatus.RUNNING, OperationStatus.NOT_FOUND, OperationStatus.UNKNOWN)
-        return StatusReport(call_id, attempt, statuses[variant], "value")
+        return StatusReport(call_id, attempt, statuses[variant % len(statuses)], "value")
     if kind == 6:
         if awaited is not None and variant < 2:
             allowed = PAYLOADS_FOR[awaited.wait]

@@ -73,7 +73,6 @@ from runkernel.kernel.recover import RecoveryDecision, recover
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import (
     Awaiting,
-    CallAwaiting,
     CallExecuting,
     CallRequested,
     EndCause,
@@ -380,10 +379,6 @@ class Driver:
 
     def status_report(self, call: ToolCall, attempt: int) -> StatusReport:
         status = self.draw(st.sampled_from(OperationStatus))
-        if status is OperationStatus.RUNNING and self.draw(st.booleans()):
-            return StatusReport(
-                call.call_id, attempt, status, park_ticket_id=self.ids("ticket"), due_at=DUE_AT
-            )
         return StatusReport(call.call_id, attempt, status, value={"status": status.value})
 
     def payload_for(self, wait: WaitKind) -> ResumePayload:
@@ -566,7 +561,7 @@ def any_input(draw: st.DrawFn, state: RunSnapshot) -> Input:
         InferenceResult("text", calls=calls, batch_id=batch_id, end=draw(st.none() | st.just(end))),
         GateVerdict(call_id, verdict),
         ToolFinished(call_id, attempt, outcome),
-        StatusReport(call_id, attempt, draw(st.sampled_from(OperationStatus)), "v", "ticket-p", DUE_AT),
+        StatusReport(call_id, attempt, draw(st.sampled_from(OperationStatus)), "v"),
         draw(resume_commands(state)),
         DeadlinePassed(ticket_id, draw(st.sampled_from([AFTER_DEADLINE, BEFORE_DEADLINE]))),
         EndRequest(cause),
@@ -638,7 +633,7 @@ def fuzz_input(draw: st.DrawFn, state: RunSnapshot | None) -> Input:
         if kind == "status":
             return StatusReport(
                 draw(ids), draw(st.integers(-1, 4)), draw(st.sampled_from(OperationStatus)),
-                draw(value), draw(st.none() | ids), draw(st.none() | ids),
+                draw(value),
             )
         if kind == "resume":
             return ResumeCommand(draw(ids), draw(ids), draw(st.sampled_from(WaitKind)), draw(payloads))

@@ -357,3 +357,11 @@ def test_a_first_commit_carries_at_most_one_inference_result() -> None:
     )
     verdict = validate_commit(None, None, two)
     assert isinstance(verdict, Rejection) and verdict.rule is Rule.FIRST_COMMIT
+
+
+def test_a_reconnect_operation_still_running_is_asked_again_never_restarted() -> None:
+    state = executing("job")
+    verdict = decide(state, StatusReport("c0", 1, OperationStatus.RUNNING), POLICIES)
+    assert not isinstance(verdict, Rejection)
+    assert verdict.effects == (QueryStatus("c0", "job", "op0", 1),)
+    assert verdict.state == state

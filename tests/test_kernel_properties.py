@@ -850,14 +850,13 @@ def test_a_resume_command_without_canonical_json_is_refused(command: ResumeComma
         lambda: RequireWait(WaitKind.APPROVAL, "\ud800"),
         lambda: ToolDelegated("", "child"),
         lambda: ToolScheduled("", "2030-01-01T00:00:00Z"),
-        lambda: StatusReport("c1", 1, OperationStatus.RUNNING, park_ticket_id="", due_at="t"),
         lambda: DeadlinePassed("\ud800", "2030-01-01T00:00:00Z"),
         lambda: Activate("", "run", 0, ()),
         lambda: Activate("thread", "", 0, ()),
         lambda: Activate("thread", "run", -1, ()),
     ],
     ids=[
-        "wait-empty", "wait-surrogate", "delegated-empty", "scheduled-empty", "park-empty",
+        "wait-empty", "wait-surrogate", "delegated-empty", "scheduled-empty",
         "deadline-surrogate", "activate-thread", "activate-run", "activate-version",
     ],
 )

@@ -592,7 +592,7 @@ INPUT_EVENTS: dict[type, frozenset[str]] = {
     InferenceResult: frozenset({"commit_progress", "commit_end_cause"}),
     GateVerdict: frozenset({"commit_progress", "commit_resume_ticket", "commit_end_cause"}),
     ToolFinished: frozenset({"commit_progress", "commit_resume_ticket", "commit_end_cause"}),
-    StatusReport: frozenset({"commit_progress", "commit_resume_ticket", "commit_end_cause"}),
+    StatusReport: frozenset({"commit_progress", "commit_end_cause"}),
     ResumeCommand: frozenset({"validated_resume_command"}),
     DeadlinePassed: frozenset({"validated_resume_command"}),
     EndRequest: frozenset({"commit_end_cause", "cancel_stop_or_failure"}),
@@ -652,9 +652,7 @@ def inputs_of(kind: type, state: RunSnapshot | None) -> list[Input]:
         ]
     if kind is StatusReport:
         reports: list[Input] = [StatusReport("c1", 1, s, "v") for s in OperationStatus]
-        return reports + [
-            StatusReport("c1", 1, OperationStatus.RUNNING, park_ticket_id=TICKET_NEW, due_at=LATER)
-        ]
+        return reports
     if kind is ResumeCommand:
         return [APPROVE, ResumeCommand(RUN, TICKET_OLD, WaitKind.APPROVAL, Deny("no"))]
     if kind is DeadlinePassed:

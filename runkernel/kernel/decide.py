@@ -350,9 +350,6 @@ def _status(state: RunSnapshot, event: StatusReport, policies: Policies) -> Deci
             status = CallCompleted(attempt, ToolResult(ResultKind.ERROR, event.value))
             return settle(state, replace_status(batch, call, status), policies)
         case OperationStatus.RUNNING:
-            if event.park_ticket_id is not None and event.due_at is not None:
-                wait = Wait(WaitKind.SCHEDULED, event.park_ticket_id, due_at=event.due_at)
-                return _suspend(state, batch, call, CallAwaiting(attempt, wait), policies)
             query = QueryStatus(call.call_id, call.tool, call.operation_id, attempt)
             return Decision(state, (query,))
         case OperationStatus.NOT_FOUND:

@@ -193,16 +193,15 @@ class OperationStatus(enum.Enum):
 class StatusReport:
     """A reconnect tool's answer about an operation. ``value`` is the result or error.
 
-    For ``running``, ``park_ticket_id`` and ``due_at`` park the call as a scheduled
-    wait; without them the host asks again later.
+    For ``running`` the host asks again later. The call is never parked as a scheduled
+    wait: the only way out of such a wait is a resume to ``Executing{n+1}``, which
+    would start the executor again while the first operation still runs (I9).
     """
 
     call_id: str
     attempt: int
     status: OperationStatus
     value: JsonValue = None
-    park_ticket_id: str | None = attrs.field(default=None, validator=_valid_optional_id)
-    due_at: str | None = None
 
 
 @frozen

@@ -1,0 +1,138 @@
+"""Bounds, policies and fixed values of the bounded model checker (``model_check.py``).
+
+A ``Profile`` is the whole bound: how many calls a tool step may carry, how many
+steps and tool steps a Run may take, how many crashes a path may suffer, and which
+choices the world and the operator may make. Values (tool output, payloads) are
+constants: the kernel only compares them for equality, so varying them would only
+multiply symmetric states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runkernel.kernel.policies import (
+    IndeterminateChoice,
+    Policies,
+    RecoveryMode,
+    RetryPolicy,
+    ToolPolicy,
+    ToolRecoveryPolicy,
+)
+from runkernel.kernel.values import WaitKind
+
+THREAD_ID = "thread-mc"
+RUN_ID = "run-mc"
+
+#: One tool per recovery policy. The replay tool also carries the retry policy.
+TOOL_REPLAY = "replay"
+TOOL_RECONNECT = "reconnect"
+TOOL_INDETERMINATE = "indeterminate"
+TOOLS: tuple[str, ...] = (TOOL_REPLAY, TOOL_RECONNECT, TOOL_INDETERMINATE)
+
+ARGUMENTS = "args"
+USER_TEXT = "hello"
+TEXT_REPLY = "text"
+TOOL_USE_TEXT = "tool-use"
+OUTPUT = "out"
+TOOL_ERROR = "err"
+BLOCK_REASON = "blocked-by-gate"
+SUPPLIED = "supplied-by-plugin"
+STATUS_DONE = "status-done"
+STATUS_FAILED = "status-failed"
+CHILD_RUN = "child-run"
+DUE_AT = "2030-01-01T00:00:00Z"
+EXPIRES_AT = "2030-06-01T00:00:00Z"
+BEFORE_EXPIRY = "2030-05-31T23:59:59Z"
+AFTER_EXPIRY = "2030-06-01T00:00:01Z"
+FORGED_TICKET = "forged-ticket"
+OTHER_RUN = "other-run"
+
+#: Gate waits a gate may ask for (a delegation only ever comes from a tool).
+GATE_WAITS: tuple[WaitKind, ...] = (
+    WaitKind.APPROVAL,
+    WaitKind.INPUT,
+    WaitKind.EXTERNAL,
+    WaitKind.SCHEDULED,
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One bound of the search."""
+
+    name: str
+    max_calls: int
+    """Calls a tool step may carry (every count from 1 up to this, every tool mix)."""
+    max_steps: int
+    """``Policies.max_steps``: the Run ends with step_limit at this step."""
+    tool_steps: int
+    """How many inference results may be tool steps."""
+    max_crashes: int
+    tool_step_first_only: bool = True
+    """True: only step 1 may be a tool step ("one tool step then one text step")."""
+    gate_waits: tuple[WaitKind, ...] = GATE_WAITS
+    approval_deadline: bool = True
+    """The gate may also ask for an approval that expires; the runtime then applies the
+    expiry as a deny (``DeadlinePassed``)."""
+    tool_waits: bool = True
+    waits_per_call: int = 1
+    """How many waits (gate or tool) one call may enter: every resume starts a new
+    attempt, so without this bound a tool that keeps scheduling itself never ends."""
+    """Tools may delegate and schedule (waits that start after an attempt)."""
+    operator_cancel_running: bool = True
+    """The operator may cancel while the Run is Running (before a gate or inference)."""
+    forged_commands: bool = True
+    """Offer forged, wrong-kind, wrong-payload and stale resumes; each must be refused."""
+    on_indeterminate: IndeterminateChoice = IndeterminateChoice.PUBLISH
+    max_states: int = 2_000_000
+    check_liveness: bool = True
+    """After the search, check that a final state stays reachable from every state."""
+    hash_compaction: bool = False
+    """Remember visited states by a 64-bit hash of their key instead of the key (much
+    less memory; two distinct states merge with probability about n^2 / 2^65)."""
+
+    def policies(self) -> Policies:
+        return Policies(
+            tools={
+                TOOL_REPLAY: ToolPolicy(
+                    ToolRecoveryPolicy(RecoveryMode.REPLAY, max_attempts=2), RetryPolicy(2)
+                ),
+                TOOL_RECONNECT: ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT)),
+                TOOL_INDETERMINATE: ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)),
+            },
+            max_steps=self.max_steps,
+            on_indeterminate=self.on_indeterminate,
+        )
+
+
+PROFILES: dict[str, Profile] = {
+    # DESIGN.md "Verification budgets": up to 2 calls, one tool step and one text step,
+    # at most 1 crash. The tool step may come first or second (the second exercises the
+    # step limit closing a batch); a call may wait once.
+    "ci": Profile(
+        name="ci", max_calls=2, max_steps=2, tool_steps=1, max_crashes=1, tool_step_first_only=False
+    ),
+    # the proofs issue's bound: 3 calls, 2 steps, 2 crashes; a call may wait twice
+    "deep": Profile(
+        name="deep",
+        max_calls=3,
+        max_steps=2,
+        tool_steps=1,
+        max_crashes=2,
+        tool_step_first_only=False,
+        waits_per_call=2,
+        max_states=100_000_000,
+        hash_compaction=True,
+    ),
+    # for the unit test: one call, one crash, approval as the only gate wait (about a second)
+    "tiny": Profile(
+        name="tiny",
+        max_calls=1,
+        max_steps=2,
+        tool_steps=1,
+        max_crashes=1,
+        gate_waits=(WaitKind.APPROVAL,),
+        approval_deadline=False,
+    ),
+}

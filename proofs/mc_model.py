@@ -1,0 +1,303 @@
+"""The transition relation: the runtime carrying out the kernel's effects, one at a time.
+
+A state's queue is what the current Decision still has to do, exactly as
+``runkernel.adapters.runtime`` carries it out: a Commit may crash before its write or
+after the write but before the ack; an Execute runs the tool (the world records the
+(operation_id, attempt)), and the runtime may crash before the terminal commit; an
+effect that asks the world something (inference, gate, tool, status) branches on every
+answer within the bound. A crash discards the queue; the fresh runtime recovers with
+``recover(committed snapshot)``. Observer effects (hooks, notifications, publication,
+terminus) are checked and consumed without branching.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from itertools import product
+
+from runkernel.adapters.crash import Boundary, Position, position_of
+from runkernel.kernel.policies import RecoveryMode
+from runkernel.kernel.protocol import (
+    Activate,
+    Allow,
+    Block,
+    Execute,
+    GateVerdict,
+    InferenceResult,
+    Input,
+    OperationStatus,
+    ProposedCall,
+    QueryStatus,
+    RequestInference,
+    RequireWait,
+    ResumeCommand,
+    RunGate,
+    StatusReport,
+    Supply,
+    ToolDelegated,
+    ToolFailure,
+    ToolFinished,
+    ToolOutcome,
+    ToolOutcomeLost,
+    ToolOutput,
+    ToolScheduled,
+)
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.state import (
+    Awaiting,
+    CallExecuting,
+    CallRequested,
+    Message,
+    RunSnapshot,
+    Running,
+    ToolCall,
+)
+from runkernel.kernel.values import EndCauseKind, Role, WaitKind
+
+import mc_config as cfg
+import mc_operator as op
+from mc_kernel import (
+    CRASH,
+    INTERRUPT,
+    OPERATOR,
+    SYSTEM,
+    WORLD,
+    Context,
+    Pending,
+    State,
+    Transition,
+    Violation,
+)
+from mc_runtime import adopt, crashed, drain, written
+
+# --- commits and the world's answers ----------------------------------------------
+
+
+def _commit_transitions(ctx: Context, state: State, item: Pending) -> list[Transition]:
+    position = position_of(state.snap, item.commit).value
+    try:
+        after = written(state, item)
+    except Violation as violation:
+        violation.label = f"commit {position}"
+        raise
+    rest = State(after.snap, state.queue[1:], after.executed, after.fenced, after.pairing, after.crashes)
+    target, more = drain(ctx, rest)
+    out = [Transition(f"commit {position}", target, SYSTEM, (item.commit,) + more)]
+    if state.crashes < ctx.profile.max_crashes:
+        before = f"{Boundary.BEFORE_WRITE.value}@{position}"
+        out.append(Transition(f"crash {before}", crashed(state), CRASH, crash=before))
+        late = f"{Boundary.AFTER_WRITE.value}@{position}"
+        out.append(Transition(f"crash {late}", crashed(after), CRASH, (item.commit,), crash=late))
+    return out
+
+
+# --- effects that ask the world ---------------------------------------------------
+
+
+def _current(state: State, call_id: str, what: str) -> tuple[RunSnapshot, ToolCall]:
+    """The committed snapshot and its call in progress, which must be ``call_id``."""
+    snap = state.snap
+    if snap is None or not isinstance(snap.state, Running):
+        raise Violation("I5", f"{what} while the committed run is not Running")
+    batch = snap.open_batch
+    call = batch.first_open_call() if batch is not None else None
+    if call is None or call.call_id != call_id:
+        raise Violation("I8", f"{what} for call {call_id!r}, but the call in progress is {call.call_id if call else None!r}")
+    return snap, call
+
+
+def _ticket(ctx: Context, snap: RunSnapshot, call_id: str) -> str | None:
+    """A fresh ticket id for a wait of ``call_id``, or None when its waits are used up.
+
+    Ids come from committed facts only (the call and how many of its tickets were
+    committed), so paths that reach the same committed state merge.
+    """
+    prefix = f"t-{call_id}-"
+    count = sum(1 for t in snap.tickets_used if t.startswith(prefix))
+    return f"{prefix}{count + 1}" if count < ctx.profile.waits_per_call else None
+
+
+def _answer(ctx: Context, state: State, event: Input, label: str, actor: str = WORLD) -> Transition:
+    try:
+        decision = ctx.kernel.run_decide(state.snap, event, ctx.policies)
+        if isinstance(decision, Rejection) and isinstance(event, ResumeCommand):
+            raise Violation("I14", f"the kernel refused a matching resume: {decision}")
+        target, commits = adopt(ctx, state, decision, label)
+        return Transition(label, target, actor, commits)
+    except Violation as violation:
+        violation.label = violation.label or label
+        raise
+
+
+def _interrupt(ctx: Context, state: State) -> list[Transition]:
+    if not ctx.profile.operator_cancel_running:
+        return []
+    return [_answer(ctx, state, op.end_request(EndCauseKind.CANCELLED), "operator cancel", INTERRUPT)]
+
+
+def _infer(ctx: Context, state: State, effect: RequestInference) -> list[Transition]:
+    snap = state.snap
+    if snap is None or not isinstance(snap.state, Running):
+        raise Violation("I8", "inference requested while the committed run is not Running")
+    if snap.open_batch is not None:
+        raise Violation("I8", f"inference requested while batch {snap.open_batch.batch_id!r} is open")
+    step = snap.step + 1
+    if effect.step != step or effect.run_id != snap.run_id:
+        raise Violation("I8", f"inference requested for step {effect.step}, the next step is {step}")
+    replies: list[tuple[str, InferenceResult]] = [
+        ("infer text", InferenceResult(cfg.TEXT_REPLY)),
+        ("infer text end", InferenceResult(cfg.TEXT_REPLY, end=EndCauseKind.COMPLETED)),
+    ]
+    used = set(snap.closed_batch_ids) | ({snap.batch.batch_id} if snap.batch else set())
+    profile = ctx.profile
+    if len(used) < profile.tool_steps and (step == 1 or not profile.tool_step_first_only):
+        for count in range(1, profile.max_calls + 1):
+            for tools in product(cfg.TOOLS, repeat=count):
+                calls = tuple(
+                    ProposedCall(f"c{step}.{i}", tool, cfg.ARGUMENTS, f"op{step}.{i}")
+                    for i, tool in enumerate(tools, 1)
+                )
+                reply = InferenceResult(cfg.TOOL_USE_TEXT, calls, f"b{step}")
+                replies.append((f"infer tools {','.join(tools)}", reply))
+    return [_answer(ctx, state, reply, label) for label, reply in replies] + _interrupt(ctx, state)
+
+
+def _gate(ctx: Context, state: State, effect: RunGate) -> list[Transition]:
+    snap, call = _current(state, effect.call.call_id, "gate")
+    if call != effect.call or not isinstance(call.status, CallRequested):
+        raise Violation("I8", f"gate for call {call.call_id!r}, which is not the committed Requested call")
+    verdicts: list[tuple[str, GateVerdict]] = [
+        ("gate allow", GateVerdict(call.call_id, Allow())),
+        ("gate block", GateVerdict(call.call_id, Block(cfg.BLOCK_REASON))),
+        ("gate supply", GateVerdict(call.call_id, Supply(cfg.SUPPLIED))),
+    ]
+    ticket = _ticket(ctx, snap, call.call_id)
+    if ticket is not None:
+        for kind in ctx.profile.gate_waits:
+            due = cfg.DUE_AT if kind is WaitKind.SCHEDULED else None
+            wait = RequireWait(kind, ticket, due_at=due)
+            verdicts.append((f"gate wait {kind.value}", GateVerdict(call.call_id, wait)))
+        if ctx.profile.approval_deadline and WaitKind.APPROVAL in ctx.profile.gate_waits:
+            expiring = RequireWait(WaitKind.APPROVAL, ticket, expires_at=cfg.EXPIRES_AT)
+            verdicts.append(("gate wait approval expiring", GateVerdict(call.call_id, expiring)))
+    return [_answer(ctx, state, v, label) for label, v in verdicts] + _interrupt(ctx, state)
+
+
+def _execute(ctx: Context, state: State, effect: Execute) -> list[Transition]:
+    snap, call = _current(state, effect.call_id, f"executor attempt {effect.attempt}")
+    if call.status != CallExecuting(effect.attempt):
+        raise Violation(
+            "I5",
+            f"executor attempt {effect.attempt} of call {call.call_id!r} starts while its committed "
+            f"status is {type(call.status).__name__}(attempt={call.status.attempt})",
+        )
+    if (call.tool, call.arguments, call.operation_id) != (effect.tool, effect.arguments, effect.operation_id):
+        raise Violation("I5", f"executor of call {call.call_id!r} started with another identity")
+    run = (effect.operation_id, effect.attempt)
+    if run in state.executed:
+        raise Violation("I6", f"operation {run[0]!r} attempt {run[1]} executes a second time")
+    if effect.operation_id in state.fenced:
+        raise Violation("I9", f"call {call.call_id!r} executes again after recovery found it Executing "
+                        f"under policy {ctx.policies.for_tool(call.tool).recovery.mode.value}")
+    ran = dataclasses.replace(state, executed=state.executed | {run})
+    outcomes: list[tuple[str, ToolOutcome]] = [
+        ("tool output", ToolOutput(cfg.OUTPUT)),
+        ("tool error", ToolFailure(cfg.TOOL_ERROR)),
+    ]
+    if effect.attempt < ctx.policies.for_tool(call.tool).retry.max_attempts:
+        outcomes.append(("tool error retryable", ToolFailure(cfg.TOOL_ERROR, retryable=True)))
+    outcomes.append(("tool lost", ToolOutcomeLost()))
+    ticket = _ticket(ctx, snap, call.call_id)
+    if ctx.profile.tool_waits and ticket is not None:
+        outcomes.append(("tool delegates", ToolDelegated(ticket, cfg.CHILD_RUN)))
+        outcomes.append(("tool schedules", ToolScheduled(ticket, cfg.DUE_AT)))
+    out = [
+        _answer(ctx, ran, ToolFinished(call.call_id, effect.attempt, outcome), label)
+        for label, outcome in outcomes
+    ]
+    if state.crashes < ctx.profile.max_crashes:
+        point = f"{Boundary.AFTER_EFFECT.value}@{Position.CALL_RESULT.value}"
+        out.append(Transition(f"crash {point}", crashed(ran), CRASH, crash=point))
+    return out
+
+
+def _query(ctx: Context, state: State, effect: QueryStatus) -> list[Transition]:
+    snap, call = _current(state, effect.call_id, "status query")
+    if call.status != CallExecuting(effect.attempt) or call.operation_id != effect.operation_id:
+        raise Violation("I5", f"status query for call {call.call_id!r} attempt {effect.attempt}, not its committed attempt")
+    answers: list[tuple[str, StatusReport]] = [
+        ("status done", StatusReport(call.call_id, effect.attempt, OperationStatus.DONE, cfg.STATUS_DONE)),
+        ("status failed", StatusReport(call.call_id, effect.attempt, OperationStatus.FAILED, cfg.STATUS_FAILED)),
+        ("status running", StatusReport(call.call_id, effect.attempt, OperationStatus.RUNNING)),
+        ("status not_found", StatusReport(call.call_id, effect.attempt, OperationStatus.NOT_FOUND)),
+        ("status unknown", StatusReport(call.call_id, effect.attempt, OperationStatus.UNKNOWN)),
+    ]
+    out = []
+    for label, report in answers:
+        source = state
+        if report.status is OperationStatus.NOT_FOUND:
+            # it provably never started: the executor may start again (I9's exception)
+            source = dataclasses.replace(state, fenced=state.fenced - {call.operation_id})
+        out.append(_answer(ctx, source, report, label))
+    return out
+
+
+# --- quiet points --------------------------------------------------------------------
+
+
+def _recover(ctx: Context, state: State) -> list[Transition]:
+    snap = state.snap
+    assert snap is not None
+    first = ctx.kernel.run_recover(snap, ctx.policies)
+    again = ctx.kernel.run_recover(snap, ctx.policies)
+    if first != again:
+        i11 = Violation("I11", "recover gave two different decisions for the same committed state")
+        i11.label = "recover"
+        raise i11
+    fenced = state.fenced
+    call = snap.open_batch.first_open_call() if snap.open_batch is not None else None
+    if isinstance(snap.state, Running) and call is not None and isinstance(call.status, CallExecuting):
+        if ctx.policies.for_tool(call.tool).recovery.mode is not RecoveryMode.REPLAY:
+            fenced = fenced | {call.operation_id}
+    source = dataclasses.replace(state, fenced=fenced)
+    try:
+        target, commits = adopt(ctx, source, first.decision, "recovery")
+        out = [Transition("recover", target, SYSTEM, commits)]
+    except Violation as violation:
+        violation.label = "recover"
+        raise
+    if isinstance(snap.state, Running):
+        out += _interrupt(ctx, state)
+    return out
+
+
+def expand(ctx: Context, state: State) -> list[Transition]:
+    """Every successor of ``state``; raises Violation when an invariant fails on the way."""
+    if state.queue:
+        item = state.queue[0]
+        try:
+            if isinstance(item, Pending):
+                return _commit_transitions(ctx, state, item)
+            if isinstance(item, RequestInference):
+                return _infer(ctx, state, item)
+            if isinstance(item, RunGate):
+                return _gate(ctx, state, item)
+            if isinstance(item, Execute):
+                return _execute(ctx, state, item)
+            if isinstance(item, QueryStatus):
+                return _query(ctx, state, item)
+            raise Violation("protocol", f"unexpected queued effect {type(item).__name__}")
+        except Violation as violation:
+            violation.label = violation.label or f"runtime carries out {type(item).__name__}"
+            raise
+    snap = state.snap
+    if snap is None:
+        activate = Activate(cfg.THREAD_ID, cfg.RUN_ID, 0, (Message(Role.USER, cfg.USER_TEXT),))
+        return [_answer(ctx, state, activate, "activate", SYSTEM)]
+    if ctx.profile.forged_commands:
+        op.check_refusals(ctx, snap)
+    if state.recovering or isinstance(snap.state, Running):
+        return _recover(ctx, state)
+    if isinstance(snap.state, Awaiting):
+        return [_answer(ctx, state, cmd, label, OPERATOR) for label, cmd in op.operator_commands(snap)]
+    return []  # Ended and nothing in flight: final

@@ -1,0 +1,167 @@
+"""How the runtime carries out a Decision: validated commits, observer effects, crashes.
+
+``adopt`` takes a Decision as the runtime's new queue, checking that every commit it
+carries is accepted by ``validate_commit`` and produces the Decision's state; ``drain``
+carries out what cannot branch; ``written`` makes a commit durable and keeps the
+tool-use / tool-result pairing of the committed log.
+"""
+
+from __future__ import annotations
+
+from runkernel.kernel.protocol import (
+    Commit,
+    Decision,
+    DeliverTerminus,
+    Execute,
+    NotifyWait,
+    PublishResults,
+    QueryStatus,
+    RequestInference,
+    RunGate,
+    RunHook,
+)
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.state import (
+    Awaiting,
+    CallAwaiting,
+    Ended,
+    RunSnapshot,
+    ThreadCommit,
+    ThreadHead,
+    is_terminal,
+)
+from runkernel.kernel.values import Role
+
+from mc_kernel import Commits, Context, Pending, QueueItem, State, Violation
+
+_INPUT_EFFECTS = (RequestInference, RunGate, Execute, QueryStatus)
+
+
+def validate(ctx: Context, prev: RunSnapshot | None, commit: ThreadCommit) -> RunSnapshot:
+    """``validate_commit`` must accept every commit the kernel emits (I1-I4, I6-I8, I13, I14)."""
+    head = None
+    if prev is not None:
+        active = None if isinstance(prev.state, Ended) else prev.run_id
+        head = ThreadHead(prev.thread_id, prev.version, active)
+    used = prev.tickets_used if prev is not None else frozenset()
+    verdict = ctx.kernel.run_validate(head, prev, commit, used.__contains__)
+    if isinstance(verdict, Rejection):
+        raise Violation("I1-I14 validate_commit", f"the kernel emitted an illegal commit: {verdict}", commit)
+    return verdict.run
+
+
+def prune(state: State, snap: RunSnapshot) -> State:
+    """Forget world facts that can no longer matter once ``snap`` is committed.
+
+    Attempts only grow and terminal results never change (both validated), so the only
+    execution that a correct or broken kernel could start twice is the current attempt
+    of a call that is not terminal; and only such a call can be started again at all.
+    """
+    live: dict[str, int] = {}
+    batch = snap.open_batch
+    if batch is not None:
+        for call in batch.calls:
+            if not is_terminal(call.status):
+                live[call.operation_id] = call.status.attempt
+    executed = frozenset(p for p in state.executed if live.get(p[0]) == p[1])
+    fenced = frozenset(o for o in state.fenced if o in live)
+    return State(snap, state.queue, executed, fenced, state.pairing, state.crashes, state.recovering)
+
+
+def written(state: State, item: Pending) -> State:
+    """The state once ``item`` is durable: the new snapshot and the tool-result pairing."""
+    counts = dict(state.pairing)
+    order = [call_id for call_id, _ in state.pairing]
+    for message in item.commit.messages:
+        if message.role is Role.ASSISTANT and message.tool_calls:
+            for use in message.tool_calls:
+                if use.call_id in counts:
+                    raise Violation("pairing", f"tool-use call id {use.call_id!r} used twice", item.commit)
+                counts[use.call_id] = 0
+                order.append(use.call_id)
+        if message.role is Role.TOOL and message.call_id is not None:
+            if message.call_id not in counts:
+                raise Violation("pairing", f"tool result for unknown call {message.call_id!r}", item.commit)
+            counts[message.call_id] += 1
+            if counts[message.call_id] > 1:
+                raise Violation("pairing", f"call {message.call_id!r} has two tool results", item.commit)
+    snap = item.after
+    if isinstance(snap.state, Ended):
+        missing = [c for c in order if counts[c] != 1]
+        if missing:
+            raise Violation("I13 pairing", f"the run ended but calls {missing} have no tool result", item.commit)
+        batch = snap.batch
+        if batch is not None and not (batch.finalized and batch.all_terminal()):
+            raise Violation("I13", "an Ended run holds an open batch", item.commit)
+    pairing = tuple((c, counts[c]) for c in order)
+    return prune(State(snap, state.queue, state.executed, state.fenced, pairing, state.crashes, state.recovering), snap)
+
+
+def adopt(ctx: Context, state: State, decision: Decision | Rejection, what: str) -> tuple[State, Commits]:
+    """The runtime takes ``decision`` as its new queue (after the kernel answered ``what``)."""
+    if isinstance(decision, Rejection):
+        raise Violation("protocol", f"the kernel refused {what}, which the world produced: {decision}")
+    items: list[QueueItem] = []
+    prev = state.snap
+    asked = False
+    for effect in decision.effects:
+        if asked and not isinstance(effect, RunHook):
+            raise Violation("protocol", f"{type(effect).__name__} follows an effect that asks the world; never carried out")
+        if isinstance(effect, Commit):
+            after = validate(ctx, prev, effect.commit)
+            items.append(Pending(effect.commit, after))
+            prev = after
+        elif not isinstance(effect, RunHook):
+            asked = isinstance(effect, _INPUT_EFFECTS)
+            items.append(effect)
+    if prev != decision.state:
+        raise Violation("store", "the decision's state is not what its commits produce (store and kernel disagree)")
+    return drain(ctx, State(state.snap, tuple(items), state.executed, state.fenced, state.pairing, state.crashes))
+
+
+def drain(ctx: Context, state: State) -> tuple[State, Commits]:
+    """Carry out the head of the queue as far as it cannot branch.
+
+    Observer effects are checked against the committed snapshot and consumed. A commit
+    once the crash budget is spent can only succeed, so it is applied at once instead
+    of becoming a state of its own (a chain reduction: nothing else can happen there).
+    """
+    queue = state.queue
+    done: Commits = ()
+    while queue:
+        effect = queue[0]
+        snap = state.snap
+        if isinstance(effect, Pending):
+            if state.crashes < ctx.profile.max_crashes:
+                break
+            try:
+                state = written(state, effect)
+            except Violation as violation:
+                violation.written = done
+                raise
+            done += (effect.commit,)
+        elif isinstance(effect, NotifyWait):
+            call = snap.batch.call(effect.ticket.call_id) if snap is not None and snap.batch else None
+            if (
+                snap is None
+                or snap.state != Awaiting(effect.ticket)
+                or call is None
+                or call.status != CallAwaiting(call.status.attempt, effect.wait)
+            ):
+                raise Violation("I5", f"wait {effect.ticket.ticket_id!r} begins before its Awaiting is committed")
+        elif isinstance(effect, PublishResults):
+            if snap is None or snap.batch != effect.batch or not effect.batch.finalized:
+                raise Violation("I8", "results published before their finalized batch is committed")
+        elif isinstance(effect, DeliverTerminus):
+            if snap is None or snap.state != Ended(effect.cause):
+                raise Violation("I4", "a terminus is delivered that is not the committed EndCause")
+        else:
+            break
+        queue = queue[1:]
+    if queue is state.queue:
+        return state, done
+    return State(state.snap, queue, state.executed, state.fenced, state.pairing, state.crashes, state.recovering), done
+
+
+def crashed(state: State) -> State:
+    return State(state.snap, (), state.executed, state.fenced, state.pairing, state.crashes + 1, True)
