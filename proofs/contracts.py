@@ -62,8 +62,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from runkernel.kernel.decide import check_resume, decide
-from runkernel.kernel.edges import (
+from runkernel.kernel.edges import (  # some names are used only in post: conditions
     CALL_EDGES,
+    TERMINAL_PHASES,  # noqa: F401
     AttemptRule,
     CallPhase,
     RunPhase,
