@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runkernel import __version__
+from runkernel.commands import EXIT_FAILURE, EXIT_OK, CliError, register
 from runkernel.specs.checker import Verdict, check_file
 from runkernel.specs.export import FORMATS, render
-
-from runkernel.commands import EXIT_FAILURE, EXIT_OK, CliError, register
 
 
 def _spec(args: argparse.Namespace) -> int:
@@ -84,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as error:
         print(f"runkernel {args.command}: {error}", file=sys.stderr)
         return error.code
+    except OSError as error:
+        print(f"runkernel {args.command}: {error.strerror or error}: {error.filename or ''}".rstrip(": "), file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"runkernel {args.command}: interrupted", file=sys.stderr)
         return 130

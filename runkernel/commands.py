@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
+from runkernel.adapters.export import export_lines
 from runkernel.adapters.inbox import submit_end, submit_resume
+from runkernel.adapters.inspect_view import (
+    find_indeterminate,
+    inspect_json,
+    inspect_text,
+)
 from runkernel.adapters.store import Reconciliation, Store, StoreError
 from runkernel.adapters.urls import DEFAULT_STORE_URL, open_store
-from runkernel.adapters.inspect_view import find_indeterminate, inspect_json, inspect_text
 from runkernel.kernel.protocol import (
     Approve,
     DelegationResult,
@@ -27,7 +34,9 @@ from runkernel.kernel.protocol import (
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import EndCause
 from runkernel.kernel.values import EndCauseKind, WaitKind
-from runkernel.adapters.export import export_lines
+
+if TYPE_CHECKING:
+    from runkernel.simulation.simulate import Report
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -44,16 +53,26 @@ class CliError(Exception):
         self.code = code
 
 
-def _open(url: str) -> Store:
+@contextlib.contextmanager
+def _opened(url: str) -> Iterator[Store]:
+    """The store a URL names, closed afterwards; a bad URL or file is a usage error."""
     try:
-        return open_store(url)
+        store = open_store(url)
     except StoreError as error:
         raise CliError(str(error), EXIT_USAGE) from None
+    try:
+        yield store
+    finally:
+        store.close()
 
 
-def _refused(rejection: Rejection) -> int:
-    print(f"refused: {rejection}", file=sys.stderr)
-    return EXIT_FAILURE
+def _queued(result: Rejection | int, what: str, run_id: str) -> int:
+    """Report an inbox submission: the typed rejection, or where the command went."""
+    if isinstance(result, Rejection):
+        print(f"refused: {result}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(f"queued {what} {result} for run {run_id}; the runtime driving it applies it")
+    return EXIT_OK
 
 
 # --- simulate --------------------------------------------------------------------------
@@ -68,7 +87,7 @@ class ProgressBar:
         self.started = time.monotonic()
         self.last_tenth = -1
 
-    def __call__(self, done: int, total: int, report: Any) -> None:
+    def __call__(self, done: int, total: int, report: Report) -> None:
         text = (
             f"{done}/{total} runs, {report.commits} commits, "
             f"{sum(report.crashes.values())} crashes, {len(report.violations)} violations"
@@ -92,8 +111,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     if args.runs < 1:
         raise CliError("--runs must be at least 1", EXIT_USAGE)
-    store = _open(args.store)
-    try:
+    with _opened(args.store) as store:
         if store.thread_ids():
             if not args.reset:
                 raise CliError(
@@ -114,16 +132,13 @@ def _simulate(args: argparse.Namespace) -> int:
         if args.export is not None:
             print(f"exported {len(report.thread_ids)} threads to {args.export}")
         return EXIT_OK if not report.violations else EXIT_FAILURE
-    finally:
-        store.close()
 
 
 # --- inspect, export ----------------------------------------------------------------------
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    store = _open(args.store)
-    try:
+    with _opened(args.store) as store:
         snapshot = store.run(args.run_id)
         if snapshot is None:
             raise CliError(f"no committed run {args.run_id!r} in {args.store}")
@@ -132,20 +147,15 @@ def _inspect(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(inspect_text(store, snapshot))
         return EXIT_OK
-    finally:
-        store.close()
 
 
 def _export(args: argparse.Namespace) -> int:
-    store = _open(args.store)
-    try:
+    with _opened(args.store) as store:
         if store.thread_head(args.thread_id) is None:
             raise CliError(f"no thread {args.thread_id!r} in {args.store}")
         for line in export_lines(store, args.thread_id, redact=args.redact):
             sys.stdout.write(line + "\n")
         return EXIT_OK
-    finally:
-        store.close()
 
 
 # --- resume, cancel, reconcile -----------------------------------------------------------
@@ -172,33 +182,19 @@ def _payload(args: argparse.Namespace) -> tuple[WaitKind, ResumePayload]:
 
 def _resume(args: argparse.Namespace) -> int:
     kind, payload = _payload(args)
-    store = _open(args.store)
-    try:
+    with _opened(args.store) as store:
         command = ResumeCommand(args.run_id, args.ticket, kind, payload)
-        result = submit_resume(store, command)
-        if isinstance(result, Rejection):
-            return _refused(result)
-        print(f"queued command {result} for run {args.run_id}; the runtime driving it applies it")
-        return EXIT_OK
-    finally:
-        store.close()
+        return _queued(submit_resume(store, command), "command", args.run_id)
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    store = _open(args.store)
-    try:
+    with _opened(args.store) as store:
         result = submit_end(store, args.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
-        if isinstance(result, Rejection):
-            return _refused(result)
-        print(f"queued cancel {result} for run {args.run_id}; the runtime driving it applies it")
-        return EXIT_OK
-    finally:
-        store.close()
+        return _queued(result, "cancel", args.run_id)
 
 
 def _reconcile(args: argparse.Namespace) -> int:
-    store = _open(args.store)
-    try:
+    with _opened(args.store) as store:
         found = find_indeterminate(store, args.operation_id)
         if found is None:
             raise CliError(f"no Indeterminate call has operation id {args.operation_id!r} in {args.store}")
@@ -208,8 +204,6 @@ def _reconcile(args: argparse.Namespace) -> int:
             f"{found[0]}); committed facts are unchanged"
         )
         return EXIT_OK
-    finally:
-        store.close()
 
 
 # --- parser -------------------------------------------------------------------------------

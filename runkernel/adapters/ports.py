@@ -15,7 +15,13 @@ from attrs import frozen
 
 from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
 from runkernel.kernel.protocol import Hook, OperationStatus
-from runkernel.kernel.state import ActiveToolBatch, Message, ResumeTicket, ToolCall, Wait
+from runkernel.kernel.state import (
+    ActiveToolBatch,
+    Message,
+    ResumeTicket,
+    ToolCall,
+    Wait,
+)
 from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
 
 # --- model --------------------------------------------------------------------------

@@ -13,7 +13,14 @@ from typing import assert_never
 
 from attrs import frozen
 
-from runkernel.adapters.crash import Boundary, CrashPlan, NeverCrash, Position, SimulatedCrash, position_of
+from runkernel.adapters.crash import (
+    Boundary,
+    CrashPlan,
+    NeverCrash,
+    Position,
+    SimulatedCrash,
+    position_of,
+)
 from runkernel.adapters.ports import (
     AllowAll,
     Clock,
@@ -38,18 +45,24 @@ from runkernel.adapters.ports import (
     utc_now,
 )
 from runkernel.adapters.serial import inbox_to_input
-from runkernel.adapters.store import Checkpoint, InboxEntry, Store, StoreUnavailable, UnknownRun
+from runkernel.adapters.store import (
+    Checkpoint,
+    InboxEntry,
+    Store,
+    StoreUnavailable,
+    UnknownRun,
+)
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import (
     Activate,
-    Effect,
     Allow,
     Block,
     Commit,
     DeadlinePassed,
     Decision,
     DeliverTerminus,
+    Effect,
     Execute,
     GateVerdict,
     InferenceResult,

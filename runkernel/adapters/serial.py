@@ -29,7 +29,13 @@ from runkernel.kernel.protocol import (
     ResumePayload,
     TimerFired,
 )
-from runkernel.kernel.state import AppliedResume, EndCause, RunSnapshot, ThreadCommit, TypedError
+from runkernel.kernel.state import (
+    AppliedResume,
+    EndCause,
+    RunSnapshot,
+    ThreadCommit,
+    TypedError,
+)
 from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
 
 

@@ -30,7 +30,13 @@ from runkernel.adapters.store import (
     StoreUnavailable,
     judge_append,
 )
-from runkernel.kernel.state import Awaiting, Message, RunSnapshot, ThreadCommit, ThreadHead
+from runkernel.kernel.state import (
+    Awaiting,
+    Message,
+    RunSnapshot,
+    ThreadCommit,
+    ThreadHead,
+)
 from runkernel.kernel.values import JsonValue
 
 SCHEMA_NAME = "runkernel-sqlite"

@@ -279,15 +279,20 @@ def _suspend(
     )
 
 
-def _tool_finished(state: RunSnapshot, event: ToolFinished, policies: Policies) -> Decision | Rejection:
-    call = _current_call(state, event.call_id)
+def _executing_call(state: RunSnapshot, call_id: str, attempt: int) -> ToolCall | Rejection:
+    """The call in progress, if it is Executing exactly this attempt."""
+    call = _current_call(state, call_id)
     if isinstance(call, Rejection):
         return call
-    if not isinstance(call.status, CallExecuting) or call.status.attempt != event.attempt:
-        return Rejection(
-            Rule.UNEXPECTED_INPUT,
-            f"call {call.call_id!r} is not Executing attempt {event.attempt}",
-        )
+    if not isinstance(call.status, CallExecuting) or call.status.attempt != attempt:
+        return Rejection(Rule.UNEXPECTED_INPUT, f"call {call_id!r} is not Executing attempt {attempt}")
+    return call
+
+
+def _tool_finished(state: RunSnapshot, event: ToolFinished, policies: Policies) -> Decision | Rejection:
+    call = _executing_call(state, event.call_id, event.attempt)
+    if isinstance(call, Rejection):
+        return call
     batch = state.open_batch
     assert batch is not None
     attempt = event.attempt
@@ -332,13 +337,9 @@ def _tool_finished(state: RunSnapshot, event: ToolFinished, policies: Policies) 
 
 
 def _status(state: RunSnapshot, event: StatusReport, policies: Policies) -> Decision | Rejection:
-    call = _current_call(state, event.call_id)
+    call = _executing_call(state, event.call_id, event.attempt)
     if isinstance(call, Rejection):
         return call
-    if not isinstance(call.status, CallExecuting) or call.status.attempt != event.attempt:
-        return Rejection(
-            Rule.UNEXPECTED_INPUT, f"call {call.call_id!r} is not Executing attempt {event.attempt}"
-        )
     batch = state.open_batch
     assert batch is not None
     attempt = event.attempt

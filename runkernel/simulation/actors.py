@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from attrs import define, frozen
 
+from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.ports import (
     Delegate,
     Failed,
@@ -28,9 +29,13 @@ from runkernel.adapters.ports import (
     ToolInvocation,
     ToolReply,
 )
-from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.store import Store
-from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
+from runkernel.kernel.policies import (
+    RecoveryMode,
+    RetryPolicy,
+    ToolPolicy,
+    ToolRecoveryPolicy,
+)
 from runkernel.kernel.protocol import EndRequest, Hook, OperationStatus
 from runkernel.kernel.state import (
     ActiveToolBatch,

@@ -13,7 +13,13 @@ from typing import Any
 from runkernel.kernel.edges import CALL_TABLE, RUN_TABLE, CallEdgeRule, RunEdgeRule
 from runkernel.kernel.recover import RECOVERY_TABLE
 from runkernel.kernel.rules import Rule
-from runkernel.specs.machines import MACHINES, RunMachine, SpecEdge, spec_edges, state_names
+from runkernel.specs.machines import (
+    MACHINES,
+    RunMachine,
+    SpecEdge,
+    spec_edges,
+    state_names,
+)
 
 FORMATS = ("mermaid", "markdown", "json")
 
