@@ -4,26 +4,44 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import sys
+from collections.abc import Callable
+
+import attrs
 import pytest
 
 from runkernel.adapters.crash import Boundary, Position, position_of
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import Store, StoreUnavailable
-from runkernel.kernel.state import Ended, RunSnapshot, ThreadCommit, ThreadHead
+from runkernel.kernel.planning import settle
+from runkernel.kernel.policies import Policies
+from runkernel.kernel.protocol import Decision
+from runkernel.kernel.recover import RecoveryRow
+from runkernel.kernel.state import (
+    CallCompleted,
+    CallRequested,
+    Ended,
+    RunSnapshot,
+    ThreadCommit,
+    ThreadHead,
+    ToolResult,
+)
+from runkernel.kernel.values import ResultKind
 from runkernel.kernel.validate import Accepted, validate_commit
 from runkernel.simulation.engine import ScenarioRun
 from runkernel.simulation.invariants import check_run
 from runkernel.simulation.scenarios import Scenario, catalogue
-from runkernel.simulation.simulate import boundary_counts, format_report, simulate
+from runkernel.simulation.simulate import baselines, format_report, simulate
 
 SCENARIOS = catalogue()
-COUNTS = boundary_counts(SCENARIOS)
+BASELINES = baselines(SCENARIOS)
+COUNTS = {name: count for name, (count, _) in BASELINES.items()}
 
 
 def play(store: Store, scenario: Scenario, targets: tuple[int, ...]) -> list[str]:
     trial = ScenarioRun(store, scenario, 7, targets).play()
-    return check_run(store, trial)
+    return check_run(store, trial, BASELINES[scenario.name][1])
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
@@ -122,3 +140,29 @@ def test_position_names_each_commit_point() -> None:
     assert Position.CALL_WAIT in positions
     assert Position.RESUME in positions
     assert positions[-1] is Position.END
+
+
+def test_a_legal_but_wrong_recovery_is_caught_by_the_crash_free_comparison(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Blocking a Requested call on recovery commits only legal edges (I1 holds), but the
+    history then differs from the crash-free one by more than a recovery edge (I12)."""
+    recover_module = sys.modules["runkernel.kernel.recover"]  # the package re-exports recover()
+    original: Callable[[RecoveryRow, RunSnapshot, Policies], Decision] = recover_module._plan
+
+    def blocks_requested_calls(row: RecoveryRow, state: RunSnapshot, policies: Policies) -> Decision:
+        batch = state.open_batch
+        call = batch.first_open_call() if batch else None
+        if batch is not None and call is not None and isinstance(call.status, CallRequested):
+            blocked = CallCompleted(0, ToolResult(ResultKind.BLOCKED, "skipped on recovery"))
+            return settle(state, batch.replace_call(attrs.evolve(call, status=blocked)), policies)
+        return original(row, state, policies)
+
+    monkeypatch.setattr(recover_module, "_plan", blocks_requested_calls)
+    scenario = next(s for s in SCENARIOS if s.name == "one_call_indeterminate_tool")
+    store = MemoryStore()
+    trial = ScenarioRun(store, scenario, 1, (3,)).play()  # crash after the batch is written
+    assert trial.crashes
+    problems = check_run(store, trial, BASELINES[scenario.name][1])
+    assert any(p.startswith("I12") and "blocked" in p for p in problems), problems
+    assert not any(p.startswith("I1-") for p in problems), problems

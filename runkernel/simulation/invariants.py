@@ -17,12 +17,20 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.values import Role
 from runkernel.simulation.engine import Trial
+from runkernel.simulation.history import Outline, outline, recovery_differences
 from runkernel.specs.checker import Verdict, check_commits
 
 
-def check_run(store: Store, trial: Trial) -> list[str]:
-    """Every violation found, each naming its invariant. Empty means all hold."""
+def check_run(store: Store, trial: Trial, baseline: Outline | None = None) -> list[str]:
+    """Every violation found, each naming its invariant. Empty means all hold.
+
+    With the ``baseline`` outline of the scenario's crash-free run, the history must
+    differ from it only by recovery edges (I12).
+    """
     problems = list(trial.problems)
+    if baseline is not None:
+        crashed = outline(store, trial.thread_ids[0], trial.run_ids[0])
+        problems += recovery_differences(baseline, crashed, _recovered_positions(trial))
     logs: dict[str, list[ThreadCommit]] = {t: list(store.commits(t)) for t in trial.thread_ids}
     for thread_id, log in logs.items():
         finding = check_commits(log)
@@ -40,6 +48,20 @@ def check_run(store: Store, trial: Trial) -> list[str]:
         if store.load_checkpoint(run_id) is not None:
             problems.append(f"I10 run {run_id}: a stream checkpoint outlived the run")
     return problems
+
+
+def _recovered_positions(trial: Trial) -> frozenset[tuple[int, int]]:
+    """(step, index) of each call of the first Run that a recovery found Executing."""
+    found = set()
+    for event, _ in trial.events:
+        if isinstance(event, Recovered) and event.snapshot.run_id == trial.run_ids[0]:
+            batch = event.snapshot.open_batch
+            if batch is None:
+                continue
+            for index, call in enumerate(batch.calls):
+                if isinstance(call.status, CallExecuting):
+                    found.add((batch.step, index))
+    return frozenset(found)
 
 
 def _results_paired(thread_id: str, log: list[ThreadCommit]) -> list[str]:

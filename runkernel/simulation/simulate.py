@@ -21,6 +21,7 @@ from runkernel.adapters.store import Store
 from runkernel.kernel.recover import RecoveryRow
 from runkernel.kernel.state import CallIndeterminate
 from runkernel.simulation.engine import ScenarioRun, Trial
+from runkernel.simulation.history import Outline, outline
 from runkernel.simulation.invariants import check_run
 from runkernel.simulation.scenarios import Scenario, catalogue
 
@@ -69,14 +70,23 @@ class Report:
         self.violations += [f"{trial.scenario.name} ({trial.thread_ids[0]}): {p}" for p in problems]
 
 
-def boundary_counts(scenarios: tuple[Scenario, ...]) -> dict[str, int]:
-    """How many crash boundaries each scenario passes when nothing crashes."""
-    counts = {}
+def baselines(scenarios: tuple[Scenario, ...]) -> dict[str, tuple[int, Outline]]:
+    """Each scenario played once without crashes: how many crash boundaries it passes,
+    and the outline of its history that crashed runs are compared with (I12)."""
+    found = {}
     for scenario in scenarios:
         store = MemoryStore()
         trial = ScenarioRun(store, scenario, 0, ()).play()
-        counts[scenario.name] = max(trial.boundaries_seen, 1)
-    return counts
+        found[scenario.name] = (
+            max(trial.boundaries_seen, 1),
+            outline(store, trial.thread_ids[0], trial.run_ids[0]),
+        )
+    return found
+
+
+def boundary_counts(scenarios: tuple[Scenario, ...]) -> dict[str, int]:
+    """How many crash boundaries each scenario passes when nothing crashes."""
+    return {name: count for name, (count, _) in baselines(scenarios).items()}
 
 
 Progress = Callable[[int, int, Report], None]
@@ -85,7 +95,8 @@ Progress = Callable[[int, int, Report], None]
 def simulate(store: Store, runs: int, seed: int, progress: Progress | None = None) -> Report:
     """Play ``runs`` scenario runs on ``store`` and check every invariant after each."""
     scenarios = catalogue()
-    counts = boundary_counts(scenarios)
+    found = baselines(scenarios)
+    counts = {name: count for name, (count, _) in found.items()}
     rng = random.Random(seed)
     offsets = {s.name: rng.randrange(counts[s.name]) for s in scenarios}
     report = Report()
@@ -100,7 +111,7 @@ def simulate(store: Store, runs: int, seed: int, progress: Progress | None = Non
             if round_number % 3 == 0:
                 targets += (first + 1 + rng.randrange(total),)
         trial = ScenarioRun(store, scenario, index, targets).play()
-        report.add(trial, store, check_run(store, trial))
+        report.add(trial, store, check_run(store, trial, found[scenario.name][1]))
         if progress is not None:
             progress(index + 1, runs, report)
     return report
