@@ -365,3 +365,26 @@ def test_a_reconnect_operation_still_running_is_asked_again_never_restarted() ->
     assert not isinstance(verdict, Rejection)
     assert verdict.effects == (QueryStatus("c0", "job", "op0", 1),)
     assert verdict.state == state
+
+
+def _answered_input() -> RunSnapshot:
+    state = awaiting(WaitKind.INPUT, "fetch")
+    return step(state, ResumeCommand("r", "tk-0001", WaitKind.INPUT, ProvideInput("the answer")), POLICIES).state
+
+
+def test_the_operators_input_reaches_a_retried_attempt() -> None:
+    retried = step(_answered_input(), ToolFinished("c0", 1, ToolFailure("flaky", retryable=True)), POLICIES)
+    executes = [e for e in retried.effects if isinstance(e, Execute)]
+    assert [(e.attempt, e.resume_value) for e in executes] == [(2, "the answer")]
+
+
+def test_the_operators_input_reaches_a_replay_on_recovery() -> None:
+    plan = recover(_answered_input(), POLICIES)
+    executes = [e for e in plan.decision.effects if isinstance(e, Execute)]
+    assert [(e.attempt, e.resume_value) for e in executes] == [(2, "the answer")]
+
+
+def test_the_operators_input_is_part_of_the_committed_snapshot() -> None:
+    state = _answered_input()
+    assert state.input_for("c0") == "the answer"
+    assert state.input_for("c1") is None

@@ -32,6 +32,7 @@ from runkernel.kernel.protocol import (
 from runkernel.kernel.state import (
     AppliedResume,
     EndCause,
+    ProvidedInput,
     RunSnapshot,
     ThreadCommit,
     TypedError,
@@ -63,6 +64,7 @@ def snapshot_to_json(snapshot: RunSnapshot) -> dict[str, JsonValue]:
         "tickets_used": sorted(snapshot.tickets_used),
         "resumes_applied": [[a.ticket_id, a.digest] for a in snapshot.resumes_applied],
         "closed_batch_ids": sorted(snapshot.closed_batch_ids),
+        "provided_inputs": [[p.call_id, p.value] for p in snapshot.provided_inputs],
     }
 
 
@@ -77,6 +79,7 @@ def snapshot_from_json(obj: Any) -> RunSnapshot:
         tickets_used=frozenset(obj["tickets_used"]),
         resumes_applied=tuple(AppliedResume(t, d) for t, d in obj["resumes_applied"]),
         closed_batch_ids=frozenset(obj["closed_batch_ids"]),
+        provided_inputs=tuple(ProvidedInput(c, v) for c, v in obj.get("provided_inputs", [])),
     )
 
 

@@ -315,7 +315,7 @@ def _tool_finished(state: RunSnapshot, event: ToolFinished, policies: Policies) 
                     replace_status(batch, call, CallExecuting(attempt + 1)),
                     policies,
                     events=(failed,),
-                    follow_up=(execute_effect(call, attempt + 1),),
+                    follow_up=(execute_effect(call, attempt + 1, state.input_for(call.call_id)),),
                 )
             else:
                 status = CallCompleted(attempt, ToolResult(ResultKind.ERROR, outcome.error))
@@ -355,7 +355,8 @@ def _status(state: RunSnapshot, event: StatusReport, policies: Policies) -> Deci
             return Decision(state, (query,))
         case OperationStatus.NOT_FOUND:
             new = replace_status(batch, call, CallExecuting(attempt + 1))
-            return settle(state, new, policies, follow_up=(execute_effect(call, attempt + 1),))
+            again = execute_effect(call, attempt + 1, state.input_for(call.call_id))
+            return settle(state, new, policies, follow_up=(again,))
         case OperationStatus.UNKNOWN:
             status = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
             return settle(state, replace_status(batch, call, status), policies)

@@ -174,7 +174,8 @@ def replace_status(batch: ActiveToolBatch, call: ToolCall, status: CallStatus) -
 
 
 def execute_effect(call: ToolCall, attempt: int, resume_value: JsonValue = None) -> Execute:
-    """The Execute effect for attempt ``attempt`` of ``call``."""
+    """The Execute effect for attempt ``attempt`` of ``call``; ``resume_value`` is the
+    operator's committed input answer, which every attempt after it receives too."""
     return Execute(call.call_id, call.tool, call.arguments, call.operation_id, attempt, resume_value)
 
 

@@ -148,7 +148,8 @@ def _plan(row: RecoveryRow, state: RunSnapshot, policies: Policies) -> Decision:
                 exhausted = CallIndeterminate(attempt, IndeterminateReason.ATTEMPTS_EXHAUSTED)
                 return settle(state, batch.replace_call(attrs.evolve(call, status=exhausted)), policies)
             replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt + 1)))
-            return settle(state, replay, policies, follow_up=(execute_effect(call, attempt + 1),))
+            again = execute_effect(call, attempt + 1, state.input_for(call.call_id))
+            return settle(state, replay, policies, follow_up=(again,))
         if recovery.mode is RecoveryMode.RECONNECT:
             return Decision(state, (QueryStatus(call.call_id, call.tool, call.operation_id, attempt),))
         unknown = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)

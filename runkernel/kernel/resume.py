@@ -129,7 +129,7 @@ def _apply_resume(
         case Approve() | TimerFired():
             new = replace_status(batch, call, CallExecuting(attempt + 1))
             return settle(
-                state, new, policies, events=(resumed,), follow_up=(execute_effect(call, attempt + 1),)
+                state, new, policies, events=(resumed,), follow_up=(execute_effect(call, attempt + 1, state.input_for(call.call_id)),)
             )
         case ProvideInput():
             new = replace_status(batch, call, CallExecuting(attempt + 1))

@@ -305,6 +305,17 @@ class AppliedResume:
 
 
 @frozen
+class ProvidedInput:
+    """The operator's answer to a call's input wait, as committed by its resume.
+
+    Every later attempt of that call (a retry, a replay on recovery) runs with it too.
+    """
+
+    call_id: str
+    value: JsonValue = attrs.field(hash=False)
+
+
+@frozen
 class RunSnapshot:
     """Latest committed state of one Run: what recovery and validation read.
 
@@ -321,6 +332,14 @@ class RunSnapshot:
     tickets_used: frozenset[str] = frozenset()
     resumes_applied: tuple[AppliedResume, ...] = ()
     closed_batch_ids: frozenset[str] = frozenset()
+    provided_inputs: tuple[ProvidedInput, ...] = ()
+
+    def input_for(self, call_id: str) -> JsonValue:
+        """The committed input answer for a call of the open batch, or None."""
+        for provided in self.provided_inputs:
+            if provided.call_id == call_id:
+                return provided.value
+        return None
 
     @property
     def open_batch(self) -> ActiveToolBatch | None:

@@ -8,7 +8,7 @@ rules is always reported under the same one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 from attrs import frozen
@@ -23,6 +23,7 @@ from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
     RESUMED_EVENT,
     AppliedResume,
+    ProvidedInput,
     Awaiting,
     CallRequested,
     Ended,
@@ -41,7 +42,7 @@ from runkernel.kernel.validate_calls import (
     same_json,
     tool_messages,
 )
-from runkernel.kernel.values import AWAITING_END_CAUSES, Role
+from runkernel.kernel.values import AWAITING_END_CAUSES, JsonValue, Role
 
 
 @frozen
@@ -263,11 +264,15 @@ def _check_next(prev: RunSnapshot, commit: ThreadCommit) -> RunSnapshot:
         )
         tickets = tickets | {ticket_id}
     applied = prev.resumes_applied
+    inputs = prev.provided_inputs if prev_open is not None else ()
     if resumed:
         data = resumed[0].data
         applied = applied + (
             AppliedResume(str(data.get("ticket_id", "")), str(data.get("digest", ""))),
         )
+        answer = _input_answer(data)
+        if answer is not None:
+            inputs = inputs + answer
     new_batch = commit.batch
     if prev_open is not None and new_batch is not None and new_batch.finalized:
         closed = closed | {new_batch.batch_id}
@@ -280,7 +285,17 @@ def _check_next(prev: RunSnapshot, commit: ThreadCommit) -> RunSnapshot:
         tickets_used=tickets,
         resumes_applied=applied,
         closed_batch_ids=closed,
+        provided_inputs=inputs,
     )
+
+
+def _input_answer(data: Mapping[str, JsonValue]) -> tuple[ProvidedInput] | None:
+    """The input a resume committed, when its command is an input answer."""
+    command = data.get("command")
+    payload = command.get("payload") if isinstance(command, dict) else None
+    if isinstance(payload, dict) and payload.get("type") == "input":
+        return (ProvidedInput(str(data.get("call_id", "")), payload.get("value")),)
+    return None
 
 
 def _check_resume(prev: RunSnapshot, resumed: Sequence[Event]) -> None:

@@ -58,6 +58,7 @@ class Execution:
     tool: str
     attempt: int
     committed_first: bool
+    resume_value: JsonValue = None
 
 
 @define
@@ -90,6 +91,7 @@ class World:
                 tool,
                 invocation.attempt,
                 committed,
+                invocation.resume_value,
             )
         )
 

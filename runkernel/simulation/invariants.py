@@ -96,7 +96,15 @@ def _acknowledged_kept(trial: Trial, logs: dict[str, list[ThreadCommit]]) -> lis
 def _executions(trial: Trial) -> list[str]:
     problems = []
     seen: set[tuple[str, int]] = set()
+    answered: set[str] = set()
     for execution in trial.world.executions:
+        if execution.resume_value is not None:
+            answered.add(execution.operation_id)
+        elif execution.operation_id in answered:
+            problems.append(
+                f"I12 {execution.operation_id} attempt {execution.attempt} ran without the "
+                "operator's committed input answer"
+            )
         key = (execution.operation_id, execution.attempt)
         if not execution.committed_first:
             problems.append(
