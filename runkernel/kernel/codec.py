@@ -11,6 +11,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from runkernel.kernel.rules import Rule
 from runkernel.kernel.state import (
     ActiveToolBatch,
     Awaiting,
@@ -55,6 +56,15 @@ class TraceFormatError(ValueError):
     def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
+
+
+class IllegalShape(TraceFormatError):
+    """A well-typed line whose shape breaks a rule (a ticket on a Running disposition,
+    duplicate call ids, a Requested call with an attempt): illegal, not unreadable."""
+
+    def __init__(self, rule: Rule, path: str, message: str) -> None:
+        super().__init__(path, message)
+        self.rule = rule
 
 
 # --- encoding -----------------------------------------------------------------------
@@ -213,16 +223,22 @@ def wait_from_json(obj: Mapping[str, Any], path: str) -> Wait:
     return Wait(
         kind=_enum(obj, "kind", WaitKind, path),
         correlation=_field(obj, "correlation", str, path),
-        child=_optional_str(obj, "child", path),
-        due_at=_optional_str(obj, "due_at", path),
-        expires_at=_optional_str(obj, "expires_at", path),
+        child=_extra_str(obj, "child"),
+        due_at=_extra_str(obj, "due_at"),
+        expires_at=_extra_str(obj, "expires_at"),
     )
+
+
+def _extra_str(obj: Mapping[str, Any], key: str) -> str | None:
+    """A field the format does not name: kept when it is a string, else ignored."""
+    value = obj.get(key)
+    return value if isinstance(value, str) else None
 
 
 def _status_from_json(obj: Mapping[str, Any], path: str) -> CallStatus:
     status = _field(obj, "status", str, path)
     attempt = _non_negative(_field(obj, "attempt", int, path), f"{path}.attempt")
-    present = {key for key in ("wait", "result", "reason") if key in obj}
+    present = {key for key in ("wait", "result", "reason") if obj.get(key) is not None}
     wanted = {"awaiting": {"wait"}, "completed": {"result"}, "indeterminate": {"reason"}}.get(status, set())
     if status not in _STATUS_BY_NAME:
         allowed = ", ".join(repr(n) for n in _STATUS_BY_NAME)
@@ -234,11 +250,11 @@ def _status_from_json(obj: Mapping[str, Any], path: str) -> CallStatus:
         )
     if status == "requested":
         if attempt != 0:
-            raise TraceFormatError(f"{path}.attempt", "a requested call has attempt 0")
+            raise IllegalShape(Rule.ATTEMPT, f"{path}.attempt", f"a requested call has attempt 0, not {attempt}")
         return CallRequested()
     if status == "executing":
         if attempt < 1:
-            raise TraceFormatError(f"{path}.attempt", "an executing call has attempt >= 1")
+            raise IllegalShape(Rule.ATTEMPT, f"{path}.attempt", "an executing call has attempt >= 1")
         return CallExecuting(attempt)
     if status == "awaiting":
         return CallAwaiting(attempt, wait_from_json(_object(obj["wait"], f"{path}.wait"), f"{path}.wait"))
@@ -269,17 +285,26 @@ def batch_from_json(value: Any, path: str) -> ActiveToolBatch | None:
     if value is None:
         return None
     obj = _object(value, path)
-    calls = _field(obj, "calls", list, path)
-    return ActiveToolBatch(
-        batch_id=_field(obj, "batch_id", str, path),
-        step=_field(obj, "step", int, path),
-        finalized=_field(obj, "finalized", bool, path),
-        calls=tuple(call_from_json(_object(c, f"{path}.calls[{i}]"), f"{path}.calls[{i}]") for i, c in enumerate(calls)),
-    )
+    raw_calls = _field(obj, "calls", list, path)
+    batch_id = _field(obj, "batch_id", str, path)
+    step = _field(obj, "step", int, path)
+    finalized = _field(obj, "finalized", bool, path)
+    calls = tuple(call_from_json(_object(c, f"{path}.calls[{i}]"), f"{path}.calls[{i}]") for i, c in enumerate(raw_calls))
+    if not calls:
+        raise IllegalShape(Rule.BATCH_NEW, f"{path}.calls", "a batch holds one or more calls")
+    if step < 1:
+        raise IllegalShape(Rule.STEP, f"{path}.step", f"a batch belongs to the step of its inference (>= 1), not {step}")
+    for name in ("call_id", "operation_id"):
+        values = [getattr(call, name) for call in calls]
+        if len(set(values)) != len(values):
+            raise IllegalShape(Rule.BATCH_IDENTITY, f"{path}.calls", f"{name}s of a batch must be unique")
+    return ActiveToolBatch(batch_id=batch_id, step=step, finalized=finalized, calls=calls)
 
 
 def disposition_from_json(obj: Mapping[str, Any], path: str) -> RunDisposition:
     state = _field(obj, "state", str, path)
+    if state in ("running", "ended") and obj.get("ticket") is not None:
+        raise IllegalShape(Rule.TICKET_SHAPE, f"{path}.ticket", f"a {state} disposition carries no ticket (I2)")
     if state == "running":
         return Running()
     if state == "awaiting":
@@ -295,7 +320,9 @@ def disposition_from_json(obj: Mapping[str, Any], path: str) -> RunDisposition:
         cause = _object(obj.get("cause"), f"{path}.cause")
         kind = _enum(cause, "kind", EndCauseKind, f"{path}.cause")
         error = None
-        if "error" in cause and cause["error"] is not None:
+        if kind is EndCauseKind.FAILED:
+            if cause.get("error") is None:
+                raise TraceFormatError(f"{path}.cause.error", "missing field: a failed cause carries its typed error")
             raw = _object(cause["error"], f"{path}.cause.error")
             error = TypedError(
                 _field(raw, "type", str, f"{path}.cause.error"),
@@ -308,8 +335,11 @@ def disposition_from_json(obj: Mapping[str, Any], path: str) -> RunDisposition:
 def message_from_json(obj: Mapping[str, Any], path: str) -> Message:
     if "content" not in obj:
         raise TraceFormatError(f"{path}.content", "missing field")
+    role = _enum(obj, "role", Role, path)
     tool_calls = None
-    if "tool_calls" in obj and obj["tool_calls"] is not None:
+    if obj.get("tool_calls"):
+        if role is not Role.ASSISTANT:
+            raise IllegalShape(Rule.BATCH_NEW, f"{path}.tool_calls", f"only an assistant message uses tools, not a {role.value} message")
         raw = _field(obj, "tool_calls", list, path)
         uses = []
         for i, item in enumerate(raw):
@@ -319,12 +349,10 @@ def message_from_json(obj: Mapping[str, Any], path: str) -> Message:
                 raise TraceFormatError(f"{where}.arguments", "missing field")
             uses.append(ToolUse(_field(use, "call_id", str, where), _field(use, "tool", str, where), use["arguments"]))
         tool_calls = tuple(uses)
-    return Message(
-        role=_enum(obj, "role", Role, path),
-        content=obj["content"],
-        tool_calls=tool_calls,
-        call_id=_optional_str(obj, "call_id", path),
-    )
+    call_id = _optional_str(obj, "call_id", path) if role is Role.TOOL else None
+    if role is Role.TOOL and call_id is None:
+        raise TraceFormatError(f"{path}.call_id", "missing field: a tool message names its call")
+    return Message(role=role, content=obj["content"], tool_calls=tool_calls, call_id=call_id)
 
 
 def event_from_json(obj: Mapping[str, Any], path: str) -> Event:

@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 import attrs
 from attrs import frozen
 
-from runkernel.kernel.codec import TraceFormatError, commit_from_json
+from runkernel.kernel.codec import IllegalShape, TraceFormatError, commit_from_json
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Awaiting, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.validate import validate_commit
@@ -177,6 +177,8 @@ def check_lines(lines: Iterable[bytes]) -> Finding:
         number += 1
         try:
             commit = commit_from_json(parse_line(raw))
+        except IllegalShape as illegal:
+            return Finding(Verdict.ILLEGAL, number, illegal.rule.value, str(illegal), judge.commits)
         except (NotATrace, TraceFormatError) as error:
             return Finding(Verdict.NOT_A_TRACE, number, NOT_A_TRACE, str(error), judge.commits)
         rejection = judge.feed(commit)
