@@ -388,3 +388,12 @@ def test_the_operators_input_is_part_of_the_committed_snapshot() -> None:
     state = _answered_input()
     assert state.input_for("c0") == "the answer"
     assert state.input_for("c1") is None
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), {1: "not a string key"}, {"a": {1, 2}}])
+def test_values_that_are_not_json_are_refused_not_committed(bad: object) -> None:
+    external = awaiting(WaitKind.EXTERNAL, "pay")
+    refused = decide(external, ResumeCommand("r", "tk-0001", WaitKind.EXTERNAL, ExternalResult(bad)), POLICIES)
+    assert isinstance(refused, Rejection) and refused.rule is Rule.PAYLOAD_TYPE
+    output = decide(executing("pay"), ToolFinished("c0", 1, ToolOutput(bad)), POLICIES)
+    assert isinstance(output, Rejection) and output.rule is Rule.UNEXPECTED_INPUT

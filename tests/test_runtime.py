@@ -2,33 +2,42 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import attrs
 import pytest
 
 from runkernel.adapters.crash import Boundary, Position, position_of
 from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.ports import (
+    Returned,
+    StatusReply,
+    ToolInvocation,
+    ToolRegistry,
+    ToolReply,
+)
+from runkernel.adapters.runtime import Runtime
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import Store, StoreUnavailable
 from runkernel.kernel.planning import settle
-from runkernel.kernel.policies import Policies
+from runkernel.kernel.policies import Policies, ToolPolicy
 from runkernel.kernel.protocol import Decision
 from runkernel.kernel.recover import RecoveryRow
 from runkernel.kernel.state import (
     CallCompleted,
     CallRequested,
     Ended,
+    Message,
     RunSnapshot,
     ThreadCommit,
     ThreadHead,
     ToolResult,
 )
-from runkernel.kernel.values import ResultKind
 from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.values import EndCauseKind, ResultKind, Role
+from runkernel.simulation.actors import ScriptedModel, StepScript
 from runkernel.simulation.engine import ScenarioRun
 from runkernel.simulation.invariants import check_run
 from runkernel.simulation.scenarios import Scenario, catalogue
@@ -166,3 +175,26 @@ def test_a_legal_but_wrong_recovery_is_caught_by_the_crash_free_comparison(
     problems = check_run(store, trial, BASELINES[scenario.name][1])
     assert any(p.startswith("I12") and "blocked" in p for p in problems), problems
     assert not any(p.startswith("I1-") for p in problems), problems
+
+
+class NanTool:
+    """A tool whose output cannot be committed as JSON."""
+
+    policy = ToolPolicy()
+
+    def run(self, invocation: ToolInvocation) -> ToolReply:
+        return Returned({"ratio": float("nan")})
+
+    def status(self, operation_id: str) -> StatusReply:
+        raise AssertionError("not a reconnect tool")
+
+
+def test_a_tool_output_that_is_not_json_completes_the_call_as_an_error() -> None:
+    store = MemoryStore()
+    model = ScriptedModel({"r1": (StepScript("calc", (("nan", {}),)), StepScript("done", end=EndCauseKind.COMPLETED))})
+    final = Runtime(store, model, ToolRegistry({"nan": NanTool()})).start("t1", "r1", (Message(Role.USER, "go"),))
+    assert isinstance(final.snapshot.state, Ended)
+    batch = next(c.batch for c in store.commits("t1") if c.batch is not None and c.batch.finalized)
+    status = batch.calls[0].status
+    assert isinstance(status, CallCompleted) and status.result.kind is ResultKind.ERROR
+    assert status.result.value["type"] == "NotJson"

@@ -97,7 +97,7 @@ from runkernel.kernel.state import (
     RunSnapshot,
     ThreadCommit,
 )
-from runkernel.kernel.values import JsonValue
+from runkernel.kernel.values import JsonValue, json_problem
 
 
 class RuntimeProtocolError(RuntimeError):
@@ -425,6 +425,10 @@ class Runtime:
                     outcome = ToolOutcomeLost()
                 case _:
                     assert_never(reply)
+        carried = outcome.value if isinstance(outcome, ToolOutput) else getattr(outcome, "error", None)
+        problem = json_problem(carried)
+        if problem is not None:
+            outcome = ToolFailure({"type": "NotJson", "message": f"the tool returned a value that is not JSON: {problem}"})
         if self.crash.crash_here(Boundary.AFTER_EFFECT, Position.CALL_RESULT):
             raise SimulatedCrash(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
         return ToolFinished(effect.call_id, effect.attempt, outcome)

@@ -78,9 +78,11 @@ from runkernel.kernel.validate import validate_commit
 from runkernel.kernel.values import (
     EndCauseKind,
     IndeterminateReason,
+    JsonValue,
     ResultKind,
     Role,
     WaitKind,
+    json_problem,
 )
 
 
@@ -88,6 +90,9 @@ def decide(
     state: RunSnapshot | None, event: Input, policies: Policies = Policies()
 ) -> Decision | Rejection:
     """The next committed state and effects for ``event``, or a typed rejection."""
+    problem = json_problem(_carried_values(event))
+    if problem is not None and not isinstance(event, ResumeCommand):
+        return Rejection(Rule.UNEXPECTED_INPUT, f"{type(event).__name__} carries a value that is not JSON: {problem}")
     if isinstance(event, Activate):
         if state is not None:
             return Rejection(Rule.UNEXPECTED_INPUT, f"run {state.run_id!r} is already activated")
@@ -121,6 +126,40 @@ def decide(
         case _:
             assert_never(event)
 
+
+
+def _carried_values(event: Input) -> list[JsonValue]:
+    """The JSON values an input would put into committed state."""
+    match event:
+        case Activate():
+            return [[m.content, [u.arguments for u in m.tool_calls or ()]] for m in event.messages]
+        case InferenceResult():
+            return [event.content, [c.arguments for c in event.calls]]
+        case GateVerdict():
+            verdict = event.verdict
+            if isinstance(verdict, Block):
+                return [verdict.reason]
+            if isinstance(verdict, Supply):
+                return [verdict.value]
+            if isinstance(verdict, RequireWait):
+                return [verdict.request]
+            return []
+        case ToolFinished():
+            outcome = event.outcome
+            if isinstance(outcome, ToolOutput):
+                return [outcome.value]
+            if isinstance(outcome, ToolFailure):
+                return [outcome.error]
+            return []
+        case StatusReport():
+            return [event.value]
+        case EndRequest():
+            error = event.cause.error
+            return [] if error is None else [error.type, error.message]
+        case ResumeCommand() | DeadlinePassed():
+            return []  # resume commands are checked whole, with their digest
+        case _:
+            assert_never(event)
 
 
 # --- handlers ---------------------------------------------------------------------

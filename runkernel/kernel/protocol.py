@@ -287,7 +287,7 @@ class ResumeCommand:
     def digest(self) -> str:
         """SHA-256 of the canonical command: equal commands have equal digests."""
         canonical = json.dumps(
-            self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 

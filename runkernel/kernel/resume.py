@@ -43,6 +43,7 @@ from runkernel.kernel.values import (
     JsonValue,
     ResultKind,
     WaitKind,
+    json_problem,
 )
 
 
@@ -67,10 +68,9 @@ def check_resume(state: RunSnapshot, command: ResumeCommand) -> Rejection | None
         return Rejection(
             Rule.WRONG_RUN, f"command for run {command.run_id!r} sent to run {state.run_id!r}"
         )
-    try:
-        command.digest()
-    except (TypeError, ValueError) as error:  # not JSON, or not valid Unicode
-        return Rejection(Rule.PAYLOAD_TYPE, f"the command has no canonical JSON form: {error}")
+    problem = json_problem(command.to_json())
+    if problem is not None:
+        return Rejection(Rule.PAYLOAD_TYPE, f"the command is not JSON: {problem}")
     earlier = _applied_before(state, command)
     if earlier is not None:
         return earlier

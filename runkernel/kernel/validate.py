@@ -23,12 +23,12 @@ from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
     RESUMED_EVENT,
     AppliedResume,
-    ProvidedInput,
     Awaiting,
     CallRequested,
     Ended,
     Event,
     Message,
+    ProvidedInput,
     RunSnapshot,
     ThreadCommit,
     ThreadHead,

@@ -6,6 +6,7 @@ Every value is the exact string used by the trace format ``runkernel/1``.
 from __future__ import annotations
 
 import enum
+import math
 from typing import Any, TypeAlias
 
 #: Any JSON value (tool arguments, message content, tool output). The kernel never
@@ -65,3 +66,32 @@ class Role(enum.Enum):
 AWAITING_END_CAUSES = frozenset(
     {EndCauseKind.CANCELLED, EndCauseKind.STOPPED, EndCauseKind.FAILED}
 )
+
+
+def json_problem(value: JsonValue) -> str | None:
+    """Why ``value`` cannot be committed as JSON (None when it can): only null, booleans,
+    finite numbers, valid Unicode strings, arrays and objects with string keys."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if item is None or isinstance(item, (bool, int)):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{item!r} is not a finite number"
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{item!r} is not valid Unicode"
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if not isinstance(key, str):
+                    return f"object key {key!r} is not a string"
+                stack.append(key)
+                stack.append(inner)
+        else:
+            return f"a {type(item).__name__} is not a JSON value"
+    return None
