@@ -397,3 +397,30 @@ def test_values_that_are_not_json_are_refused_not_committed(bad: object) -> None
     assert isinstance(refused, Rejection) and refused.rule is Rule.PAYLOAD_TYPE
     output = decide(executing("pay"), ToolFinished("c0", 1, ToolOutput(bad)), POLICIES)
     assert isinstance(output, Rejection) and output.rule is Rule.UNEXPECTED_INPUT
+
+
+@pytest.mark.parametrize(
+    "expires_at, now, expired",
+    [
+        ("2025-11-30T13:00:00+05:00", "2025-11-30T11:57:00.000000Z", True),
+        ("2025-11-30T11:00:00Z", "2025-11-30T11:00:00.500000Z", True),
+        ("2025-11-30T11:00:00.500000Z", "2025-11-30T11:00:00Z", False),
+        ("2025-11-30T12:00:00+01:00", "2025-11-30T10:59:59Z", False),
+    ],
+)
+def test_deadlines_compare_instants_not_strings(expires_at: str, now: str, expired: bool) -> None:
+    state = step(
+        with_batch("pay"),
+        GateVerdict("c0", RequireWait(WaitKind.APPROVAL, "tk-0001", expires_at=expires_at)),
+        POLICIES,
+    ).state
+    verdict = decide(state, DeadlinePassed("tk-0001", now), POLICIES)
+    assert isinstance(verdict, Rejection) is not expired
+
+
+@pytest.mark.parametrize("bad", ["tomorrow", "2025-11-30T11:00:00", ""])
+def test_a_deadline_must_be_an_instant_with_a_zone(bad: str) -> None:
+    with pytest.raises(ValueError):
+        RequireWait(WaitKind.APPROVAL, "tk-0001", expires_at=bad)
+    with pytest.raises(ValueError):
+        DeadlinePassed("tk-0001", bad)

@@ -87,6 +87,7 @@ from runkernel.kernel.protocol import (
     ToolScheduled,
 )
 from runkernel.kernel.recover import RecoveryRow, recover
+from runkernel.kernel.resume import has_passed
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import (
     Awaiting,
@@ -477,11 +478,8 @@ class Runtime:
         call = batch.call(state.state.ticket.call_id) if batch else None
         if call is None or not isinstance(call.status, CallAwaiting):
             return None
-        expires_at = call.status.wait.expires_at
-        if expires_at is None:
-            return None
         now = self.clock()
-        if now < expires_at:
+        if not has_passed(call.status.wait.expires_at, now):
             return None
         verdict = decide(state, DeadlinePassed(state.state.ticket.ticket_id, now), self.policies)
         return None if isinstance(verdict, Rejection) else verdict

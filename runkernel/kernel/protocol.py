@@ -25,7 +25,7 @@ from runkernel.kernel.state import (
     ToolCall,
     Wait,
 )
-from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
+from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind, instant
 
 
 def _check_id(name: str, value: str) -> None:
@@ -47,6 +47,17 @@ def _valid_optional_id(
 ) -> None:
     if value is not None:
         _check_id(attribute.name, value)
+
+
+def _valid_instant(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    instant(value)  # raises ValueError naming the problem
+
+
+def _valid_optional_instant(
+    _instance: object, attribute: attrs.Attribute[str | None], value: str | None
+) -> None:
+    if value is not None:
+        instant(value)
 
 
 def _non_negative(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -116,7 +127,7 @@ class RequireWait:
     kind: WaitKind
     ticket_id: str = attrs.field(validator=_valid_id)
     request: JsonValue = None
-    expires_at: str | None = None
+    expires_at: str | None = attrs.field(default=None, validator=_valid_optional_instant)
     due_at: str | None = None
 
 
@@ -297,7 +308,7 @@ class DeadlinePassed:
     """The host's clock says ``now`` (UTC ISO-8601): an expired approval becomes a deny."""
 
     ticket_id: str = attrs.field(validator=_valid_id)
-    now: str
+    now: str = attrs.field(validator=_valid_instant)
 
 
 @frozen

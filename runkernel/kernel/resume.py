@@ -43,6 +43,7 @@ from runkernel.kernel.values import (
     JsonValue,
     ResultKind,
     WaitKind,
+    instant,
     json_problem,
 )
 
@@ -145,6 +146,17 @@ def _apply_resume(
             assert_never(payload)
 
 
+def has_passed(deadline_at: str | None, now: str) -> bool:
+    """True when ``now`` is at or after the deadline; a missing or unreadable deadline
+    never passes."""
+    if deadline_at is None:
+        return False
+    try:
+        return instant(now) >= instant(deadline_at)
+    except ValueError:
+        return False
+
+
 def deadline(state: RunSnapshot, event: DeadlinePassed, policies: Policies) -> Decision | Rejection:
     if not isinstance(state.state, Awaiting):
         return Rejection(Rule.RUN_NOT_AWAITING, f"run {state.run_id!r} is not Awaiting")
@@ -155,7 +167,7 @@ def deadline(state: RunSnapshot, event: DeadlinePassed, policies: Policies) -> D
     call = batch.call(ticket.call_id) if batch else None
     assert call is not None and isinstance(call.status, CallAwaiting)
     expires_at = call.status.wait.expires_at
-    if ticket.wait is not WaitKind.APPROVAL or expires_at is None or event.now < expires_at:
+    if ticket.wait is not WaitKind.APPROVAL or not has_passed(expires_at, event.now):
         return Rejection(
             Rule.NOT_EXPIRED, f"ticket {ticket.ticket_id!r} has no approval deadline before {event.now}"
         )

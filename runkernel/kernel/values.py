@@ -5,6 +5,7 @@ Every value is the exact string used by the trace format ``runkernel/1``.
 
 from __future__ import annotations
 
+import datetime
 import enum
 import math
 from typing import Any, TypeAlias
@@ -95,3 +96,18 @@ def json_problem(value: JsonValue) -> str | None:
         else:
             return f"a {type(item).__name__} is not a JSON value"
     return None
+
+
+def instant(text: str) -> datetime.datetime:
+    """Parse an ISO-8601 timestamp that names its zone (``Z`` or an offset).
+
+    Deadlines are compared as instants, never as strings: ``13:00+05:00`` is before
+    ``11:57Z``. Parsing is pure; the kernel never reads a clock.
+    """
+    try:
+        parsed = datetime.datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{text!r} is not an ISO-8601 timestamp") from None
+    if parsed.tzinfo is None:
+        raise ValueError(f"{text!r} names no time zone; use Z or an offset")
+    return parsed
