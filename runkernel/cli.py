@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runkernel import __version__
-from runkernel.commands import EXIT_FAILURE, EXIT_OK, CliError, register
+from runkernel.adapters.store import StoreError
+from runkernel.commands import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError, register
 from runkernel.specs.checker import Verdict, check_file
 from runkernel.specs.export import FORMATS, render
 
@@ -77,20 +78,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    for name, value in vars(args).items():
+        if isinstance(value, str) and not _is_text(value):
+            print(f"runkernel {args.command}: --{name.replace('_', '-')} is not valid UTF-8", file=sys.stderr)
+            return EXIT_USAGE
     try:
         code: int = args.handler(args)
         return code
     except CliError as error:
         print(f"runkernel {args.command}: {error}", file=sys.stderr)
         return error.code
+    except StoreError as error:
+        print(f"runkernel {args.command}: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except BrokenPipeError:
+        return EXIT_FAILURE
     except OSError as error:
-        print(f"runkernel {args.command}: {error.strerror or error}: {error.filename or ''}".rstrip(": "), file=sys.stderr)
+        where = f": {error.filename}" if error.filename else ""
+        print(f"runkernel {args.command}: {error.strerror or error}{where}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"runkernel {args.command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return EXIT_FAILURE
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -54,10 +54,11 @@ class CliError(Exception):
 
 
 @contextlib.contextmanager
-def _opened(url: str) -> Iterator[Store]:
-    """The store a URL names, closed afterwards; a bad URL or file is a usage error."""
+def _opened(url: str, *, create: bool = False) -> Iterator[Store]:
+    """The store a URL names, closed afterwards; a bad URL or file is a usage error.
+    Only ``simulate`` creates a store; the other commands need one that exists."""
     try:
-        store = open_store(url)
+        store = open_store(url, create=create)
     except StoreError as error:
         raise CliError(str(error), EXIT_USAGE) from None
     try:
@@ -111,7 +112,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     if args.runs < 1:
         raise CliError("--runs must be at least 1", EXIT_USAGE)
-    with _opened(args.store) as store:
+    with _opened(args.store, create=True) as store:
         if store.thread_ids():
             if not args.reset:
                 raise CliError(
@@ -164,20 +165,24 @@ def _export(args: argparse.Namespace) -> int:
 def _payload(args: argparse.Namespace) -> tuple[WaitKind, ResumePayload]:
     if args.approve:
         return WaitKind.APPROVAL, Approve()
-    if args.deny is not None:
-        return WaitKind.APPROVAL, Deny(args.deny or None)
+    if args.deny:
+        return WaitKind.APPROVAL, Deny(args.reason)
     if args.input is not None:
         return WaitKind.INPUT, ProvideInput(args.input)
     if args.timer:
         return WaitKind.SCHEDULED, TimerFired()
     raw = args.external if args.external is not None else args.delegation
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_no_constant)
     except json.JSONDecodeError as error:
         raise CliError(f"the result must be JSON: {error}", EXIT_USAGE) from None
     if args.external is not None:
         return WaitKind.EXTERNAL, ExternalResult(value)
     return WaitKind.DELEGATION, DelegationResult(value)
+
+
+def _no_constant(name: str) -> object:
+    raise CliError(f"the result must be JSON; {name} is not", EXIT_USAGE)
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -264,11 +269,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     resume.add_argument("--ticket", required=True, metavar="TICKET_ID", help="the committed ticket id")
     payload = resume.add_mutually_exclusive_group(required=True)
     payload.add_argument("--approve", action="store_true", help="approve an approval wait")
-    payload.add_argument("--deny", nargs="?", const="", metavar="REASON", help="deny an approval wait")
+    payload.add_argument("--deny", action="store_true", help="deny an approval wait (see --reason)")
     payload.add_argument("--input", metavar="VALUE", help="answer an input wait")
     payload.add_argument("--external", metavar="JSON", help="complete an external wait with a result")
     payload.add_argument("--delegation", metavar="JSON", help="complete a delegation wait with the child's result")
     payload.add_argument("--timer", action="store_true", help="fire a scheduled wait")
+    resume.add_argument("--reason", help="why, with --deny")
     resume.set_defaults(handler=_resume)
 
     cancel = commands.add_parser("cancel", help="queue a cancel for a Run that is not Ended")

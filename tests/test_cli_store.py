@@ -228,3 +228,46 @@ def test_check_trace_reports_a_file_name_that_is_not_utf8(tmp_path: Path) -> Non
     )
     assert result.returncode == 0, result.stderr
     assert "odd\\xffname.jsonl: legal" in result.stdout
+
+
+def test_read_commands_do_not_create_a_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    for argv in (["inspect", "r1"], ["export", "t1"], ["cancel", "r1"], ["resume", "r1", "--ticket", "t", "--approve"]):
+        assert main(argv) == 2
+        assert "no store at" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_deny_takes_its_reason_as_an_option(waiting_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["resume", "--store", url(waiting_store), "r1", "--ticket", "ticket-approval-0001", "--deny", "--reason", "too much"]
+    assert main(argv) == 0
+    store = SqliteStore(waiting_store)
+    [entry] = store.pending_commands("r1")
+    assert entry.body["command"]["payload"] == {"type": "deny", "reason": "too much"}
+    store.close()
+
+
+def test_a_non_finite_result_is_refused_in_one_line(waiting_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["resume", "--store", url(waiting_store), "r1", "--ticket", "ticket-approval-0001", "--external", '{"a": NaN}']
+    assert main(argv) == 2
+    assert "NaN is not" in capsys.readouterr().err
+
+
+def test_a_locked_or_damaged_store_is_one_line_not_a_traceback(waiting_store: Path) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(waiting_store)
+    db.execute("UPDATE runs SET snapshot = '{\"broken\": true}'")
+    db.commit()
+    db.close()
+    result = subprocess.run(
+        [sys.executable, "-m", "runkernel.cli", "inspect", "--store", url(waiting_store), "r1"],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 1
+    assert "is damaged" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_argument_that_is_not_utf8_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", "--store", "memory:", "r\udcff"]) == 2
+    assert "not valid UTF-8" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from support import activate, step
 
 from runkernel.kernel.decide import KernelBug, decide
 from runkernel.kernel.effects_plan import close_batch
@@ -45,6 +46,7 @@ from runkernel.kernel.protocol import (
 from runkernel.kernel.recover import RecoveryRow, recover
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
+    RESUMED_EVENT,
     Awaiting,
     CallAwaiting,
     CallCompleted,
@@ -53,12 +55,23 @@ from runkernel.kernel.state import (
     CallRequested,
     EndCause,
     Ended,
-    RunSnapshot,
+    Event,
+    Message,
     Running,
+    RunSnapshot,
+    ThreadCommit,
+    ThreadHead,
+    ToolResult,
     TypedError,
 )
-from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, WaitKind
-from support import activate, step
+from runkernel.kernel.validate import validate_commit
+from runkernel.kernel.values import (
+    EndCauseKind,
+    IndeterminateReason,
+    ResultKind,
+    Role,
+    WaitKind,
+)
 
 POLICIES = Policies(
     tools={
@@ -424,3 +437,38 @@ def test_a_deadline_must_be_an_instant_with_a_zone(bad: str) -> None:
         RequireWait(WaitKind.APPROVAL, "tk-0001", expires_at=bad)
     with pytest.raises(ValueError):
         DeadlinePassed("tk-0001", bad)
+
+
+def test_outcome_unknown_ends_only_a_run_with_an_indeterminate_call() -> None:
+    text = decide(activate("t", "r").state, InferenceResult("bye", end=EndCauseKind.OUTCOME_UNKNOWN), POLICIES)
+    assert isinstance(text, Rejection) and text.rule is Rule.EDGE_CONDITION
+    request = decide(executing("fetch"), EndRequest(EndCause(EndCauseKind.OUTCOME_UNKNOWN)), POLICIES)
+    assert isinstance(request, Rejection) and request.rule is Rule.EDGE_CONDITION
+    lost = step(executing("pay", "fetch"), ToolFinished("c0", 1, ToolOutcomeLost()), POLICIES).state
+    allowed = decide(lost, EndRequest(EndCause(EndCauseKind.OUTCOME_UNKNOWN)), POLICIES)
+    assert not isinstance(allowed, Rejection)
+
+
+def test_validation_refuses_outcome_unknown_without_an_indeterminate_call() -> None:
+    from runkernel.kernel.planning import end_run
+
+    requested = with_batch("fetch")
+    with pytest.raises(KernelBug):
+        end_run(requested, requested.batch, EndCause(EndCauseKind.OUTCOME_UNKNOWN))
+
+
+@pytest.mark.parametrize(
+    "kind, result",
+    [(WaitKind.APPROVAL, ResultKind.EXTERNAL), (WaitKind.EXTERNAL, ResultKind.DENIED), (WaitKind.INPUT, ResultKind.EXTERNAL)],
+)
+def test_a_wait_completes_only_with_the_result_its_kind_allows(kind: WaitKind, result: ResultKind) -> None:
+    state = awaiting(kind, "pay")
+    assert state.batch is not None
+    done = attrs.evolve(state.batch.calls[0], status=CallCompleted(0, ToolResult(result, "x")))
+    batch = attrs.evolve(state.batch, finalized=True, calls=(done,))
+    resumed = Event(RESUMED_EVENT, {"ticket_id": "tk-0001", "call_id": "c0"})
+    commit = ThreadCommit(
+        "t", "r", state.version, state.step, Running(), batch, (Message(Role.TOOL, "x", call_id="c0"),), (resumed,)
+    )
+    verdict = validate_commit(ThreadHead("t", state.version, "r"), state, commit)
+    assert isinstance(verdict, Rejection) and verdict.rule is Rule.EDGE_CONDITION, verdict

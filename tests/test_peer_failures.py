@@ -8,7 +8,7 @@ from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import Hold, ToolRegistry
-from runkernel.adapters.runtime import Runtime
+from runkernel.adapters.runtime import ALREADY_COMMITTED, Runtime
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import Store
 from runkernel.kernel.decide import decide
@@ -285,3 +285,25 @@ def test_illegal_transitions_are_typed_rejections_not_silent_skips() -> None:
     assert isinstance(refused, Rejection) and refused.rule is Rule.RUN_ENDED
     batch = next(c.batch for c in store.commits("t1") if c.batch and c.batch.finalized)
     assert isinstance(batch.calls[0].status, CallCompleted)
+
+
+def test_a_command_committed_just_before_a_crash_is_settled_as_applied() -> None:
+    store = MemoryStore()
+    runtime, _ = make(
+        store, (calls("pay"), END), {"pay": RecoveryMode.INDETERMINATE}, gate={"pay": Hold(WaitKind.APPROVAL)}
+    )
+    assert isinstance(runtime.start("t1", "r1", TASK).snapshot.state, Awaiting)
+    entry = submit_end(store, "r1", EndRequest(EndCause(EndCauseKind.CANCELLED)))
+    assert isinstance(entry, int)
+    crashing, _ = make(store, (calls("pay"), END), {"pay": RecoveryMode.INDETERMINATE},
+                       crash=CrashOnce(Boundary.AFTER_WRITE, Position.END))
+    try:
+        crashing.drive("r1")
+    except SimulatedCrash:
+        pass
+    assert store.pending_commands("r1") != []  # the end is committed, the entry not settled
+    fresh, _ = make(store, (calls("pay"), END), {"pay": RecoveryMode.INDETERMINATE})
+    fresh.drive("r1")
+    assert store.pending_commands("r1") == []
+    settled = store.inbox_entry(entry)
+    assert settled is not None and settled.outcome == ALREADY_COMMITTED

@@ -132,6 +132,9 @@ def test_inbox_keeps_commands_until_settled(store: Store) -> None:
     assert pending[0].body == {"type": "end", "kind": "cancelled"}
     store.settle_command(first, "applied")
     assert [e.entry_id for e in store.pending_commands("r1")] == [second]
+    settled = store.inbox_entry(first)
+    assert settled is not None and (settled.state, settled.outcome) == ("settled", "applied")
+    assert store.inbox_entry(999) is None
 
 
 def test_checkpoints_are_kept_replaced_and_deleted(store: Store) -> None:

@@ -95,6 +95,9 @@ class MemoryStore:
             entry = self._inbox[entry_id]
             self._inbox[entry_id] = attrs.evolve(entry, state="settled", outcome=outcome)
 
+    def inbox_entry(self, entry_id: int) -> InboxEntry | None:
+        return self._inbox.get(entry_id)
+
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         if self.fail_checkpoints:
             raise StoreUnavailable("memory store: checkpoint writes are failing (injected)")

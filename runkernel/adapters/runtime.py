@@ -63,6 +63,7 @@ from runkernel.kernel.protocol import (
     Decision,
     DeliverTerminus,
     Effect,
+    EndRequest,
     Execute,
     GateVerdict,
     InferenceResult,
@@ -74,6 +75,7 @@ from runkernel.kernel.protocol import (
     QueryStatus,
     RequestInference,
     RequireWait,
+    ResumeCommand,
     RunGate,
     RunHook,
     StatusReport,
@@ -88,7 +90,7 @@ from runkernel.kernel.protocol import (
 )
 from runkernel.kernel.recover import RecoveryRow, recover
 from runkernel.kernel.resume import has_passed
-from runkernel.kernel.rules import Rejection
+from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
     Awaiting,
     CallAwaiting,
@@ -156,6 +158,20 @@ class CheckpointLost:
 RuntimeEvent = Recovered | Acknowledged | CommandSettled | CheckpointLost
 
 MAX_STATUS_POLLS = 5
+
+
+ALREADY_COMMITTED = "applied before: already committed"
+
+
+def _refusal_outcome(state: RunSnapshot, command: ResumeCommand | EndRequest, rejection: Rejection) -> str:
+    """How a refused inbox command is settled. A command whose commit was written before
+    a crash (so it was never settled) is recorded as applied before, not as refused."""
+    if rejection.rule is Rule.ALREADY_APPLIED:
+        return ALREADY_COMMITTED
+    ended = state.state
+    if isinstance(command, EndRequest) and isinstance(ended, Ended) and ended.cause == command.cause:
+        return ALREADY_COMMITTED
+    return f"refused: {rejection}"
 
 
 class Drive:
@@ -453,7 +469,7 @@ class Runtime:
                 continue
             verdict = decide(state, command, self.policies)
             if isinstance(verdict, Rejection):
-                self._settle(entry, f"refused: {verdict}")
+                self._settle(entry, _refusal_outcome(state, command, verdict))
                 continue
             return verdict, entry
         return None
@@ -467,7 +483,10 @@ class Runtime:
             try:
                 command = inbox_to_input(entry.body)
                 verdict = decide(state, command, self.policies)
-                outcome = f"refused: {verdict}" if isinstance(verdict, Rejection) else "refused: run ended"
+                if isinstance(verdict, Rejection):
+                    outcome = _refusal_outcome(state, command, verdict)
+                else:
+                    outcome = "refused: run ended"
             except TraceFormatError as error:
                 outcome = f"refused: malformed command: {error}"
             self._settle(entry, outcome)

@@ -10,6 +10,7 @@ versioned: a file that is not a runkernel store, or is newer, is refused.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,10 +87,12 @@ _TABLES = ("meta", "threads", "runs", "commits", "tickets", "inbox", "checkpoint
 class SqliteStore:
     """A runkernel store in one SQLite file. Use one instance per thread of control."""
 
-    def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL", create: bool = True) -> None:
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
         self.path = str(path)
+        if not create and not os.path.exists(self.path):
+            raise StoreUnavailable(f"no store at {self.path}")
         self.fail_checkpoints = False
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
@@ -203,7 +206,12 @@ class SqliteStore:
 
     def _run_in(self, run_id: str) -> RunSnapshot | None:
         row = self._db.execute("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else snapshot_from_json(json.loads(row[0]))
+        if row is None:
+            return None
+        try:
+            return snapshot_from_json(json.loads(row[0]))
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{self.path}: the stored state of run {run_id!r} is damaged: {error!r}") from None
 
     def run(self, run_id: str) -> RunSnapshot | None:
         snapshot: RunSnapshot | None = self._read(lambda: self._run_in(run_id))
@@ -229,7 +237,13 @@ class SqliteStore:
                 "SELECT line FROM commits WHERE thread_id = ? ORDER BY version", (thread_id,)
             ).fetchall()
         )
-        return (commit_from_text(r[0]) for r in rows)
+        return (self._decode_commit(thread_id, r[0]) for r in rows)
+
+    def _decode_commit(self, thread_id: str, line: str) -> ThreadCommit:
+        try:
+            return commit_from_text(line)
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{self.path}: a stored commit of thread {thread_id!r} is damaged: {error}") from None
 
     def commit_lines(self, thread_id: str) -> list[str]:
         """The stored ``runkernel/1`` lines, exactly as written."""
@@ -261,6 +275,16 @@ class SqliteStore:
 
     def settle_command(self, entry_id: int, outcome: str) -> None:
         self._write("UPDATE inbox SET state = 'settled', outcome = ? WHERE entry_id = ?", (outcome, entry_id))
+
+    def inbox_entry(self, entry_id: int) -> InboxEntry | None:
+        row = self._read(
+            lambda: self._db.execute(
+                "SELECT run_id, body, state, outcome FROM inbox WHERE entry_id = ?", (entry_id,)
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        return InboxEntry(entry_id, str(row[0]), json.loads(row[1]), str(row[2]), row[3])
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         if self.fail_checkpoints:

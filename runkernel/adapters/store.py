@@ -144,6 +144,10 @@ class Store(Protocol):
         """Mark an inbox command applied or refused, with the outcome text."""
         ...
 
+    def inbox_entry(self, entry_id: int) -> InboxEntry | None:
+        """One inbox command, pending or settled (what became of a submitted command)."""
+        ...
+
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Best effort; may raise StoreUnavailable, which callers swallow."""
         ...

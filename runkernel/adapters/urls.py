@@ -13,16 +13,17 @@ class BadStoreUrl(StoreError):
     """The URL names no store this runkernel can open."""
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, *, create: bool = True) -> Store:
     """Open the store a URL names. ``sqlite:///rel.db`` is relative to the working
-    directory, ``sqlite:////abs/path.db`` absolute."""
+    directory, ``sqlite:////abs/path.db`` absolute. With ``create=False`` a missing
+    SQLite file is an error instead of a new empty store."""
     if url == "memory:":
         return MemoryStore()
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         if not path:
             raise BadStoreUrl(f"{url!r} names no file; use sqlite:///path.db")
-        return SqliteStore(path)
+        return SqliteStore(path, create=create)
     if url.startswith(("postgresql://", "postgres://")):
         raise BadStoreUrl(
             "the PostgreSQL store is not part of this version; use memory: or sqlite:///path.db"

@@ -73,6 +73,7 @@ from runkernel.kernel.state import (
     ToolResult,
     ToolUse,
     Wait,
+    has_unknown_outcome,
 )
 from runkernel.kernel.validate import validate_commit
 from runkernel.kernel.values import (
@@ -209,6 +210,10 @@ def _inference(state: RunSnapshot, event: InferenceResult, policies: Policies) -
             if end is EndCauseKind.FAILED:
                 return Rejection(
                     Rule.UNEXPECTED_INPUT, "a failure ends a run through EndRequest with its error"
+                )
+            if end is EndCauseKind.OUTCOME_UNKNOWN:
+                return Rejection(
+                    Rule.EDGE_CONDITION, "outcome_unknown ends a run on an Indeterminate call, not on text"
                 )
             decision = end_run(state, None, EndCause(end), messages=(message,), step=step)
             return Decision(
@@ -414,8 +419,14 @@ def _end_request(state: RunSnapshot, event: EndRequest) -> Decision | Rejection:
             Rule.AWAITING_END,
             f"an Awaiting run ends only by cancel, stop or failure, not {event.cause.kind.value!r}",
         )
+    if event.cause.kind is EndCauseKind.OUTCOME_UNKNOWN and (
+        state.batch is None or not has_unknown_outcome(state.batch)
+    ):
+        return Rejection(
+            Rule.EDGE_CONDITION,
+            "the host ends a run as outcome_unknown only when one of its calls is Indeterminate",
+        )
     return end_run(state, state.batch, event.cause)
-
 
 
 __all__ = [

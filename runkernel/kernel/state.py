@@ -117,6 +117,14 @@ def is_terminal(status: CallStatus) -> bool:
     return isinstance(status, (CallCompleted, CallIndeterminate))
 
 
+def has_unknown_outcome(batch: ActiveToolBatch) -> bool:
+    """Whether a call's effect could not be determined (what ``outcome_unknown`` ends on)."""
+    return any(
+        isinstance(c.status, CallIndeterminate) and c.status.reason is not IndeterminateReason.RUN_ENDED
+        for c in batch.calls
+    )
+
+
 @frozen
 class ToolCall:
     """One durable call of a batch. ``operation_id`` is fixed for every attempt."""

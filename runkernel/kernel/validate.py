@@ -32,6 +32,7 @@ from runkernel.kernel.state import (
     RunSnapshot,
     ThreadCommit,
     ThreadHead,
+    has_unknown_outcome,
 )
 from runkernel.kernel.validate_calls import (
     Illegal,
@@ -42,7 +43,7 @@ from runkernel.kernel.validate_calls import (
     same_json,
     tool_messages,
 )
-from runkernel.kernel.values import AWAITING_END_CAUSES, JsonValue, Role
+from runkernel.kernel.values import AWAITING_END_CAUSES, EndCauseKind, JsonValue, Role
 
 
 @frozen
@@ -254,6 +255,14 @@ def _check_next(prev: RunSnapshot, commit: ThreadCommit) -> RunSnapshot:
             _check_new_batch(commit, assistants, closed)
 
     check_disposition_shape(prev, commit)
+    if isinstance(commit.disposition, Ended) and commit.disposition.cause.kind is EndCauseKind.OUTCOME_UNKNOWN:
+        carried = commit.batch if commit.batch is not None else prev.batch
+        require(
+            carried is not None and has_unknown_outcome(carried),
+            Rule.EDGE_CONDITION,
+            "a run ends as outcome_unknown only when one of its calls is Indeterminate "
+            "(outcome_unknown or attempts_exhausted)",
+        )
     tickets = prev.tickets_used
     if isinstance(commit.disposition, Awaiting):
         ticket_id = commit.disposition.ticket.ticket_id

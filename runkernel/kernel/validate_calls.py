@@ -33,7 +33,7 @@ from runkernel.kernel.state import (
     ToolCall,
     is_terminal,
 )
-from runkernel.kernel.values import IndeterminateReason, Role
+from runkernel.kernel.values import IndeterminateReason, ResultKind, Role, WaitKind
 
 
 class Illegal(Exception):
@@ -157,6 +157,18 @@ def check_attempt(old: ToolCall, new: ToolCall, rule: CallEdgeRule) -> None:
     )
 
 
+#: How each wait kind may complete without running the executor again: a deny answers an
+#: approval, a supplied answer completes an external or delegation wait; input and
+#: timer waits always lead back to the executor.
+RESULTS_BY_WAIT: dict[WaitKind, frozenset[ResultKind]] = {
+    WaitKind.APPROVAL: frozenset({ResultKind.DENIED}),
+    WaitKind.EXTERNAL: frozenset({ResultKind.EXTERNAL}),
+    WaitKind.DELEGATION: frozenset({ResultKind.EXTERNAL}),
+    WaitKind.INPUT: frozenset(),
+    WaitKind.SCHEDULED: frozenset(),
+}
+
+
 def check_edge_condition(
     old: ToolCall, new: ToolCall, rule: CallEdgeRule, *, ending: bool, resuming: bool
 ) -> None:
@@ -175,6 +187,15 @@ def check_edge_condition(
             f"{where} allows results {sorted(k.value for k in rule.results)}, got "
             f"{status.result.kind.value!r}",
         )
+        if isinstance(old.status, CallAwaiting):
+            wait = old.status.wait.kind
+            allowed = RESULTS_BY_WAIT[wait]
+            require(
+                status.result.kind in allowed,
+                Rule.EDGE_CONDITION,
+                f"{where}: a {wait.value} wait completes only as {sorted(k.value for k in allowed) or 'nothing'}, "
+                f"got {status.result.kind.value!r}",
+            )
     if isinstance(status, CallIndeterminate):
         require(
             status.reason in rule.reasons,
