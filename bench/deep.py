@@ -23,7 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
     "model-checker": ([sys.executable, "proofs/model_check.py", "--profile", "deep"], {}),
     "hypothesis": (
-        [sys.executable, "-m", "pytest", "tests/test_kernel_properties.py", "tests/test_stateful_runtime.py"],
+        [
+            sys.executable, "-m", "pytest",
+            "tests/test_decide_properties.py", "tests/test_recover_properties.py",
+            "tests/test_trace_properties.py", "tests/test_kernel_regressions.py",
+            "tests/test_stateful_runtime.py",
+        ],
         {"HYPOTHESIS_PROFILE": "deep"},
     ),
     "simulate": (

@@ -1,6 +1,6 @@
 """Run CrossHair on the kernel contracts with an explicit budget, and never trust exit 0.
 
-    python proofs/crosshair_check.py                      # every check_* in proofs/contracts.py
+    python proofs/crosshair_check.py                      # every check_* in DEFAULT_MODULES
     python proofs/crosshair_check.py --only check_decide  # one contract
     python proofs/crosshair_check.py --module proofs/planted_contracts.py  # the planted bugs
     python proofs/crosshair_check.py --cli                # cross-check with `crosshair check`
@@ -10,8 +10,8 @@ never be met (it checked nothing), when a target holds no contract at all, and w
 default budget of 5 uninteresting iterations stopped the search early; its report lines
 carry no iteration count, and messages of several postconditions on one line are
 merged. So each contract runs in a worker process of its own (``sys.executable`` with
-this file, ``--worker``), which drives CrossHair's analysis API
-(``analyze_function`` -> ``ConditionCheckable`` -> ``analyze_calltree``) per
+this file, ``--worker``; the worker is ``crosshair_worker.py``), which drives CrossHair's
+analysis API (``analyze_function`` -> ``ConditionCheckable`` -> ``analyze_calltree``) per
 postcondition with ``max_uninteresting_iterations``, ``per_condition_timeout`` and
 ``per_path_timeout`` set, behind CrossHair's audit wall, and reports, per
 postcondition: the status, the iterations run, whether the path tree was exhausted and
@@ -38,13 +38,9 @@ the whole run is capped at DEFAULT_TOTAL_TIMEOUT seconds of wall clock.
 from __future__ import annotations
 
 import argparse
-import ast
-import collections
 import dataclasses
-import importlib
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -53,10 +49,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from contract_source import contracts_in
+from crosshair_cli_crosscheck import run_cli
+from crosshair_results import CONFIRMED, FAILING, SEARCHED, ConditionResult, FunctionResult
+from crosshair_worker import RESULT_MARK, worker_main
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DEFAULT_MODULE = HERE / "contracts.py"
-RESULT_MARK = "CROSSHAIR-CHECK-RESULT "
+#: The contract modules checked by default (every one: a contracts module missing here is
+#: never checked), in the order of the report.
+DEFAULT_MODULES = (
+    HERE / "contracts_helpers.py",
+    HERE / "contracts_validate.py",
+    HERE / "contracts_decide_recover.py",
+)
 
 #: Consecutive iterations without new coverage before CrossHair stops a postcondition
 #: (CrossHair's own default is 5, which misses planted bugs).
@@ -89,193 +95,6 @@ BUDGETS: dict[str, tuple[int, float]] = {
     "check_decide_settled": (60, 8.0),
     "check_recover_open_batch": (60, 20.0),
 }
-
-# Statuses of one postcondition (strings so workers can send them as JSON).
-CONFIRMED = "confirmed"
-SEARCHED = "searched"
-VIOLATED = "violated"
-PRE_UNSAT = "pre_unsat"
-NOT_CHECKED = "not_checked"
-WORKER_ERROR = "worker_error"
-
-FAILING = frozenset({VIOLATED, PRE_UNSAT, NOT_CHECKED, WORKER_ERROR})
-
-
-@dataclasses.dataclass
-class ConditionResult:
-    """What CrossHair said about one postcondition."""
-
-    condition: str
-    status: str
-    iterations: int = 0
-    confirmed_paths: int = 0
-    exhausted: bool = False
-    cpu_seconds: float = 0.0
-    hit_time_cap: bool = False
-    detail: str = ""
-
-
-@dataclasses.dataclass
-class FunctionResult:
-    """All postconditions of one contract, plus how the worker went."""
-
-    name: str
-    expected_posts: int
-    conditions: list[ConditionResult] = dataclasses.field(default_factory=list)
-    error: str = ""
-    wall_seconds: float = 0.0
-
-    @property
-    def status(self) -> str:
-        if self.error:
-            return WORKER_ERROR
-        if len(self.conditions) < self.expected_posts or not self.conditions:
-            return NOT_CHECKED
-        for status in (VIOLATED, PRE_UNSAT, NOT_CHECKED, WORKER_ERROR, SEARCHED):
-            if any(c.status == status for c in self.conditions):
-                return status
-        return CONFIRMED
-
-    @property
-    def iterations(self) -> int:
-        return sum(c.iterations for c in self.conditions)
-
-    def describe(self) -> str:
-        posts = len(self.conditions)
-        status = self.status
-        if status == CONFIRMED:
-            return f"confirmed over all paths ({posts} post, {self.iterations} iterations)"
-        if status == SEARCHED:
-            confirmed = sum(c.status == CONFIRMED for c in self.conditions)
-            capped = sum(c.hit_time_cap for c in self.conditions)
-            extra = f"; {confirmed}/{posts} post confirmed" if confirmed else ""
-            extra += f"; {capped} post stopped by the time cap" if capped else ""
-            return f"searched ({self.iterations} iterations, no counterexample{extra})"
-        if status == VIOLATED:
-            bad = next(c for c in self.conditions if c.status == VIOLATED)
-            return f"VIOLATED: {bad.condition!r}: {bad.detail}"
-        if status == PRE_UNSAT:
-            return "FAILED: Unable to meet precondition (nothing was checked)"
-        if status == NOT_CHECKED:
-            if len(self.conditions) < self.expected_posts:
-                return (
-                    f"FAILED: not checked ({len(self.conditions)} of {self.expected_posts} "
-                    "post conditions analyzed)"
-                )
-            bad = next(c for c in self.conditions if c.status == NOT_CHECKED)
-            return f"FAILED: not checked ({bad.condition!r}: {bad.detail})"
-        return f"FAILED: {self.error}"
-
-
-# --- reading the contracts without importing them ----------------------------------------
-
-
-def contract_posts(path: Path) -> dict[str, int]:
-    """Top-level functions of ``path`` whose docstring has ``post:`` lines, with how
-    many. Parsed from the source, so a contract CrossHair silently skips still counts."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    found: dict[str, int] = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            doc = ast.get_docstring(node) or ""
-            posts = sum(1 for line in doc.splitlines() if line.strip().startswith("post:"))
-            if posts:
-                found[node.name] = posts
-    return found
-
-
-def function_lines(path: Path) -> dict[str, tuple[int, int]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    return {
-        node.name: (node.lineno, node.end_lineno or node.lineno)
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef)
-    }
-
-
-# --- the worker: one contract, CrossHair's API ------------------------------------------
-
-
-def run_worker(module_path: Path, name: str, iterations: int, condition_timeout: float, path_timeout: float) -> list[ConditionResult]:
-    """Analyze every postcondition of ``name`` (runs inside the worker process)."""
-    from time import process_time
-
-    from crosshair.auditwall import engage_auditwall
-    from crosshair.condition_parser import condition_parser
-    from crosshair.core import ConditionCheckable, SyntaxErrorCheckable, analyze_calltree
-    from crosshair.core_and_libs import AnalysisKind, MessageType, analyze_function
-    from crosshair.options import AnalysisOptionSet
-    from crosshair.pure_importer import prefer_pure_python_imports
-    from crosshair.statespace import VerificationStatus
-
-    sys.path.insert(0, str(module_path.parent))
-    sys.path.insert(0, str(ROOT))
-    with prefer_pure_python_imports():
-        module = importlib.import_module(module_path.stem)
-    function = getattr(module, name)
-    engage_auditwall()
-    option_set = AnalysisOptionSet(
-        analysis_kind=[AnalysisKind.PEP316],
-        max_uninteresting_iterations=iterations,
-        per_condition_timeout=condition_timeout,
-        per_path_timeout=path_timeout,
-    )
-    results: list[ConditionResult] = []
-    for checkable in analyze_function(function, option_set):
-        if isinstance(checkable, SyntaxErrorCheckable):
-            for message in checkable.messages:
-                results.append(ConditionResult("<syntax>", VIOLATED, detail=message.message))
-            continue
-        assert isinstance(checkable, ConditionCheckable), type(checkable)
-        stats: collections.Counter[str] = collections.Counter()
-        options = dataclasses.replace(checkable.options, stats=stats)
-        (post,) = checkable.conditions.post
-        start = process_time()
-        options.deadline = start + options.per_condition_timeout
-        with condition_parser(options.analysis_kind):
-            analysis = analyze_calltree(options, checkable.conditions)
-        cpu = process_time() - start
-        result = ConditionResult(
-            condition=post.expr_source,
-            status=SEARCHED,
-            iterations=stats["num_paths"],
-            confirmed_paths=analysis.num_confirmed_paths,
-            exhausted=stats["exhaustion"] > 0,
-            cpu_seconds=round(cpu, 2),
-            hit_time_cap=cpu >= condition_timeout,
-        )
-        problems = [m for m in analysis.messages if m.state > MessageType.PRE_UNSAT]
-        unsat = [m for m in analysis.messages if m.state == MessageType.PRE_UNSAT]
-        if problems:
-            worst = max(problems, key=lambda m: m.state)
-            result.status = VIOLATED
-            result.detail = f"{worst.state.name}: {worst.message} (line {worst.line})"
-        elif unsat:
-            result.status = PRE_UNSAT
-            result.detail = unsat[0].message
-        elif result.iterations == 0 or result.confirmed_paths == 0:
-            result.status = NOT_CHECKED
-            result.detail = (
-                f"{result.iterations} iterations, {result.confirmed_paths} paths reached the "
-                "postcondition"
-            )
-        elif analysis.verification_status is VerificationStatus.CONFIRMED:
-            result.status = CONFIRMED
-        elif analysis.verification_status is VerificationStatus.UNKNOWN:
-            result.status = SEARCHED
-        else:
-            result.status = VIOLATED
-            result.detail = f"refuted without a message ({analysis.verification_status})"
-        results.append(result)
-    return results
-
-
-def worker_main(argv: Sequence[str]) -> int:
-    module_path, name, iterations, condition_timeout, path_timeout = argv
-    results = run_worker(Path(module_path), name, int(iterations), float(condition_timeout), float(path_timeout))
-    print(RESULT_MARK + json.dumps([dataclasses.asdict(r) for r in results]), flush=True)
-    return 0
-
 
 # --- the driver ------------------------------------------------------------------------
 
@@ -343,14 +162,15 @@ def check_function(
 
 
 def run_checks(
-    module_path: Path,
+    module_paths: Sequence[Path],
     names: Sequence[str] | None = None,
     *,
     args: argparse.Namespace | None = None,
 ) -> list[FunctionResult]:
-    """Check the contracts of ``module_path`` (all, or ``names``); one result each."""
+    """Check the contracts of ``module_paths`` (all, or ``names``); one result each."""
     args = args if args is not None else parse_args([])
-    posts = contract_posts(module_path)
+    contracts = contracts_in(module_paths)
+    posts = {name: count for name, (_, count) in contracts.items()}
     selected = list(names) if names else list(posts)
     # the biggest contracts first, so the two workers finish together
     selected.sort(key=lambda n: -budget_for(n, args).iterations * posts.get(n, 1))
@@ -362,7 +182,7 @@ def run_checks(
     todo = [n for n in selected if n in posts]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {
-            name: pool.submit(check_function, module_path, name, posts[name], budget_for(name, args), deadline)
+            name: pool.submit(check_function, contracts[name][0], name, posts[name], budget_for(name, args), deadline)
             for name in todo
         }
         for name, future in futures.items():
@@ -396,62 +216,13 @@ def print_table(results: Sequence[FunctionResult], seconds: float, verbose: bool
     )
 
 
-# --- optional cross-check through the `crosshair check` command line ----------------------
-
-_CLI_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+): (?P<level>info|error): (?P<text>.*)$")
-
-
-def run_cli(module_path: Path, names: Sequence[str], iterations: int, condition_timeout: float) -> tuple[bool, list[str]]:
-    """``python -m crosshair check --report_all`` on ``names``; returns (ok, report lines).
-
-    Fails on any ``error:`` line, any "Unable to meet precondition" and any contract of
-    which no line was reported at all (CrossHair exits 0 in the last two cases).
-    """
-    spans = function_lines(module_path)
-    targets = [f"{module_path}:{spans[name][0]}" for name in names]
-    command = [
-        sys.executable, "-m", "crosshair", "check", "--analysis_kind=PEP316", "--report_all",
-        f"--max_uninteresting_iterations={iterations}",
-        f"--per_condition_timeout={condition_timeout}", *targets,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{module_path.parent}"})
-    ok = True
-    report: list[str] = []
-    seen: dict[str, list[str]] = {name: [] for name in names}
-    for line in done.stdout.splitlines():
-        match = _CLI_LINE.match(line)
-        if match is None:
-            continue
-        number = int(match["line"])
-        owner = next((n for n in names if spans[n][0] <= number <= spans[n][1]), "?")
-        seen.setdefault(owner, []).append(match["text"])
-        if match["level"] == "error" or "Unable to meet precondition" in match["text"]:
-            ok = False
-    for name in names:
-        texts = seen.get(name, [])
-        if not texts:
-            ok = False
-            report.append(f"{name}: NOT REPORTED by crosshair check (nothing was checked)")
-        else:
-            summary = collections.Counter(t if len(t) < 60 else t[:57] + "..." for t in texts)
-            report.append(f"{name}: " + "; ".join(f"{count}x {text}" for text, count in summary.items()))
-    report.append(
-        "(its lines carry no iteration counts: 'Not confirmed.' cannot tell a search from "
-        "nothing checked, so the analysis above decides that)"
-    )
-    report.append(f"crosshair check exit code {done.returncode} (not used as the verdict)")
-    if done.returncode not in (0, 1):
-        ok = False
-        report.append(done.stderr.strip()[-500:])
-    return ok, report
-
-
 # --- command line ----------------------------------------------------------------------
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--module", type=Path, default=DEFAULT_MODULE, help="contract file")
+    parser.add_argument("--module", type=Path, nargs="+", default=list(DEFAULT_MODULES),
+                        help="contract files (default: DEFAULT_MODULES, every contracts module)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="check only these contracts")
     parser.add_argument("--iterations", type=int, default=None,
                         help="max_uninteresting_iterations for every contract (default: "
@@ -473,14 +244,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["--worker"]:
         return worker_main(argv[1:])
     args = parse_args(argv)
-    module_path = args.module.resolve()
+    module_paths = [path.resolve() for path in args.module]
     start = time.monotonic()
-    results = run_checks(module_path, args.only, args=args)
+    results = run_checks(module_paths, args.only, args=args)
     cli_ok, cli_report = True, list[str]()
     if args.cli:
-        names = [r.name for r in results if r.name in contract_posts(module_path)]
+        names = [r.name for r in results if r.name in contracts_in(module_paths)]
         cli_ok, cli_report = run_cli(
-            module_path,
+            module_paths,
             names,
             args.iterations if args.iterations is not None else DEFAULT_ITERATIONS,
             args.condition_timeout if args.condition_timeout is not None else DEFAULT_CONDITION_TIMEOUT,

@@ -120,9 +120,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "a replay attempt reuses its attempt number",
         "runkernel/kernel/recover.py",
         "            replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt + 1)))\n"
-        "            return settle(state, replay, policies, follow_up=(execute_effect(call, attempt + 1),))\n",
+        "            again = execute_effect(call, attempt + 1, state.input_for(call.call_id))\n",
         "            replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt)))\n"
-        "            return settle(state, replay, policies, follow_up=(execute_effect(call, attempt),))\n",
+        "            again = execute_effect(call, attempt, state.input_for(call.call_id))\n",
         STATEFUL,
     ),
     Mutant(

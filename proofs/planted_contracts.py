@@ -11,7 +11,8 @@ from __future__ import annotations
 import attrs
 from crosshair.util import PathTimeout
 
-from contracts import decode_snapshot, failed_properties
+from contract_builders import decode_snapshot
+from decision_properties import failed_properties
 from runkernel.kernel.policies import Policies, RecoveryMode, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import Commit, Decision
 from runkernel.kernel.recover import recover
@@ -40,9 +41,10 @@ def planted_fixed_exhausted(attempt: int, max_attempts: int) -> bool:
 
 
 def planted_recover_regresses(two: bool, s0: int, a0: int, v0: int, s1: int, a1: int, v1: int) -> tuple[str, ...]:
-    """The real recover and the real decision properties of proofs/contracts.py, with a
-    PLANTED BUG after recover: a call found Executing{2} is committed back to Requested.
-    CrossHair has to reach that one status through the decoders.
+    """The real recover and the real decision properties of
+    proofs/decision_properties.py, with a PLANTED BUG after recover: a call found
+    Executing{2} is committed back to Requested. CrossHair has to reach that one status
+    through the decoders.
 
     post: __return__ == ()
     """

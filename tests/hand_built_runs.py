@@ -1,0 +1,238 @@
+"""Committed Run states built by hand for the spec-equivalence tests: a Thread head and
+Run snapshot grown by commits that ``validate_commit`` accepted (``Chain``), a Run whose
+batch holds a call in each phase (``reach``) or in a given Run phase (``run_in``), and
+every commit in which a call could take a status (``candidates``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import attrs
+
+from runkernel.kernel.edges import CallPhase, RunPhase
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.state import (
+    RESUMED_EVENT,
+    ActiveToolBatch,
+    Awaiting,
+    CallAwaiting,
+    CallCompleted,
+    CallExecuting,
+    CallIndeterminate,
+    CallRequested,
+    CallStatus,
+    EndCause,
+    Ended,
+    Event,
+    Message,
+    ResumeTicket,
+    RunDisposition,
+    Running,
+    RunSnapshot,
+    ThreadCommit,
+    ThreadHead,
+    ToolCall,
+    ToolResult,
+    ToolUse,
+    TypedError,
+    Wait,
+)
+from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
+
+
+# --- building committed states by hand ------------------------------------------------
+
+THREAD, RUN = "thread-1", "run-1"
+TICKET_OLD, TICKET_NEW = "ticket-old", "ticket-new"
+FAILURE = TypedError("ToolCrashed", "gave up")
+
+
+def cause(kind: EndCauseKind) -> EndCause:
+    return EndCause(kind, FAILURE if kind is EndCauseKind.FAILED else None)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A committed Thread head and Run snapshot, grown by validated commits."""
+
+    head: ThreadHead | None
+    run: RunSnapshot | None
+
+    def judge(self, commit: ThreadCommit) -> Accepted | Rejection:
+        return validate_commit(self.head, self.run, commit)
+
+    def then(self, commit: ThreadCommit) -> Chain:
+        verdict = self.judge(commit)
+        assert isinstance(verdict, Accepted), f"setup commit refused: {verdict}"
+        return Chain(verdict.head, verdict.run)
+
+    @property
+    def snapshot(self) -> RunSnapshot:
+        assert self.run is not None
+        return self.run
+
+
+def commit_on(
+    run: RunSnapshot,
+    disposition: RunDisposition,
+    batch: ActiveToolBatch | None,
+    messages: Sequence[Message] = (),
+    events: Sequence[Event] = (),
+) -> ThreadCommit:
+    return ThreadCommit(
+        THREAD, RUN, run.version, run.step, disposition, batch, tuple(messages), tuple(events)
+    )
+
+
+def activated() -> Chain:
+    first = ThreadCommit(
+        THREAD, RUN, 0, 0, Running(), None, (Message(Role.USER, "go"),), (Event("activated"),)
+    )
+    return Chain(None, None).then(first)
+
+
+def with_batch(calls: int) -> Chain:
+    """Activated, then an inference result opening a batch of ``calls`` Requested calls."""
+    chain = activated()
+    tool_calls = tuple(
+        ToolCall(f"c{i}", "tool", {"i": i}, f"op{i}", CallRequested()) for i in range(1, calls + 1)
+    )
+    uses = tuple(ToolUse(c.call_id, c.tool, c.arguments) for c in tool_calls)
+    commit = ThreadCommit(
+        THREAD, RUN, chain.snapshot.version, 1, Running(),
+        ActiveToolBatch("b1", 1, False, tool_calls),
+        (Message(Role.ASSISTANT, "using tools", tool_calls=uses),),
+    )
+    return chain.then(commit)
+
+
+def move(chain: Chain, call_id: str, status: CallStatus, disposition: RunDisposition | None = None) -> Chain:
+    run = chain.snapshot
+    assert run.batch is not None
+    old = run.batch.call(call_id)
+    assert old is not None
+    batch = run.batch.replace_call(attrs.evolve(old, status=status))
+    return chain.then(commit_on(run, disposition or Running(), batch))
+
+
+def gate_wait(chain: Chain, call_id: str) -> Chain:
+    wait = Wait(WaitKind.APPROVAL, TICKET_OLD)
+    ticket = ResumeTicket(TICKET_OLD, WaitKind.APPROVAL, call_id)
+    return move(chain, call_id, CallAwaiting(0, wait), Awaiting(ticket))
+
+
+def tool_wait(chain: Chain, call_id: str) -> Chain:
+    chain = move(chain, call_id, CallExecuting(1))
+    wait = Wait(WaitKind.DELEGATION, TICKET_OLD, child="child-run")
+    ticket = ResumeTicket(TICKET_OLD, WaitKind.DELEGATION, call_id)
+    return move(chain, call_id, CallAwaiting(1, wait), Awaiting(ticket))
+
+
+#: Ways to bring one call from Requested into each phase through legal commits.
+REACH: dict[CallPhase, list[Callable[[Chain, str], Chain]]] = {
+    CallPhase.REQUESTED: [lambda chain, _call: chain],
+    CallPhase.EXECUTING: [lambda chain, call: move(chain, call, CallExecuting(1))],
+    CallPhase.AWAITING: [gate_wait, tool_wait],
+    CallPhase.COMPLETED: [
+        lambda chain, call: move(chain, call, CallCompleted(0, ToolResult(ResultKind.BLOCKED, "no")))
+    ],
+    CallPhase.INDETERMINATE: [
+        lambda chain, call: move(
+            move(chain, call, CallExecuting(1)),
+            call,
+            CallIndeterminate(1, IndeterminateReason.OUTCOME_UNKNOWN),
+        )
+    ],
+}
+
+
+def reach(phases: Sequence[CallPhase], variant: Sequence[int] | None = None) -> Chain:
+    """A Run whose batch holds one call per phase, reached call by call, in order."""
+    chain = with_batch(len(phases))
+    for index, phase in enumerate(phases):
+        how = REACH[phase][variant[index] if variant else 0]
+        chain = how(chain, f"c{index + 1}")
+    return chain
+
+
+def statuses_of(phase: CallPhase, attempt: int) -> list[CallStatus]:
+    """Every status of ``phase`` with a plausible attempt and every kind it can carry."""
+    attempts = sorted({0, 1, attempt, attempt + 1})
+    if phase is CallPhase.REQUESTED:
+        return [CallRequested()]
+    if phase is CallPhase.EXECUTING:
+        return [CallExecuting(a) for a in attempts if a >= 1]
+    if phase is CallPhase.AWAITING:
+        return [CallAwaiting(a, Wait(k, TICKET_NEW)) for a in attempts for k in WaitKind]
+    if phase is CallPhase.COMPLETED:
+        return [CallCompleted(a, ToolResult(k, "value")) for a in attempts for k in ResultKind]
+    if phase is CallPhase.INDETERMINATE:
+        return [CallIndeterminate(a, r) for a in attempts for r in IndeterminateReason]
+    raise AssertionError(f"{phase} is not a call status")
+
+
+def tool_messages(batch: ActiveToolBatch) -> tuple[Message, ...]:
+    return tuple(Message(Role.TOOL, {"result": c.call_id}, call_id=c.call_id) for c in batch.calls)
+
+
+def resumed(run: RunSnapshot) -> Event:
+    ticket = run.state.ticket if isinstance(run.state, Awaiting) else None
+    return Event(
+        RESUMED_EVENT,
+        {
+            "ticket_id": ticket.ticket_id if ticket else TICKET_OLD,
+            "call_id": ticket.call_id if ticket else "c1",
+            "command": {},
+            "digest": "0" * 64,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    context: str
+    status: CallStatus
+    commit: ThreadCommit
+
+
+def candidates(run: RunSnapshot, call_id: str, status: CallStatus) -> Iterator[Candidate]:
+    """Every context in which ``call_id`` could take ``status`` in the next commit."""
+    assert run.batch is not None
+    old = run.batch.call(call_id)
+    assert old is not None
+    batch = run.batch.replace_call(attrs.evolve(old, status=status))
+    final = attrs.evolve(batch, finalized=True)
+    yield Candidate("running", status, commit_on(run, Running(), batch))
+    yield Candidate("resume", status, commit_on(run, Running(), batch, events=(resumed(run),)))
+    yield Candidate("finalize", status, commit_on(run, Running(), final, tool_messages(final)))
+    yield Candidate(
+        "resume+finalize",
+        status,
+        commit_on(run, Running(), final, tool_messages(final), events=(resumed(run),)),
+    )
+    if isinstance(status, CallAwaiting):
+        ticket = ResumeTicket(status.wait.correlation, status.wait.kind, call_id)
+        yield Candidate("await", status, commit_on(run, Awaiting(ticket), batch))
+    for kind in EndCauseKind:
+        yield Candidate(
+            f"end:{kind.value}", status, commit_on(run, Ended(cause(kind)), final, tool_messages(final))
+        )
+
+
+def run_in(phase: RunPhase) -> Chain:
+    if phase is RunPhase.RUNNING:
+        return reach([CallPhase.REQUESTED])
+    if phase is RunPhase.AWAITING:
+        return reach([CallPhase.AWAITING])
+    chain = reach([CallPhase.REQUESTED])
+    run = chain.snapshot
+    assert run.batch is not None
+    closed = attrs.evolve(
+        run.batch,
+        finalized=True,
+        calls=(attrs.evolve(run.batch.calls[0], status=CallIndeterminate(0, IndeterminateReason.RUN_ENDED)),),
+    )
+    return chain.then(commit_on(run, Ended(cause(EndCauseKind.CANCELLED)), closed, tool_messages(closed)))

@@ -1,0 +1,221 @@
+"""The invariants of the stateful test's machine (``runtime_harness.py``): after every
+step, I1-I14 and each tool's policies are judged from what the store and the World say,
+never from what a runtime believed.
+"""
+
+from __future__ import annotations
+
+import collections
+
+from hypothesis.stateful import invariant
+
+from runkernel.adapters.serial import resume_from_json
+from runkernel.kernel.codec import TraceFormatError
+from runkernel.kernel.policies import RecoveryMode
+from runkernel.kernel.protocol import Deny
+from runkernel.kernel.recover import recover
+from runkernel.kernel.state import (
+    RESUMED_EVENT,
+    Awaiting,
+    CallExecuting,
+    CallIndeterminate,
+    Ended,
+    RunSnapshot,
+    ThreadCommit,
+    is_terminal,
+)
+from runkernel.kernel.values import IndeterminateReason, Role
+from runkernel.specs.checker import TraceJudge, Verdict, check_commits
+from runtime_harness_state import RuntimeMachineState
+from runtime_harness_world import PAST
+
+
+class RuntimeInvariants(RuntimeMachineState):
+    """The checks run after every step."""
+
+    # --- invariants ----------------------------------------------------------------------
+
+    @invariant()
+    def committed_facts_hold(self) -> None:
+        logs = {t: list(self.store.commits(t)) for t in self.store.thread_ids()}
+        snapshots = self.snapshots()
+        problems = list(self.problems)
+        problems += self.check_logs(logs)
+        problems += self.check_acknowledged(logs)
+        problems += self.check_executions()
+        problems += self.check_policies(logs)
+        problems += self.check_recoveries()
+        problems += self.check_ended(logs, snapshots)
+        problems += self.check_commands(logs)
+        for run_id, snapshot in snapshots.items():
+            if recover(snapshot, self.registry.policies) != recover(snapshot, self.registry.policies):
+                problems.append(f"I11 recover() of {run_id} v{snapshot.version} is not deterministic")
+            again = self.store.run(run_id)
+            if again is None or recover(again, self.registry.policies) != recover(snapshot, self.registry.policies):
+                problems.append(f"I11 recover() of {run_id} differs between two reads of the same state")
+        assert not problems, "\n".join(problems)
+
+    def check_logs(self, logs: dict[str, list[ThreadCommit]]) -> list[str]:
+        """I1-I4, I6-I8, I13 with the trace checker, for every Thread; no ticket twice.
+
+        Same verdicts as ``check_commits(log)`` on the whole log, but incremental: a
+        Thread whose judged commits are unchanged only has its new commits judged (the
+        judge's state depends on nothing else); any other log is judged from scratch."""
+        problems = []
+        tickets: collections.Counter[str] = collections.Counter()
+        for thread_id, log in logs.items():
+            judged, judge = self.judged.get(thread_id, ([], TraceJudge()))
+            if log[: len(judged)] != judged:
+                finding = check_commits(log)
+                where = f"v{finding.line}: {finding.rule}: {finding.message}"
+                if finding.verdict is Verdict.LEGAL:
+                    where = "its judged commits changed"
+                problems.append(f"I1-I8/I12/I13 {thread_id} {where}")
+            else:
+                for number, commit in enumerate(log[len(judged) :], start=len(judged) + 1):
+                    rejection = judge.feed(commit)
+                    if rejection is not None:
+                        problems.append(f"I1-I8/I13 {thread_id} v{number}: {rejection}")
+                        break
+                else:
+                    self.judged[thread_id] = (log, judge)
+            tickets.update(c.disposition.ticket.ticket_id for c in log if isinstance(c.disposition, Awaiting))
+        problems += [f"I14 ticket {t} was committed {n} times" for t, n in tickets.items() if n > 1]
+        return problems
+
+    def check_acknowledged(self, logs: dict[str, list[ThreadCommit]]) -> list[str]:
+        problems = []
+        for commit in self.acknowledged:
+            log = logs.get(commit.thread_id, [])
+            stored = log[commit.version - 1] if commit.version <= len(log) else None
+            if stored != commit:
+                problems.append(f"I12 acknowledged {commit.thread_id} v{commit.version} changed or vanished")
+            if isinstance(commit.disposition, Ended) and self.store.load_checkpoint(commit.run_id) is not None:
+                problems.append(f"I10 run {commit.run_id} ended but its stream checkpoint is still there")
+        return problems
+
+    def check_executions(self) -> list[str]:
+        problems = []
+        runs: collections.Counter[tuple[str, int]] = collections.Counter()
+        for execution in self.world.executions:
+            runs[(execution.operation_id, execution.attempt)] += 1
+            if not execution.committed_first:
+                problems.append(
+                    f"I5 {execution.operation_id} ({execution.tool}) attempt {execution.attempt} "
+                    "started before Executing was committed"
+                )
+        problems += [f"I6 {op} attempt {attempt} ran {n} times" for (op, attempt), n in runs.items() if n > 1]
+        return problems
+
+    def check_policies(self, logs: dict[str, list[ThreadCommit]]) -> list[str]:
+        """Each tool's fixed policies, judged from the commits (the trace checker cannot:
+        it knows no policies). Executing{n} -> Executing{n+1} is a retry (with an
+        ``attempt_failed`` event, within the retry policy), a replay (replay tools only,
+        within max_attempts) or a reconnect whose status said not_found; nothing else
+        (I9). attempts_exhausted is only for replay tools that ran out."""
+        problems = []
+        policies = self.registry.policies
+        for log in logs.values():
+            statuses: dict[tuple[str, str], object] = {}
+            for commit in log:
+                if commit.batch is None:
+                    continue
+                failed = {
+                    (e.data.get("call_id"), e.data.get("attempt")) for e in commit.events if e.type == "attempt_failed"
+                }
+                for call in commit.batch.calls:
+                    key = (commit.batch.batch_id, call.call_id)
+                    before, status = statuses.get(key), call.status
+                    statuses[key] = status
+                    if before == status:
+                        continue
+                    policy = policies.for_tool(call.tool)
+                    mode = policy.recovery.mode
+                    where = f"{commit.thread_id} v{commit.version} {call.operation_id} ({call.tool})"
+                    if isinstance(before, CallExecuting) and isinstance(status, CallExecuting):
+                        n = before.attempt
+                        if (call.call_id, n) in failed:
+                            if status.attempt > policy.retry.max_attempts:
+                                problems.append(f"retry policy: {where} retried to attempt {status.attempt}")
+                        elif mode is RecoveryMode.REPLAY:
+                            if status.attempt > policy.recovery.max_attempts:
+                                problems.append(f"replay policy: {where} replayed to attempt {status.attempt}")
+                        elif mode is RecoveryMode.INDETERMINATE or call.operation_id not in self.world.not_found_answered:
+                            problems.append(
+                                f"I9 {where}: Executing{{{n}}} started again under {mode.value} "
+                                "(no retry, no not_found status)"
+                            )
+                    if isinstance(status, CallIndeterminate) and status.reason is IndeterminateReason.ATTEMPTS_EXHAUSTED:
+                        if mode is not RecoveryMode.REPLAY or status.attempt < policy.recovery.max_attempts:
+                            problems.append(f"replay policy: {where} exhausted at attempt {status.attempt}")
+        return problems
+
+    def check_recoveries(self) -> list[str]:
+        problems = []
+        policies = self.registry.policies
+        for snapshot, executed_before in self.recoveries:
+            batch = snapshot.open_batch
+            for call in batch.calls if batch else ():
+                if not isinstance(call.status, CallExecuting):
+                    continue
+                mode = policies.for_tool(call.tool).recovery.mode
+                if mode is RecoveryMode.REPLAY or call.operation_id in self.world.not_found_answered:
+                    continue
+                if any(e.operation_id == call.operation_id for e in self.world.executions[executed_before:]):
+                    problems.append(
+                        f"I9 {call.operation_id} ({call.tool}, {mode.value}) ran again after recovery "
+                        f"found it Executing{{{call.status.attempt}}}"
+                    )
+        return problems
+
+    def check_ended(self, logs: dict[str, list[ThreadCommit]], snapshots: dict[str, RunSnapshot]) -> list[str]:
+        problems = []
+        for run_id, first in self.ended.items():
+            if snapshots.get(run_id) != first:
+                problems.append(f"I4 run {run_id} was Ended and then changed: {snapshots.get(run_id)}")
+        for run_id, snapshot in snapshots.items():
+            uses: collections.Counter[str] = collections.Counter()
+            results: collections.Counter[str] = collections.Counter()
+            for commit in logs.get(snapshot.thread_id, []):
+                if commit.run_id != run_id:
+                    continue
+                for message in commit.messages:
+                    if message.role is Role.ASSISTANT and message.tool_calls:
+                        uses.update(use.call_id for use in message.tool_calls)
+                    if message.role is Role.TOOL and message.call_id is not None:
+                        results[message.call_id] += 1
+            problems += [f"I13 {run_id}: call {c} has {n} tool results" for c, n in results.items() if n > 1]
+            problems += [f"I13 {run_id}: result for unknown call {c}" for c in results if c not in uses]
+            if not isinstance(snapshot.state, Ended):
+                continue
+            self.ended.setdefault(run_id, snapshot)
+            problems += [f"I13 {run_id} Ended: call {c} has no tool result" for c in uses if results[c] != 1]
+            batch = snapshot.batch
+            if batch is not None and (not batch.finalized or not all(is_terminal(c.status) for c in batch.calls)):
+                problems.append(f"I13 {run_id} Ended with an open batch: {batch}")
+        return problems
+
+    def check_commands(self, logs: dict[str, list[ThreadCommit]]) -> list[str]:
+        problems = []
+        resumed: collections.Counter[str] = collections.Counter()
+        for log in logs.values():
+            for commit in log:
+                for event in commit.events:
+                    if event.type != RESUMED_EVENT:
+                        continue
+                    digest = str(event.data.get("digest"))
+                    resumed[digest] += 1
+                    try:
+                        command = resume_from_json(event.data.get("command"))
+                    except TraceFormatError as error:
+                        problems.append(f"I14 resumed event with an unreadable command: {error}")
+                        continue
+                    if command.digest() != digest:
+                        problems.append(f"I14 resumed event digest does not match its command: {event.data}")
+                    if digest in self.bad_digests:
+                        problems.append(f"I14 a wrong command was committed: {event.data}")
+                    elif digest not in self.valid_digests and command.payload != Deny({"expired_at": PAST}):
+                        problems.append(f"I14 a command nobody sent was committed: {event.data}")
+        problems += [f"I14 command {d} committed {n} times" for d, n in resumed.items() if n > 1]
+        problems += [f"I14 applied resume {d} is not committed" for d in self.applied_resumes if resumed[d] != 1]
+        return problems

@@ -1,0 +1,244 @@
+"""What the stateful test's machine (``runtime_harness.py``) keeps between steps and the
+plumbing its rules and invariants share: the store (each subclass opens its own), the
+World, the runtime a worker would build, and what the machine saw for the invariants.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis.stateful import RuleBasedStateMachine
+from runtime_harness_scripts import Versions, choose
+from runtime_harness_world import NOW, ArmedCrash, ScriptedGate, build_registry
+
+from runkernel.adapters.crash import SimulatedCrash
+from runkernel.adapters.runtime import (
+    ALREADY_COMMITTED,
+    Acknowledged,
+    CheckpointLost,
+    CommandSettled,
+    Drive,
+    Recovered,
+    Runtime,
+    RuntimeEvent,
+)
+from runkernel.adapters.serial import inbox_to_input
+from runkernel.adapters.store import Store, StoreUnavailable
+from runkernel.kernel.codec import TraceFormatError
+from runkernel.kernel.policies import IndeterminateChoice
+from runkernel.kernel.protocol import EndRequest, ResumeCommand
+from runkernel.kernel.recover import RecoveryRow, classify
+from runkernel.kernel.rules import Rejection, Rule
+from runkernel.kernel.state import (
+    Awaiting,
+    Ended,
+    Message,
+    Running,
+    RunSnapshot,
+    ThreadCommit,
+)
+from runkernel.simulation.actors import CountingIds, ScriptedModel, StepScript, World
+from runkernel.specs.checker import TraceJudge
+
+# --- the machine -----------------------------------------------------------------------
+
+
+class RuntimeMachineState(RuleBasedStateMachine):
+    """The state and plumbing of RuntimeMachine; its rules and invariants come from
+    RuntimeRules and RuntimeInvariants."""
+
+    store: Store
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store = self.open_store()
+        self.world = World.new(self.store)
+        self.registry = build_registry(self.world, None, IndeterminateChoice.PUBLISH)
+        self.crash = ArmedCrash()
+        self.ids = CountingIds("m")
+        self.scripts: dict[str, tuple[StepScript, ...]] = {}
+        self.model = ScriptedModel(self.scripts)
+        self.gate = ScriptedGate()
+        self.serial = itertools.count(1)
+        self.drive: Drive | None = None
+        self.threads: list[str] = []
+        self.runs: list[str] = []
+        self.starts: dict[str, tuple[str, tuple[Message, ...]]] = {}
+        # what the machine saw, for the invariants
+        self.acknowledged: list[ThreadCommit] = []
+        self.recoveries: list[tuple[RunSnapshot, int]] = []
+        self.valid_digests: set[str] = set()
+        self.bad_digests: set[str] = set()
+        self.applied_resumes: set[str] = set()
+        self.ended: dict[str, RunSnapshot] = {}
+        self.problems: list[str] = []
+        self.step_versions: Versions | None = None
+        self.write_failures = 0
+        self.judged: dict[str, tuple[list[ThreadCommit], TraceJudge]] = {}
+
+    # --- store-specific hooks ----------------------------------------------------------
+
+    def open_store(self) -> Store:
+        raise NotImplementedError
+
+    def fail_appends(self, failing: bool) -> None:
+        """Make every append raise StoreUnavailable (True) or work again (False)."""
+        raise NotImplementedError
+
+    def fail_checkpoints(self, failing: bool) -> None:
+        raise NotImplementedError
+
+    def checkpoints_failing(self) -> bool:
+        raise NotImplementedError
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    def runtime(self) -> Runtime:
+        return Runtime(
+            self.store,
+            self.model,
+            self.registry,
+            gate=self.gate,
+            ids=self.ids,
+            clock=lambda: NOW,
+            crash=self.crash,
+            on_event=self.on_event,
+        )
+
+    def versions(self) -> Versions:
+        versions: Versions = {}
+        for thread_id in self.store.thread_ids():
+            head = self.store.thread_head(thread_id)
+            versions[thread_id] = head.version if head else 0
+        return versions
+
+    def on_event(self, event: RuntimeEvent) -> None:
+        match event:
+            case Acknowledged():
+                self.acknowledged.append(event.commit)
+            case Recovered():
+                self.recoveries.append((event.snapshot, len(self.world.executions)))
+            case CommandSettled():
+                self.settled(event)
+            case CheckpointLost():
+                if not self.checkpoints_failing():
+                    self.problems.append(f"checkpoint lost while checkpoint writes work: {event.error}")
+
+    def settled(self, event: CommandSettled) -> None:
+        entry = event.entry
+        try:
+            command = inbox_to_input(entry.body)
+        except TraceFormatError:
+            command = None
+        snapshot = self.store.run(entry.run_id)
+        if event.outcome == ALREADY_COMMITTED:
+            # its commit was written before a crash stopped the runtime from settling it
+            if isinstance(command, ResumeCommand):
+                applied = {a.digest for a in snapshot.resumes_applied} if snapshot else set()
+                if command.digest() not in applied:
+                    self.problems.append(f"I14 inbox resume settled as applied before, but not committed: {entry.body}")
+            elif isinstance(command, EndRequest):
+                if snapshot is None or snapshot.state != Ended(command.cause):
+                    self.problems.append(f"inbox end settled as applied before, but the run is not Ended so: {entry.body}")
+            return
+        if event.outcome == "applied":
+            if isinstance(command, ResumeCommand):
+                digest = command.digest()
+                self.applied_resumes.add(digest)
+                applied = {a.digest for a in snapshot.resumes_applied} if snapshot else set()
+                if digest not in applied:
+                    self.problems.append(f"I14 inbox resume settled 'applied' but not committed: {entry.body}")
+                if digest in self.bad_digests:
+                    self.problems.append(f"I14 a wrong command was applied: {entry.body}")
+            elif isinstance(command, EndRequest):
+                if snapshot is None or snapshot.state != Ended(command.cause):
+                    self.problems.append(f"inbox end settled 'applied' but the run is not Ended so: {entry.body}")
+            return
+        if not event.outcome.startswith("refused"):
+            self.problems.append(f"inbox entry settled with an unknown outcome {event.outcome!r}")
+        if self.step_versions is not None and self.versions() != self.step_versions:
+            self.problems.append(f"I14 refusing inbox entry {entry.body} changed committed versions")
+
+    def live(self) -> Drive | None:
+        drive = self.drive
+        return drive if drive is not None and drive.outcome is None else None
+
+    def step_drive(self) -> bool:
+        """One ``Drive.step()``; True when this drive has nothing more to do."""
+        drive = self.live()
+        if drive is None:
+            return True
+        self.step_versions = self.versions()
+        try:
+            return drive.step()
+        except SimulatedCrash:
+            self.drive = None  # the runtime died: only the store survives
+            return True
+        except StoreUnavailable as error:
+            self.write_failures += 1
+            self.fail_appends(False)  # only the next append fails
+            self.drive = None  # a failed write kills the drive like a crash
+            if self.versions() != self.step_versions:
+                self.problems.append(f"I3 a failed append ({error}) still changed committed versions")
+            return True
+        finally:
+            self.step_versions = None
+
+    def snapshots(self) -> dict[str, RunSnapshot]:
+        found: dict[str, RunSnapshot] = {}
+        for run_id in self.runs:
+            snapshot = self.store.run(run_id)
+            if snapshot is not None:
+                found[run_id] = snapshot
+        return found
+
+    def pick_run(self, pick: int) -> RunSnapshot | None:
+        """A committed Run, mostly one of the most interesting kind: Awaiting, then
+        Running, then Ended."""
+        order = {Awaiting: 0, Running: 1, Ended: 2}
+        snapshots = self.snapshots().values()
+        return choose([(order[type(s.state)], s) for s in snapshots], pick)
+
+    def ranked_runs(self) -> list[tuple[int, str]]:
+        """Runs by how much they need a worker: 0 = pending commands or a call found
+        Executing (where recovery policies matter), 1 = Running or never activated (and
+        still able to start), 2 = Awaiting, 3 = Ended."""
+        ranked: list[tuple[int, str]] = []
+        for run_id in self.runs:
+            snapshot = self.store.run(run_id)
+            if snapshot is None:
+                head = self.store.thread_head(self.starts[run_id][0])
+                if head is None or head.active_run_id is None:
+                    ranked.append((1, run_id))
+            elif self.store.pending_commands(run_id) or classify(snapshot) is RecoveryRow.CALL_EXECUTING:
+                ranked.append((0, run_id))
+            elif isinstance(snapshot.state, Ended):
+                ranked.append((3, run_id))
+            else:
+                ranked.append((1 if isinstance(snapshot.state, Running) else 2, run_id))
+        return sorted(ranked, key=lambda item: item[0])
+
+    def pick_to_drive(self, pick: int) -> str | None:
+        """A Run worth driving, mostly one that needs it most (see ``ranked_runs``)."""
+        return choose(self.ranked_runs(), pick)
+
+    def needing_work(self) -> list[str]:
+        """Runs a worker can make progress on without any command (ranks 0 and 1)."""
+        return [run_id for rank, run_id in self.ranked_runs() if rank <= 1]
+
+    def revive(self, run_id: str) -> None:
+        """A fresh runtime for ``run_id``: recovery from the store, or the host asking
+        again to start a Run whose activation never committed."""
+        if self.store.run(run_id) is None:
+            thread_id, task = self.starts[run_id]
+            self.drive = self.runtime().begin_start(thread_id, run_id, task)
+        else:
+            self.drive = self.runtime().begin_drive(run_id)
+
+    def expect_refused(self, what: str, result: Rejection | int, rules: set[Rule] | None, before: Versions) -> None:
+        if not isinstance(result, Rejection):
+            self.problems.append(f"I14 {what} was accepted (inbox entry {result})")
+        elif rules is not None and result.rule not in rules:
+            self.problems.append(f"I14 {what} refused with {result}, expected {sorted(r.value for r in rules)}")
+        if self.versions() != before:
+            self.problems.append(f"I14 refusing {what} changed committed versions")
