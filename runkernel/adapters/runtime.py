@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import assert_never
 
-from attrs import frozen
-
 from runkernel.adapters.crash import (
     Boundary,
     CrashPlan,
@@ -44,6 +42,17 @@ from runkernel.adapters.ports import (
     ToolRegistry,
     utc_now,
 )
+from runkernel.adapters.runtime_events import (
+    ALREADY_COMMITTED,
+    Acknowledged,
+    CheckpointLost,
+    CommandSettled,
+    Recovered,
+    RunOutcome,
+    RuntimeEvent,
+    RuntimeProtocolError,
+    refusal_outcome,
+)
 from runkernel.adapters.serial import inbox_to_input
 from runkernel.adapters.store import (
     Checkpoint,
@@ -63,7 +72,6 @@ from runkernel.kernel.protocol import (
     Decision,
     DeliverTerminus,
     Effect,
-    EndRequest,
     Execute,
     GateVerdict,
     InferenceResult,
@@ -75,7 +83,6 @@ from runkernel.kernel.protocol import (
     QueryStatus,
     RequestInference,
     RequireWait,
-    ResumeCommand,
     RunGate,
     RunHook,
     StatusReport,
@@ -88,9 +95,9 @@ from runkernel.kernel.protocol import (
     ToolOutput,
     ToolScheduled,
 )
-from runkernel.kernel.recover import RecoveryRow, recover
+from runkernel.kernel.recover import recover
 from runkernel.kernel.resume import has_passed
-from runkernel.kernel.rules import Rejection, Rule
+from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import (
     Awaiting,
     CallAwaiting,
@@ -102,76 +109,7 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.values import JsonValue, json_problem
 
-
-class RuntimeProtocolError(RuntimeError):
-    """A port answered something the kernel refused (a bug in a port, not a crash)."""
-
-    def __init__(self, rejection: Rejection) -> None:
-        super().__init__(str(rejection))
-        self.rejection = rejection
-
-
-@frozen
-class RunOutcome:
-    """Where driving stopped: the Run is Ended, Awaiting, or still Running (polling)."""
-
-    run_id: str
-    snapshot: RunSnapshot
-
-    @property
-    def status(self) -> str:
-        return type(self.snapshot.state).__name__.lower()
-
-
-@frozen
-class Recovered:
-    """Reported to ``on_event`` when a runtime starts from committed state."""
-
-    row: RecoveryRow
-    snapshot: RunSnapshot
-
-
-@frozen
-class Acknowledged:
-    """Reported after a commit is acknowledged by the store."""
-
-    commit: ThreadCommit
-    position: Position
-
-
-@frozen
-class CommandSettled:
-    """Reported when an inbox command is applied or refused."""
-
-    entry: InboxEntry
-    outcome: str
-
-
-@frozen
-class CheckpointLost:
-    """A best-effort checkpoint write failed; only partial recovery is lost."""
-
-    run_id: str
-    error: str
-
-
-RuntimeEvent = Recovered | Acknowledged | CommandSettled | CheckpointLost
-
 MAX_STATUS_POLLS = 5
-
-
-ALREADY_COMMITTED = "applied before: already committed"
-
-
-def _refusal_outcome(state: RunSnapshot, command: ResumeCommand | EndRequest, rejection: Rejection) -> str:
-    """How a refused inbox command is settled. A command whose commit was written before
-    a crash (so it was never settled) is recorded as applied before, not as refused."""
-    if rejection.rule is Rule.ALREADY_APPLIED:
-        return ALREADY_COMMITTED
-    ended = state.state
-    if isinstance(command, EndRequest) and isinstance(ended, Ended) and ended.cause == command.cause:
-        return ALREADY_COMMITTED
-    return f"refused: {rejection}"
 
 
 class Drive:
@@ -469,7 +407,7 @@ class Runtime:
                 continue
             verdict = decide(state, command, self.policies)
             if isinstance(verdict, Rejection):
-                self._settle(entry, _refusal_outcome(state, command, verdict))
+                self._settle(entry, refusal_outcome(state, command, verdict))
                 continue
             return verdict, entry
         return None
@@ -484,7 +422,7 @@ class Runtime:
                 command = inbox_to_input(entry.body)
                 verdict = decide(state, command, self.policies)
                 if isinstance(verdict, Rejection):
-                    outcome = _refusal_outcome(state, command, verdict)
+                    outcome = refusal_outcome(state, command, verdict)
                 else:
                     outcome = "refused: run ended"
             except TraceFormatError as error:
@@ -502,3 +440,18 @@ class Runtime:
             return None
         verdict = decide(state, DeadlinePassed(state.state.ticket.ticket_id, now), self.policies)
         return None if isinstance(verdict, Rejection) else verdict
+
+
+__all__ = [
+    "ALREADY_COMMITTED",
+    "MAX_STATUS_POLLS",
+    "Acknowledged",
+    "CheckpointLost",
+    "CommandSettled",
+    "Drive",
+    "Recovered",
+    "RunOutcome",
+    "Runtime",
+    "RuntimeEvent",
+    "RuntimeProtocolError",
+]

@@ -1,0 +1,82 @@
+"""What a runtime reports while it drives: outcomes, events and its one protocol error,
+and how a refused inbox command is settled."""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+from runkernel.adapters.crash import Position
+from runkernel.adapters.store import InboxEntry
+from runkernel.kernel.protocol import EndRequest, ResumeCommand
+from runkernel.kernel.recover import RecoveryRow
+from runkernel.kernel.rules import Rejection, Rule
+from runkernel.kernel.state import Ended, RunSnapshot, ThreadCommit
+
+
+class RuntimeProtocolError(RuntimeError):
+    """A port answered something the kernel refused (a bug in a port, not a crash)."""
+
+    def __init__(self, rejection: Rejection) -> None:
+        super().__init__(str(rejection))
+        self.rejection = rejection
+
+
+@frozen
+class RunOutcome:
+    """Where driving stopped: the Run is Ended, Awaiting, or still Running (polling)."""
+
+    run_id: str
+    snapshot: RunSnapshot
+
+    @property
+    def status(self) -> str:
+        return type(self.snapshot.state).__name__.lower()
+
+
+@frozen
+class Recovered:
+    """Reported to ``on_event`` when a runtime starts from committed state."""
+
+    row: RecoveryRow
+    snapshot: RunSnapshot
+
+
+@frozen
+class Acknowledged:
+    """Reported after a commit is acknowledged by the store."""
+
+    commit: ThreadCommit
+    position: Position
+
+
+@frozen
+class CommandSettled:
+    """Reported when an inbox command is applied or refused."""
+
+    entry: InboxEntry
+    outcome: str
+
+
+@frozen
+class CheckpointLost:
+    """A best-effort checkpoint write failed; only partial recovery is lost."""
+
+    run_id: str
+    error: str
+
+
+RuntimeEvent = Recovered | Acknowledged | CommandSettled | CheckpointLost
+
+
+ALREADY_COMMITTED = "applied before: already committed"
+
+
+def refusal_outcome(state: RunSnapshot, command: ResumeCommand | EndRequest, rejection: Rejection) -> str:
+    """How a refused inbox command is settled. A command whose commit was written before
+    a crash (so it was never settled) is recorded as applied before, not as refused."""
+    if rejection.rule is Rule.ALREADY_APPLIED:
+        return ALREADY_COMMITTED
+    ended = state.state
+    if isinstance(command, EndRequest) and isinstance(ended, Ended) and ended.cause == command.cause:
+        return ALREADY_COMMITTED
+    return f"refused: {rejection}"
