@@ -241,7 +241,9 @@ class Runtime:
     def quiet_point(self, state: RunSnapshot) -> tuple[Decision, InboxEntry | None] | None:
         """Nothing queued: apply an inbox command, expire a wait, or plan the next step."""
         if isinstance(state.state, Ended):
-            self._drain_inbox(state)
+            # an Ended run refuses every command: this settles what is left in the inbox
+            accepted = self._next_command(state)
+            assert accepted is None, "decide accepted a command for an Ended run"
             return None
         command = self._next_command(state)
         if command is not None:
@@ -415,19 +417,6 @@ class Runtime:
     def _settle(self, entry: InboxEntry, outcome: str) -> None:
         self.store.settle_command(entry.entry_id, outcome)
         self.on_event(CommandSettled(entry, outcome))
-
-    def _drain_inbox(self, state: RunSnapshot) -> None:
-        for entry in self.store.pending_commands(state.run_id):
-            try:
-                command = inbox_to_input(entry.body)
-                verdict = decide(state, command, self.policies)
-                if isinstance(verdict, Rejection):
-                    outcome = refusal_outcome(state, command, verdict)
-                else:
-                    outcome = "refused: run ended"
-            except TraceFormatError as error:
-                outcome = f"refused: malformed command: {error}"
-            self._settle(entry, outcome)
 
     def _expiry(self, state: RunSnapshot) -> Decision | None:
         assert isinstance(state.state, Awaiting)

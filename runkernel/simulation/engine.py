@@ -231,8 +231,7 @@ class ScenarioRun:
         call = batch.call(state.state.ticket.call_id)
         assert call is not None and isinstance(call.status, CallAwaiting)
         child_run = call.status.wait.child or f"{state.run_id}-child"
-        if self.store.run(child_run) is None or not isinstance(self.store.run(child_run), RunSnapshot):
-            self.scripts[child_run] = (StepScript("child done", end=EndCauseKind.COMPLETED),)
+        self.scripts.setdefault(child_run, (StepScript("child done", end=EndCauseKind.COMPLETED),))
         child_thread = f"{self.thread_id}-child-{child_run}"
         if child_thread not in self.trial.thread_ids:
             self.trial.thread_ids.append(child_thread)
