@@ -24,6 +24,7 @@ from runkernel.kernel.state import (
     ThreadCommit,
     ToolCall,
     Wait,
+    non_negative,
 )
 from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind, instant
 
@@ -60,11 +61,6 @@ def _valid_optional_instant(
         instant(value)
 
 
-def _non_negative(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if value < 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
-
-
 # --- inputs -------------------------------------------------------------------------
 
 
@@ -74,7 +70,7 @@ class Activate:
 
     thread_id: str = attrs.field(validator=_valid_id)
     run_id: str = attrs.field(validator=_valid_id)
-    expected_version: int = attrs.field(validator=_non_negative)
+    expected_version: int = attrs.field(validator=non_negative)
     messages: tuple[Message, ...]
 
 

@@ -24,7 +24,8 @@ from runkernel.kernel.values import (
 )
 
 
-def _non_negative(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+def non_negative(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    """attrs validator: the field is an integer >= 0."""
     if value < 0:
         raise ValueError(f"{attribute.name} must be >= 0, got {value}")
 
@@ -86,7 +87,7 @@ class CallExecuting:
 class CallAwaiting:
     """The call owns a typed wait. ``attempt`` is 0 when no attempt ever started."""
 
-    attempt: int = attrs.field(validator=_non_negative)
+    attempt: int = attrs.field(validator=non_negative)
     wait: Wait
 
 
@@ -94,7 +95,7 @@ class CallAwaiting:
 class CallCompleted:
     """Terminal: a committed result."""
 
-    attempt: int = attrs.field(validator=_non_negative)
+    attempt: int = attrs.field(validator=non_negative)
     result: ToolResult
 
 
@@ -102,7 +103,7 @@ class CallCompleted:
 class CallIndeterminate:
     """Terminal: the outcome cannot be determined safely."""
 
-    attempt: int = attrs.field(validator=_non_negative)
+    attempt: int = attrs.field(validator=non_negative)
     reason: IndeterminateReason
 
 
@@ -291,8 +292,8 @@ class ThreadCommit:
 
     thread_id: str = attrs.field(validator=_non_empty)
     run_id: str = attrs.field(validator=_non_empty)
-    expected_version: int = attrs.field(validator=_non_negative)
-    step: int = attrs.field(validator=_non_negative)
+    expected_version: int = attrs.field(validator=non_negative)
+    step: int = attrs.field(validator=non_negative)
     disposition: RunDisposition
     batch: ActiveToolBatch | None
     messages: tuple[Message, ...] = ()

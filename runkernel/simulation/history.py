@@ -10,11 +10,11 @@ and how each ended, then the Run's end cause.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from attrs import frozen
 
-from runkernel.adapters.store import Store
-from runkernel.kernel.state import CallCompleted, CallIndeterminate, Ended
+from runkernel.kernel.state import CallCompleted, CallIndeterminate, Ended, ThreadCommit
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind
 
 _RECOVERY_REASONS = frozenset({IndeterminateReason.OUTCOME_UNKNOWN, IndeterminateReason.ATTEMPTS_EXHAUSTED})
@@ -48,11 +48,12 @@ class Outline:
     end: EndCauseKind | None
 
 
-def outline(store: Store, thread_id: str, run_id: str) -> Outline:
-    """Each step's calls as they were finalized (text steps have none), and the end."""
+def outline(log: Iterable[ThreadCommit], run_id: str) -> Outline:
+    """Each step's calls as they were finalized (text steps have none), and the end,
+    from a Thread's commit log."""
     steps: dict[int, tuple[CallFate, ...]] = {}
     end: EndCauseKind | None = None
-    for commit in store.commits(thread_id):
+    for commit in log:
         if commit.run_id != run_id:
             continue
         steps.setdefault(commit.step, ())

@@ -21,17 +21,29 @@ from runkernel.simulation.history import Outline, outline, recovery_differences
 from runkernel.specs.checker import Verdict, check_commits
 
 
-def check_run(store: Store, trial: Trial, baseline: Outline | None = None) -> list[str]:
+def thread_logs(store: Store, trial: Trial) -> dict[str, list[ThreadCommit]]:
+    """The committed log of every Thread the trial touched."""
+    return {t: list(store.commits(t)) for t in trial.thread_ids}
+
+
+def check_run(
+    store: Store,
+    trial: Trial,
+    baseline: Outline | None = None,
+    logs: dict[str, list[ThreadCommit]] | None = None,
+) -> list[str]:
     """Every violation found, each naming its invariant. Empty means all hold.
 
     With the ``baseline`` outline of the scenario's crash-free run, the history must
-    differ from it only by recovery edges (I12).
+    differ from it only by recovery edges (I12). ``logs`` are the trial's Thread logs
+    when the caller already read them.
     """
     problems = list(trial.problems)
+    if logs is None:
+        logs = thread_logs(store, trial)
     if baseline is not None:
-        crashed = outline(store, trial.thread_ids[0], trial.run_ids[0])
+        crashed = outline(logs[trial.thread_ids[0]], trial.run_ids[0])
         problems += recovery_differences(baseline, crashed, _recovered_positions(trial))
-    logs: dict[str, list[ThreadCommit]] = {t: list(store.commits(t)) for t in trial.thread_ids}
     for thread_id, log in logs.items():
         finding = check_commits(log)
         if finding.verdict is not Verdict.LEGAL:

@@ -19,10 +19,10 @@ from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.runtime import Acknowledged, Recovered
 from runkernel.adapters.store import Store
 from runkernel.kernel.recover import RecoveryRow
-from runkernel.kernel.state import CallIndeterminate
+from runkernel.kernel.state import CallIndeterminate, ThreadCommit
 from runkernel.simulation.engine import ScenarioRun, Trial
 from runkernel.simulation.history import Outline, outline
-from runkernel.simulation.invariants import check_run
+from runkernel.simulation.invariants import check_run, thread_logs
 from runkernel.simulation.scenarios import Scenario, catalogue
 
 
@@ -43,7 +43,7 @@ class Report:
     violations: list[str] = field(factory=list)
     thread_ids: list[str] = field(factory=list)
 
-    def add(self, trial: Trial, store: Store, problems: list[str]) -> None:
+    def add(self, trial: Trial, logs: dict[str, list[ThreadCommit]], problems: list[str]) -> None:
         self.runs += 1
         self.scenarios[trial.scenario.name] += 1
         self.runs_with_crash += bool(trial.crashes)
@@ -56,8 +56,7 @@ class Report:
                 self.acknowledged += 1
         self.executions += len(trial.world.executions)
         self.refusals.update(trial.refusals)
-        for thread_id in trial.thread_ids:
-            log = list(store.commits(thread_id))
+        for thread_id, log in logs.items():
             self.commits += len(log)
             final_calls = {
                 call.call_id: call.status
@@ -79,7 +78,7 @@ def baselines(scenarios: tuple[Scenario, ...]) -> dict[str, tuple[int, Outline]]
         trial = ScenarioRun(store, scenario, 0, ()).play()
         found[scenario.name] = (
             max(trial.boundaries_seen, 1),
-            outline(store, trial.thread_ids[0], trial.run_ids[0]),
+            outline(store.commits(trial.thread_ids[0]), trial.run_ids[0]),
         )
     return found
 
@@ -111,7 +110,8 @@ def simulate(store: Store, runs: int, seed: int, progress: Progress | None = Non
             if round_number % 3 == 0:
                 targets += (first + 1 + rng.randrange(total),)
         trial = ScenarioRun(store, scenario, index, targets).play()
-        report.add(trial, store, check_run(store, trial, found[scenario.name][1]))
+        logs = thread_logs(store, trial)
+        report.add(trial, logs, check_run(store, trial, found[scenario.name][1], logs))
         if progress is not None:
             progress(index + 1, runs, report)
     return report
