@@ -17,27 +17,23 @@ from runkernel.kernel.state import (
     CallIndeterminate,
     Ended,
     RunSnapshot,
+    ThreadCommit,
     ToolCall,
 )
 
 
-def _run_messages(store: Store, snapshot: RunSnapshot) -> list[dict[str, Any]]:
-    return [
-        message_to_json(m)
-        for c in store.commits(snapshot.thread_id)
-        if c.run_id == snapshot.run_id
-        for m in c.messages
-    ]
+def _run_log(store: Store, snapshot: RunSnapshot) -> list[ThreadCommit]:
+    """The Run's own commits, read once for everything ``inspect`` shows."""
+    return [c for c in store.commits(snapshot.thread_id) if c.run_id == snapshot.run_id]
 
 
-def _latest_calls(store: Store, snapshot: RunSnapshot) -> list[ToolCall]:
+def _latest_calls(log: list[ThreadCommit]) -> list[ToolCall]:
     """Every call of the Run with its latest committed status (batches may be dropped
     once finalized, so the log is read, not only the snapshot)."""
     latest: dict[str, ToolCall] = {}
-    for commit in store.commits(snapshot.thread_id):
-        if commit.run_id == snapshot.run_id and commit.batch is not None:
-            for call in commit.batch.calls:
-                latest[call.call_id] = call
+    for commit in log:
+        for call in commit.batch.calls if commit.batch is not None else ():
+            latest[call.call_id] = call
     return list(latest.values())
 
 
@@ -64,6 +60,7 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
             "accepts": accepts,
         }
     calls = snapshot.batch.calls if snapshot.batch else ()
+    log = _run_log(store, snapshot)
     indeterminate = [
         {
             "call_id": c.call_id,
@@ -72,7 +69,7 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
                 {"outcome": r.outcome, "note": r.note} for r in store.reconciliations(c.operation_id)
             ],
         }
-        for c in _latest_calls(store, snapshot)
+        for c in _latest_calls(log)
         if isinstance(c.status, CallIndeterminate)
     ]
     return {
@@ -91,7 +88,7 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
             "calls": [call_to_json(c) for c in calls],
         },
         "ticket": ticket,
-        "messages": _run_messages(store, snapshot),
+        "messages": [message_to_json(m) for c in log for m in c.messages],
         "indeterminate": indeterminate,
         "pending_commands": [e.body for e in store.pending_commands(snapshot.run_id)],
     }
