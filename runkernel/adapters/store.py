@@ -16,13 +16,14 @@ from typing import Protocol
 
 from attrs import frozen
 
+from runkernel.errors import RunkernelError
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.validate import Accepted, validate_commit
 from runkernel.kernel.values import JsonValue
 
 
-class StoreError(Exception):
+class StoreError(RunkernelError):
     """Base class of every error a store raises on purpose."""
 
 

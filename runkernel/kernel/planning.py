@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from runkernel.errors import RunkernelError
 from runkernel.kernel.effects_plan import (
     close_batch,
     next_step_effects,
@@ -52,7 +53,7 @@ from runkernel.kernel.values import (
 )
 
 
-class KernelBug(AssertionError):
+class KernelBug(RunkernelError, AssertionError):
     """``decide`` or ``recover`` built a commit that commit validation rejects."""
 
 

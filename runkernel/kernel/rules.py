@@ -11,6 +11,8 @@ import enum
 
 from attrs import frozen
 
+from runkernel.errors import RunkernelError
+
 
 class Rule(enum.Enum):
     """Every rule a commit or an input can break. Values are stable ids for reports."""
@@ -63,7 +65,7 @@ class Rejection:
         return f"{self.rule.value}: {self.message}"
 
 
-class RejectedError(Exception):
+class RejectedError(RunkernelError):
     """Raised by the convenience wrappers that turn a Rejection into an exception."""
 
     def __init__(self, rejection: Rejection) -> None:

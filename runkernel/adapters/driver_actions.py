@@ -1,0 +1,205 @@
+"""What the push-mode driver hands its host, what the host answers, and the driver's errors.
+
+An *action* says what the host must do next; every method of ``Driver`` (and of
+``AsyncDriver``) returns one. Which answer each action expects:
+
+====================  ==========================================================
+action                the host answers with
+====================  ==========================================================
+``Infer``             ``inferred(content, calls, end=...)`` (the model's complete reply)
+``RunCall``           ``call_returned``, ``call_failed``, ``call_lost`` or ``call_scheduled``
+``CheckStatus``       ``status(call_id, OperationStatus..., value)``
+``WaitFor``           ``resume(payload)``; or ``next_action()`` later, which applies a
+                      command queued in the store's inbox (``runkernel resume``)
+``Done``              nothing: the Run is Ended (``next_action()`` returns it again)
+====================  ==========================================================
+
+``end(...)`` / ``cancel()`` are accepted in answer to any action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TypeAlias, overload
+
+import attrs
+from attrs import frozen
+
+from runkernel.errors import RunkernelError
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.state import EndCause, Message, ResumeTicket, ToolCall, Wait
+from runkernel.kernel.values import JsonValue
+
+#: The step limit a driver applies when the host names none: a model that never says
+#: "done" ends the Run with ``step_limit`` instead of looping until killed.
+DEFAULT_MAX_STEPS = 50
+
+
+class HistoryView(Sequence[Message]):
+    """A read-only window on the Thread's messages as they were when an action was handed
+    out. Handing it out costs nothing, whatever the length of the history."""
+
+    __slots__ = ("_messages", "_length")
+
+    def __init__(self, messages: list[Message], length: int) -> None:
+        self._messages = messages
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
+        if isinstance(index, slice):
+            return tuple(self._messages[: self._length][index])
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("message index out of range")
+        return self._messages[index]
+
+    def __iter__(self) -> Iterator[Message]:
+        for index in range(self._length):
+            yield self._messages[index]
+
+    def __repr__(self) -> str:
+        return f"HistoryView({self._length} messages)"
+
+
+# --- actions (driver -> host) -------------------------------------------------------
+
+
+@frozen
+class Infer:
+    """Ask the model for step ``step`` with ``messages`` (the whole Thread, in order);
+    answer with ``inferred``."""
+
+    run_id: str
+    step: int
+    messages: HistoryView = attrs.field(eq=False)
+
+
+@frozen
+class RunCall:
+    """Run attempt ``attempt`` of a call. Its ``Executing{attempt}`` is already durable.
+
+    ``operation_id`` is the same for every attempt of the call: pass it downstream as the
+    idempotency key. ``resume_value`` is an operator's committed answer to an input wait.
+    Answer with ``call_returned``, ``call_failed``, ``call_lost`` or ``call_scheduled``.
+    """
+
+    run_id: str
+    call_id: str
+    tool: str
+    arguments: JsonValue
+    operation_id: str
+    attempt: int
+    resume_value: JsonValue = None
+
+
+@frozen
+class CheckStatus:
+    """Ask a reconnect tool what became of ``operation_id`` without starting anything;
+    answer with ``status``. For ``running`` the driver asks again: how long to wait
+    between questions, or when to give up and come back later, is the host's choice."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    operation_id: str
+    attempt: int
+
+
+@frozen
+class WaitFor:
+    """The Run is Awaiting ``ticket`` (durable): show ``call`` to whoever must answer
+    (approval, input, an external answer) or wait for the timer in ``wait.due_at``.
+    Answer with ``resume(payload)``, or call ``next_action()`` later to apply a command
+    that arrived through the store's inbox (``runkernel resume``) or an expired deadline.
+    """
+
+    run_id: str
+    ticket: ResumeTicket
+    wait: Wait
+    call: ToolCall
+
+
+@frozen
+class Done:
+    """The Run is Ended with ``cause``. ``final`` is the content of its last assistant
+    message (or None); ``redelivery`` says the terminus was committed earlier."""
+
+    run_id: str
+    thread_id: str
+    cause: EndCause
+    final: JsonValue
+    redelivery: bool = False
+
+
+Action: TypeAlias = Infer | RunCall | CheckStatus | WaitFor | Done
+
+
+@frozen
+class CallRequest:
+    """One tool call of the model's reply. Ids the host leaves out are minted by the
+    driver; give ``operation_id`` only if it is stable and unique within the Run."""
+
+    tool: str
+    arguments: JsonValue
+    call_id: str | None = None
+    operation_id: str | None = None
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+class DriverError(RunkernelError):
+    """The push-mode driver was configured or used in a way it refuses."""
+
+
+class UnknownTool(DriverError, ValueError):
+    """The model asked for a tool the driver has no policy for. Nothing was committed:
+    every tool needs a declared recovery policy, because recovery applies it later."""
+
+
+class MetadataUnsupported(DriverError):
+    """Message metadata was given, but this build's ``Message`` has no ``metadata`` field."""
+
+
+class DriverStopped(DriverError):
+    """A store call failed or lost (the exception is the ``__cause__``); the driver
+    dropped everything it believed. ``next_action()`` picks the Run up again from the
+    store alone, exactly as a fresh driver would."""
+
+
+class HostProtocolError(DriverError):
+    """The host's answer does not fit the action it was given, or the kernel refused it
+    (``rejection`` says which rule). Nothing was committed; the same action stands."""
+
+    def __init__(self, message: str, rejection: Rejection | None = None, action: Action | None = None) -> None:
+        super().__init__(message)
+        self.rejection = rejection
+        self.action = action
+
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "Action",
+    "CallRequest",
+    "CheckStatus",
+    "Done",
+    "DriverError",
+    "DriverStopped",
+    "HistoryView",
+    "HostProtocolError",
+    "Infer",
+    "MetadataUnsupported",
+    "RunCall",
+    "UnknownTool",
+    "WaitFor",
+]

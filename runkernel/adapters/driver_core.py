@@ -1,0 +1,537 @@
+"""The push-mode driver's sans-IO core: one generator per Run that both shells drive.
+
+The core never touches a store, a gate or the host itself. It *yields* what it needs
+(``Append`` a commit, ``ReadRun``, ``Pending`` inbox commands, ``AskGate``, ``Hand`` an
+action to the host, ...) and is sent the answer, the way psycopg's protocol generators
+yield "wait for read". ``Driver`` performs those operations synchronously and
+``AsyncDriver`` awaits them; neither holds any logic of its own, so the two cannot drift.
+
+Every decision comes from the kernel: ``decide`` for what the host reports, ``recover``
+when a Run is picked up or reaches a quiet point. An operation that follows an ``Append``
+is only yielded once the store acknowledged it, so an action that touches the world
+(run attempt n, begin a wait) is handed out only after its commit is durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from typing import Any, TypeAlias
+
+import attrs
+from attrs import frozen
+
+from runkernel.adapters.driver_actions import (
+    Action,
+    CallRequest,
+    CheckStatus,
+    Done,
+    DriverError,
+    HistoryView,
+    HostProtocolError,
+    Infer,
+    MetadataUnsupported,
+    RunCall,
+    UnknownTool,
+    WaitFor,
+)
+from runkernel.adapters.port_inputs import gate_verdict
+from runkernel.adapters.ports import Clock, GateAnswer, IdSource
+from runkernel.adapters.runtime_events import refusal_outcome
+from runkernel.adapters.serial import inbox_to_input
+from runkernel.adapters.store import InboxEntry, UnknownRun
+from runkernel.kernel.codec import TraceFormatError
+from runkernel.kernel.decide import decide
+from runkernel.kernel.policies import Policies
+from runkernel.kernel.protocol import (
+    Activate,
+    Commit,
+    DeadlinePassed,
+    Decision,
+    DeliverTerminus,
+    EndRequest,
+    Execute,
+    InferenceResult,
+    Input,
+    NotifyWait,
+    OperationStatus,
+    ProposedCall,
+    PublishResults,
+    QueryStatus,
+    RequestInference,
+    ResumeCommand,
+    ResumePayload,
+    RunGate,
+    RunHook,
+    StatusReport,
+    ToolFinished,
+    ToolOutcome,
+)
+from runkernel.kernel.recover import recover
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.state import (
+    Awaiting,
+    CallAwaiting,
+    EndCause,
+    Ended,
+    Message,
+    RunSnapshot,
+    ThreadCommit,
+    ThreadHead,
+    ToolCall,
+)
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role
+
+#: Whether this build's ``Message`` carries host metadata (the judge's codec adds it).
+MESSAGE_HAS_METADATA = "metadata" in attrs.fields_dict(Message)
+
+# --- operations the core yields ------------------------------------------------------
+
+
+@frozen
+class Append:
+    """Write the commit; answer with the store's new snapshot."""
+
+    commit: ThreadCommit
+
+
+@frozen
+class ReadRun:
+    """Answer with the Run's latest snapshot, or None."""
+
+    run_id: str
+
+
+@frozen
+class ReadHead:
+    """Answer with the Thread's head, or None."""
+
+    thread_id: str
+
+
+@frozen
+class ReadMessages:
+    """Answer with the Thread's committed messages (read once per pick-up)."""
+
+    thread_id: str
+
+
+@frozen
+class Pending:
+    """Answer with the Run's pending inbox commands."""
+
+    run_id: str
+
+
+@frozen
+class Settle:
+    """Record what became of an inbox command; answer with None."""
+
+    entry_id: int
+    outcome: str
+
+
+@frozen
+class AskGate:
+    """Ask the permission gate about a call; answer with its ``GateAnswer``."""
+
+    run_id: str
+    call: ToolCall
+
+
+@frozen
+class Hand:
+    """Give the host ``action`` (raising ``refused`` first if its last answer was
+    refused); answer with the host's next report."""
+
+    action: Action
+    refused: DriverError | None = None
+
+
+Operation: TypeAlias = Append | ReadRun | ReadHead | ReadMessages | Pending | Settle | AskGate | Hand
+
+# --- what the host reports -------------------------------------------------------------
+
+
+@frozen
+class Inferred:
+    content: JsonValue
+    calls: tuple[CallRequest, ...]
+    end: EndCauseKind | None
+    metadata: JsonValue
+
+
+@frozen
+class CallEnded:
+    call_id: str
+    outcome: ToolOutcome
+    metadata: JsonValue
+
+
+@frozen
+class Status:
+    call_id: str
+    status: OperationStatus
+    value: JsonValue
+
+
+@frozen
+class Resume:
+    payload: ResumePayload
+
+
+@frozen
+class End:
+    cause: EndCause
+
+
+@frozen
+class Poll:
+    """The host asks what to do next without reporting anything."""
+
+
+Report: TypeAlias = Inferred | CallEnded | Status | Resume | End | Poll
+
+Steps: TypeAlias = Generator[Operation, Any, None]
+
+
+@frozen
+class Settings:
+    """What a driver was configured with; shared by every core it makes."""
+
+    policies: Policies
+    ids: IdSource
+    clock: Clock
+
+
+class DriverCore:
+    """One Run's progress, from one start or pick-up until a store call fails."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.policies = settings.policies
+        self.state: RunSnapshot | None = None
+        self.history: list[Message] = []
+        self.final: JsonValue = None
+        self.entry: InboxEntry | None = None
+        self.terminus: DeliverTerminus | None = None
+        self.assistant_metadata: JsonValue = None
+        self.tool_metadata: dict[str, JsonValue] = {}
+
+    # --- openings -------------------------------------------------------------------
+
+    def start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> Steps:
+        """Activate a new Run in a Thread, then drive it."""
+        head: ThreadHead | None = yield ReadHead(thread_id)
+        if head is not None and head.active_run_id is not None:
+            raise DriverError(
+                f"thread {thread_id!r} has a Run that is not Ended ({head.active_run_id!r}): "
+                "pick that one up instead"
+            )
+        if head is not None:
+            yield from self._read_history(thread_id)
+        decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages))
+        if isinstance(decision, Rejection):
+            raise HostProtocolError(f"can't start run {run_id!r}: {decision}", decision)
+        yield from self._drive(decision)
+
+    def pick_up(self, run_id: str) -> Steps:
+        """Continue a Run from the store alone: exactly what ``recover`` authorizes."""
+        state: RunSnapshot | None = yield ReadRun(run_id)
+        if state is None:
+            raise UnknownRun(f"no committed state for run {run_id!r}")
+        yield from self._read_history(state.thread_id)
+        self.state = state
+        yield from self._drive(recover(state, self.policies).decision)
+
+    def _read_history(self, thread_id: str) -> Generator[Operation, Any, None]:
+        messages: list[Message] = yield ReadMessages(thread_id)
+        self.history = list(messages)
+        for message in reversed(self.history):
+            if message.role is Role.ASSISTANT:
+                self.final = message.content
+                break
+
+    # --- the effect loop ------------------------------------------------------------
+
+    def _drive(self, decision: Decision) -> Steps:
+        while True:
+            following: Decision | None = None
+            for effect in decision.effects:
+                match effect:
+                    case Commit():
+                        yield from self._commit(effect.commit, decision.state)
+                    case RunHook() | PublishResults() | NotifyWait():
+                        pass  # observations; a push-mode host runs its own hooks
+                    case DeliverTerminus():
+                        self.terminus = effect
+                    case RequestInference():
+                        if not (yield from self._commands_waiting()):
+                            following = yield from self._ask(self._infer(effect.step))
+                        break
+                    case RunGate():
+                        if not (yield from self._commands_waiting()):
+                            following = yield from self._gate(effect.call)
+                        break
+                    case Execute():
+                        following = yield from self._ask(self._run_call(effect))
+                        break
+                    case QueryStatus():
+                        if not (yield from self._commands_waiting()):
+                            following = yield from self._ask(self._check_status(effect))
+                        break
+            if following is None:
+                following = yield from self._quiet_point()
+            decision = following
+
+    def _quiet_point(self) -> Generator[Operation, Any, Decision]:
+        """Nothing queued: apply an inbox command, an expired deadline, or what
+        ``recover`` plans; an Awaiting or Ended Run hands its wait or terminus."""
+        while True:
+            state = self._snapshot()
+            picked = yield from self._next_command(state)
+            if picked is not None:
+                return picked
+            if isinstance(state.state, Awaiting):
+                expired = self._expiry(state)
+                if expired is not None:
+                    return expired
+            if isinstance(state.state, (Awaiting, Ended)):
+                action = self._wait_for(state) if isinstance(state.state, Awaiting) else self._done(state)
+                answered = yield from self._ask(action)
+                if answered is not None:
+                    return answered
+                continue
+            return recover(state, self.policies).decision
+
+    def _commit(self, commit: ThreadCommit, expected: RunSnapshot) -> Generator[Operation, Any, None]:
+        commit = self._with_metadata(commit)
+        stored: RunSnapshot = yield Append(commit)
+        if stored != expected:
+            raise DriverError(f"store and kernel disagree after version {commit.version}")
+        self.state = stored
+        self.history.extend(commit.messages)
+        for message in commit.messages:
+            if message.role is Role.ASSISTANT:
+                self.final = message.content
+        if self.entry is not None:
+            # settled only once its commit is acknowledged: after a crash in between it
+            # is applied again and answered "already applied"
+            entry, self.entry = self.entry, None
+            yield Settle(entry.entry_id, "applied")
+
+    # --- asking the host ------------------------------------------------------------
+
+    def _ask(self, action: Action) -> Generator[Operation, Any, Decision | None]:
+        """Hand ``action`` until the host's report is accepted by the kernel. None means
+        "go to the quiet point" (a poll that found a command, or a wait or terminus)."""
+        refused: DriverError | None = None
+        while True:
+            report: Report = yield Hand(action, refused)
+            refused = None
+            if isinstance(report, Poll):
+                if isinstance(action, (WaitFor, Done)):
+                    return None
+                if isinstance(action, (Infer, CheckStatus)) and (yield from self._commands_waiting()):
+                    return None  # the command goes first; recover() plans this again
+                continue
+            made = self._input(action, report)
+            if isinstance(made, DriverError):
+                refused = made
+                continue
+            verdict = decide(self._snapshot(), made, self.policies)
+            if isinstance(verdict, Rejection):
+                refused = HostProtocolError(f"refused {type(report).__name__.lower()}: {verdict}", verdict, action)
+                continue
+            self._keep_metadata(report)
+            return verdict
+
+    def _input(self, action: Action, report: Report) -> Input | DriverError:
+        """The kernel input a report stands for, if it answers ``action``."""
+        if isinstance(report, End):
+            return EndRequest(report.cause)
+        if isinstance(report, (Inferred, CallEnded)) and report.metadata is not None and not MESSAGE_HAS_METADATA:
+            return MetadataUnsupported("this runkernel's Message has no metadata field")
+        match action, report:
+            case Infer(), Inferred():
+                return self._inference(report)
+            case RunCall(), CallEnded() if report.call_id == action.call_id:
+                return ToolFinished(action.call_id, action.attempt, report.outcome)
+            case CheckStatus(), Status() if report.call_id == action.call_id:
+                return StatusReport(action.call_id, action.attempt, report.status, report.value)
+            case WaitFor(), Resume():
+                ticket = action.ticket
+                return ResumeCommand(action.run_id, ticket.ticket_id, ticket.wait, report.payload)
+        return HostProtocolError(
+            f"{type(action).__name__} expects {_EXPECTED[type(action)]}, "
+            f"not {_REPORT_NAMES[type(report)]}"
+            + (f" for call {getattr(report, 'call_id')!r}" if isinstance(report, (CallEnded, Status)) else ""),
+            None,
+            action,
+        )
+
+    def _inference(self, report: Inferred) -> InferenceResult | DriverError:
+        unknown = sorted({c.tool for c in report.calls} - set(self.policies.tools))
+        if unknown:
+            return UnknownTool(
+                f"no policy for tool(s) {', '.join(map(repr, unknown))}: declare each tool's "
+                "recovery policy (Driver(store, tools={name: ToolPolicy(...)}))"
+            )
+        if not report.calls:
+            return InferenceResult(report.content, end=report.end)
+        ids = self.settings.ids
+        calls = tuple(
+            ProposedCall(
+                c.call_id or ids.new_id("call"), c.tool, c.arguments, c.operation_id or ids.new_id("op")
+            )
+            for c in report.calls
+        )
+        return InferenceResult(report.content, calls, ids.new_id("batch"), report.end)
+
+    def _gate(self, call: ToolCall) -> Generator[Operation, Any, Decision]:
+        state = self._snapshot()
+        answer: GateAnswer = yield AskGate(state.run_id, call)
+        verdict = decide(state, gate_verdict(call.call_id, answer, self.settings.ids.ticket_id()), self.policies)
+        if isinstance(verdict, Rejection):
+            raise HostProtocolError(f"the gate's answer for call {call.call_id!r} was refused: {verdict}", verdict)
+        return verdict
+
+    # --- inbox and deadlines --------------------------------------------------------
+
+    def _commands_waiting(self) -> Generator[Operation, Any, bool]:
+        pending: list[InboxEntry] = yield Pending(self._snapshot().run_id)
+        return bool(pending)
+
+    def _next_command(self, state: RunSnapshot) -> Generator[Operation, Any, Decision | None]:
+        pending: list[InboxEntry] = yield Pending(state.run_id)
+        for entry in pending:
+            try:
+                command = inbox_to_input(entry.body)
+            except TraceFormatError as error:
+                yield Settle(entry.entry_id, f"refused: malformed command: {error}")
+                continue
+            verdict = decide(state, command, self.policies)
+            if isinstance(verdict, Rejection):
+                yield Settle(entry.entry_id, refusal_outcome(state, command, verdict))
+                continue
+            self.entry = entry
+            return verdict
+        return None
+
+    def _expiry(self, state: RunSnapshot) -> Decision | None:
+        assert isinstance(state.state, Awaiting)
+        call = self._awaiting_call(state)
+        if call.status.wait.expires_at is None:
+            return None
+        verdict = decide(state, DeadlinePassed(state.state.ticket.ticket_id, self.settings.clock()), self.policies)
+        return None if isinstance(verdict, Rejection) else verdict
+
+    # --- actions --------------------------------------------------------------------
+
+    def _snapshot(self) -> RunSnapshot:
+        assert self.state is not None, "the Run's first commit comes before any question"
+        return self.state
+
+    def _infer(self, step: int) -> Infer:
+        return Infer(self._snapshot().run_id, step, HistoryView(self.history, len(self.history)))
+
+    def _run_call(self, effect: Execute) -> RunCall:
+        return RunCall(
+            self._snapshot().run_id,
+            effect.call_id,
+            effect.tool,
+            effect.arguments,
+            effect.operation_id,
+            effect.attempt,
+            effect.resume_value,
+        )
+
+    def _check_status(self, effect: QueryStatus) -> CheckStatus:
+        return CheckStatus(self._snapshot().run_id, effect.call_id, effect.tool, effect.operation_id, effect.attempt)
+
+    def _awaiting_call(self, state: RunSnapshot) -> _AwaitingCall:
+        assert isinstance(state.state, Awaiting) and state.open_batch is not None
+        call = state.open_batch.call(state.state.ticket.call_id)
+        assert call is not None and isinstance(call.status, CallAwaiting)
+        return _AwaitingCall(call, call.status)
+
+    def _wait_for(self, state: RunSnapshot) -> WaitFor:
+        assert isinstance(state.state, Awaiting)
+        awaiting = self._awaiting_call(state)
+        return WaitFor(state.run_id, state.state.ticket, awaiting.status.wait, awaiting.call)
+
+    def _done(self, state: RunSnapshot) -> Done:
+        assert isinstance(state.state, Ended)
+        redelivery = self.terminus.redelivery if self.terminus is not None else True
+        return Done(state.run_id, state.thread_id, state.state.cause, self.final, redelivery)
+
+    # --- message metadata -------------------------------------------------------------
+
+    def _keep_metadata(self, report: Report) -> None:
+        if isinstance(report, Inferred) and report.metadata is not None:
+            self.assistant_metadata = report.metadata
+        if isinstance(report, CallEnded) and report.metadata is not None:
+            self.tool_metadata[report.call_id] = report.metadata
+
+    def _with_metadata(self, commit: ThreadCommit) -> ThreadCommit:
+        """Put the host's metadata on the messages it belongs to (the assistant message of
+        the reply it came with, a call's tool-result message when the batch publishes)."""
+        if self.assistant_metadata is None and not self.tool_metadata:
+            return commit
+        messages = []
+        for message in commit.messages:
+            metadata: JsonValue = None
+            if message.role is Role.ASSISTANT and self.assistant_metadata is not None:
+                metadata, self.assistant_metadata = self.assistant_metadata, None
+            elif message.role is Role.TOOL and message.call_id in self.tool_metadata:
+                metadata = self.tool_metadata.pop(message.call_id)
+            # keyword by name: before the judge's merge, Message has no such field
+            with_metadata: dict[str, Any] = {"metadata": metadata}
+            messages.append(message if metadata is None else attrs.evolve(message, **with_metadata))
+        return attrs.evolve(commit, messages=tuple(messages))
+
+
+@frozen
+class _AwaitingCall:
+    call: ToolCall
+    status: CallAwaiting
+
+
+_EXPECTED: Mapping[type, str] = {
+    Infer: "inferred(...)",
+    RunCall: "call_returned / call_failed / call_lost / call_scheduled for its call",
+    CheckStatus: "status(...) for its call",
+    WaitFor: "resume(payload), or next_action() to apply a queued command",
+    Done: "nothing: the Run is Ended",
+}
+
+_REPORT_NAMES: Mapping[type, str] = {
+    Inferred: "inferred(...)",
+    CallEnded: "a call's result",
+    Status: "status(...)",
+    Resume: "resume(...)",
+    End: "end(...)",
+    Poll: "next_action()",
+}
+
+
+__all__ = [
+    "MESSAGE_HAS_METADATA",
+    "Append",
+    "AskGate",
+    "CallEnded",
+    "DriverCore",
+    "End",
+    "Hand",
+    "Inferred",
+    "Operation",
+    "Pending",
+    "Poll",
+    "ReadHead",
+    "ReadMessages",
+    "ReadRun",
+    "Report",
+    "Resume",
+    "Settings",
+    "Settle",
+    "Status",
+]
