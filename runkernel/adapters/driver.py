@@ -326,6 +326,8 @@ class Driver(_Shell):
         if isinstance(op, AskGate):
             answer = self.gate.check(op.run_id, op.call)
             if inspect.isawaitable(answer):
+                if inspect.iscoroutine(answer):
+                    answer.close()  # never awaited: say so once, not in a RuntimeWarning
                 raise DriverError("the gate returned an awaitable: use AsyncDriver for an async gate")
             return answer
         return self._perform_store(op)

@@ -1,0 +1,281 @@
+"""A scripted push-mode host for the driver tests: a model that answers by step, tools
+that keep a downstream record of every executor start, a gate, a store that dies at a
+chosen boundary, and one loop that plays the host against either shell.
+
+``BlockingAsync`` runs ``AsyncDriver`` on an event loop of its own behind the same
+methods as ``Driver``, so every scenario runs through both shells unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Protocol, TypeVar
+
+from attrs import define, field, frozen
+
+from runkernel.adapters.crash import Boundary, CrashAtEncounter, Position, SimulatedCrash, position_of
+from runkernel.adapters.driver import AnyGate, AsyncDriver, Driver
+from runkernel.adapters.driver_actions import DEFAULT_MAX_STEPS, Action, CallRequest, CheckStatus, Done, Infer, RunCall, WaitFor
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, Permit, utc_now
+from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
+from runkernel.kernel.protocol import OperationStatus, ResumePayload
+from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ToolCall, TypedError
+from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
+
+T = TypeVar("T")
+
+
+class Shell(Protocol):
+    """The methods a host calls, as ``Driver`` has them."""
+
+    @property
+    def snapshot(self) -> RunSnapshot | None: ...
+
+    def start(
+        self, messages: Sequence[Message | str], *, thread_id: str | None = None, run_id: str | None = None
+    ) -> Action: ...
+
+    def pick_up(self, run_id: str) -> Action: ...
+
+    def next_action(self) -> Action: ...
+
+    def inferred(
+        self,
+        content: JsonValue,
+        calls: Sequence[CallRequest] = (),
+        *,
+        end: EndCauseKind | None = None,
+        metadata: JsonValue = None,
+    ) -> Action: ...
+
+    def call_returned(self, call_id: str, value: JsonValue, *, metadata: JsonValue = None) -> Action: ...
+
+    def call_failed(
+        self, call_id: str, error: JsonValue, *, retryable: bool = False, metadata: JsonValue = None
+    ) -> Action: ...
+
+    def call_lost(self, call_id: str) -> Action: ...
+
+    def status(self, call_id: str, status: OperationStatus, value: JsonValue = None) -> Action: ...
+
+    def resume(self, payload: ResumePayload) -> Action: ...
+
+    def end(self, kind: EndCauseKind = EndCauseKind.STOPPED, error: TypedError | None = None) -> Action: ...
+
+    def cancel(self) -> Action: ...
+
+
+class BlockingAsync:
+    """``AsyncDriver`` behind ``Driver``'s blocking methods (one event loop per driver)."""
+
+    def __init__(self, driver: AsyncDriver) -> None:
+        self.driver = driver
+        self.loop = asyncio.new_event_loop()
+
+    def _run(self, awaitable: Awaitable[T]) -> T:
+        async def wrapped() -> T:
+            return await awaitable
+
+        return self.loop.run_until_complete(wrapped())
+
+    @property
+    def snapshot(self) -> RunSnapshot | None:
+        return self.driver.snapshot
+
+    def start(
+        self, messages: Sequence[Message | str], *, thread_id: str | None = None, run_id: str | None = None
+    ) -> Action:
+        return self._run(self.driver.start(messages, thread_id=thread_id, run_id=run_id))
+
+    def pick_up(self, run_id: str) -> Action:
+        return self._run(self.driver.pick_up(run_id))
+
+    def next_action(self) -> Action:
+        return self._run(self.driver.next_action())
+
+    def inferred(
+        self,
+        content: JsonValue,
+        calls: Sequence[CallRequest] = (),
+        *,
+        end: EndCauseKind | None = None,
+        metadata: JsonValue = None,
+    ) -> Action:
+        return self._run(self.driver.inferred(content, calls, end=end, metadata=metadata))
+
+    def call_returned(self, call_id: str, value: JsonValue, *, metadata: JsonValue = None) -> Action:
+        return self._run(self.driver.call_returned(call_id, value, metadata=metadata))
+
+    def call_failed(
+        self, call_id: str, error: JsonValue, *, retryable: bool = False, metadata: JsonValue = None
+    ) -> Action:
+        return self._run(self.driver.call_failed(call_id, error, retryable=retryable, metadata=metadata))
+
+    def call_lost(self, call_id: str) -> Action:
+        return self._run(self.driver.call_lost(call_id))
+
+    def status(self, call_id: str, status: OperationStatus, value: JsonValue = None) -> Action:
+        return self._run(self.driver.status(call_id, status, value))
+
+    def resume(self, payload: ResumePayload) -> Action:
+        return self._run(self.driver.resume(payload))
+
+    def end(self, kind: EndCauseKind = EndCauseKind.STOPPED, error: TypedError | None = None) -> Action:
+        return self._run(self.driver.end(kind, error))
+
+    def cancel(self) -> Action:
+        return self._run(self.driver.cancel())
+
+
+# --- the world outside the driver ------------------------------------------------------
+
+POLICIES: Mapping[str, ToolPolicy] = {
+    "replay": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY, max_attempts=3)),
+    "reconnect": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT)),
+    "indeterminate": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)),
+    "flaky": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY), RetryPolicy(max_attempts=2)),
+    "pay": ToolPolicy(),
+}
+
+
+@frozen
+class Reply:
+    """What the scripted model answers at one step."""
+
+    content: JsonValue
+    calls: tuple[tuple[str, JsonValue], ...] = ()
+    end: EndCauseKind | None = None
+
+
+class ApprovalGate:
+    """Holds ``pay`` for approval; permits everything else."""
+
+    def check(self, run_id: str, call: ToolCall) -> GateAnswer:
+        return Hold(WaitKind.APPROVAL, {"tool": call.tool}) if call.tool == "pay" else Permit()
+
+
+class AsyncApprovalGate:
+    """The same gate, as a coroutine (only an ``AsyncDriver`` takes it)."""
+
+    async def check(self, run_id: str, call: ToolCall) -> GateAnswer:
+        return ApprovalGate().check(run_id, call)
+
+
+@define
+class World:
+    """The scripted model and the tools' downstream system, shared by every driver that
+    drives the Run (a crash throws drivers away, never the world)."""
+
+    script: Mapping[int, Reply]
+    crash: CrashAtEncounter | None = None
+    starts: dict[str, list[int]] = field(factory=dict)
+    tool_of: dict[str, str] = field(factory=dict)
+    done: dict[str, JsonValue] = field(factory=dict)
+    flaky_failures: int = 0
+    status_questions: int = 0
+
+    def infer(self, action: Infer) -> Reply:
+        return self.script[action.step]
+
+    def run(self, action: RunCall) -> tuple[str, JsonValue]:
+        """Start the executor; the downstream record keeps every start."""
+        self.starts.setdefault(action.operation_id, []).append(action.attempt)
+        self.tool_of[action.operation_id] = action.tool
+        if action.tool == "flaky" and self.flaky_failures == 0:
+            self.flaky_failures += 1
+            return "failed", {"type": "Flaky", "message": "try again"}
+        value: JsonValue = {"tool": action.tool, "args": action.arguments}
+        self.done[action.operation_id] = value
+        if self.crash is not None and self.crash.crash_here(Boundary.AFTER_EFFECT, Position.CALL_RESULT):
+            raise SimulatedCrash(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
+        return "returned", value
+
+    def status(self, action: CheckStatus) -> tuple[OperationStatus, JsonValue]:
+        self.status_questions += 1
+        if action.operation_id in self.done:
+            return OperationStatus.DONE, self.done[action.operation_id]
+        return OperationStatus.NOT_FOUND, None
+
+    def repeated_starts(self) -> dict[str, list[int]]:
+        """Operations of non-replay tools whose executor started more than once."""
+        return {
+            op: attempts
+            for op, attempts in self.starts.items()
+            if len(attempts) > 1 and POLICIES[self.tool_of[op]].recovery.mode is not RecoveryMode.REPLAY
+            and self.tool_of[op] != "flaky"
+        }
+
+
+def play(driver: Shell, action: Action, world: World) -> WaitFor | Done:
+    """Be the host until the Run waits or ends."""
+    while True:
+        match action:
+            case Infer():
+                reply = world.infer(action)
+                calls = [CallRequest(tool, args) for tool, args in reply.calls]
+                action = driver.inferred(reply.content, calls, end=reply.end)
+            case RunCall():
+                outcome, value = world.run(action)
+                if outcome == "failed":
+                    action = driver.call_failed(action.call_id, value, retryable=True)
+                else:
+                    action = driver.call_returned(action.call_id, value)
+            case CheckStatus():
+                status, value = world.status(action)
+                action = driver.status(action.call_id, status, value)
+            case WaitFor() | Done():
+                return action
+
+
+class CrashingStore(MemoryStore):
+    """A memory store whose writer dies at the plan's boundary: before a write lands, or
+    after it landed but before the driver heard back."""
+
+    def __init__(self, plan: CrashAtEncounter) -> None:
+        super().__init__()
+        self.plan = plan
+
+    def append(self, commit: ThreadCommit) -> RunSnapshot:
+        position = position_of(self.run(commit.run_id), commit)
+        if self.plan.crash_here(Boundary.BEFORE_WRITE, position):
+            raise SimulatedCrash(Boundary.BEFORE_WRITE, position)
+        stored = super().append(commit)
+        if self.plan.crash_here(Boundary.AFTER_WRITE, position):
+            raise SimulatedCrash(Boundary.AFTER_WRITE, position)
+        return stored
+
+
+class SeededIds:
+    """Deterministic ids for everything, tickets included (tests only: real tickets need
+    128 random bits, which ``SecretIds`` gives)."""
+
+    def __init__(self, prefix: str = "id") -> None:
+        self.prefix = prefix
+        self._next = itertools.count(1)
+
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}-{self.prefix}-{next(self._next)}"
+
+    def ticket_id(self) -> str:
+        return f"tk-{self.prefix}-{next(self._next)}"
+
+
+SHELLS = ("sync", "async")
+
+def make_shell(
+    kind: str,
+    store: MemoryStore,
+    *,
+    gate: AnyGate | None = None,
+    max_steps: int | None = DEFAULT_MAX_STEPS,
+    ids: IdSource | None = None,
+    clock: Clock = utc_now,
+) -> Shell:
+    """A ``Driver`` or a blocking ``AsyncDriver`` with the test tools' policies."""
+    if kind == "sync":
+        return Driver(store, POLICIES, gate=gate or ApprovalGate(), max_steps=max_steps, ids=ids, clock=clock)
+    driver = AsyncDriver(store, POLICIES, gate=gate or AsyncApprovalGate(), max_steps=max_steps, ids=ids, clock=clock)
+    return BlockingAsync(driver)
