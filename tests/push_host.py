@@ -15,14 +15,14 @@ from typing import Protocol, TypeVar
 
 from attrs import define, field, frozen
 
-from runkernel.adapters.crash import Boundary, CrashAtEncounter, Position, SimulatedCrash, position_of
+from runkernel.adapters.crash import Boundary, CrashPlan, Position, SimulatedCrash, position_of
 from runkernel.adapters.driver import AnyGate, AsyncDriver, Driver
 from runkernel.adapters.driver_actions import DEFAULT_MAX_STEPS, Action, CallRequest, CheckStatus, Done, Infer, RunCall, WaitFor
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, Permit, utc_now
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus, ResumePayload
-from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ToolCall, TypedError
+from runkernel.kernel.state import CallExecuting, Message, RunSnapshot, ThreadCommit, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
 
 T = TypeVar("T")
@@ -136,7 +136,8 @@ POLICIES: Mapping[str, ToolPolicy] = {
     "replay": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY, max_attempts=3)),
     "reconnect": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT)),
     "indeterminate": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)),
-    "flaky": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY), RetryPolicy(max_attempts=2)),
+    # retries and replays share the attempt counter: room for both in one trial
+    "flaky": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY, max_attempts=5), RetryPolicy(max_attempts=4)),
     "pay": ToolPolicy(),
 }
 
@@ -170,7 +171,8 @@ class World:
     drives the Run (a crash throws drivers away, never the world)."""
 
     script: Mapping[int, Reply]
-    crash: CrashAtEncounter | None = None
+    crash: CrashPlan | None = None
+    store: MemoryStore | None = None
     starts: dict[str, list[int]] = field(factory=dict)
     tool_of: dict[str, str] = field(factory=dict)
     done: dict[str, JsonValue] = field(factory=dict)
@@ -182,6 +184,8 @@ class World:
 
     def run(self, action: RunCall) -> tuple[str, JsonValue]:
         """Start the executor; the downstream record keeps every start."""
+        if self.store is not None:
+            assert_durable(self.store, action)
         self.starts.setdefault(action.operation_id, []).append(action.attempt)
         self.tool_of[action.operation_id] = action.tool
         if action.tool == "flaky" and self.flaky_failures == 0:
@@ -230,11 +234,37 @@ def play(driver: Shell, action: Action, world: World) -> WaitFor | Done:
                 return action
 
 
+def assert_durable(store: MemoryStore, action: RunCall) -> None:
+    """I5: attempt n runs only once its Executing{n} is committed."""
+    snapshot = store.run(action.run_id)
+    call = snapshot.open_batch.call(action.call_id) if snapshot and snapshot.open_batch else None
+    assert call is not None and call.status == CallExecuting(action.attempt), (
+        f"RunCall {action.call_id} attempt {action.attempt} handed out while the store says "
+        f"{call.status if call else None}"
+    )
+
+
+class CrashAtEach:
+    """Crash at each of the ``targets``-th boundaries encountered (0-based, every kind)."""
+
+    def __init__(self, targets: Sequence[int]) -> None:
+        self.targets = frozenset(targets)
+        self.seen = 0
+        self.fired: list[tuple[Boundary, Position]] = []
+
+    def crash_here(self, boundary: Boundary, position: Position) -> bool:
+        hit = self.seen in self.targets
+        self.seen += 1
+        if hit:
+            self.fired.append((boundary, position))
+        return hit
+
+
 class CrashingStore(MemoryStore):
     """A memory store whose writer dies at the plan's boundary: before a write lands, or
     after it landed but before the driver heard back."""
 
-    def __init__(self, plan: CrashAtEncounter) -> None:
+    def __init__(self, plan: CrashPlan) -> None:
         super().__init__()
         self.plan = plan
 

@@ -1,0 +1,160 @@
+"""The push-mode driver crashed at every boundary it passes, through both shells.
+
+Each scenario is first played without a crash to count its boundaries (before a write,
+after a write but before the acknowledgement, after a tool's effect but before its
+report). Then, for every boundary, the host's driver dies there and a fresh driver picks
+the Run up from the store alone. Every trial must end the Run as the crash-free play
+does, with every exported trace legal under the checker, every attempt handed out only
+after its Executing{n} was committed, and no executor start of a reconnect or
+indeterminate call after the first (the tools' downstream record says so, not the
+driver).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+from attrs import frozen
+
+from push_host import SHELLS, CrashAtEach, CrashingStore, Reply, SeededIds, World, make_shell, play
+from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from runkernel.adapters.driver_actions import Action, Done, WaitFor
+from runkernel.adapters.inbox import submit_resume
+from runkernel.kernel.protocol import Approve, Deny, ResumeCommand, ResumePayload
+from runkernel.kernel.state import Message
+from runkernel.kernel.values import EndCauseKind, Role
+from runkernel.specs.checker import Verdict, check_commits
+
+DONE = Reply("all done", end=EndCauseKind.COMPLETED)
+
+
+@frozen
+class Scenario:
+    name: str
+    script: Mapping[int, Reply]
+    answer: ResumePayload | None = None
+
+
+SCENARIOS = (
+    Scenario("text_only", {1: DONE}),
+    Scenario("text_then_end", {1: Reply("thinking"), 2: DONE}),
+    Scenario("one_batch", {1: Reply("t", (("replay", 1), ("reconnect", 2), ("indeterminate", 3))), 2: DONE}),
+    Scenario("retry", {1: Reply("t", (("flaky", 1),)), 2: DONE}),
+    Scenario("approval_approved", {1: Reply("t", (("replay", 1), ("pay", 2))), 2: DONE}, Approve()),
+    Scenario("approval_denied", {1: Reply("t", (("pay", 1), ("reconnect", 2))), 2: DONE}, Deny("no")),
+    Scenario(
+        "two_batches",
+        {1: Reply("a", (("reconnect", 1),)), 2: Reply("b", (("indeterminate", 2), ("pay", 3))), 3: DONE},
+        Approve(),
+    ),
+)
+
+
+@frozen
+class Trial:
+    done: Done
+    messages: tuple[Message, ...]
+    crashes: int
+    world: World
+    store: CrashingStore
+    boundaries: int
+    fired: tuple[tuple[Boundary, Position], ...]
+
+
+def play_with_crashes(kind: str, scenario: Scenario, targets: Sequence[int]) -> Trial:
+    plan = CrashAtEach(targets)
+    store = CrashingStore(plan)
+    world = World(scenario.script, crash=plan, store=store)
+    crashes = 0
+    while True:
+        driver = make_shell(kind, store, ids=SeededIds(f"d{crashes}"))
+        try:
+            action: Action
+            if store.run("r1") is None:
+                action = driver.start(["go"], thread_id="t1", run_id="r1")
+            else:
+                action = driver.pick_up("r1")
+            while True:
+                action = play(driver, action, world)
+                if isinstance(action, Done):
+                    messages = tuple(store.messages("t1"))
+                    return Trial(action, messages, crashes, world, store, plan.seen, tuple(plan.fired))
+                assert isinstance(action, WaitFor) and scenario.answer is not None
+                if not store.pending_commands("r1"):
+                    command = ResumeCommand("r1", action.ticket.ticket_id, action.ticket.wait, scenario.answer)
+                    assert isinstance(submit_resume(store, command), int)
+                action = driver.next_action()
+        except SimulatedCrash:
+            crashes += 1
+            assert crashes <= len(targets), "a crash nobody planned"
+
+
+def boundaries(kind: str, scenario: Scenario) -> tuple[int, Trial]:
+    """How many boundaries the crash-free play passes, and that play."""
+    baseline = play_with_crashes(kind, scenario, ())
+    return baseline.boundaries, baseline
+
+
+def problems(trial: Trial, baseline: Trial) -> list[str]:
+    found = []
+    finding = check_commits(trial.store.commits("t1"))
+    if finding.verdict is not Verdict.LEGAL:
+        found.append(f"trace: {finding}")
+    if trial.done.cause != baseline.done.cause or trial.done.final != baseline.done.final:
+        found.append(f"ended {trial.done} instead of {baseline.done}")
+    repeated = trial.world.repeated_starts()
+    if repeated:
+        found.append(f"non-replay executors started again: {repeated}")
+    for op, attempts in trial.world.starts.items():
+        if attempts != sorted(set(attempts)):
+            found.append(f"attempts of {op} not strictly rising: {attempts}")
+    if len(trial.messages) != len(baseline.messages):
+        found.append(f"{len(trial.messages)} messages instead of {len(baseline.messages)}")
+    for got, want in zip(trial.messages, baseline.messages):
+        indeterminate = got.role is Role.TOOL and isinstance(got.content, dict) and "indeterminate" in got.content
+        if (got.role, got.content) != (want.role, want.content) and not indeterminate:
+            found.append(f"message differs from the crash-free play: {got} vs {want}")
+    return found
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_a_crash_at_every_boundary_is_picked_up(kind: str, scenario: Scenario) -> None:
+    total, baseline = boundaries(kind, scenario)
+    assert problems(baseline, baseline) == []
+    assert baseline.crashes == 0 and total >= 2
+    crashes = 0
+    for target in range(total):
+        trial = play_with_crashes(kind, scenario, (target,))
+        assert trial.crashes == 1, f"boundary {target} of {total} was never reached again"
+        crashes += trial.crashes
+        found = problems(trial, baseline)
+        assert found == [], f"crash at boundary {target}: {found}"
+    print(f"push driver [{kind}] {scenario.name}: {total} boundaries, {crashes} crashes, {crashes} pick-ups, 0 problems")
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+@pytest.mark.parametrize("scenario", SCENARIOS[2::2], ids=lambda s: s.name)
+def test_a_second_crash_during_the_pick_up_is_picked_up(kind: str, scenario: Scenario) -> None:
+    total, baseline = boundaries(kind, scenario)
+    trials = 0
+    for first in range(0, total, 2):
+        targets = (first, first + 1, first + 3)
+        trial = play_with_crashes(kind, scenario, targets)
+        trials += 1
+        assert problems(trial, baseline) == [], f"crashes at {targets}"
+    print(f"push driver [{kind}] {scenario.name}: {trials} trials with up to 3 crashes each, 0 problems")
+
+
+def test_the_sweep_reaches_every_kind_of_boundary() -> None:
+    fired: set[tuple[Boundary, Position]] = set()
+    for scenario in SCENARIOS:
+        total, _ = boundaries("sync", scenario)
+        for target in range(total):
+            fired.update(play_with_crashes("sync", scenario, (target,)).fired)
+    boundary_kinds = {boundary.value for boundary, _ in fired}
+    positions = {position.value for _, position in fired}
+    print(f"push driver sweep: boundary kinds {sorted(boundary_kinds)}, positions {sorted(positions)}")
+    assert boundary_kinds == {b.value for b in Boundary}
+    assert {p.value for p in Position} - {Position.PROGRESS.value} <= positions
