@@ -1,7 +1,376 @@
 """runkernel: a formal state-machine kernel for durable AI-agent Runs.
 
-``runkernel.kernel`` is the pure core, ``runkernel.specs`` the executable spec and the
-trace checker, ``runkernel.adapters`` the stores and the reference runtime.
+Every name a host needs is importable from here (``from runkernel import Driver``), each
+documented; ``docs/api.md`` is generated from these docstrings
+(``python -m runkernel.specs.api_doc``). Names load on first use (module
+``__getattr__``), so ``import runkernel`` costs little and needs only the core
+dependencies; optional stores and integrations join the table below without changing
+that. ``runkernel.kernel`` is the pure core, ``runkernel.specs`` the executable spec and
+the trace checker, ``runkernel.adapters`` the stores and the drivers.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+#: The public API by section: (title, ((module, names), ...)). The API reference is
+#: generated from this table, and ``__all__`` is every name in it.
+SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
+    (
+        'Kernel: deciding, validating, recovering',
+        (
+            (
+                'runkernel.kernel',
+                (
+                    'decide', 'recover', 'validate_commit', 'check_resume', 'Accepted',
+                    'RecoveryDecision', 'RecoveryRow', 'Rejection', 'Rule', 'Policies',
+                    'ToolPolicy', 'ToolRecoveryPolicy', 'RecoveryMode', 'RetryPolicy',
+                    'IndeterminateChoice',
+                ),
+            ),
+        ),
+    ),
+    (
+        'Kernel: committed state',
+        (
+            (
+                'runkernel.kernel',
+                (
+                    'RunSnapshot', 'Running', 'Awaiting', 'Ended', 'EndCause', 'EndCauseKind',
+                    'TypedError', 'ThreadCommit', 'ThreadHead', 'Event', 'Message', 'Role',
+                    'ToolUse', 'ActiveToolBatch', 'ToolCall', 'CallRequested', 'CallExecuting',
+                    'CallAwaiting', 'CallCompleted', 'CallIndeterminate', 'ToolResult',
+                    'ResultKind', 'IndeterminateReason', 'Wait', 'WaitKind', 'ResumeTicket',
+                    'JsonValue',
+                ),
+            ),
+        ),
+    ),
+    (
+        'Kernel: inputs',
+        (
+            (
+                'runkernel.kernel.protocol',
+                (
+                    'Activate', 'InferenceResult', 'ProposedCall', 'GateVerdict', 'Allow', 'Block',
+                    'Supply', 'RequireWait', 'ToolFinished', 'ToolOutput', 'ToolFailure',
+                    'ToolDelegated', 'ToolScheduled', 'ToolOutcomeLost', 'StatusReport',
+                    'OperationStatus', 'ResumeCommand', 'Approve', 'Deny', 'ProvideInput',
+                    'ExternalResult', 'DelegationResult', 'TimerFired', 'DeadlinePassed',
+                    'EndRequest',
+                ),
+            ),
+        ),
+    ),
+    (
+        'Kernel: effects',
+        (
+            (
+                'runkernel.kernel.protocol',
+                (
+                    'Decision', 'Commit', 'RunHook', 'Hook', 'RequestInference', 'RunGate',
+                    'Execute', 'QueryStatus', 'NotifyWait', 'PublishResults', 'DeliverTerminus',
+                ),
+            ),
+        ),
+    ),
+    (
+        'Stores',
+        (
+            (
+                'runkernel.adapters.urls',
+                (
+                    'open_store', 'BadStoreUrl',
+                ),
+            ),
+            (
+                'runkernel.adapters.store',
+                (
+                    'Store', 'InboxEntry', 'StoreError', 'CommitConflict', 'IllegalCommit',
+                    'StoreUnavailable', 'SchemaError', 'UnknownRun',
+                ),
+            ),
+            (
+                'runkernel.adapters.memory_store',
+                (
+                    'MemoryStore',
+                ),
+            ),
+            (
+                'runkernel.adapters.sqlite_store',
+                (
+                    'SqliteStore',
+                ),
+            ),
+            (
+                'runkernel.adapters.inbox',
+                (
+                    'submit_resume', 'submit_end',
+                ),
+            ),
+        ),
+    ),
+    (
+        'Push-mode driver (the host calls the model and the tools)',
+        (
+            (
+                'runkernel.adapters.driver',
+                (
+                    'Driver', 'AsyncDriver',
+                ),
+            ),
+            (
+                'runkernel.adapters.driver_actions',
+                (
+                    'Action', 'Infer', 'RunCall', 'CheckStatus', 'WaitFor', 'Done', 'CallRequest',
+                    'HistoryView', 'DEFAULT_MAX_STEPS', 'DriverError', 'UnknownTool',
+                    'HostProtocolError', 'DriverStopped', 'MetadataUnsupported',
+                ),
+            ),
+        ),
+    ),
+    (
+        "Pull-mode runtime (the runtime calls the host's ports)",
+        (
+            (
+                'runkernel.adapters.runtime',
+                (
+                    'Runtime', 'RunOutcome', 'RuntimeProtocolError',
+                ),
+            ),
+            (
+                'runkernel.adapters.ports',
+                (
+                    'ModelPort', 'InferenceRequest', 'ModelReply', 'ModelCall', 'StreamSink',
+                    'Tool', 'ToolRegistry', 'ToolInvocation', 'Returned', 'Failed', 'Delegate',
+                    'Schedule', 'Lost', 'StatusReply', 'GatePort', 'AllowAll', 'Permit', 'Refuse',
+                    'Provide', 'Hold', 'Observer', 'NullObserver', 'IdSource', 'SecretIds',
+                ),
+            ),
+        ),
+    ),
+    (
+        'Checking traces and errors',
+        (
+            (
+                'runkernel.specs.check',
+                (
+                    'check_trace',
+                ),
+            ),
+            (
+                'runkernel.specs.checker',
+                (
+                    'Finding', 'Verdict',
+                ),
+            ),
+            (
+                'runkernel.errors',
+                (
+                    'RunkernelError',
+                ),
+            ),
+            (
+                'runkernel.kernel',
+                (
+                    'RejectedError', 'KernelBug',
+                ),
+            ),
+        ),
+    ),
+)
+
+_MODULE_OF: dict[str, str] = {
+    name: module for _title, groups in SECTIONS for module, names in groups for name in names
+}
+
+__all__ = ["SECTIONS", "__version__", *_MODULE_OF]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first use."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runkernel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in step)
+    from runkernel.adapters.driver import (
+        AsyncDriver as AsyncDriver,
+        Driver as Driver,
+    )
+    from runkernel.adapters.driver_actions import (
+        Action as Action,
+        CallRequest as CallRequest,
+        CheckStatus as CheckStatus,
+        DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS,
+        Done as Done,
+        DriverError as DriverError,
+        DriverStopped as DriverStopped,
+        HistoryView as HistoryView,
+        HostProtocolError as HostProtocolError,
+        Infer as Infer,
+        MetadataUnsupported as MetadataUnsupported,
+        RunCall as RunCall,
+        UnknownTool as UnknownTool,
+        WaitFor as WaitFor,
+    )
+    from runkernel.adapters.inbox import (
+        submit_end as submit_end,
+        submit_resume as submit_resume,
+    )
+    from runkernel.adapters.memory_store import (
+        MemoryStore as MemoryStore,
+    )
+    from runkernel.adapters.ports import (
+        AllowAll as AllowAll,
+        Delegate as Delegate,
+        Failed as Failed,
+        GatePort as GatePort,
+        Hold as Hold,
+        IdSource as IdSource,
+        InferenceRequest as InferenceRequest,
+        Lost as Lost,
+        ModelCall as ModelCall,
+        ModelPort as ModelPort,
+        ModelReply as ModelReply,
+        NullObserver as NullObserver,
+        Observer as Observer,
+        Permit as Permit,
+        Provide as Provide,
+        Refuse as Refuse,
+        Returned as Returned,
+        Schedule as Schedule,
+        SecretIds as SecretIds,
+        StatusReply as StatusReply,
+        StreamSink as StreamSink,
+        Tool as Tool,
+        ToolInvocation as ToolInvocation,
+        ToolRegistry as ToolRegistry,
+    )
+    from runkernel.adapters.runtime import (
+        RunOutcome as RunOutcome,
+        Runtime as Runtime,
+        RuntimeProtocolError as RuntimeProtocolError,
+    )
+    from runkernel.adapters.sqlite_store import (
+        SqliteStore as SqliteStore,
+    )
+    from runkernel.adapters.store import (
+        CommitConflict as CommitConflict,
+        IllegalCommit as IllegalCommit,
+        InboxEntry as InboxEntry,
+        SchemaError as SchemaError,
+        Store as Store,
+        StoreError as StoreError,
+        StoreUnavailable as StoreUnavailable,
+        UnknownRun as UnknownRun,
+    )
+    from runkernel.adapters.urls import (
+        BadStoreUrl as BadStoreUrl,
+        open_store as open_store,
+    )
+    from runkernel.errors import (
+        RunkernelError as RunkernelError,
+    )
+    from runkernel.kernel import (
+        Accepted as Accepted,
+        ActiveToolBatch as ActiveToolBatch,
+        Awaiting as Awaiting,
+        CallAwaiting as CallAwaiting,
+        CallCompleted as CallCompleted,
+        CallExecuting as CallExecuting,
+        CallIndeterminate as CallIndeterminate,
+        CallRequested as CallRequested,
+        EndCause as EndCause,
+        EndCauseKind as EndCauseKind,
+        Ended as Ended,
+        Event as Event,
+        IndeterminateChoice as IndeterminateChoice,
+        IndeterminateReason as IndeterminateReason,
+        JsonValue as JsonValue,
+        KernelBug as KernelBug,
+        Message as Message,
+        Policies as Policies,
+        RecoveryDecision as RecoveryDecision,
+        RecoveryMode as RecoveryMode,
+        RecoveryRow as RecoveryRow,
+        RejectedError as RejectedError,
+        Rejection as Rejection,
+        ResultKind as ResultKind,
+        ResumeTicket as ResumeTicket,
+        RetryPolicy as RetryPolicy,
+        Role as Role,
+        Rule as Rule,
+        RunSnapshot as RunSnapshot,
+        Running as Running,
+        ThreadCommit as ThreadCommit,
+        ThreadHead as ThreadHead,
+        ToolCall as ToolCall,
+        ToolPolicy as ToolPolicy,
+        ToolRecoveryPolicy as ToolRecoveryPolicy,
+        ToolResult as ToolResult,
+        ToolUse as ToolUse,
+        TypedError as TypedError,
+        Wait as Wait,
+        WaitKind as WaitKind,
+        check_resume as check_resume,
+        decide as decide,
+        recover as recover,
+        validate_commit as validate_commit,
+    )
+    from runkernel.kernel.protocol import (
+        Activate as Activate,
+        Allow as Allow,
+        Approve as Approve,
+        Block as Block,
+        Commit as Commit,
+        DeadlinePassed as DeadlinePassed,
+        Decision as Decision,
+        DelegationResult as DelegationResult,
+        DeliverTerminus as DeliverTerminus,
+        Deny as Deny,
+        EndRequest as EndRequest,
+        Execute as Execute,
+        ExternalResult as ExternalResult,
+        GateVerdict as GateVerdict,
+        Hook as Hook,
+        InferenceResult as InferenceResult,
+        NotifyWait as NotifyWait,
+        OperationStatus as OperationStatus,
+        ProposedCall as ProposedCall,
+        ProvideInput as ProvideInput,
+        PublishResults as PublishResults,
+        QueryStatus as QueryStatus,
+        RequestInference as RequestInference,
+        RequireWait as RequireWait,
+        ResumeCommand as ResumeCommand,
+        RunGate as RunGate,
+        RunHook as RunHook,
+        StatusReport as StatusReport,
+        Supply as Supply,
+        TimerFired as TimerFired,
+        ToolDelegated as ToolDelegated,
+        ToolFailure as ToolFailure,
+        ToolFinished as ToolFinished,
+        ToolOutcomeLost as ToolOutcomeLost,
+        ToolOutput as ToolOutput,
+        ToolScheduled as ToolScheduled,
+    )
+    from runkernel.specs.check import (
+        check_trace as check_trace,
+    )
+    from runkernel.specs.checker import (
+        Finding as Finding,
+        Verdict as Verdict,
+    )

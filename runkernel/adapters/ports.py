@@ -68,6 +68,8 @@ class ModelReply:
 
 
 class ModelPort(Protocol):
+    """The model: one complete inference per call (stream through ``request.stream``)."""
+
     def infer(self, request: InferenceRequest) -> ModelReply:
         """Run one inference."""
         ...
@@ -90,11 +92,15 @@ class ToolInvocation:
 
 @frozen
 class Returned:
+    """The tool returned ``value``."""
+
     value: JsonValue
 
 
 @frozen
 class Failed:
+    """The tool failed with ``error``; ``retryable`` lets its retry policy try again."""
+
     error: JsonValue
     retryable: bool = False
 
@@ -199,6 +205,8 @@ GateAnswer: TypeAlias = Permit | Refuse | Provide | Hold
 
 
 class GatePort(Protocol):
+    """The permission and Plugin gate, asked before each call starts."""
+
     def check(self, run_id: str, call: ToolCall) -> GateAnswer: ...
 
 
@@ -241,6 +249,8 @@ class NullObserver:
 
 
 class IdSource(Protocol):
+    """Where a driver gets the ids the host does not give (seed it in tests)."""
+
     def new_id(self, prefix: str) -> str:
         """A unique id for a batch, call, operation or Run."""
         ...
