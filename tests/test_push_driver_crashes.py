@@ -3,8 +3,9 @@
 Each scenario is first played without a crash to count its boundaries (before a write,
 after a write but before the acknowledgement, after a tool's effect but before its
 report). Then, for every boundary, the host's driver dies there and a fresh driver picks
-the Run up from the store alone. Every trial must end the Run as the crash-free play
-does, with every exported trace legal under the checker, every attempt handed out only
+the Run up from the store alone. The fresh driver's first action must be the one
+``recover`` authorizes for the committed state. Every trial must end the Run as the
+crash-free play does, with every exported trace legal under the checker, every attempt handed out only
 after its Executing{n} was committed, and no executor start of a reconnect or
 indeterminate call after the first (the tools' downstream record says so, not the
 driver).
@@ -17,11 +18,24 @@ from collections.abc import Mapping, Sequence
 import pytest
 from attrs import frozen
 
-from push_host import SHELLS, CrashAtEach, CrashingStore, Reply, SeededIds, World, make_shell, play
+from push_host import POLICIES, SHELLS, CrashAtEach, CrashingStore, Reply, SeededIds, World, make_shell, play
 from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
-from runkernel.adapters.driver_actions import Action, Done, WaitFor
+from runkernel.adapters.driver_actions import DEFAULT_MAX_STEPS, Action, CheckStatus, Done, Infer, RunCall, WaitFor
 from runkernel.adapters.inbox import submit_resume
-from runkernel.kernel.protocol import Approve, Deny, ResumeCommand, ResumePayload
+from runkernel.kernel.policies import Policies
+from runkernel.kernel.protocol import (
+    Approve,
+    DeliverTerminus,
+    Deny,
+    Execute,
+    NotifyWait,
+    QueryStatus,
+    RequestInference,
+    ResumeCommand,
+    ResumePayload,
+    RunGate,
+)
+from runkernel.kernel.recover import recover
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import EndCauseKind, Role
 from runkernel.specs.checker import Verdict, check_commits
@@ -51,6 +65,44 @@ SCENARIOS = (
 )
 
 
+def authorized(store: CrashingStore) -> tuple[object, ...] | None:
+    """What ``recover`` lets a fresh driver hand out first, when nothing is queued and no
+    gate stands in between (None: not predictable from recovery alone)."""
+    state = store.run("r1")
+    if state is None or store.pending_commands("r1"):
+        return None
+    policies = Policies(tools=dict(POLICIES), max_steps=DEFAULT_MAX_STEPS)
+    for effect in recover(state, policies).decision.effects:
+        match effect:
+            case Execute():
+                return ("run", effect.call_id, effect.operation_id, effect.attempt)
+            case QueryStatus():
+                return ("status", effect.call_id, effect.operation_id, effect.attempt)
+            case RequestInference():
+                return ("infer", effect.step)
+            case NotifyWait():
+                return ("wait", effect.ticket.ticket_id)
+            case DeliverTerminus():
+                return ("done",)
+            case RunGate():
+                return None
+    return None
+
+
+def handed(action: Action) -> tuple[object, ...]:
+    match action:
+        case RunCall():
+            return ("run", action.call_id, action.operation_id, action.attempt)
+        case CheckStatus():
+            return ("status", action.call_id, action.operation_id, action.attempt)
+        case Infer():
+            return ("infer", action.step)
+        case WaitFor():
+            return ("wait", action.ticket.ticket_id)
+        case Done():
+            return ("done",)
+
+
 @frozen
 class Trial:
     done: Done
@@ -74,7 +126,11 @@ def play_with_crashes(kind: str, scenario: Scenario, targets: Sequence[int]) -> 
             if store.run("r1") is None:
                 action = driver.start(["go"], thread_id="t1", run_id="r1")
             else:
+                expected = authorized(store)
                 action = driver.pick_up("r1")
+                assert expected is None or handed(action) == expected, (
+                    f"picked up with {action}, recovery authorizes {expected}"
+                )
             while True:
                 action = play(driver, action, world)
                 if isinstance(action, Done):
