@@ -59,6 +59,10 @@ def unit(test_id: str) -> Detector:
 WRONG_KIND_UNIT = unit("tests/test_decide_units.py::test_a_resume_with_the_wrong_wait_kind_is_rejected")
 EXECUTING_UNIT = unit("tests/test_decide_units.py::test_recovery_never_turns_executing_into_requested")
 CANCEL_UNIT = unit("tests/test_decide_units.py::test_cancelling_an_awaiting_run_closes_the_waiting_call")
+PUSH_BATCH_UNIT = unit(
+    "tests/test_push_driver.py::test_a_tool_batch_runs_in_call_order_and_publishes_every_result"
+)
+PUSH_HISTORY_UNIT = unit("tests/test_push_driver.py::test_text_without_an_end_starts_another_step")
 
 
 @frozen
@@ -138,6 +142,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if recovery.mode is RecoveryMode.REPLAY:\n",
         "        if recovery.mode is not RecoveryMode.RECONNECT:\n",
         STATEFUL,
+    ),
+    Mutant(
+        "the push driver hands out RunCall before its Executing commit",
+        "runkernel/adapters/driver_core.py",
+        "                    case Commit():\n",
+        "                    case Commit() if any(isinstance(e, Execute) for e in decision.effects):\n"
+        "                        pass\n"
+        "                    case Commit():\n",
+        PUSH_BATCH_UNIT,
+    ),
+    Mutant(
+        "the push driver drops an acknowledged commit's messages",
+        "runkernel/adapters/driver_core.py",
+        "        self.history.extend(commit.messages)\n",
+        "        pass\n",
+        PUSH_HISTORY_UNIT,
     ),
 )
 
