@@ -478,3 +478,21 @@ def test_a_permit_gate_is_the_default() -> None:
     driver = Driver(store, {"pay": POLICIES["pay"]})
     driver.start(["go"], thread_id="t1", run_id="r1")
     assert isinstance(driver.inferred("x", [CallRequest("pay", {})]), RunCall)
+
+
+@shells
+def test_refused_inbox_commands_are_settled_with_their_reason_and_the_wait_stands(kind: str) -> None:
+    store = MemoryStore()
+    world = World({1: Reply("pay?", (("pay", {}),)), 2: DONE})
+    driver, waiting = started(kind, store, world)
+    assert isinstance(waiting, WaitFor)
+    junk = store.put_command("r1", {"type": "reboot"})
+    forged = store.put_command(
+        "r1",
+        {"type": "resume", "command": ResumeCommand("r1", "tk-forged", WaitKind.APPROVAL, Approve()).to_json()},
+    )
+    assert driver.next_action() == waiting
+    outcomes = [store.inbox_entry(entry) for entry in (junk, forged)]
+    assert [o.outcome.split(":")[0] if o and o.outcome else None for o in outcomes] == ["refused", "refused"]
+    assert "malformed" in str(outcomes[0]) and "ticket" in str(outcomes[1])
+    assert store.pending_commands("r1") == []

@@ -34,18 +34,15 @@ from runkernel.adapters.driver_actions import (
     UnknownTool,
     WaitFor,
 )
+from runkernel.adapters.pending import expiry, has_deadline, next_command
 from runkernel.adapters.port_inputs import gate_verdict
 from runkernel.adapters.ports import Clock, GateAnswer, IdSource
-from runkernel.adapters.runtime_events import refusal_outcome
-from runkernel.adapters.serial import inbox_to_input
 from runkernel.adapters.store import InboxEntry, UnknownRun
-from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.decide import decide
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
     Activate,
     Commit,
-    DeadlinePassed,
     Decision,
     DeliverTerminus,
     EndRequest,
@@ -403,27 +400,18 @@ class DriverCore:
 
     def _next_command(self, state: RunSnapshot) -> Generator[Operation, Any, Decision | None]:
         pending: list[InboxEntry] = yield Pending(state.run_id)
-        for entry in pending:
-            try:
-                command = inbox_to_input(entry.body)
-            except TraceFormatError as error:
-                yield Settle(entry.entry_id, f"refused: malformed command: {error}")
-                continue
-            verdict = decide(state, command, self.policies)
-            if isinstance(verdict, Rejection):
-                yield Settle(entry.entry_id, refusal_outcome(state, command, verdict))
-                continue
-            self.entry = entry
-            return verdict
-        return None
+        if not pending:
+            return None
+        verdict = next_command(state, pending, self.policies)
+        for entry, outcome in verdict.refused:
+            yield Settle(entry.entry_id, outcome)
+        if verdict.accepted is None:
+            return None
+        decision, self.entry = verdict.accepted
+        return decision
 
     def _expiry(self, state: RunSnapshot) -> Decision | None:
-        assert isinstance(state.state, Awaiting)
-        call = self._awaiting_call(state)
-        if call.status.wait.expires_at is None:
-            return None
-        verdict = decide(state, DeadlinePassed(state.state.ticket.ticket_id, self.settings.clock()), self.policies)
-        return None if isinstance(verdict, Rejection) else verdict
+        return expiry(state, self.settings.clock(), self.policies) if has_deadline(state) else None
 
     # --- actions --------------------------------------------------------------------
 
