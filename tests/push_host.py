@@ -51,6 +51,8 @@ class Shell(Protocol):
         metadata: JsonValue = None,
     ) -> Action: ...
 
+    def checkpoint(self, partial: JsonValue) -> Action: ...
+
     def call_returned(self, call_id: str, value: JsonValue, *, metadata: JsonValue = None) -> Action: ...
 
     def call_failed(
@@ -105,6 +107,9 @@ class BlockingAsync:
         metadata: JsonValue = None,
     ) -> Action:
         return self._run(self.driver.inferred(content, calls, end=end, metadata=metadata))
+
+    def checkpoint(self, partial: JsonValue) -> Action:
+        return self._run(self.driver.checkpoint(partial))
 
     def call_returned(self, call_id: str, value: JsonValue, *, metadata: JsonValue = None) -> Action:
         return self._run(self.driver.call_returned(call_id, value, metadata=metadata))

@@ -496,3 +496,33 @@ def test_refused_inbox_commands_are_settled_with_their_reason_and_the_wait_stand
     assert [o.outcome.split(":")[0] if o and o.outcome else None for o in outcomes] == ["refused", "refused"]
     assert "malformed" in str(outcomes[0]) and "ticket" in str(outcomes[1])
     assert store.pending_commands("r1") == []
+
+
+@shells
+def test_a_streaming_hosts_checkpoint_comes_back_after_a_crash_and_goes_after_the_commit(kind: str) -> None:
+    store = MemoryStore()
+    driver = make_shell(kind, store)
+    ask = driver.start(["go"], thread_id="t1", run_id="r1")
+    assert isinstance(ask, Infer) and ask.partial is None
+    assert driver.checkpoint({"text": "Hel"}) == ask
+    assert driver.checkpoint({"text": "Hello, wor"}) == ask
+    fresh = make_shell(kind, store)
+    again = fresh.pick_up("r1")
+    assert isinstance(again, Infer) and again.partial == {"text": "Hello, wor"}
+    nxt = fresh.inferred("Hello, world")
+    assert isinstance(nxt, Infer) and nxt.step == 2 and nxt.partial is None
+    assert store.load_checkpoint("r1") is None, "a checkpoint is deleted once the inference commits"
+    call = fresh.inferred("x", [CallRequest("replay", {})])
+    assert isinstance(call, RunCall)
+    with pytest.raises(HostProtocolError, match="checkpoint"):
+        fresh.checkpoint({"text": "late"})
+
+
+def test_a_failed_checkpoint_write_loses_only_the_checkpoint() -> None:
+    store = MemoryStore()
+    store.fail_checkpoints = True
+    driver = Driver(store, {})
+    ask = driver.start(["go"], thread_id="t1", run_id="r1")
+    assert driver.checkpoint({"text": "x"}) == ask
+    assert driver.checkpoints_lost == 1
+    assert isinstance(driver.inferred("done", end=EndCauseKind.COMPLETED), Done)

@@ -33,10 +33,13 @@ from runkernel.adapters.driver_core import (
     AskGate,
     CallEnded,
     DriverCore,
+    DropCheckpoint,
     End,
     Hand,
     Inferred,
+    LoadCheckpoint,
     Operation,
+    Partial,
     Pending,
     Poll,
     ReadHead,
@@ -44,6 +47,7 @@ from runkernel.adapters.driver_core import (
     ReadRun,
     Report,
     Resume,
+    SaveCheckpoint,
     Settings,
     Settle,
     Status,
@@ -57,7 +61,7 @@ from runkernel.adapters.ports import (
     SecretIds,
     utc_now,
 )
-from runkernel.adapters.store import Store, StoreError
+from runkernel.adapters.store import Store, StoreError, StoreUnavailable
 from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
 from runkernel.kernel.protocol import (
     OperationStatus,
@@ -120,6 +124,8 @@ class _Shell:
         self._steps: Steps | None = None
         self._run_id: str | None = None
         self._action: Action | None = None
+        #: best-effort checkpoint writes that failed (nothing else is lost with them)
+        self.checkpoints_lost = 0
 
     # --- what the host may read -----------------------------------------------------
 
@@ -209,6 +215,20 @@ class _Shell:
             case Settle():
                 store.settle_command(op.entry_id, op.outcome)
                 return None
+            case LoadCheckpoint():
+                return store.load_checkpoint(op.run_id)
+            case SaveCheckpoint():
+                try:
+                    store.save_checkpoint(op.checkpoint)
+                except StoreUnavailable:
+                    self.checkpoints_lost += 1  # best effort: only partial recovery is lost
+                return None
+            case DropCheckpoint():
+                try:
+                    store.delete_checkpoint(op.run_id)
+                except StoreUnavailable:
+                    pass  # a stale checkpoint is never truth; the next save replaces it
+                return None
         raise AssertionError(f"not a store operation: {op!r}")
 
     def _opening(
@@ -273,6 +293,11 @@ class Driver(_Shell):
     ) -> Action:
         """Answer ``Infer``: the model's reply (text, optionally ending the Run, or calls)."""
         return self._advance(_inferred(content, calls, end, metadata))
+
+    def checkpoint(self, partial: JsonValue) -> Action:
+        """While ``Infer`` stands: save the model's output so far, best effort (a failed
+        write loses only partial recovery). Returns the same ``Infer``."""
+        return self._advance(Partial(partial))
 
     def call_returned(self, call_id: str, value: JsonValue, *, metadata: JsonValue = None) -> Action:
         """Answer ``RunCall``: the tool returned ``value``."""
@@ -368,6 +393,11 @@ class AsyncDriver(_Shell):
     ) -> Action:
         """Answer ``Infer``: the model's reply (text, optionally ending the Run, or calls)."""
         return await self._advance(_inferred(content, calls, end, metadata))
+
+    async def checkpoint(self, partial: JsonValue) -> Action:
+        """While ``Infer`` stands: save the model's output so far, best effort (a failed
+        write loses only partial recovery). Returns the same ``Infer``."""
+        return await self._advance(Partial(partial))
 
     async def call_returned(self, call_id: str, value: JsonValue, *, metadata: JsonValue = None) -> Action:
         """Answer ``RunCall``: the tool returned ``value``."""

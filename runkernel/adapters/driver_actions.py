@@ -6,7 +6,8 @@ An *action* says what the host must do next; every method of ``Driver`` (and of
 ====================  ==========================================================
 action                the host answers with
 ====================  ==========================================================
-``Infer``             ``inferred(content, calls, end=...)`` (the model's complete reply)
+``Infer``             ``inferred(content, calls, end=...)`` (the model's complete reply);
+                      ``checkpoint(partial)`` while it streams (best effort)
 ``RunCall``           ``call_returned``, ``call_failed``, ``call_lost`` or ``call_scheduled``
 ``CheckStatus``       ``status(call_id, OperationStatus..., value)``
 ``WaitFor``           ``resume(payload)``; or ``next_action()`` later, which applies a
@@ -77,11 +78,14 @@ class HistoryView(Sequence[Message]):
 @frozen
 class Infer:
     """Ask the model for step ``step`` with ``messages`` (the whole Thread, in order);
-    answer with ``inferred``."""
+    answer with ``inferred``. ``partial`` is what a host saved with ``checkpoint`` for
+    this step before a crash: best effort, never truth (a streaming host may resume from
+    it or ignore it)."""
 
     run_id: str
     step: int
     messages: HistoryView = attrs.field(eq=False)
+    partial: JsonValue = None
 
 
 @frozen

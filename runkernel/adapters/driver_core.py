@@ -37,7 +37,7 @@ from runkernel.adapters.driver_actions import (
 from runkernel.adapters.pending import expiry, has_deadline, next_command
 from runkernel.adapters.port_inputs import gate_verdict
 from runkernel.adapters.ports import Clock, GateAnswer, IdSource
-from runkernel.adapters.store import InboxEntry, UnknownRun
+from runkernel.adapters.store import Checkpoint, InboxEntry, UnknownRun
 from runkernel.kernel.decide import decide
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
@@ -128,6 +128,27 @@ class Settle:
 
 
 @frozen
+class LoadCheckpoint:
+    """Answer with the Run's saved checkpoint, or None."""
+
+    run_id: str
+
+
+@frozen
+class SaveCheckpoint:
+    """Save a partial inference output, best effort; answer with None."""
+
+    checkpoint: Checkpoint
+
+
+@frozen
+class DropCheckpoint:
+    """Delete the Run's checkpoint, best effort; answer with None."""
+
+    run_id: str
+
+
+@frozen
 class AskGate:
     """Ask the permission gate about a call; answer with its ``GateAnswer``."""
 
@@ -144,7 +165,19 @@ class Hand:
     refused: DriverError | None = None
 
 
-Operation: TypeAlias = Append | ReadRun | ReadHead | ReadMessages | Pending | Settle | AskGate | Hand
+Operation: TypeAlias = (
+    Append
+    | ReadRun
+    | ReadHead
+    | ReadMessages
+    | Pending
+    | Settle
+    | LoadCheckpoint
+    | SaveCheckpoint
+    | DropCheckpoint
+    | AskGate
+    | Hand
+)
 
 # --- what the host reports -------------------------------------------------------------
 
@@ -182,11 +215,18 @@ class End:
 
 
 @frozen
+class Partial:
+    """The model's output so far, while an ``Infer`` stands."""
+
+    data: JsonValue
+
+
+@frozen
 class Poll:
     """The host asks what to do next without reporting anything."""
 
 
-Report: TypeAlias = Inferred | CallEnded | Status | Resume | End | Poll
+Report: TypeAlias = Inferred | CallEnded | Status | Resume | End | Partial | Poll
 
 Steps: TypeAlias = Generator[Operation, Any, None]
 
@@ -213,6 +253,8 @@ class DriverCore:
         self.terminus: DeliverTerminus | None = None
         self.assistant_metadata: JsonValue = None
         self.tool_metadata: dict[str, JsonValue] = {}
+        self.saved: Checkpoint | None = None  # read once at pick-up
+        self.checkpointed = False  # a checkpoint may exist until the next inference commits
 
     # --- openings -------------------------------------------------------------------
 
@@ -237,6 +279,8 @@ class DriverCore:
         if state is None:
             raise UnknownRun(f"no committed state for run {run_id!r}")
         yield from self._read_history(state.thread_id)
+        self.saved = yield LoadCheckpoint(run_id)
+        self.checkpointed = self.saved is not None
         self.state = state
         yield from self._drive(recover(state, self.policies).decision)
 
@@ -307,6 +351,12 @@ class DriverCore:
             raise DriverError(f"store and kernel disagree after version {commit.version}")
         self.state = stored
         self.history.extend(commit.messages)
+        inference_done = isinstance(commit.disposition, Ended) or any(
+            m.role is Role.ASSISTANT for m in commit.messages
+        )
+        if self.checkpointed and inference_done:
+            self.checkpointed, self.saved = False, None
+            yield DropCheckpoint(commit.run_id)
         for message in commit.messages:
             if message.role is Role.ASSISTANT:
                 self.final = message.content
@@ -330,6 +380,10 @@ class DriverCore:
                     return None
                 if isinstance(action, (Infer, CheckStatus)) and (yield from self._commands_waiting()):
                     return None  # the command goes first; recover() plans this again
+                continue
+            if isinstance(report, Partial) and isinstance(action, Infer):
+                self.checkpointed = True
+                yield SaveCheckpoint(Checkpoint(action.run_id, action.step, report.data))
                 continue
             made = self._input(action, report)
             if isinstance(made, DriverError):
@@ -420,7 +474,9 @@ class DriverCore:
         return self.state
 
     def _infer(self, step: int) -> Infer:
-        return Infer(self._snapshot().run_id, step, HistoryView(self.history, len(self.history)))
+        saved = self.saved
+        partial = saved.data if saved is not None and saved.step == step else None
+        return Infer(self._snapshot().run_id, step, HistoryView(self.history, len(self.history)), partial)
 
     def _run_call(self, effect: Execute) -> RunCall:
         return RunCall(
@@ -498,6 +554,7 @@ _REPORT_NAMES: Mapping[type, str] = {
     Status: "status(...)",
     Resume: "resume(...)",
     End: "end(...)",
+    Partial: "checkpoint(...)",
     Poll: "next_action()",
 }
 
@@ -511,7 +568,11 @@ __all__ = [
     "End",
     "Hand",
     "Inferred",
+    "LoadCheckpoint",
+    "SaveCheckpoint",
+    "DropCheckpoint",
     "Operation",
+    "Partial",
     "Pending",
     "Poll",
     "ReadHead",
