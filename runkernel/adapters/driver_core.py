@@ -15,14 +15,13 @@ is only yielded once the store acknowledged it, so an action that touches the wo
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping
-from typing import Any, TypeAlias
+from typing import Any
 
 import attrs
 from attrs import frozen
 
 from runkernel.adapters.driver_actions import (
     Action,
-    CallRequest,
     CheckStatus,
     Done,
     DriverError,
@@ -33,6 +32,29 @@ from runkernel.adapters.driver_actions import (
     RunCall,
     UnknownTool,
     WaitFor,
+)
+from runkernel.adapters.driver_protocol import (
+    Append,
+    AskGate,
+    CallEnded,
+    DropCheckpoint,
+    End,
+    Hand,
+    Inferred,
+    LoadCheckpoint,
+    Operation,
+    Partial,
+    Pending,
+    Poll,
+    ReadHead,
+    ReadMessages,
+    ReadRun,
+    Report,
+    Resume,
+    SaveCheckpoint,
+    Settle,
+    Status,
+    Steps,
 )
 from runkernel.adapters.pending import expiry, has_deadline, next_command
 from runkernel.adapters.port_inputs import gate_verdict
@@ -50,25 +72,21 @@ from runkernel.kernel.protocol import (
     InferenceResult,
     Input,
     NotifyWait,
-    OperationStatus,
     ProposedCall,
     PublishResults,
     QueryStatus,
     RequestInference,
     ResumeCommand,
-    ResumePayload,
     RunGate,
     RunHook,
     StatusReport,
     ToolFinished,
-    ToolOutcome,
 )
 from runkernel.kernel.recover import recover
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import (
     Awaiting,
     CallAwaiting,
-    EndCause,
     Ended,
     Message,
     RunSnapshot,
@@ -76,160 +94,10 @@ from runkernel.kernel.state import (
     ThreadHead,
     ToolCall,
 )
-from runkernel.kernel.values import EndCauseKind, JsonValue, Role
+from runkernel.kernel.values import JsonValue, Role
 
 #: Whether this build's ``Message`` carries host metadata (the judge's codec adds it).
 MESSAGE_HAS_METADATA = "metadata" in attrs.fields_dict(Message)
-
-# --- operations the core yields ------------------------------------------------------
-
-
-@frozen
-class Append:
-    """Write the commit; answer with the store's new snapshot."""
-
-    commit: ThreadCommit
-
-
-@frozen
-class ReadRun:
-    """Answer with the Run's latest snapshot, or None."""
-
-    run_id: str
-
-
-@frozen
-class ReadHead:
-    """Answer with the Thread's head, or None."""
-
-    thread_id: str
-
-
-@frozen
-class ReadMessages:
-    """Answer with the Thread's committed messages (read once per pick-up)."""
-
-    thread_id: str
-
-
-@frozen
-class Pending:
-    """Answer with the Run's pending inbox commands."""
-
-    run_id: str
-
-
-@frozen
-class Settle:
-    """Record what became of an inbox command; answer with None."""
-
-    entry_id: int
-    outcome: str
-
-
-@frozen
-class LoadCheckpoint:
-    """Answer with the Run's saved checkpoint, or None."""
-
-    run_id: str
-
-
-@frozen
-class SaveCheckpoint:
-    """Save a partial inference output, best effort; answer with None."""
-
-    checkpoint: Checkpoint
-
-
-@frozen
-class DropCheckpoint:
-    """Delete the Run's checkpoint, best effort; answer with None."""
-
-    run_id: str
-
-
-@frozen
-class AskGate:
-    """Ask the permission gate about a call; answer with its ``GateAnswer``."""
-
-    run_id: str
-    call: ToolCall
-
-
-@frozen
-class Hand:
-    """Give the host ``action`` (raising ``refused`` first if its last answer was
-    refused); answer with the host's next report."""
-
-    action: Action
-    refused: DriverError | None = None
-
-
-Operation: TypeAlias = (
-    Append
-    | ReadRun
-    | ReadHead
-    | ReadMessages
-    | Pending
-    | Settle
-    | LoadCheckpoint
-    | SaveCheckpoint
-    | DropCheckpoint
-    | AskGate
-    | Hand
-)
-
-# --- what the host reports -------------------------------------------------------------
-
-
-@frozen
-class Inferred:
-    content: JsonValue
-    calls: tuple[CallRequest, ...]
-    end: EndCauseKind | None
-    metadata: JsonValue
-
-
-@frozen
-class CallEnded:
-    call_id: str
-    outcome: ToolOutcome
-    metadata: JsonValue
-
-
-@frozen
-class Status:
-    call_id: str
-    status: OperationStatus
-    value: JsonValue
-
-
-@frozen
-class Resume:
-    payload: ResumePayload
-
-
-@frozen
-class End:
-    cause: EndCause
-
-
-@frozen
-class Partial:
-    """The model's output so far, while an ``Infer`` stands."""
-
-    data: JsonValue
-
-
-@frozen
-class Poll:
-    """The host asks what to do next without reporting anything."""
-
-
-Report: TypeAlias = Inferred | CallEnded | Status | Resume | End | Partial | Poll
-
-Steps: TypeAlias = Generator[Operation, Any, None]
-
 
 @frozen
 class Settings:
@@ -559,28 +427,4 @@ _REPORT_NAMES: Mapping[type, str] = {
 }
 
 
-__all__ = [
-    "MESSAGE_HAS_METADATA",
-    "Append",
-    "AskGate",
-    "CallEnded",
-    "DriverCore",
-    "End",
-    "Hand",
-    "Inferred",
-    "LoadCheckpoint",
-    "SaveCheckpoint",
-    "DropCheckpoint",
-    "Operation",
-    "Partial",
-    "Pending",
-    "Poll",
-    "ReadHead",
-    "ReadMessages",
-    "ReadRun",
-    "Report",
-    "Resume",
-    "Settings",
-    "Settle",
-    "Status",
-]
+__all__ = ["MESSAGE_HAS_METADATA", "DriverCore", "Settings"]

@@ -94,7 +94,7 @@ def _signature(value: Any) -> str:
 def _members(cls: type) -> list[str]:
     """Public methods and properties defined by the class itself, with their summaries."""
     lines = []
-    own = [cls] + [base for base in cls.__mro__[1:] if base.__name__.startswith("_") and base.__module__.startswith("runkernel")]
+    own = [base for base in cls.__mro__ if base.__module__.startswith("runkernel")]
     seen: set[str] = set()
     for name, member in [item for owner in own for item in vars(owner).items()]:
         if name in seen:

@@ -1,0 +1,193 @@
+"""The vocabulary between the push-mode driver's core and its shells.
+
+The core (``driver_core.py``) yields *operations* (store calls, the gate, and ``Hand``:
+give the host an action) and is sent their answers; a host's answer to a ``Hand`` is a
+*report*. Both shells (``driver.py``) speak exactly this, nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, TypeAlias
+
+from attrs import frozen
+
+from runkernel.adapters.driver_actions import Action, CallRequest, DriverError
+from runkernel.adapters.store import Checkpoint
+from runkernel.kernel.protocol import OperationStatus, ResumePayload, ToolOutcome
+from runkernel.kernel.state import EndCause, ThreadCommit, ToolCall
+from runkernel.kernel.values import EndCauseKind, JsonValue
+
+# --- operations the core yields ------------------------------------------------------
+
+
+@frozen
+class Append:
+    """Write the commit; answer with the store's new snapshot."""
+
+    commit: ThreadCommit
+
+
+@frozen
+class ReadRun:
+    """Answer with the Run's latest snapshot, or None."""
+
+    run_id: str
+
+
+@frozen
+class ReadHead:
+    """Answer with the Thread's head, or None."""
+
+    thread_id: str
+
+
+@frozen
+class ReadMessages:
+    """Answer with the Thread's committed messages (read once per pick-up)."""
+
+    thread_id: str
+
+
+@frozen
+class Pending:
+    """Answer with the Run's pending inbox commands."""
+
+    run_id: str
+
+
+@frozen
+class Settle:
+    """Record what became of an inbox command; answer with None."""
+
+    entry_id: int
+    outcome: str
+
+
+@frozen
+class LoadCheckpoint:
+    """Answer with the Run's saved checkpoint, or None."""
+
+    run_id: str
+
+
+@frozen
+class SaveCheckpoint:
+    """Save a partial inference output, best effort; answer with None."""
+
+    checkpoint: Checkpoint
+
+
+@frozen
+class DropCheckpoint:
+    """Delete the Run's checkpoint, best effort; answer with None."""
+
+    run_id: str
+
+
+@frozen
+class AskGate:
+    """Ask the permission gate about a call; answer with its ``GateAnswer``."""
+
+    run_id: str
+    call: ToolCall
+
+
+@frozen
+class Hand:
+    """Give the host ``action`` (raising ``refused`` first if its last answer was
+    refused); answer with the host's next report."""
+
+    action: Action
+    refused: DriverError | None = None
+
+
+Operation: TypeAlias = (
+    Append
+    | ReadRun
+    | ReadHead
+    | ReadMessages
+    | Pending
+    | Settle
+    | LoadCheckpoint
+    | SaveCheckpoint
+    | DropCheckpoint
+    | AskGate
+    | Hand
+)
+
+# --- what the host reports -------------------------------------------------------------
+
+
+@frozen
+class Inferred:
+    content: JsonValue
+    calls: tuple[CallRequest, ...]
+    end: EndCauseKind | None
+    metadata: JsonValue
+
+
+@frozen
+class CallEnded:
+    call_id: str
+    outcome: ToolOutcome
+    metadata: JsonValue
+
+
+@frozen
+class Status:
+    call_id: str
+    status: OperationStatus
+    value: JsonValue
+
+
+@frozen
+class Resume:
+    payload: ResumePayload
+
+
+@frozen
+class End:
+    cause: EndCause
+
+
+@frozen
+class Partial:
+    """The model's output so far, while an ``Infer`` stands."""
+
+    data: JsonValue
+
+
+@frozen
+class Poll:
+    """The host asks what to do next without reporting anything."""
+
+
+Report: TypeAlias = Inferred | CallEnded | Status | Resume | End | Partial | Poll
+
+Steps: TypeAlias = Generator[Operation, Any, None]
+
+
+__all__ = [
+    "Append",
+    "AskGate",
+    "CallEnded",
+    "DropCheckpoint",
+    "End",
+    "Hand",
+    "Inferred",
+    "LoadCheckpoint",
+    "Operation",
+    "Partial",
+    "Pending",
+    "Poll",
+    "ReadHead",
+    "ReadMessages",
+    "ReadRun",
+    "Report",
+    "Resume",
+    "SaveCheckpoint",
+    "Settle",
+    "Status",
+    "Steps",
+]

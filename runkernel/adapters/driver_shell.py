@@ -1,0 +1,230 @@
+"""What the push-mode driver's two shells share: configuration, the live generator of
+the core, the store operations and the report makers. Only how an operation is carried
+out (awaited or not) differs between ``Driver`` and ``AsyncDriver`` (``driver.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, Protocol
+
+from runkernel.adapters.driver_actions import (
+    DEFAULT_MAX_STEPS,
+    Action,
+    CallRequest,
+    DriverError,
+    DriverStopped,
+    HistoryView,
+)
+from runkernel.adapters.driver_core import DriverCore, Settings
+from runkernel.adapters.driver_protocol import (
+    Append,
+    DropCheckpoint,
+    End,
+    Hand,
+    Inferred,
+    LoadCheckpoint,
+    Operation,
+    Pending,
+    Poll,
+    ReadHead,
+    ReadMessages,
+    ReadRun,
+    Report,
+    SaveCheckpoint,
+    Settle,
+    Steps,
+)
+from runkernel.adapters.ports import (
+    AllowAll,
+    Clock,
+    GateAnswer,
+    IdSource,
+    SecretIds,
+    utc_now,
+)
+from runkernel.adapters.store import Store, StoreError, StoreUnavailable
+from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
+from runkernel.kernel.state import EndCause, Message, RunSnapshot, ToolCall, TypedError
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role
+
+
+class AnyGate(Protocol):
+    """A permission gate: ``check`` answers ``Permit``, ``Refuse``, ``Provide`` or ``Hold``
+    (an ``AsyncDriver`` also accepts a coroutine that returns one)."""
+
+    def check(self, run_id: str, call: ToolCall) -> GateAnswer | Awaitable[GateAnswer]: ...
+
+
+def _settings(
+    tools: Mapping[str, ToolPolicy],
+    max_steps: int | None,
+    on_indeterminate: IndeterminateChoice,
+    ids: IdSource | None,
+    clock: Clock,
+) -> Settings:
+    for name, policy in tools.items():
+        if not isinstance(policy, ToolPolicy):
+            raise ValueError(f"tool {name!r}: expected a ToolPolicy, got {type(policy).__name__}")
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+    policies = Policies(tools=dict(tools), max_steps=max_steps, on_indeterminate=on_indeterminate)
+    return Settings(policies, ids or SecretIds(), clock)
+
+
+def _messages(messages: Sequence[Message | str]) -> tuple[Message, ...]:
+    return tuple(Message(Role.USER, m) if isinstance(m, str) else m for m in messages)
+
+
+class Shell:
+    """What both shells share: configuration, the live generator and the report makers.
+    Subclasses only say how an operation is carried out (``_advance``)."""
+
+    def __init__(
+        self,
+        store: Store,
+        tools: Mapping[str, ToolPolicy],
+        *,
+        gate: AnyGate | None = None,
+        max_steps: int | None = DEFAULT_MAX_STEPS,
+        on_indeterminate: IndeterminateChoice = IndeterminateChoice.PUBLISH,
+        ids: IdSource | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.store = store
+        self.settings = _settings(tools, max_steps, on_indeterminate, ids, clock)
+        self.gate: AnyGate = gate or AllowAll()
+        self._core: DriverCore | None = None
+        self._steps: Steps | None = None
+        self._run_id: str | None = None
+        self._action: Action | None = None
+        #: best-effort checkpoint writes that failed (nothing else is lost with them)
+        self.checkpoints_lost = 0
+
+    # --- what the host may read -----------------------------------------------------
+
+    @property
+    def run_id(self) -> str | None:
+        """The Run this driver drives (None before ``start`` or ``pick_up``)."""
+        return self._run_id
+
+    @property
+    def snapshot(self) -> RunSnapshot | None:
+        """The latest snapshot this driver saw acknowledged (None when it holds none)."""
+        return self._core.state if self._core is not None else None
+
+    @property
+    def messages(self) -> HistoryView:
+        """The Thread's messages as committed so far (read once, then kept)."""
+        history = self._core.history if self._core is not None else []
+        return HistoryView(history, len(history))
+
+    @property
+    def action(self) -> Action | None:
+        """The action last handed out, which still stands."""
+        return self._action
+
+    # --- plumbing -------------------------------------------------------------------
+
+    def _open(self, run_id: str, opening: Steps, core: DriverCore) -> None:
+        self._close()
+        self._run_id, self._core, self._steps = run_id, core, opening
+
+    def _close(self) -> None:
+        if self._steps is not None:
+            self._steps.close()
+        self._steps, self._action = None, None
+
+    def _forget(self) -> None:
+        """Drop everything this driver believed; the next ``next_action()`` picks up."""
+        self._close()
+        self._core = None
+
+    def _stopped(self, error: StoreError) -> DriverStopped:
+        self._forget()
+        return DriverStopped(f"stopped driving run {self._run_id!r}: {error}; next_action() picks it up again")
+
+    def _steps_for(self, answer: Report | None) -> tuple[Steps, Report | None]:
+        """The live generator and what to send it; after a failure, a poll opens a fresh
+        pick-up of the same Run (which starts by being sent None)."""
+        if self._steps is not None:
+            return self._steps, answer
+        if self._run_id is None:
+            raise DriverError("no Run yet: call start() or pick_up() first")
+        if not isinstance(answer, Poll):
+            raise DriverStopped(
+                f"this driver stopped driving run {self._run_id!r}; call next_action() to pick it up again"
+            )
+        core = DriverCore(self.settings)
+        self._open(self._run_id, core.pick_up(self._run_id), core)
+        assert self._steps is not None
+        return self._steps, None
+
+    def _send(self, steps: Steps, value: object) -> Operation:
+        try:
+            return steps.send(value)
+        except BaseException:
+            self._forget()
+            raise
+
+    def _handed(self, hand: Hand) -> Action:
+        self._action = hand.action
+        if hand.refused is not None:
+            raise hand.refused
+        return hand.action
+
+    def _perform_store(self, op: Operation) -> Any:
+        store = self.store
+        match op:
+            case Append():
+                return store.append(op.commit)
+            case ReadRun():
+                return store.run(op.run_id)
+            case ReadHead():
+                return store.thread_head(op.thread_id)
+            case ReadMessages():
+                return store.messages(op.thread_id)
+            case Pending():
+                return store.pending_commands(op.run_id)
+            case Settle():
+                store.settle_command(op.entry_id, op.outcome)
+                return None
+            case LoadCheckpoint():
+                return store.load_checkpoint(op.run_id)
+            case SaveCheckpoint():
+                try:
+                    store.save_checkpoint(op.checkpoint)
+                except StoreUnavailable:
+                    self.checkpoints_lost += 1  # best effort: only partial recovery is lost
+                return None
+            case DropCheckpoint():
+                try:
+                    store.delete_checkpoint(op.run_id)
+                except StoreUnavailable:
+                    pass  # a stale checkpoint is never truth; the next save replaces it
+                return None
+        raise AssertionError(f"not a store operation: {op!r}")
+
+    def _opening(
+        self, messages: Sequence[Message | str], thread_id: str | None, run_id: str | None
+    ) -> tuple[str, Steps, DriverCore]:
+        ids = self.settings.ids
+        run = run_id or ids.new_id("run")
+        core = DriverCore(self.settings)
+        return run, core.start(thread_id or ids.new_id("thread"), run, _messages(messages)), core
+
+
+def inferred_report(
+    content: JsonValue,
+    calls: Sequence[CallRequest],
+    end: EndCauseKind | None,
+    metadata: JsonValue,
+) -> Report:
+    return Inferred(content, tuple(calls), end, metadata)
+
+
+def end_report(kind: EndCauseKind, error: TypedError | None) -> Report:
+    return End(EndCause(kind, error))
+
+
+__all__ = ["AnyGate", "Shell", "end_report", "inferred_report"]
