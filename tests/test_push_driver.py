@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from push_host import (
@@ -16,9 +18,10 @@ from push_host import (
     make_shell,
     play,
 )
-from runkernel.adapters.driver import Driver
+from runkernel.adapters.driver import AsyncDriver, Driver
 from runkernel.adapters.driver_actions import (
     DEFAULT_MAX_STEPS,
+    Action,
     CallRequest,
     CheckStatus,
     Done,
@@ -34,7 +37,7 @@ from runkernel.adapters.driver_actions import (
 from runkernel.adapters.driver_core import MESSAGE_HAS_METADATA
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import GateAnswer, Hold
+from runkernel.adapters.ports import GateAnswer, Hold, Permit
 from runkernel.adapters.store import StoreUnavailable
 from runkernel.kernel.protocol import Approve, Deny, EndRequest, OperationStatus, ResumeCommand
 from runkernel.kernel.state import (
@@ -526,3 +529,26 @@ def test_a_failed_checkpoint_write_loses_only_the_checkpoint() -> None:
     assert driver.checkpoint({"text": "x"}) == ask
     assert driver.checkpoints_lost == 1
     assert isinstance(driver.inferred("done", end=EndCauseKind.COMPLETED), Done)
+
+
+def test_an_async_driver_refuses_a_second_call_before_the_first_is_done() -> None:
+    release = asyncio.Event()
+
+    class SlowGate:
+        async def check(self, run_id: str, call: ToolCall) -> GateAnswer:
+            await release.wait()
+            return Permit()
+
+    async def scenario() -> tuple[Action, str]:
+        store = MemoryStore()
+        driver = AsyncDriver(store, POLICIES, gate=SlowGate())
+        await driver.start(["go"], thread_id="t1", run_id="r1")
+        first = asyncio.ensure_future(driver.inferred("x", [CallRequest("replay", {})]))
+        await asyncio.sleep(0)  # the first call now waits for the gate
+        with pytest.raises(DriverError, match="busy") as refused:
+            await driver.next_action()
+        release.set()
+        return await first, str(refused.value)
+
+    action, message = asyncio.run(scenario())
+    assert isinstance(action, RunCall) and "await each call" in message

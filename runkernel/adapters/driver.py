@@ -128,18 +128,19 @@ class Driver(Shell):
         return self._advance(end_report(EndCauseKind.CANCELLED, None))
 
     def _advance(self, answer: Report | None) -> Action:
-        steps, first = self._steps_for(answer)
-        op = self._send(steps, first)
-        while not isinstance(op, Hand):
-            try:
-                result = self._perform(op)
-            except StoreError as error:
-                raise self._stopped(error) from error
-            except BaseException:
-                self._forget()
-                raise
-            op = self._send(steps, result)
-        return self._handed(op)
+        with self._one_call():
+            steps, first = self._steps_for(answer)
+            op = self._send(steps, first)
+            while not isinstance(op, Hand):
+                try:
+                    result = self._perform(op)
+                except StoreError as error:
+                    raise self._stopped(error) from error
+                except BaseException:
+                    self._forget()
+                    raise
+                op = self._send(steps, result)
+            return self._handed(op)
 
     def _perform(self, op: Operation) -> Any:
         if isinstance(op, AskGate):
@@ -228,18 +229,19 @@ class AsyncDriver(Shell):
         return await self._advance(end_report(EndCauseKind.CANCELLED, None))
 
     async def _advance(self, answer: Report | None) -> Action:
-        steps, first = self._steps_for(answer)
-        op = self._send(steps, first)
-        while not isinstance(op, Hand):
-            try:
-                result = await self._perform(op)
-            except StoreError as error:
-                raise self._stopped(error) from error
-            except BaseException:
-                self._forget()
-                raise
-            op = self._send(steps, result)
-        return self._handed(op)
+        with self._one_call():
+            steps, first = self._steps_for(answer)
+            op = self._send(steps, first)
+            while not isinstance(op, Hand):
+                try:
+                    result = await self._perform(op)
+                except StoreError as error:
+                    raise self._stopped(error) from error
+                except BaseException:
+                    self._forget()
+                    raise
+                op = self._send(steps, result)
+            return self._handed(op)
 
     async def _perform(self, op: Operation) -> Any:
         if isinstance(op, AskGate):

@@ -5,7 +5,9 @@ out (awaited or not) differs between ``Driver`` and ``AsyncDriver`` (``driver.py
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+import contextlib
+
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from runkernel.adapters.driver_actions import (
@@ -98,6 +100,7 @@ class Shell:
         self._steps: Steps | None = None
         self._run_id: str | None = None
         self._action: Action | None = None
+        self._busy = False
         #: best-effort checkpoint writes that failed (nothing else is lost with them)
         self.checkpoints_lost = 0
 
@@ -126,7 +129,24 @@ class Shell:
 
     # --- plumbing -------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _one_call(self) -> Iterator[None]:
+        """One call at a time: an async host that does not await a call before the next
+        would otherwise send a report into the middle of the previous one."""
+        if self._busy:
+            raise DriverError("the driver is still busy with another call: await each call before the next")
+        self._busy = True
+        try:
+            yield
+        finally:
+            self._busy = False
+
     def _open(self, run_id: str, opening: Steps, core: DriverCore) -> None:
+        if self._busy:
+            raise DriverError("the driver is still busy with another call: await each call before the next")
+        self._attach(run_id, opening, core)
+
+    def _attach(self, run_id: str, opening: Steps, core: DriverCore) -> None:
         self._close()
         self._run_id, self._core, self._steps = run_id, core, opening
 
@@ -156,7 +176,7 @@ class Shell:
                 f"this driver stopped driving run {self._run_id!r}; call next_action() to pick it up again"
             )
         core = DriverCore(self.settings)
-        self._open(self._run_id, core.pick_up(self._run_id), core)
+        self._attach(self._run_id, core.pick_up(self._run_id), core)
         assert self._steps is not None
         return self._steps, None
 
