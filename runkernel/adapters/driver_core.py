@@ -99,6 +99,7 @@ from runkernel.kernel.values import JsonValue, Role
 #: Whether this build's ``Message`` carries host metadata (the judge's codec adds it).
 MESSAGE_HAS_METADATA = "metadata" in attrs.fields_dict(Message)
 
+
 @frozen
 class Settings:
     """What a driver was configured with; shared by every core it makes."""

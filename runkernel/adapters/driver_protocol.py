@@ -121,6 +121,8 @@ Operation: TypeAlias = (
 
 @frozen
 class Inferred:
+    """The model's complete reply (``inferred``)."""
+
     content: JsonValue
     calls: tuple[CallRequest, ...]
     end: EndCauseKind | None
@@ -129,6 +131,8 @@ class Inferred:
 
 @frozen
 class CallEnded:
+    """What an attempt of a call ended with (``call_returned`` and its siblings)."""
+
     call_id: str
     outcome: ToolOutcome
     metadata: JsonValue
@@ -136,6 +140,8 @@ class CallEnded:
 
 @frozen
 class Status:
+    """A reconnect tool's answer about an operation (``status``)."""
+
     call_id: str
     status: OperationStatus
     value: JsonValue
@@ -143,11 +149,15 @@ class Status:
 
 @frozen
 class Resume:
+    """A typed answer to the standing wait (``resume``)."""
+
     payload: ResumePayload
 
 
 @frozen
 class End:
+    """End the Run now (``end``, ``cancel``)."""
+
     cause: EndCause
 
 
