@@ -38,7 +38,7 @@ from runkernel.adapters.driver_core import MESSAGE_HAS_METADATA
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import GateAnswer, Hold, Permit
-from runkernel.adapters.store import StoreUnavailable
+from runkernel.adapters.store import CommitConflict, StoreUnavailable
 from runkernel.kernel.protocol import Approve, Deny, EndRequest, OperationStatus, ResumeCommand
 from runkernel.kernel.state import (
     CallCompleted,
@@ -552,3 +552,22 @@ def test_an_async_driver_refuses_a_second_call_before_the_first_is_done() -> Non
 
     action, message = asyncio.run(scenario())
     assert isinstance(action, RunCall) and "await each call" in message
+
+
+@shells
+def test_a_driver_whose_commit_loses_stops_and_picks_up_what_the_winner_wrote(kind: str) -> None:
+    store = MemoryStore()
+    first = make_shell(kind, store)
+    ask = first.start(["go"], thread_id="t1", run_id="r1")
+    second = make_shell(kind, store)
+    assert second.pick_up("r1") == ask
+    assert isinstance(second.inferred("second wins"), Infer)
+    with pytest.raises(DriverStopped) as stopped:
+        first.inferred("first loses")
+    assert isinstance(stopped.value.__cause__, CommitConflict)
+    assert first.snapshot is None, "a stopped driver holds no belief"
+    again = first.next_action()
+    assert isinstance(again, Infer) and again.step == 2
+    assert [m.content for m in again.messages] == ["go", "second wins"]
+    assert first.snapshot == snapshot(store)
+    legal(store)
