@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 from attrs import frozen
+from hypothesis import given
+from hypothesis import strategies as st
 
 from push_host import POLICIES, SHELLS, CrashAtEach, CrashingStore, Reply, SeededIds, World, make_shell, play
 from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
@@ -214,3 +216,28 @@ def test_the_sweep_reaches_every_kind_of_boundary() -> None:
     print(f"push driver sweep: boundary kinds {sorted(boundary_kinds)}, positions {sorted(positions)}")
     assert boundary_kinds == {b.value for b in Boundary}
     assert {p.value for p in Position} - {Position.PROGRESS.value} <= positions
+
+
+TOOL_NAMES = ("replay", "reconnect", "indeterminate", "flaky", "pay")
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Scenario:
+    """One to three steps of one to four calls each, then the final text."""
+    steps = draw(st.integers(1, 3))
+    script: dict[int, Reply] = {}
+    for step in range(1, steps + 1):
+        tools = draw(st.lists(st.sampled_from(TOOL_NAMES), min_size=0 if step > 1 else 1, max_size=4))
+        script[step] = Reply(f"step {step}", tuple((tool, n) for n, tool in enumerate(tools)))
+    script[steps + 1] = DONE
+    answer = draw(st.sampled_from([Approve(), Deny("no")]))
+    return Scenario("drawn", script, answer)
+
+
+@given(scenario=scenarios(), data=st.data(), kind=st.sampled_from(SHELLS))
+def test_drawn_scenarios_survive_drawn_crashes(scenario: Scenario, data: st.DataObject, kind: str) -> None:
+    total, baseline = boundaries(kind, scenario)
+    assert problems(baseline, baseline) == []
+    targets = data.draw(st.lists(st.integers(0, total + 4), min_size=1, max_size=3, unique=True))
+    trial = play_with_crashes(kind, scenario, sorted(targets))
+    assert problems(trial, baseline) == [], f"crashes at {sorted(targets)} of {total} boundaries"
