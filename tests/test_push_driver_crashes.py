@@ -230,7 +230,8 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         tools = draw(st.lists(st.sampled_from(TOOL_NAMES), min_size=0 if step > 1 else 1, max_size=4))
         script[step] = Reply(f"step {step}", tuple((tool, n) for n, tool in enumerate(tools)))
     script[steps + 1] = DONE
-    answer = draw(st.sampled_from([Approve(), Deny("no")]))
+    answers: list[ResumePayload] = [Approve(), Deny("no")]
+    answer = draw(st.sampled_from(answers))
     return Scenario("drawn", script, answer)
 
 
