@@ -15,7 +15,7 @@ action                the host answers with
 ``Done``              nothing: the Run is Ended (``next_action()`` returns it again)
 ====================  ==========================================================
 
-``end(...)`` / ``cancel()`` are accepted in answer to any action.
+``end(...)`` / ``cancel()`` are accepted in answer to any action but ``Done``.
 """
 
 from __future__ import annotations
