@@ -64,6 +64,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
+
 from runkernel.kernel.policies import (
     IndeterminateChoice,
     Policies,
@@ -343,7 +345,7 @@ def commit_on(
 
 def with_status(batch: ActiveToolBatch, index: int, status: CallStatus) -> ActiveToolBatch:
     call = batch.calls[index]
-    return batch.replace_call(ToolCall(call.call_id, call.tool, call.arguments, call.operation_id, status))
+    return batch.replace_call(attrs.evolve(call, status=status))
 
 
 def publish(batch: ActiveToolBatch) -> tuple[Message, ...]:

@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser(
         "check-trace",
-        help="validate runkernel/1 traces: exit 0 legal, 1 illegal, 2 not a trace",
+        help="validate runkernel/2 traces: exit 0 legal, 1 illegal, 2 not a trace",
         description=(
             "Judge every commit of each FILE with the kernel's commit validation. The first "
             "illegal line is reported as FILE:LINE: RULE: message on stderr. Exit 0 if every "
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
             "files the highest code wins."
         ),
     )
-    check.add_argument("files", nargs="+", metavar="FILE", help="a runkernel/1 JSON Lines file")
+    check.add_argument("files", nargs="+", metavar="FILE", help="a runkernel/2 JSON Lines file")
     check.add_argument("-q", "--quiet", action="store_true", help="print nothing for legal files")
     check.set_defaults(handler=_check_trace)
 

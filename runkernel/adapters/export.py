@@ -1,4 +1,4 @@
-"""Export a Thread as ``runkernel/1`` lines, optionally with ticket ids redacted.
+"""Export a Thread as ``runkernel/2`` lines, optionally with ticket ids redacted.
 
 A ticket id is a correlation, not a credential, but a trace shared outside may still
 want it hidden: ``redact`` replaces every occurrence by a digest that is the same for

@@ -1,6 +1,6 @@
 """JSON forms the stores keep: Run snapshots and inbox commands.
 
-Commits are stored as their ``runkernel/1`` line (``runkernel.kernel.codec``), so a
+Commits are stored as their ``runkernel/2`` line (``runkernel.kernel.codec``), so a
 store's export is the stored text itself.
 """
 

@@ -1,4 +1,4 @@
-"""The trace format ``runkernel/1``: ThreadCommit <-> JSON-ready dicts.
+"""The trace format ``runkernel/2``: ThreadCommit <-> JSON-ready dicts.
 
 Decoding is strict about the fields the format names (a missing or mistyped field is a
 ``TraceFormatError`` naming its path) and ignores extra fields, as the format says.
@@ -11,6 +11,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.rules import Rule
 from runkernel.kernel.state import (
     ActiveToolBatch,
@@ -44,14 +45,17 @@ from runkernel.kernel.values import (
     WaitKind,
 )
 
-TRACE_FORMAT = "runkernel/1"
+TRACE_FORMAT = "runkernel/2"
+#: The format of version 0.1, refused by name: it has no checked resume event, no
+#: committed policies and no metadata.
+OLD_TRACE_FORMAT = "runkernel/1"
 
 E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
 
 
 class TraceFormatError(ValueError):
-    """The input is not a ``runkernel/1`` line; ``path`` names the offending field."""
+    """The input is not a ``runkernel/2`` line; ``path`` names the offending field."""
 
     def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}" if path else message)
@@ -95,7 +99,19 @@ def call_to_json(call: ToolCall) -> dict[str, JsonValue]:
         out["result"] = {"kind": status.result.kind.value, "value": status.result.value}
     elif isinstance(status, CallIndeterminate):
         out["reason"] = status.reason.value
+    if call.policy is not None:
+        out["policy"] = policy_to_json(call.policy)
     return out
+
+
+def policy_to_json(policy: ToolPolicy) -> dict[str, JsonValue]:
+    """A call's committed policy: ``retries`` counts the attempts after the first that
+    retryable tool errors may use (a retry policy of n attempts has n - 1 retries)."""
+    return {
+        "recovery": policy.recovery.mode.value,
+        "max_attempts": policy.recovery.max_attempts,
+        "retries": policy.retry.max_attempts - 1,
+    }
 
 
 def batch_to_json(batch: ActiveToolBatch | None) -> dict[str, JsonValue] | None:
@@ -132,6 +148,8 @@ def message_to_json(message: Message) -> dict[str, JsonValue]:
         ]
     if message.call_id is not None:
         out["call_id"] = message.call_id
+    if message.metadata is not None:
+        out["metadata"] = message.metadata
     return out
 
 
@@ -142,7 +160,7 @@ def event_to_json(event: Event) -> dict[str, JsonValue]:
 
 
 def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
-    """One ``runkernel/1`` trace line as a dict (serialize with any JSON encoder)."""
+    """One ``runkernel/2`` trace line as a dict (serialize with any JSON encoder)."""
     return {
         "trace": TRACE_FORMAT,
         "thread_id": commit.thread_id,
@@ -278,7 +296,21 @@ def call_from_json(obj: Mapping[str, Any], path: str) -> ToolCall:
         arguments=obj["arguments"],
         operation_id=_field(obj, "operation_id", str, path),
         status=_status_from_json(obj, path),
+        policy=policy_from_json(obj.get("policy"), f"{path}.policy"),
     )
+
+
+def policy_from_json(value: Any, path: str) -> ToolPolicy | None:
+    """Decode a call's ``policy`` (absent or null: the runtime did not record one)."""
+    if value is None:
+        return None
+    obj = _object(value, path)
+    mode = _enum(obj, "recovery", RecoveryMode, path)
+    max_attempts = _field(obj, "max_attempts", int, path)
+    retries = _non_negative(_field(obj, "retries", int, path), f"{path}.retries")
+    if max_attempts < 1:
+        raise TraceFormatError(f"{path}.max_attempts", f"must be >= 1, got {max_attempts}")
+    return ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retries + 1))
 
 
 def batch_from_json(value: Any, path: str) -> ActiveToolBatch | None:
@@ -352,7 +384,9 @@ def message_from_json(obj: Mapping[str, Any], path: str) -> Message:
     call_id = _optional_str(obj, "call_id", path) if role is Role.TOOL else None
     if role is Role.TOOL and call_id is None:
         raise TraceFormatError(f"{path}.call_id", "missing field: a tool message names its call")
-    return Message(role=role, content=obj["content"], tool_calls=tool_calls, call_id=call_id)
+    return Message(
+        role=role, content=obj["content"], tool_calls=tool_calls, call_id=call_id, metadata=obj.get("metadata")
+    )
 
 
 def event_from_json(obj: Mapping[str, Any], path: str) -> Event:
@@ -364,6 +398,12 @@ def commit_from_json(value: Any) -> ThreadCommit:
     """Decode one trace line; raises ``TraceFormatError`` on any shape the format forbids."""
     obj = _object(value, "")
     trace = _field(obj, "trace", str, "")
+    if trace == OLD_TRACE_FORMAT:
+        raise TraceFormatError(
+            "trace",
+            f"{OLD_TRACE_FORMAT!r} is the format of runkernel 0.1; this checker reads {TRACE_FORMAT!r} "
+            "(re-export the trace with this version)",
+        )
     if trace != TRACE_FORMAT:
         raise TraceFormatError("trace", f"expected {TRACE_FORMAT!r}, got {trace!r}")
     version = _field(obj, "version", int, "")

@@ -238,7 +238,10 @@ def _inference(state: RunSnapshot, event: InferenceResult, policies: Policies) -
         return Rejection(Rule.BATCH_IDENTITY, f"batch id {event.batch_id!r} was already used")
     try:
         calls = tuple(
-            ToolCall(c.call_id, c.tool, c.arguments, c.operation_id, CallRequested())
+            ToolCall(
+                c.call_id, c.tool, c.arguments, c.operation_id, CallRequested(),
+                policy=policies.for_tool(c.tool),  # fixed here for every later attempt (I11)
+            )
             for c in event.calls
         )
         batch = ActiveToolBatch(event.batch_id, step, False, calls)
@@ -348,7 +351,7 @@ def _tool_finished(state: RunSnapshot, event: ToolFinished, policies: Policies) 
             status: CallStatus = CallCompleted(attempt, ToolResult(ResultKind.OUTPUT, outcome.value))
             decision = settle(state, replace_status(batch, call, status), policies)
         case ToolFailure():
-            retry = policies.for_tool(call.tool).retry
+            retry = call.policy_or(policies.for_tool(call.tool)).retry
             if outcome.retryable and attempt < retry.max_attempts:
                 failed = Event(
                     "attempt_failed",

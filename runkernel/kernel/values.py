@@ -1,6 +1,6 @@
 """Closed vocabularies of the design: wait kinds, result kinds, reasons and causes.
 
-Every value is the exact string used by the trace format ``runkernel/1``.
+Every value is the exact string used by the trace format ``runkernel/2``.
 """
 
 from __future__ import annotations

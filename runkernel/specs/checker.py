@@ -1,4 +1,4 @@
-"""``check-trace``: judge a ``runkernel/1`` trace line by line with the kernel.
+"""``check-trace``: judge a ``runkernel/2`` trace line by line with the kernel.
 
 There is no second rule set here: every line is decoded to a ThreadCommit and handed
 to ``validate_commit`` against the previous committed state of its Thread. Input is
@@ -54,7 +54,7 @@ class Finding:
 
 
 class NotATrace(Exception):
-    """The bytes cannot be a ``runkernel/1`` line."""
+    """The bytes cannot be a ``runkernel/2`` line."""
 
 
 class TraceJudge:
