@@ -85,7 +85,6 @@ from runkernel.kernel.protocol import (
     TimerFired,
 )
 from runkernel.kernel.state import (
-    RESUMED_EVENT,
     ActiveToolBatch,
     AppliedResume,
     Awaiting,
@@ -111,6 +110,8 @@ from runkernel.kernel.state import (
     Wait,
     is_terminal,
 )
+from runkernel.kernel.validate_resume import payload_for
+from runkernel.kernel.validate_resume import resumed_event as legal_resumed_event
 from runkernel.kernel.values import (
     EndCauseKind,
     IndeterminateReason,
@@ -352,11 +353,9 @@ def publish(batch: ActiveToolBatch) -> tuple[Message, ...]:
     return tuple(Message(Role.TOOL, "result", call_id=c.call_id) for c in batch.calls)
 
 
-def resumed_event(ticket_id: str, call_id: str) -> Event:
-    return Event(
-        RESUMED_EVENT,
-        {"ticket_id": ticket_id, "call_id": call_id, "command": {}, "digest": "d" * 64},
-    )
+def resumed_event(ticket_id: str, call_id: str, wait: WaitKind, moved: CallStatus) -> Event:
+    """The resumed event of RUN for ``ticket_id``, whose payload fits moving the call to ``moved``."""
+    return legal_resumed_event(RUN, ResumeTicket(ticket_id, wait, call_id), payload_for(wait, moved))
 
 
 def make_run_state(code: int, variant: int) -> RunState:

@@ -58,7 +58,7 @@ from runkernel.kernel.state import (
     is_terminal,
 )
 from runkernel.kernel.validate import Accepted, validate_commit
-from runkernel.kernel.validate_calls import RESULTS_BY_WAIT
+from runkernel.kernel.edges import RESULTS_BY_WAIT
 from runkernel.kernel.values import (
     EndCauseKind,
     IndeterminateReason,
@@ -264,7 +264,7 @@ def resume_commit(snapshot: RunSnapshot, ticket_id: str, outcome: bool) -> Threa
     if batch.all_terminal():
         batch = batch_of([c.status for c in batch.calls], finalized=True)
         messages = publish(batch)
-    return commit_on(snapshot, batch, Running(), messages, (resumed_event(ticket_id, call.call_id),))
+    return commit_on(snapshot, batch, Running(), messages, (resumed_event(ticket_id, call.call_id, ticket.wait, status),))
 
 
 def check_validate_rejects_foreign_resume(other: int, outcome: bool, two: bool, attempt: int, variant: int) -> Rule | None:
@@ -339,7 +339,7 @@ def check_validate_single_call_edges(old: int, old_attempt: int, old_variant: in
             after_status = CallAwaiting(after_status.attempt, wait)
         state = Awaiting(ResumeTicket(wait.correlation, wait.kind, "c0"))
     elif isinstance(snapshot.state, Awaiting):
-        events = (resumed_event(snapshot.state.ticket.ticket_id, "c0"),)
+        events = (resumed_event(snapshot.state.ticket.ticket_id, "c0", snapshot.state.ticket.wait, after_status),)
     if ending:
         state = Ended(EndCause(EndCauseKind.STOPPED))
         events = ()

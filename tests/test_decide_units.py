@@ -459,7 +459,12 @@ def test_validation_refuses_outcome_unknown_without_an_indeterminate_call() -> N
 
 @pytest.mark.parametrize(
     "kind, result",
-    [(WaitKind.APPROVAL, ResultKind.EXTERNAL), (WaitKind.EXTERNAL, ResultKind.DENIED), (WaitKind.INPUT, ResultKind.EXTERNAL)],
+    [
+        (WaitKind.APPROVAL, ResultKind.EXTERNAL),
+        (WaitKind.EXTERNAL, ResultKind.DENIED),
+        (WaitKind.INPUT, ResultKind.DENIED),  # a deny answers only an approval
+        (WaitKind.SCHEDULED, ResultKind.EXTERNAL),  # a timer only resumes
+    ],
 )
 def test_a_wait_completes_only_with_the_result_its_kind_allows(kind: WaitKind, result: ResultKind) -> None:
     state = awaiting(kind, "pay")

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from attrs import frozen
 
+from runkernel.kernel.codec import commit_json_problem
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.validate import Accepted, validate_commit
@@ -92,7 +93,15 @@ def judge_append(
     commit: ThreadCommit,
     ticket_seen: Callable[[str], bool],
 ) -> Accepted:
-    """Validate a commit for a store; raise CommitConflict or IllegalCommit on refusal."""
+    """Validate a commit for a store; raise CommitConflict or IllegalCommit on refusal.
+
+    A value that no trace could hold (a lone surrogate, NaN, a non-string key) is
+    refused first, as ``IllegalCommit`` under ``values-are-json``, so that every store
+    refuses it the same way before anything is written.
+    """
+    problem = commit_json_problem(commit)
+    if problem is not None:
+        raise IllegalCommit(Rejection(Rule.JSON_VALUE, f"the commit holds a value that is not JSON: {problem}"))
     verdict = validate_commit(head, run, commit, ticket_seen)
     if isinstance(verdict, Rejection):
         if verdict.rule in CONFLICT_RULES:

@@ -43,6 +43,7 @@ from runkernel.kernel.values import (
     ResultKind,
     Role,
     WaitKind,
+    json_problem,
 )
 
 TRACE_FORMAT = "runkernel/2"
@@ -172,6 +173,12 @@ def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
         "messages": [message_to_json(m) for m in commit.messages],
         "events": [event_to_json(e) for e in commit.events],
     }
+
+
+def commit_json_problem(commit: ThreadCommit) -> str | None:
+    """Why the commit's trace line would not be JSON (None when it is): every string
+    Unicode scalar values (no lone surrogate), every number finite, every key a string."""
+    return json_problem(commit_to_json(commit))
 
 
 _STATUS_NAMES: dict[type, str] = {

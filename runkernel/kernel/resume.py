@@ -44,7 +44,7 @@ from runkernel.kernel.values import (
     ResultKind,
     WaitKind,
     instant,
-    json_problem,
+    ijson_problem,
 )
 
 
@@ -69,9 +69,9 @@ def check_resume(state: RunSnapshot, command: ResumeCommand) -> Rejection | None
         return Rejection(
             Rule.WRONG_RUN, f"command for run {command.run_id!r} sent to run {state.run_id!r}"
         )
-    problem = json_problem(command.to_json())
+    problem = ijson_problem(command.to_json())
     if problem is not None:
-        return Rejection(Rule.PAYLOAD_TYPE, f"the command is not JSON: {problem}")
+        return Rejection(Rule.PAYLOAD_TYPE, f"the command is not I-JSON (RFC 7493): {problem}")
     earlier = _applied_before(state, command)
     if earlier is not None:
         return earlier

@@ -43,6 +43,7 @@ from runkernel.kernel.validate_calls import (
     same_json,
     tool_messages,
 )
+from runkernel.kernel.validate_resume import check_resumed_event, same_id
 from runkernel.kernel.values import AWAITING_END_CAUSES, EndCauseKind, JsonValue, Role
 
 
@@ -221,6 +222,9 @@ def _check_next(prev: RunSnapshot, commit: ThreadCommit) -> RunSnapshot:
     prev_open = prev.open_batch
     if prev_open is not None:
         check_open_batch(prev, prev_open, commit)
+        if resumed and isinstance(prev.state, Awaiting) and commit.batch is not None:
+            ticket = prev.state.ticket
+            check_resumed_event(prev.run_id, ticket, resumed[0].data, commit.batch.call(ticket.call_id))
         closed = prev.closed_batch_ids
     else:
         closed = prev.closed_batch_ids
@@ -317,15 +321,16 @@ def _check_resume(prev: RunSnapshot, resumed: Sequence[Event]) -> None:
         f"{ticket.ticket_id!r}, got {len(resumed)}",
     )
     data = resumed[0].data
+    named = data.get("ticket_id")
     require(
-        data.get("ticket_id") == ticket.ticket_id,
+        isinstance(named, str) and same_id(named, ticket.ticket_id),
         Rule.RESUME,
-        f"the resume names ticket {data.get('ticket_id')!r}, the committed ticket is "
+        f"the resume names ticket {named!r}, the committed ticket is "
         f"{ticket.ticket_id!r}",
     )
-    call_id = data.get("call_id", ticket.call_id)
+    call_id = data.get("call_id")
     require(
-        call_id == ticket.call_id,
+        isinstance(call_id, str) and call_id == ticket.call_id,
         Rule.RESUME,
         f"the resume targets call {call_id!r}, the ticket targets {ticket.call_id!r}",
     )

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from runkernel.kernel.edges import (
     CALL_EDGES,
+    RESULTS_BY_WAIT,
     AttemptRule,
     CallEdgeRule,
     CallPhase,
@@ -33,7 +34,7 @@ from runkernel.kernel.state import (
     ToolCall,
     is_terminal,
 )
-from runkernel.kernel.values import IndeterminateReason, ResultKind, Role, WaitKind
+from runkernel.kernel.values import IndeterminateReason, Role
 
 
 class Illegal(Exception):
@@ -155,18 +156,6 @@ def check_attempt(old: ToolCall, new: ToolCall, rule: CallEdgeRule) -> None:
         f"{rule.target.value} takes attempt {before} to {expected} ({rule.attempt.value if rule.attempt else ''}), "
         f"got {after}",
     )
-
-
-#: How each wait kind may complete without running the executor again: a deny answers an
-#: approval, a supplied answer completes an external or delegation wait; input and
-#: timer waits always lead back to the executor.
-RESULTS_BY_WAIT: dict[WaitKind, frozenset[ResultKind]] = {
-    WaitKind.APPROVAL: frozenset({ResultKind.DENIED}),
-    WaitKind.EXTERNAL: frozenset({ResultKind.EXTERNAL}),
-    WaitKind.DELEGATION: frozenset({ResultKind.EXTERNAL}),
-    WaitKind.INPUT: frozenset(),
-    WaitKind.SCHEDULED: frozenset(),
-}
 
 
 def check_edge_condition(
