@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+
 from runkernel.kernel.codec import (
     TraceFormatError,
     batch_from_json,
@@ -45,12 +47,28 @@ def dumps(value: JsonValue) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder()
+
+
+def judged_dumps(value: JsonValue) -> str:
+    """Compact JSON by msgspec for values a store already judged (``judge_append``
+    refused NaN, lone surrogates and non-string keys, which msgspec would not)."""
+    return _ENCODER.encode(value).decode("utf-8")
+
+
 def commit_text(commit: ThreadCommit) -> str:
-    return dumps(commit_to_json(commit))
+    """A judged commit's ``runkernel/2`` line (msgspec: exact big integers, shortest floats)."""
+    return judged_dumps(commit_to_json(commit))
 
 
-def commit_from_text(text: str) -> ThreadCommit:
-    return commit_from_json(json.loads(text))
+def commit_from_text(text: str | bytes) -> ThreadCommit:
+    return commit_from_json(_DECODER.decode(text))
+
+
+def snapshot_text(snapshot: RunSnapshot) -> str:
+    """A snapshot's stored JSON; every value in it came from judged commits."""
+    return judged_dumps(snapshot_to_json(snapshot))
 
 
 def snapshot_to_json(snapshot: RunSnapshot) -> dict[str, JsonValue]:

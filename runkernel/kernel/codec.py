@@ -192,7 +192,13 @@ _STATUS_NAMES: dict[type, str] = {
 # --- decoding -----------------------------------------------------------------------
 
 
+_MISSING: Any = object()
+
+
 def _field(obj: Mapping[str, Any], key: str, kind: type[T], path: str) -> T:
+    value = obj.get(key, _MISSING)
+    if type(value) is kind:  # the common case, decided without building a path; bool is not int
+        return value
     where = f"{path}.{key}" if path else key
     if key not in obj:
         raise TraceFormatError(where, "missing field")
