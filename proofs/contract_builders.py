@@ -66,6 +66,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from runkernel.kernel.history import RunHistory
 from runkernel.kernel.policies import (
     IndeterminateChoice,
     Policies,
@@ -285,7 +286,6 @@ def snapshot_of(batch: ActiveToolBatch | None, state: RunState | None = None, st
                     wait = call.status.wait
                     state = Awaiting(ResumeTicket(wait.correlation, wait.kind, call.call_id))
                     tickets.add(wait.correlation)
-    closed = frozenset({BATCH}) if batch is not None and batch.finalized else frozenset()
     return RunSnapshot(
         thread_id=THREAD,
         run_id=RUN,
@@ -293,10 +293,18 @@ def snapshot_of(batch: ActiveToolBatch | None, state: RunState | None = None, st
         step=step,
         state=state,
         batch=batch,
-        tickets_used=frozenset(tickets),
-        resumes_applied=(AppliedResume(OLD_TICKET, OLD_DIGEST),),
-        closed_batch_ids=closed,
     )
+
+
+def history_of(snapshot: RunSnapshot) -> RunHistory:
+    """The history ``snapshot_of``'s Runs committed: ticket ``tk-old`` (resumed by
+    ``OLD_COMMAND``), the ticket of each awaiting call, and the batch if it is finalized."""
+    batch = snapshot.batch
+    tickets = {OLD_TICKET}
+    if batch is not None:
+        tickets |= {c.status.wait.correlation for c in batch.calls if isinstance(c.status, CallAwaiting)}
+    closed = frozenset({BATCH}) if batch is not None and batch.finalized else frozenset()
+    return RunHistory(frozenset(tickets), closed, (AppliedResume(OLD_TICKET, OLD_DIGEST),))
 
 
 def decode_snapshot(two: bool, s0: int, a0: int, v0: int, s1: int, a1: int, v1: int) -> RunSnapshot:

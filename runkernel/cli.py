@@ -13,6 +13,7 @@ from pathlib import Path
 
 from runkernel import __version__
 from runkernel.adapters.store import StoreError
+from runkernel.db_command import register_db
 from runkernel.commands import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError, register
 from runkernel.specs.checker import Verdict, check_file
 from runkernel.specs.export import FORMATS, render
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=_check_trace)
 
     register(commands)
+    register_db(commands)
     return parser
 
 

@@ -38,6 +38,7 @@ from runkernel.kernel.state import (
     TypedError,
     Wait,
 )
+from runkernel.kernel.history import NO_HISTORY, RunHistory
 from runkernel.kernel.validate import Accepted, validate_commit
 from runkernel.kernel.validate_resume import payload_for, resumed_event
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
@@ -56,18 +57,19 @@ def cause(kind: EndCauseKind) -> EndCause:
 
 @dataclass(frozen=True)
 class Chain:
-    """A committed Thread head and Run snapshot, grown by validated commits."""
+    """A committed Thread head, Run snapshot and Run history, grown by validated commits."""
 
     head: ThreadHead | None
     run: RunSnapshot | None
+    history: RunHistory = NO_HISTORY
 
     def judge(self, commit: ThreadCommit) -> Accepted | Rejection:
-        return validate_commit(self.head, self.run, commit)
+        return validate_commit(self.head, self.run, commit, self.history)
 
     def then(self, commit: ThreadCommit) -> Chain:
         verdict = self.judge(commit)
         assert isinstance(verdict, Accepted), f"setup commit refused: {verdict}"
-        return Chain(verdict.head, verdict.run)
+        return Chain(verdict.head, verdict.run, self.history.plus(verdict.keys))
 
     @property
     def snapshot(self) -> RunSnapshot:

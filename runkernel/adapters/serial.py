@@ -20,6 +20,7 @@ from runkernel.kernel.codec import (
     disposition_from_json,
     disposition_to_json,
 )
+from runkernel.kernel.history import RunHistory
 from runkernel.kernel.protocol import (
     Approve,
     DelegationResult,
@@ -79,9 +80,6 @@ def snapshot_to_json(snapshot: RunSnapshot) -> dict[str, JsonValue]:
         "step": snapshot.step,
         "state": disposition_to_json(snapshot.state),
         "batch": batch_to_json(snapshot.batch),
-        "tickets_used": sorted(snapshot.tickets_used),
-        "resumes_applied": [[a.ticket_id, a.digest] for a in snapshot.resumes_applied],
-        "closed_batch_ids": sorted(snapshot.closed_batch_ids),
         "provided_inputs": [[p.call_id, p.value] for p in snapshot.provided_inputs],
     }
 
@@ -94,10 +92,16 @@ def snapshot_from_json(obj: Any) -> RunSnapshot:
         step=obj["step"],
         state=disposition_from_json(obj["state"], "state"),
         batch=batch_from_json(obj["batch"], "batch"),
-        tickets_used=frozenset(obj["tickets_used"]),
-        resumes_applied=tuple(AppliedResume(t, d) for t, d in obj["resumes_applied"]),
-        closed_batch_ids=frozenset(obj["closed_batch_ids"]),
         provided_inputs=tuple(ProvidedInput(c, v) for c, v in obj.get("provided_inputs", [])),
+    )
+
+
+def legacy_history_from_json(obj: Any) -> RunHistory:
+    """The history facts a schema-1 snapshot held inline (read only by the migration)."""
+    return RunHistory(
+        tickets=frozenset(str(t) for t in obj.get("tickets_used", [])),
+        closed_batches=frozenset(str(b) for b in obj.get("closed_batch_ids", [])),
+        resumes=tuple(AppliedResume(str(t), str(d)) for t, d in obj.get("resumes_applied", [])),
     )
 
 

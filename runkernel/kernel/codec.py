@@ -11,9 +11,11 @@ import enum
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from runkernel.kernel.canonical import jcs_digest
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.rules import Rule
 from runkernel.kernel.state import (
+    RESUMED_EVENT,
     ActiveToolBatch,
     Awaiting,
     CallAwaiting,
@@ -173,6 +175,28 @@ def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
         "messages": [message_to_json(m) for m in commit.messages],
         "events": [event_to_json(e) for e in commit.events],
     }
+
+
+def upgrade_v1_line(obj: dict[str, Any]) -> dict[str, Any]:
+    """A ``runkernel/1`` line as the ``runkernel/2`` line it stands for (``db migrate``).
+
+    The shapes are the same; what changes is the resumed event's digest, which version
+    0.1 computed over ``sort_keys`` JSON: it becomes the RFC 8785 digest of the same
+    command. Calls keep no ``policy`` (it was never committed) and recovery falls back
+    to the worker's configuration for them.
+    """
+    if obj.get("trace") != OLD_TRACE_FORMAT:
+        raise TraceFormatError("trace", f"expected {OLD_TRACE_FORMAT!r}, got {obj.get('trace')!r}")
+    out = dict(obj, trace=TRACE_FORMAT)
+    events = out.get("events")
+    if isinstance(events, list):
+        out["events"] = [
+            dict(event, digest=jcs_digest(event["command"]))
+            if isinstance(event, dict) and event.get("type") == RESUMED_EVENT and isinstance(event.get("command"), dict)
+            else event
+            for event in events
+        ]
+    return out
 
 
 def commit_json_problem(commit: ThreadCommit) -> str | None:

@@ -346,8 +346,9 @@ class ProvidedInput:
 class RunSnapshot:
     """Latest committed state of one Run: what recovery and validation read.
 
-    Messages are not part of it (they are deltas in the commit log); everything here is
-    bounded by the size of one batch and the number of waits of the Run.
+    Messages are not part of it (they are deltas in the commit log), nor is anything
+    that grows with the Run's history (used tickets, closed batches, applied resumes:
+    see ``kernel/history.py``); everything here is bounded by the size of one batch.
     """
 
     thread_id: str
@@ -356,9 +357,6 @@ class RunSnapshot:
     step: int
     state: RunState
     batch: ActiveToolBatch | None
-    tickets_used: frozenset[str] = frozenset()
-    resumes_applied: tuple[AppliedResume, ...] = ()
-    closed_batch_ids: frozenset[str] = frozenset()
     provided_inputs: tuple[ProvidedInput, ...] = ()
 
     def input_for(self, call_id: str) -> JsonValue:

@@ -21,6 +21,7 @@ import msgspec
 from attrs import frozen
 
 from runkernel.kernel.codec import IllegalShape, TraceFormatError, commit_from_json
+from runkernel.kernel.history import NO_HISTORY, MutableHistory
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Awaiting, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.validate import validate_commit
@@ -68,6 +69,7 @@ class TraceJudge:
         self.heads: dict[str, ThreadHead] = {}
         self.runs: dict[str, RunSnapshot] = {}
         self.tickets: set[str] = set()
+        self.histories: dict[str, MutableHistory] = {}
         self.commits = 0
 
     def feed(self, commit: ThreadCommit) -> Rejection | None:
@@ -76,12 +78,14 @@ class TraceJudge:
             self.heads.get(commit.thread_id),
             self.runs.get(commit.run_id),
             commit,
+            self.histories.get(commit.run_id, NO_HISTORY),
             ticket_seen=self.tickets.__contains__,
         )
         if isinstance(verdict, Rejection):
             return verdict
         self.heads[commit.thread_id] = verdict.head
         self.runs[commit.run_id] = verdict.run
+        self.histories.setdefault(commit.run_id, MutableHistory()).add(verdict.keys)
         if isinstance(commit.disposition, Awaiting):
             self.tickets.add(commit.disposition.ticket.ticket_id)
         self.commits += 1
