@@ -115,3 +115,34 @@ def test_lone_surrogates_and_invalid_utf8_are_refused(raw: bytes) -> None:
 def test_big_integers_stay_exact() -> None:
     raw = b"[123456789012345678901234567890,-98765432109876543210]"
     assert parse_line(raw) == [123456789012345678901234567890, -98765432109876543210]
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+nested = st.recursive(
+    st.none() | st.text(alphabet="[]{}\"\\:x", max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet="[]{}\"x", max_size=3), inner, max_size=3),
+    max_leaves=200,
+)
+
+
+@given(nested)
+def test_the_depth_limit_counts_containers_and_never_brackets_inside_strings(value: Any) -> None:
+    raw = judged_dumps([[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[value]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]).encode()
+    depth = 61 + _depth(value)
+    if depth <= MAX_DEPTH:
+        assert _same(parse_line(raw), json.loads(raw))
+    else:
+        with pytest.raises(NotATrace, match="nesting deeper"):
+            parse_line(raw)
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    raw = json.dumps({"a": "[" * 200 + "{" * 200, "b": ["\\\"[[[", {"c": "]]]}}}"}]}).encode()
+    assert parse_line(raw) == json.loads(raw)

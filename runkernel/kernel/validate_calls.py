@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from runkernel.kernel.edges import (
     CALL_EDGES,
     RESULTS_BY_WAIT,
@@ -271,14 +273,33 @@ def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
         )
 
 
+_ENCODE = msgspec.json.Encoder().encode
+
+
 def same_json(a: object, b: object) -> bool:
-    """JSON equality: like ``==`` except that booleans never equal numbers (1 != true)."""
+    """JSON equality: like ``==`` except that booleans never equal numbers (1 != true).
+
+    Fast path, decided in C: values that are ``==`` and encode to the same bytes are the
+    same JSON (``==`` keeps NaN and bytes from passing as null or text); anything else
+    (a different key order, 1 and 1.0, a tuple for a list) takes the exact recursion.
+    """
+    if a is b:
+        return True
+    try:
+        if a == b and _ENCODE(a) == _ENCODE(b):
+            return True
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        pass
+    return _same_json(a, b)
+
+
+def _same_json(a: object, b: object) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
     return a == b
 
 
