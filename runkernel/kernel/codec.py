@@ -428,6 +428,14 @@ def message_from_json(obj: Mapping[str, Any], path: str) -> Message:
 
 def event_from_json(obj: Mapping[str, Any], path: str) -> Event:
     kind = _field(obj, "type", str, path)
+    if kind == RESUMED_EVENT:
+        # the format types the resumed event's fields; what they say is judged later
+        _field(obj, "ticket_id", str, path)
+        _field(obj, "call_id", str, path)
+        if "command" in obj:
+            _object(obj["command"], f"{path}.command")
+        if "digest" in obj:
+            _field(obj, "digest", str, path)
     return Event(kind, {k: v for k, v in obj.items() if k != "type"})
 
 
