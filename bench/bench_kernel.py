@@ -7,7 +7,7 @@ shared machine even when the absolute numbers do not:
 
 - kernel ``decide`` (one tool call through gate, execute, result) vs the same edges
   sent to the python-statemachine spec machine: why the spec is never the engine;
-- ``validate_commit`` vs encoding the commit to its ``runkernel/1`` line;
+- ``validate_commit`` vs encoding the commit to its ``runkernel/2`` line;
 - SQLite append with ``synchronous=FULL`` (the default) vs ``NORMAL``;
 - reading a Run's latest state at 10 vs 2,000 commits of history (flat by design).
 """
@@ -134,7 +134,7 @@ def main() -> None:
     validate = rate(lambda: validate_commit(head, first.run, commits[1]), seconds)
     encode = rate(lambda: commit_text(commits[1]), seconds)
     print(f"validate_commit:                     {validate:>10.0f}/s")
-    print(f"encode a runkernel/1 line:           {encode:>10.0f}/s   validate/encode = {validate / encode:.2f}x")
+    print(f"encode a runkernel/2 line:           {encode:>10.0f}/s   validate/encode = {validate / encode:.2f}x")
 
     full = sqlite_append_rate("FULL", seconds)
     normal = sqlite_append_rate("NORMAL", seconds)

@@ -64,6 +64,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
+
+from runkernel.kernel.history import RunHistory
 from runkernel.kernel.policies import (
     IndeterminateChoice,
     Policies,
@@ -83,7 +86,6 @@ from runkernel.kernel.protocol import (
     TimerFired,
 )
 from runkernel.kernel.state import (
-    RESUMED_EVENT,
     ActiveToolBatch,
     AppliedResume,
     Awaiting,
@@ -109,6 +111,8 @@ from runkernel.kernel.state import (
     Wait,
     is_terminal,
 )
+from runkernel.kernel.validate_resume import payload_for
+from runkernel.kernel.validate_resume import resumed_event as legal_resumed_event
 from runkernel.kernel.values import (
     EndCauseKind,
     IndeterminateReason,
@@ -282,7 +286,6 @@ def snapshot_of(batch: ActiveToolBatch | None, state: RunState | None = None, st
                     wait = call.status.wait
                     state = Awaiting(ResumeTicket(wait.correlation, wait.kind, call.call_id))
                     tickets.add(wait.correlation)
-    closed = frozenset({BATCH}) if batch is not None and batch.finalized else frozenset()
     return RunSnapshot(
         thread_id=THREAD,
         run_id=RUN,
@@ -290,10 +293,18 @@ def snapshot_of(batch: ActiveToolBatch | None, state: RunState | None = None, st
         step=step,
         state=state,
         batch=batch,
-        tickets_used=frozenset(tickets),
-        resumes_applied=(AppliedResume(OLD_TICKET, OLD_DIGEST),),
-        closed_batch_ids=closed,
     )
+
+
+def history_of(snapshot: RunSnapshot) -> RunHistory:
+    """The history ``snapshot_of``'s Runs committed: ticket ``tk-old`` (resumed by
+    ``OLD_COMMAND``), the ticket of each awaiting call, and the batch if it is finalized."""
+    batch = snapshot.batch
+    tickets = {OLD_TICKET}
+    if batch is not None:
+        tickets |= {c.status.wait.correlation for c in batch.calls if isinstance(c.status, CallAwaiting)}
+    closed = frozenset({BATCH}) if batch is not None and batch.finalized else frozenset()
+    return RunHistory(frozenset(tickets), closed, (AppliedResume(OLD_TICKET, OLD_DIGEST),))
 
 
 def decode_snapshot(two: bool, s0: int, a0: int, v0: int, s1: int, a1: int, v1: int) -> RunSnapshot:
@@ -343,18 +354,16 @@ def commit_on(
 
 def with_status(batch: ActiveToolBatch, index: int, status: CallStatus) -> ActiveToolBatch:
     call = batch.calls[index]
-    return batch.replace_call(ToolCall(call.call_id, call.tool, call.arguments, call.operation_id, status))
+    return batch.replace_call(attrs.evolve(call, status=status))
 
 
 def publish(batch: ActiveToolBatch) -> tuple[Message, ...]:
     return tuple(Message(Role.TOOL, "result", call_id=c.call_id) for c in batch.calls)
 
 
-def resumed_event(ticket_id: str, call_id: str) -> Event:
-    return Event(
-        RESUMED_EVENT,
-        {"ticket_id": ticket_id, "call_id": call_id, "command": {}, "digest": "d" * 64},
-    )
+def resumed_event(ticket_id: str, call_id: str, wait: WaitKind, moved: CallStatus) -> Event:
+    """The resumed event of RUN for ``ticket_id``, whose payload fits moving the call to ``moved``."""
+    return legal_resumed_event(RUN, ResumeTicket(ticket_id, wait, call_id), payload_for(wait, moved))
 
 
 def make_run_state(code: int, variant: int) -> RunState:

@@ -21,6 +21,7 @@ from contract_builders import (
     batch_of,
     decode_policies,
     decode_snapshot,
+    history_of,
     make_payload,
     make_run_state,
     small,
@@ -169,7 +170,7 @@ def check_decide(
     """
     snapshot = decode_snapshot(two, s0, a0, v0, s1, a1, v1)
     policies = decode_policies(mode, max_attempts, retries, end_on_indeterminate, max_steps)
-    result = decide(snapshot, decode_input(snapshot, kind, target, attempt, variant, ticket), policies)
+    result = decide(snapshot, decode_input(snapshot, kind, target, attempt, variant, ticket), policies, history_of(snapshot))
     unchanged = snapshot == decode_snapshot(two, s0, a0, v0, s1, a1, v1)
     if isinstance(result, Rejection):
         return () if unchanged else ("rejection_leaves_snapshot_unchanged",)
@@ -232,7 +233,7 @@ def check_decide_settled(shape: int, kind: int, variant: int, cause: int, step: 
     """
     snapshot = settled_snapshot(shape, cause, step)
     policies = decode_policies(2, 0, 0, False, max_steps)
-    result = decide(snapshot, decode_input(snapshot, kind, 0, 0, variant, 0), policies)
+    result = decide(snapshot, decode_input(snapshot, kind, 0, 0, variant, 0), policies, history_of(snapshot))
     unchanged = snapshot == settled_snapshot(shape, cause, step)
     if isinstance(result, Rejection):
         return () if unchanged else ("rejection_leaves_snapshot_unchanged",)
@@ -271,7 +272,7 @@ def check_resume_acceptance(ticket: int, kind: int, payload: int, two: bool, s0:
     """
     snapshot = decode_snapshot(two, s0, a0, v0, s1, a1, v1)
     command = ResumeCommand(RUN, TICKETS[ticket], WAIT_KINDS[kind], make_payload(payload, "v"))
-    verdict = check_resume(snapshot, command)
+    verdict = check_resume(snapshot, command, history_of(snapshot))
     return verdict is None, expected_resume_ok(snapshot, command)
 
 

@@ -23,6 +23,7 @@ from contract_builders import (
     decode_snapshot,
     decode_status,
     head_of,
+    history_of,
     make_call,
     publish,
     resumed_event,
@@ -57,8 +58,9 @@ from runkernel.kernel.state import (
     Wait,
     is_terminal,
 )
+from runkernel.kernel.history import NO_KEYS
 from runkernel.kernel.validate import Accepted, validate_commit
-from runkernel.kernel.validate_calls import RESULTS_BY_WAIT
+from runkernel.kernel.edges import RESULTS_BY_WAIT
 from runkernel.kernel.values import (
     EndCauseKind,
     IndeterminateReason,
@@ -100,15 +102,14 @@ def check_validate_accepts_identity(shape: int, two: bool, s0: int, a0: int, v0:
     post: __return__ == (True, True)
     """
     before = identity_snapshot(shape, two, s0, a0, v0, s1, a1, v1)
-    verdict = validate_commit(head_of(before), before, commit_on(before, before.batch))
+    verdict = validate_commit(head_of(before), before, commit_on(before, before.batch), history_of(before))
     if not isinstance(verdict, Accepted):
         return False, False
     after = verdict.run
     same = (
         after.version == before.version + 1
         and (after.state, after.batch, after.step) == (before.state, before.batch, before.step)
-        and after.tickets_used == before.tickets_used
-        and after.resumes_applied == before.resumes_applied
+        and verdict.keys == NO_KEYS
     )
     return True, same
 
@@ -211,7 +212,7 @@ def check_validate_rejects_terminal_change(
         commit = commit_on(snapshot, closed, Ended(EndCause(EndCauseKind.STOPPED)), publish(closed))
     else:
         commit = commit_on(snapshot, changed)
-    verdict = validate_commit(head_of(snapshot), snapshot, commit)
+    verdict = validate_commit(head_of(snapshot), snapshot, commit, history_of(snapshot))
     return verdict.rule if isinstance(verdict, Rejection) else None
 
 
@@ -232,7 +233,7 @@ def check_validate_rejects_executing_to_requested(attempt: int, two: bool, endin
         commit = commit_on(snapshot, final, Ended(EndCause(EndCauseKind.STOPPED)), publish(final))
     else:
         commit = commit_on(snapshot, back)
-    verdict = validate_commit(head_of(snapshot), snapshot, commit)
+    verdict = validate_commit(head_of(snapshot), snapshot, commit, history_of(snapshot))
     return verdict.rule if isinstance(verdict, Rejection) else None
 
 
@@ -264,7 +265,7 @@ def resume_commit(snapshot: RunSnapshot, ticket_id: str, outcome: bool) -> Threa
     if batch.all_terminal():
         batch = batch_of([c.status for c in batch.calls], finalized=True)
         messages = publish(batch)
-    return commit_on(snapshot, batch, Running(), messages, (resumed_event(ticket_id, call.call_id),))
+    return commit_on(snapshot, batch, Running(), messages, (resumed_event(ticket_id, call.call_id, ticket.wait, status),))
 
 
 def check_validate_rejects_foreign_resume(other: int, outcome: bool, two: bool, attempt: int, variant: int) -> Rule | None:
@@ -277,7 +278,7 @@ def check_validate_rejects_foreign_resume(other: int, outcome: bool, two: bool, 
     post: __return__ is Rule.RESUME
     """
     snapshot = awaiting_snapshot(two, attempt, variant)
-    verdict = validate_commit(head_of(snapshot), snapshot, resume_commit(snapshot, TICKETS[other], outcome))
+    verdict = validate_commit(head_of(snapshot), snapshot, resume_commit(snapshot, TICKETS[other], outcome), history_of(snapshot))
     return verdict.rule if isinstance(verdict, Rejection) else None
 
 
@@ -289,7 +290,7 @@ def check_validate_accepts_matching_resume(outcome: bool, two: bool, attempt: in
     """
     snapshot = awaiting_snapshot(two, attempt, variant)
     assert isinstance(snapshot.state, Awaiting)
-    verdict = validate_commit(head_of(snapshot), snapshot, resume_commit(snapshot, snapshot.state.ticket.ticket_id, outcome))
+    verdict = validate_commit(head_of(snapshot), snapshot, resume_commit(snapshot, snapshot.state.ticket.ticket_id, outcome), history_of(snapshot))
     return isinstance(verdict, Accepted) and isinstance(verdict.run.state, Running)
 
 
@@ -339,7 +340,7 @@ def check_validate_single_call_edges(old: int, old_attempt: int, old_variant: in
             after_status = CallAwaiting(after_status.attempt, wait)
         state = Awaiting(ResumeTicket(wait.correlation, wait.kind, "c0"))
     elif isinstance(snapshot.state, Awaiting):
-        events = (resumed_event(snapshot.state.ticket.ticket_id, "c0"),)
+        events = (resumed_event(snapshot.state.ticket.ticket_id, "c0", snapshot.state.ticket.wait, after_status),)
     if ending:
         state = Ended(EndCause(EndCauseKind.STOPPED))
         events = ()
@@ -348,5 +349,5 @@ def check_validate_single_call_edges(old: int, old_attempt: int, old_variant: in
     if after.all_terminal():
         after = batch_of((after_status,), finalized=True)
         messages = publish(after)
-    verdict = validate_commit(head_of(snapshot), snapshot, commit_on(snapshot, after, state, messages, events))
+    verdict = validate_commit(head_of(snapshot), snapshot, commit_on(snapshot, after, state, messages, events), history_of(snapshot))
     return not isinstance(verdict, Accepted) or edge_legal(before, after_status)

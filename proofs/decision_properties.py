@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contract_builders import head_of
+from contract_builders import head_of, history_of
 from runkernel.kernel.policies import Policies, RecoveryMode
 from runkernel.kernel.protocol import Commit, Decision, Execute, RequestInference
 from runkernel.kernel.state import (
@@ -33,13 +33,15 @@ def commits_of(effects: Sequence[object]) -> list[ThreadCommit]:
 
 def commits_chain_accepted(before: RunSnapshot, decision: Decision) -> bool:
     """Every commit of ``decision`` is accepted by validate_commit, one after the other,
-    and leads to the decision's state (no commit: the state is unchanged)."""
-    snapshot = before
+    and leads to the decision's state (no commit: the state is unchanged). The history
+    before is the one ``contract_builders.snapshot_of`` describes, and grows by each
+    accepted commit's keys."""
+    snapshot, history = before, history_of(before)
     for commit in commits_of(decision.effects):
-        verdict = validate_commit(head_of(snapshot), snapshot, commit)
+        verdict = validate_commit(head_of(snapshot), snapshot, commit, history)
         if not isinstance(verdict, Accepted):
             return False
-        snapshot = verdict.run
+        snapshot, history = verdict.run, history.plus(verdict.keys)
     return snapshot == decision.state
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from runkernel.kernel.history import RunHistory
 from runkernel.kernel.protocol import (
     DeliverTerminus,
     Effect,
@@ -147,10 +148,16 @@ def enc_snapshot(snap: RunSnapshot | None) -> Key:
         snap.step,
         enc_run_state(snap.state),
         enc_batch(snap.batch),
-        snap.tickets_used,
-        tuple((a.ticket_id, a.digest) for a in snap.resumes_applied),
-        snap.closed_batch_ids,
     ))
+
+
+def enc_history(history: RunHistory) -> Key:
+    """A Run's history facts: the same facts, the same key."""
+    return (
+        history.tickets,
+        tuple((a.ticket_id, a.digest) for a in history.resumes),
+        history.closed_batches,
+    )
 
 
 def enc_message(message: Message) -> Key:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 import importlib
+from runkernel.kernel.history import NO_HISTORY, History, RunHistory
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import Decision, Effect, Input
 from runkernel.kernel.recover import RecoveryDecision
@@ -20,7 +21,7 @@ from runkernel.kernel.state import Ended, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.validate import Accepted
 
 from mc_config import Profile
-from mc_encode import Key, enc_commit, enc_effect, enc_snapshot
+from mc_encode import Key, enc_commit, enc_effect, enc_history, enc_snapshot
 
 # ``runkernel.kernel`` re-exports the functions under the modules' own names, so
 # ``import runkernel.kernel.decide as m`` would bind the function: go by sys.modules.
@@ -28,10 +29,10 @@ decide_module = importlib.import_module("runkernel.kernel.decide")
 recover_module = importlib.import_module("runkernel.kernel.recover")
 validate_module = importlib.import_module("runkernel.kernel.validate")
 
-DecideFn: TypeAlias = Callable[[RunSnapshot | None, Input, Policies], Decision | Rejection]
+DecideFn: TypeAlias = Callable[[RunSnapshot | None, Input, Policies, History], Decision | Rejection]
 RecoverFn: TypeAlias = Callable[[RunSnapshot, Policies], RecoveryDecision]
 ValidateFn: TypeAlias = Callable[
-    [ThreadHead | None, RunSnapshot | None, ThreadCommit, Callable[[str], bool] | None],
+    [ThreadHead | None, RunSnapshot | None, ThreadCommit, History, Callable[[str], bool] | None],
     Accepted | Rejection,
 ]
 
@@ -44,10 +45,12 @@ class Kernel:
     recover: RecoverFn | None = None
     validate_commit: ValidateFn | None = None
 
-    def run_decide(self, state: RunSnapshot | None, event: Input, policies: Policies) -> Decision | Rejection:
+    def run_decide(
+        self, state: RunSnapshot | None, event: Input, policies: Policies, history: History
+    ) -> Decision | Rejection:
         fn = self.decide or decide_module.decide
         try:
-            return fn(state, event, policies)
+            return fn(state, event, policies, history)
         except Exception as error:  # KernelBug included: the runtime would die here
             raise Violation("kernel error", f"decide raised on {type(event).__name__}: {error!r}") from error
 
@@ -63,10 +66,11 @@ class Kernel:
         head: ThreadHead | None,
         run: RunSnapshot | None,
         commit: ThreadCommit,
+        history: History,
         ticket_seen: Callable[[str], bool] | None,
     ) -> Accepted | Rejection:
         fn = self.validate_commit or validate_module.validate_commit
-        return fn(head, run, commit, ticket_seen)
+        return fn(head, run, commit, history, ticket_seen)
 
 
 @dataclass(frozen=True)
@@ -94,10 +98,12 @@ class Violation(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """A queued Commit effect with the snapshot ``validate_commit`` says it produces."""
+    """A queued Commit effect with the snapshot and history ``validate_commit`` says it
+    produces."""
 
     commit: ThreadCommit
     after: RunSnapshot
+    history: RunHistory
 
 
 QueueItem: TypeAlias = Pending | Effect
@@ -111,7 +117,9 @@ class State:
     ``executed`` holds the (operation_id, attempt) pairs the world ran that can still
     matter (see ``prune``); ``fenced`` the operations recovery found Executing under a
     policy other than replay; ``pairing`` the tool-use calls of the committed log with
-    how many tool results each has; ``recovering`` marks a fresh runtime after a crash.
+    how many tool results each has; ``recovering`` marks a fresh runtime after a crash;
+    ``history`` the committed history facts of the Run (used tickets, closed batches,
+    applied resumes), which the store keeps beside the snapshot.
     """
 
     snap: RunSnapshot | None
@@ -121,6 +129,7 @@ class State:
     pairing: tuple[tuple[str, int], ...] = ()
     crashes: int = 0
     recovering: bool = False
+    history: RunHistory = NO_HISTORY
 
     def key(self) -> Key:
         version = self.snap.version if self.snap is not None else 0
@@ -136,6 +145,7 @@ class State:
             self.pairing,
             self.crashes,
             self.recovering,
+            enc_history(self.history),
         )
 
     @property

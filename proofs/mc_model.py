@@ -16,6 +16,7 @@ import dataclasses
 from itertools import product
 
 from runkernel.adapters.crash import Boundary, Position, position_of
+from runkernel.kernel.history import RunHistory
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import (
     Activate,
@@ -80,7 +81,9 @@ def _commit_transitions(ctx: Context, state: State, item: Pending) -> list[Trans
     except Violation as violation:
         violation.label = f"commit {position}"
         raise
-    rest = State(after.snap, state.queue[1:], after.executed, after.fenced, after.pairing, after.crashes)
+    rest = State(
+        after.snap, state.queue[1:], after.executed, after.fenced, after.pairing, after.crashes, history=after.history
+    )
     target, more = drain(ctx, rest)
     out = [Transition(f"commit {position}", target, SYSTEM, (item.commit,) + more)]
     if state.crashes < ctx.profile.max_crashes:
@@ -106,20 +109,20 @@ def _current(state: State, call_id: str, what: str) -> tuple[RunSnapshot, ToolCa
     return snap, call
 
 
-def _ticket(ctx: Context, snap: RunSnapshot, call_id: str) -> str | None:
+def _ticket(ctx: Context, history: RunHistory, call_id: str) -> str | None:
     """A fresh ticket id for a wait of ``call_id``, or None when its waits are used up.
 
     Ids come from committed facts only (the call and how many of its tickets were
     committed), so paths that reach the same committed state merge.
     """
     prefix = f"t-{call_id}-"
-    count = sum(1 for t in snap.tickets_used if t.startswith(prefix))
+    count = sum(1 for t in history.tickets if t.startswith(prefix))
     return f"{prefix}{count + 1}" if count < ctx.profile.waits_per_call else None
 
 
 def _answer(ctx: Context, state: State, event: Input, label: str, actor: str = WORLD) -> Transition:
     try:
-        decision = ctx.kernel.run_decide(state.snap, event, ctx.policies)
+        decision = ctx.kernel.run_decide(state.snap, event, ctx.policies, state.history)
         if isinstance(decision, Rejection) and isinstance(event, ResumeCommand):
             raise Violation("I14", f"the kernel refused a matching resume: {decision}")
         target, commits = adopt(ctx, state, decision, label)
@@ -148,7 +151,7 @@ def _infer(ctx: Context, state: State, effect: RequestInference) -> list[Transit
         ("infer text", InferenceResult(cfg.TEXT_REPLY)),
         ("infer text end", InferenceResult(cfg.TEXT_REPLY, end=EndCauseKind.COMPLETED)),
     ]
-    used = set(snap.closed_batch_ids) | ({snap.batch.batch_id} if snap.batch else set())
+    used = set(state.history.closed_batches) | ({snap.batch.batch_id} if snap.batch else set())
     profile = ctx.profile
     if len(used) < profile.tool_steps and (step == 1 or not profile.tool_step_first_only):
         for count in range(1, profile.max_calls + 1):
@@ -171,7 +174,7 @@ def _gate(ctx: Context, state: State, effect: RunGate) -> list[Transition]:
         ("gate block", GateVerdict(call.call_id, Block(cfg.BLOCK_REASON))),
         ("gate supply", GateVerdict(call.call_id, Supply(cfg.SUPPLIED))),
     ]
-    ticket = _ticket(ctx, snap, call.call_id)
+    ticket = _ticket(ctx, state.history, call.call_id)
     if ticket is not None:
         for kind in ctx.profile.gate_waits:
             due = cfg.DUE_AT if kind is WaitKind.SCHEDULED else None
@@ -207,7 +210,7 @@ def _execute(ctx: Context, state: State, effect: Execute) -> list[Transition]:
     if effect.attempt < ctx.policies.for_tool(call.tool).retry.max_attempts:
         outcomes.append(("tool error retryable", ToolFailure(cfg.TOOL_ERROR, retryable=True)))
     outcomes.append(("tool lost", ToolOutcomeLost()))
-    ticket = _ticket(ctx, snap, call.call_id)
+    ticket = _ticket(ctx, state.history, call.call_id)
     if ctx.profile.tool_waits and ticket is not None:
         outcomes.append(("tool delegates", ToolDelegated(ticket, cfg.CHILD_RUN)))
         outcomes.append(("tool schedules", ToolScheduled(ticket, cfg.DUE_AT)))
@@ -295,7 +298,7 @@ def expand(ctx: Context, state: State) -> list[Transition]:
         activate = Activate(cfg.THREAD_ID, cfg.RUN_ID, 0, (Message(Role.USER, cfg.USER_TEXT),))
         return [_answer(ctx, state, activate, "activate", SYSTEM)]
     if ctx.profile.forged_commands:
-        op.check_refusals(ctx, snap)
+        op.check_refusals(ctx, snap, state.history)
     if state.recovering or isinstance(snap.state, Running):
         return _recover(ctx, state)
     if isinstance(snap.state, Awaiting):

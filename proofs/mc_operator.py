@@ -23,12 +23,13 @@ from runkernel.kernel.protocol import (
     ResumePayload,
     TimerFired,
 )
+from runkernel.kernel.history import RunHistory
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Awaiting, CallAwaiting, EndCause, Ended, RunSnapshot, TypedError
 from runkernel.kernel.values import EndCauseKind, WaitKind
 
 import mc_config as cfg
-from mc_encode import enc_snapshot
+from mc_encode import Key, enc_history, enc_snapshot
 from mc_kernel import Context, Violation
 
 #: One payload of every type, by the wait kind that accepts it.
@@ -74,7 +75,7 @@ def _expires_at(snap: RunSnapshot) -> str | None:
     return call.status.wait.expires_at if call is not None and isinstance(call.status, CallAwaiting) else None
 
 
-def refused_commands(snap: RunSnapshot) -> list[tuple[str, Input]]:
+def refused_commands(snap: RunSnapshot, history: RunHistory) -> list[tuple[str, Input]]:
     """Commands the kernel must refuse in ``snap``."""
     out: list[tuple[str, Input]] = []
     current = snap.state.ticket if isinstance(snap.state, Awaiting) else None
@@ -96,7 +97,7 @@ def refused_commands(snap: RunSnapshot) -> list[tuple[str, Input]]:
     else:
         out.append(("resume while not awaiting", ResumeCommand(snap.run_id, cfg.FORGED_TICKET, WaitKind.APPROVAL, Approve())))
     out.append(("deadline of a forged ticket", DeadlinePassed(cfg.FORGED_TICKET, cfg.AFTER_EXPIRY)))
-    for used in sorted(snap.tickets_used):
+    for used in sorted(history.tickets):
         if current is not None and used == current.ticket_id:
             continue
         for kind, payloads in PAYLOADS.items():
@@ -107,20 +108,20 @@ def refused_commands(snap: RunSnapshot) -> list[tuple[str, Input]]:
     return out
 
 
-def check_refusals(ctx: Context, snap: RunSnapshot) -> None:
+def check_refusals(ctx: Context, snap: RunSnapshot, history: RunHistory) -> None:
     """Every command of ``refused_commands`` is a typed rejection that changes nothing."""
-    key = enc_snapshot(snap)
+    key: Key = (enc_snapshot(snap), enc_history(history))
     if ctx.profile.hash_compaction:
         key = hash(key)
     if key in ctx.refusals_checked:
         return
-    before = repr(snap)
-    commands = refused_commands(snap)
+    before = repr((snap, history))
+    commands = refused_commands(snap, history)
     ctx.counters["refused commands checked"] = ctx.counters.get("refused commands checked", 0) + len(commands)
     for label, command in commands:
-        verdict = ctx.kernel.run_decide(snap, command, ctx.policies)
+        verdict = ctx.kernel.run_decide(snap, command, ctx.policies, history)
         if not isinstance(verdict, Rejection):
             raise Violation("I14", f"the kernel accepted a command it must refuse ({label}): {command!r}")
-    if repr(snap) != before:
+    if repr((snap, history)) != before:
         raise Violation("I14", "a refused command changed the committed state")
     ctx.refusals_checked.add(key)

@@ -8,6 +8,7 @@ tool-use / tool-result pairing of the committed log.
 
 from __future__ import annotations
 
+from runkernel.kernel.history import RunHistory
 from runkernel.kernel.protocol import (
     Commit,
     Decision,
@@ -37,17 +38,18 @@ from mc_kernel import Commits, Context, Pending, QueueItem, State, Violation
 _INPUT_EFFECTS = (RequestInference, RunGate, Execute, QueryStatus)
 
 
-def validate(ctx: Context, prev: RunSnapshot | None, commit: ThreadCommit) -> RunSnapshot:
+def validate(
+    ctx: Context, prev: RunSnapshot | None, history: RunHistory, commit: ThreadCommit
+) -> tuple[RunSnapshot, RunHistory]:
     """``validate_commit`` must accept every commit the kernel emits (I1-I4, I6-I8, I13, I14)."""
     head = None
     if prev is not None:
         active = None if isinstance(prev.state, Ended) else prev.run_id
         head = ThreadHead(prev.thread_id, prev.version, active)
-    used = prev.tickets_used if prev is not None else frozenset()
-    verdict = ctx.kernel.run_validate(head, prev, commit, used.__contains__)
+    verdict = ctx.kernel.run_validate(head, prev, commit, history, history.ticket_used)
     if isinstance(verdict, Rejection):
         raise Violation("I1-I14 validate_commit", f"the kernel emitted an illegal commit: {verdict}", commit)
-    return verdict.run
+    return verdict.run, history.plus(verdict.keys)
 
 
 def prune(state: State, snap: RunSnapshot) -> State:
@@ -65,7 +67,7 @@ def prune(state: State, snap: RunSnapshot) -> State:
                 live[call.operation_id] = call.status.attempt
     executed = frozenset(p for p in state.executed if live.get(p[0]) == p[1])
     fenced = frozenset(o for o in state.fenced if o in live)
-    return State(snap, state.queue, executed, fenced, state.pairing, state.crashes, state.recovering)
+    return State(snap, state.queue, executed, fenced, state.pairing, state.crashes, state.recovering, state.history)
 
 
 def written(state: State, item: Pending) -> State:
@@ -94,7 +96,8 @@ def written(state: State, item: Pending) -> State:
         if batch is not None and not (batch.finalized and batch.all_terminal()):
             raise Violation("I13", "an Ended run holds an open batch", item.commit)
     pairing = tuple((c, counts[c]) for c in order)
-    return prune(State(snap, state.queue, state.executed, state.fenced, pairing, state.crashes, state.recovering), snap)
+    after = State(snap, state.queue, state.executed, state.fenced, pairing, state.crashes, state.recovering, item.history)
+    return prune(after, snap)
 
 
 def adopt(ctx: Context, state: State, decision: Decision | Rejection, what: str) -> tuple[State, Commits]:
@@ -103,20 +106,23 @@ def adopt(ctx: Context, state: State, decision: Decision | Rejection, what: str)
         raise Violation("protocol", f"the kernel refused {what}, which the world produced: {decision}")
     items: list[QueueItem] = []
     prev = state.snap
+    history = state.history
     asked = False
     for effect in decision.effects:
         if asked and not isinstance(effect, RunHook):
             raise Violation("protocol", f"{type(effect).__name__} follows an effect that asks the world; never carried out")
         if isinstance(effect, Commit):
-            after = validate(ctx, prev, effect.commit)
-            items.append(Pending(effect.commit, after))
+            after, history = validate(ctx, prev, history, effect.commit)
+            items.append(Pending(effect.commit, after, history))
             prev = after
         elif not isinstance(effect, RunHook):
             asked = isinstance(effect, _INPUT_EFFECTS)
             items.append(effect)
     if prev != decision.state:
         raise Violation("store", "the decision's state is not what its commits produce (store and kernel disagree)")
-    return drain(ctx, State(state.snap, tuple(items), state.executed, state.fenced, state.pairing, state.crashes))
+    return drain(
+        ctx, State(state.snap, tuple(items), state.executed, state.fenced, state.pairing, state.crashes, history=state.history)
+    )
 
 
 def drain(ctx: Context, state: State) -> tuple[State, Commits]:
@@ -160,8 +166,9 @@ def drain(ctx: Context, state: State) -> tuple[State, Commits]:
         queue = queue[1:]
     if queue is state.queue:
         return state, done
-    return State(state.snap, queue, state.executed, state.fenced, state.pairing, state.crashes, state.recovering), done
+    kept = State(state.snap, queue, state.executed, state.fenced, state.pairing, state.crashes, state.recovering, state.history)
+    return kept, done
 
 
 def crashed(state: State) -> State:
-    return State(state.snap, (), state.executed, state.fenced, state.pairing, state.crashes + 1, True)
+    return State(state.snap, (), state.executed, state.fenced, state.pairing, state.crashes + 1, True, state.history)

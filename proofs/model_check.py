@@ -13,7 +13,7 @@ search) that a final state stays reachable from every state.
 
 Exit 0: every invariant holds in every reachable state and the search was exhaustive.
 Exit 1: a violation; the shortest counterexample is printed (and written to FILE as a
-``runkernel/1`` trace). Exit 2: the state cap was hit, so nothing was proved.
+``runkernel/2`` trace). Exit 2: the state cap was hit, so nothing was proved.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Counterexample:
     choices: list[str]
     """Labels of the choices from the initial state; the last one is where it failed."""
     trace: list[dict[str, JsonValue]]
-    """The committed log along the path (``runkernel/1`` lines); with ``offending`` the last
+    """The committed log along the path (``runkernel/2`` lines); with ``offending`` the last
     line is the commit the kernel emitted that broke the invariant."""
     offending: bool
 
@@ -285,7 +285,7 @@ def summary(result: Result, profile: Profile) -> str:
         lines.append(f"shortest counterexample ({len(cx.choices)} choices):")
         lines += [f"  {i}. {choice}" for i, choice in enumerate(cx.choices, 1)]
         tail = " (the last line is the offending commit)" if cx.offending else ""
-        lines.append(f"committed log, runkernel/1{tail}:")
+        lines.append(f"committed log, runkernel/2{tail}:")
         lines += [json.dumps(line, sort_keys=True) for line in cx.trace]
     return "\n".join(lines)
 
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     parser.add_argument("--max-states", type=int, default=None, help="state cap (default: the profile's)")
-    parser.add_argument("--counterexample", metavar="FILE", help="write a counterexample's runkernel/1 trace here")
+    parser.add_argument("--counterexample", metavar="FILE", help="write a counterexample's runkernel/2 trace here")
     parser.add_argument("--end-on-indeterminate", action="store_true", help="the host ends the run on Indeterminate")
     parser.add_argument("--no-liveness", action="store_true", help="skip the final-state reachability check")
     args = parser.parse_args(argv)

@@ -13,9 +13,11 @@ from pathlib import Path
 
 from runkernel import __version__
 from runkernel.adapters.store import StoreError
+from runkernel.db_command import register_db
 from runkernel.commands import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError, register
 from runkernel.specs.checker import Verdict, check_file
 from runkernel.specs.export import FORMATS, render
+from runkernel.specs.schema import shipped_schema
 
 
 def _spec(args: argparse.Namespace) -> int:
@@ -32,6 +34,11 @@ def _check_trace(args: argparse.Namespace) -> int:
             print(finding.report(_printable(name)), file=stream)
         worst = max(worst, finding.verdict)
     return int(worst)
+
+
+def _schema(_args: argparse.Namespace) -> int:
+    sys.stdout.write(shipped_schema())
+    return 0
 
 
 def _printable(name: str) -> str:
@@ -58,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser(
         "check-trace",
-        help="validate runkernel/1 traces: exit 0 legal, 1 illegal, 2 not a trace",
+        help="validate runkernel/2 traces: exit 0 legal, 1 illegal, 2 not a trace",
         description=(
             "Judge every commit of each FILE with the kernel's commit validation. The first "
             "illegal line is reported as FILE:LINE: RULE: message on stderr. Exit 0 if every "
@@ -66,11 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
             "files the highest code wins."
         ),
     )
-    check.add_argument("files", nargs="+", metavar="FILE", help="a runkernel/1 JSON Lines file")
+    check.add_argument("files", nargs="+", metavar="FILE", help="a runkernel/2 JSON Lines file; - reads standard input")
     check.add_argument("-q", "--quiet", action="store_true", help="print nothing for legal files")
     check.set_defaults(handler=_check_trace)
 
+    schema = commands.add_parser(
+        "schema", help="print the JSON Schema (2020-12) of one runkernel/2 trace line"
+    )
+    schema.set_defaults(handler=_schema)
+
     register(commands)
+    register_db(commands)
     return parser
 
 

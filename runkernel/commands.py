@@ -254,7 +254,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     inspect.add_argument("--format", choices=("text", "json"), default="text")
     inspect.set_defaults(handler=_inspect)
 
-    export = commands.add_parser("export", help="print a Thread's runkernel/1 trace")
+    export = commands.add_parser("export", help="print a Thread's runkernel/2 trace")
     _store_option(export)
     export.add_argument("thread_id", metavar="THREAD_ID")
     export.add_argument("--redact", action="store_true", help="replace ticket ids by a consistent digest")

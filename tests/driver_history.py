@@ -10,6 +10,7 @@ import itertools
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from runkernel.kernel.history import NO_HISTORY, RunHistory, commit_keys
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import Decision, Input
 from runkernel.kernel.recover import RecoveryDecision
@@ -34,6 +35,8 @@ class Step:
     action: Action
     outcome: Outcome
     policies: Policies
+    #: the Run's history facts when it acted (used tickets, closed batches, resumes)
+    history: RunHistory = NO_HISTORY
 
     @property
     def decision(self) -> Decision | None:
@@ -43,6 +46,12 @@ class Step:
         if isinstance(self.outcome, Decision):
             return self.outcome
         return None
+
+    @property
+    def history_after(self) -> RunHistory:
+        """The Run's history once this step's commit (if any) is committed."""
+        commit = self.commit
+        return self.history if commit is None else self.history.plus(commit_keys(self.before, commit))
 
     @property
     def commit(self) -> ThreadCommit | None:
@@ -60,6 +69,16 @@ class History:
     threads: tuple[tuple[ThreadCommit, ...], ...]
     #: every step of every Thread (Thread by Thread)
     steps: tuple[Step, ...]
+
+    def states(self) -> list[tuple[RunSnapshot, RunHistory]]:
+        """Every committed state the driver acted on or reached, with its history."""
+        out: list[tuple[RunSnapshot, RunHistory]] = []
+        for step in self.steps:
+            if step.before is not None:
+                out.append((step.before, step.history))
+            if step.decision is not None:
+                out.append((step.decision.state, step.history_after))
+        return out
 
     def snapshots(self) -> list[RunSnapshot]:
         """Every committed state the driver acted on or reached."""

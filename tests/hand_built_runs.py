@@ -14,7 +14,6 @@ import attrs
 from runkernel.kernel.edges import CallPhase, RunPhase
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import (
-    RESUMED_EVENT,
     ActiveToolBatch,
     Awaiting,
     CallAwaiting,
@@ -39,7 +38,9 @@ from runkernel.kernel.state import (
     TypedError,
     Wait,
 )
+from runkernel.kernel.history import NO_HISTORY, RunHistory
 from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.validate_resume import payload_for, resumed_event
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
 
 
@@ -56,18 +57,19 @@ def cause(kind: EndCauseKind) -> EndCause:
 
 @dataclass(frozen=True)
 class Chain:
-    """A committed Thread head and Run snapshot, grown by validated commits."""
+    """A committed Thread head, Run snapshot and Run history, grown by validated commits."""
 
     head: ThreadHead | None
     run: RunSnapshot | None
+    history: RunHistory = NO_HISTORY
 
     def judge(self, commit: ThreadCommit) -> Accepted | Rejection:
-        return validate_commit(self.head, self.run, commit)
+        return validate_commit(self.head, self.run, commit, self.history)
 
     def then(self, commit: ThreadCommit) -> Chain:
         verdict = self.judge(commit)
         assert isinstance(verdict, Accepted), f"setup commit refused: {verdict}"
-        return Chain(verdict.head, verdict.run)
+        return Chain(verdict.head, verdict.run, self.history.plus(verdict.keys))
 
     @property
     def snapshot(self) -> RunSnapshot:
@@ -178,17 +180,11 @@ def tool_messages(batch: ActiveToolBatch) -> tuple[Message, ...]:
     return tuple(Message(Role.TOOL, {"result": c.call_id}, call_id=c.call_id) for c in batch.calls)
 
 
-def resumed(run: RunSnapshot) -> Event:
-    ticket = run.state.ticket if isinstance(run.state, Awaiting) else None
-    return Event(
-        RESUMED_EVENT,
-        {
-            "ticket_id": ticket.ticket_id if ticket else TICKET_OLD,
-            "call_id": ticket.call_id if ticket else "c1",
-            "command": {},
-            "digest": "0" * 64,
-        },
-    )
+def resumed(run: RunSnapshot, moved: CallStatus) -> Event:
+    """The resumed event whose payload fits moving the ticket's call to ``moved``
+    (outside Awaiting: one naming an old ticket, which no commit may carry)."""
+    ticket = run.state.ticket if isinstance(run.state, Awaiting) else ResumeTicket(TICKET_OLD, WaitKind.APPROVAL, "c1")
+    return resumed_event(run.run_id, ticket, payload_for(ticket.wait, moved))
 
 
 @dataclass(frozen=True)
@@ -206,12 +202,12 @@ def candidates(run: RunSnapshot, call_id: str, status: CallStatus) -> Iterator[C
     batch = run.batch.replace_call(attrs.evolve(old, status=status))
     final = attrs.evolve(batch, finalized=True)
     yield Candidate("running", status, commit_on(run, Running(), batch))
-    yield Candidate("resume", status, commit_on(run, Running(), batch, events=(resumed(run),)))
+    yield Candidate("resume", status, commit_on(run, Running(), batch, events=(resumed(run, status),)))
     yield Candidate("finalize", status, commit_on(run, Running(), final, tool_messages(final)))
     yield Candidate(
         "resume+finalize",
         status,
-        commit_on(run, Running(), final, tool_messages(final), events=(resumed(run),)),
+        commit_on(run, Running(), final, tool_messages(final), events=(resumed(run, status),)),
     )
     if isinstance(status, CallAwaiting):
         ticket = ResumeTicket(status.wait.correlation, status.wait.kind, call_id)

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from driver_history import Action, Crash, Ids, Outcome, Step
 from runkernel.kernel.decide import decide
+from runkernel.kernel.history import NO_HISTORY, RunHistory, commit_keys
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
     PAYLOADS_BY_WAIT,
@@ -97,6 +98,8 @@ class _RunContext:
     querying: tuple[str, int] | None = None
     #: resume commands that were committed, for repeats
     applied: list[ResumeCommand] = field(default_factory=list)
+    #: the Run's committed history facts (committed, so a crash keeps them)
+    history: RunHistory = NO_HISTORY
 
 
 class Driver:
@@ -156,14 +159,15 @@ class Driver:
             ctx.querying = None
             outcome = recover(state, self.policies)
         else:
-            outcome = decide(state, action, self.policies)
-        self.steps.append(Step(state, action, outcome, self.policies))
+            outcome = decide(state, action, self.policies, ctx.history)
+        self.steps.append(Step(state, action, outcome, self.policies, ctx.history))
         if isinstance(outcome, Rejection):
             assert state is not None, f"activation refused: {outcome}"
             return state
         decision = outcome.decision if isinstance(outcome, RecoveryDecision) else outcome
         commit = decision.commit
         if commit is not None:
+            ctx.history = ctx.history.plus(commit_keys(state, commit))
             self.commits.append(commit)
             ctx.querying = None
             if isinstance(action, ResumeCommand):

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
+from history_facts import logged_history
 
 from runkernel.adapters.crash import Boundary
 from runkernel.adapters.inbox import submit_end, submit_resume
@@ -199,7 +200,7 @@ class RuntimeRules(RuntimeMachineState):
         """A resume of ``kind`` that must be refused, and the rules it may be refused by."""
         run_id = snapshot.run_id
         awaiting = snapshot.state.ticket if isinstance(snapshot.state, Awaiting) else None
-        applied = snapshot.resumes_applied
+        applied = logged_history(self.store, run_id).resumes
         if kind in ("repeat", "stale"):
             if not applied:
                 return None
@@ -234,14 +235,15 @@ class RuntimeRules(RuntimeMachineState):
 
     def late_resume(self, snapshot: RunSnapshot, choice: int) -> tuple[ResumeCommand, set[Rule] | None] | None:
         """A resume for a ticket of a Run that no longer (or never) waits on it."""
-        used = sorted(snapshot.tickets_used)
+        facts = logged_history(self.store, snapshot.run_id)
+        used = sorted(facts.tickets)
         ticket_id = used[choice % len(used)] if used else f"tk_never_issued_{'x' * 24}"
         wait = WaitKind.APPROVAL
         for commit in self.store.commits(snapshot.thread_id):
             if isinstance(commit.disposition, Awaiting) and commit.disposition.ticket.ticket_id == ticket_id:
                 wait = commit.disposition.ticket.wait
         command = ResumeCommand(snapshot.run_id, ticket_id, wait, valid_payload(wait, choice))
-        if any(a.digest == command.digest() for a in snapshot.resumes_applied):
+        if any(a.digest == command.digest() for a in facts.resumes):
             return None  # exactly the applied command: a repeat, not a late one
         return command, None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 
 from hypothesis.stateful import RuleBasedStateMachine
+from history_facts import logged_history
 from runtime_harness_scripts import Versions, choose
 from runtime_harness_world import NOW, ArmedCrash, ScriptedGate, build_registry
 
@@ -134,7 +135,7 @@ class RuntimeMachineState(RuleBasedStateMachine):
         if event.outcome == ALREADY_COMMITTED:
             # its commit was written before a crash stopped the runtime from settling it
             if isinstance(command, ResumeCommand):
-                applied = {a.digest for a in snapshot.resumes_applied} if snapshot else set()
+                applied = {a.digest for a in logged_history(self.store, entry.run_id).resumes}
                 if command.digest() not in applied:
                     self.problems.append(f"I14 inbox resume settled as applied before, but not committed: {entry.body}")
             elif isinstance(command, EndRequest):
@@ -145,7 +146,7 @@ class RuntimeMachineState(RuleBasedStateMachine):
             if isinstance(command, ResumeCommand):
                 digest = command.digest()
                 self.applied_resumes.add(digest)
-                applied = {a.digest for a in snapshot.resumes_applied} if snapshot else set()
+                applied = {a.digest for a in logged_history(self.store, entry.run_id).resumes}
                 if digest not in applied:
                     self.problems.append(f"I14 inbox resume settled 'applied' but not committed: {entry.body}")
                 if digest in self.bad_digests:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from driver_history import History, Ids, Step
 from kernel_driver import AFTER_DEADLINE, BEFORE_DEADLINE, DUE_AT, EXPIRES_AT, LISTED_TOOLS, Driver
+from runkernel.kernel.history import NO_HISTORY, RunHistory
 from runkernel.kernel.policies import (
     IndeterminateChoice,
     Policies,
@@ -101,9 +102,9 @@ def thread_commits(max_threads: int = 2, max_runs: int = 3) -> st.SearchStrategy
 
 
 @st.composite
-def resume_commands(draw: st.DrawFn, state: RunSnapshot) -> ResumeCommand:
+def resume_commands(draw: st.DrawFn, state: RunSnapshot, history: RunHistory) -> ResumeCommand:
     """Resume commands for ``state``'s Run: any ticket it used, any kind, any payload."""
-    tickets = sorted(state.tickets_used) + ["ticket-x"]
+    tickets = sorted(history.tickets) + ["ticket-x"]
     payloads: list[ResumePayload] = [
         Approve(), Deny("r"), ProvideInput(1), ExternalResult(2), DelegationResult(3), TimerFired()
     ]
@@ -116,13 +117,13 @@ def resume_commands(draw: st.DrawFn, state: RunSnapshot) -> ResumeCommand:
 
 
 @st.composite
-def any_input(draw: st.DrawFn, state: RunSnapshot) -> Input:
+def any_input(draw: st.DrawFn, state: RunSnapshot, history: RunHistory) -> Input:
     """Any well-formed input for ``state``'s Run, legal or not (for purity tests)."""
     batch = state.batch
     call_ids = [c.call_id for c in batch.calls] if batch else []
     call_id = draw(st.sampled_from(call_ids + ["stranger"]))
     attempt = draw(st.integers(0, 4))
-    tickets = sorted(state.tickets_used) + ["ticket-x"]
+    tickets = sorted(history.tickets) + ["ticket-x"]
     ticket_id = draw(st.sampled_from(tickets))
     wait = draw(st.sampled_from(WaitKind))
     end = draw(st.sampled_from(EndCauseKind))
@@ -150,7 +151,7 @@ def any_input(draw: st.DrawFn, state: RunSnapshot) -> Input:
         GateVerdict(call_id, verdict),
         ToolFinished(call_id, attempt, outcome),
         StatusReport(call_id, attempt, draw(st.sampled_from(OperationStatus)), "v"),
-        draw(resume_commands(state)),
+        draw(resume_commands(state, history)),
         DeadlinePassed(ticket_id, draw(st.sampled_from([AFTER_DEADLINE, BEFORE_DEADLINE]))),
         EndRequest(cause),
     ]
@@ -164,13 +165,13 @@ ODD_VALUES = st.none() | st.integers() | st.text(max_size=3) | st.just("\ud800")
 
 
 @st.composite
-def fuzz_input(draw: st.DrawFn, state: RunSnapshot | None) -> Input:
+def fuzz_input(draw: st.DrawFn, state: RunSnapshot | None, history: RunHistory = NO_HISTORY) -> Input:
     """Any input that can be constructed, with odd ids and values, or known ones."""
     known = [state.run_id, state.thread_id] if state else []
     if state is not None and state.batch is not None:
         known += [c.call_id for c in state.batch.calls]
     if state is not None:
-        known += sorted(state.tickets_used)
+        known += sorted(history.tickets)
     ids = ODD_IDS | st.sampled_from(known) if known else ODD_IDS
     value = ODD_VALUES
     payloads: st.SearchStrategy[ResumePayload] = st.one_of(

@@ -1,72 +1,9 @@
 """Small builders shared by the store and runtime tests: legal commit sequences made by
-driving the kernel itself, so the tests never hand-write a commit the kernel would not."""
+driving the kernel itself, so the tests never hand-write a commit the kernel would not.
+They are the public ones of the store contract suite (``runkernel.conformance.runs``)."""
 
 from __future__ import annotations
 
-from runkernel.kernel.decide import decide
-from runkernel.kernel.policies import Policies
-from runkernel.kernel.protocol import (
-    Activate,
-    Allow,
-    Decision,
-    GateVerdict,
-    InferenceResult,
-    Input,
-    ProposedCall,
-    RequireWait,
-    ToolFinished,
-    ToolOutput,
-)
-from runkernel.kernel.rules import Rejection
-from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit
-from runkernel.kernel.values import EndCauseKind, Role, WaitKind
+from runkernel.conformance.runs import activate, awaiting_run, step, text_run, tool_run
 
-
-def step(state: RunSnapshot | None, event: Input, policies: Policies = Policies()) -> Decision:
-    """decide() that must accept."""
-    verdict = decide(state, event, policies)
-    assert not isinstance(verdict, Rejection), str(verdict)
-    return verdict
-
-
-def activate(thread_id: str, run_id: str, expected_version: int = 0) -> Decision:
-    return step(None, Activate(thread_id, run_id, expected_version, (Message(Role.USER, "task"),)))
-
-
-def text_run(thread_id: str, run_id: str, steps: int, expected_version: int = 0) -> list[ThreadCommit]:
-    """Activation, ``steps - 1`` text steps that continue, and a final text that ends it."""
-    decision = activate(thread_id, run_id, expected_version)
-    commits = [decision.commit]
-    for index in range(1, steps + 1):
-        end = EndCauseKind.COMPLETED if index == steps else None
-        decision = step(decision.state, InferenceResult(f"text {index}", end=end))
-        commits.append(decision.commit)
-    return [c for c in commits if c is not None]
-
-
-def awaiting_run(thread_id: str, run_id: str, ticket_id: str) -> tuple[list[ThreadCommit], RunSnapshot]:
-    """A run whose single call waits for approval under ``ticket_id``."""
-    decision = activate(thread_id, run_id)
-    commits = [decision.commit]
-    call = ProposedCall(f"{run_id}-c1", "pay", {"amount": 1}, f"{run_id}-op1")
-    decision = step(decision.state, InferenceResult("paying", (call,), f"{run_id}-b1"))
-    commits.append(decision.commit)
-    decision = step(decision.state, GateVerdict(call.call_id, RequireWait(WaitKind.APPROVAL, ticket_id)))
-    commits.append(decision.commit)
-    return [c for c in commits if c is not None], decision.state
-
-
-def tool_run(thread_id: str, run_id: str) -> list[ThreadCommit]:
-    """A run with one tool call that completes, then a text answer that ends it."""
-    decision = activate(thread_id, run_id)
-    commits = [decision.commit]
-    call = ProposedCall(f"{run_id}-c1", "lookup", {"q": "x"}, f"{run_id}-op1")
-    for event in (
-        InferenceResult("looking up", (call,), f"{run_id}-b1"),
-        GateVerdict(call.call_id, Allow()),
-        ToolFinished(call.call_id, 1, ToolOutput("found")),
-        InferenceResult("the answer", end=EndCauseKind.COMPLETED),
-    ):
-        decision = step(decision.state, event)
-        commits.append(decision.commit)
-    return [c for c in commits if c is not None]
+__all__ = ["activate", "awaiting_run", "step", "text_run", "tool_run"]

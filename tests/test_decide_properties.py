@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from driver_history import Crash, History, Step
 from runkernel.kernel.decide import decide
+from runkernel.kernel.history import NO_HISTORY
 from runkernel.kernel.protocol import PAYLOADS_BY_WAIT, Commit, Decision, ResumeCommand
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Awaiting, Running, RunSnapshot
@@ -73,10 +74,11 @@ def test_a_run_never_commits_more_inference_results_than_its_step_limit(history:
 @given(histories(), st.data())
 def test_decide_never_raises_on_any_input_it_can_be_given(history: History, data: st.DataObject) -> None:
     """Odd ids and values get a typed rejection (or cannot be built at all), never a crash."""
-    state = data.draw(st.none() | st.sampled_from(history.snapshots()))
+    chosen = data.draw(st.none() | st.sampled_from(history.states()))
+    state, facts = chosen if chosen is not None else (None, NO_HISTORY)
     pristine = copy.deepcopy(state)
-    event = data.draw(fuzz_input(state))
-    outcome = decide(state, event, history.steps[0].policies)
+    event = data.draw(fuzz_input(state, facts))
+    outcome = decide(state, event, history.steps[0].policies, facts)
     assert isinstance(outcome, (Decision, Rejection))
     assert state == pristine
 
@@ -90,7 +92,7 @@ def test_a_rejection_leaves_the_state_unchanged(history: History) -> None:
     for step in rejected:
         assert step.before is not None and not isinstance(step.action, Crash)
         before = copy.deepcopy(step.before)
-        again = decide(step.before, step.action, step.policies)
+        again = decide(step.before, step.action, step.policies, step.history)
         assert again == step.outcome, "decide is not deterministic"
         assert step.before == before, "decide changed the snapshot it refused to act on"
 
@@ -103,13 +105,13 @@ def test_a_refused_input_does_not_change_what_a_valid_one_does(history: History,
     assert step.before is not None and not isinstance(step.action, Crash)
     state = step.before
     pristine = copy.deepcopy(state)
-    bad = data.draw(any_input(state))
-    outcome = decide(state, bad, step.policies)
+    bad = data.draw(any_input(state, step.history))
+    outcome = decide(state, bad, step.policies, step.history)
     note(f"other input {bad!r} -> {outcome!r}")
     assert state == pristine
     if isinstance(outcome, Rejection):
-        assert decide(state, step.action, step.policies) == step.outcome
-        assert decide(pristine, step.action, step.policies) == step.outcome
+        assert decide(state, step.action, step.policies, step.history) == step.outcome
+        assert decide(pristine, step.action, step.policies, step.history) == step.outcome
 
 
 def resume_should_commit(state: RunSnapshot, command: ResumeCommand) -> bool:
@@ -133,10 +135,14 @@ def test_a_resume_commits_iff_the_run_awaits_that_ticket_kind_and_payload(
             assert step.before is not None
             committed = isinstance(step.outcome, Decision) and step.outcome.commit is not None
             assert committed == resume_should_commit(step.before, step.action), step
-    awaiting = [s.before for s in decided_steps(history) if s.before is not None and isinstance(s.before.state, Awaiting)]
-    for state in data.draw(st.lists(st.sampled_from(awaiting), max_size=5)) if awaiting else []:
-        command = data.draw(resume_commands(state))
-        outcome = decide(state, command)
+    awaiting = [
+        (s.before, s.history)
+        for s in decided_steps(history)
+        if s.before is not None and isinstance(s.before.state, Awaiting)
+    ]
+    for state, facts in data.draw(st.lists(st.sampled_from(awaiting), max_size=5)) if awaiting else []:
+        command = data.draw(resume_commands(state, facts))
+        outcome = decide(state, command, history=facts)
         committed = isinstance(outcome, Decision) and outcome.commit is not None
         assert committed == resume_should_commit(state, command), (command, outcome)
         if committed:

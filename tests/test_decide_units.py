@@ -7,6 +7,7 @@ import pytest
 from support import activate, step
 
 from runkernel.kernel.decide import KernelBug, decide
+from runkernel.kernel.history import RunHistory, commit_keys
 from runkernel.kernel.effects_plan import close_batch
 from runkernel.kernel.policies import (
     IndeterminateChoice,
@@ -139,9 +140,11 @@ def test_approve_moves_the_call_to_its_first_attempt_and_executes_after_the_comm
     assert verdict.state.batch is not None
     assert verdict.state.batch.calls[0].status == CallExecuting(1)
     assert isinstance(verdict.state.state, Running)
-    repeat = decide(verdict.state, ResumeCommand("r", "tk-0001", WaitKind.APPROVAL, Approve()), POLICIES)
+    assert verdict.commit is not None
+    history = RunHistory(tickets=frozenset({"tk-0001"})).plus(commit_keys(state, verdict.commit))
+    repeat = decide(verdict.state, ResumeCommand("r", "tk-0001", WaitKind.APPROVAL, Approve()), POLICIES, history)
     assert isinstance(repeat, Rejection) and repeat.rule is Rule.ALREADY_APPLIED
-    stale = decide(verdict.state, ResumeCommand("r", "tk-0001", WaitKind.APPROVAL, Deny()), POLICIES)
+    stale = decide(verdict.state, ResumeCommand("r", "tk-0001", WaitKind.APPROVAL, Deny()), POLICIES, history)
     assert isinstance(stale, Rejection) and stale.rule is Rule.STALE_COMMAND
 
 
@@ -459,7 +462,12 @@ def test_validation_refuses_outcome_unknown_without_an_indeterminate_call() -> N
 
 @pytest.mark.parametrize(
     "kind, result",
-    [(WaitKind.APPROVAL, ResultKind.EXTERNAL), (WaitKind.EXTERNAL, ResultKind.DENIED), (WaitKind.INPUT, ResultKind.EXTERNAL)],
+    [
+        (WaitKind.APPROVAL, ResultKind.EXTERNAL),
+        (WaitKind.EXTERNAL, ResultKind.DENIED),
+        (WaitKind.INPUT, ResultKind.DENIED),  # a deny answers only an approval
+        (WaitKind.SCHEDULED, ResultKind.EXTERNAL),  # a timer only resumes
+    ],
 )
 def test_a_wait_completes_only_with_the_result_its_kind_allows(kind: WaitKind, result: ResultKind) -> None:
     state = awaiting(kind, "pay")

@@ -76,7 +76,7 @@ def _assert_reported(result: model_check.Result, invariant: str) -> model_check.
     assert cx is not None
     assert cx.invariant == invariant, cx
     assert cx.trace and cx.choices
-    assert all(line["trace"] == "runkernel/1" for line in cx.trace)
+    assert all(line["trace"] == "runkernel/2" for line in cx.trace)
     # the committed log is a trace: the kernel's own checker accepts every line of it
     commits = [commit_from_json(line) for line in cx.trace]
     assert check_commits(commits).verdict is Verdict.LEGAL

@@ -70,7 +70,8 @@ def check_recovery(state: RunSnapshot, policies: Policies) -> None:
     if current is not None and isinstance(current.status, CallExecuting):
         # the seed's row for a call found Executing{n}: the tool's fixed policy
         attempt = current.status.attempt
-        policy = policies.for_tool(current.tool).recovery
+        # the policy committed with the batch decides, not the recovering worker's (I11)
+        policy = current.policy_or(policies.for_tool(current.tool)).recovery
         after_call = None
         if commits and commits[0].batch is not None:
             after_call = commits[0].batch.call(current.call_id)
@@ -89,16 +90,16 @@ def check_recovery(state: RunSnapshot, policies: Policies) -> None:
             assert after_call is not None
             assert after_call.status == CallIndeterminate(attempt, reason)
             assert not any(isinstance(e, Execute) for e in effects)
-    tools = {c.call_id: c.tool for c in state.batch.calls} if state.batch else {}
+    committed = {c.call_id: c.policy_or(policies.for_tool(c.tool)) for c in state.batch.calls} if state.batch else {}
     for effect in effects:
         if isinstance(effect, Execute):
             # I5 and I9: a restart starts an executor only to replay, after committing it
-            assert policies.for_tool(tools[effect.call_id]).recovery.mode is RecoveryMode.REPLAY
+            assert committed[effect.call_id].recovery.mode is RecoveryMode.REPLAY
             started = decision.state.batch.call(effect.call_id) if decision.state.batch else None
             assert started is not None and started.status == CallExecuting(effect.attempt)
             assert commits, "an executor started without a commit"
         if isinstance(effect, QueryStatus):
-            assert policies.for_tool(tools[effect.call_id]).recovery.mode is RecoveryMode.RECONNECT
+            assert committed[effect.call_id].recovery.mode is RecoveryMode.RECONNECT
             assert not commits, "asking a reconnect tool for its status commits nothing"
 
 

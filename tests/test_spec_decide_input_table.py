@@ -37,6 +37,7 @@ from runkernel.kernel.protocol import (
     ToolOutcomeLost,
     ToolOutput,
 )
+from runkernel.kernel.history import NO_HISTORY, RunHistory, commit_keys
 from runkernel.kernel.recover import RecoveryRow, classify
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, RunSnapshot
@@ -62,23 +63,29 @@ EXPIRES, LATER = "2030-01-01T00:00:00Z", "2031-01-01T00:00:00Z"
 APPROVE = ResumeCommand(RUN, TICKET_OLD, WaitKind.APPROVAL, Approve())
 
 
-def _d(state: RunSnapshot | None, event: Input) -> RunSnapshot:
-    decision = decide(state, event)
+#: A committed state reached through ``decide`` and the Run's history facts with it.
+Reached = tuple[RunSnapshot | None, RunHistory]
+
+
+def _d(reached: Reached, event: Input) -> Reached:
+    state, history = reached
+    decision = decide(state, event, history=history)
     assert isinstance(decision, Decision), decision
-    return decision.state
+    commit = decision.commit
+    return decision.state, history if commit is None else history.plus(commit_keys(state, commit))
 
 
-def decide_states() -> dict[str, tuple[RunPhase | None, RunSnapshot | None]]:
+def decide_states() -> dict[str, tuple[RunPhase | None, RunSnapshot | None, RunHistory]]:
     """Concrete committed states of every Run phase, reached through ``decide``."""
-    idle = _d(None, Activate(THREAD, RUN, 0, (Message(Role.USER, "go"),)))
+    idle = _d((None, NO_HISTORY), Activate(THREAD, RUN, 0, (Message(Role.USER, "go"),)))
     requested = _d(
         idle, InferenceResult("t", calls=(ProposedCall("c1", "tool", {}, "op1"),), batch_id="b1")
     )
     executing = _d(requested, GateVerdict("c1", Allow()))
     awaiting = _d(requested, GateVerdict("c1", RequireWait(WaitKind.APPROVAL, TICKET_OLD, expires_at=EXPIRES)))
     resumed_then_ended = _d(_d(awaiting, APPROVE), EndRequest(cause(EndCauseKind.CANCELLED)))
-    return {
-        "none": (None, None),
+    reached: dict[str, tuple[RunPhase | None, Reached]] = {
+        "none": (None, (None, NO_HISTORY)),
         "running-idle": (RunPhase.RUNNING, idle),
         "running-requested": (RunPhase.RUNNING, requested),
         "running-executing": (RunPhase.RUNNING, executing),
@@ -86,6 +93,7 @@ def decide_states() -> dict[str, tuple[RunPhase | None, RunSnapshot | None]]:
         "ended-while-awaiting": (RunPhase.ENDED, _d(awaiting, EndRequest(cause(EndCauseKind.STOPPED)))),
         "ended-after-resume": (RunPhase.ENDED, resumed_then_ended),
     }
+    return {name: (phase, state, history) for name, (phase, (state, history)) in reached.items()}
 
 
 def inputs_of(kind: type, state: RunSnapshot | None) -> list[Input]:
@@ -161,9 +169,9 @@ def test_decide_refuses_inputs_the_spec_has_no_edge_for(kind: type) -> None:
     allowed = _sources(INPUT_EVENTS[kind])
     fired: set[str] = set()
     for policies in DECIDE_POLICIES:
-        for name, (phase, state) in decide_states().items():
+        for name, (phase, state, history) in decide_states().items():
             for event in inputs_of(kind, state):
-                outcome = decide(state, event, policies)
+                outcome = decide(state, event, policies, history)
                 if phase not in allowed:
                     assert isinstance(outcome, Rejection), f"{name}: {event} accepted"
                     if phase is RunPhase.ENDED:
@@ -181,10 +189,10 @@ def test_decide_refuses_inputs_the_spec_has_no_edge_for(kind: type) -> None:
 
 
 def test_decide_ends_an_awaiting_run_only_by_cancel_stop_or_failure() -> None:
-    _, awaiting = decide_states()["awaiting"]
+    _, awaiting, history = decide_states()["awaiting"]
     ended = set()
     for kind in EndCauseKind:
-        outcome = decide(awaiting, EndRequest(cause(kind)))
+        outcome = decide(awaiting, EndRequest(cause(kind)), history=history)
         if isinstance(outcome, Decision):
             ended.add(kind)
         else:

@@ -1,6 +1,6 @@
 """Hostile input to ``runkernel check-trace``: never a traceback, always one line.
 
-Anything that is not a ``runkernel/1`` trace exits 2 with exactly one line on stderr,
+Anything that is not a ``runkernel/2`` trace exits 2 with exactly one line on stderr,
 ``FILE:LINE: not-a-trace: message`` (or ``FILE: not-a-trace: message`` when no line
 applies), and memory stays bounded by one line.
 """
@@ -193,7 +193,7 @@ def test_a_100_mb_line_is_refused_with_bounded_reads(
     chunk = b"a" * (1 << 20)
     with path.open("wb") as stream:
         stream.write(_encode(_base_lines()[0]) + b"\n")
-        stream.write(b'{"trace": "runkernel/1", "padding": "')
+        stream.write(b'{"trace": "runkernel/2", "padding": "')
         for _ in range(100):
             stream.write(chunk)
         stream.write(b'"}\n')
@@ -300,10 +300,18 @@ def test_missing_top_level_field(field: str, tmp_path: Path, capsys: pytest.Capt
     assert_not_a_trace(capsys, _second_line_is(tmp_path, _encode(line)), 2, field)
 
 
-def test_trace_format_runkernel_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_trace_format_is_not_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = _base_lines()[0]
-    line["trace"] = "runkernel/2"
-    assert_not_a_trace(capsys, _write(tmp_path, _encode(line)), 1, "runkernel/2")
+    line["trace"] = "runkernel/3"
+    assert_not_a_trace(capsys, _write(tmp_path, _encode(line)), 1, "runkernel/3")
+
+
+def test_a_runkernel_1_line_is_refused_saying_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = _base_lines()
+    lines[1]["trace"] = "runkernel/1"
+    path = _write(tmp_path, b"\n".join(_encode(line) for line in lines[:2]))
+    err = assert_not_a_trace(capsys, path, 2, "'runkernel/1' is the format of runkernel 0.1", "runkernel/2")
+    assert err.count("\n") == 1
 
 
 def test_json_array_instead_of_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from runkernel.kernel.canonical import jcs_digest
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.rules import Rule
 from runkernel.kernel.state import (
@@ -314,6 +315,95 @@ def drop_open_batch(ctx: Context) -> Iterator[Site]:
             yield Site(edit, k + 1, Rule.BATCH_IDENTITY)
 
 
+# --- the resumed event (I14): each edit issue 7 lists, and ticket comparisons --------------
+
+
+def _resumed(line: dict[str, Any]) -> dict[str, Any]:
+    event: dict[str, Any] = next(e for e in line["events"] if e["type"] == "resumed")
+    return event
+
+
+def _redigest(line: dict[str, Any]) -> None:
+    event = _resumed(line)
+    event["digest"] = jcs_digest(event["command"])
+
+
+def _resume_sites(ctx: Context) -> Iterator[int]:
+    for k, line in enumerate(ctx.lines):
+        if any(e["type"] == "resumed" for e in line["events"]):
+            yield k
+
+
+def _command_edit(change: Callable[[dict[str, Any]], None], rule: Rule) -> Mutation:
+    """Edit the resume command, recompute the digest, expect ``rule`` at that line."""
+
+    def mutation(ctx: Context) -> Iterator[Site]:
+        for k in _resume_sites(ctx):
+            def edit(lines: Lines, k: int = k) -> None:
+                change(_resumed(lines[k])["command"])
+                _redigest(lines[k])
+            yield Site(edit, k + 1, rule)
+
+    return mutation
+
+
+def deny_while_executing(ctx: Context) -> Iterator[Site]:
+    """The payload becomes a deny while the call still goes Awaiting -> Executing."""
+    for k in _resume_sites(ctx):
+        commit = ctx.commits[k]
+        ticket = _resumed(ctx.lines[k])
+        moved = commit.batch.call(ticket["call_id"]) if commit.batch else None
+        approval = ticket["command"]["kind"] == "approval"
+        if approval and moved is not None and isinstance(moved.status, CallExecuting):
+            def edit(lines: Lines, k: int = k) -> None:
+                _resumed(lines[k])["command"]["payload"] = {"type": "deny", "reason": None}
+                _redigest(lines[k])
+            yield Site(edit, k + 1, Rule.RESUME_EDGE)
+
+
+def _other_kind(command: dict[str, Any]) -> None:
+    command["kind"] = "approval" if command["kind"] == "input" else "input"
+    command["payload"] = {"type": "input", "value": "yes"} if command["kind"] == "input" else {"type": "approve"}
+
+
+def zero_digest(ctx: Context) -> Iterator[Site]:
+    for k in _resume_sites(ctx):
+        def edit(lines: Lines, k: int = k) -> None:
+            _resumed(lines[k])["digest"] = "0" * 64
+        yield Site(edit, k + 1, Rule.RESUME_DIGEST)
+
+
+def remove_command_and_digest(ctx: Context) -> Iterator[Site]:
+    for k in _resume_sites(ctx):
+        def edit(lines: Lines, k: int = k) -> None:
+            event = _resumed(lines[k])
+            del event["command"], event["digest"]
+        yield Site(edit, k + 1, Rule.RESUME)
+
+
+def _ticket_edit(change: Callable[[str], str]) -> Mutation:
+    """The command's ticket id, changed in a way a sloppy comparison would forgive."""
+
+    def edit_command(command: dict[str, Any]) -> None:
+        command["ticket_id"] = change(command["ticket_id"])
+
+    return _command_edit(edit_command, Rule.RESUME)
+
+
+def change_a_policy(ctx: Context) -> Iterator[Site]:
+    for k in range(len(ctx.lines)):
+        if ctx.open_before(k) and ctx.lines[k]["batch"] is not None:
+            def edit(lines: Lines, k: int = k) -> None:
+                policy = lines[k]["batch"]["calls"][0]["policy"]
+                policy["max_attempts"] += 1
+            yield Site(edit, k + 1, Rule.BATCH_IDENTITY)
+
+
+def _swap_case(text: str) -> str:
+    swapped = text.swapcase()
+    return swapped if swapped != text else text + "X"
+
+
 MUTATIONS: dict[str, Mutation] = {
     "skip-a-version": skip_version,
     "duplicate-a-line": duplicate_line,
@@ -337,4 +427,15 @@ MUTATIONS: dict[str, Mutation] = {
     "run-ends-with-batch-open": end_leaving_batch_open,
     "drop-an-open-batch": drop_open_batch,
     "start-a-later-call-early": start_a_later_call_early,
+    "resume-deny-while-the-call-executes": deny_while_executing,
+    "resume-command-of-another-wait-kind": _command_edit(_other_kind, Rule.RESUME_PAYLOAD),
+    "resume-command-names-another-run": _command_edit(lambda c: c.update(run_id=c["run_id"] + "-other"), Rule.RESUME),
+    "resume-command-names-another-ticket": _ticket_edit(lambda t: "ticket-of-someone-else"),
+    "resume-digest-of-zeros": zero_digest,
+    "resume-command-and-digest-removed": remove_command_and_digest,
+    "resume-ticket-case-folded": _ticket_edit(_swap_case),
+    "resume-ticket-with-whitespace": _ticket_edit(lambda t: f" {t} "),
+    "resume-ticket-prefix": _ticket_edit(lambda t: t[:-1]),
+    "resume-ticket-extended": _ticket_edit(lambda t: t + "0"),
+    "change-a-committed-policy": change_a_policy,
 }

@@ -21,7 +21,7 @@ def submit_resume(store: Store, command: ResumeCommand) -> Rejection | int:
     snapshot = store.run(command.run_id)
     if snapshot is None:
         return Rejection(Rule.WRONG_RUN, f"no committed run {command.run_id!r}")
-    refused = check_resume(snapshot, command)
+    refused = check_resume(snapshot, command, store.history(command.run_id))
     if refused is not None:
         return refused
     return store.put_command(command.run_id, resume_to_inbox(command))

@@ -15,6 +15,7 @@ from runkernel.adapters.store import (
     StoreUnavailable,
     judge_append,
 )
+from runkernel.kernel.history import NO_HISTORY, History, MutableHistory
 from runkernel.kernel.state import (
     Awaiting,
     Message,
@@ -40,6 +41,7 @@ class MemoryStore:
         self._runs: dict[str, RunSnapshot] = {}
         self._log: dict[str, list[ThreadCommit]] = {}
         self._tickets: set[str] = set()
+        self._histories: dict[str, MutableHistory] = {}
         self._inbox: dict[int, InboxEntry] = {}
         self._ids = itertools.count(1)
         self._checkpoints: dict[str, Checkpoint] = {}
@@ -53,17 +55,25 @@ class MemoryStore:
                 self._heads.get(commit.thread_id),
                 self._runs.get(commit.run_id),
                 commit,
+                self._stored_history(commit.run_id),
                 self._tickets.__contains__,
             )
             self._heads[commit.thread_id] = accepted.head
             self._runs[commit.run_id] = accepted.run
             self._log.setdefault(commit.thread_id, []).append(commit)
+            self._histories.setdefault(commit.run_id, MutableHistory()).add(accepted.keys)
             if isinstance(commit.disposition, Awaiting):
                 self._tickets.add(commit.disposition.ticket.ticket_id)
             return accepted.run
 
     def run(self, run_id: str) -> RunSnapshot | None:
         return self._runs.get(run_id)
+
+    def history(self, run_id: str) -> History:
+        return _LiveHistory(self, run_id)
+
+    def _stored_history(self, run_id: str) -> History:
+        return self._histories.get(run_id) or NO_HISTORY
 
     def thread_head(self, thread_id: str) -> ThreadHead | None:
         return self._heads.get(thread_id)
@@ -117,3 +127,20 @@ class MemoryStore:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+class _LiveHistory:
+    """A Run's history as the store holds it now (it follows later commits)."""
+
+    def __init__(self, store: MemoryStore, run_id: str) -> None:
+        self._store = store
+        self._run_id = run_id
+
+    def ticket_used(self, ticket_id: str) -> bool:
+        return self._store._stored_history(self._run_id).ticket_used(ticket_id)
+
+    def batch_closed(self, batch_id: str) -> bool:
+        return self._store._stored_history(self._run_id).batch_closed(batch_id)
+
+    def applied_digest(self, ticket_id: str) -> str | None:
+        return self._store._stored_history(self._run_id).applied_digest(ticket_id)

@@ -141,7 +141,8 @@ class Drive:
             produced = self.runtime.carry_out(self, effect)
             if produced is not None:
                 self.state = self.decision.state
-                verdict = decide(self.state, produced, self.runtime.policies)
+                history = self.runtime.store.history(self.state.run_id)
+                verdict = decide(self.state, produced, self.runtime.policies, history)
                 if isinstance(verdict, Rejection):
                     raise RuntimeProtocolError(verdict)
                 self._follow(verdict, None)
@@ -407,7 +408,7 @@ class Runtime:
             except TraceFormatError as error:
                 self._settle(entry, f"refused: malformed command: {error}")
                 continue
-            verdict = decide(state, command, self.policies)
+            verdict = decide(state, command, self.policies, self.store.history(state.run_id))
             if isinstance(verdict, Rejection):
                 self._settle(entry, refusal_outcome(state, command, verdict))
                 continue
@@ -427,7 +428,8 @@ class Runtime:
         now = self.clock()
         if not has_passed(call.status.wait.expires_at, now):
             return None
-        verdict = decide(state, DeadlinePassed(state.state.ticket.ticket_id, now), self.policies)
+        expired = DeadlinePassed(state.state.ticket.ticket_id, now)
+        verdict = decide(state, expired, self.policies, self.store.history(state.run_id))
         return None if isinstance(verdict, Rejection) else verdict
 
 

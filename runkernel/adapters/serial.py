@@ -1,6 +1,6 @@
 """JSON forms the stores keep: Run snapshots and inbox commands.
 
-Commits are stored as their ``runkernel/1`` line (``runkernel.kernel.codec``), so a
+Commits are stored as their ``runkernel/2`` line (``runkernel.kernel.codec``), so a
 store's export is the stored text itself.
 """
 
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+import msgspec
 
 from runkernel.kernel.codec import (
     TraceFormatError,
@@ -18,6 +20,7 @@ from runkernel.kernel.codec import (
     disposition_from_json,
     disposition_to_json,
 )
+from runkernel.kernel.history import RunHistory
 from runkernel.kernel.protocol import (
     Approve,
     DelegationResult,
@@ -45,12 +48,28 @@ def dumps(value: JsonValue) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder()
+
+
+def judged_dumps(value: JsonValue) -> str:
+    """Compact JSON by msgspec for values a store already judged (``judge_append``
+    refused NaN, lone surrogates and non-string keys, which msgspec would not)."""
+    return _ENCODER.encode(value).decode("utf-8")
+
+
 def commit_text(commit: ThreadCommit) -> str:
-    return dumps(commit_to_json(commit))
+    """A judged commit's ``runkernel/2`` line (msgspec: exact big integers, shortest floats)."""
+    return judged_dumps(commit_to_json(commit))
 
 
-def commit_from_text(text: str) -> ThreadCommit:
-    return commit_from_json(json.loads(text))
+def commit_from_text(text: str | bytes) -> ThreadCommit:
+    return commit_from_json(_DECODER.decode(text))
+
+
+def snapshot_text(snapshot: RunSnapshot) -> str:
+    """A snapshot's stored JSON; every value in it came from judged commits."""
+    return judged_dumps(snapshot_to_json(snapshot))
 
 
 def snapshot_to_json(snapshot: RunSnapshot) -> dict[str, JsonValue]:
@@ -61,9 +80,6 @@ def snapshot_to_json(snapshot: RunSnapshot) -> dict[str, JsonValue]:
         "step": snapshot.step,
         "state": disposition_to_json(snapshot.state),
         "batch": batch_to_json(snapshot.batch),
-        "tickets_used": sorted(snapshot.tickets_used),
-        "resumes_applied": [[a.ticket_id, a.digest] for a in snapshot.resumes_applied],
-        "closed_batch_ids": sorted(snapshot.closed_batch_ids),
         "provided_inputs": [[p.call_id, p.value] for p in snapshot.provided_inputs],
     }
 
@@ -76,10 +92,16 @@ def snapshot_from_json(obj: Any) -> RunSnapshot:
         step=obj["step"],
         state=disposition_from_json(obj["state"], "state"),
         batch=batch_from_json(obj["batch"], "batch"),
-        tickets_used=frozenset(obj["tickets_used"]),
-        resumes_applied=tuple(AppliedResume(t, d) for t, d in obj["resumes_applied"]),
-        closed_batch_ids=frozenset(obj["closed_batch_ids"]),
         provided_inputs=tuple(ProvidedInput(c, v) for c, v in obj.get("provided_inputs", [])),
+    )
+
+
+def legacy_history_from_json(obj: Any) -> RunHistory:
+    """The history facts a schema-1 snapshot held inline (read only by the migration)."""
+    return RunHistory(
+        tickets=frozenset(str(t) for t in obj.get("tickets_used", [])),
+        closed_batches=frozenset(str(b) for b in obj.get("closed_batch_ids", [])),
+        resumes=tuple(AppliedResume(str(t), str(d)) for t, d in obj.get("resumes_applied", [])),
     )
 
 

@@ -31,8 +31,8 @@ from runkernel.adapters.store import (
     StoreUnavailable,
     judge_append,
 )
+from runkernel.kernel.history import History, HistoryKeys
 from runkernel.kernel.state import (
-    Awaiting,
     Message,
     RunSnapshot,
     ThreadCommit,
@@ -41,7 +41,7 @@ from runkernel.kernel.state import (
 from runkernel.kernel.values import JsonValue
 
 SCHEMA_NAME = "runkernel-sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -63,6 +63,17 @@ CREATE TABLE commits (
     PRIMARY KEY (thread_id, version)
 ) WITHOUT ROWID;
 CREATE TABLE tickets (ticket_id TEXT PRIMARY KEY, run_id TEXT NOT NULL);
+CREATE TABLE closed_batches (
+    run_id TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    PRIMARY KEY (run_id, batch_id)
+) WITHOUT ROWID;
+CREATE TABLE applied_resumes (
+    run_id TEXT NOT NULL,
+    ticket_id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (run_id, ticket_id)
+) WITHOUT ROWID;
 CREATE TABLE inbox (
     entry_id INTEGER PRIMARY KEY AUTOINCREMENT,
     run_id TEXT NOT NULL,
@@ -81,7 +92,18 @@ CREATE TABLE reconciliations (
 CREATE INDEX reconciliations_by_operation ON reconciliations (operation_id);
 """
 
-_TABLES = ("meta", "threads", "runs", "commits", "tickets", "inbox", "checkpoints", "reconciliations")
+_TABLES = (
+    "meta",
+    "threads",
+    "runs",
+    "commits",
+    "tickets",
+    "closed_batches",
+    "applied_resumes",
+    "inbox",
+    "checkpoints",
+    "reconciliations",
+)
 
 
 class SqliteStore:
@@ -146,7 +168,12 @@ class SqliteStore:
                 f"{self.path} has schema version {version}; this runkernel knows up to "
                 f"{SCHEMA_VERSION}: upgrade runkernel"
             )
-        if version < SCHEMA_VERSION or not set(_TABLES) <= tables:
+        if version < SCHEMA_VERSION:
+            raise SchemaError(
+                f"{self.path} has schema version {version}, older than this runkernel's "
+                f"{SCHEMA_VERSION}: upgrade it with `runkernel db migrate --store sqlite:///{self.path}`"
+            )
+        if not set(_TABLES) <= tables:
             raise SchemaError(f"{self.path} has an unknown or damaged schema (version {version})")
 
     # --- commits --------------------------------------------------------------------
@@ -162,6 +189,7 @@ class SqliteStore:
                 self._head_in(commit.thread_id),
                 self._run_in(commit.run_id),
                 commit,
+                self.history(commit.run_id),
                 self._ticket_known,
             )
             db.execute(
@@ -180,11 +208,7 @@ class SqliteStore:
                 "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot",
                 (commit.run_id, commit.thread_id, dumps(snapshot_to_json(accepted.run))),
             )
-            if isinstance(commit.disposition, Awaiting):
-                db.execute(
-                    "INSERT INTO tickets (ticket_id, run_id) VALUES (?, ?)",
-                    (commit.disposition.ticket.ticket_id, commit.run_id),
-                )
+            self._insert_keys(commit.run_id, accepted.keys)
             db.execute("COMMIT")
         except BaseException as error:
             if db.in_transaction:
@@ -193,6 +217,23 @@ class SqliteStore:
                 raise StoreUnavailable(f"write failed: {error}") from None
             raise
         return accepted.run
+
+    def _insert_keys(self, run_id: str, keys: HistoryKeys) -> None:
+        """The history facts a commit adds, as indexed rows of its transaction."""
+        if keys.ticket is not None:
+            self._db.execute("INSERT INTO tickets (ticket_id, run_id) VALUES (?, ?)", (keys.ticket, run_id))
+        if keys.closed_batch is not None:
+            self._db.execute(
+                "INSERT INTO closed_batches (run_id, batch_id) VALUES (?, ?)", (run_id, keys.closed_batch)
+            )
+        if keys.resume is not None:
+            self._db.execute(
+                "INSERT INTO applied_resumes (run_id, ticket_id, digest) VALUES (?, ?, ?)",
+                (run_id, keys.resume.ticket_id, keys.resume.digest),
+            )
+
+    def history(self, run_id: str) -> History:
+        return _SqliteHistory(self, run_id)
 
     def _ticket_known(self, ticket_id: str) -> bool:
         row = self._db.execute("SELECT 1 FROM tickets WHERE ticket_id = ?", (ticket_id,)).fetchone()
@@ -347,3 +388,26 @@ class SqliteStore:
             return self._db.execute(sql, params)
         except sqlite3.Error as error:
             raise StoreUnavailable(f"write failed: {error}") from None
+
+
+class _SqliteHistory:
+    """A Run's history answered by primary-key lookups on the store's rows."""
+
+    def __init__(self, store: SqliteStore, run_id: str) -> None:
+        self._store = store
+        self._run_id = run_id
+
+    def _one(self, sql: str, key: str) -> Any:
+        db = self._store._db
+        return self._store._read(lambda: db.execute(sql, (self._run_id, key)).fetchone())
+
+    def ticket_used(self, ticket_id: str) -> bool:
+        return self._one("SELECT 1 FROM tickets WHERE run_id = ? AND ticket_id = ?", ticket_id) is not None
+
+    def batch_closed(self, batch_id: str) -> bool:
+        found = self._one("SELECT 1 FROM closed_batches WHERE run_id = ? AND batch_id = ?", batch_id)
+        return found is not None
+
+    def applied_digest(self, ticket_id: str) -> str | None:
+        row = self._one("SELECT digest FROM applied_resumes WHERE run_id = ? AND ticket_id = ?", ticket_id)
+        return None if row is None else str(row[0])

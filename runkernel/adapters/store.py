@@ -17,6 +17,8 @@ from typing import Protocol
 from attrs import frozen
 
 from runkernel.errors import RunkernelError
+from runkernel.kernel.codec import commit_json_problem
+from runkernel.kernel.history import History
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.validate import Accepted, validate_commit
@@ -91,10 +93,20 @@ def judge_append(
     head: ThreadHead | None,
     run: RunSnapshot | None,
     commit: ThreadCommit,
+    history: History,
     ticket_seen: Callable[[str], bool],
 ) -> Accepted:
-    """Validate a commit for a store; raise CommitConflict or IllegalCommit on refusal."""
-    verdict = validate_commit(head, run, commit, ticket_seen)
+    """Validate a commit for a store; raise CommitConflict or IllegalCommit on refusal.
+
+    The store inserts the verdict's ``keys`` into its history rows in the same
+    transaction as the commit. A value that no trace could hold (a lone surrogate, NaN,
+    a non-string key) is refused first, as ``IllegalCommit`` under ``values-are-json``,
+    so that every store refuses it the same way before anything is written.
+    """
+    problem = commit_json_problem(commit)
+    if problem is not None:
+        raise IllegalCommit(Rejection(Rule.JSON_VALUE, f"the commit holds a value that is not JSON: {problem}"))
+    verdict = validate_commit(head, run, commit, history, ticket_seen)
     if isinstance(verdict, Rejection):
         if verdict.rule in CONFLICT_RULES:
             raise CommitConflict(verdict)
@@ -111,6 +123,11 @@ class Store(Protocol):
 
     def run(self, run_id: str) -> RunSnapshot | None:
         """The latest committed snapshot of a Run, or None."""
+        ...
+
+    def history(self, run_id: str) -> History:
+        """The Run's committed history, looked up by key (what ``decide`` needs beside
+        the snapshot). It reads the store at each lookup, so it stays current."""
         ...
 
     def thread_head(self, thread_id: str) -> ThreadHead | None:

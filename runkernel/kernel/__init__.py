@@ -16,6 +16,14 @@ from runkernel.kernel.edges import (
     call_phase,
     run_phase,
 )
+from runkernel.kernel.history import (
+    NO_HISTORY,
+    History,
+    HistoryKeys,
+    MutableHistory,
+    RunHistory,
+    commit_keys,
+)
 from runkernel.kernel.policies import (
     IndeterminateChoice,
     Policies,
@@ -69,6 +77,7 @@ from runkernel.kernel.values import (
 )
 
 __all__ = [
+    "NO_HISTORY",
     "CALL_EDGES",
     "CALL_TABLE",
     "RECOVERY_TABLE",
@@ -90,11 +99,14 @@ __all__ = [
     "EndCauseKind",
     "Ended",
     "Event",
+    "History",
+    "HistoryKeys",
     "IndeterminateChoice",
     "IndeterminateReason",
     "JsonValue",
     "KernelBug",
     "Message",
+    "MutableHistory",
     "Policies",
     "RecoveryDecision",
     "RecoveryMode",
@@ -108,6 +120,7 @@ __all__ = [
     "Rule",
     "RunDisposition",
     "RunEdge",
+    "RunHistory",
     "RunPhase",
     "RunSnapshot",
     "RunState",
@@ -124,6 +137,7 @@ __all__ = [
     "WaitKind",
     "call_phase",
     "check_resume",
+    "commit_keys",
     "decide",
     "recover",
     "run_phase",

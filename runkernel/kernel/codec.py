@@ -1,4 +1,4 @@
-"""The trace format ``runkernel/1``: ThreadCommit <-> JSON-ready dicts.
+"""The trace format ``runkernel/2``: ThreadCommit <-> JSON-ready dicts.
 
 Decoding is strict about the fields the format names (a missing or mistyped field is a
 ``TraceFormatError`` naming its path) and ignores extra fields, as the format says.
@@ -11,8 +11,11 @@ import enum
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from runkernel.kernel.canonical import jcs_digest
+from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.rules import Rule
 from runkernel.kernel.state import (
+    RESUMED_EVENT,
     ActiveToolBatch,
     Awaiting,
     CallAwaiting,
@@ -42,16 +45,20 @@ from runkernel.kernel.values import (
     ResultKind,
     Role,
     WaitKind,
+    json_problem,
 )
 
-TRACE_FORMAT = "runkernel/1"
+TRACE_FORMAT = "runkernel/2"
+#: The format of version 0.1, refused by name: it has no checked resume event, no
+#: committed policies and no metadata.
+OLD_TRACE_FORMAT = "runkernel/1"
 
 E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
 
 
 class TraceFormatError(ValueError):
-    """The input is not a ``runkernel/1`` line; ``path`` names the offending field."""
+    """The input is not a ``runkernel/2`` line; ``path`` names the offending field."""
 
     def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}" if path else message)
@@ -95,7 +102,19 @@ def call_to_json(call: ToolCall) -> dict[str, JsonValue]:
         out["result"] = {"kind": status.result.kind.value, "value": status.result.value}
     elif isinstance(status, CallIndeterminate):
         out["reason"] = status.reason.value
+    if call.policy is not None:
+        out["policy"] = policy_to_json(call.policy)
     return out
+
+
+def policy_to_json(policy: ToolPolicy) -> dict[str, JsonValue]:
+    """A call's committed policy: ``retries`` counts the attempts after the first that
+    retryable tool errors may use (a retry policy of n attempts has n - 1 retries)."""
+    return {
+        "recovery": policy.recovery.mode.value,
+        "max_attempts": policy.recovery.max_attempts,
+        "retries": policy.retry.max_attempts - 1,
+    }
 
 
 def batch_to_json(batch: ActiveToolBatch | None) -> dict[str, JsonValue] | None:
@@ -132,6 +151,8 @@ def message_to_json(message: Message) -> dict[str, JsonValue]:
         ]
     if message.call_id is not None:
         out["call_id"] = message.call_id
+    if message.metadata is not None:
+        out["metadata"] = message.metadata
     return out
 
 
@@ -142,7 +163,7 @@ def event_to_json(event: Event) -> dict[str, JsonValue]:
 
 
 def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
-    """One ``runkernel/1`` trace line as a dict (serialize with any JSON encoder)."""
+    """One ``runkernel/2`` trace line as a dict (serialize with any JSON encoder)."""
     return {
         "trace": TRACE_FORMAT,
         "thread_id": commit.thread_id,
@@ -156,6 +177,34 @@ def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
     }
 
 
+def upgrade_v1_line(obj: dict[str, Any]) -> dict[str, Any]:
+    """A ``runkernel/1`` line as the ``runkernel/2`` line it stands for (``db migrate``).
+
+    The shapes are the same; what changes is the resumed event's digest, which version
+    0.1 computed over ``sort_keys`` JSON: it becomes the RFC 8785 digest of the same
+    command. Calls keep no ``policy`` (it was never committed) and recovery falls back
+    to the worker's configuration for them.
+    """
+    if obj.get("trace") != OLD_TRACE_FORMAT:
+        raise TraceFormatError("trace", f"expected {OLD_TRACE_FORMAT!r}, got {obj.get('trace')!r}")
+    out = dict(obj, trace=TRACE_FORMAT)
+    events = out.get("events")
+    if isinstance(events, list):
+        out["events"] = [
+            dict(event, digest=jcs_digest(event["command"]))
+            if isinstance(event, dict) and event.get("type") == RESUMED_EVENT and isinstance(event.get("command"), dict)
+            else event
+            for event in events
+        ]
+    return out
+
+
+def commit_json_problem(commit: ThreadCommit) -> str | None:
+    """Why the commit's trace line would not be JSON (None when it is): every string
+    Unicode scalar values (no lone surrogate), every number finite, every key a string."""
+    return json_problem(commit_to_json(commit))
+
+
 _STATUS_NAMES: dict[type, str] = {
     CallRequested: "requested",
     CallExecuting: "executing",
@@ -167,7 +216,13 @@ _STATUS_NAMES: dict[type, str] = {
 # --- decoding -----------------------------------------------------------------------
 
 
+_MISSING: Any = object()
+
+
 def _field(obj: Mapping[str, Any], key: str, kind: type[T], path: str) -> T:
+    value = obj.get(key, _MISSING)
+    if type(value) is kind:  # the common case, decided without building a path; bool is not int
+        return value
     where = f"{path}.{key}" if path else key
     if key not in obj:
         raise TraceFormatError(where, "missing field")
@@ -278,7 +333,21 @@ def call_from_json(obj: Mapping[str, Any], path: str) -> ToolCall:
         arguments=obj["arguments"],
         operation_id=_field(obj, "operation_id", str, path),
         status=_status_from_json(obj, path),
+        policy=policy_from_json(obj.get("policy"), f"{path}.policy"),
     )
+
+
+def policy_from_json(value: Any, path: str) -> ToolPolicy | None:
+    """Decode a call's ``policy`` (absent or null: the runtime did not record one)."""
+    if value is None:
+        return None
+    obj = _object(value, path)
+    mode = _enum(obj, "recovery", RecoveryMode, path)
+    max_attempts = _field(obj, "max_attempts", int, path)
+    retries = _non_negative(_field(obj, "retries", int, path), f"{path}.retries")
+    if max_attempts < 1:
+        raise TraceFormatError(f"{path}.max_attempts", f"must be >= 1, got {max_attempts}")
+    return ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retries + 1))
 
 
 def batch_from_json(value: Any, path: str) -> ActiveToolBatch | None:
@@ -352,11 +421,21 @@ def message_from_json(obj: Mapping[str, Any], path: str) -> Message:
     call_id = _optional_str(obj, "call_id", path) if role is Role.TOOL else None
     if role is Role.TOOL and call_id is None:
         raise TraceFormatError(f"{path}.call_id", "missing field: a tool message names its call")
-    return Message(role=role, content=obj["content"], tool_calls=tool_calls, call_id=call_id)
+    return Message(
+        role=role, content=obj["content"], tool_calls=tool_calls, call_id=call_id, metadata=obj.get("metadata")
+    )
 
 
 def event_from_json(obj: Mapping[str, Any], path: str) -> Event:
     kind = _field(obj, "type", str, path)
+    if kind == RESUMED_EVENT:
+        # the format types the resumed event's fields; what they say is judged later
+        _field(obj, "ticket_id", str, path)
+        _field(obj, "call_id", str, path)
+        if "command" in obj:
+            _object(obj["command"], f"{path}.command")
+        if "digest" in obj:
+            _field(obj, "digest", str, path)
     return Event(kind, {k: v for k, v in obj.items() if k != "type"})
 
 
@@ -364,6 +443,12 @@ def commit_from_json(value: Any) -> ThreadCommit:
     """Decode one trace line; raises ``TraceFormatError`` on any shape the format forbids."""
     obj = _object(value, "")
     trace = _field(obj, "trace", str, "")
+    if trace == OLD_TRACE_FORMAT:
+        raise TraceFormatError(
+            "trace",
+            f"{OLD_TRACE_FORMAT!r} is the format of runkernel 0.1; this checker reads {TRACE_FORMAT!r} "
+            "(re-export the trace with this version)",
+        )
     if trace != TRACE_FORMAT:
         raise TraceFormatError("trace", f"expected {TRACE_FORMAT!r}, got {trace!r}")
     version = _field(obj, "version", int, "")

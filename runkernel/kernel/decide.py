@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from runkernel.kernel.effects_plan import next_step_effects
+from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.planning import (
     KernelBug,
     build_commit,
@@ -88,9 +89,17 @@ from runkernel.kernel.values import (
 
 
 def decide(
-    state: RunSnapshot | None, event: Input, policies: Policies = Policies()
+    state: RunSnapshot | None,
+    event: Input,
+    policies: Policies = Policies(),
+    history: History = NO_HISTORY,
 ) -> Decision | Rejection:
-    """The next committed state and effects for ``event``, or a typed rejection."""
+    """The next committed state and effects for ``event``, or a typed rejection.
+
+    ``history`` answers what the Run committed before its snapshot (used tickets,
+    closed batches, applied resumes); the caller keeps it up to date with each
+    commit's keys (``Accepted.keys``) or reads it from its store.
+    """
     problem = json_problem(_carried_values(event))
     if problem is not None and not isinstance(event, ResumeCommand):
         return Rejection(Rule.UNEXPECTED_INPUT, f"{type(event).__name__} carries a value that is not JSON: {problem}")
@@ -104,7 +113,7 @@ def decide(
             f"can't handle {type(event).__name__} before the run's first commit",
         )
     if isinstance(event, ResumeCommand):
-        return resume(state, event, policies)
+        return resume(state, event, policies, history)
     if isinstance(state.state, Ended):
         return Rejection(
             Rule.RUN_ENDED,
@@ -113,11 +122,11 @@ def decide(
         )
     match event:
         case InferenceResult():
-            return _inference(state, event, policies)
+            return _inference(state, event, policies, history)
         case GateVerdict():
-            return _gate(state, event, policies)
+            return _gate(state, event, policies, history)
         case ToolFinished():
-            return _tool_finished(state, event, policies)
+            return _tool_finished(state, event, policies, history)
         case StatusReport():
             return _status(state, event, policies)
         case DeadlinePassed():
@@ -188,7 +197,9 @@ def _activate(event: Activate) -> Decision | Rejection:
     return Decision(verdict.run, (Commit(commit),) + next_step_effects(verdict.run))
 
 
-def _inference(state: RunSnapshot, event: InferenceResult, policies: Policies) -> Decision | Rejection:
+def _inference(
+    state: RunSnapshot, event: InferenceResult, policies: Policies, history: History
+) -> Decision | Rejection:
     if not isinstance(state.state, Running) or state.open_batch is not None:
         return Rejection(
             Rule.INFERENCE_OPEN_BATCH,
@@ -232,13 +243,16 @@ def _inference(state: RunSnapshot, event: InferenceResult, policies: Policies) -
         return Rejection(
             Rule.BATCH_NEW, "a tool-call result needs a batch id and cannot end the run"
         )
-    if event.batch_id in state.closed_batch_ids or (
+    if history.batch_closed(event.batch_id) or (
         state.batch is not None and state.batch.batch_id == event.batch_id
     ):
         return Rejection(Rule.BATCH_IDENTITY, f"batch id {event.batch_id!r} was already used")
     try:
         calls = tuple(
-            ToolCall(c.call_id, c.tool, c.arguments, c.operation_id, CallRequested())
+            ToolCall(
+                c.call_id, c.tool, c.arguments, c.operation_id, CallRequested(),
+                policy=policies.for_tool(c.tool),  # fixed here for every later attempt (I11)
+            )
             for c in event.calls
         )
         batch = ActiveToolBatch(event.batch_id, step, False, calls)
@@ -269,7 +283,9 @@ def _current_call(state: RunSnapshot, call_id: str) -> ToolCall | Rejection:
     return current
 
 
-def _gate(state: RunSnapshot, event: GateVerdict, policies: Policies) -> Decision | Rejection:
+def _gate(
+    state: RunSnapshot, event: GateVerdict, policies: Policies, history: History
+) -> Decision | Rejection:
     call = _current_call(state, event.call_id)
     if isinstance(call, Rejection):
         return call
@@ -298,7 +314,7 @@ def _gate(state: RunSnapshot, event: GateVerdict, policies: Policies) -> Decisio
             wait = Wait(
                 verdict.kind, verdict.ticket_id, due_at=verdict.due_at, expires_at=verdict.expires_at
             )
-            return _suspend(state, batch, call, CallAwaiting(0, wait), policies)
+            return _suspend(state, batch, call, CallAwaiting(0, wait), policies, history)
         case _:
             assert_never(verdict)
 
@@ -309,9 +325,10 @@ def _suspend(
     call: ToolCall,
     status: CallAwaiting,
     policies: Policies,
+    history: History,
 ) -> Decision | Rejection:
     ticket_id = status.wait.correlation
-    if ticket_id in state.tickets_used:
+    if history.ticket_used(ticket_id):
         return Rejection(Rule.TICKET_REUSED, f"ticket {ticket_id!r} was already used")
     ticket = ResumeTicket(ticket_id, status.wait.kind, call.call_id)
     return settle(
@@ -333,7 +350,9 @@ def _executing_call(state: RunSnapshot, call_id: str, attempt: int) -> ToolCall 
     return call
 
 
-def _tool_finished(state: RunSnapshot, event: ToolFinished, policies: Policies) -> Decision | Rejection:
+def _tool_finished(
+    state: RunSnapshot, event: ToolFinished, policies: Policies, history: History
+) -> Decision | Rejection:
     call = _executing_call(state, event.call_id, event.attempt)
     if isinstance(call, Rejection):
         return call
@@ -348,7 +367,7 @@ def _tool_finished(state: RunSnapshot, event: ToolFinished, policies: Policies) 
             status: CallStatus = CallCompleted(attempt, ToolResult(ResultKind.OUTPUT, outcome.value))
             decision = settle(state, replace_status(batch, call, status), policies)
         case ToolFailure():
-            retry = policies.for_tool(call.tool).retry
+            retry = call.policy_or(policies.for_tool(call.tool)).retry
             if outcome.retryable and attempt < retry.max_attempts:
                 failed = Event(
                     "attempt_failed",
@@ -366,10 +385,10 @@ def _tool_finished(state: RunSnapshot, event: ToolFinished, policies: Policies) 
                 decision = settle(state, replace_status(batch, call, status), policies)
         case ToolDelegated():
             wait = Wait(WaitKind.DELEGATION, outcome.ticket_id, child=outcome.child)
-            decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies)
+            decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
         case ToolScheduled():
             wait = Wait(WaitKind.SCHEDULED, outcome.ticket_id, due_at=outcome.due_at)
-            decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies)
+            decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
         case ToolOutcomeLost():
             status = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
             decision = settle(state, replace_status(batch, call, status), policies)

@@ -219,6 +219,62 @@ CALL_EDGES: Mapping[tuple[CallPhase | None, CallPhase], CallEdgeRule] = {
 TERMINAL_PHASES = frozenset({CallPhase.COMPLETED, CallPhase.INDETERMINATE})
 
 
+# --- the resume payload table (DESIGN.md, Resume) -----------------------------------
+
+
+@frozen
+class ResumePayloadRule:
+    """One row of the resume payload table: which waits a payload answers and which
+    edge the resume commit may then apply to the ticket's call.
+
+    ``fields`` are the payload's fields in normal form (a deny always carries
+    ``reason``); ``completes_as`` is the result kind of Awaiting->Completed, whose value
+    must be the payload's ``value_field``; ``executes`` allows Awaiting->Executing{n+1}.
+    """
+
+    payload: str
+    waits: frozenset[WaitKind]
+    executes: bool
+    completes_as: ResultKind | None = None
+    value_field: str | None = None
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return (self.value_field,) if self.value_field is not None else ()
+
+
+RESUME_PAYLOAD_TABLE: tuple[ResumePayloadRule, ...] = (
+    ResumePayloadRule("approve", frozenset({_W.APPROVAL}), executes=True),
+    ResumePayloadRule(
+        "deny", frozenset({_W.APPROVAL}), executes=False, completes_as=_R.DENIED, value_field="reason"
+    ),
+    ResumePayloadRule(
+        "input", frozenset({_W.INPUT}), executes=True, completes_as=_R.EXTERNAL, value_field="value"
+    ),
+    ResumePayloadRule(
+        "external", frozenset({_W.EXTERNAL}), executes=True, completes_as=_R.EXTERNAL, value_field="value"
+    ),
+    ResumePayloadRule(
+        "delegation", frozenset({_W.DELEGATION}), executes=True, completes_as=_R.EXTERNAL, value_field="value"
+    ),
+    ResumePayloadRule("timer", frozenset({_W.SCHEDULED}), executes=True),
+)
+
+RESUME_PAYLOADS: Mapping[str, ResumePayloadRule] = {rule.payload: rule for rule in RESUME_PAYLOAD_TABLE}
+
+#: How each wait kind may complete without running the executor again, read off the
+#: payload table: a deny answers an approval; an input, external or delegation answer
+#: may be the result; a timer only resumes.
+RESULTS_BY_WAIT: Mapping[WaitKind, frozenset[ResultKind]] = {
+    wait: frozenset(
+        rule.completes_as
+        for rule in RESUME_PAYLOAD_TABLE
+        if wait in rule.waits and rule.completes_as is not None
+    )
+    for wait in WaitKind
+}
+
+
 def run_phase(state: RunState) -> RunPhase:
     """The Run machine state of a committed RunState."""
     match state:

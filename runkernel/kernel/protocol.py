@@ -8,13 +8,12 @@ acknowledged, which is how "persist before the external effect" is kept.
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 from typing import TypeAlias
 
 import attrs
 from attrs import frozen
 
+from runkernel.kernel.canonical import jcs_digest
 from runkernel.kernel.state import (
     ActiveToolBatch,
     EndCause,
@@ -292,11 +291,9 @@ class ResumeCommand:
         }
 
     def digest(self) -> str:
-        """SHA-256 of the canonical command: equal commands have equal digests."""
-        canonical = json.dumps(
-            self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        """Lowercase hex SHA-256 of the command's RFC 8785 canonical form (what the
+        ``resumed`` event carries); raises ``NotIJson`` for a command outside I-JSON."""
+        return jcs_digest(self.to_json())
 
 
 @frozen

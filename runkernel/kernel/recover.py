@@ -142,7 +142,8 @@ def _plan(row: RecoveryRow, state: RunSnapshot, policies: Policies) -> Decision:
     if row is RecoveryRow.CALL_EXECUTING:
         assert isinstance(call.status, CallExecuting) and isinstance(state.state, Running)
         attempt = call.status.attempt
-        recovery = policies.for_tool(call.tool).recovery
+        # the policy committed with the batch, not this worker's configuration (I11)
+        recovery = call.policy_or(policies.for_tool(call.tool)).recovery
         if recovery.mode is RecoveryMode.REPLAY:
             if attempt >= recovery.max_attempts:
                 exhausted = CallIndeterminate(attempt, IndeterminateReason.ATTEMPTS_EXHAUSTED)

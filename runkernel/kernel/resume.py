@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 from typing import assert_never
 
+from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.planning import execute_effect, replace_status, settle
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
@@ -44,35 +45,37 @@ from runkernel.kernel.values import (
     ResultKind,
     WaitKind,
     instant,
-    json_problem,
+    ijson_problem,
 )
 
 
-def _applied_before(state: RunSnapshot, command: ResumeCommand) -> Rejection | None:
-    digest = command.digest()
-    for applied in state.resumes_applied:
-        if hmac.compare_digest(applied.ticket_id.encode(), command.ticket_id.encode()):
-            if hmac.compare_digest(applied.digest.encode(), digest.encode()):
-                return Rejection(
-                    Rule.ALREADY_APPLIED, f"this command for ticket {command.ticket_id!r} was already applied"
-                )
-            return Rejection(
-                Rule.STALE_COMMAND,
-                f"ticket {command.ticket_id!r} was already resumed by a different command",
-            )
-    return None
+def _applied_before(history: History, command: ResumeCommand) -> Rejection | None:
+    applied = history.applied_digest(command.ticket_id)
+    if applied is None:
+        return None
+    if hmac.compare_digest(applied.encode(), command.digest().encode()):
+        return Rejection(
+            Rule.ALREADY_APPLIED, f"this command for ticket {command.ticket_id!r} was already applied"
+        )
+    return Rejection(
+        Rule.STALE_COMMAND,
+        f"ticket {command.ticket_id!r} was already resumed by a different command",
+    )
 
 
-def check_resume(state: RunSnapshot, command: ResumeCommand) -> Rejection | None:
-    """Pre-validate a resume against committed facts (I14), without applying it."""
+def check_resume(
+    state: RunSnapshot, command: ResumeCommand, history: History = NO_HISTORY
+) -> Rejection | None:
+    """Pre-validate a resume against committed facts (I14) and the Run's ``history``,
+    without applying it."""
     if command.run_id != state.run_id:
         return Rejection(
             Rule.WRONG_RUN, f"command for run {command.run_id!r} sent to run {state.run_id!r}"
         )
-    problem = json_problem(command.to_json())
+    problem = ijson_problem(command.to_json())
     if problem is not None:
-        return Rejection(Rule.PAYLOAD_TYPE, f"the command is not JSON: {problem}")
-    earlier = _applied_before(state, command)
+        return Rejection(Rule.PAYLOAD_TYPE, f"the command is not I-JSON (RFC 7493): {problem}")
+    earlier = _applied_before(history, command)
     if earlier is not None:
         return earlier
     if isinstance(state.state, Ended):
@@ -80,7 +83,7 @@ def check_resume(state: RunSnapshot, command: ResumeCommand) -> Rejection | None
             Rule.RUN_ENDED, f"run {state.run_id!r} is Ended ({state.state.cause.kind.value})"
         )
     if not isinstance(state.state, Awaiting):
-        if command.ticket_id in state.tickets_used:
+        if history.ticket_used(command.ticket_id):
             return Rejection(
                 Rule.STALE_COMMAND, f"ticket {command.ticket_id!r} is no longer awaited"
             )
@@ -101,8 +104,10 @@ def check_resume(state: RunSnapshot, command: ResumeCommand) -> Rejection | None
     return None
 
 
-def resume(state: RunSnapshot, command: ResumeCommand, policies: Policies) -> Decision | Rejection:
-    refused = check_resume(state, command)
+def resume(
+    state: RunSnapshot, command: ResumeCommand, policies: Policies, history: History = NO_HISTORY
+) -> Decision | Rejection:
+    refused = check_resume(state, command, history)
     if refused is not None:
         return refused
     assert isinstance(state.state, Awaiting)

@@ -28,6 +28,9 @@ class Rule(enum.Enum):
     TICKET_SHAPE = "ticket-matches-wait"
     TICKET_REUSED = "ticket-never-reused"
     RESUME = "resume-matches-ticket"
+    RESUME_PAYLOAD = "resume-payload-fits-wait"
+    RESUME_DIGEST = "resume-digest-is-jcs-sha256"
+    RESUME_EDGE = "resume-edge-per-payload"
     AWAITING_END = "awaiting-ends-by-cancel-stop-failure"
     CALL_EDGE = "call-edge"
     EDGE_CONDITION = "edge-condition"
@@ -52,6 +55,8 @@ class Rule(enum.Enum):
     WRONG_RUN = "wrong-run"
     UNEXPECTED_INPUT = "unexpected-input"
     NOT_EXPIRED = "wait-not-expired"
+    # what a store refuses before judging: a trace cannot hold it (not JSON, exit 2)
+    JSON_VALUE = "values-are-json"
 
 
 @frozen

@@ -14,6 +14,7 @@ from typing import TypeAlias
 import attrs
 from attrs import frozen
 
+from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.values import (
     EndCauseKind,
     IndeterminateReason,
@@ -128,13 +129,20 @@ def has_unknown_outcome(batch: ActiveToolBatch) -> bool:
 
 @frozen
 class ToolCall:
-    """One durable call of a batch. ``operation_id`` is fixed for every attempt."""
+    """One durable call of a batch. ``operation_id`` is fixed for every attempt.
+
+    ``policy`` is the tool's recovery and retry policy, fixed by the commit that opens
+    the batch: every worker recovers and retries the call the same way whatever its own
+    configuration (I11). ``None`` only for calls of traces written by runtimes that do
+    not record it; runkernel always does.
+    """
 
     call_id: str = attrs.field(validator=_non_empty)
     tool: str = attrs.field(validator=_non_empty)
     arguments: JsonValue
     operation_id: str = attrs.field(validator=_non_empty)
     status: CallStatus
+    policy: ToolPolicy | None = None
 
     def same_identity(self, other: ToolCall) -> bool:
         """True when both describe the same call (everything but the status)."""
@@ -143,7 +151,12 @@ class ToolCall:
             and self.tool == other.tool
             and self.arguments == other.arguments
             and self.operation_id == other.operation_id
+            and self.policy == other.policy
         )
+
+    def policy_or(self, fallback: ToolPolicy) -> ToolPolicy:
+        """The committed policy, or ``fallback`` for a call committed without one."""
+        return self.policy if self.policy is not None else fallback
 
 
 def _calls_non_empty(
@@ -261,12 +274,17 @@ class ToolUse:
 
 @frozen
 class Message:
-    """A committed message. Tool messages name their call; only assistants use tools."""
+    """A committed message. Tool messages name their call; only assistants use tools.
+
+    ``metadata`` is the host's own JSON for the message (a framework's message fields,
+    a tool result's host content): kept verbatim in commits and traces, never judged.
+    """
 
     role: Role
     content: JsonValue
     tool_calls: tuple[ToolUse, ...] | None = None
     call_id: str | None = None
+    metadata: JsonValue = attrs.field(default=None, hash=False)
 
     def __attrs_post_init__(self) -> None:
         if self.tool_calls is not None and self.role is not Role.ASSISTANT:
@@ -328,8 +346,9 @@ class ProvidedInput:
 class RunSnapshot:
     """Latest committed state of one Run: what recovery and validation read.
 
-    Messages are not part of it (they are deltas in the commit log); everything here is
-    bounded by the size of one batch and the number of waits of the Run.
+    Messages are not part of it (they are deltas in the commit log), nor is anything
+    that grows with the Run's history (used tickets, closed batches, applied resumes:
+    see ``kernel/history.py``); everything here is bounded by the size of one batch.
     """
 
     thread_id: str
@@ -338,9 +357,6 @@ class RunSnapshot:
     step: int
     state: RunState
     batch: ActiveToolBatch | None
-    tickets_used: frozenset[str] = frozenset()
-    resumes_applied: tuple[AppliedResume, ...] = ()
-    closed_batch_ids: frozenset[str] = frozenset()
     provided_inputs: tuple[ProvidedInput, ...] = ()
 
     def input_for(self, call_id: str) -> JsonValue:

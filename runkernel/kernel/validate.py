@@ -19,10 +19,10 @@ from runkernel.kernel.edges import (
     call_phase,
     run_phase,
 )
+from runkernel.kernel.history import NO_HISTORY, NO_KEYS, History, HistoryKeys, commit_keys
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
     RESUMED_EVENT,
-    AppliedResume,
     Awaiting,
     CallRequested,
     Ended,
@@ -43,15 +43,18 @@ from runkernel.kernel.validate_calls import (
     same_json,
     tool_messages,
 )
+from runkernel.kernel.validate_resume import check_resumed_event, same_id
 from runkernel.kernel.values import AWAITING_END_CAUSES, EndCauseKind, JsonValue, Role
 
 
 @frozen
 class Accepted:
-    """A legal commit and the state it produces."""
+    """A legal commit, the state it produces and the history facts it adds (``keys``),
+    which a store inserts as indexed rows in the commit's transaction."""
 
     head: ThreadHead
     run: RunSnapshot
+    keys: HistoryKeys = NO_KEYS
 
 
 TicketSeen = Callable[[str], bool]
@@ -61,20 +64,22 @@ def validate_commit(
     head: ThreadHead | None,
     run: RunSnapshot | None,
     commit: ThreadCommit,
+    history: History = NO_HISTORY,
     ticket_seen: TicketSeen | None = None,
 ) -> Accepted | Rejection:
     """Judge ``commit`` against the Thread head and the committed snapshot of its Run.
 
     ``run`` is the latest snapshot of ``commit.run_id`` (None if the Run has no commit
-    yet). ``ticket_seen`` answers whether a ticket id was used anywhere before (ticket
-    ids are never reused across Runs); without it only the Run's own tickets count.
+    yet) and ``history`` the keyed history of that Run. ``ticket_seen`` answers whether
+    a ticket id was used anywhere before (ticket ids are never reused across Runs);
+    without it only the Run's own tickets count.
     """
     try:
         new_head = _check_thread(head, run, commit)
         if run is None:
-            snapshot = _check_first(commit)
+            snapshot, keys = _check_first(commit), NO_KEYS
         else:
-            snapshot = _check_next(run, commit)
+            snapshot, keys = _check_next(run, history, commit)
         if isinstance(commit.disposition, Awaiting) and ticket_seen is not None:
             ticket_id = commit.disposition.ticket.ticket_id
             require(
@@ -84,7 +89,7 @@ def validate_commit(
             )
     except Illegal as illegal:
         return illegal.rejection
-    return Accepted(head=new_head, run=snapshot)
+    return Accepted(head=new_head, run=snapshot, keys=keys)
 
 
 def _check_thread(
@@ -160,8 +165,7 @@ def _check_first(commit: ThreadCommit) -> RunSnapshot:
         Rule.PUBLISH,
         "tool results are published only when a batch is finalized",
     )
-    closed: frozenset[str] = frozenset()
-    _check_new_batch(commit, assistants, closed)
+    _check_new_batch(commit, assistants, NO_HISTORY)
     return RunSnapshot(
         thread_id=commit.thread_id,
         run_id=commit.run_id,
@@ -175,7 +179,9 @@ def _check_first(commit: ThreadCommit) -> RunSnapshot:
 # --- later commits -----------------------------------------------------------------
 
 
-def _check_next(prev: RunSnapshot, commit: ThreadCommit) -> RunSnapshot:
+def _check_next(
+    prev: RunSnapshot, history: History, commit: ThreadCommit
+) -> tuple[RunSnapshot, HistoryKeys]:
     source, target = run_phase(prev.state), run_phase(commit.disposition)
     require(
         (source, target) in RUN_EDGES,
@@ -221,11 +227,10 @@ def _check_next(prev: RunSnapshot, commit: ThreadCommit) -> RunSnapshot:
     prev_open = prev.open_batch
     if prev_open is not None:
         check_open_batch(prev, prev_open, commit)
-        closed = prev.closed_batch_ids
+        if resumed and isinstance(prev.state, Awaiting) and commit.batch is not None:
+            ticket = prev.state.ticket
+            check_resumed_event(prev.run_id, ticket, resumed[0].data, commit.batch.call(ticket.call_id))
     else:
-        closed = prev.closed_batch_ids
-        if prev.batch is not None:
-            closed = closed | {prev.batch.batch_id}
         if (
             commit.batch is not None
             and prev.batch is not None
@@ -252,7 +257,7 @@ def _check_next(prev: RunSnapshot, commit: ThreadCommit) -> RunSnapshot:
                 Rule.PUBLISH,
                 "tool results are published only when a batch is finalized",
             )
-            _check_new_batch(commit, assistants, closed)
+            _check_new_batch(commit, assistants, history)
 
     check_disposition_shape(prev, commit)
     if isinstance(commit.disposition, Ended) and commit.disposition.cause.kind is EndCauseKind.OUTCOME_UNKNOWN:
@@ -263,39 +268,27 @@ def _check_next(prev: RunSnapshot, commit: ThreadCommit) -> RunSnapshot:
             "a run ends as outcome_unknown only when one of its calls is Indeterminate "
             "(outcome_unknown or attempts_exhausted)",
         )
-    tickets = prev.tickets_used
     if isinstance(commit.disposition, Awaiting):
         ticket_id = commit.disposition.ticket.ticket_id
         require(
-            ticket_id not in tickets,
+            not history.ticket_used(ticket_id),
             Rule.TICKET_REUSED,
             f"ticket {ticket_id!r} was already used by this run",
         )
-        tickets = tickets | {ticket_id}
-    applied = prev.resumes_applied
     inputs = prev.provided_inputs if prev_open is not None else ()
     if resumed:
-        data = resumed[0].data
-        applied = applied + (
-            AppliedResume(str(data.get("ticket_id", "")), str(data.get("digest", ""))),
-        )
-        answer = _input_answer(data)
+        answer = _input_answer(resumed[0].data)
         if answer is not None:
             inputs = inputs + answer
-    new_batch = commit.batch
-    if prev_open is not None and new_batch is not None and new_batch.finalized:
-        closed = closed | {new_batch.batch_id}
-    return attrs.evolve(
+    snapshot = attrs.evolve(
         prev,
         version=commit.version,
         step=commit.step,
         state=commit.disposition,
-        batch=new_batch,
-        tickets_used=tickets,
-        resumes_applied=applied,
-        closed_batch_ids=closed,
+        batch=commit.batch,
         provided_inputs=inputs,
     )
+    return snapshot, commit_keys(prev, commit)
 
 
 def _input_answer(data: Mapping[str, JsonValue]) -> tuple[ProvidedInput] | None:
@@ -317,22 +310,23 @@ def _check_resume(prev: RunSnapshot, resumed: Sequence[Event]) -> None:
         f"{ticket.ticket_id!r}, got {len(resumed)}",
     )
     data = resumed[0].data
+    named = data.get("ticket_id")
     require(
-        data.get("ticket_id") == ticket.ticket_id,
+        isinstance(named, str) and same_id(named, ticket.ticket_id),
         Rule.RESUME,
-        f"the resume names ticket {data.get('ticket_id')!r}, the committed ticket is "
+        f"the resume names ticket {named!r}, the committed ticket is "
         f"{ticket.ticket_id!r}",
     )
-    call_id = data.get("call_id", ticket.call_id)
+    call_id = data.get("call_id")
     require(
-        call_id == ticket.call_id,
+        isinstance(call_id, str) and call_id == ticket.call_id,
         Rule.RESUME,
         f"the resume targets call {call_id!r}, the ticket targets {ticket.call_id!r}",
     )
 
 
 def _check_new_batch(
-    commit: ThreadCommit, assistants: Sequence[Message], closed: frozenset[str]
+    commit: ThreadCommit, assistants: Sequence[Message], history: History
 ) -> None:
     tool_uses = assistants[0].tool_calls if assistants else None
     batch = commit.batch
@@ -350,7 +344,7 @@ def _check_new_batch(
     )
     assert tool_uses is not None
     require(
-        batch.batch_id not in closed,
+        not history.batch_closed(batch.batch_id),
         Rule.BATCH_IDENTITY,
         f"batch id {batch.batch_id!r} was already used by this run",
     )

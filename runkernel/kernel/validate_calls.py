@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from runkernel.kernel.edges import (
     CALL_EDGES,
+    RESULTS_BY_WAIT,
     AttemptRule,
     CallEdgeRule,
     CallPhase,
@@ -33,7 +36,7 @@ from runkernel.kernel.state import (
     ToolCall,
     is_terminal,
 )
-from runkernel.kernel.values import IndeterminateReason, ResultKind, Role, WaitKind
+from runkernel.kernel.values import IndeterminateReason, Role
 
 
 class Illegal(Exception):
@@ -157,18 +160,6 @@ def check_attempt(old: ToolCall, new: ToolCall, rule: CallEdgeRule) -> None:
     )
 
 
-#: How each wait kind may complete without running the executor again: a deny answers an
-#: approval, a supplied answer completes an external or delegation wait; input and
-#: timer waits always lead back to the executor.
-RESULTS_BY_WAIT: dict[WaitKind, frozenset[ResultKind]] = {
-    WaitKind.APPROVAL: frozenset({ResultKind.DENIED}),
-    WaitKind.EXTERNAL: frozenset({ResultKind.EXTERNAL}),
-    WaitKind.DELEGATION: frozenset({ResultKind.EXTERNAL}),
-    WaitKind.INPUT: frozenset(),
-    WaitKind.SCHEDULED: frozenset(),
-}
-
-
 def check_edge_condition(
     old: ToolCall, new: ToolCall, rule: CallEdgeRule, *, ending: bool, resuming: bool
 ) -> None:
@@ -282,14 +273,33 @@ def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
         )
 
 
+_ENCODE = msgspec.json.Encoder().encode
+
+
 def same_json(a: object, b: object) -> bool:
-    """JSON equality: like ``==`` except that booleans never equal numbers (1 != true)."""
+    """JSON equality: like ``==`` except that booleans never equal numbers (1 != true).
+
+    Fast path, decided in C: values that are ``==`` and encode to the same bytes are the
+    same JSON (``==`` keeps NaN and bytes from passing as null or text); anything else
+    (a different key order, 1 and 1.0, a tuple for a list) takes the exact recursion.
+    """
+    if a is b:
+        return True
+    try:
+        if a == b and _ENCODE(a) == _ENCODE(b):
+            return True
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        pass
+    return _same_json(a, b)
+
+
+def _same_json(a: object, b: object) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
     return a == b
 
 

@@ -1,6 +1,6 @@
 """Closed vocabularies of the design: wait kinds, result kinds, reasons and causes.
 
-Every value is the exact string used by the trace format ``runkernel/1``.
+Every value is the exact string used by the trace format ``runkernel/2``.
 """
 
 from __future__ import annotations
@@ -95,6 +95,30 @@ def json_problem(value: JsonValue) -> str | None:
                 stack.append(inner)
         else:
             return f"a {type(item).__name__} is not a JSON value"
+    return None
+
+
+#: I-JSON (RFC 7493) integers: exactly representable as IEEE 754 doubles, so every
+#: implementation reads the same number and computes the same digest.
+IJSON_MAX_INTEGER = 2**53 - 1
+
+
+def ijson_problem(value: JsonValue) -> str | None:
+    """Why ``value`` is not I-JSON (None when it is): ``json_problem``'s rules plus
+    integers within +-(2^53 - 1), the values a resume command may carry."""
+    problem = json_problem(value)
+    if problem is not None:
+        return problem
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, int) and not isinstance(item, bool):
+            if abs(item) > IJSON_MAX_INTEGER:
+                return f"integer {item} is outside I-JSON's +-(2^53 - 1)"
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
     return None
 
 

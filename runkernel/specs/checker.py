@@ -1,4 +1,4 @@
-"""``check-trace``: judge a ``runkernel/1`` trace line by line with the kernel.
+"""``check-trace``: judge a ``runkernel/2`` trace line by line with the kernel.
 
 There is no second rule set here: every line is decoded to a ThreadCommit and handed
 to ``validate_commit`` against the previous committed state of its Thread. Input is
@@ -8,19 +8,25 @@ read a bounded line at a time, so a hostile file costs at most one line of memor
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 import math
+import re
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import attrs
+import msgspec
 from attrs import frozen
 
 from runkernel.kernel.codec import IllegalShape, TraceFormatError, commit_from_json
+from runkernel.kernel.history import NO_HISTORY, HistoryKeys
 from runkernel.kernel.rules import Rejection
-from runkernel.kernel.state import Awaiting, RunSnapshot, ThreadCommit, ThreadHead
+from runkernel.kernel.state import Awaiting, Ended, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.validate import validate_commit
+from runkernel.kernel.values import json_problem
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
@@ -54,17 +60,70 @@ class Finding:
 
 
 class NotATrace(Exception):
-    """The bytes cannot be a ``runkernel/1`` line."""
+    """The bytes cannot be a ``runkernel/2`` line."""
+
+
+#: Ids up to this many characters are kept as they are; longer ones by their SHA-256,
+#: so that what the judge keeps per ticket and batch id has a fixed size.
+KEY_CHARS = 64
+
+Key = str | bytes
+
+
+def compact_key(text: str) -> Key:
+    """A fixed-size stand-in for an id: itself when short, else its SHA-256 digest
+    (bytes, which never equal a str, so a short id cannot collide with a long one)."""
+    if len(text) <= KEY_CHARS:
+        return text
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+class KeyedHistory:
+    """One open Run's history by compact keys: what the judge asks of it later."""
+
+    __slots__ = ("tickets", "closed_batches", "resumes")
+
+    def __init__(self) -> None:
+        self.tickets: set[Key] = set()
+        self.closed_batches: set[Key] = set()
+        self.resumes: dict[Key, str] = {}
+
+    def ticket_used(self, ticket_id: str) -> bool:
+        return compact_key(ticket_id) in self.tickets
+
+    def batch_closed(self, batch_id: str) -> bool:
+        return compact_key(batch_id) in self.closed_batches
+
+    def applied_digest(self, ticket_id: str) -> str | None:
+        return self.resumes.get(compact_key(ticket_id))
+
+    def add(self, keys: HistoryKeys) -> None:
+        if keys.ticket is not None:
+            self.tickets.add(compact_key(keys.ticket))
+        if keys.closed_batch is not None:
+            self.closed_batches.add(compact_key(keys.closed_batch))
+        if keys.resume is not None:
+            self.resumes[compact_key(keys.resume.ticket_id)] = keys.resume.digest
+
+    def size(self) -> int:
+        return len(self.tickets) + len(self.closed_batches) + len(self.resumes)
 
 
 class TraceJudge:
-    """Feeds commits in order and remembers each Thread's and Run's committed state."""
+    """Feeds commits in order and keeps only what later rules need (DESIGN.md, Cost
+    model): each Thread's head, each open Run's snapshot and keyed history, for an Ended
+    Run only a stub without its batch (nothing may follow it, and saying so needs no
+    body), and one compact key per ticket id ever used (ticket ids are never reused)."""
 
     def __init__(self) -> None:
         self.heads: dict[str, ThreadHead] = {}
         self.runs: dict[str, RunSnapshot] = {}
-        self.tickets: set[str] = set()
+        self.tickets: set[Key] = set()
+        self.histories: dict[str, KeyedHistory] = {}
         self.commits = 0
+
+    def _ticket_seen(self, ticket_id: str) -> bool:
+        return compact_key(ticket_id) in self.tickets
 
     def feed(self, commit: ThreadCommit) -> Rejection | None:
         """Judge one commit; on acceptance it becomes the committed state."""
@@ -72,16 +131,38 @@ class TraceJudge:
             self.heads.get(commit.thread_id),
             self.runs.get(commit.run_id),
             commit,
-            ticket_seen=self.tickets.__contains__,
+            self.histories.get(commit.run_id, NO_HISTORY),
+            ticket_seen=self._ticket_seen,
         )
         if isinstance(verdict, Rejection):
             return verdict
         self.heads[commit.thread_id] = verdict.head
-        self.runs[commit.run_id] = verdict.run
+        if isinstance(commit.disposition, Ended):
+            self.runs[commit.run_id] = attrs.evolve(verdict.run, batch=None, provided_inputs=())
+            self.histories.pop(commit.run_id, None)
+        else:
+            self.runs[commit.run_id] = verdict.run
+            history = self.histories.get(commit.run_id)
+            if history is None:
+                history = self.histories[commit.run_id] = KeyedHistory()
+            history.add(verdict.keys)
         if isinstance(commit.disposition, Awaiting):
-            self.tickets.add(commit.disposition.ticket.ticket_id)
+            self.tickets.add(compact_key(commit.disposition.ticket.ticket_id))
         self.commits += 1
         return None
+
+    def retained(self) -> dict[str, int]:
+        """What the judge holds, by count: Threads, open and Ended Runs, calls of open
+        batches, history keys of open Runs, ticket keys."""
+        open_runs = [run for run in self.runs.values() if not isinstance(run.state, Ended)]
+        return {
+            "threads": len(self.heads),
+            "open_runs": len(open_runs),
+            "ended_runs": len(self.runs) - len(open_runs),
+            "open_calls": sum(len(run.batch.calls) for run in open_runs if run.batch is not None),
+            "history_keys": sum(history.size() for history in self.histories.values()),
+            "ticket_keys": len(self.tickets),
+        }
 
 
 # --- strict JSON -----------------------------------------------------------------
@@ -121,14 +202,13 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def parse_line(raw: bytes) -> Any:
-    """Strict JSON: UTF-8, no NaN/Infinity, no duplicate keys, nesting <= MAX_DEPTH."""
+def _strict_stdlib(raw: bytes) -> Any:
+    """The reference parser (stdlib ``json`` with hooks): slow, but its errors say
+    exactly what is wrong. Used only for lines the fast path refuses or cannot vouch for."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise NotATrace(f"invalid UTF-8 at byte {error.start}") from None
-    if not text.strip():
-        raise NotATrace("empty line")
     try:
         value = json.loads(
             text,
@@ -142,7 +222,60 @@ def parse_line(raw: bytes) -> Any:
         raise NotATrace(f"invalid JSON: {error.msg} at column {error.colno}") from None
     except ValueError as error:  # e.g. an integer longer than int() converts (4300 digits)
         raise NotATrace(f"invalid JSON: {error}") from None
-    if _depth(value) > MAX_DEPTH:
+    problem = json_problem(value)
+    if problem is not None:  # the stdlib accepts a lone surrogate escape; a trace does not
+        raise NotATrace(f"not a Unicode scalar value: {problem[:120]}")
+    return value
+
+
+_DECODER = msgspec.json.Decoder()
+_ENCODER = msgspec.json.Encoder()
+_ESCAPED_COLON = re.compile(rb"\\u003[aA]")
+
+
+_ONE_BRACKET_KIND = bytes.maketrans(b"{}", b"[]")
+_NOT_A_BRACKET_OR_QUOTE = bytes(b for b in range(256) if b not in b'[]{}"')
+
+
+def _too_deep(raw: bytes) -> bool:
+    """Whether well-formed JSON ``raw`` nests deeper than MAX_DEPTH, decided in C with
+    a few copies of the line (never one object per container): drop escaped
+    backslashes and quotes, keep only brackets (one kind) and the quotes that delimit
+    strings, drop what is inside strings, then peel one level per round (a round
+    removes every innermost pair at once), at most MAX_DEPTH rounds."""
+    kept = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(_ONE_BRACKET_KIND, _NOT_A_BRACKET_OR_QUOTE)
+    if b'"' in kept:
+        kept = b"".join(kept.split(b'"')[0::2])
+    for _ in range(MAX_DEPTH):
+        if not kept:
+            return False
+        kept = kept.replace(b"[]", b"")
+    return bool(kept)
+
+
+def parse_line(raw: bytes) -> Any:
+    """Strict JSON: UTF-8, Unicode scalar values only, no NaN/Infinity, no duplicate
+    keys, nesting <= MAX_DEPTH.
+
+    The fast path is msgspec (C): it refuses invalid UTF-8, lone surrogate escapes,
+    NaN and Infinity and keeps big integers exact. It keeps the last of duplicate keys,
+    so duplicates are found by counting: every key of the input has exactly one ``:``
+    outside strings, and every ``:`` inside a string survives decoding as one ``:``
+    unless it was escaped (``\\u003a``, sent to the reference parser). Re-encoding the
+    decoded value therefore has as many ``:`` as the line iff no key was dropped.
+    """
+    if not raw.strip():
+        raise NotATrace("empty line")
+    try:
+        value = _DECODER.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        _strict_stdlib(raw)  # raises with the precise reason
+        raise NotATrace("invalid JSON") from None  # pragma: no cover - both parsers refuse
+    if not isinstance(value, (dict, list)):
+        return value
+    if _ESCAPED_COLON.search(raw) is not None or raw.count(b":") != _ENCODER.encode(value).count(b":"):
+        value = _strict_stdlib(raw)  # a duplicate key raises here with its name
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and _too_deep(raw):
         raise NotATrace(f"nesting deeper than {MAX_DEPTH}")
     return value
 
@@ -175,24 +308,36 @@ def check_lines(lines: Iterable[bytes]) -> Finding:
         except NotATrace as error:
             return Finding(Verdict.NOT_A_TRACE, number + 1, NOT_A_TRACE, str(error), judge.commits)
         number += 1
-        try:
-            commit = commit_from_json(parse_line(raw))
-        except IllegalShape as illegal:
-            return Finding(Verdict.ILLEGAL, number, illegal.rule.value, str(illegal), judge.commits)
-        except (NotATrace, TraceFormatError) as error:
-            return Finding(Verdict.NOT_A_TRACE, number, NOT_A_TRACE, str(error), judge.commits)
-        rejection = judge.feed(commit)
-        if rejection is not None:
-            return Finding(
-                Verdict.ILLEGAL, number, rejection.rule.value, rejection.message, judge.commits
-            )
+        finding = _judge_line(judge, raw, number)
+        del raw  # hold one line at a time, never the previous one during the next parse
+        if finding is not None:
+            return finding
     if number == 0:
         return Finding(Verdict.NOT_A_TRACE, 0, NOT_A_TRACE, "empty file: a trace has at least one commit")
     return Finding(Verdict.LEGAL, commits=judge.commits, threads=len(judge.heads))
 
 
+def _judge_line(judge: TraceJudge, raw: bytes, number: int) -> Finding | None:
+    """Decode and judge one line; its objects die on return unless the judge keeps them."""
+    try:
+        commit = commit_from_json(parse_line(raw))
+    except IllegalShape as illegal:
+        return Finding(Verdict.ILLEGAL, number, illegal.rule.value, str(illegal), judge.commits)
+    except (NotATrace, TraceFormatError) as error:
+        return Finding(Verdict.NOT_A_TRACE, number, NOT_A_TRACE, str(error), judge.commits)
+    rejection = judge.feed(commit)
+    if rejection is not None:
+        return Finding(Verdict.ILLEGAL, number, rejection.rule.value, rejection.message, judge.commits)
+    return None
+
+
+STDIN = "-"
+
+
 def check_file(path: Path) -> Finding:
-    """Judge one file; an unreadable file is 'not a trace'."""
+    """Judge one file (``-``: standard input); an unreadable file is 'not a trace'."""
+    if str(path) == STDIN:
+        return check_lines(bounded_lines(sys.stdin.buffer))
     try:
         with path.open("rb") as stream:
             return check_lines(bounded_lines(stream))

@@ -89,7 +89,7 @@ def ex_edge_condition() -> Example:
 def ex_attempt() -> Example:
     log = Log()
     log.activate("thread-1", "run-1", "Fetch the exchange rates.")
-    log.feed("run-1", tools("batch-1", call("call-1", "fetch", {"url": "https://rates.example"})))
+    log.feed("run-1", tools("batch-1", call("call-1", "fetch", {"url": "https://rates.example"})), RETRY3)
     log.feed("run-1", allow("call-1"))
     prefix = list(log.lines)
     failure = finished("call-1", 1, ToolFailure("HTTP 503", retryable=True))
@@ -126,7 +126,7 @@ def ex_batch_new() -> Example:
 def ex_batch_identity() -> Example:
     log = Log()
     log.activate("thread-1", "run-1", "Fetch the changelog.")
-    log.feed("run-1", tools("batch-1", call("call-1", "fetch", {"url": "https://x.example/CHANGES"})))
+    log.feed("run-1", tools("batch-1", call("call-1", "fetch", {"url": "https://x.example/CHANGES"})), RETRY3)
     log.feed("run-1", allow("call-1"))
     prefix = list(log.lines)
     failure = finished("call-1", 1, ToolFailure("timeout", retryable=True))

@@ -70,7 +70,7 @@ def ex_first_commit() -> Example:
     log2.activate("thread-1", "run-1", "Say hello.")
     log2.feed("run-1", text("Hello!", EndCauseKind.COMPLETED))
     bad: Line = {
-        "trace": "runkernel/1", "thread_id": "thread-1", "run_id": "run-2", "version": 3,
+        "trace": "runkernel/2", "thread_id": "thread-1", "run_id": "run-2", "version": 3,
         "step": 1, "disposition": {"state": "ended", "cause": {"kind": "completed"}},
         "batch": None,
         "messages": [{"role": "user", "content": "Say goodbye."},
@@ -91,7 +91,7 @@ def ex_one_active_run() -> Example:
     bad_log.activate("thread-1", "run-1", "List the open tickets.")
     bad_log.feed("run-1", tools("batch-1", call("call-1", "tickets.list", {"state": "open"})))
     bad = {
-        "trace": "runkernel/1", "thread_id": "thread-1", "run_id": "run-2", "version": 3,
+        "trace": "runkernel/2", "thread_id": "thread-1", "run_id": "run-2", "version": 3,
         "step": 0, "disposition": {"state": "running"}, "batch": None,
         "messages": [{"role": "user", "content": "Close the oldest one."}],
         "events": [{"type": "activated"}],

@@ -39,6 +39,13 @@ from examples_call_rules import (
     ex_terminal_immutable,
 )
 from examples_illegal_variants import VARIANTS
+from examples_resume import (
+    RESUME_LEGAL,
+    RESUME_VARIANTS,
+    ex_resume_digest,
+    ex_resume_edge,
+    ex_resume_payload,
+)
 from examples_realistic_legal import BIG
 from examples_run_rules import (
     ex_after_ended,
@@ -68,6 +75,9 @@ RULE_EXAMPLES: dict[str, Callable[[], Example]] = {
     "ticket-matches-wait": ex_ticket_shape,
     "ticket-never-reused": ex_ticket_reused,
     "resume-matches-ticket": ex_resume,
+    "resume-payload-fits-wait": ex_resume_payload,
+    "resume-digest-is-jcs-sha256": ex_resume_digest,
+    "resume-edge-per-payload": ex_resume_edge,
     "awaiting-ends-by-cancel-stop-failure": ex_awaiting_end,
     "call-edge": ex_call_edge,
     "edge-condition": ex_edge_condition,
@@ -120,10 +130,10 @@ def build() -> tuple[dict[str, bytes], dict[str, bytes], dict[str, dict[str, Any
         good, bad, why = builder()
         legal[f"{rule}.jsonl"] = encode(good)
         add_illegal(f"{rule}.jsonl", bad, rule, why)
-    for name, variant in VARIANTS.items():
+    for name, variant in {**VARIANTS, **RESUME_VARIANTS}.items():
         lines, rule, why = variant()
         add_illegal(f"{name}.jsonl", lines, rule, why)
-    for name, make in BIG.items():
+    for name, make in {**BIG, **RESUME_LEGAL}.items():
         legal[f"{name}.jsonl"] = encode(make())
     for name, data in legal.items():
         verdict, line, found = judge(data)

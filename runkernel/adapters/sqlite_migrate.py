@@ -1,0 +1,124 @@
+"""``runkernel db migrate``: upgrade a SQLite store to the current schema in place.
+
+Schema 1 kept a Run's history facts (used tickets, closed batch ids, applied resumes)
+inside the latest-state row, which every commit rewrote. Schema 2 keeps them in
+indexed rows of their own; the migration moves them there and rewrites each
+latest-state row without them, in one transaction: a crash leaves the file at
+schema 1 or at schema 2, never between.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from runkernel.adapters.serial import dumps, legacy_history_from_json, snapshot_from_json, snapshot_to_json
+from runkernel.adapters.sqlite_store import SCHEMA_NAME, SCHEMA_VERSION
+from runkernel.adapters.store import SchemaError, StoreUnavailable
+from runkernel.kernel.codec import upgrade_v1_line
+from runkernel.kernel.state import RESUMED_EVENT
+
+_SCHEMA_1_TO_2 = """
+CREATE TABLE closed_batches (
+    run_id TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    PRIMARY KEY (run_id, batch_id)
+) WITHOUT ROWID;
+CREATE TABLE applied_resumes (
+    run_id TEXT NOT NULL,
+    ticket_id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (run_id, ticket_id)
+) WITHOUT ROWID;
+"""
+
+
+def migrate_sqlite(path: str | Path) -> tuple[int, int]:
+    """Upgrade the store at ``path``; returns (version before, version after).
+
+    A store already at the current version is left alone; a file that is not a
+    runkernel store, or is newer than this runkernel, is refused with SchemaError.
+    """
+    name = str(path)
+    try:
+        # mode=rw: a missing file is an error, never a new empty store
+        db = sqlite3.connect(Path(name).resolve().as_uri() + "?mode=rw", uri=True, isolation_level=None)
+    except sqlite3.Error as error:
+        raise StoreUnavailable(f"cannot open {name}: {error}") from None
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        version = _version(db, name)
+        if version == SCHEMA_VERSION:
+            db.execute("ROLLBACK")
+            return version, version
+        if version != 1:
+            raise SchemaError(f"{name} has schema version {version}; this runkernel migrates 1 to {SCHEMA_VERSION}")
+        _one_to_two(db, name)
+        db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
+        db.execute("COMMIT")
+        return version, SCHEMA_VERSION
+    except sqlite3.DatabaseError as error:
+        raise SchemaError(f"{name} cannot be migrated: {error}") from None
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        db.close()
+
+
+def _version(db: sqlite3.Connection, name: str) -> int:
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
+        raise SchemaError(f"{name} is not a runkernel store")
+    found: dict[str, str] = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    if found.get("schema") != SCHEMA_NAME:
+        raise SchemaError(f"{name} is a {found.get('schema')!r} database, not a runkernel store")
+    try:
+        return int(found.get("version", ""))
+    except ValueError:
+        raise SchemaError(f"{name} has an unreadable schema version {found.get('version')!r}") from None
+
+
+def _one_to_two(db: sqlite3.Connection, name: str) -> None:
+    # one statement at a time: executescript would commit the open transaction
+    for statement in _SCHEMA_1_TO_2.split(";"):
+        if statement.strip():
+            db.execute(statement)
+    rows = db.execute("SELECT run_id, snapshot FROM runs").fetchall()
+    for run_id, text in rows:
+        try:
+            obj = json.loads(text)
+            history = legacy_history_from_json(obj)
+            snapshot = snapshot_from_json(obj)
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{name}: the stored state of run {run_id!r} is damaged: {error!r}") from None
+        for ticket in sorted(history.tickets):
+            db.execute("INSERT OR IGNORE INTO tickets (ticket_id, run_id) VALUES (?, ?)", (ticket, run_id))
+        for batch_id in sorted(history.closed_batches):
+            db.execute("INSERT INTO closed_batches (run_id, batch_id) VALUES (?, ?)", (run_id, batch_id))
+        for applied in history.resumes:
+            db.execute(
+                "INSERT OR REPLACE INTO applied_resumes (run_id, ticket_id, digest) VALUES (?, ?, ?)",
+                (run_id, applied.ticket_id, applied.digest),
+            )
+        db.execute("UPDATE runs SET snapshot = ? WHERE run_id = ?", (dumps(snapshot_to_json(snapshot)), run_id))
+    _upgrade_commit_lines(db, name)
+
+
+def _upgrade_commit_lines(db: sqlite3.Connection, name: str) -> None:
+    """Schema 1 stored runkernel/1 lines: rewrite each as runkernel/2, and keep each
+    applied resume's digest equal to its (now RFC 8785) event digest."""
+    rows = db.execute("SELECT thread_id, version, run_id, line FROM commits").fetchall()
+    for thread_id, version, run_id, line in rows:
+        try:
+            upgraded = upgrade_v1_line(json.loads(line))
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{name}: commit {version} of thread {thread_id!r} is damaged: {error!r}") from None
+        db.execute(
+            "UPDATE commits SET line = ? WHERE thread_id = ? AND version = ?", (dumps(upgraded), thread_id, version)
+        )
+        for event in upgraded.get("events") or ():
+            if isinstance(event, dict) and event.get("type") == RESUMED_EVENT:
+                db.execute(
+                    "UPDATE applied_resumes SET digest = ? WHERE run_id = ? AND ticket_id = ?",
+                    (event.get("digest"), run_id, event.get("ticket_id")),
+                )

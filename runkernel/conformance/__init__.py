@@ -1,0 +1,11 @@
+"""runkernel's store contract suite, for any store: subclass ``StoreContract`` in your
+own tests and give it a ``store`` fixture (see ``runkernel.conformance.suite``).
+
+The builders in ``runkernel.conformance.runs`` make legal commit sequences through the
+kernel, for tests of a store's own specifics.
+"""
+
+from runkernel.conformance.runs import awaiting_run, text_run, tool_run
+from runkernel.conformance.suite import StoreContract, append_all
+
+__all__ = ["StoreContract", "append_all", "awaiting_run", "text_run", "tool_run"]
