@@ -19,6 +19,7 @@ from runkernel.adapters.crash import (
     SimulatedCrash,
     position_of,
 )
+from runkernel.adapters.message_log import MessageLog
 from runkernel.adapters.ports import (
     AllowAll,
     Clock,
@@ -119,10 +120,14 @@ class Drive:
     decision at a quiet point) and says whether driving is over for now.
     """
 
-    def __init__(self, runtime: Runtime, state: RunSnapshot | None, decision: Decision) -> None:
+    def __init__(
+        self, runtime: Runtime, state: RunSnapshot | None, decision: Decision, messages: MessageLog
+    ) -> None:
         self.runtime = runtime
         self.state = state
         self.decision = decision
+        #: the Thread's messages, read once at pick-up and grown by each acknowledged commit
+        self.messages = messages
         self.index = 0
         self.entry: InboxEntry | None = None
         self.outcome: RunOutcome | None = None
@@ -225,7 +230,8 @@ class Runtime:
         head = self.store.thread_head(thread_id)
         decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages))
         assert isinstance(decision, Decision)
-        return Drive(self, None, decision)
+        earlier = self.store.messages(thread_id) if head is not None else ()
+        return Drive(self, None, decision, MessageLog(earlier))
 
     def begin_drive(self, run_id: str) -> Drive:
         """A Drive that recovers a Run from the store alone; advance it with ``step()``."""
@@ -237,7 +243,7 @@ class Runtime:
             self.store.delete_checkpoint(run_id)
         plan = recover(state, self.policies)
         self.on_event(Recovered(plan.row, state))
-        return Drive(self, state, plan.decision)
+        return Drive(self, state, plan.decision, MessageLog(self.store.messages(state.thread_id)))
 
     def quiet_point(self, state: RunSnapshot) -> tuple[Decision, InboxEntry | None] | None:
         """Nothing queued: apply an inbox command, expire a wait, or plan the next step."""
@@ -265,6 +271,7 @@ class Runtime:
         match effect:
             case Commit():
                 self._commit(drive.state, effect.commit, decision.state)
+                drive.messages.extend(effect.commit.messages)
                 drive.state = decision.state
                 if drive.entry is not None:
                     # settled only once its commit is acknowledged: after a crash in
@@ -277,7 +284,7 @@ class Runtime:
                 if self.store.pending_commands(run_id):
                     drive.interrupt()  # apply the command first; recover() replans this
                     return None
-                return self._infer(decision.state, effect)
+                return self._infer(decision.state, effect, drive.messages)
             case RunGate():
                 if self.store.pending_commands(run_id):
                     drive.interrupt()
@@ -318,14 +325,14 @@ class Runtime:
 
     # --- effects that produce inputs -------------------------------------------------
 
-    def _infer(self, state: RunSnapshot, effect: RequestInference) -> Input:
+    def _infer(self, state: RunSnapshot, effect: RequestInference, messages: MessageLog) -> Input:
         saved = self.store.load_checkpoint(state.run_id)
         partial = saved.data if saved is not None and saved.step == effect.step else None
         request = InferenceRequest(
             state.thread_id,
             state.run_id,
             effect.step,
-            tuple(self.store.messages(state.thread_id)),
+            messages.so_far(),
             partial,
             _Stream(self, state.run_id, effect.step),
         )

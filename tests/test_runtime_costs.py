@@ -1,0 +1,111 @@
+"""What the reference runtime asks of its store per Step, counted (DESIGN.md, Cost model).
+
+A driver reads a Thread's history once when it picks a Run up and then appends each
+acknowledged commit's messages; what each inference sees is still exactly the
+committed log up to that point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.ports import (
+    InferenceRequest,
+    ModelReply,
+    Returned,
+    StatusReply,
+    ToolInvocation,
+    ToolRegistry,
+    ToolReply,
+)
+from runkernel.adapters.runtime import Runtime
+from runkernel.kernel.policies import ToolPolicy
+from runkernel.kernel.state import Ended, Message, ThreadCommit
+from runkernel.kernel.values import EndCauseKind, Role
+from runkernel.simulation.actors import ScriptedModel, StepScript
+
+
+class CountingStore(MemoryStore):
+    """A MemoryStore that counts whole-Thread reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread_reads = 0
+
+    def messages(self, thread_id: str) -> list[Message]:
+        self.thread_reads += 1
+        return super().messages(thread_id)
+
+    def commits(self, thread_id: str) -> Iterator[ThreadCommit]:
+        self.thread_reads += 1
+        return super().commits(thread_id)
+
+    def logged_messages(self, thread_id: str) -> list[Message]:
+        """The committed messages, read without counting (for the checks only)."""
+        return super().messages(thread_id)
+
+
+class EchoTool:
+    policy = ToolPolicy()
+
+    def run(self, invocation: ToolInvocation) -> ToolReply:
+        return Returned({"echo": invocation.arguments})
+
+    def status(self, operation_id: str) -> StatusReply:
+        raise AssertionError("not a reconnect tool")
+
+
+class WatchingModel(ScriptedModel):
+    """Checks at every inference that it sees exactly the committed messages."""
+
+    def __init__(self, store: CountingStore, run_id: str, steps: int) -> None:
+        script = [StepScript("use the tool", (("echo", {"i": i}),)) for i in range(steps)]
+        super().__init__({run_id: script + [StepScript("done", end=EndCauseKind.COMPLETED)]})
+        self.store = store
+        self.mismatches = 0
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        if list(request.messages) != self.store.logged_messages(request.thread_id):
+            self.mismatches += 1
+        return super().infer(request)
+
+
+def _drive_one(store: CountingStore, thread_id: str, run_id: str, steps: int) -> tuple[int, WatchingModel]:
+    model = WatchingModel(store, run_id, steps)
+    before = store.thread_reads
+    outcome = Runtime(store, model, ToolRegistry({"echo": EchoTool()})).start(
+        thread_id, run_id, (Message(Role.USER, f"task of {run_id}"),)
+    )
+    assert isinstance(outcome.snapshot.state, Ended)
+    return store.thread_reads - before, model
+
+
+def test_the_runtime_reads_a_threads_history_once_per_run_whatever_its_length() -> None:
+    reads = {}
+    for steps in (3, 60):
+        store = CountingStore()
+        first, model = _drive_one(store, "t1", "r1", steps)
+        assert model.inferences == steps + 1 and model.mismatches == 0
+        second, model = _drive_one(store, "t1", "r2", steps)  # the Thread already has a Run
+        assert model.inferences == steps + 1 and model.mismatches == 0
+        reads[steps] = (first, second)
+    print(f"\nThread reads per Run (new Thread, second Run): {reads}")
+    assert reads[3] == reads[60] == (0, 1)
+
+
+def test_a_recovering_runtime_reads_the_history_once_and_sees_all_of_it() -> None:
+    store = CountingStore()
+    _drive_one(store, "t1", "r1", 2)
+    model = WatchingModel(store, "r2", 5)
+    tools = ToolRegistry({"echo": EchoTool()})
+    head = store.thread_head("t1")
+    assert head is not None
+    # a Run whose runtime died right after activation: a fresh one picks it up
+    drive = Runtime(store, model, tools).begin_start("t1", "r2", (Message(Role.USER, "again"),))
+    drive.step()  # the activation commit
+    before = store.thread_reads
+    outcome = Runtime(store, model, tools).drive("r2")
+    assert isinstance(outcome.snapshot.state, Ended)
+    assert store.thread_reads - before == 1
+    assert model.mismatches == 0 and model.inferences == 6
