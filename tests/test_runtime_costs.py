@@ -8,6 +8,7 @@ committed log up to that point.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import (
@@ -20,6 +21,7 @@ from runkernel.adapters.ports import (
     ToolReply,
 )
 from runkernel.adapters.runtime import Runtime
+from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.state import Ended, Message, ThreadCommit
 from runkernel.kernel.values import EndCauseKind, Role
@@ -109,3 +111,66 @@ def test_a_recovering_runtime_reads_the_history_once_and_sees_all_of_it() -> Non
     assert isinstance(outcome.snapshot.state, Ended)
     assert store.thread_reads - before == 1
     assert model.mismatches == 0 and model.inferences == 6
+
+
+# --- one durable transaction per commit ----------------------------------------------
+
+
+class QuietModel(ScriptedModel):
+    """A scripted model that streams no checkpoint."""
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        silent = InferenceRequest(
+            request.thread_id, request.run_id, request.step, request.messages, request.checkpoint, _NoStream()
+        )
+        return super().infer(silent)
+
+
+class _NoStream:
+    def delta(self, data: object) -> None:
+        pass
+
+    def checkpoint(self, partial: object) -> None:
+        pass
+
+
+def _script(steps: int) -> list[StepScript]:
+    return [StepScript("use the tool", (("echo", {"i": i}),)) for i in range(steps)] + [
+        StepScript("done", end=EndCauseKind.COMPLETED)
+    ]
+
+
+def _count_durable(store: SqliteStore, model: ScriptedModel) -> tuple[int, int]:
+    """(ThreadCommits written, transactions committed on the durable connection)."""
+    committed: list[str] = []
+    store._db.set_trace_callback(lambda sql: committed.append(sql) if sql == "COMMIT" else None)
+    try:
+        outcome = Runtime(store, model, ToolRegistry({"echo": EchoTool()})).start(
+            "t1", "r1", (Message(Role.USER, "go"),)
+        )
+    finally:
+        store._db.set_trace_callback(None)
+    assert isinstance(outcome.snapshot.state, Ended)
+    return len(list(store.commits("t1"))), len(committed)
+
+
+def test_one_durable_transaction_per_commit_checkpoints_aside(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    model = ScriptedModel({"r1": _script(20)})  # checkpoints at every inference
+    commits, durable = _count_durable(store, model)
+    scratch = store._scratch
+    assert scratch is not None
+    synchronous = scratch.execute("PRAGMA synchronous").fetchone()[0]
+    print(f"\n{commits} commits, {durable} durable transactions; checkpoint connection synchronous={synchronous}")
+    assert durable == commits
+    assert synchronous == 0, "checkpoint writes wait for an fsync"
+    assert store.load_checkpoint("r1") is None, "a checkpoint outlived the run"
+    store.close()
+
+
+def test_no_checkpoint_write_at_all_when_the_model_saves_none(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    commits, durable = _count_durable(store, QuietModel({"r1": _script(20)}))
+    assert durable == commits
+    assert store._scratch is None, "a checkpoint was deleted though none was saved"
+    store.close()

@@ -58,6 +58,7 @@ from runkernel.adapters.serial import inbox_to_input
 from runkernel.adapters.store import (
     Checkpoint,
     InboxEntry,
+    Settlement,
     Store,
     StoreUnavailable,
     UnknownRun,
@@ -180,6 +181,7 @@ class _Stream:
         self.runtime.observer.delta(self.run_id, data)
 
     def checkpoint(self, partial: JsonValue) -> None:
+        self.runtime.checkpointed.add(self.run_id)  # a failed write may still have landed
         try:
             self.runtime.store.save_checkpoint(Checkpoint(self.run_id, self.step, partial))
         except StoreUnavailable as error:
@@ -214,6 +216,9 @@ class Runtime:
         self.on_event = on_event or (lambda _event: None)
         self.terminus: DeliverTerminus | None = None
         self._polls: dict[str, int] = {}
+        #: Runs that may have a stream checkpoint in the store (saved or found by this
+        #: runtime): only those get a delete, so a Step without one writes nothing extra
+        self.checkpointed: set[str] = set()
 
     # --- entry points -------------------------------------------------------------
 
@@ -238,9 +243,12 @@ class Runtime:
         state = self.store.run(run_id)
         if state is None:
             raise UnknownRun(f"no committed state for run {run_id!r}")
-        if isinstance(state.state, Ended):
-            # the crash may have hit between the end commit and the checkpoint cleanup
-            self.store.delete_checkpoint(run_id)
+        if self.store.load_checkpoint(run_id) is not None:
+            # left by a runtime that died: deleted when its step is committed, or now if
+            # the crash hit between the end commit and the checkpoint cleanup
+            self.checkpointed.add(run_id)
+            if isinstance(state.state, Ended):
+                self._drop_checkpoint(run_id)
         plan = recover(state, self.policies)
         self.on_event(Recovered(plan.row, state))
         return Drive(self, state, plan.decision, MessageLog(self.store.messages(state.thread_id)))
@@ -270,13 +278,14 @@ class Runtime:
         run_id = decision.state.run_id
         match effect:
             case Commit():
-                self._commit(drive.state, effect.commit, decision.state)
+                entry = drive.entry
+                settle = Settlement(entry.entry_id, "applied") if entry is not None else None
+                self._commit(drive.state, effect.commit, decision.state, settle)
                 drive.messages.extend(effect.commit.messages)
                 drive.state = decision.state
-                if drive.entry is not None:
-                    # settled only once its commit is acknowledged: after a crash in
-                    # between it is re-applied and answered "already applied"
-                    self._settle(drive.entry, "applied")
+                if entry is not None:
+                    # settled in the commit's own transaction: no crash falls in between
+                    self.on_event(CommandSettled(entry, "applied"))
                     drive.entry = None
             case RunHook():
                 self.observer.hook(run_id, effect.hook, effect.call_id)
@@ -310,23 +319,43 @@ class Runtime:
                 assert_never(effect)
         return None
 
-    def _commit(self, prev: RunSnapshot | None, commit: ThreadCommit, expected: RunSnapshot) -> None:
+    def _commit(
+        self,
+        prev: RunSnapshot | None,
+        commit: ThreadCommit,
+        expected: RunSnapshot,
+        settle: Settlement | None = None,
+    ) -> None:
+        """One durable transaction: the commit, with the inbox command it applies settled."""
         position = position_of(prev, commit)
         if self.crash.crash_here(Boundary.BEFORE_WRITE, position):
             raise SimulatedCrash(Boundary.BEFORE_WRITE, position)
-        stored = self.store.append(commit)
+        stored = self.store.append(commit, settle)
         if stored != expected:
             raise AssertionError(f"store and kernel disagree after version {commit.version}")
         if self.crash.crash_here(Boundary.AFTER_WRITE, position):
             raise SimulatedCrash(Boundary.AFTER_WRITE, position)
         self.on_event(Acknowledged(commit, position))
         if position in (Position.INFERENCE_TEXT, Position.BATCH_OPEN, Position.END):
-            self.store.delete_checkpoint(commit.run_id)
+            self._drop_checkpoint(commit.run_id)
+
+    def _drop_checkpoint(self, run_id: str) -> None:
+        """Best effort: a checkpoint left behind names a step that has passed, so no
+        inference ever uses it."""
+        if run_id not in self.checkpointed:
+            return
+        self.checkpointed.discard(run_id)
+        try:
+            self.store.delete_checkpoint(run_id)
+        except StoreUnavailable as error:
+            self.on_event(CheckpointLost(run_id, str(error)))
 
     # --- effects that produce inputs -------------------------------------------------
 
     def _infer(self, state: RunSnapshot, effect: RequestInference, messages: MessageLog) -> Input:
         saved = self.store.load_checkpoint(state.run_id)
+        if saved is not None:
+            self.checkpointed.add(state.run_id)
         partial = saved.data if saved is not None and saved.step == effect.step else None
         request = InferenceRequest(
             state.thread_id,

@@ -28,6 +28,7 @@ from runkernel.adapters.store import (
     InboxEntry,
     Reconciliation,
     SchemaError,
+    Settlement,
     StoreUnavailable,
     judge_append,
 )
@@ -116,6 +117,7 @@ class SqliteStore:
         if not create and not os.path.exists(self.path):
             raise StoreUnavailable(f"no store at {self.path}")
         self.fail_checkpoints = False
+        self._scratch: sqlite3.Connection | None = None
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         except sqlite3.Error as error:
@@ -178,7 +180,7 @@ class SqliteStore:
 
     # --- commits --------------------------------------------------------------------
 
-    def append(self, commit: ThreadCommit) -> RunSnapshot:
+    def append(self, commit: ThreadCommit, settle: Settlement | None = None) -> RunSnapshot:
         db = self._db
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -209,6 +211,11 @@ class SqliteStore:
                 (commit.run_id, commit.thread_id, dumps(snapshot_to_json(accepted.run))),
             )
             self._insert_keys(commit.run_id, accepted.keys)
+            if settle is not None:
+                db.execute(
+                    "UPDATE inbox SET state = 'settled', outcome = ? WHERE entry_id = ? AND state = 'pending'",
+                    (settle.outcome, settle.entry_id),
+                )
             db.execute("COMMIT")
         except BaseException as error:
             if db.in_transaction:
@@ -330,7 +337,7 @@ class SqliteStore:
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         if self.fail_checkpoints:
             raise StoreUnavailable("checkpoint writes are failing (injected)")
-        self._write(
+        self._scratch_write(
             "INSERT INTO checkpoints (run_id, step, data) VALUES (?, ?, ?) "
             "ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, data = excluded.data",
             (checkpoint.run_id, checkpoint.step, dumps(checkpoint.data)),
@@ -343,7 +350,19 @@ class SqliteStore:
         return None if row is None else Checkpoint(run_id, int(row[0]), json.loads(row[1]))
 
     def delete_checkpoint(self, run_id: str) -> None:
-        self._write("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
+        self._scratch_write("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
+
+    def _scratch_write(self, sql: str, params: tuple[Any, ...]) -> None:
+        """A best-effort write that never waits for an fsync (DESIGN.md, Cost model): its
+        own connection with ``synchronous=OFF``. In WAL mode a process crash keeps it;
+        a power loss may lose it, which only loses a partial inference."""
+        try:
+            if self._scratch is None:
+                self._scratch = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+                self._scratch.execute("PRAGMA synchronous=OFF")
+            self._scratch.execute(sql, params)
+        except sqlite3.Error as error:
+            raise StoreUnavailable(f"checkpoint write failed: {error}") from None
 
     def record_reconciliation(self, record: Reconciliation) -> None:
         self._write(
@@ -373,6 +392,8 @@ class SqliteStore:
             raise
 
     def close(self) -> None:
+        if self._scratch is not None:
+            self._scratch.close()
         self._db.close()
 
     # --- plumbing -------------------------------------------------------------------
