@@ -106,6 +106,7 @@ class RuntimeMachineState(RuleBasedStateMachine):
             clock=lambda: NOW,
             crash=self.crash,
             on_event=self.on_event,
+            self_check=True,
         )
 
     def versions(self) -> Versions:

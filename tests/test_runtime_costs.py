@@ -7,8 +7,12 @@ committed log up to that point.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import (
@@ -26,6 +30,12 @@ from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.state import Ended, Message, ThreadCommit
 from runkernel.kernel.values import EndCauseKind, Role
 from runkernel.simulation.actors import ScriptedModel, StepScript
+
+# the package re-exports functions under their modules' names: go by sys.modules
+store_module = importlib.import_module("runkernel.adapters.store")
+planning_module = importlib.import_module("runkernel.kernel.planning")
+decide_module = importlib.import_module("runkernel.kernel.decide")
+validate_module = importlib.import_module("runkernel.kernel.validate")
 
 
 class CountingStore(MemoryStore):
@@ -174,3 +184,35 @@ def test_no_checkpoint_write_at_all_when_the_model_saves_none(tmp_path: Path) ->
     assert durable == commits
     assert store._scratch is None, "a checkpoint was deleted though none was saved"
     store.close()
+
+
+# --- validation once on the commit path -------------------------------------------------
+
+
+def _count_validations(monkeypatch: pytest.MonkeyPatch, self_check: bool) -> tuple[int, int]:
+    """(commits, validate_commit calls) for one Run of 10 tool steps."""
+    calls = [0]
+    original = validate_module.validate_commit
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    for module in (store_module, planning_module, decide_module, validate_module):
+        monkeypatch.setattr(module, "validate_commit", counted)
+    store = MemoryStore()
+    model = ScriptedModel({"r1": _script(10)})
+    runtime = Runtime(store, model, ToolRegistry({"echo": EchoTool()}), self_check=self_check)
+    assert isinstance(runtime.start("t1", "r1", (Message(Role.USER, "go"),)).snapshot.state, Ended)
+    return len(list(store.commits("t1"))), calls[0]
+
+
+def test_each_commit_is_validated_once_by_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    commits, validations = _count_validations(monkeypatch, self_check=False)
+    print(f"\n{commits} commits, {validations} validations (the activation's input check included)")
+    assert validations == commits + 1  # the store's, and decide's check of the activation input
+
+
+def test_the_self_check_judges_each_commit_a_second_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    commits, validations = _count_validations(monkeypatch, self_check=True)
+    assert validations == 2 * commits  # the activation is judged by decide and the store

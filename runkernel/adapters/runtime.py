@@ -97,7 +97,7 @@ from runkernel.kernel.protocol import (
     ToolOutput,
     ToolScheduled,
 )
-from runkernel.kernel.recover import recover
+from runkernel.kernel.recover import RecoveryDecision, recover
 from runkernel.kernel.resume import has_passed
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import (
@@ -148,7 +148,9 @@ class Drive:
             if produced is not None:
                 self.state = self.decision.state
                 history = self.runtime.store.history(self.state.run_id)
-                verdict = decide(self.state, produced, self.runtime.policies, history)
+                verdict = decide(
+                    self.state, produced, self.runtime.policies, history, self_check=self.runtime.self_check
+                )
                 if isinstance(verdict, Rejection):
                     raise RuntimeProtocolError(verdict)
                 self._follow(verdict, None)
@@ -203,7 +205,10 @@ class Runtime:
         clock: Clock = utc_now,
         crash: CrashPlan | None = None,
         on_event: Callable[[RuntimeEvent], None] | None = None,
+        self_check: bool = False,
     ) -> None:
+        """``self_check`` makes ``decide`` and ``recover`` judge each commit they build
+        before the store judges it again (tests and the simulator; off in production)."""
         self.store = store
         self.model = model
         self.tools = tools
@@ -214,6 +219,7 @@ class Runtime:
         self.clock = clock
         self.crash = crash or NeverCrash()
         self.on_event = on_event or (lambda _event: None)
+        self.self_check = self_check
         self.terminus: DeliverTerminus | None = None
         self._polls: dict[str, int] = {}
         #: Runs that may have a stream checkpoint in the store (saved or found by this
@@ -249,7 +255,7 @@ class Runtime:
             self.checkpointed.add(run_id)
             if isinstance(state.state, Ended):
                 self._drop_checkpoint(run_id)
-        plan = recover(state, self.policies)
+        plan = self._recover(state)
         self.on_event(Recovered(plan.row, state))
         return Drive(self, state, plan.decision, MessageLog(self.store.messages(state.thread_id)))
 
@@ -270,7 +276,12 @@ class Runtime:
         if call is not None and isinstance(call.status, CallExecuting):
             if self._polls.get(call.operation_id, 0) >= MAX_STATUS_POLLS:
                 return None  # a reconnect tool still running: leave it for a later drive
-        return recover(state, self.policies).decision, None
+        return self._recover(state).decision, None
+
+    def _recover(self, state: RunSnapshot) -> RecoveryDecision:
+        if not self.self_check:
+            return recover(state, self.policies)
+        return recover(state, self.policies, self_check=True, history=self.store.history(state.run_id))
 
     def carry_out(self, drive: Drive, effect: Effect) -> Input | None:
         """Carry out one effect; an effect that asks the world returns its answer as input."""
@@ -444,7 +455,8 @@ class Runtime:
             except TraceFormatError as error:
                 self._settle(entry, f"refused: malformed command: {error}")
                 continue
-            verdict = decide(state, command, self.policies, self.store.history(state.run_id))
+            history = self.store.history(state.run_id)
+            verdict = decide(state, command, self.policies, history, self_check=self.self_check)
             if isinstance(verdict, Rejection):
                 self._settle(entry, refusal_outcome(state, command, verdict))
                 continue
@@ -465,7 +477,8 @@ class Runtime:
         if not has_passed(call.status.wait.expires_at, now):
             return None
         expired = DeadlinePassed(state.state.ticket.ticket_id, now)
-        verdict = decide(state, expired, self.policies, self.store.history(state.run_id))
+        history = self.store.history(state.run_id)
+        verdict = decide(state, expired, self.policies, history, self_check=self.self_check)
         return None if isinstance(verdict, Rejection) else verdict
 
 

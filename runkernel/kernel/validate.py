@@ -165,14 +165,7 @@ def _check_first(commit: ThreadCommit) -> RunSnapshot:
         "tool results are published only when a batch is finalized",
     )
     _check_new_batch(commit, assistants, NO_HISTORY)
-    return RunSnapshot(
-        thread_id=commit.thread_id,
-        run_id=commit.run_id,
-        version=commit.version,
-        step=commit.step,
-        state=commit.disposition,
-        batch=commit.batch,
-    )
+    return successor(None, commit)
 
 
 # --- later commits -----------------------------------------------------------------
@@ -271,12 +264,29 @@ def _check_next(
             Rule.TICKET_REUSED,
             f"ticket {ticket_id!r} was already used by this run",
         )
-    inputs = prev.provided_inputs if prev_open is not None else ()
-    if resumed:
-        answer = _input_answer(resumed[0].data)
-        if answer is not None:
-            inputs = inputs + answer
-    snapshot = attrs.evolve(
+    return successor(prev, commit), commit_keys(prev, commit)
+
+
+def successor(prev: RunSnapshot | None, commit: ThreadCommit) -> RunSnapshot:
+    """The snapshot ``commit`` produces on top of ``prev``, without judging it: what a
+    driver computes for a commit it built itself (the store judges it, once)."""
+    if prev is None:
+        return RunSnapshot(
+            thread_id=commit.thread_id,
+            run_id=commit.run_id,
+            version=commit.version,
+            step=commit.step,
+            state=commit.disposition,
+            batch=commit.batch,
+        )
+    inputs = prev.provided_inputs if prev.open_batch is not None else ()
+    for event in commit.events:
+        if event.type == RESUMED_EVENT:
+            answer = _input_answer(event.data)
+            if answer is not None:
+                inputs = inputs + answer
+            break
+    return attrs.evolve(
         prev,
         version=commit.version,
         step=commit.step,
@@ -284,7 +294,6 @@ def _check_next(
         batch=commit.batch,
         provided_inputs=inputs,
     )
-    return snapshot, commit_keys(prev, commit)
 
 
 def _input_answer(data: Mapping[str, JsonValue]) -> tuple[ProvidedInput] | None:
