@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Protocol, TypeAlias
 
 import importlib
 from runkernel.kernel.history import NO_HISTORY, History, RunHistory
@@ -29,7 +29,15 @@ decide_module = importlib.import_module("runkernel.kernel.decide")
 recover_module = importlib.import_module("runkernel.kernel.recover")
 validate_module = importlib.import_module("runkernel.kernel.validate")
 
-DecideFn: TypeAlias = Callable[[RunSnapshot | None, Input, Policies, History], Decision | Rejection]
+
+class DecideFn(Protocol):
+    """``decide``'s signature, self-check switch included."""
+
+    def __call__(
+        self, state: RunSnapshot | None, event: Input, policies: Policies, history: History, *, self_check: bool
+    ) -> Decision | Rejection: ...
+
+
 RecoverFn: TypeAlias = Callable[[RunSnapshot, Policies], RecoveryDecision]
 ValidateFn: TypeAlias = Callable[
     [ThreadHead | None, RunSnapshot | None, ThreadCommit, History, Callable[[str], bool] | None],
@@ -50,7 +58,8 @@ class Kernel:
     ) -> Decision | Rejection:
         fn = self.decide or decide_module.decide
         try:
-            return fn(state, event, policies, history)
+            # the self-check on: decide judges its own commits too (adopt judges them again)
+            return fn(state, event, policies, history, self_check=True)
         except Exception as error:  # KernelBug included: the runtime would die here
             raise Violation("kernel error", f"decide raised on {type(event).__name__}: {error!r}") from error
 

@@ -58,6 +58,9 @@ def unit(test_id: str) -> Detector:
 
 WRONG_KIND_UNIT = unit("tests/test_decide_units.py::test_a_resume_with_the_wrong_wait_kind_is_rejected")
 EXECUTING_UNIT = unit("tests/test_decide_units.py::test_recovery_never_turns_executing_into_requested")
+SETTLE_UNIT = unit(
+    "tests/test_peer_failures.py::test_a_command_is_settled_in_the_transaction_of_the_commit_that_applies_it"
+)
 CANCEL_UNIT = unit("tests/test_decide_units.py::test_cancelling_an_awaiting_run_closes_the_waiting_call")
 PUSH_BATCH_UNIT = unit(
     "tests/test_push_driver.py::test_a_tool_batch_runs_in_call_order_and_publishes_every_result"
@@ -158,6 +161,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "        self.history.extend(commit.messages)\n",
         "        pass\n",
         PUSH_HISTORY_UNIT,
+    ),
+    Mutant(
+        "an inbox command is settled after its commit, not in it",
+        "runkernel/adapters/runtime.py",
+        "                self._commit(drive.state, effect.commit, decision.state, settle)\n"
+        "                drive.messages.extend(effect.commit.messages)\n"
+        "                drive.state = decision.state\n"
+        "                if entry is not None:\n"
+        "                    # settled in the commit's own transaction: no crash falls in between\n"
+        "                    self.on_event(CommandSettled(entry, \"applied\"))\n",
+        "                self._commit(drive.state, effect.commit, decision.state, None)\n"
+        "                drive.messages.extend(effect.commit.messages)\n"
+        "                drive.state = decision.state\n"
+        "                if entry is not None:\n"
+        "                    self._settle(entry, \"applied\")\n",
+        SETTLE_UNIT,
     ),
 )
 

@@ -157,9 +157,9 @@ class Driver:
             assert state is not None
             ctx.executing = None
             ctx.querying = None
-            outcome = recover(state, self.policies)
+            outcome = recover(state, self.policies, self_check=True, history=ctx.history)
         else:
-            outcome = decide(state, action, self.policies, ctx.history)
+            outcome = decide(state, action, self.policies, ctx.history, self_check=True)
         self.steps.append(Step(state, action, outcome, self.policies, ctx.history))
         if isinstance(outcome, Rejection):
             assert state is not None, f"activation refused: {outcome}"

@@ -218,4 +218,19 @@ class RuntimeInvariants(RuntimeMachineState):
                         problems.append(f"I14 a command nobody sent was committed: {event.data}")
         problems += [f"I14 command {d} committed {n} times" for d, n in resumed.items() if n > 1]
         problems += [f"I14 applied resume {d} is not committed" for d in self.applied_resumes if resumed[d] != 1]
+        problems += self.check_settled_with_commit(resumed)
         return problems
+
+    def check_settled_with_commit(self, resumed: collections.Counter[str]) -> list[str]:
+        """A committed resume's inbox entry is settled "applied" by that very commit (one
+        transaction), so at no instant, crashes included, is it committed but unsettled."""
+        settled_by_commit = set()
+        for entry_id, digest in self.valid_entries.items():
+            entry = self.store.inbox_entry(entry_id)
+            if entry is not None and entry.state == "settled" and entry.outcome == "applied":
+                settled_by_commit.add(digest)
+        return [
+            f"I14 resume {digest} is committed but no inbox entry of it is settled 'applied'"
+            for digest in set(self.valid_entries.values())
+            if resumed[digest] and digest not in settled_by_commit
+        ]

@@ -177,11 +177,14 @@ class RuntimeRules(RuntimeMachineState):
             )
             self.valid_digests.add(command.digest())
             if via_inbox:
-                self.store.put_command(snapshot.run_id, resume_to_inbox(command))
+                entry_id = self.store.put_command(snapshot.run_id, resume_to_inbox(command))
+                self.valid_entries[entry_id] = command.digest()
                 return
             result = submit_resume(self.store, command)
             if isinstance(result, Rejection):
                 self.problems.append(f"I14 a resume matching the committed ticket was refused: {result}")
+            else:
+                self.valid_entries[result] = command.digest()
             return
         made = self.bad_resume(snapshot, kind, choice)
         if made is None:

@@ -71,6 +71,8 @@ class RuntimeMachineState(RuleBasedStateMachine):
         self.valid_digests: set[str] = set()
         self.bad_digests: set[str] = set()
         self.applied_resumes: set[str] = set()
+        #: inbox entry id -> digest of each valid resume submitted
+        self.valid_entries: dict[int, str] = {}
         self.ended: dict[str, RunSnapshot] = {}
         self.problems: list[str] = []
         self.step_versions: Versions | None = None
@@ -104,6 +106,7 @@ class RuntimeMachineState(RuleBasedStateMachine):
             clock=lambda: NOW,
             crash=self.crash,
             on_event=self.on_event,
+            self_check=True,
         )
 
     def versions(self) -> Versions:

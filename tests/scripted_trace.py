@@ -61,7 +61,7 @@ class Script:
 
     def feed(self, *events: Input) -> Script:
         for event in events:
-            outcome = decide(self.state, event, self.policies)
+            outcome = decide(self.state, event, self.policies, self_check=True)
             assert isinstance(outcome, Decision), f"{event} refused: {outcome}"
             self._take(outcome)
         return self

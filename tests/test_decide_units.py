@@ -349,12 +349,15 @@ def test_the_step_limit_ends_the_run_instead_of_inferring() -> None:
 
 def test_kernel_bug_is_raised_for_an_illegal_commit_it_would_build() -> None:
     from runkernel.kernel.decide import build_commit
+    from runkernel.kernel.planning import check_decision
+    from runkernel.kernel.protocol import Decision
 
     state = executing("pay")
     assert state.batch is not None
     broken = state.batch.replace_call(attrs.evolve(state.batch.calls[0], status=CallRequested()))
+    commit, after = build_commit(state, disposition=Running(), batch=broken)
     with pytest.raises(KernelBug):
-        build_commit(state, disposition=Running(), batch=broken)
+        check_decision(state, RunHistory(), Decision(after, (Commit(commit),)))
 
 
 def test_a_first_commit_carries_at_most_one_inference_result() -> None:
@@ -455,9 +458,12 @@ def test_outcome_unknown_ends_only_a_run_with_an_indeterminate_call() -> None:
 def test_validation_refuses_outcome_unknown_without_an_indeterminate_call() -> None:
     from runkernel.kernel.planning import end_run
 
+    from runkernel.kernel.planning import check_decision
+
     requested = with_batch("fetch")
+    decision = end_run(requested, requested.batch, EndCause(EndCauseKind.OUTCOME_UNKNOWN))
     with pytest.raises(KernelBug):
-        end_run(requested, requested.batch, EndCause(EndCauseKind.OUTCOME_UNKNOWN))
+        check_decision(requested, RunHistory(), decision)
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import Hold, ToolRegistry
-from runkernel.adapters.runtime import ALREADY_COMMITTED, Runtime
+from runkernel.adapters.runtime import Runtime
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import Store
 from runkernel.kernel.decide import decide
@@ -287,8 +289,13 @@ def test_illegal_transitions_are_typed_rejections_not_silent_skips() -> None:
     assert isinstance(batch.calls[0].status, CallCompleted)
 
 
-def test_a_command_committed_just_before_a_crash_is_settled_as_applied() -> None:
-    store = MemoryStore()
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_command_is_settled_in_the_transaction_of_the_commit_that_applies_it(
+    kind: str, tmp_path: Path
+) -> None:
+    """A crash right after the commit that applies an inbox command finds the command
+    settled already: there is no point between the commit and its settlement."""
+    store: Store = MemoryStore() if kind == "memory" else SqliteStore(tmp_path / "s.db")
     runtime, _ = make(
         store, (calls("pay"), END), {"pay": RecoveryMode.INDETERMINATE}, gate={"pay": Hold(WaitKind.APPROVAL)}
     )
@@ -297,13 +304,15 @@ def test_a_command_committed_just_before_a_crash_is_settled_as_applied() -> None
     assert isinstance(entry, int)
     crashing, _ = make(store, (calls("pay"), END), {"pay": RecoveryMode.INDETERMINATE},
                        crash=CrashOnce(Boundary.AFTER_WRITE, Position.END))
-    try:
+    with pytest.raises(SimulatedCrash):
         crashing.drive("r1")
-    except SimulatedCrash:
-        pass
-    assert store.pending_commands("r1") != []  # the end is committed, the entry not settled
+    snapshot = store.run("r1")
+    assert snapshot is not None and isinstance(snapshot.state, Ended)
+    assert store.pending_commands("r1") == []  # settled by the end commit itself
+    settled = store.inbox_entry(entry)
+    assert settled is not None and settled.outcome == "applied"
     fresh, _ = make(store, (calls("pay"), END), {"pay": RecoveryMode.INDETERMINATE})
     fresh.drive("r1")
-    assert store.pending_commands("r1") == []
-    settled = store.inbox_entry(entry)
-    assert settled is not None and settled.outcome == ALREADY_COMMITTED
+    again = store.inbox_entry(entry)
+    assert again is not None and again.outcome == "applied"
+    store.close()

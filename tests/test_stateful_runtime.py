@@ -71,13 +71,13 @@ def _running_forever() -> tuple[MemoryStore, World, Runtime, str]:
     tools = ToolRegistry({"job": tool})
     model = ScriptedModel({"run-1": (StepScript("calling", (("job", {"n": 0}),)),)})
     ids = CountingIds("live")
-    first = Runtime(store, model, tools, ids=ids, crash=_CrashAfterCallStart())
+    first = Runtime(store, model, tools, ids=ids, crash=_CrashAfterCallStart(), self_check=True)
     with pytest.raises(SimulatedCrash):
         first.start("thread-1", "run-1", (Message(Role.USER, "task"),))
     snapshot = store.run("run-1")
     assert snapshot is not None and snapshot.open_batch is not None
     operation_id = snapshot.open_batch.calls[0].operation_id
-    return store, world, Runtime(store, model, tools, ids=ids), operation_id
+    return store, world, Runtime(store, model, tools, ids=ids, self_check=True), operation_id
 
 
 def _drive_at_most(drive: Drive, effects: int) -> bool:

@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 from history_facts import logged_history
@@ -31,6 +32,7 @@ from runkernel.kernel.protocol import (
     Activate,
     Allow,
     Approve,
+    Block,
     Commit,
     Decision,
     GateVerdict,
@@ -337,3 +339,25 @@ def test_a_fresh_store_needs_no_migration(tmp_path: Path) -> None:
         store.append(commit)
     store.close()
     assert migrate_sqlite(path) == (SCHEMA_VERSION, SCHEMA_VERSION)
+
+
+def test_a_commit_is_judged_against_the_row_even_after_another_connection_wrote_it(tmp_path: Path) -> None:
+    """The store keeps the snapshot it wrote last to skip decoding it again; a write by
+    another connection in between must be seen, not the kept copy."""
+    path = tmp_path / "shared.db"
+    first, second = SqliteStore(path), SqliteStore(path)
+    host = Host(first, "t1", "r1")
+    call = ProposedCall("c1", "lookup", {}, "op1")
+    assert isinstance(host.feed(InferenceResult("go", (call,), "b1")), Decision)
+    requested = host.state
+    assert requested is not None
+    started = decide(requested, GateVerdict("c1", Allow()), history=second.history("r1"))
+    assert isinstance(started, Decision) and started.commit is not None
+    second.append(started.commit)  # the call is Executing now, written by the other connection
+    blocked = decide(requested, GateVerdict("c1", Block("no")), history=first.history("r1"))
+    assert isinstance(blocked, Decision) and blocked.commit is not None
+    stale = attrs.evolve(blocked.commit, expected_version=started.commit.version)  # legal only on the old state
+    with pytest.raises(IllegalCommit):
+        first.append(stale)
+    first.close()
+    second.close()

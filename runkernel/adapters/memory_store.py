@@ -12,6 +12,7 @@ from runkernel.adapters.store import (
     Checkpoint,
     InboxEntry,
     Reconciliation,
+    Settlement,
     StoreUnavailable,
     judge_append,
 )
@@ -47,7 +48,7 @@ class MemoryStore:
         self._checkpoints: dict[str, Checkpoint] = {}
         self._reconciliations: list[Reconciliation] = []
 
-    def append(self, commit: ThreadCommit) -> RunSnapshot:
+    def append(self, commit: ThreadCommit, settle: Settlement | None = None) -> RunSnapshot:
         with self._lock:
             if self.fail_writes:
                 raise StoreUnavailable("memory store: writes are failing (injected)")
@@ -64,6 +65,8 @@ class MemoryStore:
             self._histories.setdefault(commit.run_id, MutableHistory()).add(accepted.keys)
             if isinstance(commit.disposition, Awaiting):
                 self._tickets.add(commit.disposition.ticket.ticket_id)
+            if settle is not None:
+                self._settle(settle.entry_id, settle.outcome)
             return accepted.run
 
     def run(self, run_id: str) -> RunSnapshot | None:
@@ -103,6 +106,11 @@ class MemoryStore:
     def settle_command(self, entry_id: int, outcome: str) -> None:
         with self._lock:
             entry = self._inbox[entry_id]
+            self._inbox[entry_id] = attrs.evolve(entry, state="settled", outcome=outcome)
+
+    def _settle(self, entry_id: int, outcome: str) -> None:
+        entry = self._inbox.get(entry_id)
+        if entry is not None and entry.state == "pending":
             self._inbox[entry_id] = attrs.evolve(entry, state="settled", outcome=outcome)
 
     def inbox_entry(self, entry_id: int) -> InboxEntry | None:

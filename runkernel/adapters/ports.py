@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeAlias
 
 from attrs import frozen
@@ -44,7 +44,8 @@ class InferenceRequest:
     thread_id: str
     run_id: str
     step: int
-    messages: tuple[Message, ...]
+    #: the Thread's messages so far (read-only; a view, not a copy, of the driver's log)
+    messages: Sequence[Message]
     checkpoint: JsonValue
     stream: StreamSink
 

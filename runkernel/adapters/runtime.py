@@ -19,6 +19,7 @@ from runkernel.adapters.crash import (
     SimulatedCrash,
     position_of,
 )
+from runkernel.adapters.message_log import MessageLog
 from runkernel.adapters.ports import (
     AllowAll,
     Clock,
@@ -57,6 +58,7 @@ from runkernel.adapters.serial import inbox_to_input
 from runkernel.adapters.store import (
     Checkpoint,
     InboxEntry,
+    Settlement,
     Store,
     StoreUnavailable,
     UnknownRun,
@@ -95,7 +97,7 @@ from runkernel.kernel.protocol import (
     ToolOutput,
     ToolScheduled,
 )
-from runkernel.kernel.recover import recover
+from runkernel.kernel.recover import RecoveryDecision, recover
 from runkernel.kernel.resume import has_passed
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import (
@@ -119,10 +121,14 @@ class Drive:
     decision at a quiet point) and says whether driving is over for now.
     """
 
-    def __init__(self, runtime: Runtime, state: RunSnapshot | None, decision: Decision) -> None:
+    def __init__(
+        self, runtime: Runtime, state: RunSnapshot | None, decision: Decision, messages: MessageLog
+    ) -> None:
         self.runtime = runtime
         self.state = state
         self.decision = decision
+        #: the Thread's messages, read once at pick-up and grown by each acknowledged commit
+        self.messages = messages
         self.index = 0
         self.entry: InboxEntry | None = None
         self.outcome: RunOutcome | None = None
@@ -142,7 +148,9 @@ class Drive:
             if produced is not None:
                 self.state = self.decision.state
                 history = self.runtime.store.history(self.state.run_id)
-                verdict = decide(self.state, produced, self.runtime.policies, history)
+                verdict = decide(
+                    self.state, produced, self.runtime.policies, history, self_check=self.runtime.self_check
+                )
                 if isinstance(verdict, Rejection):
                     raise RuntimeProtocolError(verdict)
                 self._follow(verdict, None)
@@ -175,6 +183,7 @@ class _Stream:
         self.runtime.observer.delta(self.run_id, data)
 
     def checkpoint(self, partial: JsonValue) -> None:
+        self.runtime.checkpointed.add(self.run_id)  # a failed write may still have landed
         try:
             self.runtime.store.save_checkpoint(Checkpoint(self.run_id, self.step, partial))
         except StoreUnavailable as error:
@@ -196,7 +205,10 @@ class Runtime:
         clock: Clock = utc_now,
         crash: CrashPlan | None = None,
         on_event: Callable[[RuntimeEvent], None] | None = None,
+        self_check: bool = False,
     ) -> None:
+        """``self_check`` makes ``decide`` and ``recover`` judge each commit they build
+        before the store judges it again (tests and the simulator; off in production)."""
         self.store = store
         self.model = model
         self.tools = tools
@@ -207,8 +219,12 @@ class Runtime:
         self.clock = clock
         self.crash = crash or NeverCrash()
         self.on_event = on_event or (lambda _event: None)
+        self.self_check = self_check
         self.terminus: DeliverTerminus | None = None
         self._polls: dict[str, int] = {}
+        #: Runs that may have a stream checkpoint in the store (saved or found by this
+        #: runtime): only those get a delete, so a Step without one writes nothing extra
+        self.checkpointed: set[str] = set()
 
     # --- entry points -------------------------------------------------------------
 
@@ -225,19 +241,23 @@ class Runtime:
         head = self.store.thread_head(thread_id)
         decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages))
         assert isinstance(decision, Decision)
-        return Drive(self, None, decision)
+        earlier = self.store.messages(thread_id) if head is not None else ()
+        return Drive(self, None, decision, MessageLog(earlier))
 
     def begin_drive(self, run_id: str) -> Drive:
         """A Drive that recovers a Run from the store alone; advance it with ``step()``."""
         state = self.store.run(run_id)
         if state is None:
             raise UnknownRun(f"no committed state for run {run_id!r}")
-        if isinstance(state.state, Ended):
-            # the crash may have hit between the end commit and the checkpoint cleanup
-            self.store.delete_checkpoint(run_id)
-        plan = recover(state, self.policies)
+        if self.store.load_checkpoint(run_id) is not None:
+            # left by a runtime that died: deleted when its step is committed, or now if
+            # the crash hit between the end commit and the checkpoint cleanup
+            self.checkpointed.add(run_id)
+            if isinstance(state.state, Ended):
+                self._drop_checkpoint(run_id)
+        plan = self._recover(state)
         self.on_event(Recovered(plan.row, state))
-        return Drive(self, state, plan.decision)
+        return Drive(self, state, plan.decision, MessageLog(self.store.messages(state.thread_id)))
 
     def quiet_point(self, state: RunSnapshot) -> tuple[Decision, InboxEntry | None] | None:
         """Nothing queued: apply an inbox command, expire a wait, or plan the next step."""
@@ -256,7 +276,12 @@ class Runtime:
         if call is not None and isinstance(call.status, CallExecuting):
             if self._polls.get(call.operation_id, 0) >= MAX_STATUS_POLLS:
                 return None  # a reconnect tool still running: leave it for a later drive
-        return recover(state, self.policies).decision, None
+        return self._recover(state).decision, None
+
+    def _recover(self, state: RunSnapshot) -> RecoveryDecision:
+        if not self.self_check:
+            return recover(state, self.policies)
+        return recover(state, self.policies, self_check=True, history=self.store.history(state.run_id))
 
     def carry_out(self, drive: Drive, effect: Effect) -> Input | None:
         """Carry out one effect; an effect that asks the world returns its answer as input."""
@@ -264,12 +289,14 @@ class Runtime:
         run_id = decision.state.run_id
         match effect:
             case Commit():
-                self._commit(drive.state, effect.commit, decision.state)
+                entry = drive.entry
+                settle = Settlement(entry.entry_id, "applied") if entry is not None else None
+                self._commit(drive.state, effect.commit, decision.state, settle)
+                drive.messages.extend(effect.commit.messages)
                 drive.state = decision.state
-                if drive.entry is not None:
-                    # settled only once its commit is acknowledged: after a crash in
-                    # between it is re-applied and answered "already applied"
-                    self._settle(drive.entry, "applied")
+                if entry is not None:
+                    # settled in the commit's own transaction: no crash falls in between
+                    self.on_event(CommandSettled(entry, "applied"))
                     drive.entry = None
             case RunHook():
                 self.observer.hook(run_id, effect.hook, effect.call_id)
@@ -277,7 +304,7 @@ class Runtime:
                 if self.store.pending_commands(run_id):
                     drive.interrupt()  # apply the command first; recover() replans this
                     return None
-                return self._infer(decision.state, effect)
+                return self._infer(decision.state, effect, drive.messages)
             case RunGate():
                 if self.store.pending_commands(run_id):
                     drive.interrupt()
@@ -303,29 +330,49 @@ class Runtime:
                 assert_never(effect)
         return None
 
-    def _commit(self, prev: RunSnapshot | None, commit: ThreadCommit, expected: RunSnapshot) -> None:
+    def _commit(
+        self,
+        prev: RunSnapshot | None,
+        commit: ThreadCommit,
+        expected: RunSnapshot,
+        settle: Settlement | None = None,
+    ) -> None:
+        """One durable transaction: the commit, with the inbox command it applies settled."""
         position = position_of(prev, commit)
         if self.crash.crash_here(Boundary.BEFORE_WRITE, position):
             raise SimulatedCrash(Boundary.BEFORE_WRITE, position)
-        stored = self.store.append(commit)
+        stored = self.store.append(commit, settle)
         if stored != expected:
             raise AssertionError(f"store and kernel disagree after version {commit.version}")
         if self.crash.crash_here(Boundary.AFTER_WRITE, position):
             raise SimulatedCrash(Boundary.AFTER_WRITE, position)
         self.on_event(Acknowledged(commit, position))
         if position in (Position.INFERENCE_TEXT, Position.BATCH_OPEN, Position.END):
-            self.store.delete_checkpoint(commit.run_id)
+            self._drop_checkpoint(commit.run_id)
+
+    def _drop_checkpoint(self, run_id: str) -> None:
+        """Best effort: a checkpoint left behind names a step that has passed, so no
+        inference ever uses it."""
+        if run_id not in self.checkpointed:
+            return
+        self.checkpointed.discard(run_id)
+        try:
+            self.store.delete_checkpoint(run_id)
+        except StoreUnavailable as error:
+            self.on_event(CheckpointLost(run_id, str(error)))
 
     # --- effects that produce inputs -------------------------------------------------
 
-    def _infer(self, state: RunSnapshot, effect: RequestInference) -> Input:
+    def _infer(self, state: RunSnapshot, effect: RequestInference, messages: MessageLog) -> Input:
         saved = self.store.load_checkpoint(state.run_id)
+        if saved is not None:
+            self.checkpointed.add(state.run_id)
         partial = saved.data if saved is not None and saved.step == effect.step else None
         request = InferenceRequest(
             state.thread_id,
             state.run_id,
             effect.step,
-            tuple(self.store.messages(state.thread_id)),
+            messages.so_far(),
             partial,
             _Stream(self, state.run_id, effect.step),
         )
@@ -408,7 +455,8 @@ class Runtime:
             except TraceFormatError as error:
                 self._settle(entry, f"refused: malformed command: {error}")
                 continue
-            verdict = decide(state, command, self.policies, self.store.history(state.run_id))
+            history = self.store.history(state.run_id)
+            verdict = decide(state, command, self.policies, history, self_check=self.self_check)
             if isinstance(verdict, Rejection):
                 self._settle(entry, refusal_outcome(state, command, verdict))
                 continue
@@ -429,7 +477,8 @@ class Runtime:
         if not has_passed(call.status.wait.expires_at, now):
             return None
         expired = DeadlinePassed(state.state.ticket.ticket_id, now)
-        verdict = decide(state, expired, self.policies, self.store.history(state.run_id))
+        history = self.store.history(state.run_id)
+        verdict = decide(state, expired, self.policies, history, self_check=self.self_check)
         return None if isinstance(verdict, Rejection) else verdict
 
 

@@ -28,6 +28,7 @@ from runkernel.adapters.store import (
     InboxEntry,
     Reconciliation,
     SchemaError,
+    Settlement,
     StoreUnavailable,
     judge_append,
 )
@@ -116,6 +117,9 @@ class SqliteStore:
         if not create and not os.path.exists(self.path):
             raise StoreUnavailable(f"no store at {self.path}")
         self.fail_checkpoints = False
+        self._scratch: sqlite3.Connection | None = None
+        #: (run id, snapshot row text, snapshot) of this connection's last commit
+        self._written: tuple[str, str, RunSnapshot] | None = None
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
         except sqlite3.Error as error:
@@ -178,7 +182,7 @@ class SqliteStore:
 
     # --- commits --------------------------------------------------------------------
 
-    def append(self, commit: ThreadCommit) -> RunSnapshot:
+    def append(self, commit: ThreadCommit, settle: Settlement | None = None) -> RunSnapshot:
         db = self._db
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -187,7 +191,7 @@ class SqliteStore:
         try:
             accepted = judge_append(
                 self._head_in(commit.thread_id),
-                self._run_in(commit.run_id),
+                self._run_before(commit.run_id),
                 commit,
                 self.history(commit.run_id),
                 self._ticket_known,
@@ -203,13 +207,21 @@ class SqliteStore:
                 "active_run_id = excluded.active_run_id",
                 (head.thread_id, head.version, head.active_run_id),
             )
+            snapshot_text = dumps(snapshot_to_json(accepted.run))
             db.execute(
                 "INSERT INTO runs (run_id, thread_id, snapshot) VALUES (?, ?, ?) "
                 "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot",
-                (commit.run_id, commit.thread_id, dumps(snapshot_to_json(accepted.run))),
+                (commit.run_id, commit.thread_id, snapshot_text),
             )
             self._insert_keys(commit.run_id, accepted.keys)
+            if settle is not None:
+                db.execute(
+                    "UPDATE inbox SET state = 'settled', outcome = ? WHERE entry_id = ? AND state = 'pending'",
+                    (settle.outcome, settle.entry_id),
+                )
+            self._written = None
             db.execute("COMMIT")
+            self._written = (commit.run_id, snapshot_text, accepted.run)
         except BaseException as error:
             if db.in_transaction:
                 db.execute("ROLLBACK")
@@ -217,6 +229,18 @@ class SqliteStore:
                 raise StoreUnavailable(f"write failed: {error}") from None
             raise
         return accepted.run
+
+    def _run_before(self, run_id: str) -> RunSnapshot | None:
+        """The Run's latest snapshot for a commit. Its row is read (one key lookup); if
+        it holds exactly the text this connection wrote last, the snapshot kept from
+        that commit is used instead of decoding the row again."""
+        written = self._written
+        if written is None or written[0] != run_id:
+            return self._run_in(run_id)
+        row = self._db.execute("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is not None and row[0] == written[1]:
+            return written[2]
+        return self._run_in(run_id)
 
     def _insert_keys(self, run_id: str, keys: HistoryKeys) -> None:
         """The history facts a commit adds, as indexed rows of its transaction."""
@@ -330,7 +354,7 @@ class SqliteStore:
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         if self.fail_checkpoints:
             raise StoreUnavailable("checkpoint writes are failing (injected)")
-        self._write(
+        self._scratch_write(
             "INSERT INTO checkpoints (run_id, step, data) VALUES (?, ?, ?) "
             "ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, data = excluded.data",
             (checkpoint.run_id, checkpoint.step, dumps(checkpoint.data)),
@@ -343,7 +367,19 @@ class SqliteStore:
         return None if row is None else Checkpoint(run_id, int(row[0]), json.loads(row[1]))
 
     def delete_checkpoint(self, run_id: str) -> None:
-        self._write("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
+        self._scratch_write("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
+
+    def _scratch_write(self, sql: str, params: tuple[Any, ...]) -> None:
+        """A best-effort write that never waits for an fsync (DESIGN.md, Cost model): its
+        own connection with ``synchronous=OFF``. In WAL mode a process crash keeps it;
+        a power loss may lose it, which only loses a partial inference."""
+        try:
+            if self._scratch is None:
+                self._scratch = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+                self._scratch.execute("PRAGMA synchronous=OFF")
+            self._scratch.execute(sql, params)
+        except sqlite3.Error as error:
+            raise StoreUnavailable(f"checkpoint write failed: {error}") from None
 
     def record_reconciliation(self, record: Reconciliation) -> None:
         self._write(
@@ -361,6 +397,7 @@ class SqliteStore:
         return [Reconciliation(str(r[0]), str(r[1]), r[2]) for r in rows]
 
     def reset(self) -> None:
+        self._written = None
         self._db.execute("BEGIN IMMEDIATE")
         try:
             for table in _TABLES:
@@ -373,6 +410,8 @@ class SqliteStore:
             raise
 
     def close(self) -> None:
+        if self._scratch is not None:
+            self._scratch.close()
         self._db.close()
 
     # --- plumbing -------------------------------------------------------------------

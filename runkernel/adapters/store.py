@@ -69,6 +69,15 @@ class InboxEntry:
 
 
 @frozen
+class Settlement:
+    """How a commit settles the inbox command it applies: written in the commit's own
+    transaction, so no crash can fall between the commit and the settlement."""
+
+    entry_id: int
+    outcome: str
+
+
+@frozen
 class Checkpoint:
     """Best-effort partial inference output: never truth, deleted after recovery."""
 
@@ -117,8 +126,9 @@ def judge_append(
 class Store(Protocol):
     """What the runtime, the CLI and the conformance suite need from a store."""
 
-    def append(self, commit: ThreadCommit) -> RunSnapshot:
-        """Write ``commit`` atomically; return the Run's new snapshot."""
+    def append(self, commit: ThreadCommit, settle: Settlement | None = None) -> RunSnapshot:
+        """Write ``commit`` atomically, and settle the inbox entry ``settle`` names (if
+        it is still pending) in the same transaction; return the Run's new snapshot."""
         ...
 
     def run(self, run_id: str) -> RunSnapshot | None:
@@ -167,13 +177,16 @@ class Store(Protocol):
         ...
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Best effort; may raise StoreUnavailable, which callers swallow."""
+        """Best effort, never waiting for an fsync; may raise StoreUnavailable, which
+        callers swallow."""
         ...
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
         ...
 
     def delete_checkpoint(self, run_id: str) -> None:
+        """Best effort, like ``save_checkpoint`` (a stale checkpoint is never used: it
+        names a step that has passed)."""
         ...
 
     def record_reconciliation(self, record: Reconciliation) -> None:

@@ -24,7 +24,7 @@ from runkernel.kernel.values import EndCauseKind, Role, WaitKind
 
 def step(state: RunSnapshot | None, event: Input, policies: Policies = Policies()) -> Decision:
     """``decide()`` that must accept."""
-    verdict = decide(state, event, policies)
+    verdict = decide(state, event, policies, self_check=True)
     assert not isinstance(verdict, Rejection), str(verdict)
     return verdict
 

@@ -1,9 +1,9 @@
 """``decide(state, input)``: the pure driver of one Run.
 
 Given the latest committed snapshot and one input, it returns the next state and the
-effects to carry out, or a Rejection that changes nothing. Every commit it emits is
-checked by ``validate_commit`` before it leaves: an illegal commit here is a kernel
-bug and raises ``KernelBug`` instead of reaching a store.
+effects to carry out, or a Rejection that changes nothing. The store judges every
+commit it emits; with ``self_check`` (tests, simulator, model checker) ``decide``
+judges them too before they leave, and an illegal one raises ``KernelBug``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.planning import (
     KernelBug,
     build_commit,
+    check_decision,
     end_run,
     execute_effect,
     redeliver,
@@ -93,13 +94,25 @@ def decide(
     event: Input,
     policies: Policies = Policies(),
     history: History = NO_HISTORY,
+    *,
+    self_check: bool = False,
 ) -> Decision | Rejection:
     """The next committed state and effects for ``event``, or a typed rejection.
 
     ``history`` answers what the Run committed before its snapshot (used tickets,
     closed batches, applied resumes); the caller keeps it up to date with each
-    commit's keys (``Accepted.keys``) or reads it from its store.
+    commit's keys (``Accepted.keys``) or reads it from its store. ``self_check``
+    judges every emitted commit with ``validate_commit`` (raising ``KernelBug``).
     """
+    outcome = _decide(state, event, policies, history)
+    if self_check and state is not None and isinstance(outcome, Decision):
+        return check_decision(state, history, outcome)
+    return outcome
+
+
+def _decide(
+    state: RunSnapshot | None, event: Input, policies: Policies, history: History
+) -> Decision | Rejection:
     problem = json_problem(_carried_values(event))
     if problem is not None and not isinstance(event, ResumeCommand):
         return Rejection(Rule.UNEXPECTED_INPUT, f"{type(event).__name__} carries a value that is not JSON: {problem}")

@@ -1,8 +1,9 @@
-"""Building commits for ``decide`` and ``recover``: one validated commit, and what comes
-after it (the next gate, finalization and publication, the end of the Run).
+"""Building commits for ``decide`` and ``recover``: one commit, and what comes after it
+(the next gate, finalization and publication, the end of the Run).
 
-Every commit built here is checked by ``validate_commit`` before it leaves: an illegal
-commit is a kernel bug and raises ``KernelBug`` instead of reaching a store.
+Commits are judged once, by the store that writes them. With ``self_check`` (tests,
+simulator, model checker) ``check_decision`` also judges every commit of a decision
+before it leaves: an illegal one is a kernel bug and raises ``KernelBug``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from runkernel.kernel.effects_plan import (
     next_step_effects,
     publish_messages,
 )
+from runkernel.kernel.history import NO_KEYS, History, HistoryKeys
 from runkernel.kernel.policies import IndeterminateChoice, Policies
 from runkernel.kernel.protocol import (
     Commit,
@@ -46,7 +48,7 @@ from runkernel.kernel.state import (
     ThreadHead,
     ToolCall,
 )
-from runkernel.kernel.validate import validate_commit
+from runkernel.kernel.validate import successor, validate_commit
 from runkernel.kernel.values import (
     EndCauseKind,
     JsonValue,
@@ -70,7 +72,8 @@ def build_commit(
     events: Sequence[Event] = (),
     step: int | None = None,
 ) -> tuple[ThreadCommit, RunSnapshot]:
-    """A commit on top of ``prev``, validated; raises KernelBug if it is illegal."""
+    """A commit on top of ``prev`` and the snapshot it produces (judged by the store, or
+    by ``check_decision`` when the caller asks for the self-check)."""
     commit = ThreadCommit(
         thread_id=prev.thread_id,
         run_id=prev.run_id,
@@ -81,10 +84,47 @@ def build_commit(
         messages=tuple(messages),
         events=tuple(events),
     )
-    verdict = validate_commit(ThreadHead(prev.thread_id, prev.version, prev.run_id), prev, commit)
-    if isinstance(verdict, Rejection):
-        raise KernelBug(f"kernel built an illegal commit: {verdict}")
-    return commit, verdict.run
+    return commit, successor(prev, commit)
+
+
+def check_decision(prev: RunSnapshot, history: History, decision: Decision) -> Decision:
+    """``decide``'s and ``recover``'s self-check: every commit of ``decision`` is legal
+    on top of the one before (against ``history`` too) and they lead to its state.
+    Raises KernelBug otherwise; returns ``decision`` unchanged."""
+    state, facts = prev, history
+    for effect in decision.effects:
+        if not isinstance(effect, Commit):
+            continue
+        head = ThreadHead(state.thread_id, state.version, state.run_id)
+        verdict = validate_commit(head, state, effect.commit, facts)
+        if isinstance(verdict, Rejection):
+            raise KernelBug(f"kernel built an illegal commit: {verdict}")
+        state, facts = verdict.run, _grown(facts, verdict.keys)
+    if state != decision.state:
+        raise KernelBug("the decision's state is not what its commits produce")
+    return decision
+
+
+def _grown(history: History, keys: HistoryKeys) -> History:
+    """``history`` and one commit's keys, without copying it."""
+    return history if keys == NO_KEYS else _Plus(history, keys)
+
+
+class _Plus:
+    def __init__(self, base: History, keys: HistoryKeys) -> None:
+        self.base, self.keys = base, keys
+
+    def ticket_used(self, ticket_id: str) -> bool:
+        return self.keys.ticket == ticket_id or self.base.ticket_used(ticket_id)
+
+    def batch_closed(self, batch_id: str) -> bool:
+        return self.keys.closed_batch == batch_id or self.base.batch_closed(batch_id)
+
+    def applied_digest(self, ticket_id: str) -> str | None:
+        resume = self.keys.resume
+        if resume is not None and resume.ticket_id == ticket_id:
+            return resume.digest
+        return self.base.applied_digest(ticket_id)
 
 
 def settle(

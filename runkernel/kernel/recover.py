@@ -13,7 +13,8 @@ import attrs
 from attrs import frozen
 
 from runkernel.kernel.effects_plan import next_step_effects
-from runkernel.kernel.planning import end_run, execute_effect, redeliver, settle
+from runkernel.kernel.history import NO_HISTORY, History
+from runkernel.kernel.planning import check_decision, end_run, execute_effect, redeliver, settle
 from runkernel.kernel.policies import Policies, RecoveryMode
 from runkernel.kernel.protocol import Decision, NotifyWait, QueryStatus, RunGate
 from runkernel.kernel.state import (
@@ -117,10 +118,20 @@ def classify(state: RunSnapshot) -> RecoveryRow:
     return RecoveryRow.CALL_REQUESTED
 
 
-def recover(state: RunSnapshot, policies: Policies = Policies()) -> RecoveryDecision:
-    """Decide how the Run continues from its committed state alone."""
+def recover(
+    state: RunSnapshot,
+    policies: Policies = Policies(),
+    *,
+    self_check: bool = False,
+    history: History = NO_HISTORY,
+) -> RecoveryDecision:
+    """Decide how the Run continues from its committed state alone. ``self_check``
+    judges every commit of the plan against ``state`` and ``history`` (see ``decide``)."""
     row = classify(state)
-    return RecoveryDecision(row, _plan(row, state, policies))
+    decision = _plan(row, state, policies)
+    if self_check:
+        check_decision(state, history, decision)
+    return RecoveryDecision(row, decision)
 
 
 def _plan(row: RecoveryRow, state: RunSnapshot, policies: Policies) -> Decision:

@@ -85,7 +85,7 @@ def validate_commit(
             require(
                 not ticket_seen(ticket_id),
                 Rule.TICKET_REUSED,
-                f"ticket {ticket_id!r} was already used",
+                lambda: f"ticket {ticket_id!r} was already used",
             )
     except Illegal as illegal:
         return illegal.rejection
@@ -99,38 +99,38 @@ def _check_thread(
         require(
             commit.expected_version == 0,
             Rule.VERSION,
-            f"the first commit of thread {commit.thread_id!r} must be version 1, "
+            lambda: f"the first commit of thread {commit.thread_id!r} must be version 1, "
             f"got {commit.version}",
         )
     else:
         require(
             head.thread_id == commit.thread_id,
             Rule.IDENTITY,
-            f"commit for thread {commit.thread_id!r} offered to thread {head.thread_id!r}",
+            lambda: f"commit for thread {commit.thread_id!r} offered to thread {head.thread_id!r}",
         )
         require(
             commit.expected_version == head.version,
             Rule.VERSION,
-            f"expected version {head.version + 1}, got {commit.version}",
+            lambda: f"expected version {head.version + 1}, got {commit.version}",
         )
     if run is None:
         active = head.active_run_id if head is not None else None
         require(
             active is None,
             Rule.ONE_ACTIVE_RUN,
-            f"run {commit.run_id!r} starts while run {active!r} of the thread is not Ended",
+            lambda: f"run {commit.run_id!r} starts while run {active!r} of the thread is not Ended",
         )
     else:
         require(
             run.run_id == commit.run_id and run.thread_id == commit.thread_id,
             Rule.IDENTITY,
-            f"commit for run {commit.run_id!r} of thread {commit.thread_id!r} does not "
+            lambda: f"commit for run {commit.run_id!r} of thread {commit.thread_id!r} does not "
             f"match run {run.run_id!r} of thread {run.thread_id!r}",
         )
         require(
             not isinstance(run.state, Ended),
             Rule.AFTER_ENDED,
-            f"run {run.run_id!r} is Ended ({run.state.cause.kind.value if isinstance(run.state, Ended) else ''}); "
+            lambda: f"run {run.run_id!r} is Ended ({run.state.cause.kind.value if isinstance(run.state, Ended) else ''}); "
             "nothing may be committed after Ended",
         )
     active_run_id = None if isinstance(commit.disposition, Ended) else commit.run_id
@@ -144,7 +144,7 @@ def _check_first(commit: ThreadCommit) -> RunSnapshot:
     require(
         run_phase(commit.disposition) is RunPhase.RUNNING,
         Rule.FIRST_COMMIT,
-        f"the first commit of run {commit.run_id!r} must be Running, not "
+        lambda: f"the first commit of run {commit.run_id!r} must be Running, not "
         f"{run_phase(commit.disposition).value} (there is no [*]->"
         f"{run_phase(commit.disposition).value} edge)",
     )
@@ -152,7 +152,7 @@ def _check_first(commit: ThreadCommit) -> RunSnapshot:
     require(
         commit.step == len(assistants) <= 1,
         Rule.FIRST_COMMIT,
-        f"the first commit of a run is step 0 (activation) or step 1 (with the first "
+        lambda: f"the first commit of a run is step 0 (activation) or step 1 (with the first "
         f"inference result); step {commit.step} with {len(assistants)} assistant message(s)",
     )
     require(
@@ -166,14 +166,7 @@ def _check_first(commit: ThreadCommit) -> RunSnapshot:
         "tool results are published only when a batch is finalized",
     )
     _check_new_batch(commit, assistants, NO_HISTORY)
-    return RunSnapshot(
-        thread_id=commit.thread_id,
-        run_id=commit.run_id,
-        version=commit.version,
-        step=commit.step,
-        state=commit.disposition,
-        batch=commit.batch,
-    )
+    return successor(None, commit)
 
 
 # --- later commits -----------------------------------------------------------------
@@ -186,25 +179,25 @@ def _check_next(
     require(
         (source, target) in RUN_EDGES,
         Rule.RUN_EDGE,
-        f"{source.value} -> {target.value} is not an edge of the Run machine",
+        lambda: f"{source.value} -> {target.value} is not an edge of the Run machine",
     )
     assistants = _assistant_messages(commit.messages)
     require(
         len(assistants) <= 1,
         Rule.STEP,
-        f"a commit carries at most one inference result, got {len(assistants)}",
+        lambda: f"a commit carries at most one inference result, got {len(assistants)}",
     )
     require(
         commit.step == prev.step + len(assistants),
         Rule.STEP,
-        f"step must be {prev.step + len(assistants)} "
+        lambda: f"step must be {prev.step + len(assistants)} "
         f"({'one new' if assistants else 'no new'} inference result), got {commit.step}",
     )
     if assistants:
         require(
             prev.open_batch is None,
             Rule.INFERENCE_OPEN_BATCH,
-            f"an inference result is committed while batch {prev.batch.batch_id if prev.batch else ''!r} "
+            lambda: f"an inference result is committed while batch {prev.batch.batch_id if prev.batch else ''!r} "
             "is still open",
         )
     resumed = _resumed_events(commit.events)
@@ -221,7 +214,7 @@ def _check_next(
         require(
             cause in AWAITING_END_CAUSES,
             Rule.AWAITING_END,
-            f"an Awaiting run ends only by cancel, stop or failure, not {cause.value!r}",
+            lambda: f"an Awaiting run ends only by cancel, stop or failure, not {cause.value!r}",
         )
 
     prev_open = prev.open_batch
@@ -273,14 +266,31 @@ def _check_next(
         require(
             not history.ticket_used(ticket_id),
             Rule.TICKET_REUSED,
-            f"ticket {ticket_id!r} was already used by this run",
+            lambda: f"ticket {ticket_id!r} was already used by this run",
         )
-    inputs = prev.provided_inputs if prev_open is not None else ()
-    if resumed:
-        answer = _input_answer(resumed[0].data)
-        if answer is not None:
-            inputs = inputs + answer
-    snapshot = attrs.evolve(
+    return successor(prev, commit), commit_keys(prev, commit)
+
+
+def successor(prev: RunSnapshot | None, commit: ThreadCommit) -> RunSnapshot:
+    """The snapshot ``commit`` produces on top of ``prev``, without judging it: what a
+    driver computes for a commit it built itself (the store judges it, once)."""
+    if prev is None:
+        return RunSnapshot(
+            thread_id=commit.thread_id,
+            run_id=commit.run_id,
+            version=commit.version,
+            step=commit.step,
+            state=commit.disposition,
+            batch=commit.batch,
+        )
+    inputs = prev.provided_inputs if prev.open_batch is not None else ()
+    for event in commit.events:
+        if event.type == RESUMED_EVENT:
+            answer = _input_answer(event.data)
+            if answer is not None:
+                inputs = inputs + answer
+            break
+    return attrs.evolve(
         prev,
         version=commit.version,
         step=commit.step,
@@ -288,7 +298,6 @@ def _check_next(
         batch=commit.batch,
         provided_inputs=inputs,
     )
-    return snapshot, commit_keys(prev, commit)
 
 
 def _input_answer(data: Mapping[str, JsonValue]) -> tuple[ProvidedInput] | None:
@@ -340,23 +349,23 @@ def _check_new_batch(
     require(
         bool(tool_uses),
         Rule.BATCH_NEW,
-        f"batch {batch.batch_id!r} is new but the commit carries no assistant tool-use message",
+        lambda: f"batch {batch.batch_id!r} is new but the commit carries no assistant tool-use message",
     )
     assert tool_uses is not None
     require(
         not history.batch_closed(batch.batch_id),
         Rule.BATCH_IDENTITY,
-        f"batch id {batch.batch_id!r} was already used by this run",
+        lambda: f"batch id {batch.batch_id!r} was already used by this run",
     )
     require(
         not batch.finalized,
         Rule.BATCH_NEW,
-        f"new batch {batch.batch_id!r} cannot be finalized in the commit that creates it",
+        lambda: f"new batch {batch.batch_id!r} cannot be finalized in the commit that creates it",
     )
     require(
         batch.step == commit.step,
         Rule.BATCH_NEW,
-        f"batch {batch.batch_id!r} says step {batch.step}, its inference is step {commit.step}",
+        lambda: f"batch {batch.batch_id!r} says step {batch.step}, its inference is step {commit.step}",
     )
     uses = [(u.call_id, u.tool, u.arguments) for u in tool_uses]
     calls = [(c.call_id, c.tool, c.arguments) for c in batch.calls]
@@ -364,13 +373,13 @@ def _check_new_batch(
         uses == calls
         and all(same_json(u.arguments, c.arguments) for u, c in zip(tool_uses, batch.calls)),
         Rule.BATCH_NEW,
-        f"batch {batch.batch_id!r} does not hold exactly the tool-use block's calls in order",
+        lambda: f"batch {batch.batch_id!r} does not hold exactly the tool-use block's calls in order",
     )
     for call in batch.calls:
         require(
             isinstance(call.status, CallRequested),
             Rule.BATCH_NEW,
-            f"call {call.call_id!r} of a new batch must be Requested, is "
+            lambda: f"call {call.call_id!r} of a new batch must be Requested, is "
             f"{call_phase(call.status).value}",
         )
 

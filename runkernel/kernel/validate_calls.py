@@ -7,7 +7,7 @@ the order calls progress in, finalization and publication, and the disposition's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -47,9 +47,11 @@ class Illegal(Exception):
         self.rejection = Rejection(rule, message)
 
 
-def require(condition: bool, rule: Rule, message: str) -> None:
+def require(condition: bool, rule: Rule, message: str | Callable[[], str]) -> None:
+    """Raise Illegal(rule) unless ``condition``. A message that needs formatting comes
+    as a function, called only when the rule fails (a passing check builds no text)."""
     if not condition:
-        raise Illegal(rule, message)
+        raise Illegal(rule, message if isinstance(message, str) else message())
 
 
 
@@ -58,20 +60,20 @@ def check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Thr
     require(
         batch is not None and batch.batch_id == prev_batch.batch_id,
         Rule.BATCH_IDENTITY,
-        f"open batch {prev_batch.batch_id!r} cannot be dropped or replaced before it is finalized",
+        lambda: f"open batch {prev_batch.batch_id!r} cannot be dropped or replaced before it is finalized",
     )
     assert batch is not None
     require(
         len(batch.calls) == len(prev_batch.calls)
         and all(same_call(new, old) for new, old in zip(batch.calls, prev_batch.calls)),
         Rule.BATCH_IDENTITY,
-        f"the calls of batch {batch.batch_id!r} (ids, tools, arguments, operation ids, order) "
+        lambda: f"the calls of batch {batch.batch_id!r} (ids, tools, arguments, operation ids, order) "
         "must not change",
     )
     require(
         batch.step == prev_batch.step,
         Rule.BATCH_IDENTITY,
-        f"batch {batch.batch_id!r} belongs to step {prev_batch.step}, not {batch.step}",
+        lambda: f"batch {batch.batch_id!r} belongs to step {prev_batch.step}, not {batch.step}",
     )
     ending = isinstance(commit.disposition, Ended)
     resumed_call = prev.state.ticket.call_id if isinstance(prev.state, Awaiting) else None
@@ -83,7 +85,7 @@ def check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Thr
         require(
             moved is not None and not isinstance(moved.status, CallAwaiting),
             Rule.RESUME,
-            f"the resume commit must move call {resumed_call!r} on (to Executing or Completed)",
+            lambda: f"the resume commit must move call {resumed_call!r} on (to Executing or Completed)",
         )
     if not ending:
         check_order(batch.calls)
@@ -92,7 +94,7 @@ def check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Thr
         require(
             still_open is None,
             Rule.FINALIZE,
-            f"batch {batch.batch_id!r} is finalized while call "
+            lambda: f"batch {batch.batch_id!r} is finalized while call "
             f"{still_open.call_id if still_open else ''!r} is not terminal",
         )
         published = [m.call_id for m in tool_messages(commit.messages)]
@@ -100,14 +102,14 @@ def check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Thr
         require(
             published == expected,
             Rule.PUBLISH,
-            f"finalizing batch {batch.batch_id!r} must publish one tool result per call in call "
+            lambda: f"finalizing batch {batch.batch_id!r} must publish one tool result per call in call "
             f"order {expected}, got {published}",
         )
     else:
         require(
             not ending,
             Rule.RUN_END_CLOSES,
-            f"the run ends with batch {batch.batch_id!r} not finalized",
+            lambda: f"the run ends with batch {batch.batch_id!r} not finalized",
         )
         require(
             not tool_messages(commit.messages),
@@ -121,20 +123,20 @@ def check_call_change(old: ToolCall, new: ToolCall, *, ending: bool, resuming: b
         require(
             not (resuming and isinstance(old.status, CallAwaiting)),
             Rule.RESUME,
-            f"the resume commit leaves call {old.call_id!r} Awaiting",
+            lambda: f"the resume commit leaves call {old.call_id!r} Awaiting",
         )
         return
     source, target = call_phase(old.status), call_phase(new.status)
     require(
         source not in (CallPhase.COMPLETED, CallPhase.INDETERMINATE),
         Rule.TERMINAL_IMMUTABLE,
-        f"call {old.call_id!r} is terminal ({source.value}); its committed result never changes",
+        lambda: f"call {old.call_id!r} is terminal ({source.value}); its committed result never changes",
     )
     rule = CALL_EDGES.get((source, target))
     require(
         rule is not None,
         Rule.CALL_EDGE,
-        f"call {old.call_id!r}: {source.value} -> {target.value} is not an edge of the "
+        lambda: f"call {old.call_id!r}: {source.value} -> {target.value} is not an edge of the "
         "Tool-call machine",
     )
     assert rule is not None
@@ -154,7 +156,7 @@ def check_attempt(old: ToolCall, new: ToolCall, rule: CallEdgeRule) -> None:
     require(
         after == expected,
         Rule.ATTEMPT,
-        f"call {old.call_id!r}: {rule.source.value if rule.source else '[*]'} -> "
+        lambda: f"call {old.call_id!r}: {rule.source.value if rule.source else '[*]'} -> "
         f"{rule.target.value} takes attempt {before} to {expected} ({rule.attempt.value if rule.attempt else ''}), "
         f"got {after}",
     )
@@ -163,19 +165,21 @@ def check_attempt(old: ToolCall, new: ToolCall, rule: CallEdgeRule) -> None:
 def check_edge_condition(
     old: ToolCall, new: ToolCall, rule: CallEdgeRule, *, ending: bool, resuming: bool
 ) -> None:
-    where = f"call {old.call_id!r}: {rule.source.value if rule.source else '[*]'} -> {rule.target.value}"
+    def where() -> str:
+        return f"call {old.call_id!r}: {rule.source.value if rule.source else '[*]'} -> {rule.target.value}"
+
     status: CallStatus = new.status
     if isinstance(status, CallAwaiting):
         require(
             status.wait.kind in rule.waits,
             Rule.EDGE_CONDITION,
-            f"{where} allows waits {sorted(k.value for k in rule.waits)}, got {status.wait.kind.value!r}",
+            lambda: f"{where()} allows waits {sorted(k.value for k in rule.waits)}, got {status.wait.kind.value!r}",
         )
     if isinstance(status, CallCompleted):
         require(
             status.result.kind in rule.results,
             Rule.EDGE_CONDITION,
-            f"{where} allows results {sorted(k.value for k in rule.results)}, got "
+            lambda: f"{where()} allows results {sorted(k.value for k in rule.results)}, got "
             f"{status.result.kind.value!r}",
         )
         if isinstance(old.status, CallAwaiting):
@@ -184,14 +188,14 @@ def check_edge_condition(
             require(
                 status.result.kind in allowed,
                 Rule.EDGE_CONDITION,
-                f"{where}: a {wait.value} wait completes only as {sorted(k.value for k in allowed) or 'nothing'}, "
+                lambda: f"{where()}: a {wait.value} wait completes only as {sorted(k.value for k in allowed) or 'nothing'}, "
                 f"got {status.result.kind.value!r}",
             )
     if isinstance(status, CallIndeterminate):
         require(
             status.reason in rule.reasons,
             Rule.EDGE_CONDITION,
-            f"{where} allows reasons {sorted(k.value for k in rule.reasons)}, got {status.reason.value!r}",
+            lambda: f"{where()} allows reasons {sorted(k.value for k in rule.reasons)}, got {status.reason.value!r}",
         )
         if isinstance(old.status, CallAwaiting):
             expected = (
@@ -202,15 +206,15 @@ def check_edge_condition(
             require(
                 status.reason is expected,
                 Rule.EDGE_CONDITION,
-                f"{where}: a call that {'never started' if old.status.attempt == 0 else 'had started'} "
+                lambda: f"{where()}: a call that {'never started' if old.status.attempt == 0 else 'had started'} "
                 f"closes as {expected.value!r}, got {status.reason.value!r}",
             )
     if rule.needs_run_end:
-        require(ending, Rule.EDGE_CONDITION, f"{where} happens only in the commit that ends the run")
+        require(ending, Rule.EDGE_CONDITION, lambda: f"{where()} happens only in the commit that ends the run")
     if rule.needs_resume:
-        require(resuming, Rule.RESUME, f"{where} happens only in the commit that applies its resume")
+        require(resuming, Rule.RESUME, lambda: f"{where()} happens only in the commit that applies its resume")
     if isinstance(old.status, CallAwaiting) and not ending:
-        require(resuming, Rule.RESUME, f"{where} happens only in the commit that applies its resume")
+        require(resuming, Rule.RESUME, lambda: f"{where()} happens only in the commit that applies its resume")
 
 
 def check_order(calls: Sequence[ToolCall]) -> None:
@@ -224,7 +228,7 @@ def check_order(calls: Sequence[ToolCall]) -> None:
         require(
             isinstance(later.status, CallRequested),
             Rule.CALL_ORDER,
-            f"call {later.call_id!r} progressed ({call_phase(later.status).value}) before every "
+            lambda: f"call {later.call_id!r} progressed ({call_phase(later.status).value}) before every "
             "earlier call was terminal",
         )
 
@@ -239,7 +243,7 @@ def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
         require(
             len(awaiting_calls) == 1,
             Rule.CALL_WAITS_WITH_RUN,
-            f"an Awaiting run has exactly one Awaiting call, found {len(awaiting_calls)}",
+            lambda: f"an Awaiting run has exactly one Awaiting call, found {len(awaiting_calls)}",
         )
         target = awaiting_calls[0]
         assert isinstance(target.status, CallAwaiting)
@@ -249,7 +253,7 @@ def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
             and wait.kind is ticket.wait
             and wait.correlation == ticket.ticket_id,
             Rule.TICKET_SHAPE,
-            f"ticket {ticket.ticket_id!r} ({ticket.wait.value}, call {ticket.call_id!r}) does not "
+            lambda: f"ticket {ticket.ticket_id!r} ({ticket.wait.value}, call {ticket.call_id!r}) does not "
             f"match awaiting call {target.call_id!r} ({wait.kind.value}, correlation "
             f"{wait.correlation!r})",
         )
@@ -268,7 +272,7 @@ def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
         require(
             not awaiting_calls,
             Rule.CALL_WAITS_WITH_RUN,
-            f"call {awaiting_calls[0].call_id if awaiting_calls else ''!r} is Awaiting while the run is "
+            lambda: f"call {awaiting_calls[0].call_id if awaiting_calls else ''!r} is Awaiting while the run is "
             "Running; a call waits only in the commit that moves the run to Awaiting",
         )
 

@@ -150,6 +150,7 @@ class ScenarioRun:
             clock=lambda: SIM_NOW,
             crash=self.plan,
             on_event=lambda event: self.trial.events.append((event, len(self.world.executions))),
+            self_check=True,  # the simulator judges the kernel's commits before the store does
         )
 
     def _attempt(self, action: Callable[[Runtime], RunOutcome]) -> RunOutcome | None:

@@ -112,7 +112,7 @@ class Log:
 
     @staticmethod
     def _decide(state: RunSnapshot | None, event: Input, policies: Policies) -> Decision:
-        decision = decide(state, event, policies)
+        decision = decide(state, event, policies, self_check=True)
         if isinstance(decision, Rejection):
             raise AssertionError(f"decide rejected {event!r}: {decision}")
         if decision.commit is None:

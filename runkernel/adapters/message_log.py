@@ -1,0 +1,71 @@
+"""A driver's copy of a Thread's messages: read once, then grown by each commit's delta.
+
+DESIGN.md, Cost model: a driver never re-reads or re-decodes a Thread's history per
+step. ``MessageLog`` is append-only, so the messages an inference sees are a prefix of
+it, handed out as a read-only ``MessagesSoFar`` view in constant time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
+
+from runkernel.kernel.state import Message
+
+
+class MessagesSoFar(Sequence[Message]):
+    """The first ``len(self)`` messages of a log: fixed, read-only, made without a copy."""
+
+    __slots__ = ("_log", "_length")
+
+    def __init__(self, log: list[Message]) -> None:
+        self._log = log
+        self._length = len(log)
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
+        if isinstance(index, slice):
+            return tuple(self._log[: self._length][index])
+        position = index + self._length if index < 0 else index
+        if not 0 <= position < self._length:
+            raise IndexError("message index out of range")
+        return self._log[position]
+
+    def __iter__(self) -> Iterator[Message]:
+        log = self._log
+        for position in range(self._length):
+            yield log[position]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(other) == self._length and all(a == b for a, b in zip(self, other))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"MessagesSoFar({list(self)!r})"
+
+
+class MessageLog:
+    """The messages of one Thread as a driver holds them."""
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        self._messages = list(messages)
+
+    def extend(self, delta: Sequence[Message]) -> None:
+        """Append an acknowledged commit's messages."""
+        self._messages.extend(delta)
+
+    def so_far(self) -> MessagesSoFar:
+        """What an inference sees now; later appends do not change it."""
+        return MessagesSoFar(self._messages)
