@@ -50,6 +50,12 @@ class SchemaError(StoreError):
     """The database is not a runkernel store, or has a schema this version does not know."""
 
 
+class DamagedStore(StoreError):
+    """A stored value cannot be decoded, or the stored facts contradict each other (a gap
+    or repeat in a Thread's versions, a snapshot that disagrees with the log). The
+    message names the row; nothing is answered from a damaged store."""
+
+
 class UnknownRun(StoreError):
     """No commit exists for the named Run."""
 

@@ -8,7 +8,7 @@ it started (invariant I5).
 from __future__ import annotations
 
 import itertools
-import secrets
+import random
 from collections.abc import Mapping, Sequence
 
 from attrs import define, frozen
@@ -238,15 +238,18 @@ class CountingObserver:
 
 
 class CountingIds:
-    """Deterministic ids for batches, calls and operations; tickets still come from
-    ``secrets`` with 192 random bits, as tickets must."""
+    """Reproducible ids for simulation and tests: counted ids for batches, calls and
+    operations, and tickets of 192 bits from a pseudo-random source seeded by the
+    prefix and ``seed``, so the same run gives byte-identical traces. Production uses
+    ``SecretIds``, whose tickets come from ``secrets``."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, seed: int = 0) -> None:
         self.prefix = prefix
         self._next = itertools.count(1)
+        self._tickets = random.Random(f"runkernel-sim/{seed}/{prefix}")
 
     def new_id(self, prefix: str) -> str:
         return f"{prefix}-{self.prefix}-{next(self._next)}"
 
     def ticket_id(self) -> str:
-        return f"tk_{secrets.token_urlsafe(24)}"
+        return f"tk_{self._tickets.getrandbits(192):048x}"
