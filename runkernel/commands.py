@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from runkernel.adapters.damage import check_snapshot, check_thread
 from runkernel.adapters.export import export_lines
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.inspect_view import (
@@ -210,6 +211,7 @@ def _inspect(args: argparse.Namespace) -> int:
         snapshot = store.run(args.run_id)
         if snapshot is None:
             raise CliError(f"no committed run {args.run_id!r} in {args.store}")
+        check_snapshot(snapshot, store.commits(snapshot.thread_id))
         if args.format == "json":
             print(json.dumps(inspect_json(store, snapshot), indent=2, ensure_ascii=False))
         else:
@@ -221,6 +223,7 @@ def _export(args: argparse.Namespace) -> int:
     with _opened(args.store, read_only=True, command="export") as store:
         if store.thread_head(args.thread_id) is None:
             raise CliError(f"no thread {args.thread_id!r} in {args.store}")
+        check_thread(store, args.thread_id)
         for line in export_lines(store, args.thread_id, redact=args.redact):
             sys.stdout.write(line + "\n")
         return EXIT_OK

@@ -69,9 +69,18 @@ def store_error(path: str, doing: str, error: sqlite3.Error) -> Exception:
         return StoreUnavailable(f"{path} is locked by another writer ({doing}): {error}")
     if code == _SQLITE_FULL:
         return StoreUnavailable(f"{path}: the disk is full ({doing}): {error}")
+    if code in (_SQLITE_READONLY, _SQLITE_CANTOPEN) and _on_read_only_media(path):
+        return StoreUnavailable(f"{path} is on a read-only file system ({doing}): {error}")
     if code == _SQLITE_READONLY:
         return StoreUnavailable(f"{path} is read-only ({doing}): {error}")
     return StoreUnavailable(f"{path}: {doing} failed: {error}")
+
+
+def _on_read_only_media(path: str) -> bool:
+    try:
+        return bool(os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def check_path(path: str, access: Access) -> bool:

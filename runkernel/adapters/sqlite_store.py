@@ -89,7 +89,13 @@ class SqliteStore:
     """A runkernel store in one SQLite file. Use one instance per thread of control."""
 
     def __init__(
-        self, path: str | Path, *, synchronous: str = "FULL", create: bool = True, read_only: bool = False
+        self,
+        path: str | Path,
+        *,
+        synchronous: str = "FULL",
+        create: bool = True,
+        read_only: bool = False,
+        busy_timeout: float = 30.0,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
@@ -98,7 +104,7 @@ class SqliteStore:
         # recognized before any write or pragma; a read-only store stays in one read
         # transaction for its life, so a read command sees one snapshot
         access = Access.READ if read_only else Access.CREATE if create else Access.WRITE
-        self._db, found = connect(self.path, access, LAYOUT, timeout=30.0)
+        self._db, found = connect(self.path, access, LAYOUT, timeout=busy_timeout)
         if read_only:
             return
         try:
