@@ -310,6 +310,24 @@ class SqliteStore:
         body = _decoded(self.path, f"inbox row {entry_id}", lambda: _json(row[1]))
         return InboxEntry(entry_id, str(row[0]), body, str(row[2]), row[3])
 
+    def commands(self, run_id: str) -> list[InboxEntry]:
+        rows = self._read(
+            lambda: self._db.execute(
+                "SELECT entry_id, body, state, outcome FROM inbox WHERE run_id = ? ORDER BY entry_id", (run_id,)
+            ).fetchall()
+        )
+        return [
+            InboxEntry(int(r[0]), run_id, _decoded(self.path, f"inbox row {r[0]}", lambda: _json(r[1])), str(r[2]), r[3])
+            for r in rows
+        ]
+
+    def compact_commands(self, run_id: str) -> int:
+        refused = "SELECT entry_id FROM inbox WHERE run_id = ? AND state = 'settled' AND outcome LIKE 'refused%'"
+        if not self._read(lambda: self._db.execute(refused + " LIMIT 1", (run_id,)).fetchone()):
+            return 0  # the common case: nothing to delete, so no write transaction
+        cursor = self._write(f"DELETE FROM inbox WHERE entry_id IN ({refused})", (run_id,))
+        return int(cursor.rowcount)
+
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         if self.fail_checkpoints:
             raise StoreUnavailable("checkpoint writes are failing (injected)")

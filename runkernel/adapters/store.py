@@ -154,6 +154,16 @@ class Store(Protocol):
         """One inbox command, pending or settled (what became of a submitted command)."""
         ...
 
+    def commands(self, run_id: str) -> list[InboxEntry]:
+        """Every inbox command of a Run still kept, pending or settled, oldest first."""
+        ...
+
+    def compact_commands(self, run_id: str) -> int:
+        """Delete the settled refusals (outcome ``refused: ...``) of a Run, keeping its
+        pending and applied commands, so the inbox of Ended Runs stays bounded by what
+        was applied; returns how many were deleted."""
+        ...
+
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Best effort; may raise StoreUnavailable, which callers swallow."""
         ...
