@@ -74,6 +74,13 @@ class Mutant:
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
+        "a stream checkpoint becomes the committed reply",
+        "runkernel/adapters/runtime.py",
+        "            return InferenceResult(reply.content, end=reply.end)\n",
+        "            return InferenceResult(reply.content if partial is None else partial, end=reply.end)\n",
+        STATEFUL,
+    ),
+    Mutant(
         "recovery turns Executing into Requested",
         "runkernel/kernel/recover.py",
         "        unknown = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)\n",

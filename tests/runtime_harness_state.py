@@ -57,7 +57,7 @@ class RuntimeMachineState(RuleBasedStateMachine):
         self.crash = ArmedCrash()
         self.ids = CountingIds("m")
         self.scripts: dict[str, tuple[StepScript, ...]] = {}
-        self.model = ScriptedModel(self.scripts)
+        self.model = ScriptedModel(self.scripts, self.world)
         self.gate = ScriptedGate()
         self.serial = itertools.count(1)
         self.drive: Drive | None = None

@@ -133,7 +133,7 @@ class ScenarioRun:
             tools, max_steps=scenario.max_steps, on_indeterminate=scenario.on_indeterminate
         )
         self.scripts: dict[str, tuple[StepScript, ...]] = {self.run_id: scenario.steps}
-        self.model = ScriptedModel(self.scripts)
+        self.model = ScriptedModel(self.scripts, self.world)
         self.gate = ScriptedGate(scenario.gate)
         self.observer = CountingObserver()
         self.ids = CountingIds(f"{index:05d}")
