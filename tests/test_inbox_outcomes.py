@@ -116,3 +116,19 @@ def test_a_default_sized_simulation_leaves_a_bounded_inbox(tmp_path: Path, capsy
     print(f"after 320 simulated runs: {rows} inbox rows for {runs} runs ({refused} refused, {pending} pending)")
     assert refused == 0 and pending == 0
     assert rows <= runs
+
+
+def test_inspect_shows_settled_commands_with_their_outcomes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    store = SqliteStore(tmp_path / "inspect.db")
+    awaiting(store)
+    first = submit_end(store, "r1", CANCEL)
+    runtime(store, []).drive("r1")
+    store.close()
+    assert main(["inspect", "--store", f"sqlite:///{tmp_path / 'inspect.db'}", "r1", "--format", "json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["settled_commands"] == [{"entry_id": first, "command": view["settled_commands"][0]["command"], "outcome": "applied"}]
+    assert view["settled_commands"][0]["command"]["type"] == "end"
+    assert main(["inspect", "--store", f"sqlite:///{tmp_path / 'inspect.db'}", "r1"]) == 0
+    assert f"command {first}: applied" in capsys.readouterr().out

@@ -166,3 +166,25 @@ def test_two_simulations_started_together_on_a_fresh_store_do_not_both_run(tmp_p
     assert codes == [0, 2]
     refused = next(err for code, (_, err) in results if code == 2)
     assert "pass --reset" in refused and "Traceback" not in refused
+
+
+def test_another_seed_exports_other_tickets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    exported = []
+    for seed in ("11", "12"):
+        out = tmp_path / seed
+        argv = ["simulate", "--runs", "24", "--seed", seed, "--store", "memory:", "--export", str(out), "--no-progress"]
+        assert main(argv) == 0
+        exported.append({p.name: p.read_bytes() for p in out.iterdir()})
+    capsys.readouterr()
+    assert exported[0].keys() == exported[1].keys()
+    assert exported[0] != exported[1]
+
+
+def test_production_ids_keep_at_least_128_random_bits() -> None:
+    from runkernel.adapters.ports import SecretIds
+
+    ids = SecretIds()
+    batch, ticket = ids.new_id("batch"), ids.ticket_id()
+    assert len(batch.removeprefix("batch_")) * 4 >= 128  # hex digits
+    assert len(ticket.removeprefix("tk_")) * 6 >= 128  # url-safe base64 characters
+    assert len({ids.ticket_id() for _ in range(100)}) == 100

@@ -275,9 +275,15 @@ class CountingIds:
         self.prefix = prefix
         self._next = itertools.count(1)
         self._tickets = random.Random(f"runkernel-sim/{seed}/{prefix}")
+        self._forgeries = random.Random(f"runkernel-sim-forged/{seed}/{prefix}")
 
     def new_id(self, prefix: str) -> str:
         return f"{prefix}-{self.prefix}-{next(self._next)}"
 
     def ticket_id(self) -> str:
         return f"tk_{self._tickets.getrandbits(192):048x}"
+
+    def forged_ticket_id(self) -> str:
+        """A ticket id no ticket of this source has (for commands that must be refused),
+        drawn from a stream of its own so it never shifts the real tickets."""
+        return f"tk_{self._forgeries.getrandbits(192):048x}"

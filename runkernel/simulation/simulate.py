@@ -79,13 +79,13 @@ class Report:
         self.violations += [f"{trial.scenario.name} ({trial.thread_ids[0]}): {p}" for p in problems]
 
 
-def baselines(scenarios: tuple[Scenario, ...]) -> dict[str, tuple[int, Outline]]:
+def baselines(scenarios: tuple[Scenario, ...], seed: int = 0) -> dict[str, tuple[int, Outline]]:
     """Each scenario played once without crashes: how many crash boundaries it passes,
     and the outline of its history that crashed runs are compared with (I12)."""
     found = {}
     for scenario in scenarios:
         store = MemoryStore()
-        trial = ScenarioRun(store, scenario, 0, ()).play()
+        trial = ScenarioRun(store, scenario, 0, (), seed).play()
         found[scenario.name] = (
             max(trial.boundaries_seen, 1),
             outline(store.commits(trial.thread_ids[0]), trial.run_ids[0]),
@@ -119,7 +119,7 @@ def simulate(store: Store, runs: int, seed: int, progress: Progress | None = Non
 
 def _play(store: Store, runs: int, seed: int, progress: Progress | None, report: Report) -> None:
     scenarios = catalogue()
-    found = baselines(scenarios)
+    found = baselines(scenarios, seed)
     counts = {name: count for name, (count, _) in found.items()}
     rng = random.Random(seed)
     offsets = {s.name: rng.randrange(counts[s.name]) for s in scenarios}
@@ -133,7 +133,7 @@ def _play(store: Store, runs: int, seed: int, progress: Progress | None, report:
             targets = (first,)
             if round_number % 3 == 0:
                 targets += (first + 1 + rng.randrange(total),)
-        trial = ScenarioRun(store, scenario, index, targets).play()
+        trial = ScenarioRun(store, scenario, index, targets, seed).play()
         logs = thread_logs(store, trial)
         report.add(trial, logs, check_run(store, trial, found[scenario.name][1], logs))
         if progress is not None:
