@@ -21,6 +21,7 @@ from runkernel.kernel.protocol import EndRequest
 from runkernel.kernel.state import Awaiting, EndCause, Ended, Message
 from runkernel.kernel.values import EndCauseKind, Role, WaitKind
 from runkernel.simulation.actors import OK, CountingIds, ScriptedGate, ScriptedModel, SimTool, StepScript, World
+from runkernel.simulation.simulate import simulate
 
 TASK = (Message(Role.USER, "do it"),)
 CANCEL = EndRequest(EndCause(EndCauseKind.CANCELLED))
@@ -103,10 +104,12 @@ def test_a_refusal_names_its_rule() -> None:
     assert entry == stop and outcome.startswith("refused: ") and "awaiting" in outcome.lower()
 
 
-def test_a_default_sized_simulation_leaves_a_bounded_inbox(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_simulation_leaves_a_bounded_inbox(tmp_path: Path) -> None:
     db = tmp_path / "sim.db"
-    assert main(["simulate", "--runs", "320", "--store", f"sqlite:///{db}", "--no-progress"]) == 0
-    capsys.readouterr()
+    store = SqliteStore(db, synchronous="NORMAL")  # durability is not what is tested here
+    report = simulate(store, 320, seed=0)
+    store.close()
+    assert report.complete and not report.violations
     connection = sqlite3.connect(db)
     (rows,) = connection.execute("SELECT count(*) FROM inbox").fetchone()
     (refused,) = connection.execute("SELECT count(*) FROM inbox WHERE outcome LIKE 'refused%'").fetchone()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from runkernel.adapters.serial import (
     snapshot_from_json,
     snapshot_to_json,
 )
+from runkernel.adapters.sqlite_decode import decoded, integer, json_text, thread_head
 from runkernel.adapters.sqlite_open import Access, Layout, Recognized, connect, recognize, store_error
 from runkernel.adapters.store import (
     Checkpoint,
@@ -194,8 +195,8 @@ class SqliteStore:
         ).fetchone()
         if row is None:
             return None
-        head: ThreadHead = _decoded(
-            self.path, f"threads row {thread_id!r}", lambda: _thread_head(thread_id, row[0], row[1])
+        head: ThreadHead = decoded(
+            self.path, f"threads row {thread_id!r}", lambda: thread_head(thread_id, row[0], row[1])
         )
         return head
 
@@ -203,7 +204,7 @@ class SqliteStore:
         row = self._db.execute("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             return None
-        snapshot: RunSnapshot = _decoded(
+        snapshot: RunSnapshot = decoded(
             self.path, f"runs row {run_id!r}", lambda: snapshot_from_json(json.loads(row[0]))
         )
         if snapshot.run_id != run_id:
@@ -250,7 +251,7 @@ class SqliteStore:
         commits: list[ThreadCommit] = []
         for expected, (stored_version, line, _) in enumerate(rows, start=1):
             where = f"commits row ({thread_id!r}, {stored_version!r})"
-            commit: ThreadCommit = _decoded(self.path, where, lambda: commit_from_text(line))
+            commit: ThreadCommit = decoded(self.path, where, lambda: commit_from_text(line))
             if stored_version != expected or commit.version != expected or commit.thread_id != thread_id:
                 raise DamagedStore(
                     f"{self.path}: the {where} breaks the log: expected version {expected} of "
@@ -292,7 +293,7 @@ class SqliteStore:
             ).fetchall()
         )
         return [
-            InboxEntry(int(r[0]), run_id, _decoded(self.path, f"inbox row {r[0]}", lambda: _json(r[1])), "pending")
+            InboxEntry(int(r[0]), run_id, decoded(self.path, f"inbox row {r[0]}", lambda: json_text(r[1])), "pending")
             for r in rows
         ]
 
@@ -307,7 +308,7 @@ class SqliteStore:
         )
         if row is None:
             return None
-        body = _decoded(self.path, f"inbox row {entry_id}", lambda: _json(row[1]))
+        body = decoded(self.path, f"inbox row {entry_id}", lambda: json_text(row[1]))
         return InboxEntry(entry_id, str(row[0]), body, str(row[2]), row[3])
 
     def commands(self, run_id: str) -> list[InboxEntry]:
@@ -317,7 +318,7 @@ class SqliteStore:
             ).fetchall()
         )
         return [
-            InboxEntry(int(r[0]), run_id, _decoded(self.path, f"inbox row {r[0]}", lambda: _json(r[1])), str(r[2]), r[3])
+            InboxEntry(int(r[0]), run_id, decoded(self.path, f"inbox row {r[0]}", lambda: json_text(r[1])), str(r[2]), r[3])
             for r in rows
         ]
 
@@ -343,8 +344,8 @@ class SqliteStore:
         )
         if row is None:
             return None
-        checkpoint: Checkpoint = _decoded(
-            self.path, f"checkpoints row {run_id!r}", lambda: Checkpoint(run_id, _integer(row[0]), _json(row[1]))
+        checkpoint: Checkpoint = decoded(
+            self.path, f"checkpoints row {run_id!r}", lambda: Checkpoint(run_id, integer(row[0]), json_text(row[1]))
         )
         return checkpoint
 
@@ -426,34 +427,3 @@ class SqliteStore:
             return self._db.execute(sql, params)
         except sqlite3.Error as error:
             raise store_error(self.path, "a write", error) from None
-
-
-#: What decoding a damaged stored value can raise (TraceFormatError is a ValueError).
-_DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError)
-
-
-def _decoded(path: str, where: str, decode: Callable[[], Any]) -> Any:
-    """``decode()``, with any failure reported as a DamagedStore naming the row."""
-    try:
-        return decode()
-    except _DECODE_ERRORS as error:
-        raise DamagedStore(f"{path}: the {where} is damaged: {error}") from None
-
-
-def _integer(value: Any) -> int:
-    if type(value) is not int:
-        raise ValueError(f"expected an integer, found {value!r}")
-    return value
-
-
-def _json(text: Any) -> JsonValue:
-    if not isinstance(text, str):
-        raise ValueError(f"expected JSON text, found {type(text).__name__}")
-    value: JsonValue = json.loads(text)
-    return value
-
-
-def _thread_head(thread_id: str, version: Any, active_run_id: Any) -> ThreadHead:
-    if active_run_id is not None and not isinstance(active_run_id, str):
-        raise ValueError(f"active_run_id {active_run_id!r} is not text")
-    return ThreadHead(thread_id, _integer(version), active_run_id)
