@@ -272,3 +272,57 @@ def test_a_runs_row_holding_another_runs_state_is_damage(waiting_store: Path) ->
     with pytest.raises(DamagedStore, match="holds the state of run 'r1'"):
         store.run("r9")
     store.close()
+
+
+def test_a_wal_that_immutable_would_ignore_is_refused_on_read_only_media(
+    read_only_mount: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    source = tmp_path / "live.db"
+    writer = SqliteStore(source)  # kept open: its write-ahead log is not checkpointed
+    for commit in awaiting_run("t1", "r1", "ticket-approval-0001")[0]:
+        writer.append(commit)
+    for suffix in ("", "-wal"):
+        shutil.copy(f"{source}{suffix}", read_only_mount / f"w.db{suffix}")
+    writer.close()
+    subprocess.run(["mount", "-o", "remount,ro", str(read_only_mount)], check=True)
+    assert main(["inspect", "--store", url(read_only_mount / "w.db"), "r1"]) == 1
+    error = capsys.readouterr().err
+    assert "uncheckpointed write-ahead log" in error and len(error.strip().splitlines()) == 1
+
+
+def test_inspect_during_concurrent_appends_never_shows_a_torn_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import threading
+    import time
+
+    path = tmp_path / "busy.db"
+    commits = text_run("t1", "r1", 120)
+    store = SqliteStore(path, synchronous="NORMAL")
+    store.append(commits[0])
+    done = threading.Event()
+
+    def write() -> None:
+        writer = SqliteStore(path, synchronous="NORMAL")
+        for commit in commits[1:]:
+            writer.append(commit)
+            time.sleep(0.002)  # spread the appends over many reads
+        writer.close()
+        done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    reads, torn = 0, []
+    while not done.is_set() or reads < 5:
+        assert main(["inspect", "--store", url(path), "r1", "--format", "json"]) == 0
+        view = json.loads(capsys.readouterr().out)
+        reads += 1
+        if len(view["messages"]) != view["version"]:  # one message per commit in this run
+            torn.append((view["version"], len(view["messages"])))
+    thread.join()
+    store.close()
+    print(f"{reads} inspect reads during {len(commits) - 1} appends, {len(torn)} torn")
+    assert torn == []
