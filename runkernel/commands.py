@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -186,9 +188,6 @@ def _clear_export(directory: Path) -> None:
 def _claim(store: Store, url: str, *, reset: bool) -> None:
     """Refuse a store that already holds Threads unless ``--reset``; on SQLite the check
     and the claim are one transaction, so two simulations cannot both pass it."""
-    import os
-    import socket
-
     if isinstance(store, SqliteStore):
         refused = store.claim_empty(f"simulate pid {os.getpid()} on {socket.gethostname()}", reset=reset)
     else:
