@@ -326,3 +326,41 @@ def test_inspect_during_concurrent_appends_never_shows_a_torn_read(
     store.close()
     print(f"{reads} inspect reads during {len(commits) - 1} appends, {len(torn)} torn")
     assert torn == []
+
+
+def make_unowned(path: Path, kind: str) -> None:
+    """A file at ``path`` that is not a runkernel store of this schema."""
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "garbled":
+        path.write_bytes(b"\x00garbage" * 512)
+    elif kind == "truncated header":
+        path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 84)
+    elif kind == "foreign":
+        foreign(path, "CREATE TABLE t (x)")
+    elif kind == "views only":
+        foreign(path, "CREATE VIEW v AS SELECT 1")
+    elif kind in ("newer", "older", "other schema"):
+        SqliteStore(path).close()
+        key, value = {"newer": ("version", "99"), "older": ("version", "0"), "other schema": ("schema", "x")}[kind]
+        damage(path, f"UPDATE meta SET value = '{value}' WHERE key = '{key}'")
+    else:
+        raise AssertionError(kind)
+
+
+UNOWNED = ["directory", "fifo", "garbled", "truncated header", "foreign", "views only", "newer", "older", "other schema"]
+
+
+@pytest.mark.parametrize("kind", UNOWNED)
+@pytest.mark.parametrize("access", ["read", "write", "create"])
+def test_every_unowned_file_is_one_typed_line_at_the_store(tmp_path: Path, kind: str, access: str) -> None:
+    path = tmp_path / "x.db"
+    make_unowned(path, kind)
+    before = digest(path) if path.is_file() else None
+    with pytest.raises((SchemaError, DamagedStore)) as raised:
+        SqliteStore(path, read_only=access == "read", create=access == "create")
+    assert len(str(raised.value).splitlines()) == 1 and str(path) in str(raised.value)
+    if before is not None:
+        assert digest(path) == before
