@@ -47,6 +47,7 @@ class Recognized(enum.Enum):
 
     EMPTY = "empty"  # no schema object at all: only CREATE may put the schema there
     CURRENT = "current"  # a runkernel store of the schema this version writes
+    OLDER = "older"  # a runkernel store of an older schema (only when a migration asks)
 
 
 @frozen
@@ -120,11 +121,15 @@ def _uri(path: str, **parameters: str) -> str:
     return f"file:{urllib.parse.quote(os.path.abspath(path))}?{query}"
 
 
-def connect(path: str, access: Access, layout: Layout, *, timeout: float) -> tuple[sqlite3.Connection, Recognized]:
+def connect(
+    path: str, access: Access, layout: Layout, *, timeout: float, allow_older: bool = False
+) -> tuple[sqlite3.Connection, Recognized]:
     """An open connection to a recognized store, in autocommit mode.
 
     READ connections are opened read-only and left inside one read transaction, so
-    everything a read command shows comes from one snapshot of the store."""
+    everything a read command shows comes from one snapshot of the store. With
+    ``allow_older`` (``runkernel db migrate``) a WRITE connection also accepts an older
+    runkernel schema and says so (``Recognized.OLDER``)."""
     check_path(path, access)
     if access is Access.READ:
         return _connect_read(path, layout, timeout=timeout), Recognized.CURRENT
@@ -134,7 +139,7 @@ def connect(path: str, access: Access, layout: Layout, *, timeout: float) -> tup
     except sqlite3.Error as error:
         raise store_error(path, "opening", error) from None
     try:
-        found = recognize(db, path, layout)
+        found = recognize(db, path, layout, allow_older=allow_older)
         if found is Recognized.EMPTY and access is not Access.CREATE:
             raise SchemaError(f"{path} holds no runkernel store (an empty database)")
     except sqlite3.Error as error:
@@ -186,9 +191,26 @@ def _begin_recognized(db: sqlite3.Connection, path: str, layout: Layout) -> sqli
     return db
 
 
-def recognize(db: sqlite3.Connection, path: str, layout: Layout) -> Recognized:
+def statements(script: str) -> list[str]:
+    """A SQL script as single statements, to run inside one transaction (``executescript``
+    would commit first). Split where SQLite says a statement is complete, so a trigger's
+    body with its own semicolons stays whole."""
+    found, pending = [], ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n\t;"):
+                found.append(pending.strip())
+            pending = ""
+    if pending.strip(" \n\t;"):
+        found.append(pending.strip())
+    return found
+
+
+def recognize(db: sqlite3.Connection, path: str, layout: Layout, *, allow_older: bool = False) -> Recognized:
     """Read (never write) what the database holds; refuse anything but a runkernel store
-    of this schema or a database with no schema object at all."""
+    of this schema or a database with no schema object at all. With ``allow_older`` (for
+    a migration) a runkernel store of an older schema is ``Recognized.OLDER``."""
     objects = {
         (str(kind), str(name))
         for kind, name in db.execute("SELECT type, name FROM sqlite_master")
@@ -216,6 +238,8 @@ def recognize(db: sqlite3.Connection, path: str, layout: Layout) -> Recognized:
             f"{layout.version}: upgrade runkernel"
         )
     if version < layout.version:
+        if allow_older:
+            return Recognized.OLDER
         raise SchemaError(f"{path} has the older schema version {version}; run `runkernel db migrate`")
     missing = sorted(set(layout.tables) - tables)
     if missing:

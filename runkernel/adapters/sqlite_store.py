@@ -23,7 +23,15 @@ from runkernel.adapters.serial import (
     snapshot_to_json,
 )
 from runkernel.adapters.sqlite_decode import decoded, integer, json_text, thread_head
-from runkernel.adapters.sqlite_open import Access, Layout, Recognized, connect, recognize, store_error
+from runkernel.adapters.sqlite_open import (
+    Access,
+    Layout,
+    Recognized,
+    connect,
+    recognize,
+    statements,
+    store_error,
+)
 from runkernel.adapters.store import (
     Checkpoint,
     DamagedStore,
@@ -127,9 +135,8 @@ class SqliteStore:
         try:
             # another process may have created it since the file was recognized
             if recognize(self._db, self.path, LAYOUT) is Recognized.EMPTY:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self._db.execute(statement)
+                for statement in statements(_SCHEMA):
+                    self._db.execute(statement)
                 self._db.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema', ?), ('version', ?)",
                     (SCHEMA_NAME, str(SCHEMA_VERSION)),
