@@ -97,17 +97,28 @@ def test_ctrl_c_in_simulate_gives_the_partial_report(tmp_path: Path) -> None:
     assert "INCOMPLETE, interrupted after 3 runs" in format_report(report)
 
 
+def _default_sigint() -> None:
+    # a shell starts background jobs with SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: give the child the default, as a terminal would
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_exits_130_with_the_report_on_a_line_of_its_own(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "runkernel.cli", "simulate", "--runs", "100000", "--store",
          url(tmp_path / "s.db")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint,
     )
     assert process.stderr is not None
-    first = process.stderr.readline()  # the first progress line: simulate is running
-    assert first.startswith("simulate: "), first
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=120)
+    try:
+        first = process.stderr.readline()  # the first progress line: simulate is running
+        assert first.startswith("simulate: "), first
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
     assert process.returncode == 130, err
     assert "Traceback" not in err
     assert err.splitlines()[-1] == "runkernel simulate: interrupted"
