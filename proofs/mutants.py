@@ -4,7 +4,8 @@ detector named for it catches it.
 Each mutant is a single textual replacement (the original text must occur exactly
 once, so a refactoring that moves it makes this script fail loudly instead of
 silently testing nothing). Each detector runs alone against the mutated copy, with no
-Hypothesis shrinking and stopping at the first failure, capped at 60 seconds. Before
+Hypothesis shrinking and stopping at the first failure, with a 600-second hang guard
+(detectors take seconds; the guard is far above that so load never decides). Before
 the mutants, every detector must pass on the unmutated copy; otherwise a "catch" would
 mean nothing.
 
@@ -25,7 +26,9 @@ from pathlib import Path
 from attrs import frozen
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT = 60.0
+#: Wall-clock hang guard per detector run: detectors take 1-20 s on the 2-core CI
+#: machine under load; a catch or a pass is decided by the detector, never by this.
+TIMEOUT = 600.0
 
 
 @frozen
@@ -80,6 +83,13 @@ class Mutant:
 
 
 MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "a stream checkpoint becomes the committed reply",
+        "runkernel/adapters/runtime.py",
+        "            return InferenceResult(reply.content, end=reply.end)\n",
+        "            return InferenceResult(reply.content if partial is None else partial, end=reply.end)\n",
+        STATEFUL,
+    ),
     Mutant(
         "recovery turns Executing into Requested",
         "runkernel/kernel/recover.py",
@@ -235,7 +245,7 @@ def imports_from(tree: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="run only the mutant whose name contains this text")
-    parser.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds per detector run (default 60)")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT, help=f"hang guard in seconds per detector run (default {TIMEOUT:.0f})")
     args = parser.parse_args(argv)
     chosen = [m for m in MUTANTS if args.only is None or args.only in m.name]
     if not chosen:

@@ -7,6 +7,7 @@ expected failures into one line on stderr and a non-zero exit code.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -103,6 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return error.code
     except StoreError as error:
         print(f"runkernel {args.command}: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except sqlite3.Error as error:  # stores wrap these; a store failure is never a traceback
+        print(f"runkernel {args.command}: store failure: {error}", file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:
         return EXIT_FAILURE

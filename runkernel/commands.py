@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import socket
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from runkernel.adapters.damage import check_snapshot, check_thread
 from runkernel.adapters.export import export_lines
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.inspect_view import (
@@ -18,8 +21,9 @@ from runkernel.adapters.inspect_view import (
     inspect_json,
     inspect_text,
 )
-from runkernel.adapters.store import Reconciliation, Store, StoreError
-from runkernel.adapters.urls import DEFAULT_STORE_URL, open_store
+from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.adapters.store import Reconciliation, SchemaError, Store
+from runkernel.adapters.urls import DEFAULT_STORE_URL, BadStoreUrl, open_store
 from runkernel.kernel.protocol import (
     Approve,
     DelegationResult,
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 RECONCILE_OUTCOMES = ("applied", "not_applied", "compensated", "unknown")
 
@@ -53,13 +58,26 @@ class CliError(Exception):
         self.code = code
 
 
+#: Commands that read or change what a store keeps between processes: an in-process
+#: ``memory:`` store is always empty for them, so it is refused instead of answering.
+_PERSISTENT_ONLY = ("inspect", "export", "resume", "cancel", "reconcile")
+
+
 @contextlib.contextmanager
-def _opened(url: str, *, create: bool = False) -> Iterator[Store]:
-    """The store a URL names, closed afterwards; a bad URL or file is a usage error.
-    Only ``simulate`` creates a store; the other commands need one that exists."""
+def _opened(url: str, *, create: bool = False, read_only: bool = False, command: str = "") -> Iterator[Store]:
+    """The store a URL names, closed afterwards. A bad URL, or a file that is not a
+    runkernel store of this schema, is a usage error (exit 2); a store that cannot be
+    reached (locked, full, read-only, I/O) or is damaged is a failure (exit 1). Only
+    ``simulate`` creates a store; read commands open it read-only."""
+    if url == "memory:" and command in _PERSISTENT_ONLY:
+        raise CliError(
+            f"memory: holds nothing outside one process, so {command} has nothing to work on; "
+            "use --store sqlite:///path.db",
+            EXIT_USAGE,
+        )
     try:
-        store = open_store(url, create=create)
-    except StoreError as error:
+        store = open_store(url, create=create, read_only=read_only)
+    except (SchemaError, BadStoreUrl) as error:
         raise CliError(str(error), EXIT_USAGE) from None
     try:
         yield store
@@ -112,37 +130,87 @@ def _simulate(args: argparse.Namespace) -> int:
 
     if args.runs < 1:
         raise CliError("--runs must be at least 1", EXIT_USAGE)
+    export = None if args.export is None else _export_target(Path(args.export), reset=args.reset)
     with _opened(args.store, create=True) as store:
-        if store.thread_ids():
-            if not args.reset:
-                raise CliError(
-                    f"store {args.store} already holds {len(store.thread_ids())} threads; "
-                    "pass --reset to delete them, or choose another --store",
-                    EXIT_USAGE,
-                )
-            store.reset()
+        _claim(store, args.store, reset=args.reset)
+        if export is not None:
+            _clear_export(export)
         progress = None if args.no_progress else ProgressBar(sys.stderr)
         report = simulate(store, args.runs, args.seed, progress)
-        if args.export is not None:
-            directory = Path(args.export)
-            directory.mkdir(parents=True, exist_ok=True)
+        if progress is not None and progress.tty and not report.complete:
+            sys.stderr.write("\n")  # the partial report starts on a line of its own
+        if report.store_failure is not None:
+            print(f"store unavailable: {report.store_failure}", file=sys.stderr)
+        elif report.interrupted:
+            print("runkernel simulate: interrupted", file=sys.stderr)
+        if export is not None and report.complete:
             for thread_id in report.thread_ids:
-                with (directory / f"{thread_id}.jsonl").open("w", encoding="utf-8") as out:
+                with (export / f"{thread_id}.jsonl").open("w", encoding="utf-8", newline="\n") as out:
                     out.writelines(line + "\n" for line in export_lines(store, thread_id, redact=False))
         sys.stdout.write(format_report(report))
-        if args.export is not None:
+        if export is not None and report.complete:
             print(f"exported {len(report.thread_ids)} threads to {args.export}")
-        return EXIT_OK if not report.violations else EXIT_FAILURE
+        if report.interrupted:
+            return EXIT_INTERRUPTED
+        return EXIT_OK if report.complete and not report.violations else EXIT_FAILURE
+
+
+def _export_target(directory: Path, *, reset: bool) -> Path:
+    """Check ``--export DIR`` before anything runs: a directory (created if missing)
+    that is empty, or whose old traces ``--reset`` may replace."""
+    if directory.exists() and not directory.is_dir():
+        raise CliError(f"--export {directory} exists and is not a directory", EXIT_USAGE)
+    if directory.is_dir():
+        kept = sorted(p.name for p in directory.iterdir())
+        if kept and not reset:
+            raise CliError(
+                f"--export {directory} is not empty ({len(kept)} entries); pass --reset to replace "
+                "its .jsonl traces, or choose an empty directory",
+                EXIT_USAGE,
+            )
+        foreign = [name for name in kept if not name.endswith(".jsonl")]
+        if foreign:
+            raise CliError(
+                f"--export {directory} holds files that are not traces ({', '.join(foreign[:3])}); "
+                "choose an empty directory",
+                EXIT_USAGE,
+            )
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def _clear_export(directory: Path) -> None:
+    """Remove the old traces (only ``*.jsonl``, checked by ``_export_target``)."""
+    for old in directory.glob("*.jsonl"):
+        old.unlink()
+
+
+def _claim(store: Store, url: str, *, reset: bool) -> None:
+    """Refuse a store that already holds Threads unless ``--reset``; on SQLite the check
+    and the claim are one transaction, so two simulations cannot both pass it."""
+    if isinstance(store, SqliteStore):
+        refused = store.claim_empty(f"simulate pid {os.getpid()} on {socket.gethostname()}", reset=reset)
+    else:
+        held = len(store.thread_ids())
+        if held and reset:
+            store.reset()
+        refused = f"already holds {held} threads" if held and not reset else None
+    if refused is not None:
+        raise CliError(
+            f"store {url} {refused}; pass --reset to delete what it holds, or choose another --store",
+            EXIT_USAGE,
+        )
 
 
 # --- inspect, export ----------------------------------------------------------------------
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    with _opened(args.store) as store:
+    with _opened(args.store, read_only=True, command="inspect") as store:
         snapshot = store.run(args.run_id)
         if snapshot is None:
             raise CliError(f"no committed run {args.run_id!r} in {args.store}")
+        check_snapshot(snapshot, store.commits(snapshot.thread_id))
         if args.format == "json":
             print(json.dumps(inspect_json(store, snapshot), indent=2, ensure_ascii=False))
         else:
@@ -151,9 +219,10 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    with _opened(args.store) as store:
+    with _opened(args.store, read_only=True, command="export") as store:
         if store.thread_head(args.thread_id) is None:
             raise CliError(f"no thread {args.thread_id!r} in {args.store}")
+        check_thread(store, args.thread_id)
         for line in export_lines(store, args.thread_id, redact=args.redact):
             sys.stdout.write(line + "\n")
         return EXIT_OK
@@ -187,19 +256,19 @@ def _no_constant(name: str) -> object:
 
 def _resume(args: argparse.Namespace) -> int:
     kind, payload = _payload(args)
-    with _opened(args.store) as store:
+    with _opened(args.store, command="resume") as store:
         command = ResumeCommand(args.run_id, args.ticket, kind, payload)
         return _queued(submit_resume(store, command), "command", args.run_id)
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    with _opened(args.store) as store:
+    with _opened(args.store, command="cancel") as store:
         result = submit_end(store, args.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
         return _queued(result, "cancel", args.run_id)
 
 
 def _reconcile(args: argparse.Namespace) -> int:
-    with _opened(args.store) as store:
+    with _opened(args.store, command="reconcile") as store:
         found = find_indeterminate(store, args.operation_id)
         if found is None:
             raise CliError(f"no Indeterminate call has operation id {args.operation_id!r} in {args.store}")

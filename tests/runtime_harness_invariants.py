@@ -25,6 +25,7 @@ from runkernel.kernel.state import (
     is_terminal,
 )
 from runkernel.kernel.values import IndeterminateReason, Role
+from runkernel.simulation.contents import check_contents
 from runkernel.specs.checker import TraceJudge, Verdict, check_commits
 from runtime_harness_state import RuntimeMachineState
 from runtime_harness_world import PAST
@@ -47,6 +48,7 @@ class RuntimeInvariants(RuntimeMachineState):
         problems += self.check_recoveries()
         problems += self.check_ended(logs, snapshots)
         problems += self.check_commands(logs)
+        problems += check_contents(self.world, logs)
         for run_id, snapshot in snapshots.items():
             if recover(snapshot, self.registry.policies) != recover(snapshot, self.registry.policies):
                 problems.append(f"I11 recover() of {run_id} v{snapshot.version} is not deterministic")

@@ -13,6 +13,7 @@ from runtime_harness_scripts import Versions, choose
 from runtime_harness_world import NOW, ArmedCrash, ScriptedGate, build_registry
 
 from runkernel.adapters.crash import SimulatedCrash
+from runkernel.adapters.inbox import ALREADY_APPLIED_BY, APPLIED_OUTCOMES
 from runkernel.adapters.runtime import (
     ALREADY_COMMITTED,
     Acknowledged,
@@ -58,7 +59,7 @@ class RuntimeMachineState(RuleBasedStateMachine):
         self.crash = ArmedCrash()
         self.ids = CountingIds("m")
         self.scripts: dict[str, tuple[StepScript, ...]] = {}
-        self.model = ScriptedModel(self.scripts)
+        self.model = ScriptedModel(self.scripts, self.world)
         self.gate = ScriptedGate()
         self.serial = itertools.count(1)
         self.drive: Drive | None = None
@@ -158,6 +159,14 @@ class RuntimeMachineState(RuleBasedStateMachine):
                 if snapshot is None or snapshot.state != Ended(command.cause):
                     self.problems.append(f"inbox end settled 'applied' but the run is not Ended so: {entry.body}")
             return
+        duplicate_of = ALREADY_APPLIED_BY.format(entry_id="")
+        if event.outcome.startswith(duplicate_of):
+            # exact: the command it names was applied, and is this same command
+            named = event.outcome[len(duplicate_of):]
+            kept = {e.entry_id: e for e in self.store.commands(entry.run_id)}
+            applier = kept.get(int(named)) if named.isdigit() else None
+            if applier is None or applier.outcome not in APPLIED_OUTCOMES or applier.body != entry.body:
+                self.problems.append(f"inbox entry {entry.entry_id} settled as {event.outcome!r}, which is not so")
         if not event.outcome.startswith("refused"):
             self.problems.append(f"inbox entry settled with an unknown outcome {event.outcome!r}")
         if self.step_versions is not None and self.versions() != self.step_versions:

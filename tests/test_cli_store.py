@@ -163,8 +163,10 @@ def test_export_matches_the_stored_lines(waiting_store: Path, capsys: pytest.Cap
     [
         (["inspect", "--store", "mysql://x", "r1"], "unknown store URL"),
         (["inspect", "--store", "postgresql://localhost/test", "r1"], "PostgreSQL"),
-        (["export", "--store", "memory:", "nope"], "no thread"),
-        (["inspect", "--store", "memory:", "nope"], "no committed run"),
+        (["export", "--store", "memory:", "nope"], "memory: holds nothing"),
+        (["inspect", "--store", "memory:", "nope"], "memory: holds nothing"),
+        (["cancel", "--store", "memory:", "nope"], "memory: holds nothing"),
+        (["reconcile", "--store", "memory:", "op", "--outcome", "applied"], "memory: holds nothing"),
     ],
 )
 def test_errors_are_one_line_on_stderr(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,8 +22,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 HARNESS = ROOT / "proofs" / "crosshair_check.py"
 PLANTED = ROOT / "proofs" / "planted_contracts.py"
-#: A small budget: every planted problem shows up within it.
-BUDGET = ["--iterations", "20", "--condition-timeout", "3", "--path-timeout", "0.5"]
+#: A small budget: every planted problem shows up within it. The iteration count is
+#: the bound; the CPU caps are hang guards, far above need, so load never decides.
+BUDGET = ["--iterations", "20", "--condition-timeout", "30", "--path-timeout", "5"]
 
 
 def run_harness(report: Path, *args: str) -> tuple[int, dict[str, dict[str, Any]], str]:

@@ -91,6 +91,11 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
         "messages": [message_to_json(m) for c in log for m in c.messages],
         "indeterminate": indeterminate,
         "pending_commands": [e.body for e in store.pending_commands(snapshot.run_id)],
+        "settled_commands": [
+            {"entry_id": e.entry_id, "command": e.body, "outcome": e.outcome}
+            for e in store.commands(snapshot.run_id)
+            if e.state == "settled"
+        ],
     }
 
 
@@ -150,4 +155,7 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
             out.append(f"  - {entry['call_id']}  operation={entry['operation_id']}  {recorded}")
     if view["pending_commands"]:
         out += ["", f"Pending commands in the inbox: {len(view['pending_commands'])}"]
+    if view["settled_commands"]:
+        out += ["", "Settled commands (an Ended Run keeps only the applied ones):"]
+        out += [f"  - command {e['entry_id']}: {e['outcome']}" for e in view["settled_commands"]]
     return "\n".join(out) + "\n"

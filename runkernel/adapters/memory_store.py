@@ -116,6 +116,20 @@ class MemoryStore:
     def inbox_entry(self, entry_id: int) -> InboxEntry | None:
         return self._inbox.get(entry_id)
 
+    def commands(self, run_id: str) -> list[InboxEntry]:
+        return [e for e in self._inbox.values() if e.run_id == run_id]
+
+    def compact_commands(self, run_id: str) -> int:
+        with self._lock:
+            refused = [
+                e.entry_id
+                for e in self._inbox.values()
+                if e.run_id == run_id and e.state == "settled" and (e.outcome or "").startswith("refused")
+            ]
+            for entry_id in refused:
+                del self._inbox[entry_id]
+        return len(refused)
+
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         if self.fail_checkpoints:
             raise StoreUnavailable("memory store: checkpoint writes are failing (injected)")

@@ -52,8 +52,8 @@ from runkernel.adapters.runtime_events import (
     RunOutcome,
     RuntimeEvent,
     RuntimeProtocolError,
-    refusal_outcome,
 )
+from runkernel.adapters.inbox import exact_refusal
 from runkernel.adapters.serial import inbox_to_input
 from runkernel.adapters.store import (
     Checkpoint,
@@ -265,6 +265,7 @@ class Runtime:
             # an Ended run refuses every command: this settles what is left in the inbox
             accepted = self._next_command(state)
             assert accepted is None, "decide accepted a command for an Ended run"
+            self.store.compact_commands(state.run_id)  # keep only what was applied
             return None
         command = self._next_command(state)
         if command is not None:
@@ -458,7 +459,7 @@ class Runtime:
             history = self.store.history(state.run_id)
             verdict = decide(state, command, self.policies, history, self_check=self.self_check)
             if isinstance(verdict, Rejection):
-                self._settle(entry, refusal_outcome(state, command, verdict))
+                self._settle(entry, exact_refusal(self.store, state, entry, command, verdict))
                 continue
             return verdict, entry
         return None

@@ -10,7 +10,6 @@ versioned: a file that is not a runkernel store, or is newer, is refused.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +22,19 @@ from runkernel.adapters.serial import (
     snapshot_from_json,
     snapshot_to_json,
 )
+from runkernel.adapters.sqlite_decode import decoded, integer, json_text, thread_head
+from runkernel.adapters.sqlite_open import (
+    Access,
+    Layout,
+    Recognized,
+    connect,
+    recognize,
+    statements,
+    store_error,
+)
 from runkernel.adapters.store import (
     Checkpoint,
+    DamagedStore,
     InboxEntry,
     Reconciliation,
     SchemaError,
@@ -105,80 +115,64 @@ _TABLES = (
     "checkpoints",
     "reconciliations",
 )
+LAYOUT = Layout(SCHEMA_NAME, SCHEMA_VERSION, _TABLES)
 
 
 class SqliteStore:
     """A runkernel store in one SQLite file. Use one instance per thread of control."""
 
-    def __init__(self, path: str | Path, *, synchronous: str = "FULL", create: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: str = "FULL",
+        create: bool = True,
+        read_only: bool = False,
+        busy_timeout: float = 30.0,
+    ) -> None:
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
         self.path = str(path)
-        if not create and not os.path.exists(self.path):
-            raise StoreUnavailable(f"no store at {self.path}")
         self.fail_checkpoints = False
         self._scratch: sqlite3.Connection | None = None
         #: (run id, snapshot row text, snapshot) of this connection's last commit
         self._written: tuple[str, str, RunSnapshot] | None = None
+        # recognized before any write or pragma; a read-only store stays in one read
+        # transaction for its life, so a read command sees one snapshot
+        access = Access.READ if read_only else Access.CREATE if create else Access.WRITE
+        self._db, found = connect(self.path, access, LAYOUT, timeout=busy_timeout)
+        if read_only:
+            return
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-        except sqlite3.Error as error:
-            raise StoreUnavailable(f"cannot open {self.path}: {error}") from None
-        try:
+            if found is Recognized.EMPTY:
+                self._create_schema()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
-            self._ensure_schema()
-        except sqlite3.DatabaseError as error:
+        except sqlite3.Error as error:
             self._db.close()
-            raise SchemaError(f"{self.path} is not a runkernel SQLite store: {error}") from None
-        except SchemaError:
+            raise store_error(self.path, "creating the schema", error) from None
+        except BaseException:
             self._db.close()
             raise
 
     # --- schema ---------------------------------------------------------------------
 
-    def _ensure_schema(self) -> None:
-        tables = {
-            row[0]
-            for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            if not str(row[0]).startswith("sqlite_")
-        }
-        if not tables:
-            meta = (
-                f"INSERT INTO meta (key, value) VALUES ('schema', '{SCHEMA_NAME}'), "
-                f"('version', '{SCHEMA_VERSION}');"
-            )
-            try:
-                self._db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + meta + "COMMIT;")
-            except sqlite3.OperationalError:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                if not self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
-                    raise
-                # another process created the schema first: check it like any other file
-                self._ensure_schema()
-            return
-        if "meta" not in tables:
-            raise SchemaError(f"{self.path} holds tables {sorted(tables)} but is not a runkernel store")
-        found: dict[str, str] = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
-        if found.get("schema") != SCHEMA_NAME:
-            raise SchemaError(f"{self.path} is a {found.get('schema')!r} database, not a runkernel store")
+    def _create_schema(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
         try:
-            version = int(found.get("version", ""))
-        except ValueError:
-            raise SchemaError(f"{self.path} has an unreadable schema version {found.get('version')!r}") from None
-        if version > SCHEMA_VERSION:
-            raise SchemaError(
-                f"{self.path} has schema version {version}; this runkernel knows up to "
-                f"{SCHEMA_VERSION}: upgrade runkernel"
-            )
-        if version < SCHEMA_VERSION:
-            raise SchemaError(
-                f"{self.path} has schema version {version}, older than this runkernel's "
-                f"{SCHEMA_VERSION}: upgrade it with `runkernel db migrate --store sqlite:///{self.path}`"
-            )
-        if not set(_TABLES) <= tables:
-            raise SchemaError(f"{self.path} has an unknown or damaged schema (version {version})")
+            # another process may have created it since the file was recognized
+            if recognize(self._db, self.path, LAYOUT) is Recognized.EMPTY:
+                for statement in statements(_SCHEMA):
+                    self._db.execute(statement)
+                self._db.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema', ?), ('version', ?)",
+                    (SCHEMA_NAME, str(SCHEMA_VERSION)),
+                )
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
 
     # --- commits --------------------------------------------------------------------
 
@@ -267,16 +261,23 @@ class SqliteStore:
         row = self._db.execute(
             "SELECT version, active_run_id FROM threads WHERE thread_id = ?", (thread_id,)
         ).fetchone()
-        return None if row is None else ThreadHead(thread_id, int(row[0]), row[1])
+        if row is None:
+            return None
+        head: ThreadHead = decoded(
+            self.path, f"threads row {thread_id!r}", lambda: thread_head(thread_id, row[0], row[1])
+        )
+        return head
 
     def _run_in(self, run_id: str) -> RunSnapshot | None:
         row = self._db.execute("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             return None
-        try:
-            return snapshot_from_json(json.loads(row[0]))
-        except (ValueError, KeyError, TypeError) as error:
-            raise SchemaError(f"{self.path}: the stored state of run {run_id!r} is damaged: {error!r}") from None
+        snapshot: RunSnapshot = decoded(
+            self.path, f"runs row {run_id!r}", lambda: snapshot_from_json(json.loads(row[0]))
+        )
+        if snapshot.run_id != run_id:
+            raise DamagedStore(f"{self.path}: the runs row {run_id!r} holds the state of run {snapshot.run_id!r}")
+        return snapshot
 
     def run(self, run_id: str) -> RunSnapshot | None:
         snapshot: RunSnapshot | None = self._read(lambda: self._run_in(run_id))
@@ -297,18 +298,41 @@ class SqliteStore:
         return None if row is None else str(row[0])
 
     def commits(self, thread_id: str) -> Iterator[ThreadCommit]:
+        """The Thread's log, checked as it is read: versions 1..n without gap or repeat,
+        each line's own version and Thread matching its row, and the last version the
+        Thread's head; anything else is a DamagedStore, never a partial answer."""
+        # one statement, so the head and the log come from one snapshot
         rows = self._read(
             lambda: self._db.execute(
-                "SELECT line FROM commits WHERE thread_id = ? ORDER BY version", (thread_id,)
+                "SELECT c.version, c.line, (SELECT t.version FROM threads t WHERE t.thread_id = ?) "
+                "FROM commits c WHERE c.thread_id = ? ORDER BY c.version",
+                (thread_id, thread_id),
             ).fetchall()
         )
-        return (self._decode_commit(thread_id, r[0]) for r in rows)
+        if not rows:
+            if self.thread_head(thread_id) is not None:
+                raise DamagedStore(f"{self.path}: thread {thread_id!r} has a head but no commits")
+            return iter(())
+        return self._checked_log(thread_id, rows)
 
-    def _decode_commit(self, thread_id: str, line: str) -> ThreadCommit:
-        try:
-            return commit_from_text(line)
-        except (ValueError, KeyError, TypeError) as error:
-            raise SchemaError(f"{self.path}: a stored commit of thread {thread_id!r} is damaged: {error}") from None
+    def _checked_log(self, thread_id: str, rows: list[tuple[Any, ...]]) -> Iterator[ThreadCommit]:
+        commits: list[ThreadCommit] = []
+        for expected, (stored_version, line, _) in enumerate(rows, start=1):
+            where = f"commits row ({thread_id!r}, {stored_version!r})"
+            commit: ThreadCommit = decoded(self.path, where, lambda: commit_from_text(line))
+            if stored_version != expected or commit.version != expected or commit.thread_id != thread_id:
+                raise DamagedStore(
+                    f"{self.path}: the {where} breaks the log: expected version {expected} of "
+                    f"thread {thread_id!r}, found version {commit.version} of {commit.thread_id!r}"
+                )
+            commits.append(commit)
+        head_version = rows[-1][2]
+        if head_version != len(rows):
+            raise DamagedStore(
+                f"{self.path}: thread {thread_id!r} has {len(rows)} commits but its threads row "
+                f"says version {head_version!r}"
+            )
+        return iter(commits)
 
     def commit_lines(self, thread_id: str) -> list[str]:
         """The stored ``runkernel/1`` lines, exactly as written."""
@@ -336,7 +360,10 @@ class SqliteStore:
                 (run_id,),
             ).fetchall()
         )
-        return [InboxEntry(int(r[0]), run_id, json.loads(r[1]), "pending") for r in rows]
+        return [
+            InboxEntry(int(r[0]), run_id, decoded(self.path, f"inbox row {r[0]}", lambda: json_text(r[1])), "pending")
+            for r in rows
+        ]
 
     def settle_command(self, entry_id: int, outcome: str) -> None:
         self._write("UPDATE inbox SET state = 'settled', outcome = ? WHERE entry_id = ?", (outcome, entry_id))
@@ -349,7 +376,26 @@ class SqliteStore:
         )
         if row is None:
             return None
-        return InboxEntry(entry_id, str(row[0]), json.loads(row[1]), str(row[2]), row[3])
+        body = decoded(self.path, f"inbox row {entry_id}", lambda: json_text(row[1]))
+        return InboxEntry(entry_id, str(row[0]), body, str(row[2]), row[3])
+
+    def commands(self, run_id: str) -> list[InboxEntry]:
+        rows = self._read(
+            lambda: self._db.execute(
+                "SELECT entry_id, body, state, outcome FROM inbox WHERE run_id = ? ORDER BY entry_id", (run_id,)
+            ).fetchall()
+        )
+        return [
+            InboxEntry(int(r[0]), run_id, decoded(self.path, f"inbox row {r[0]}", lambda: json_text(r[1])), str(r[2]), r[3])
+            for r in rows
+        ]
+
+    def compact_commands(self, run_id: str) -> int:
+        refused = "SELECT entry_id FROM inbox WHERE run_id = ? AND state = 'settled' AND outcome LIKE 'refused%'"
+        if not self._read(lambda: self._db.execute(refused + " LIMIT 1", (run_id,)).fetchone()):
+            return 0  # the common case: nothing to delete, so no write transaction
+        cursor = self._write(f"DELETE FROM inbox WHERE entry_id IN ({refused})", (run_id,))
+        return int(cursor.rowcount)
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         if self.fail_checkpoints:
@@ -364,7 +410,12 @@ class SqliteStore:
         row = self._read(
             lambda: self._db.execute("SELECT step, data FROM checkpoints WHERE run_id = ?", (run_id,)).fetchone()
         )
-        return None if row is None else Checkpoint(run_id, int(row[0]), json.loads(row[1]))
+        if row is None:
+            return None
+        checkpoint: Checkpoint = decoded(
+            self.path, f"checkpoints row {run_id!r}", lambda: Checkpoint(run_id, integer(row[0]), json_text(row[1]))
+        )
+        return checkpoint
 
     def delete_checkpoint(self, run_id: str) -> None:
         self._scratch_write("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
@@ -398,16 +449,48 @@ class SqliteStore:
 
     def reset(self) -> None:
         self._written = None
-        self._db.execute("BEGIN IMMEDIATE")
         try:
-            for table in _TABLES:
-                if table != "meta":
-                    self._db.execute(f"DELETE FROM {table}")
-            self._db.execute("COMMIT")
-        except BaseException:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-            raise
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in _TABLES:
+                    if table != "meta":
+                        self._db.execute(f"DELETE FROM {table}")
+                self._db.execute("DELETE FROM meta WHERE key = 'claimed_by'")
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise store_error(self.path, "the reset", error) from None
+
+    def claim_empty(self, owner: str, *, reset: bool) -> str | None:
+        """In one write transaction: with ``reset`` delete what the store holds, then
+        claim the store for ``owner`` if it holds no Thread and nobody claimed it. None
+        when claimed; else why not. Two ``simulate`` runs started together on one fresh
+        store cannot both pass this check, as they could with a read then a write."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if reset:
+                    for table in _TABLES:
+                        if table != "meta":
+                            self._db.execute(f"DELETE FROM {table}")
+                    self._db.execute("DELETE FROM meta WHERE key = 'claimed_by'")
+                (threads,) = self._db.execute("SELECT count(*) FROM threads").fetchone()
+                claim = self._db.execute("SELECT value FROM meta WHERE key = 'claimed_by'").fetchone()
+                if threads or claim:
+                    self._db.execute("ROLLBACK")
+                    return f"already holds {threads} threads" if threads else f"is in use by {claim[0]}"
+                self._db.execute("INSERT INTO meta (key, value) VALUES ('claimed_by', ?)", (owner,))
+                self._db.execute("COMMIT")
+                return None
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise store_error(self.path, "claiming the store", error) from None
 
     def close(self) -> None:
         if self._scratch is not None:
@@ -420,13 +503,13 @@ class SqliteStore:
         try:
             return query()
         except sqlite3.Error as error:
-            raise StoreUnavailable(f"read failed: {error}") from None
+            raise store_error(self.path, "a read", error) from None
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
         try:
             return self._db.execute(sql, params)
         except sqlite3.Error as error:
-            raise StoreUnavailable(f"write failed: {error}") from None
+            raise store_error(self.path, "a write", error) from None
 
 
 class _SqliteHistory:

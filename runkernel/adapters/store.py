@@ -53,6 +53,12 @@ class SchemaError(StoreError):
     """The database is not a runkernel store, or has a schema this version does not know."""
 
 
+class DamagedStore(StoreError):
+    """A stored value cannot be decoded, or the stored facts contradict each other (a gap
+    or repeat in a Thread's versions, a snapshot that disagrees with the log). The
+    message names the row; nothing is answered from a damaged store."""
+
+
 class UnknownRun(StoreError):
     """No commit exists for the named Run."""
 
@@ -174,6 +180,16 @@ class Store(Protocol):
 
     def inbox_entry(self, entry_id: int) -> InboxEntry | None:
         """One inbox command, pending or settled (what became of a submitted command)."""
+        ...
+
+    def commands(self, run_id: str) -> list[InboxEntry]:
+        """Every inbox command of a Run still kept, pending or settled, oldest first."""
+        ...
+
+    def compact_commands(self, run_id: str) -> int:
+        """Delete the settled refusals (outcome ``refused: ...``) of a Run, keeping its
+        pending and applied commands, so the inbox of Ended Runs stays bounded by what
+        was applied; returns how many were deleted."""
         ...
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:

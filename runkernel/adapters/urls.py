@@ -13,17 +13,18 @@ class BadStoreUrl(StoreError):
     """The URL names no store this runkernel can open."""
 
 
-def open_store(url: str, *, create: bool = True) -> Store:
+def open_store(url: str, *, create: bool = True, read_only: bool = False) -> Store:
     """Open the store a URL names. ``sqlite:///rel.db`` is relative to the working
     directory, ``sqlite:////abs/path.db`` absolute. With ``create=False`` a missing
-    SQLite file is an error instead of a new empty store."""
+    SQLite file is an error instead of a new empty store; ``read_only`` opens it for a
+    read command (never written, readable on read-only media, one consistent snapshot)."""
     if url == "memory:":
         return MemoryStore()
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         if not path:
             raise BadStoreUrl(f"{url!r} names no file; use sqlite:///path.db")
-        return SqliteStore(path, create=create)
+        return SqliteStore(path, create=create, read_only=read_only)
     if url.startswith(("postgresql://", "postgres://")):
         raise BadStoreUrl(
             "the PostgreSQL store is not part of this version; use memory: or sqlite:///path.db"

@@ -8,10 +8,10 @@ it started (invariant I5).
 from __future__ import annotations
 
 import itertools
-import secrets
+import random
 from collections.abc import Mapping, Sequence
 
-from attrs import define, frozen
+from attrs import define, field, frozen
 
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.ports import (
@@ -61,15 +61,28 @@ class Execution:
     resume_value: JsonValue = None
 
 
+#: Marks what a stream checkpoint holds, so a checkpoint that reached committed state is
+#: found whatever it looks like (I10: partial output is never truth).
+CHECKPOINT_MARK = "checkpoint-only"
+
+
 @define
 class World:
-    """The downstream systems: what really ran, and what a reconnect status says."""
+    """The downstream systems: what really ran, and what a reconnect status says; and
+    what the model and the tools really answered, which committed messages must match."""
 
     store: Store
     executions: list[Execution]
     operations: dict[str, JsonValue]
     status_answers: dict[str, int]
     not_found_answered: set[str]
+    #: every complete model reply, by (run id, step)
+    replies: dict[tuple[str, int], list[ModelReply]] = field(factory=dict)
+    #: every value or error a tool or its status answered, by operation id
+    answered: dict[str, list[JsonValue]] = field(factory=dict)
+
+    def answer(self, operation_id: str, value: JsonValue) -> None:
+        self.answered.setdefault(operation_id, []).append(value)
 
     @classmethod
     def new(cls, store: Store) -> World:
@@ -102,6 +115,8 @@ OK, FAIL, RETRY, LOST, DELEGATE, SCHEDULE = "ok", "fail", "retry", "lost", "dele
 CANCEL_DURING = "ok+cancel"
 # Answers of a reconnect tool's status: "truth" reports what the world saw.
 TRUTH = "truth"
+PERMANENT_FAILURE: JsonValue = {"type": "ToolError", "message": "permanent failure"}
+TRANSIENT_FAILURE: JsonValue = {"type": "Transient", "message": "try again"}
 
 
 class SimTool:
@@ -136,13 +151,16 @@ class SimTool:
             value["input"] = invocation.resume_value
         if behaviour in (OK, CANCEL_DURING):
             self.world.operations[invocation.operation_id] = value
+            self.world.answer(invocation.operation_id, value)
             if behaviour == CANCEL_DURING:
                 submit_end(self.world.store, invocation.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
             return Returned(value)
         if behaviour == FAIL:
-            return Failed({"type": "ToolError", "message": "permanent failure"})
+            self.world.answer(invocation.operation_id, PERMANENT_FAILURE)
+            return Failed(PERMANENT_FAILURE)
         if behaviour == RETRY:
-            return Failed({"type": "Transient", "message": "try again"}, retryable=True)
+            self.world.answer(invocation.operation_id, TRANSIENT_FAILURE)
+            return Failed(TRANSIENT_FAILURE, retryable=True)
         if behaviour == LOST:
             return Lost()
         if behaviour == DELEGATE:
@@ -157,6 +175,7 @@ class SimTool:
         answer = self.status_script[min(asked, len(self.status_script) - 1)]
         if answer == TRUTH:
             if operation_id in self.world.operations:
+                self.world.answer(operation_id, self.world.operations[operation_id])
                 return StatusReply(OperationStatus.DONE, self.world.operations[operation_id])
             answer = OperationStatus.NOT_FOUND.value
         status = OperationStatus(answer)
@@ -165,6 +184,8 @@ class SimTool:
         value = {"reconnected": operation_id} if status is OperationStatus.DONE else None
         if status is OperationStatus.FAILED:
             value = {"type": "RemoteError", "message": "the operation failed downstream"}
+        if value is not None:
+            self.world.answer(operation_id, value)
         return StatusReply(status, value)
 
 
@@ -178,10 +199,12 @@ class StepScript:
 
 
 class ScriptedModel:
-    """Answers step k of a Run with the k-th script entry; streams deltas and a checkpoint."""
+    """Answers step k of a Run with the k-th script entry; streams deltas and a checkpoint
+    (marked CHECKPOINT_MARK), and records each complete reply in ``world`` if given."""
 
-    def __init__(self, scripts: Mapping[str, Sequence[StepScript]]) -> None:
+    def __init__(self, scripts: Mapping[str, Sequence[StepScript]], world: World | None = None) -> None:
         self.scripts = scripts
+        self.world = world
         self.inferences = 0
         self.resumed_from_checkpoint = 0
 
@@ -196,13 +219,18 @@ class ScriptedModel:
             else StepScript("done", end=EndCauseKind.COMPLETED)
         )
         request.stream.delta({"step": request.step, "text": entry.text[:4]})
-        request.stream.checkpoint({"step": request.step, "partial": entry.text[:4]})
+        request.stream.checkpoint(
+            {"step": request.step, "partial": f"{CHECKPOINT_MARK} {request.run_id} {entry.text[:4]}"}
+        )
         request.stream.delta({"step": request.step, "text": entry.text})
         calls = tuple(
             ModelCall(tool, arguments, f"{request.run_id}-s{request.step}-c{index}")
             for index, (tool, arguments) in enumerate(entry.calls)
         )
-        return ModelReply(entry.text, calls, entry.end)
+        reply = ModelReply(entry.text, calls, entry.end)
+        if self.world is not None:
+            self.world.replies.setdefault((request.run_id, request.step), []).append(reply)
+        return reply
 
 
 class ScriptedGate:
@@ -238,15 +266,24 @@ class CountingObserver:
 
 
 class CountingIds:
-    """Deterministic ids for batches, calls and operations; tickets still come from
-    ``secrets`` with 192 random bits, as tickets must."""
+    """Reproducible ids for simulation and tests: counted ids for batches, calls and
+    operations, and tickets of 192 bits from a pseudo-random source seeded by the
+    prefix and ``seed``, so the same run gives byte-identical traces. Production uses
+    ``SecretIds``, whose tickets come from ``secrets``."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, seed: int = 0) -> None:
         self.prefix = prefix
         self._next = itertools.count(1)
+        self._tickets = random.Random(f"runkernel-sim/{seed}/{prefix}")
+        self._forgeries = random.Random(f"runkernel-sim-forged/{seed}/{prefix}")
 
     def new_id(self, prefix: str) -> str:
         return f"{prefix}-{self.prefix}-{next(self._next)}"
 
     def ticket_id(self) -> str:
-        return f"tk_{secrets.token_urlsafe(24)}"
+        return f"tk_{self._tickets.getrandbits(192):048x}"
+
+    def forged_ticket_id(self) -> str:
+        """A ticket id no ticket of this source has (for commands that must be refused),
+        drawn from a stream of its own so it never shifts the real tickets."""
+        return f"tk_{self._forgeries.getrandbits(192):048x}"

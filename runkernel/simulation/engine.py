@@ -9,7 +9,6 @@ commands, which must all be refused). What it saw goes to ``invariants.check_run
 from __future__ import annotations
 
 import collections
-import secrets
 from collections.abc import Callable
 
 from attrs import define, field
@@ -110,7 +109,7 @@ _PAYLOADS: dict[WaitKind, ResumePayload] = {
 class ScenarioRun:
     """Plays one scenario to its end on ``store``."""
 
-    def __init__(self, store: Store, scenario: Scenario, index: int, targets: tuple[int, ...]) -> None:
+    def __init__(self, store: Store, scenario: Scenario, index: int, targets: tuple[int, ...], seed: int = 0) -> None:
         self.store = store
         self.scenario = scenario
         self.thread_id = f"sim-{index:05d}-{scenario.name}"
@@ -133,10 +132,10 @@ class ScenarioRun:
             tools, max_steps=scenario.max_steps, on_indeterminate=scenario.on_indeterminate
         )
         self.scripts: dict[str, tuple[StepScript, ...]] = {self.run_id: scenario.steps}
-        self.model = ScriptedModel(self.scripts)
+        self.model = ScriptedModel(self.scripts, self.world)
         self.gate = ScriptedGate(scenario.gate)
         self.observer = CountingObserver()
-        self.ids = CountingIds(f"{index:05d}")
+        self.ids = CountingIds(f"{index:05d}", seed)
         self.trial = Trial(scenario, [self.thread_id], [self.run_id], self.world)
 
     def _runtime(self) -> Runtime:
@@ -244,7 +243,7 @@ class ScenarioRun:
         """Commands that must all be refused, with nothing committed."""
         assert isinstance(state.state, Awaiting)
         ticket = state.state.ticket
-        forged = ResumeCommand(state.run_id, f"tk_{secrets.token_urlsafe(24)}", ticket.wait, _PAYLOADS[ticket.wait])
+        forged = ResumeCommand(state.run_id, self.ids.forged_ticket_id(), ticket.wait, _PAYLOADS[ticket.wait])
         self._expect(submit_resume(self.store, forged), {Rule.TICKET_MISMATCH}, "forged ticket")
         other = next(k for k in WaitKind if k is not ticket.wait)
         wrong_kind = ResumeCommand(state.run_id, ticket.ticket_id, other, _PAYLOADS[other])

@@ -16,6 +16,7 @@ from runkernel.kernel.state import (
     ThreadCommit,
 )
 from runkernel.kernel.values import Role
+from runkernel.simulation.contents import check_contents
 from runkernel.simulation.engine import Trial
 from runkernel.simulation.history import Outline, outline, recovery_differences
 from runkernel.specs.checker import Verdict, check_commits
@@ -53,6 +54,7 @@ def check_run(
     problems += _executions(trial)
     problems += _recovery_checks(trial)
     problems += _commands(store, trial, logs)
+    problems += check_contents(trial.world, logs)
     for run_id in trial.run_ids:
         snapshot = store.run(run_id)
         if snapshot is None or not isinstance(snapshot.state, Ended):

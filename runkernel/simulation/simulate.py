@@ -21,6 +21,7 @@ from runkernel.adapters.store import Store
 from runkernel.kernel.recover import RecoveryRow
 from runkernel.kernel.state import CallIndeterminate, ThreadCommit
 from runkernel.simulation.engine import ScenarioRun, Trial
+from runkernel.simulation.failfast import EnvironmentFailure, FailFastStore
 from runkernel.simulation.history import Outline, outline
 from runkernel.simulation.invariants import check_run, thread_logs
 from runkernel.simulation.scenarios import Scenario, catalogue
@@ -42,6 +43,15 @@ class Report:
     scenarios: collections.Counter[str] = field(factory=collections.Counter)
     violations: list[str] = field(factory=list)
     thread_ids: list[str] = field(factory=list)
+    #: why the simulation stopped before its last run: the store failed (the
+    #: environment, never counted as a violation), or it was interrupted
+    store_failure: str | None = None
+    interrupted: bool = False
+
+    @property
+    def complete(self) -> bool:
+        """Every run asked for was played and judged."""
+        return self.store_failure is None and not self.interrupted
 
     def add(self, trial: Trial, logs: dict[str, list[ThreadCommit]], problems: list[str]) -> None:
         self.runs += 1
@@ -69,13 +79,13 @@ class Report:
         self.violations += [f"{trial.scenario.name} ({trial.thread_ids[0]}): {p}" for p in problems]
 
 
-def baselines(scenarios: tuple[Scenario, ...]) -> dict[str, tuple[int, Outline]]:
+def baselines(scenarios: tuple[Scenario, ...], seed: int = 0) -> dict[str, tuple[int, Outline]]:
     """Each scenario played once without crashes: how many crash boundaries it passes,
     and the outline of its history that crashed runs are compared with (I12)."""
     found = {}
     for scenario in scenarios:
         store = MemoryStore()
-        trial = ScenarioRun(store, scenario, 0, ()).play()
+        trial = ScenarioRun(store, scenario, 0, (), seed).play()
         found[scenario.name] = (
             max(trial.boundaries_seen, 1),
             outline(store.commits(trial.thread_ids[0]), trial.run_ids[0]),
@@ -92,13 +102,27 @@ Progress = Callable[[int, int, Report], None]
 
 
 def simulate(store: Store, runs: int, seed: int, progress: Progress | None = None) -> Report:
-    """Play ``runs`` scenario runs on ``store`` and check every invariant after each."""
+    """Play ``runs`` scenario runs on ``store`` and check every invariant after each.
+
+    The first failure of the store stops the simulation (``Report.store_failure``) and
+    Ctrl-C does too (``Report.interrupted``); the report then holds the runs judged so
+    far, and the run in flight is neither counted nor judged."""
+    report = Report()
+    try:
+        _play(FailFastStore(store).store(), runs, seed, progress, report)
+    except EnvironmentFailure as failure:
+        report.store_failure = str(failure)
+    except KeyboardInterrupt:
+        report.interrupted = True
+    return report
+
+
+def _play(store: Store, runs: int, seed: int, progress: Progress | None, report: Report) -> None:
     scenarios = catalogue()
-    found = baselines(scenarios)
+    found = baselines(scenarios, seed)
     counts = {name: count for name, (count, _) in found.items()}
     rng = random.Random(seed)
     offsets = {s.name: rng.randrange(counts[s.name]) for s in scenarios}
-    report = Report()
     for index in range(runs):
         scenario = scenarios[index % len(scenarios)]
         round_number = index // len(scenarios)
@@ -109,12 +133,11 @@ def simulate(store: Store, runs: int, seed: int, progress: Progress | None = Non
             targets = (first,)
             if round_number % 3 == 0:
                 targets += (first + 1 + rng.randrange(total),)
-        trial = ScenarioRun(store, scenario, index, targets).play()
+        trial = ScenarioRun(store, scenario, index, targets, seed).play()
         logs = thread_logs(store, trial)
         report.add(trial, logs, check_run(store, trial, found[scenario.name][1], logs))
         if progress is not None:
             progress(index + 1, runs, report)
-    return report
 
 
 def format_report(report: Report) -> str:
@@ -155,5 +178,10 @@ def format_report(report: Report) -> str:
         if len(report.violations) > 50:
             lines.append(f"  ... and {len(report.violations) - 50} more")
     lines.append("")
-    lines.append("verdict: " + ("PASS, zero violations" if not report.violations else "FAIL"))
+    if report.store_failure is not None:
+        lines.append(f"verdict: INCOMPLETE, the store failed after {report.runs} runs: {report.store_failure}")
+    elif report.interrupted:
+        lines.append(f"verdict: INCOMPLETE, interrupted after {report.runs} runs")
+    else:
+        lines.append("verdict: " + ("PASS, zero violations" if not report.violations else "FAIL"))
     return "\n".join(lines) + "\n"
