@@ -11,7 +11,7 @@ from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import Hold, ToolRegistry
-from runkernel.adapters.runtime import ALREADY_COMMITTED, CommandSettled, Runtime, RuntimeEvent
+from runkernel.adapters.runtime import CommandSettled, Runtime, RuntimeEvent
 from runkernel.adapters.serial import end_to_inbox
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import Store
@@ -88,9 +88,13 @@ def test_after_a_crash_the_committed_command_is_applied_before_and_its_duplicate
     first, second = submit_end(store, "r1", CANCEL), submit_end(store, "r1", CANCEL)
     with pytest.raises(SimulatedCrash):
         runtime(store, [], CrashAfterEnd()).drive("r1")
+    # the command was settled in the transaction of the commit that applied it, so the
+    # crash after that commit leaves it applied, never pending
+    applied = store.inbox_entry(first)
+    assert applied is not None and applied.outcome == "applied"
     settled: list[tuple[int, str]] = []
     runtime(store, settled).drive("r1")
-    assert settled == [(first, ALREADY_COMMITTED), (second, f"refused: already applied by command {first}")]
+    assert settled == [(second, f"refused: already applied by command {first}")]
 
 
 def test_a_refusal_names_its_rule() -> None:
