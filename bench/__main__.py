@@ -27,8 +27,14 @@ from bench.rows import groups, rows
 DEFAULT_OUT = Path(__file__).resolve().parent / "RESULTS.md"
 
 
-def run_group(group: Group, sizes: Sizes, scratch: Path, probe: FsyncProbe) -> tuple[dict[str, SideResult], dict[str, str]]:
-    """Prepare a group and run its sides in interleaved rounds."""
+def run_group(
+    group: Group, sizes: Sizes, scratch: Path, probe: FsyncProbe, deadline: float
+) -> tuple[dict[str, SideResult], dict[str, str]]:
+    """Prepare a group and run its sides in interleaved rounds.
+
+    A round after the first starts only if it would end, at the last round's pace,
+    before ``deadline`` (``time.monotonic()``); the group's notes say when rounds were cut.
+    """
     try:
         prepared = group.prepare(sizes, scratch)
     except PeerMissing as missing:
@@ -37,7 +43,13 @@ def run_group(group: Group, sizes: Sizes, scratch: Path, probe: FsyncProbe) -> t
         traceback.print_exc()
         return {}, {"error": f"{type(error).__name__}: {error}"}
     results = {name: SideResult([]) for name in prepared.sides}
-    for round_number in range(group.rounds(sizes)):
+    planned = group.rounds(sizes)
+    last_round = 0.0
+    for round_number in range(planned):
+        if round_number and time.monotonic() + last_round > deadline:
+            prepared.notes["rounds"] = f"{round_number} of {planned} rounds: the rest would pass the time budget"
+            break
+        began = time.monotonic()
         for name, measure in prepared.sides.items():
             side = results[name]
             if side.missing or side.error or (round_number and name in prepared.first_round_only):
@@ -50,6 +62,7 @@ def run_group(group: Group, sizes: Sizes, scratch: Path, probe: FsyncProbe) -> t
                 traceback.print_exc()
                 results[name] = SideResult([], error=f"{type(error).__name__}: {error}")
         probe.sample(0.05 if sizes.quick else 0.2)
+        last_round = time.monotonic() - began
     return results, prepared.notes
 
 
@@ -75,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             began = time.monotonic()
             print(f"bench: {group.name} ...", file=sys.stderr, flush=True)
-            measured[group.name], notes[group.name] = run_group(group, sizes, scratch, probe)
+            measured[group.name], notes[group.name] = run_group(
+                group, sizes, scratch, probe, started + sizes.budget
+            )
             print(f"bench: {group.name} done in {time.monotonic() - began:.1f}s", file=sys.stderr, flush=True)
     elapsed = time.monotonic() - started
     text = render(

@@ -51,23 +51,26 @@ class Sizes:
     micro_seconds: float
     model_states: int
     stateful_examples: int
+    budget: float
+    """Seconds after which a group runs no further round (each group gets one)."""
 
 
 FULL = Sizes(
     quick=False,
     agent_steps=(10, 100, 1000),
     agent_rounds={10: 5, 100: 3, 1000: 2},
-    agent_repeat={10: 10, 100: 1, 1000: 1},
+    agent_repeat={10: 6, 100: 1, 1000: 1},
     commit_rounds=7,
     commits_per_round=300,
     history_target=100_000,
-    history_budget=45.0,
+    history_budget=30.0,
     simulate_runs=300,
     trace_runs=2000,
     micro_rounds=5,
     micro_seconds=0.3,
-    model_states=200_000,
+    model_states=50_000,
     stateful_examples=100,
+    budget=540.0,
 )
 
 QUICK = Sizes(
@@ -85,6 +88,7 @@ QUICK = Sizes(
     micro_seconds=0.02,
     model_states=500,
     stateful_examples=2,
+    budget=120.0,
 )
 
 

@@ -59,17 +59,16 @@ def groups(sizes: Sizes) -> list[Group]:
         Group("codec", measures.codec, lambda s: s.micro_rounds),
         Group("commit/FULL", measures.store_commit("FULL"), lambda s: s.commit_rounds),
         Group("commit/NORMAL", measures.store_commit("NORMAL"), lambda s: s.commit_rounds),
-    ]
-    for mode, _ in MODES:
-        for steps in sizes.agent_steps:
-            found.append(Group(_agent(mode, steps), measures.agent_loop(mode, steps), _rounds_of(steps)))
-    found += [
         Group("history", measures.history, lambda s: s.micro_rounds),
         Group("simulate", measures.simulate_sqlite, lambda s: 1 if s.quick else 2),
         Group("check-trace", measures.check_trace, lambda s: 3),
         Group("model checker", measures.model_checker, lambda s: 1),
         Group("stateful test", measures.stateful_test, lambda s: 1),
     ]
+    # last, smallest first: the time budget may cut the rounds of the longest groups
+    for mode, _ in MODES:
+        for steps in sizes.agent_steps:
+            found.append(Group(_agent(mode, steps), measures.agent_loop(mode, steps), _rounds_of(steps)))
     return found
 
 

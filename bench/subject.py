@@ -8,7 +8,6 @@ stores, ``decide``/``validate_commit``/``recover``, the codec's encode/decode, t
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -286,9 +285,3 @@ def export_trace(store: Store, out: Path) -> int:
 def check_trace(path: Path) -> bool:
     """``runkernel check-trace`` on one file: True when it is legal."""
     return check_file(path).verdict is Verdict.LEGAL
-
-
-def connection_of(store: Store) -> sqlite3.Connection | None:
-    """The sqlite3 connection behind a SQLite store (None for other stores)."""
-    db = getattr(store, "_db", None)
-    return db if isinstance(db, sqlite3.Connection) else None
