@@ -123,6 +123,7 @@ def store_commit(synchronous: str) -> Callable[[Sizes, Path], Prepared]:
         store = subject.sqlite_store(scratch / f"commit-{synchronous}.db", synchronous)
         raw = peers.RawSqlite(scratch / f"raw-{synchronous}.db", synchronous)
         rounds = itertools.count()
+        pending: list[list[str]] = []  # the lines runkernel wrote this round, for the raw side
 
         def runkernel() -> Sample:
             commits = list(itertools.islice(subject.history_commits(f"c{next(rounds)}", tool_steps=True), count))
@@ -132,8 +133,6 @@ def store_commit(synchronous: str) -> Callable[[Sizes, Path], Prepared]:
             for commit in commits:
                 subject.append(store, commit)
             return Sample(time.perf_counter() - started, count)
-
-        pending: list[list[str]] = []
 
         def limit() -> Sample:
             lines = pending.pop() if pending else []
