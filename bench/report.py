@@ -136,11 +136,13 @@ def render(
         " `durability=\"sync\"`, on `SqliteSaver` over a connection with the same pragmas (WAL and the"
         " same `synchronous`) or on `InMemorySaver`. Fresh store per Run; creating stores and agents is not timed.",
         "- Durable transactions are counted on the sqlite3 connections: a trace callback on every"
-        " connection opened during the measurement counts each transaction that wrote (a COMMIT after"
-        " an INSERT/UPDATE/DELETE/REPLACE, or a write in autocommit). With WAL and `synchronous=FULL`"
-        " each is one fsync of the WAL (checked once with `strace -f -e trace=fsync,fdatasync` on"
-        " 20-step Runs at FULL: 62 counted vs 64 fsync calls for runkernel, 85 vs 87 for LangGraph;"
-        " the 2 extra are the WAL checkpoint at close).",
+        " connection opened during the measurement counts each transaction that changed a row (a"
+        " COMMIT after which `total_changes` is higher than at its BEGIN, or an autocommit"
+        " INSERT/UPDATE/DELETE/REPLACE that changed one; a DELETE that matched nothing writes no WAL"
+        " frame and is not counted). With WAL and `synchronous=FULL` each counted one is one fsync of"
+        " the WAL (checked once with `strace -f -e trace=fsync,fdatasync` on 20-step Runs at FULL: 62"
+        " counted vs 64 fsync calls for runkernel, 85 vs 87 for LangGraph; the 2 extra fall after the"
+        " counted window, most likely the WAL checkpoint when the file is closed).",
         "- Disk bytes: `page_count × page_size` as a reader sees it (pages still in the WAL included),"
         " after the Run minus before it.",
         "- runkernel is reached only through `bench/subject.py` (see its docstring); it runs as it"
