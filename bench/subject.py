@@ -1,0 +1,287 @@
+"""runkernel as the benchmarks see it: every call into runkernel goes through this module.
+
+The storage layout, the runtime and the codec are being changed on other branches; the
+benchmarks touch only stable entry points (the ``Runtime`` with its ports, the two
+stores, ``decide``/``validate_commit``/``recover``, the codec's encode/decode, the
+``check-trace`` entry function, ``simulate``), so a renamed call is fixed here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from runkernel.adapters.export import export_lines
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.ports import (
+    InferenceRequest,
+    ModelCall,
+    ModelReply,
+    Returned,
+    StatusReply,
+    ToolInvocation,
+    ToolRegistry,
+    ToolReply,
+)
+from runkernel.adapters.runtime import Runtime
+from runkernel.adapters.serial import commit_from_text, commit_text
+from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.adapters.store import Store
+from runkernel.kernel.codec import commit_to_json
+from runkernel.kernel.decide import decide
+from runkernel.kernel.policies import Policies, ToolPolicy
+from runkernel.kernel.protocol import (
+    Activate,
+    Allow,
+    Decision,
+    GateVerdict,
+    InferenceResult,
+    Input,
+    ProposedCall,
+    ToolFinished,
+    ToolOutput,
+)
+from runkernel.kernel.recover import recover
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
+from runkernel.kernel.validate import validate_commit
+from runkernel.kernel.values import EndCauseKind, Role
+from runkernel.specs.checker import Verdict, check_file
+from runkernel.specs.machines import ToolCallMachine
+
+TOOL_NAME = "lookup"
+PROMPT = "look the answer up, one step at a time"
+
+
+def tool_result(step: int) -> str:
+    """What the scripted tool returns at ``step`` (the LangGraph peer returns the same)."""
+    return f"result {step}"
+
+
+def tool_arguments(step: int) -> dict[str, int]:
+    """The arguments the scripted model asks for at ``step`` (the same for the peer)."""
+    return {"n": step}
+
+
+FINAL_TEXT = "done"
+
+
+# --- stores ---------------------------------------------------------------------------
+
+
+def sqlite_store(path: Path, synchronous: str) -> Store:
+    """runkernel's SQLite store at ``path`` with the given ``synchronous`` pragma."""
+    return SqliteStore(path, synchronous=synchronous)
+
+
+def memory_store() -> Store:
+    """runkernel's in-memory store."""
+    return MemoryStore()
+
+
+def thread_commit_count(store: Store, thread_id: str) -> int:
+    """How many ThreadCommits the Thread holds (its head version)."""
+    head = store.thread_head(thread_id)
+    return 0 if head is None else head.version
+
+
+# --- the agent loop ---------------------------------------------------------------------
+
+
+class _ScriptedModel:
+    """Asks for one tool call per step for ``steps`` steps, then answers and ends.
+
+    It counts its own inferences, so its cost does not depend on the history it is shown.
+    """
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.made = 0
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        step = self.made
+        self.made += 1
+        if step < self.steps:
+            return ModelReply("", (ModelCall(TOOL_NAME, tool_arguments(step)),))
+        return ModelReply(FINAL_TEXT, end=EndCauseKind.COMPLETED)
+
+
+class _LookupTool:
+    """A tool that answers at once; a replay policy (it is pure)."""
+
+    policy = ToolPolicy()
+
+    def run(self, invocation: ToolInvocation) -> ToolReply:
+        arguments = invocation.arguments
+        step = arguments.get("n", 0) if isinstance(arguments, dict) else 0
+        return Returned(tool_result(step if isinstance(step, int) else 0))
+
+    def status(self, operation_id: str) -> StatusReply:
+        raise NotImplementedError("the lookup tool is not under the reconnect policy")
+
+
+def run_agent(store: Store, thread_id: str, steps: int) -> int:
+    """Drive one Run of ``steps`` tool steps plus a final answer; return its ThreadCommits."""
+    runtime = Runtime(store, _ScriptedModel(steps), ToolRegistry({TOOL_NAME: _LookupTool()}))
+    before = thread_commit_count(store, thread_id)
+    runtime.start(thread_id, f"{thread_id}-run", (Message(Role.USER, PROMPT),))
+    return thread_commit_count(store, thread_id) - before
+
+
+# --- commits made by the kernel alone -----------------------------------------------------
+
+
+def _follow(state: RunSnapshot | None, event: Input, out: list[ThreadCommit]) -> RunSnapshot:
+    verdict = decide(state, event, Policies())
+    if isinstance(verdict, Rejection):
+        raise AssertionError(f"decide refused a scripted event: {verdict}")
+    commit = verdict.commit
+    if commit is not None:
+        out.append(commit)
+    return verdict.state
+
+
+def history_commits(thread_id: str, *, tool_steps: bool) -> Iterator[ThreadCommit]:
+    """An endless Run's commits, made by ``decide`` alone: text steps or tool steps.
+
+    A tool step is an inference asking for one call, the gate's Allow and the tool's
+    output (three commits); a text step is one inference commit that does not end.
+    """
+    out: list[ThreadCommit] = []
+    run_id = f"{thread_id}-run"
+    state = _follow(None, Activate(thread_id, run_id, 0, (Message(Role.USER, PROMPT),)), out)
+    step = 0
+    while True:
+        if tool_steps:
+            call_id = f"c{step}"
+            state = _follow(
+                state,
+                InferenceResult(
+                    "", (ProposedCall(call_id, TOOL_NAME, tool_arguments(step), f"op{step}"),), f"b{step}"
+                ),
+                out,
+            )
+            state = _follow(state, GateVerdict(call_id, Allow()), out)
+            state = _follow(state, ToolFinished(call_id, 1, ToolOutput(tool_result(step))), out)
+        else:
+            state = _follow(state, InferenceResult(f"step {step}"), out)
+        step += 1
+        yield from out
+        out.clear()
+
+
+def append(store: Store, commit: ThreadCommit) -> None:
+    """One store commit (the store validates it)."""
+    store.append(commit)
+
+
+def run_id_of(thread_id: str) -> str:
+    """The run id ``history_commits`` and ``run_agent`` use for a Thread."""
+    return f"{thread_id}-run"
+
+
+def latest_and_recover(store: Store, run_id: str) -> Decision:
+    """Read a Run's latest committed state and plan its recovery, as a fresh worker does."""
+    state = store.run(run_id)
+    if state is None:
+        raise AssertionError(f"no run {run_id}")
+    return recover(state, Policies()).decision
+
+
+# --- kernel --------------------------------------------------------------------------
+
+
+def one_call_events() -> tuple[RunSnapshot, list[Input]]:
+    """An Active Run and the events that take one tool call through gate, execute, result."""
+    out: list[ThreadCommit] = []
+    state = _follow(None, Activate("t", "r", 0, (Message(Role.USER, PROMPT),)), out)
+    events: list[Input] = [
+        InferenceResult("", (ProposedCall("c", TOOL_NAME, tool_arguments(0), "op"),), "b"),
+        GateVerdict("c", Allow()),
+        ToolFinished("c", 1, ToolOutput(tool_result(0))),
+    ]
+    return state, events
+
+
+def decide_events(state: RunSnapshot, events: list[Input]) -> None:
+    """``decide`` alone over ``events``."""
+    policies = Policies()
+    for event in events:
+        verdict = decide(state, event, policies)
+        assert not isinstance(verdict, Rejection)
+        state = verdict.state
+
+
+def decide_and_validate_events(state: RunSnapshot, events: list[Input]) -> None:
+    """``decide`` plus ``validate_commit`` of each commit it emits, as the store runs it."""
+    policies = Policies()
+    head = ThreadHead(state.thread_id, state.version, state.run_id)
+    for event in events:
+        verdict = decide(state, event, policies)
+        assert not isinstance(verdict, Rejection)
+        commit = verdict.commit
+        if commit is not None:
+            judged = validate_commit(head, state, commit)
+            assert not isinstance(judged, Rejection)
+            head = judged.head
+        state = verdict.state
+
+
+def spec_machine_edges() -> tuple[Callable[[], Any], tuple[str, ...]]:
+    """python-statemachine's ToolCall machine and the events of the same three edges."""
+    return ToolCallMachine, ("first_attempt_committed", "tool_output_committed", "every_call_terminal")
+
+
+# --- codec -------------------------------------------------------------------------
+
+
+def encode_commit(commit: ThreadCommit) -> str:
+    """A commit as its trace/store line."""
+    return commit_text(commit)
+
+
+def decode_commit(line: str) -> ThreadCommit:
+    """A trace/store line back to a typed commit (validated shape)."""
+    return commit_from_text(line)
+
+
+def commit_as_dict(commit: ThreadCommit) -> dict[str, Any]:
+    """The plain dict a bare JSON library is handed for the same commit."""
+    return dict(commit_to_json(commit))
+
+
+def sample_commits(steps: int) -> list[ThreadCommit]:
+    """A real Run's commits: the agent loop on the memory store."""
+    store = memory_store()
+    run_agent(store, "codec", steps)
+    return list(store.commits("codec"))
+
+
+# --- check-trace, simulate ----------------------------------------------------------------
+
+
+def simulate(store: Store, runs: int, seed: int) -> int:
+    """``runkernel simulate``'s work on ``store``; returns the commits it made."""
+    from runkernel.simulation.simulate import simulate as run_simulation
+
+    report = run_simulation(store, runs, seed)
+    if report.violations:
+        raise AssertionError(f"simulate found violations: {report.violations[:3]}")
+    return report.commits
+
+
+def export_trace(store: Store, out: Path) -> int:
+    """Every Thread of ``store`` exported into one trace file; returns its lines."""
+    count = 0
+    with out.open("w", encoding="utf-8") as stream:
+        for thread_id in store.thread_ids():
+            for line in export_lines(store, thread_id, redact=False):
+                stream.write(line + "\n")
+                count += 1
+    return count
+
+
+def check_trace(path: Path) -> bool:
+    """``runkernel check-trace`` on one file: True when it is legal."""
+    return check_file(path).verdict is Verdict.LEGAL
