@@ -19,6 +19,7 @@ from runkernel.adapters.crash import Boundary, CrashPlan, Position, SimulatedCra
 from runkernel.adapters.driver import AnyGate, AsyncDriver, Driver
 from runkernel.adapters.driver_actions import DEFAULT_MAX_STEPS, Action, CallRequest, CheckStatus, Done, Infer, RunCall, WaitFor
 from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.store import Settlement
 from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, Permit, utc_now
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus, ResumePayload
@@ -273,11 +274,11 @@ class CrashingStore(MemoryStore):
         super().__init__()
         self.plan = plan
 
-    def append(self, commit: ThreadCommit) -> RunSnapshot:
+    def append(self, commit: ThreadCommit, settle: Settlement | None = None) -> RunSnapshot:
         position = position_of(self.run(commit.run_id), commit)
         if self.plan.crash_here(Boundary.BEFORE_WRITE, position):
             raise SimulatedCrash(Boundary.BEFORE_WRITE, position)
-        stored = super().append(commit)
+        stored = super().append(commit, settle)
         if self.plan.crash_here(Boundary.AFTER_WRITE, position):
             raise SimulatedCrash(Boundary.AFTER_WRITE, position)
         return stored

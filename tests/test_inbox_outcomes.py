@@ -90,6 +90,7 @@ def test_after_a_crash_the_committed_command_is_applied_before_and_its_duplicate
         runtime(store, [], CrashAfterEnd()).drive("r1")
     # the command was settled in the transaction of the commit that applied it, so the
     # crash after that commit leaves it applied, never pending
+    assert isinstance(first, int)
     applied = store.inbox_entry(first)
     assert applied is not None and applied.outcome == "applied"
     settled: list[tuple[int, str]] = []

@@ -48,6 +48,7 @@ from runkernel.adapters.driver_protocol import (
     Poll,
     ReadHead,
     ReadMessages,
+    ReadLookups,
     ReadRun,
     Report,
     Resume,
@@ -59,8 +60,9 @@ from runkernel.adapters.driver_protocol import (
 from runkernel.adapters.pending import expiry, has_deadline, next_command
 from runkernel.adapters.port_inputs import gate_verdict
 from runkernel.adapters.ports import Clock, GateAnswer, IdSource
-from runkernel.adapters.store import Checkpoint, InboxEntry, UnknownRun
+from runkernel.adapters.store import Checkpoint, InboxEntry, Settlement, UnknownRun
 from runkernel.kernel.decide import decide
+from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
     Activate,
@@ -119,6 +121,7 @@ class DriverCore:
         self.history: list[Message] = []
         self.final: JsonValue = None
         self.entry: InboxEntry | None = None
+        self.lookups: History = NO_HISTORY
         self.terminus: DeliverTerminus | None = None
         self.assistant_metadata: JsonValue = None
         self.tool_metadata: dict[str, JsonValue] = {}
@@ -140,6 +143,7 @@ class DriverCore:
         decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages))
         if isinstance(decision, Rejection):
             raise HostProtocolError(f"can't start run {run_id!r}: {decision}", decision)
+        self.lookups = yield ReadLookups(run_id)
         yield from self._drive(decision)
 
     def pick_up(self, run_id: str) -> Steps:
@@ -148,6 +152,7 @@ class DriverCore:
         if state is None:
             raise UnknownRun(f"no committed state for run {run_id!r}")
         yield from self._read_history(state.thread_id)
+        self.lookups = yield ReadLookups(run_id)
         self.saved = yield LoadCheckpoint(run_id)
         self.checkpointed = self.saved is not None
         self.state = state
@@ -215,7 +220,10 @@ class DriverCore:
 
     def _commit(self, commit: ThreadCommit, expected: RunSnapshot) -> Generator[Operation, Any, None]:
         commit = self._with_metadata(commit)
-        stored: RunSnapshot = yield Append(commit)
+        # the inbox command this commit applies is settled in the commit's own transaction
+        settle = None if self.entry is None else Settlement(self.entry.entry_id, "applied")
+        stored: RunSnapshot = yield Append(commit, settle)
+        self.entry = None
         if stored != expected:
             raise DriverError(f"store and kernel disagree after version {commit.version}")
         self.state = stored
@@ -229,11 +237,6 @@ class DriverCore:
         for message in commit.messages:
             if message.role is Role.ASSISTANT:
                 self.final = message.content
-        if self.entry is not None:
-            # settled only once its commit is acknowledged: after a crash in between it
-            # is applied again and answered "already applied"
-            entry, self.entry = self.entry, None
-            yield Settle(entry.entry_id, "applied")
 
     # --- asking the host ------------------------------------------------------------
 
@@ -258,7 +261,7 @@ class DriverCore:
             if isinstance(made, DriverError):
                 refused = made
                 continue
-            verdict = decide(self._snapshot(), made, self.policies)
+            verdict = decide(self._snapshot(), made, self.policies, self.lookups)
             if isinstance(verdict, Rejection):
                 refused = HostProtocolError(f"refused {type(report).__name__.lower()}: {verdict}", verdict, action)
                 continue
@@ -310,7 +313,9 @@ class DriverCore:
     def _gate(self, call: ToolCall) -> Generator[Operation, Any, Decision]:
         state = self._snapshot()
         answer: GateAnswer = yield AskGate(state.run_id, call)
-        verdict = decide(state, gate_verdict(call.call_id, answer, self.settings.ids.ticket_id()), self.policies)
+        verdict = decide(
+            state, gate_verdict(call.call_id, answer, self.settings.ids.ticket_id()), self.policies, self.lookups
+        )
         if isinstance(verdict, Rejection):
             raise HostProtocolError(f"the gate's answer for call {call.call_id!r} was refused: {verdict}", verdict)
         return verdict
@@ -325,7 +330,7 @@ class DriverCore:
         pending: list[InboxEntry] = yield Pending(state.run_id)
         if not pending:
             return None
-        verdict = next_command(state, pending, self.policies)
+        verdict = next_command(state, pending, self.policies, self.lookups)
         for entry, outcome in verdict.refused:
             yield Settle(entry.entry_id, outcome)
         if verdict.accepted is None:

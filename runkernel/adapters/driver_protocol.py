@@ -13,7 +13,7 @@ from typing import Any, TypeAlias
 from attrs import frozen
 
 from runkernel.adapters.driver_actions import Action, CallRequest, DriverError
-from runkernel.adapters.store import Checkpoint
+from runkernel.adapters.store import Checkpoint, Settlement
 from runkernel.kernel.protocol import OperationStatus, ResumePayload, ToolOutcome
 from runkernel.kernel.state import EndCause, ThreadCommit, ToolCall
 from runkernel.kernel.values import EndCauseKind, JsonValue
@@ -23,9 +23,18 @@ from runkernel.kernel.values import EndCauseKind, JsonValue
 
 @frozen
 class Append:
-    """Write the commit; answer with the store's new snapshot."""
+    """Write the commit (settling ``settle``'s inbox command in the same transaction);
+    answer with the store's new snapshot."""
 
     commit: ThreadCommit
+    settle: Settlement | None = None
+
+
+@frozen
+class ReadLookups:
+    """Answer with the Run's committed history as keyed lookups (``Store.history``)."""
+
+    run_id: str
 
 
 @frozen
@@ -105,6 +114,7 @@ class Hand:
 Operation: TypeAlias = (
     Append
     | ReadRun
+    | ReadLookups
     | ReadHead
     | ReadMessages
     | Pending
@@ -193,6 +203,7 @@ __all__ = [
     "Poll",
     "ReadHead",
     "ReadMessages",
+    "ReadLookups",
     "ReadRun",
     "Report",
     "Resume",

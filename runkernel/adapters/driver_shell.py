@@ -21,6 +21,7 @@ from runkernel.adapters.driver_actions import (
 from runkernel.adapters.driver_core import DriverCore, Settings
 from runkernel.adapters.driver_protocol import (
     Append,
+    ReadLookups,
     DropCheckpoint,
     End,
     Hand,
@@ -197,7 +198,9 @@ class Shell:
         store = self.store
         match op:
             case Append():
-                return store.append(op.commit)
+                return store.append(op.commit, op.settle)
+            case ReadLookups():
+                return store.history(op.run_id)
             case ReadRun():
                 return store.run(op.run_id)
             case ReadHead():

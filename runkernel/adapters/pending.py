@@ -18,6 +18,7 @@ from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.decide import decide
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import DeadlinePassed, Decision
+from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Awaiting, CallAwaiting, RunSnapshot
 
@@ -31,7 +32,9 @@ class InboxVerdict:
     accepted: tuple[Decision, InboxEntry] | None
 
 
-def next_command(state: RunSnapshot, pending: list[InboxEntry], policies: Policies) -> InboxVerdict:
+def next_command(
+    state: RunSnapshot, pending: list[InboxEntry], policies: Policies, history: History = NO_HISTORY
+) -> InboxVerdict:
     """Try the pending commands oldest first, up to the first the kernel accepts."""
     refused: list[tuple[InboxEntry, str]] = []
     for entry in pending:
@@ -40,7 +43,7 @@ def next_command(state: RunSnapshot, pending: list[InboxEntry], policies: Polici
         except TraceFormatError as error:
             refused.append((entry, f"refused: malformed command: {error}"))
             continue
-        verdict = decide(state, command, policies)
+        verdict = decide(state, command, policies, history)
         if isinstance(verdict, Rejection):
             refused.append((entry, refusal_outcome(state, command, verdict)))
             continue
