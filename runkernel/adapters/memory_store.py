@@ -44,6 +44,8 @@ class MemoryStore:
         self._tickets: set[str] = set()
         self._histories: dict[str, MutableHistory] = {}
         self._inbox: dict[int, InboxEntry] = {}
+        #: per Run, the ids of its pending commands in order (no scan of every command)
+        self._pending: dict[str, dict[int, None]] = {}
         self._ids = itertools.count(1)
         self._checkpoints: dict[str, Checkpoint] = {}
         self._reconciliations: list[Reconciliation] = []
@@ -98,20 +100,23 @@ class MemoryStore:
         with self._lock:
             entry_id = next(self._ids)
             self._inbox[entry_id] = InboxEntry(entry_id, run_id, body, "pending")
+            self._pending.setdefault(run_id, {})[entry_id] = None
             return entry_id
 
     def pending_commands(self, run_id: str) -> list[InboxEntry]:
-        return [e for e in self._inbox.values() if e.run_id == run_id and e.state == "pending"]
+        return [self._inbox[entry_id] for entry_id in list(self._pending.get(run_id, ()))]
 
     def settle_command(self, entry_id: int, outcome: str) -> None:
         with self._lock:
             entry = self._inbox[entry_id]
             self._inbox[entry_id] = attrs.evolve(entry, state="settled", outcome=outcome)
+            self._pending.get(entry.run_id, {}).pop(entry_id, None)
 
     def _settle(self, entry_id: int, outcome: str) -> None:
         entry = self._inbox.get(entry_id)
         if entry is not None and entry.state == "pending":
             self._inbox[entry_id] = attrs.evolve(entry, state="settled", outcome=outcome)
+            self._pending.get(entry.run_id, {}).pop(entry_id, None)
 
     def inbox_entry(self, entry_id: int) -> InboxEntry | None:
         return self._inbox.get(entry_id)
