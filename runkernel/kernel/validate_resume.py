@@ -26,7 +26,7 @@ from runkernel.kernel.state import (
     ToolCall,
 )
 from runkernel.kernel.validate_calls import Illegal, same_json
-from runkernel.kernel.values import JsonValue, ResultKind, WaitKind, ijson_problem
+from runkernel.kernel.values import JsonValue, ResultKind, WaitKind
 
 
 def _short(value: object, limit: int) -> str:
@@ -91,14 +91,11 @@ def check_resumed_event(
                 Rule.RESUME_PAYLOAD,
                 f"a {row.payload!r} payload carries {name!r} in normal form (null when none)",
             )
-    problem = ijson_problem(command)
-    if problem is not None:
-        raise Illegal(Rule.RESUME_PAYLOAD, f"the resume command is not I-JSON (RFC 7493): {problem}")
-    _check_edge(row.payload, row.executes, row.completes_as, payload.get(row.value_field or ""), moved)
     try:
         expected = jcs_digest(command)
-    except NotIJson as error:  # unreachable after the check above; kept typed
-        raise Illegal(Rule.RESUME_PAYLOAD, str(error)) from None
+    except NotIJson as error:
+        raise Illegal(Rule.RESUME_PAYLOAD, f"the resume command is not I-JSON (RFC 7493): {error}") from None
+    _check_edge(row.payload, row.executes, row.completes_as, payload.get(row.value_field or ""), moved)
     if not hmac.compare_digest(digest.encode("utf-8", "surrogatepass"), expected.encode("ascii")):
         raise Illegal(
             Rule.RESUME_DIGEST,
