@@ -69,6 +69,15 @@ PUSH_BATCH_UNIT = unit(
     "tests/test_push_driver.py::test_a_tool_batch_runs_in_call_order_and_publishes_every_result"
 )
 PUSH_HISTORY_UNIT = unit("tests/test_push_driver.py::test_text_without_an_end_starts_another_step")
+SLOPPY_TICKET_UNIT = unit("tests/test_resume_judge.py::test_a_resume_naming_a_sloppily_equal_ticket_is_illegal")
+COMMITTED_POLICY_UNIT = unit(
+    "tests/test_resume_judge.py::test_recover_reads_the_committed_policy_not_the_workers_configuration"
+)
+
+
+def example(name: str) -> Detector:
+    """The illegal example trace ``name`` must be reported at its line with its rule."""
+    return unit(f"tests/test_trace_examples.py::test_illegal_example_is_reported_at_its_line_and_rule[{name}.jsonl]")
 
 
 @frozen
@@ -187,6 +196,34 @@ MUTANTS: tuple[Mutant, ...] = (
         "                if entry is not None:\n"
         "                    self._settle(entry, \"applied\")\n",
         SETTLE_UNIT,
+    ),
+    Mutant(
+        "the judge lets a denied call go on executing",
+        "runkernel/kernel/validate_resume.py",
+        "        if not executes:\n",
+        "        if False:\n",
+        example("resume-edge-per-payload"),
+    ),
+    Mutant(
+        "the judge does not check the resumed digest",
+        "runkernel/kernel/validate_resume.py",
+        "    if not hmac.compare_digest(digest.encode(\"utf-8\", \"surrogatepass\"), expected.encode(\"ascii\")):\n",
+        "    if False:\n",
+        example("resume-digest-is-jcs-sha256"),
+    ),
+    Mutant(
+        "ticket ids compare case-folded and trimmed",
+        "runkernel/kernel/validate_resume.py",
+        "    return hmac.compare_digest(a.encode(\"utf-8\", \"surrogatepass\"), b.encode(\"utf-8\", \"surrogatepass\"))\n",
+        "    return hmac.compare_digest(a.strip().lower().encode(), b.strip().lower().encode())\n",
+        SLOPPY_TICKET_UNIT,
+    ),
+    Mutant(
+        "recovery reads the worker's policy instead of the committed one",
+        "runkernel/kernel/recover.py",
+        "        recovery = call.policy_or(policies.for_tool(call.tool)).recovery\n",
+        "        recovery = policies.for_tool(call.tool).recovery\n",
+        COMMITTED_POLICY_UNIT,
     ),
 )
 

@@ -17,7 +17,9 @@ from typing import Any
 
 import attrs
 import pytest
+import rfc8785
 from hypothesis import given
+from hypothesis import strategies as st
 
 from driver_history import History
 from runkernel.adapters.export import redact_lines, redacted_ticket, ticket_ids
@@ -328,3 +330,25 @@ def test_dash_reads_the_trace_from_standard_input(
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data + b"\n{}\n")))
     assert main(["check-trace", "-"]) == 2
     assert capsys.readouterr().err.startswith(f"-:{len(_first_lines()) + 1}: not-a-trace: ")
+
+
+# --- the canonical form's fast path -------------------------------------------------------
+
+i_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@given(i_json)
+def test_the_canonical_form_is_rfc8785s_on_every_i_json_value(value: Any) -> None:
+    assert canonical_bytes(value) == rfc8785.dumps(value)
+
+
+@pytest.mark.parametrize(
+    "value", [{"\U0001f600": 1, "\uffff": 2}, {"n": 1e30}, {"n": 0.1, "k": [4.50, 2e-3]}, {"\x7f\x00\n\"\\": "\x1f/"}]
+)
+def test_the_canonical_form_agrees_with_rfc8785_where_the_stdlib_would_not(value: Any) -> None:
+    assert canonical_bytes(value) == rfc8785.dumps(value)

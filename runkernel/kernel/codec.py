@@ -242,6 +242,9 @@ def _optional_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
 
 def _enum(obj: Mapping[str, Any], key: str, kind: type[E], path: str) -> E:
     raw = _field(obj, key, str, path)
+    member = kind._value2member_map_.get(raw)  # the Enum's own value index, without its call machinery
+    if member is not None:
+        return member  # type: ignore[return-value]
     try:
         return kind(raw)
     except ValueError:
@@ -292,9 +295,11 @@ def _extra_str(obj: Mapping[str, Any], key: str) -> str | None:
 
 def _status_from_json(obj: Mapping[str, Any], path: str) -> CallStatus:
     status = _field(obj, "status", str, path)
-    attempt = _non_negative(_field(obj, "attempt", int, path), f"{path}.attempt")
-    present = {key for key in ("wait", "result", "reason") if obj.get(key) is not None}
-    wanted = {"awaiting": {"wait"}, "completed": {"result"}, "indeterminate": {"reason"}}.get(status, set())
+    attempt = _field(obj, "attempt", int, path)
+    if attempt < 0:
+        raise TraceFormatError(f"{path}.attempt", f"must be >= 0, got {attempt}")
+    present = {key for key in _STATUS_FIELDS if obj.get(key) is not None}
+    wanted = _WANTED.get(status, _NONE_WANTED)
     if status not in _STATUS_BY_NAME:
         allowed = ", ".join(repr(n) for n in _STATUS_BY_NAME)
         raise TraceFormatError(f"{path}.status", f"{status!r} is not one of {allowed}")
@@ -306,7 +311,7 @@ def _status_from_json(obj: Mapping[str, Any], path: str) -> CallStatus:
     if status == "requested":
         if attempt != 0:
             raise IllegalShape(Rule.ATTEMPT, f"{path}.attempt", f"a requested call has attempt 0, not {attempt}")
-        return CallRequested()
+        return _REQUESTED
     if status == "executing":
         if attempt < 1:
             raise IllegalShape(Rule.ATTEMPT, f"{path}.attempt", "an executing call has attempt >= 1")
@@ -322,6 +327,10 @@ def _status_from_json(obj: Mapping[str, Any], path: str) -> CallStatus:
 
 
 _STATUS_BY_NAME = ("requested", "executing", "awaiting", "completed", "indeterminate")
+_STATUS_FIELDS = ("wait", "result", "reason")
+_WANTED = {"awaiting": {"wait"}, "completed": {"result"}, "indeterminate": {"reason"}}
+_NONE_WANTED: set[str] = set()
+_REQUESTED = CallRequested()
 
 
 def call_from_json(obj: Mapping[str, Any], path: str) -> ToolCall:
@@ -337,17 +346,37 @@ def call_from_json(obj: Mapping[str, Any], path: str) -> ToolCall:
     )
 
 
+_POLICIES: dict[tuple[Any, ...], ToolPolicy] = {}
+_POLICIES_KEPT = 256  # distinct policies remembered; a trace has a few, a hostile one no more
+
+
 def policy_from_json(value: Any, path: str) -> ToolPolicy | None:
     """Decode a call's ``policy`` (absent or null: the runtime did not record one)."""
     if value is None:
         return None
     obj = _object(value, path)
+    key = (obj.get("recovery"), obj.get("max_attempts"), obj.get("retries"))
+    hashable = type(key[0]) is str and type(key[1]) is int and type(key[2]) is int
+    known = _POLICIES.get(key) if hashable else None
+    if known is not None:
+        return known
+    policy = _decode_policy(obj, path)
+    if hashable and len(_POLICIES) < _POLICIES_KEPT:
+        _POLICIES[key] = policy
+    return policy
+
+
+def _decode_policy(obj: Mapping[str, Any], path: str) -> ToolPolicy:
     mode = _enum(obj, "recovery", RecoveryMode, path)
     max_attempts = _field(obj, "max_attempts", int, path)
     retries = _non_negative(_field(obj, "retries", int, path), f"{path}.retries")
     if max_attempts < 1:
         raise TraceFormatError(f"{path}.max_attempts", f"must be >= 1, got {max_attempts}")
     return ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retries + 1))
+
+
+def _call_at(value: Any, where: str) -> ToolCall:
+    return call_from_json(_object(value, where), where)
 
 
 def batch_from_json(value: Any, path: str) -> ActiveToolBatch | None:
@@ -358,7 +387,7 @@ def batch_from_json(value: Any, path: str) -> ActiveToolBatch | None:
     batch_id = _field(obj, "batch_id", str, path)
     step = _field(obj, "step", int, path)
     finalized = _field(obj, "finalized", bool, path)
-    calls = tuple(call_from_json(_object(c, f"{path}.calls[{i}]"), f"{path}.calls[{i}]") for i, c in enumerate(raw_calls))
+    calls = tuple(_call_at(c, f"{path}.calls[{i}]") for i, c in enumerate(raw_calls))
     if not calls:
         raise IllegalShape(Rule.BATCH_NEW, f"{path}.calls", "a batch holds one or more calls")
     if step < 1:

@@ -25,8 +25,13 @@ from runkernel.kernel.state import (
     ResumeTicket,
     ToolCall,
 )
-from runkernel.kernel.validate_calls import Illegal, require, same_json
-from runkernel.kernel.values import JsonValue, ResultKind, WaitKind, ijson_problem
+from runkernel.kernel.validate_calls import Illegal, same_json
+from runkernel.kernel.values import JsonValue, ResultKind, WaitKind
+
+
+def _short(value: object, limit: int) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for messages about untrusted input."""
+    return repr(value)[:limit]
 
 
 def same_id(a: str, b: str) -> bool:
@@ -37,7 +42,7 @@ def same_id(a: str, b: str) -> bool:
 def _text(obj: Mapping[str, JsonValue], key: str, where: str) -> str:
     value = obj.get(key)
     if not isinstance(value, str):
-        raise Illegal(Rule.RESUME, f"the resumed event's {where}{key} must be a string, got {value!r:.60}")
+        raise Illegal(Rule.RESUME, f"the resumed event's {where}{key} must be a string, got {_short(value, 60)}")
     return value
 
 
@@ -47,60 +52,56 @@ def check_resumed_event(
     """Judge the event of the commit that applies ``ticket``; ``moved`` is the ticket's
     call as that commit leaves it. Raises ``Illegal`` naming the broken rule."""
     command = data.get("command")
-    require(
-        isinstance(command, dict),
-        Rule.RESUME,
-        "the resumed event carries no command object (run_id, ticket_id, kind, payload)",
-    )
-    assert isinstance(command, dict)
+    if not isinstance(command, dict):
+        raise Illegal(
+            Rule.RESUME,
+            "the resumed event carries no command object (run_id, ticket_id, kind, payload)",
+        )
     digest = _text(data, "digest", "")
-    require(
-        same_id(_text(command, "run_id", "command."), run_id),
-        Rule.RESUME,
-        f"the resume command names run {command.get('run_id')!r:.80}, the commit is for run {run_id!r}",
-    )
-    require(
-        same_id(_text(command, "ticket_id", "command."), ticket.ticket_id),
-        Rule.RESUME,
-        f"the resume command names ticket {command.get('ticket_id')!r:.80}, the committed ticket is "
-        f"{ticket.ticket_id!r}",
-    )
+    if not same_id(_text(command, "run_id", "command."), run_id):
+        raise Illegal(
+            Rule.RESUME,
+            f"the resume command names run {_short(command.get('run_id'), 80)}, the commit is for run {run_id!r}",
+        )
+    if not same_id(_text(command, "ticket_id", "command."), ticket.ticket_id):
+        raise Illegal(
+            Rule.RESUME,
+            f"the resume command names ticket {_short(command.get('ticket_id'), 80)}, the committed ticket is "
+            f"{ticket.ticket_id!r}",
+        )
     kind = _text(command, "kind", "command.")
-    require(
-        kind == ticket.wait.value,
-        Rule.RESUME_PAYLOAD,
-        f"the resume command is of kind {kind!r:.40}, the ticket waits for {ticket.wait.value!r}",
-    )
+    if kind != ticket.wait.value:
+        raise Illegal(
+            Rule.RESUME_PAYLOAD,
+            f"the resume command is of kind {_short(kind, 40)}, the ticket waits for {ticket.wait.value!r}",
+        )
     payload = command.get("payload")
-    require(isinstance(payload, dict), Rule.RESUME_PAYLOAD, "the resume command carries no payload object")
-    assert isinstance(payload, dict)
+    if not isinstance(payload, dict):
+        raise Illegal(Rule.RESUME_PAYLOAD, "the resume command carries no payload object")
     payload_type = payload.get("type")
     row = RESUME_PAYLOADS.get(payload_type) if isinstance(payload_type, str) else None
-    require(
-        row is not None and ticket.wait in row.waits,
-        Rule.RESUME_PAYLOAD,
-        f"a {ticket.wait.value!r} wait does not take a {payload_type!r:.40} payload",
-    )
-    assert row is not None
-    for name in row.fields:
-        require(
-            name in payload,
+    if row is None or ticket.wait not in row.waits:
+        raise Illegal(
             Rule.RESUME_PAYLOAD,
-            f"a {row.payload!r} payload carries {name!r} in normal form (null when none)",
+            f"a {ticket.wait.value!r} wait does not take a {_short(payload_type, 40)} payload",
         )
-    problem = ijson_problem(command)
-    require(problem is None, Rule.RESUME_PAYLOAD, f"the resume command is not I-JSON (RFC 7493): {problem}")
-    _check_edge(row.payload, row.executes, row.completes_as, payload.get(row.value_field or ""), moved)
+    for name in row.fields:
+        if name not in payload:
+            raise Illegal(
+                Rule.RESUME_PAYLOAD,
+                f"a {row.payload!r} payload carries {name!r} in normal form (null when none)",
+            )
     try:
         expected = jcs_digest(command)
-    except NotIJson as error:  # unreachable after the check above; kept typed
-        raise Illegal(Rule.RESUME_PAYLOAD, str(error)) from None
-    require(
-        hmac.compare_digest(digest.encode("utf-8", "surrogatepass"), expected.encode("ascii")),
-        Rule.RESUME_DIGEST,
-        f"the resumed event's digest {digest!r:.80} is not the SHA-256 of the command's RFC 8785 form "
-        f"({expected})",
-    )
+    except NotIJson as error:
+        raise Illegal(Rule.RESUME_PAYLOAD, f"the resume command is not I-JSON (RFC 7493): {error}") from None
+    _check_edge(row.payload, row.executes, row.completes_as, payload.get(row.value_field or ""), moved)
+    if not hmac.compare_digest(digest.encode("utf-8", "surrogatepass"), expected.encode("ascii")):
+        raise Illegal(
+            Rule.RESUME_DIGEST,
+            f"the resumed event's digest {_short(digest, 80)} is not the SHA-256 of the command's RFC 8785 form "
+            f"({expected})",
+        )
 
 
 def _check_edge(
@@ -109,24 +110,24 @@ def _check_edge(
     status = moved.status if moved is not None else None
     call_id = moved.call_id if moved is not None else ""
     if isinstance(status, CallExecuting):
-        require(
-            executes,
-            Rule.RESUME_EDGE,
-            f"a {payload!r} resume completes call {call_id!r}; it may not go on executing",
-        )
+        if not executes:
+            raise Illegal(
+                Rule.RESUME_EDGE,
+                f"a {payload!r} resume completes call {call_id!r}; it may not go on executing",
+            )
         return
     if isinstance(status, CallCompleted):
         allowed = f"completes the call as {completes_as.value!r}" if completes_as else "only resumes it to Executing"
-        require(
-            status.result.kind is completes_as,
-            Rule.RESUME_EDGE,
-            f"call {call_id!r} completes as {status.result.kind.value!r}; a {payload!r} resume {allowed}",
-        )
-        require(
-            same_json(status.result.value, value),
-            Rule.RESUME_EDGE,
-            f"the completed value of call {call_id!r} is not the {payload!r} payload's",
-        )
+        if status.result.kind is not completes_as:
+            raise Illegal(
+                Rule.RESUME_EDGE,
+                f"call {call_id!r} completes as {status.result.kind.value!r}; a {payload!r} resume {allowed}",
+            )
+        if not same_json(status.result.value, value):
+            raise Illegal(
+                Rule.RESUME_EDGE,
+                f"the completed value of call {call_id!r} is not the {payload!r} payload's",
+            )
         return
     raise Illegal(Rule.RESUME_EDGE, f"a {payload!r} resume moves its call to Executing or Completed")
 
