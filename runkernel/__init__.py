@@ -106,6 +106,18 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                 ),
             ),
             (
+                'runkernel.adapters.postgres_store',
+                (
+                    'PostgresStore',
+                ),
+            ),
+            (
+                'runkernel.adapters.postgres_schema',
+                (
+                    'init_postgres', 'migrate_postgres',
+                ),
+            ),
+            (
                 'runkernel.adapters.inbox',
                 (
                     'submit_resume', 'submit_end',
@@ -257,6 +269,13 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         Tool as Tool,
         ToolInvocation as ToolInvocation,
         ToolRegistry as ToolRegistry,
+    )
+    from runkernel.adapters.postgres_schema import (
+        init_postgres as init_postgres,
+        migrate_postgres as migrate_postgres,
+    )
+    from runkernel.adapters.postgres_store import (
+        PostgresStore as PostgresStore,
     )
     from runkernel.adapters.runtime import (
         RunOutcome as RunOutcome,
