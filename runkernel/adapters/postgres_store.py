@@ -51,16 +51,16 @@ LOST_CONNECTION_ATTEMPTS = 4
 _ADVANCE_HEAD = (
     # the conditional update is the expected-version check: no row moved leaves the
     # commit's line NULL, which its NOT NULL column refuses, so nothing is written
-    "WITH moved AS (UPDATE threads SET version = %(version)s, active_run_id = %(active)s "
-    "WHERE thread_id = %(thread)s AND version = %(expected)s RETURNING 1) "
+    "WITH moved AS (UPDATE threads SET version = %s, active_run_id = %s "
+    "WHERE thread_id = %s AND version = %s RETURNING 1) "
     "INSERT INTO commits (thread_id, version, run_id, line) "
-    "VALUES (%(thread)s, %(version)s, %(run)s, (SELECT %(line)s::text FROM moved))"
+    "VALUES (%s, %s, %s, (SELECT %s::text FROM moved))"
 )
 _FIRST_HEAD = (
-    "WITH made AS (INSERT INTO threads (thread_id, version, active_run_id) "
-    "VALUES (%(thread)s, %(version)s, %(active)s) RETURNING 1) "
+    # a Thread's first commit: its threads row must not exist (its key refuses a rival)
+    "WITH made AS (INSERT INTO threads (thread_id, version, active_run_id) VALUES (%s, %s, %s) RETURNING 1) "
     "INSERT INTO commits (thread_id, version, run_id, line) "
-    "VALUES (%(thread)s, %(version)s, %(run)s, (SELECT %(line)s::text FROM made))"
+    "VALUES (%s, %s, %s, (SELECT %s::text FROM made))"
 )
 _PUT_RUN = (
     "INSERT INTO runs (run_id, thread_id, snapshot) VALUES (%s, %s, %s) "
@@ -242,40 +242,39 @@ class PostgresStore:
         settle: Settlement | None,
         new_run: bool,
     ) -> None:
-        """One transaction, sent in one round trip."""
+        """One transaction, sent in one round trip: the statements go as one simple
+        query (bound client-side by psycopg), which PostgreSQL runs as one implicit
+        transaction, committed when its last statement succeeds, rolled back whole on
+        any error."""
         conn = self._conn
-        params = {
-            "thread": commit.thread_id,
-            "version": new_head.version,
-            "expected": commit.expected_version,
-            "active": new_head.active_run_id,
-            "run": commit.run_id,
-            "line": line,
-        }
+        statements = [_FIRST_HEAD if head is None else _ADVANCE_HEAD, _PUT_RUN]
+        params: list[Any] = [
+            new_head.version, new_head.active_run_id, commit.thread_id, commit.expected_version,
+            commit.thread_id, new_head.version, commit.run_id, line,
+        ] if head is not None else [
+            commit.thread_id, new_head.version, new_head.active_run_id,
+            commit.thread_id, new_head.version, commit.run_id, line,
+        ]
+        params += [commit.run_id, commit.thread_id, judged_dumps(snapshot_to_json(run))]
+        if keys.ticket is not None:
+            statements.append("INSERT INTO tickets (ticket_id, run_id) VALUES (%s, %s)")
+            params += [keys.ticket, commit.run_id]
+        if keys.closed_batch is not None:
+            statements.append("INSERT INTO closed_batches (run_id, batch_id) VALUES (%s, %s)")
+            params += [commit.run_id, keys.closed_batch]
+        if keys.resume is not None:
+            statements.append("INSERT INTO applied_resumes (run_id, ticket_id, digest) VALUES (%s, %s, %s)")
+            params += [commit.run_id, keys.resume.ticket_id, keys.resume.digest]
+        if settle is not None:
+            statements.append("UPDATE inbox SET state = 'settled', outcome = %s WHERE entry_id = %s AND state = 'pending'")
+            params += [settle.outcome, settle.entry_id]
+        if new_run:
+            statements.append("SELECT pg_notify(%s, %s)")
+            params += [self._channel, commit.run_id]
         try:
             if self.before_commit is not None:
                 self.before_commit(conn)
-            with conn.pipeline(), conn.transaction():
-                conn.execute(_FIRST_HEAD if head is None else _ADVANCE_HEAD, params)
-                conn.execute(_PUT_RUN, (commit.run_id, commit.thread_id, judged_dumps(snapshot_to_json(run))))
-                if keys.ticket is not None:
-                    conn.execute("INSERT INTO tickets (ticket_id, run_id) VALUES (%s, %s)", (keys.ticket, commit.run_id))
-                if keys.closed_batch is not None:
-                    conn.execute(
-                        "INSERT INTO closed_batches (run_id, batch_id) VALUES (%s, %s)", (commit.run_id, keys.closed_batch)
-                    )
-                if keys.resume is not None:
-                    conn.execute(
-                        "INSERT INTO applied_resumes (run_id, ticket_id, digest) VALUES (%s, %s, %s)",
-                        (commit.run_id, keys.resume.ticket_id, keys.resume.digest),
-                    )
-                if settle is not None:
-                    conn.execute(
-                        "UPDATE inbox SET state = 'settled', outcome = %s WHERE entry_id = %s AND state = 'pending'",
-                        (settle.outcome, settle.entry_id),
-                    )
-                if new_run:
-                    conn.execute("SELECT pg_notify(%s, %s)", (self._channel, commit.run_id))
+            psycopg.ClientCursor(conn).execute("; ".join(statements).encode(), params)
         except _RIVAL_WRITE:
             raise
         except psycopg.Error as error:
