@@ -91,6 +91,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                 (
                     'Store', 'InboxEntry', 'StoreError', 'CommitConflict', 'IllegalCommit',
                     'StoreUnavailable', 'SchemaError', 'UnknownRun',
+                    'Lease', 'Writer', 'LeaseError', 'LeaseHeld', 'LeaseLost',
                 ),
             ),
             (
@@ -289,11 +290,16 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         CommitConflict as CommitConflict,
         IllegalCommit as IllegalCommit,
         InboxEntry as InboxEntry,
+        Lease as Lease,
+        LeaseError as LeaseError,
+        LeaseHeld as LeaseHeld,
+        LeaseLost as LeaseLost,
         SchemaError as SchemaError,
         Store as Store,
         StoreError as StoreError,
         StoreUnavailable as StoreUnavailable,
         UnknownRun as UnknownRun,
+        Writer as Writer,
     )
     from runkernel.adapters.urls import (
         BadStoreUrl as BadStoreUrl,
