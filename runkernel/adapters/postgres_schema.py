@@ -42,7 +42,7 @@ _SCHEMA = (
     "CREATE TABLE runs (run_id text PRIMARY KEY, thread_id text NOT NULL, snapshot text NOT NULL)",
     # the expected-version check is this key: a second writer of a version fails on it
     "CREATE TABLE commits (thread_id text NOT NULL, version bigint NOT NULL, run_id text NOT NULL, "
-    "line text NOT NULL, PRIMARY KEY (thread_id, version))",
+    "line text NOT NULL, writer_id text, writer_epoch bigint, PRIMARY KEY (thread_id, version))",
     "CREATE TABLE tickets (ticket_id text PRIMARY KEY, run_id text NOT NULL)",
     "CREATE TABLE closed_batches (run_id text NOT NULL, batch_id text NOT NULL, PRIMARY KEY (run_id, batch_id))",
     "CREATE TABLE applied_resumes (run_id text NOT NULL, ticket_id text NOT NULL, digest text NOT NULL, "
@@ -55,9 +55,10 @@ _SCHEMA = (
     "CREATE TABLE reconciliations (entry_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
     "operation_id text NOT NULL, outcome text NOT NULL, note text)",
     "CREATE INDEX reconciliations_by_operation ON reconciliations (operation_id)",
-    # one row per leased Run: owner, epoch (rises with each take-over), expiry by now()
-    "CREATE TABLE leases (run_id text PRIMARY KEY, owner text NOT NULL, epoch bigint NOT NULL, "
-    "expires_at timestamptz NOT NULL)",
+    # one row per leased Run, never deleted while the Run exists (epochs only rise);
+    # expires_at is the server's clock now(), in seconds since the Unix epoch
+    "CREATE TABLE leases (run_id text PRIMARY KEY, worker_id text NOT NULL, epoch bigint NOT NULL, "
+    "expires_at double precision NOT NULL, released boolean NOT NULL DEFAULT false)",
 )
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")

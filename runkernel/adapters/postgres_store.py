@@ -25,6 +25,8 @@ import psycopg
 from psycopg import errors, sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from runkernel.adapters.leases import LeaseRow, acquired, checked_duration, commit_writer, require_held
+from runkernel.adapters.postgres_commit import NOW, commit_query
 from runkernel.adapters.postgres_schema import TABLES, check_current, redacted, split_url, unavailable
 from runkernel.adapters.serial import commit_from_text, commit_text, dumps, judged_dumps, snapshot_from_json, snapshot_to_json
 from runkernel.adapters.sqlite_decode import decoded, integer, json_text, thread_head
@@ -33,12 +35,15 @@ from runkernel.adapters.store import (
     CommitConflict,
     DamagedStore,
     InboxEntry,
+    Lease,
+    LeaseLost,
     Reconciliation,
     Settlement,
     StoreUnavailable,
+    Writer,
     judge_append,
 )
-from runkernel.kernel.history import History, HistoryKeys
+from runkernel.kernel.history import History
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.values import JsonValue
@@ -47,25 +52,6 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 
 #: How many times a commit is sent again after its connection dropped before an answer.
 LOST_CONNECTION_ATTEMPTS = 4
-
-_ADVANCE_HEAD = (
-    # the conditional update is the expected-version check: no row moved leaves the
-    # commit's line NULL, which its NOT NULL column refuses, so nothing is written
-    "WITH moved AS (UPDATE threads SET version = %s, active_run_id = %s "
-    "WHERE thread_id = %s AND version = %s RETURNING 1) "
-    "INSERT INTO commits (thread_id, version, run_id, line) "
-    "VALUES (%s, %s, %s, (SELECT %s::text FROM moved))"
-)
-_FIRST_HEAD = (
-    # a Thread's first commit: its threads row must not exist (its key refuses a rival)
-    "WITH made AS (INSERT INTO threads (thread_id, version, active_run_id) VALUES (%s, %s, %s) RETURNING 1) "
-    "INSERT INTO commits (thread_id, version, run_id, line) "
-    "VALUES (%s, %s, %s, (SELECT %s::text FROM made))"
-)
-_PUT_RUN = (
-    "INSERT INTO runs (run_id, thread_id, snapshot) VALUES (%s, %s, %s) "
-    "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot"
-)
 
 #: Errors that mean "another writer got there first": the commit is judged again.
 _RIVAL_WRITE = (errors.UniqueViolation, errors.NotNullViolation, errors.DeadlockDetected, errors.SerializationFailure)
@@ -152,39 +138,40 @@ class PostgresStore:
 
     # --- commits --------------------------------------------------------------------
 
-    def append(self, commit: ThreadCommit, settle: Settlement | None = None) -> RunSnapshot:
+    def append(
+        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+    ) -> RunSnapshot:
         if self.read_only:
             raise StoreUnavailable(f"{self.where} was opened read-only")
-        judged: list[tuple[RunSnapshot, str]] = []  # the snapshot and line once judged
+        if lease is not None and lease.run_id != commit.run_id:
+            raise LeaseLost(lease, f"it leases run {lease.run_id!r}, not the commit's run {commit.run_id!r}")
+        sent: list[tuple[RunSnapshot, str]] = []  # the snapshot and line of each attempt sent
         lost = False
         for _ in range(LOST_CONNECTION_ATTEMPTS):
             try:
-                return self._append_judged(commit, settle, judged, lost)
+                return self._append_judged(commit, settle, lease, sent, lost)
             except _ConnectionLost:
                 lost = True
                 self._reconnect()
-                stored = self._stored_line(commit.thread_id, commit.version)
+                stored = self._stored(commit.thread_id, commit.version)
                 if stored is None:
                     continue  # it never committed: send it again
-                if judged and stored == judged[-1][1]:
+                if sent and stored[:2] == (sent[-1][1], None if lease is None else lease.writer):
                     self.adopted_after_lost_ack += 1
-                    return judged[-1][0]
+                    return sent[-1][0]
                 raise CommitConflict(self._taken(commit)) from None
         raise StoreUnavailable(
             f"{self.where}: the connection dropped {LOST_CONNECTION_ATTEMPTS} times during a commit; "
             f"commit {commit.version} of thread {commit.thread_id!r} was not written"
         )
 
-    def _adopted(self, commit: ThreadCommit, judged: list[tuple[RunSnapshot, str]]) -> RunSnapshot | None:
-        """After a lost acknowledgement: the snapshot of this store's own commit if the
-        stored line at its identity and version is the one it sent."""
-        if judged and self._stored_line(commit.thread_id, commit.version) == judged[-1][1]:
-            self.adopted_after_lost_ack += 1
-            return judged[-1][0]
-        return None
-
     def _append_judged(
-        self, commit: ThreadCommit, settle: Settlement | None, judged: list[tuple[RunSnapshot, str]], lost: bool
+        self,
+        commit: ThreadCommit,
+        settle: Settlement | None,
+        lease: Lease | None,
+        sent: list[tuple[RunSnapshot, str]],
+        lost: bool,
     ) -> RunSnapshot:
         """Judge, then write in one transaction; a rival write found by the database
         makes it judge once more against fresh rows (which names the conflict)."""
@@ -193,23 +180,54 @@ class PostgresStore:
                 head, before = self._before(commit, fresh)
                 accepted = judge_append(head, before, commit, self.history(commit.run_id), self._ticket_known)
             except CommitConflict:
-                adopted = self._adopted(commit, judged) if lost else None
+                adopted = self._landed(commit, lease, sent, lost)
                 if adopted is not None:
-                    return adopted  # our own commit, whose acknowledgement was lost
+                    return adopted
                 raise
             line = commit_text(commit)
-            judged.append((accepted.run, line))
+            sent.append((accepted.run, line))
+            query = commit_query(
+                commit, line, head, accepted.head, judged_dumps(snapshot_to_json(accepted.run)), accepted.keys,
+                settle, lease, (self._channel, commit.run_id) if before is None else None,
+            )
             try:
-                self._write(commit, line, head, accepted.head, accepted.run, accepted.keys, settle, before is None)
+                self._write(query)
+            except errors.DivisionByZero:
+                self._written = None
+                self._refuse_lease(commit, lease)
+                continue  # the lease was fine again when read: judge and send once more
             except _RIVAL_WRITE:
                 self._written = None
                 continue
             self._written = (commit.run_id, accepted.head, accepted.run)
             return accepted.run
-        adopted = self._adopted(commit, judged) if lost else None
+        adopted = self._landed(commit, lease, sent, lost)
         if adopted is not None:
             return adopted
         raise CommitConflict(self._taken(commit))
+
+    def _landed(
+        self, commit: ThreadCommit, lease: Lease | None, sent: list[tuple[RunSnapshot, str]], lost: bool
+    ) -> RunSnapshot | None:
+        """W4: the snapshot to adopt if this very commit already landed by this writer
+        (a retry after a lost acknowledgement), else None. A caller's retry under a
+        lease is adopted only while it is the Thread's latest commit; a retry this
+        store makes after its connection dropped needs no lease."""
+        if lease is None and not lost:
+            return None
+        stored = self._stored(commit.thread_id, commit.version)
+        if stored is None:
+            return None
+        line, writer, head_version, run_id = stored
+        mine = (sent[-1][1] if sent else commit_text(commit)) == line and run_id == commit.run_id
+        if not mine or writer != (None if lease is None else lease.writer):
+            return None
+        if lost and sent:
+            self.adopted_after_lost_ack += 1
+            return sent[-1][0]
+        if lease is None or head_version != commit.version:
+            return None
+        return self.run(commit.run_id)
 
     def _taken(self, commit: ThreadCommit) -> Rejection:
         return Rejection(
@@ -231,60 +249,128 @@ class PostgresStore:
         head = None if row[0] is None else self._head(commit.thread_id, row[0], row[1])
         return head, None if row[2] is None else self._snapshot(commit.run_id, row[2])
 
-    def _write(
-        self,
-        commit: ThreadCommit,
-        line: str,
-        head: ThreadHead | None,
-        new_head: ThreadHead,
-        run: RunSnapshot,
-        keys: HistoryKeys,
-        settle: Settlement | None,
-        new_run: bool,
-    ) -> None:
-        """One transaction, sent in one round trip: the statements go as one simple
-        query (bound client-side by psycopg), which PostgreSQL runs as one implicit
-        transaction, committed when its last statement succeeds, rolled back whole on
-        any error."""
+    def _write(self, query: tuple[str, list[Any]]) -> None:
+        """One commit's query: one round trip, one transaction."""
         conn = self._conn
-        statements = [_FIRST_HEAD if head is None else _ADVANCE_HEAD, _PUT_RUN]
-        params: list[Any] = [
-            new_head.version, new_head.active_run_id, commit.thread_id, commit.expected_version,
-            commit.thread_id, new_head.version, commit.run_id, line,
-        ] if head is not None else [
-            commit.thread_id, new_head.version, new_head.active_run_id,
-            commit.thread_id, new_head.version, commit.run_id, line,
-        ]
-        params += [commit.run_id, commit.thread_id, judged_dumps(snapshot_to_json(run))]
-        if keys.ticket is not None:
-            statements.append("INSERT INTO tickets (ticket_id, run_id) VALUES (%s, %s)")
-            params += [keys.ticket, commit.run_id]
-        if keys.closed_batch is not None:
-            statements.append("INSERT INTO closed_batches (run_id, batch_id) VALUES (%s, %s)")
-            params += [commit.run_id, keys.closed_batch]
-        if keys.resume is not None:
-            statements.append("INSERT INTO applied_resumes (run_id, ticket_id, digest) VALUES (%s, %s, %s)")
-            params += [commit.run_id, keys.resume.ticket_id, keys.resume.digest]
-        if settle is not None:
-            statements.append("UPDATE inbox SET state = 'settled', outcome = %s WHERE entry_id = %s AND state = 'pending'")
-            params += [settle.outcome, settle.entry_id]
-        if new_run:
-            statements.append("SELECT pg_notify(%s, %s)")
-            params += [self._channel, commit.run_id]
         try:
             if self.before_commit is not None:
                 self.before_commit(conn)
-            psycopg.ClientCursor(conn).execute("; ".join(statements).encode(), params)
-        except _RIVAL_WRITE:
+            psycopg.ClientCursor(conn).execute(query[0].encode(), query[1])
+        except (*_RIVAL_WRITE, errors.DivisionByZero):
             raise
         except psycopg.Error as error:
             if conn.broken or conn.closed:
                 raise _ConnectionLost() from None
             raise unavailable(self.url, "a commit", error) from None
 
-    def _stored_line(self, thread_id: str, version: int) -> str | None:
-        row = self._fetch("SELECT line FROM commits WHERE thread_id = %s AND version = %s", (thread_id, version))
-        return None if row is None else str(row[0])
+    def _refuse_lease(self, commit: ThreadCommit, lease: Lease | None) -> None:
+        """The commit's lease check failed in its transaction: raise what it found."""
+        row, now = self._lease_row(commit.run_id)
+        commit_writer(commit, lease, row, now)
+
+    def _stored(self, thread_id: str, version: int) -> tuple[str, Writer | None, int, str] | None:
+        """(line, writer, the Thread's head version, run id) of a stored commit."""
+        row = self._fetch(
+            "SELECT c.line, c.writer_id, c.writer_epoch, t.version, c.run_id FROM commits c "
+            "JOIN threads t ON t.thread_id = c.thread_id WHERE c.thread_id = %s AND c.version = %s",
+            (thread_id, version),
+        )
+        if row is None:
+            return None
+        writer = None if row[1] is None else Writer(str(row[1]), int(row[2]))
+        return str(row[0]), writer, int(row[3]), str(row[4])
+
+    # --- leases (DESIGN.md, Workers and leases), by the server's clock ---------------
+
+    def store_time(self) -> float:
+        row = self._fetch(f"SELECT {NOW}", ())
+        return float(row[0])
+
+    def _lease_row(self, run_id: str, *, lock: bool = False, conn: Connection | None = None) -> tuple[LeaseRow | None, float]:
+        query = (
+            f"SELECT l.worker_id, l.epoch, l.expires_at, l.released, {NOW} FROM (SELECT 1) AS one "
+            "LEFT JOIN leases l ON l.run_id = %s"
+        )
+        if conn is None:
+            row = self._fetch(query, (run_id,))
+        else:
+            locked = f"SELECT worker_id, epoch, expires_at, released, {NOW} FROM leases WHERE run_id = %s FOR UPDATE"
+            row = conn.execute((locked if lock else query).encode(), (run_id,)).fetchone()
+        assert row is not None
+        now = float(row[4])
+        if row[0] is None or int(row[1]) == 0:  # no lease was ever granted (epoch 0: the placeholder)
+            return None, now
+        return LeaseRow(Lease(run_id, str(row[0]), int(row[1]), float(row[2])), bool(row[3])), now
+
+    def _with_lease_row(self, run_id: str, act: Callable[[LeaseRow | None, float], LeaseRow | None]) -> None:
+        """In one transaction: the Run's lease row locked and the server's clock, then
+        the row ``act`` returns (None: unchanged) written."""
+
+        def work(conn: Connection) -> None:
+            with conn.transaction():
+                # a placeholder row (epoch 0) to lock, so two first takers queue on it
+                conn.execute(
+                    "INSERT INTO leases (run_id, worker_id, epoch, expires_at, released) VALUES (%s, '', 0, 0, true) "
+                    "ON CONFLICT (run_id) DO NOTHING",
+                    (run_id,),
+                )
+                row, now = self._lease_row(run_id, lock=True, conn=conn)
+                written = act(row, now)
+                if written is not None:
+                    conn.execute(
+                        "UPDATE leases SET worker_id = %s, epoch = %s, expires_at = %s, released = %s WHERE run_id = %s",
+                        (written.lease.worker_id, written.lease.epoch, written.lease.expires_at, written.released, run_id),
+                    )
+
+        self._change(work)
+
+    def acquire_lease(self, run_id: str, worker_id: str, duration: float) -> Lease:
+        checked_duration(duration)
+        if not worker_id:
+            raise ValueError("a worker id must not be empty")
+        granted: list[Lease] = []
+
+        def take(row: LeaseRow | None, now: float) -> LeaseRow:
+            granted.append(acquired(run_id, row, worker_id, duration, now))
+            return LeaseRow(granted[-1], released=False)
+
+        self._with_lease_row(run_id, take)
+        return granted[-1]
+
+    def renew_lease(self, lease: Lease, duration: float) -> Lease:
+        checked_duration(duration)
+        renewed: list[Lease] = []
+
+        def renew(row: LeaseRow | None, now: float) -> LeaseRow:
+            require_held(lease, row, now)
+            renewed.append(acquired(lease.run_id, row, lease.worker_id, duration, now))
+            return LeaseRow(renewed[-1], released=False)
+
+        self._with_lease_row(lease.run_id, renew)
+        return renewed[-1]
+
+    def check_lease(self, lease: Lease, margin: float) -> Lease:
+        row, now = self._lease_row(lease.run_id)
+        return require_held(lease, row, now, margin)
+
+    def release_lease(self, lease: Lease) -> bool:
+        released: list[bool] = []
+
+        def release(row: LeaseRow | None, now: float) -> LeaseRow | None:
+            mine = row is not None and row.valid_at(now) and row.lease.writer == lease.writer
+            released.append(mine)
+            return LeaseRow(row.lease, released=True) if mine and row is not None else None
+
+        self._with_lease_row(lease.run_id, release)
+        return released[-1]
+
+    def current_lease(self, run_id: str) -> Lease | None:
+        row, now = self._lease_row(run_id)
+        return row.lease if row is not None and row.valid_at(now) else None
+
+    def writer_of(self, thread_id: str, version: int) -> Writer | None:
+        stored = self._stored(thread_id, version)
+        return None if stored is None else stored[1]
 
     # --- reads ----------------------------------------------------------------------
 
