@@ -2,8 +2,8 @@
 chosen point of a commit: after the server received the commit (its reply, which says
 COMMIT succeeded, is dropped: a lost acknowledgement) or before the server sees it.
 
-A commit is recognized by its statement text (``INSERT INTO commits``), so connections
-through the proxy must not use TLS (``sslmode=disable``)."""
+A commit is recognized by its line, sent as a parameter (``"trace":"runkernel/2"``),
+so connections through the proxy must not use TLS (``sslmode=disable``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import enum
 import socket
 import threading
 
-COMMIT_MARKER = b"INSERT INTO commits"
+COMMIT_MARKER = b'"trace":"runkernel/2"'
 
 
 class Cut(enum.Enum):

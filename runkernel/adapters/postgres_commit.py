@@ -1,6 +1,6 @@
-"""The statements of one PostgreSQL commit, sent as one simple query: PostgreSQL runs
-them as one implicit transaction, committed when the last succeeds, rolled back whole
-when any fails. Each check the database makes is an error, so a refused commit writes
+"""The statements of one PostgreSQL commit, sent as one simple query (bound by psycopg
+on the client): PostgreSQL runs them as one implicit transaction, committed when the
+last succeeds, rolled back whole when any fails, in one round trip. Each check the database makes is an error, so a refused commit writes
 nothing: a rival writer of the version (the commit row's key, or the Thread's head not
 at the expected version: the commit's line comes out NULL, which its column refuses),
 and a lease that is not the Run's valid one by the server's clock now() (a division by
@@ -43,7 +43,10 @@ _PUT_RUN = (
 )
 
 
-def commit_query(
+Statement = tuple[bytes, tuple[Any, ...]]
+
+
+def commit_statements(
     commit: ThreadCommit,
     line: str,
     head: ThreadHead | None,
@@ -53,40 +56,39 @@ def commit_query(
     settle: Settlement | None,
     lease: Lease | None,
     notify: tuple[str, str] | None,
-) -> tuple[str, list[Any]]:
-    """The query text and its parameters (bound client-side) for one commit judged
-    against ``head``; ``notify`` is (channel, payload) to wake workers at commit."""
-    statements: list[str] = []
-    params: list[Any] = []
+) -> list[Statement]:
+    """The statements and their parameters for one commit judged against ``head``;
+    ``notify`` is (channel, payload) to wake workers when it commits."""
+    found: list[Statement] = []
+
+    def add(text: str, *params: Any) -> None:
+        found.append((text.encode(), params))
+
     if lease is None:
-        statements.append(_NO_LEASE_HELD)
-        params.append(commit.run_id)
+        add(_NO_LEASE_HELD, commit.run_id)
     else:
-        statements.append(_LEASE_HELD_BY_WRITER)
-        params += [lease.run_id, lease.worker_id, lease.epoch]
-    writer = [None, None] if lease is None else [lease.worker_id, lease.epoch]
-    row = [commit.thread_id, new_head.version, commit.run_id, line, *writer]
+        add(_LEASE_HELD_BY_WRITER, lease.run_id, lease.worker_id, lease.epoch)
+    writer = (None, None) if lease is None else (lease.worker_id, lease.epoch)
+    row = (commit.thread_id, new_head.version, commit.run_id, line, *writer)
     if head is None:
-        statements.append(_FIRST_HEAD)
-        params += [commit.thread_id, new_head.version, new_head.active_run_id, *row]
+        add(_FIRST_HEAD, commit.thread_id, new_head.version, new_head.active_run_id, *row)
     else:
-        statements.append(_ADVANCE_HEAD)
-        params += [new_head.version, new_head.active_run_id, commit.thread_id, commit.expected_version, *row]
-    statements.append(_PUT_RUN)
-    params += [commit.run_id, commit.thread_id, snapshot_text]
+        add(_ADVANCE_HEAD, new_head.version, new_head.active_run_id, commit.thread_id, commit.expected_version, *row)
+    add(_PUT_RUN, commit.run_id, commit.thread_id, snapshot_text)
     if keys.ticket is not None:
-        statements.append("INSERT INTO tickets (ticket_id, run_id) VALUES (%s, %s)")
-        params += [keys.ticket, commit.run_id]
+        add("INSERT INTO tickets (ticket_id, run_id) VALUES (%s, %s)", keys.ticket, commit.run_id)
     if keys.closed_batch is not None:
-        statements.append("INSERT INTO closed_batches (run_id, batch_id) VALUES (%s, %s)")
-        params += [commit.run_id, keys.closed_batch]
+        add("INSERT INTO closed_batches (run_id, batch_id) VALUES (%s, %s)", commit.run_id, keys.closed_batch)
     if keys.resume is not None:
-        statements.append("INSERT INTO applied_resumes (run_id, ticket_id, digest) VALUES (%s, %s, %s)")
-        params += [commit.run_id, keys.resume.ticket_id, keys.resume.digest]
+        add(
+            "INSERT INTO applied_resumes (run_id, ticket_id, digest) VALUES (%s, %s, %s)",
+            commit.run_id, keys.resume.ticket_id, keys.resume.digest,
+        )
     if settle is not None:
-        statements.append("UPDATE inbox SET state = 'settled', outcome = %s WHERE entry_id = %s AND state = 'pending'")
-        params += [settle.outcome, settle.entry_id]
+        add(
+            "UPDATE inbox SET state = 'settled', outcome = %s WHERE entry_id = %s AND state = 'pending'",
+            settle.outcome, settle.entry_id,
+        )
     if notify is not None:
-        statements.append("SELECT pg_notify(%s, %s)")
-        params += list(notify)
-    return "; ".join(statements), params
+        add("SELECT pg_notify(%s, %s)", *notify)
+    return found

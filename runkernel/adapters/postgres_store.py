@@ -26,7 +26,7 @@ from psycopg import errors, sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from runkernel.adapters.leases import LeaseRow, acquired, checked_duration, commit_writer, require_held
-from runkernel.adapters.postgres_commit import NOW, commit_query
+from runkernel.adapters.postgres_commit import NOW, Statement, commit_statements
 from runkernel.adapters.postgres_schema import TABLES, check_current, redacted, split_url, unavailable
 from runkernel.adapters.serial import commit_from_text, commit_text, dumps, judged_dumps, snapshot_from_json, snapshot_to_json
 from runkernel.adapters.sqlite_decode import decoded, integer, json_text, thread_head
@@ -186,7 +186,7 @@ class PostgresStore:
                 raise
             line = commit_text(commit)
             sent.append((accepted.run, line))
-            query = commit_query(
+            query = commit_statements(
                 commit, line, head, accepted.head, judged_dumps(snapshot_to_json(accepted.run)), accepted.keys,
                 settle, lease, (self._channel, commit.run_id) if before is None else None,
             )
@@ -249,13 +249,16 @@ class PostgresStore:
         head = None if row[0] is None else self._head(commit.thread_id, row[0], row[1])
         return head, None if row[2] is None else self._snapshot(commit.run_id, row[2])
 
-    def _write(self, query: tuple[str, list[Any]]) -> None:
-        """One commit's query: one round trip, one transaction."""
+    def _write(self, statements: list[Statement]) -> None:
+        """One commit's statements as one simple query: one round trip, one implicit
+        transaction. (A pipeline would let psycopg prepare them, but a statement refused
+        in a pipeline leaves psycopg's cache naming statements never prepared.)"""
         conn = self._conn
         try:
             if self.before_commit is not None:
                 self.before_commit(conn)
-            psycopg.ClientCursor(conn).execute(query[0].encode(), query[1])
+            cursor = psycopg.ClientCursor(conn)
+            cursor.execute("; ".join(cursor.mogrify(text, params) for text, params in statements).encode())
         except (*_RIVAL_WRITE, errors.DivisionByZero):
             raise
         except psycopg.Error as error:
