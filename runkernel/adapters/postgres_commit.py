@@ -17,29 +17,26 @@ from runkernel.kernel.state import ThreadCommit, ThreadHead
 #: The store's clock, in seconds since the Unix epoch: the server's, never a worker's.
 NOW = "extract(epoch FROM now())::float8"
 
-_LEASE_HELD_BY_WRITER = (
-    # locked FOR SHARE, so no take-over commits between this check and the commit
-    "SELECT 1 / count(*) FROM (SELECT 1 FROM leases WHERE run_id = %s AND worker_id = %s AND epoch = %s "
-    f"AND NOT released AND expires_at > {NOW} FOR SHARE) AS held"
-)
-_NO_LEASE_HELD = (
-    f"SELECT 1 / (1 - count(*)) FROM leases WHERE run_id = %s AND NOT released AND expires_at > {NOW}"
-)
-_ADVANCE_HEAD = (
-    "WITH moved AS (UPDATE threads SET version = %s, active_run_id = %s "
-    "WHERE thread_id = %s AND version = %s RETURNING 1) "
-    "INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) "
-    "VALUES (%s, %s, %s, (SELECT %s::text FROM moved), %s, %s)"
-)
-_FIRST_HEAD = (
+#: The statements every commit runs, prepared once per connection (``PREPARED``) and
+#: run by name, so the server parses and plans them once, not at every commit.
+PREPARED = (
+    # the writer's lease, locked FOR SHARE so no take-over commits between check and commit
+    "PREPARE rk_lease_held (text, text, bigint) AS SELECT 1 / count(*) FROM (SELECT 1 FROM leases "
+    f"WHERE run_id = $1 AND worker_id = $2 AND epoch = $3 AND NOT released AND expires_at > {NOW} FOR SHARE) AS held",
+    f"PREPARE rk_no_lease_held (text) AS SELECT 1 / (1 - count(*)) FROM leases WHERE run_id = $1 AND NOT released "
+    f"AND expires_at > {NOW}",
+    # version, active run, thread, expected version, run, line, writer id, writer epoch
+    "PREPARE rk_advance (bigint, text, text, bigint, text, text, text, bigint) AS "
+    "WITH moved AS (UPDATE threads SET version = $1, active_run_id = $2 WHERE thread_id = $3 AND version = $4 "
+    "RETURNING 1) INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) "
+    "VALUES ($3, $1, $5, (SELECT $6::text FROM moved), $7, $8)",
     # a Thread's first commit: its threads row must not exist (its key refuses a rival)
-    "WITH made AS (INSERT INTO threads (thread_id, version, active_run_id) VALUES (%s, %s, %s) RETURNING 1) "
+    "PREPARE rk_first (bigint, text, text, text, text, text, bigint) AS "
+    "WITH made AS (INSERT INTO threads (thread_id, version, active_run_id) VALUES ($3, $1, $2) RETURNING 1) "
     "INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) "
-    "VALUES (%s, %s, %s, (SELECT %s::text FROM made), %s, %s)"
-)
-_PUT_RUN = (
-    "INSERT INTO runs (run_id, thread_id, snapshot) VALUES (%s, %s, %s) "
-    "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot"
+    "VALUES ($3, $1, $4, (SELECT $5::text FROM made), $6, $7)",
+    "PREPARE rk_put_run (text, text, text) AS INSERT INTO runs (run_id, thread_id, snapshot) VALUES ($1, $2, $3) "
+    "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot",
 )
 
 
@@ -65,16 +62,22 @@ def commit_statements(
         found.append((text.encode(), params))
 
     if lease is None:
-        add(_NO_LEASE_HELD, commit.run_id)
+        add("EXECUTE rk_no_lease_held (%s)", commit.run_id)
     else:
-        add(_LEASE_HELD_BY_WRITER, lease.run_id, lease.worker_id, lease.epoch)
+        add("EXECUTE rk_lease_held (%s, %s, %s)", lease.run_id, lease.worker_id, lease.epoch)
     writer = (None, None) if lease is None else (lease.worker_id, lease.epoch)
-    row = (commit.thread_id, new_head.version, commit.run_id, line, *writer)
     if head is None:
-        add(_FIRST_HEAD, commit.thread_id, new_head.version, new_head.active_run_id, *row)
+        add(
+            "EXECUTE rk_first (%s, %s, %s, %s, %s, %s, %s)",
+            new_head.version, new_head.active_run_id, commit.thread_id, commit.run_id, line, *writer,
+        )
     else:
-        add(_ADVANCE_HEAD, new_head.version, new_head.active_run_id, commit.thread_id, commit.expected_version, *row)
-    add(_PUT_RUN, commit.run_id, commit.thread_id, snapshot_text)
+        add(
+            "EXECUTE rk_advance (%s, %s, %s, %s, %s, %s, %s, %s)",
+            new_head.version, new_head.active_run_id, commit.thread_id, commit.expected_version,
+            commit.run_id, line, *writer,
+        )
+    add("EXECUTE rk_put_run (%s, %s, %s)", commit.run_id, commit.thread_id, snapshot_text)
     if keys.ticket is not None:
         add("INSERT INTO tickets (ticket_id, run_id) VALUES (%s, %s)", keys.ticket, commit.run_id)
     if keys.closed_batch is not None:

@@ -26,7 +26,7 @@ from psycopg import errors, sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from runkernel.adapters.leases import LeaseRow, acquired, checked_duration, commit_writer, require_held
-from runkernel.adapters.postgres_commit import NOW, Statement, commit_statements
+from runkernel.adapters.postgres_commit import NOW, PREPARED, Statement, commit_statements
 from runkernel.adapters.postgres_schema import TABLES, check_current, redacted, split_url, unavailable
 from runkernel.adapters.serial import commit_from_text, commit_text, dumps, judged_dumps, snapshot_from_json, snapshot_to_json
 from runkernel.adapters.sqlite_decode import decoded, integer, json_text, thread_head
@@ -87,6 +87,9 @@ class PostgresStore:
 
         def configure(conn: Connection) -> None:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+            if not read_only:
+                for statement in PREPARED:
+                    conn.execute(statement.encode())
 
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             self._conninfo,
