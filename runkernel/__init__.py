@@ -95,6 +95,12 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                 ),
             ),
             (
+                'runkernel.adapters.work',
+                (
+                    'RunSummary',
+                ),
+            ),
+            (
                 'runkernel.adapters.memory_store',
                 (
                     'MemoryStore',
@@ -300,6 +306,9 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         StoreUnavailable as StoreUnavailable,
         UnknownRun as UnknownRun,
         Writer as Writer,
+    )
+    from runkernel.adapters.work import (
+        RunSummary as RunSummary,
     )
     from runkernel.adapters.urls import (
         BadStoreUrl as BadStoreUrl,

@@ -19,6 +19,9 @@ def _as_schema_2(path: Path) -> None:
     """Turn a fresh store back into what schema 2 wrote: no leases, no writers."""
     db = sqlite3.connect(path)
     db.execute("DROP TABLE leases")
+    db.execute("DROP INDEX runs_by_state")
+    for column in ("app", "state", "step", "version", "waiting_for", "wake_at"):
+        db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
     db.execute("ALTER TABLE commits DROP COLUMN writer_id")
     db.execute("ALTER TABLE commits DROP COLUMN writer_epoch")
     db.execute("UPDATE meta SET value = '2' WHERE key = 'version'")
@@ -38,6 +41,9 @@ def test_a_schema_2_store_is_refused_then_migrated_to_leases(tmp_path: Path) -> 
     assert migrate_sqlite(path) == (2, SCHEMA_VERSION)
     store = SqliteStore(path)
     assert store.writer_of("t1", 1) is None and store.writer_of("t1", 2) is None
+    (summary,) = store.list_runs()
+    assert (summary.run_id, summary.state, summary.version, summary.app) == ("r1", "running", 2, None)
+    assert store.runs_with_work(None) == ["r1"]
     lease = store.acquire_lease("r1", "worker-a", 600)
     store.append(commits[2], lease=lease)
     assert store.writer_of("t1", 3) == Writer("worker-a", 1)

@@ -20,6 +20,7 @@ from runkernel.adapters.store import (
     Writer,
     judge_append,
 )
+from runkernel.adapters.work import RunSummary, has_work, summary_of
 from runkernel.kernel.history import NO_HISTORY, History, MutableHistory
 from runkernel.kernel.state import (
     Awaiting,
@@ -55,6 +56,7 @@ class MemoryStore:
         self._reconciliations: list[Reconciliation] = []
         self._leases: dict[str, LeaseRow] = {}
         self._writers: dict[tuple[str, int], Writer] = {}
+        self._apps: dict[str, str | None] = {}
 
     def append(
         self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
@@ -73,6 +75,8 @@ class MemoryStore:
                 self._tickets.__contains__,
             )
             self._heads[commit.thread_id] = accepted.head
+            if commit.run_id not in self._runs:
+                self._apps[commit.run_id] = commit.app
             self._runs[commit.run_id] = accepted.run
             self._log.setdefault(commit.thread_id, []).append(commit)
             if writer is not None:
@@ -136,6 +140,32 @@ class MemoryStore:
 
     def writer_of(self, thread_id: str, version: int) -> Writer | None:
         return self._writers.get((thread_id, version))
+
+    def list_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+    ) -> list[RunSummary]:
+        found = [
+            summary_of(snapshot, self._apps.get(run_id))
+            for run_id, snapshot in reversed(list(self._runs.items()))
+            if thread_id in (None, snapshot.thread_id)
+        ]
+        found = [s for s in found if state in (None, s.state)]
+        return found if limit is None else found[:limit]
+
+    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+        with self._lock:
+            now = self._clock()
+            pending = {e.run_id for e in self._inbox.values() if e.state == "pending"}
+            found = []
+            for run_id, snapshot in self._runs.items():
+                if self._apps.get(run_id) != app:
+                    continue
+                row = self._leases.get(run_id)
+                if row is not None and row.valid_at(now):
+                    continue
+                if has_work(summary_of(snapshot, app), run_id in pending, now):
+                    found.append(run_id)
+            return found[:limit]
 
     def run(self, run_id: str) -> RunSnapshot | None:
         return self._runs.get(run_id)

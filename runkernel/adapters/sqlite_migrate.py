@@ -20,6 +20,7 @@ from pathlib import Path
 from runkernel.adapters.serial import dumps, legacy_history_from_json, snapshot_from_json, snapshot_to_json
 from runkernel.adapters.sqlite_store import SCHEMA_NAME, SCHEMA_VERSION
 from runkernel.adapters.store import SchemaError, StoreUnavailable
+from runkernel.adapters.work import summary_of
 from runkernel.kernel.codec import upgrade_v1_line
 from runkernel.kernel.state import RESUMED_EVENT
 
@@ -47,6 +48,13 @@ CREATE TABLE leases (
     expires_at REAL NOT NULL,
     released INTEGER NOT NULL DEFAULT 0
 );
+ALTER TABLE runs ADD COLUMN app TEXT;
+ALTER TABLE runs ADD COLUMN state TEXT NOT NULL DEFAULT 'running';
+ALTER TABLE runs ADD COLUMN step INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN waiting_for TEXT;
+ALTER TABLE runs ADD COLUMN wake_at REAL;
+CREATE INDEX runs_by_state ON runs (state, app);
 """
 
 
@@ -72,7 +80,7 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
             raise SchemaError(f"{name} has schema version {version}; this runkernel migrates 1 and 2 to {SCHEMA_VERSION}")
         if version == 1:
             _one_to_two(db, name)
-        _run_statements(db, _SCHEMA_2_TO_3)
+        _two_to_three(db, name)
         db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
         return version, SCHEMA_VERSION
@@ -101,6 +109,21 @@ def _run_statements(db: sqlite3.Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
             db.execute(statement)
+
+
+def _two_to_three(db: sqlite3.Connection, name: str) -> None:
+    """Leases, writers and the Run summary rows (filled from each latest state; the Runs
+    of older schemas were activated without an app)."""
+    _run_statements(db, _SCHEMA_2_TO_3)
+    for run_id, text in db.execute("SELECT run_id, snapshot FROM runs").fetchall():
+        try:
+            summary = summary_of(snapshot_from_json(json.loads(text)), None)
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{name}: the stored state of run {run_id!r} is damaged: {error!r}") from None
+        db.execute(
+            "UPDATE runs SET state = ?, step = ?, version = ?, waiting_for = ?, wake_at = ? WHERE run_id = ?",
+            (summary.state, summary.step, summary.version, summary.waiting_for, summary.wake_at, run_id),
+        )
 
 
 def _one_to_two(db: sqlite3.Connection, name: str) -> None:

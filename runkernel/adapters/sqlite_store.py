@@ -35,6 +35,7 @@ from runkernel.adapters.sqlite_open import (
     store_error,
 )
 from runkernel.adapters.leases import LeaseRow, acquired, commit_writer, is_own_landed_commit, require_held
+from runkernel.adapters.work import RunSummary, summary_of
 from runkernel.adapters.store import (
     Checkpoint,
     DamagedStore,
@@ -69,8 +70,15 @@ CREATE TABLE threads (
 CREATE TABLE runs (
     run_id TEXT PRIMARY KEY,
     thread_id TEXT NOT NULL,
-    snapshot TEXT NOT NULL
+    snapshot TEXT NOT NULL,
+    app TEXT,
+    state TEXT NOT NULL DEFAULT 'running',
+    step INTEGER NOT NULL DEFAULT 0,
+    version INTEGER NOT NULL DEFAULT 0,
+    waiting_for TEXT,
+    wake_at REAL
 );
+CREATE INDEX runs_by_state ON runs (state, app);
 CREATE TABLE commits (
     thread_id TEXT NOT NULL,
     version INTEGER NOT NULL,
@@ -237,10 +245,25 @@ class SqliteStore:
                 (head.thread_id, head.version, head.active_run_id),
             )
             snapshot_text = dumps(snapshot_to_json(accepted.run))
+            summary = summary_of(accepted.run, commit.app)
+            # the app is the activation's: later commits never change it
             db.execute(
-                "INSERT INTO runs (run_id, thread_id, snapshot) VALUES (?, ?, ?) "
-                "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot",
-                (commit.run_id, commit.thread_id, snapshot_text),
+                "INSERT INTO runs (run_id, thread_id, snapshot, app, state, step, version, waiting_for, wake_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot, state = excluded.state, "
+                "step = excluded.step, version = excluded.version, waiting_for = excluded.waiting_for, "
+                "wake_at = excluded.wake_at",
+                (
+                    commit.run_id,
+                    commit.thread_id,
+                    snapshot_text,
+                    summary.app,
+                    summary.state,
+                    summary.step,
+                    summary.version,
+                    summary.waiting_for,
+                    summary.wake_at,
+                ),
             )
             self._insert_keys(commit.run_id, accepted.keys)
             if settle is not None:
@@ -354,6 +377,42 @@ class SqliteStore:
         if row is None or row[0] is None:
             return None
         return Writer(str(row[0]), int(row[1]))
+
+    # --- listing and work discovery ---------------------------------------------------
+
+    def list_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+    ) -> list[RunSummary]:
+        query = "SELECT run_id, thread_id, state, step, version, app, waiting_for, wake_at FROM runs WHERE 1 = 1"
+        params: list[Any] = []
+        if state is not None:
+            query += " AND state = ?"
+            params.append(state)
+        if thread_id is not None:
+            query += " AND thread_id = ?"
+            params.append(thread_id)
+        query += " ORDER BY rowid DESC"
+        if limit is not None:
+            query += " LIMIT ?"
+            params.append(limit)
+        rows = self._read(lambda: self._db.execute(query, params).fetchall())
+        return [RunSummary(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), r[5], r[6], r[7]) for r in rows]
+
+    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+        now = self._clock()
+        rows = self._read(
+            lambda: self._db.execute(
+                "SELECT r.run_id FROM runs r WHERE r.app IS ? AND ("
+                " r.state = 'running'"
+                " OR (r.state = 'awaiting' AND r.wake_at <= ?)"
+                " OR EXISTS (SELECT 1 FROM inbox i WHERE i.run_id = r.run_id AND i.state = 'pending'))"
+                " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
+                "  AND l.released = 0 AND l.expires_at > ?)"
+                " ORDER BY r.rowid LIMIT ?",
+                (app, now, now, limit),
+            ).fetchall()
+        )
+        return [str(r[0]) for r in rows]
 
     def _run_before(self, run_id: str) -> RunSnapshot | None:
         """The Run's latest snapshot for a commit. Its row is read (one key lookup); if

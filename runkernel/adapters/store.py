@@ -20,6 +20,7 @@ from typing import Protocol
 
 from attrs import frozen
 
+from runkernel.adapters.work import RunSummary
 from runkernel.errors import RunkernelError
 from runkernel.kernel.codec import commit_json_problem
 from runkernel.kernel.history import History
@@ -249,6 +250,21 @@ class Store(Protocol):
     def writer_of(self, thread_id: str, version: int) -> Writer | None:
         """The writer the commit at ``version`` of a Thread recorded (None: written
         without a lease, or no such commit)."""
+        ...
+
+    def list_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+    ) -> list[RunSummary]:
+        """Runs, newest activation first, optionally only those in ``state``
+        (``running``, ``awaiting``, ``ended``) or of one Thread; from the summary rows
+        each commit rewrites (``runkernel.adapters.work``), never from history."""
+        ...
+
+    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+        """Ids of Runs of ``app`` (the activation's ``app``; None: Runs activated
+        without one) that nobody holds a valid lease on and that need a worker now, by
+        the store's clock (``runkernel.adapters.work.has_work``), oldest activation
+        first, at most ``limit``. A worker takes a lease on one before driving it."""
         ...
 
     def run(self, run_id: str) -> RunSnapshot | None:

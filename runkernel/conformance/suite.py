@@ -404,3 +404,51 @@ class StoreContract:
         with pytest.raises((CommitConflict, IllegalCommit)):
             store.append(rival, lease=lease)
         assert list(store.commits("t1")) == [first, second]
+
+    # --- listing and work discovery (issue 9) --------------------------------------
+
+    def test_runs_are_listed_newest_first_with_their_app(self, store: Store) -> None:
+        append_all(store, text_run("t1", "r1", 1, app="billing"))
+        waiting, _ = awaiting_run("t2", "r2", "ticket-list-0001", app="billing")
+        append_all(store, waiting)
+        append_all(store, text_run("t3", "r3", 2)[:2])
+        listed = store.list_runs()
+        assert [s.run_id for s in listed] == ["r3", "r2", "r1"]
+        assert [(s.state, s.app) for s in listed] == [("running", None), ("awaiting", "billing"), ("ended", "billing")]
+        assert listed[1].waiting_for == "approval" and listed[1].version == len(waiting)
+        assert listed[2].step == 1 and listed[0].waiting_for is None
+        assert [s.run_id for s in store.list_runs(state="awaiting")] == ["r2"]
+        assert [s.run_id for s in store.list_runs(thread_id="t1")] == ["r1"]
+        assert [s.run_id for s in store.list_runs(limit=1)] == ["r3"]
+        activation = list(store.commits("t1"))[0]
+        assert activation.app == "billing"
+
+    def test_work_is_running_or_commanded_or_due_and_never_leased(self, store: Store) -> None:
+        append_all(store, text_run("t1", "running", 2, app="a")[:2])
+        append_all(store, text_run("t2", "ended", 1, app="a"))
+        quiet, _ = awaiting_run("t3", "quiet", "ticket-work-0001", app="a")
+        append_all(store, quiet)
+        commanded, _ = awaiting_run("t4", "commanded", "ticket-work-0002", app="a")
+        append_all(store, commanded)
+        expired, _ = awaiting_run("t5", "expired", "ticket-work-0003", app="a", expires_at="2000-01-01T00:00:00Z")
+        append_all(store, expired)
+        later, _ = awaiting_run("t6", "later", "ticket-work-0004", app="a", expires_at="2999-01-01T00:00:00Z")
+        append_all(store, later)
+        due, _ = awaiting_run(
+            "t7", "due", "ticket-work-0005", app="a", kind=WaitKind.SCHEDULED, due_at="2000-01-01T00:00:00Z"
+        )
+        append_all(store, due)
+        append_all(store, text_run("t8", "other-app", 2, app="b")[:2])
+        append_all(store, text_run("t9", "no-app", 2)[:2])
+        store.put_command("commanded", {"type": "end", "kind": "cancelled"})
+        assert store.runs_with_work("a") == ["running", "commanded", "expired", "due"]
+        assert store.runs_with_work("b") == ["other-app"]
+        assert store.runs_with_work(None) == ["no-app"]
+        assert store.runs_with_work("a", limit=2) == ["running", "commanded"]
+        lease = store.acquire_lease("running", "worker-a", self.LONG)
+        assert store.runs_with_work("a") == ["commanded", "expired", "due"]
+        store.release_lease(lease)
+        store.acquire_lease("running", "worker-b", 0)  # expired at once: an orphan again
+        assert store.runs_with_work("a")[0] == "running"
+        store.put_command("ended", {"type": "end", "kind": "cancelled"})
+        assert "ended" in store.runs_with_work("a")  # a command left to refuse is work too
