@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from runkernel.adapters.store import Lease, Settlement
+from runkernel.adapters.work import RunSummary
 from runkernel.kernel.history import HistoryKeys
 from runkernel.kernel.state import ThreadCommit, ThreadHead
 
@@ -35,8 +36,12 @@ PREPARED = (
     "WITH made AS (INSERT INTO threads (thread_id, version, active_run_id) VALUES ($3, $1, $2) RETURNING 1) "
     "INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) "
     "VALUES ($3, $1, $4, (SELECT $5::text FROM made), $6, $7)",
-    "PREPARE rk_put_run (text, text, text) AS INSERT INTO runs (run_id, thread_id, snapshot) VALUES ($1, $2, $3) "
-    "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot",
+    # the app is the activation's: later commits never change it
+    "PREPARE rk_put_run (text, text, text, text, text, bigint, bigint, text, float8) AS "
+    "INSERT INTO runs (run_id, thread_id, snapshot, app, state, step, version, waiting_for, wake_at) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot, "
+    "state = excluded.state, step = excluded.step, version = excluded.version, "
+    "waiting_for = excluded.waiting_for, wake_at = excluded.wake_at",
 )
 
 
@@ -49,6 +54,7 @@ def commit_statements(
     head: ThreadHead | None,
     new_head: ThreadHead,
     snapshot_text: str,
+    summary: RunSummary,
     keys: HistoryKeys,
     settle: Settlement | None,
     lease: Lease | None,
@@ -77,7 +83,11 @@ def commit_statements(
             new_head.version, new_head.active_run_id, commit.thread_id, commit.expected_version,
             commit.run_id, line, *writer,
         )
-    add("EXECUTE rk_put_run (%s, %s, %s)", commit.run_id, commit.thread_id, snapshot_text)
+    add(
+        "EXECUTE rk_put_run (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        commit.run_id, commit.thread_id, snapshot_text, summary.app, summary.state, summary.step,
+        summary.version, summary.waiting_for, summary.wake_at,
+    )
     if keys.ticket is not None:
         add("INSERT INTO tickets (ticket_id, run_id) VALUES (%s, %s)", keys.ticket, commit.run_id)
     if keys.closed_batch is not None:

@@ -39,7 +39,13 @@ _TABLES = (
 _SCHEMA = (
     "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
     "CREATE TABLE threads (thread_id text PRIMARY KEY, version bigint NOT NULL, active_run_id text)",
-    "CREATE TABLE runs (run_id text PRIMARY KEY, thread_id text NOT NULL, snapshot text NOT NULL)",
+    # the latest snapshot, and the summary a worker's search and `runkernel runs` read;
+    # ``activated`` orders Runs by their first commit
+    "CREATE TABLE runs (run_id text PRIMARY KEY, thread_id text NOT NULL, snapshot text NOT NULL, app text, "
+    "state text NOT NULL, step bigint NOT NULL, version bigint NOT NULL, waiting_for text, "
+    "wake_at double precision, activated bigint GENERATED ALWAYS AS IDENTITY)",
+    "CREATE INDEX runs_by_state ON runs (state, app)",
+    "CREATE INDEX runs_by_activation ON runs (activated)",
     # the expected-version check is this key: a second writer of a version fails on it
     "CREATE TABLE commits (thread_id text NOT NULL, version bigint NOT NULL, run_id text NOT NULL, "
     "line text NOT NULL, writer_id text, writer_epoch bigint, PRIMARY KEY (thread_id, version))",

@@ -29,6 +29,7 @@ from runkernel.adapters.leases import LeaseRow, acquired, checked_duration, comm
 from runkernel.adapters.postgres_commit import NOW, PREPARED, Statement, commit_statements
 from runkernel.adapters.postgres_schema import TABLES, check_current, redacted, split_url, unavailable
 from runkernel.adapters.serial import commit_from_text, commit_text, dumps, judged_dumps, snapshot_from_json, snapshot_to_json
+from runkernel.adapters.work import RunSummary, summary_of
 from runkernel.adapters.sqlite_decode import decoded, integer, json_text, thread_head
 from runkernel.adapters.store import (
     Checkpoint,
@@ -190,7 +191,8 @@ class PostgresStore:
             line = commit_text(commit)
             sent.append((accepted.run, line))
             query = commit_statements(
-                commit, line, head, accepted.head, judged_dumps(snapshot_to_json(accepted.run)), accepted.keys,
+                commit, line, head, accepted.head, judged_dumps(snapshot_to_json(accepted.run)),
+                summary_of(accepted.run, commit.app), accepted.keys,
                 settle, lease, (self._channel, commit.run_id) if before is None else None,
             )
             try:
@@ -377,6 +379,42 @@ class PostgresStore:
     def writer_of(self, thread_id: str, version: int) -> Writer | None:
         stored = self._stored(thread_id, version)
         return None if stored is None else stored[1]
+
+    # --- listing and work discovery ---------------------------------------------------
+
+    def list_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+    ) -> list[RunSummary]:
+        query = "SELECT run_id, thread_id, state, step, version, app, waiting_for, wake_at FROM runs WHERE true"
+        params: list[Any] = []
+        if state is not None:
+            query += " AND state = %s"
+            params.append(state)
+        if thread_id is not None:
+            query += " AND thread_id = %s"
+            params.append(thread_id)
+        query += " ORDER BY activated DESC"
+        if limit is not None:
+            query += " LIMIT %s"
+            params.append(limit)
+        rows = self._fetch_all(query, tuple(params))
+        return [
+            RunSummary(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), r[5], r[6], None if r[7] is None else float(r[7]))
+            for r in rows
+        ]
+
+    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+        rows = self._fetch_all(
+            "SELECT r.run_id FROM runs r WHERE r.app IS NOT DISTINCT FROM %s AND ("
+            " r.state = 'running'"
+            f" OR (r.state = 'awaiting' AND r.wake_at <= {NOW})"
+            " OR EXISTS (SELECT 1 FROM inbox i WHERE i.run_id = r.run_id AND i.state = 'pending'))"
+            " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
+            f"  AND NOT l.released AND l.expires_at > {NOW})"
+            " ORDER BY r.activated LIMIT %s",
+            (app, limit),
+        )
+        return [str(r[0]) for r in rows]
 
     # --- reads ----------------------------------------------------------------------
 
