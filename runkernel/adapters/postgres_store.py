@@ -3,7 +3,7 @@
 The same layout and cost model as the SQLite store: each commit is one row holding its
 ``runkernel/2`` line (the message delta), the latest state of every Run and Thread is a
 row of its own, history facts are indexed rows read by key, and a commit is one
-transaction, sent in one round trip (pipeline mode). The expected-version check is the
+transaction, sent in one round trip. The expected-version check is the
 database's own: the Thread's head moves by a conditional update in the commit's
 transaction and the commit row's key is (thread, version), so of two writers of one
 version exactly one commits and the other gets a typed conflict with nothing written.
@@ -23,13 +23,13 @@ from typing import Any
 
 import psycopg
 from psycopg import errors, sql
-from psycopg_pool import ConnectionPool, PoolTimeout
 
-from runkernel.adapters.leases import LeaseRow, acquired, checked_duration, commit_writer, require_held
-from runkernel.adapters.postgres_commit import NOW, PREPARED, Statement, commit_statements
-from runkernel.adapters.postgres_schema import TABLES, check_current, redacted, split_url, unavailable
+from runkernel.adapters.leases import commit_writer
+from runkernel.adapters.postgres_commit import Statement, commit_statements
+from runkernel.adapters.postgres_connection import Connection
+from runkernel.adapters.postgres_leases import PostgresLeases
+from runkernel.adapters.postgres_schema import TABLES, unavailable
 from runkernel.adapters.serial import commit_from_text, commit_text, dumps, judged_dumps, snapshot_from_json, snapshot_to_json
-from runkernel.adapters.work import RunSummary, summary_of
 from runkernel.adapters.sqlite_decode import decoded, integer, json_text, thread_head
 from runkernel.adapters.store import (
     Checkpoint,
@@ -44,12 +44,11 @@ from runkernel.adapters.store import (
     Writer,
     judge_append,
 )
+from runkernel.adapters.work import summary_of
 from runkernel.kernel.history import History
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.values import JsonValue
-
-Connection = psycopg.Connection[tuple[Any, ...]]
 
 #: How many times a commit is sent again after its connection dropped before an answer.
 LOST_CONNECTION_ATTEMPTS = 4
@@ -62,83 +61,32 @@ class _ConnectionLost(Exception):
     """The connection broke during a write: whether it committed is unknown."""
 
 
-class PostgresStore:
+class PostgresStore(PostgresLeases):
     """A runkernel store in one PostgreSQL schema. Use one instance per thread of control.
 
     ``url`` is a libpq URL (``postgresql://user@host:5432/db``), optionally with
     ``?schema=NAME``. ``read_only`` opens it for a read command: one REPEATABLE READ,
-    READ ONLY transaction for the store's life, so everything read is one snapshot."""
+    READ ONLY transaction for the store's life, so everything read is one snapshot.
+    ``wait_for_work(timeout)`` is the LISTEN/NOTIFY wake-up of a worker."""
 
     def __init__(self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0) -> None:
-        self.url = url
-        self.where = redacted(url)
-        self.read_only = read_only
         self.fail_checkpoints = False
         #: how many lost acknowledgements were recovered by adopting this store's own commit
         self.adopted_after_lost_ack = 0
         #: a test hook called with the connection just before a commit is sent
         self.before_commit: Callable[[Connection], None] | None = None
-        self._conninfo, self.schema = split_url(url)
-        self._channel = f"runkernel_work_{self.schema}"
         #: (run id, thread head, snapshot) this store wrote last: judged against without
         #: reading, since the conditional update refuses it if the Thread moved since
         self._written: tuple[str, ThreadHead, RunSnapshot] | None = None
-        self._listener: Connection | None = None
-        schema = self.schema
-
-        def configure(conn: Connection) -> None:
-            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-            if not read_only:
-                for statement in PREPARED:
-                    conn.execute(statement.encode())
-
-        self._pool: ConnectionPool[Connection] = ConnectionPool(
-            self._conninfo,
-            min_size=1,
-            max_size=1,
-            kwargs={"autocommit": True, "connect_timeout": int(connect_timeout)},
-            configure=configure,
-            open=False,
-            name=f"runkernel {self.where}",
-        )
-        try:
-            # one direct connection first: a server that is down or a store that is not
-            # initialized is refused at once with the server's own reason, where the
-            # pool would keep retrying in the background until its timeout
-            with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=int(connect_timeout)) as probe:
-                check_current(probe, url, self.schema)
-            self._pool.open(wait=True, timeout=connect_timeout)
-            self._conn = self._take()
-            if read_only:
-                check_current(self._conn, url, self.schema)  # begins the one read snapshot
-        except PoolTimeout:
-            self._pool.close()
-            raise StoreUnavailable(f"{self.where}: cannot connect within {connect_timeout:g} s") from None
-        except psycopg.Error as error:
-            self._pool.close()
-            raise unavailable(url, "opening the store", error) from None
-        except BaseException:
-            self._pool.close()
-            raise
-
-    def _take(self) -> Connection:
-        conn = self._pool.getconn()
-        if self.read_only:
-            conn.autocommit = False
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            conn.read_only = True
-        return conn
+        super().__init__(url, read_only=read_only, connect_timeout=connect_timeout)
 
     def _reconnect(self) -> None:
         self._written = None
-        try:
-            self._pool.putconn(self._conn)
-        except Exception:  # noqa: BLE001 - a broken connection may refuse to be returned
-            pass
-        try:
-            self._conn = self._take()
-        except PoolTimeout:
-            raise StoreUnavailable(f"{self.where}: the connection dropped and none could be made again") from None
+        super()._reconnect()
+
+    def writer_of(self, thread_id: str, version: int) -> Writer | None:
+        stored = self._stored(thread_id, version)
+        return None if stored is None else stored[1]
 
     # --- commits --------------------------------------------------------------------
 
@@ -287,134 +235,6 @@ class PostgresStore:
             return None
         writer = None if row[1] is None else Writer(str(row[1]), int(row[2]))
         return str(row[0]), writer, int(row[3]), str(row[4])
-
-    # --- leases (DESIGN.md, Workers and leases), by the server's clock ---------------
-
-    def store_time(self) -> float:
-        row = self._fetch(f"SELECT {NOW}", ())
-        return float(row[0])
-
-    def _lease_row(self, run_id: str, *, lock: bool = False, conn: Connection | None = None) -> tuple[LeaseRow | None, float]:
-        query = (
-            f"SELECT l.worker_id, l.epoch, l.expires_at, l.released, {NOW} FROM (SELECT 1) AS one "
-            "LEFT JOIN leases l ON l.run_id = %s"
-        )
-        if conn is None:
-            row = self._fetch(query, (run_id,))
-        else:
-            locked = f"SELECT worker_id, epoch, expires_at, released, {NOW} FROM leases WHERE run_id = %s FOR UPDATE"
-            row = conn.execute((locked if lock else query).encode(), (run_id,)).fetchone()
-        assert row is not None
-        now = float(row[4])
-        if row[0] is None or int(row[1]) == 0:  # no lease was ever granted (epoch 0: the placeholder)
-            return None, now
-        return LeaseRow(Lease(run_id, str(row[0]), int(row[1]), float(row[2])), bool(row[3])), now
-
-    def _with_lease_row(self, run_id: str, act: Callable[[LeaseRow | None, float], LeaseRow | None]) -> None:
-        """In one transaction: the Run's lease row locked and the server's clock, then
-        the row ``act`` returns (None: unchanged) written."""
-
-        def work(conn: Connection) -> None:
-            with conn.transaction():
-                # a placeholder row (epoch 0) to lock, so two first takers queue on it
-                conn.execute(
-                    "INSERT INTO leases (run_id, worker_id, epoch, expires_at, released) VALUES (%s, '', 0, 0, true) "
-                    "ON CONFLICT (run_id) DO NOTHING",
-                    (run_id,),
-                )
-                row, now = self._lease_row(run_id, lock=True, conn=conn)
-                written = act(row, now)
-                if written is not None:
-                    conn.execute(
-                        "UPDATE leases SET worker_id = %s, epoch = %s, expires_at = %s, released = %s WHERE run_id = %s",
-                        (written.lease.worker_id, written.lease.epoch, written.lease.expires_at, written.released, run_id),
-                    )
-
-        self._change(work)
-
-    def acquire_lease(self, run_id: str, worker_id: str, duration: float) -> Lease:
-        checked_duration(duration)
-        if not worker_id:
-            raise ValueError("a worker id must not be empty")
-        granted: list[Lease] = []
-
-        def take(row: LeaseRow | None, now: float) -> LeaseRow:
-            granted.append(acquired(run_id, row, worker_id, duration, now))
-            return LeaseRow(granted[-1], released=False)
-
-        self._with_lease_row(run_id, take)
-        return granted[-1]
-
-    def renew_lease(self, lease: Lease, duration: float) -> Lease:
-        checked_duration(duration)
-        renewed: list[Lease] = []
-
-        def renew(row: LeaseRow | None, now: float) -> LeaseRow:
-            require_held(lease, row, now)
-            renewed.append(acquired(lease.run_id, row, lease.worker_id, duration, now))
-            return LeaseRow(renewed[-1], released=False)
-
-        self._with_lease_row(lease.run_id, renew)
-        return renewed[-1]
-
-    def check_lease(self, lease: Lease, margin: float) -> Lease:
-        row, now = self._lease_row(lease.run_id)
-        return require_held(lease, row, now, margin)
-
-    def release_lease(self, lease: Lease) -> bool:
-        released: list[bool] = []
-
-        def release(row: LeaseRow | None, now: float) -> LeaseRow | None:
-            mine = row is not None and row.valid_at(now) and row.lease.writer == lease.writer
-            released.append(mine)
-            return LeaseRow(row.lease, released=True) if mine and row is not None else None
-
-        self._with_lease_row(lease.run_id, release)
-        return released[-1]
-
-    def current_lease(self, run_id: str) -> Lease | None:
-        row, now = self._lease_row(run_id)
-        return row.lease if row is not None and row.valid_at(now) else None
-
-    def writer_of(self, thread_id: str, version: int) -> Writer | None:
-        stored = self._stored(thread_id, version)
-        return None if stored is None else stored[1]
-
-    # --- listing and work discovery ---------------------------------------------------
-
-    def list_runs(
-        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
-    ) -> list[RunSummary]:
-        query = "SELECT run_id, thread_id, state, step, version, app, waiting_for, wake_at FROM runs WHERE true"
-        params: list[Any] = []
-        if state is not None:
-            query += " AND state = %s"
-            params.append(state)
-        if thread_id is not None:
-            query += " AND thread_id = %s"
-            params.append(thread_id)
-        query += " ORDER BY activated DESC"
-        if limit is not None:
-            query += " LIMIT %s"
-            params.append(limit)
-        rows = self._fetch_all(query, tuple(params))
-        return [
-            RunSummary(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), r[5], r[6], None if r[7] is None else float(r[7]))
-            for r in rows
-        ]
-
-    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
-        rows = self._fetch_all(
-            "SELECT r.run_id FROM runs r WHERE r.app IS NOT DISTINCT FROM %s AND ("
-            " r.state = 'running'"
-            f" OR (r.state = 'awaiting' AND r.wake_at <= {NOW})"
-            " OR EXISTS (SELECT 1 FROM inbox i WHERE i.run_id = r.run_id AND i.state = 'pending'))"
-            " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
-            f"  AND NOT l.released AND l.expires_at > {NOW})"
-            " ORDER BY r.activated LIMIT %s",
-            (app, limit),
-        )
-        return [str(r[0]) for r in rows]
 
     # --- reads ----------------------------------------------------------------------
 
@@ -574,63 +394,6 @@ class PostgresStore:
                         conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(table)))
 
         self._change(wipe)
-
-    # --- work wake-ups (LISTEN/NOTIFY) ------------------------------------------------
-
-    def wait_for_work(self, timeout: float) -> list[str]:
-        """Wait up to ``timeout`` seconds for a wake-up and return the run ids notified
-        (a new Run committed, a command put in the inbox). The first call starts
-        listening, so a worker calls it once with ``timeout=0`` before its first poll,
-        then alternates polls with waits; notifications between waits are kept."""
-        try:
-            if self._listener is None or self._listener.closed or self._listener.broken:
-                self._listener = psycopg.connect(self._conninfo, autocommit=True)
-                self._listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
-            woken = [n.payload for n in self._listener.notifies(timeout=timeout, stop_after=1)]
-            woken += [n.payload for n in self._listener.notifies(timeout=0.0)]
-        except psycopg.Error as error:
-            self._listener = None
-            raise unavailable(self.url, "waiting for work", error) from None
-        return woken
-
-    def close(self) -> None:
-        if self._listener is not None:
-            self._listener.close()
-        try:
-            self._pool.putconn(self._conn)
-        except Exception:  # noqa: BLE001 - closing must not fail on a broken connection
-            pass
-        self._pool.close()
-
-    # --- plumbing -------------------------------------------------------------------
-
-    def _attempt(self, doing: str, work: Callable[[Connection], Any]) -> Any:
-        """``work`` on the connection; a connection that dropped is made again and, for
-        a read or an idempotent write, the work repeated once."""
-        for attempt in (1, 2):
-            try:
-                return work(self._conn)
-            except psycopg.Error as error:
-                if (self._conn.broken or self._conn.closed) and attempt == 1 and not self.read_only:
-                    self._reconnect()
-                    continue
-                raise unavailable(self.url, doing, error) from None
-        raise AssertionError("unreachable")
-
-    def _fetch(self, query: str, params: tuple[Any, ...]) -> Any:
-        return self._attempt("a read", lambda c: c.execute(query.encode(), params).fetchone())
-
-    def _fetch_all(self, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        rows: list[tuple[Any, ...]] = self._attempt("a read", lambda c: c.execute(query.encode(), params).fetchall())
-        return rows
-
-    def _execute(self, query: str, params: tuple[Any, ...]) -> int:
-        count: int = self._attempt("a write", lambda c: c.execute(query.encode(), params).rowcount)
-        return count
-
-    def _change(self, work: Callable[[Connection], Any]) -> Any:
-        return self._attempt("a write", work)
-
 
 class _PostgresHistory:
     """A Run's history answered by primary-key lookups on the store's rows."""
