@@ -44,7 +44,9 @@ class PostgresConnection:
             self._conninfo,
             min_size=1,
             max_size=1,
-            kwargs={"autocommit": True, "connect_timeout": int(connect_timeout)},
+            # prepare_threshold=None: psycopg's own statement cache answers a ROLLBACK
+            # with DEALLOCATE ALL, which would drop the commit's prepared statements too
+            kwargs={"autocommit": True, "connect_timeout": int(connect_timeout), "prepare_threshold": None},
             configure=configure,
             open=False,
             name=f"runkernel {self.where}",
@@ -116,16 +118,18 @@ class PostgresConnection:
 
     # --- plumbing -------------------------------------------------------------------
 
-    def _attempt(self, doing: str, work: Callable[[Connection], Any]) -> Any:
-        """``work`` on the connection; a connection that dropped is made again and, for
-        a read or an idempotent write, the work repeated once."""
+    def _attempt(self, doing: str, work: Callable[[Connection], Any], *, repeat: bool = True) -> Any:
+        """``work`` on the connection. A connection that dropped is made again (for the
+        next call), and ``work`` repeated once if ``repeat`` (a read, or a write that
+        does the same when done twice); else the drop is a StoreUnavailable."""
         for attempt in (1, 2):
             try:
                 return work(self._conn)
             except psycopg.Error as error:
-                if (self._conn.broken or self._conn.closed) and attempt == 1 and not self.read_only:
+                if (self._conn.broken or self._conn.closed) and not self.read_only:
                     self._reconnect()
-                    continue
+                    if attempt == 1 and repeat:
+                        continue
                 raise unavailable(self.url, doing, error) from None
         raise AssertionError("unreachable")
 
@@ -140,5 +144,5 @@ class PostgresConnection:
         count: int = self._attempt("a write", lambda c: c.execute(query.encode(), params).rowcount)
         return count
 
-    def _change(self, work: Callable[[Connection], Any]) -> Any:
-        return self._attempt("a write", work)
+    def _change(self, work: Callable[[Connection], Any], *, repeat: bool = True) -> Any:
+        return self._attempt("a write", work, repeat=repeat)

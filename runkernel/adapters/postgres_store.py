@@ -314,7 +314,7 @@ class PostgresStore(PostgresLeases):
             assert row is not None
             return int(row[0])
 
-        entry: int = self._change(put)
+        entry: int = self._change(put, repeat=False)  # twice would queue the command twice
         return entry
 
     def pending_commands(self, run_id: str) -> list[InboxEntry]:
@@ -369,10 +369,9 @@ class PostgresStore(PostgresLeases):
         self._execute("DELETE FROM checkpoints WHERE run_id = %s", (run_id,))
 
     def record_reconciliation(self, record: Reconciliation) -> None:
-        self._execute(
-            "INSERT INTO reconciliations (operation_id, outcome, note) VALUES (%s, %s, %s)",
-            (record.operation_id, record.outcome, record.note),
-        )
+        query = "INSERT INTO reconciliations (operation_id, outcome, note) VALUES (%s, %s, %s)".encode()
+        params = (record.operation_id, record.outcome, record.note)
+        self._change(lambda c: c.execute(query, params), repeat=False)  # twice would record it twice
 
     def reconciliations(self, operation_id: str | None = None) -> list[Reconciliation]:
         if operation_id is None:
