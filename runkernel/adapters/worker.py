@@ -28,7 +28,7 @@ from runkernel.adapters.runtime import Acknowledged, Runtime, RuntimeEvent
 from runkernel.adapters.store import CommitConflict, LeaseHeld, LeaseLost, Store, StoreError
 from runkernel.adapters.worker_app import PushApp, RuntimeApp, WorkerApp
 from runkernel.adapters.worker_lease import LeaseKeeper
-from runkernel.kernel.protocol import Commit
+from runkernel.kernel.protocol import Commit, Execute, QueryStatus, RequestInference, RunGate
 from runkernel.kernel.state import Running
 
 #: Called by a worker with every Run it looks for beside ``runs_with_work``: the hook
@@ -242,4 +242,11 @@ class Worker:
 
 
 def _commit_next(effects: tuple[object, ...], index: int) -> bool:
-    return index < len(effects) and isinstance(effects[index], Commit)
+    """Whether a commit of the current decision is still to be made before anything
+    that asks the world (hooks and sinks before it are only notifications)."""
+    for effect in effects[index:]:
+        if isinstance(effect, Commit):
+            return True
+        if isinstance(effect, (Execute, RequestInference, RunGate, QueryStatus)):
+            return False
+    return False
