@@ -169,6 +169,35 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                     'Provide', 'Hold', 'Observer', 'NullObserver', 'IdSource', 'SecretIds',
                 ),
             ),
+            (
+                'runkernel.adapters.invocation',
+                (
+                    'current_invocation', 'invocation_scope', 'NoInvocation',
+                ),
+            ),
+        ),
+    ),
+    (
+        'Workers and leases',
+        (
+            (
+                'runkernel.adapters.worker',
+                (
+                    'Worker', 'WorkerReport',
+                ),
+            ),
+            (
+                'runkernel.adapters.worker_app',
+                (
+                    'RuntimeApp', 'PushApp', 'load_app', 'AppLoadError',
+                ),
+            ),
+            (
+                'runkernel.adapters.worker_lease',
+                (
+                    'LeaseKeeper',
+                ),
+            ),
         ),
     ),
     (
@@ -276,6 +305,24 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         Tool as Tool,
         ToolInvocation as ToolInvocation,
         ToolRegistry as ToolRegistry,
+    )
+    from runkernel.adapters.invocation import (
+        NoInvocation as NoInvocation,
+        current_invocation as current_invocation,
+        invocation_scope as invocation_scope,
+    )
+    from runkernel.adapters.worker import (
+        Worker as Worker,
+        WorkerReport as WorkerReport,
+    )
+    from runkernel.adapters.worker_app import (
+        AppLoadError as AppLoadError,
+        PushApp as PushApp,
+        RuntimeApp as RuntimeApp,
+        load_app as load_app,
+    )
+    from runkernel.adapters.worker_lease import (
+        LeaseKeeper as LeaseKeeper,
     )
     from runkernel.adapters.postgres_schema import (
         init_postgres as init_postgres,
