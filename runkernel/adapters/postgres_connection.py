@@ -111,6 +111,8 @@ class PostgresConnection:
         if self._listener is not None:
             self._listener.close()
         try:
+            if self.read_only and not self._conn.broken:
+                self._conn.rollback()  # ends the read snapshot before the pool sees it
             self._pool.putconn(self._conn)
         except Exception:  # noqa: BLE001 - closing must not fail on a broken connection
             pass
