@@ -25,22 +25,34 @@ def _through(proxy: CuttingProxy, url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{proxy.port}", query=query))
 
 
+def check_writer(url: str, version: int) -> object:
+    from runkernel.adapters.postgres_store import PostgresStore
+
+    store = PostgresStore(url)
+    try:
+        return store.writer_of("t1", version)
+    finally:
+        store.close()
+
+
 def _proxy(url: str, cuts: dict[int, Cut]) -> CuttingProxy:
     parts = urllib.parse.urlsplit(url)
     return CuttingProxy(parts.hostname or "127.0.0.1", parts.port or 5432, cuts)
 
 
-def test_a_lost_acknowledgement_is_adopted_never_written_twice(postgres_url: str) -> None:
+@pytest.mark.parametrize("leased", [False, True], ids=["unleased", "leased"])
+def test_a_lost_acknowledgement_is_adopted_never_written_twice(postgres_url: str, leased: bool) -> None:
     from runkernel.adapters.postgres_store import PostgresStore
 
     commits = text_run("t1", "r1", 40)
     cuts = {n: Cut.AFTER_COMMIT for n in range(3, len(commits) + 1, 4)}
     proxy = _proxy(postgres_url, cuts)
     store = PostgresStore(_through(proxy, postgres_url))
+    lease = store.acquire_lease("r1", "worker-a", 600) if leased else None
     conflicts = 0
     for commit in commits:
         try:
-            store.append(commit)
+            store.append(commit, lease=lease)
         except CommitConflict:
             conflicts += 1
     store.close()
@@ -51,8 +63,11 @@ def test_a_lost_acknowledgement_is_adopted_never_written_twice(postgres_url: str
     versions = [c.version for c in stored]
     lost = len(set(range(1, len(commits) + 1)) - set(versions))
     duplicated = len(versions) - len(set(versions))
+    writers = {check_writer(postgres_url, c.version) for c in commits}
+    assert writers == {None if lease is None else lease.writer}
     print(
-        f"lost-ack: commits {len(commits)}, acknowledgements cut after COMMIT {len(proxy.cut_done)}, "
+        f"lost-ack ({'leased' if leased else 'unleased'}): commits {len(commits)}, "
+        f"acknowledgements cut after COMMIT {len(proxy.cut_done)}, "
         f"adopted {store.adopted_after_lost_ack}, conflicts {conflicts}, lost {lost}, duplicated {duplicated}"
     )
     assert len(proxy.cut_done) == len(cuts) > 5
