@@ -20,6 +20,7 @@ def dsn() -> str:
     found = os.environ.get(DSN_VARIABLE)
     if not found:
         pytest.skip(f"no PostgreSQL server: set {DSN_VARIABLE}=postgresql://user@host:port/db to run these tests")
+    pytest.importorskip("psycopg_pool", reason="the postgres extra (psycopg, psycopg-pool) is not installed")
     return found
 
 

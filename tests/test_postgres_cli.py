@@ -4,9 +4,10 @@ a schema, ``simulate`` with zero violations, and the LISTEN/NOTIFY wake-up."""
 
 from __future__ import annotations
 
-import psycopg
 import pytest
-from psycopg import sql
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+sql = psycopg.sql
 
 from postgres_support import fresh_url, postgres_url
 from runkernel.cli import main
