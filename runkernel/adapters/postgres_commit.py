@@ -36,12 +36,14 @@ PREPARED = (
     "WITH made AS (INSERT INTO threads (thread_id, version, active_run_id) VALUES ($3, $1, $2) RETURNING 1) "
     "INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) "
     "VALUES ($3, $1, $4, (SELECT $5::text FROM made), $6, $7)",
-    # the app is the activation's: later commits never change it
+    # a Run's first commit (its activation, which names the app: later commits keep it)
     "PREPARE rk_put_run (text, text, text, text, text, bigint, bigint, text, float8) AS "
     "INSERT INTO runs (run_id, thread_id, snapshot, app, state, step, version, waiting_for, wake_at) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot, "
-    "state = excluded.state, step = excluded.step, version = excluded.version, "
-    "waiting_for = excluded.waiting_for, wake_at = excluded.wake_at",
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    # a Run's later commits: a plain update (an upsert would try the insert first)
+    "PREPARE rk_update_run (text, text, text, bigint, bigint, text, float8) AS "
+    "UPDATE runs SET snapshot = $2, state = $3, step = $4, version = $5, waiting_for = $6, wake_at = $7 "
+    "WHERE run_id = $1",
 )
 
 
@@ -58,10 +60,12 @@ def commit_statements(
     keys: HistoryKeys,
     settle: Settlement | None,
     lease: Lease | None,
+    new_run: bool,
     notify: tuple[str, str] | None,
 ) -> list[Statement]:
-    """The statements and their parameters for one commit judged against ``head``;
-    ``notify`` is (channel, payload) to wake workers when it commits."""
+    """The statements and their parameters for one commit judged against ``head``
+    (``new_run``: the Run has no row yet); ``notify`` is (channel, payload) to wake
+    workers when it commits."""
     found: list[Statement] = []
 
     def add(text: str, *params: Any) -> None:
@@ -83,11 +87,18 @@ def commit_statements(
             new_head.version, new_head.active_run_id, commit.thread_id, commit.expected_version,
             commit.run_id, line, *writer,
         )
-    add(
-        "EXECUTE rk_put_run (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        commit.run_id, commit.thread_id, snapshot_text, summary.app, summary.state, summary.step,
-        summary.version, summary.waiting_for, summary.wake_at,
-    )
+    if new_run:
+        add(
+            "EXECUTE rk_put_run (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            commit.run_id, commit.thread_id, snapshot_text, summary.app, summary.state, summary.step,
+            summary.version, summary.waiting_for, summary.wake_at,
+        )
+    else:
+        add(
+            "EXECUTE rk_update_run (%s, %s, %s, %s, %s, %s, %s)",
+            commit.run_id, snapshot_text, summary.state, summary.step, summary.version, summary.waiting_for,
+            summary.wake_at,
+        )
     if keys.ticket is not None:
         add("INSERT INTO tickets (ticket_id, run_id) VALUES (%s, %s)", keys.ticket, commit.run_id)
     if keys.closed_batch is not None:

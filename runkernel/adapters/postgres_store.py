@@ -141,7 +141,7 @@ class PostgresStore(PostgresLeases):
             query = commit_statements(
                 commit, line, head, accepted.head, judged_dumps(snapshot_to_json(accepted.run)),
                 summary_of(accepted.run, commit.app), accepted.keys,
-                settle, lease, (self._channel, commit.run_id) if before is None else None,
+                settle, lease, before is None, (self._channel, commit.run_id) if before is None else None,
             )
             try:
                 self._write(query)
