@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import measures
+from bench import measures, postgres
 from bench.framework import (
     Goal,
     Group,
@@ -64,6 +64,8 @@ def groups(sizes: Sizes) -> list[Group]:
         Group("check-trace", measures.check_trace, lambda s: 3),
         Group("model checker", measures.model_checker, lambda s: 1),
         Group("stateful test", measures.stateful_test, lambda s: 1),
+        Group("postgres/commit", postgres.postgres_commit, lambda s: s.commit_rounds),
+        Group("postgres/workers", postgres.postgres_workers, lambda s: 1 if s.quick else 3),
     ]
     # last, smallest first: the time budget may cut the rounds of the longest groups
     for mode, _ in MODES:
@@ -310,6 +312,7 @@ def rows(sizes: Sizes) -> list[Row]:
             rate("steps"),
         ),
     ]
+    table += postgres_rows()
     return table
 
 
@@ -318,6 +321,26 @@ def _bytes_per_step_growth(a: Sample, b: Sample | None) -> float:
     return (a.counts["bytes"] / a.units) / max(b.counts["bytes"] / b.units, 1e-12)
 
 
-# PostgreSQL (issue 10 item 6) adds here, with its own groups in measures.py:
-#   "PostgresStore commit vs raw psycopg INSERT+COMMIT of the same bytes" (goal ≥ 0.8) and
-#   "8 workers: commits/s and conflicts/s on shared Runs" (for the record).
+def postgres_rows() -> list[Row]:
+    """The PostgreSQL rows (issue 10 item 6), groups in ``bench/postgres.py``."""
+    return [
+        Row(
+            "PostgresStore commit vs raw psycopg INSERT+COMMIT of the same bytes: raw time ÷ runkernel time",
+            SideRef("postgres/commit", "runkernel"),
+            SideRef("postgres/commit", "raw"),
+            speedup,
+            "ratio",
+            Goal(">=", 0.8, "≥ 0.8"),
+            rate("commits"),
+            rate("commits"),
+        ),
+        Row(
+            f"{postgres.WORKERS} workers: commits/s and conflicts/s on {postgres.SHARED_RUNS} shared Runs",
+            SideRef("postgres/workers", "runkernel"),
+            None,
+            lambda a, b: a.units / max(a.seconds, 1e-9),
+            "commits/s",
+            None,
+            lambda s: f"{s.units / max(s.seconds, 1e-9):,.0f} commits/s, {s.counts['conflicts'] / max(s.seconds, 1e-9):,.0f} conflicts/s",
+        ),
+    ]

@@ -91,6 +91,13 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                 (
                     'Store', 'InboxEntry', 'StoreError', 'CommitConflict', 'IllegalCommit',
                     'StoreUnavailable', 'SchemaError', 'UnknownRun',
+                    'Lease', 'Writer', 'LeaseError', 'LeaseHeld', 'LeaseLost',
+                ),
+            ),
+            (
+                'runkernel.adapters.work',
+                (
+                    'RunSummary',
                 ),
             ),
             (
@@ -103,6 +110,18 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                 'runkernel.adapters.sqlite_store',
                 (
                     'SqliteStore',
+                ),
+            ),
+            (
+                'runkernel.adapters.postgres_store',
+                (
+                    'PostgresStore',
+                ),
+            ),
+            (
+                'runkernel.adapters.postgres_schema',
+                (
+                    'init_postgres', 'migrate_postgres',
                 ),
             ),
             (
@@ -148,6 +167,35 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                     'Tool', 'ToolRegistry', 'ToolInvocation', 'Returned', 'Failed', 'Delegate',
                     'Schedule', 'Lost', 'StatusReply', 'GatePort', 'AllowAll', 'Permit', 'Refuse',
                     'Provide', 'Hold', 'Observer', 'NullObserver', 'IdSource', 'SecretIds',
+                ),
+            ),
+            (
+                'runkernel.adapters.invocation',
+                (
+                    'current_invocation', 'invocation_scope', 'NoInvocation',
+                ),
+            ),
+        ),
+    ),
+    (
+        'Workers and leases',
+        (
+            (
+                'runkernel.adapters.worker',
+                (
+                    'Worker', 'WorkerReport',
+                ),
+            ),
+            (
+                'runkernel.adapters.worker_app',
+                (
+                    'RuntimeApp', 'PushApp', 'load_app', 'AppLoadError',
+                ),
+            ),
+            (
+                'runkernel.adapters.worker_lease',
+                (
+                    'LeaseKeeper',
                 ),
             ),
         ),
@@ -258,6 +306,31 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         ToolInvocation as ToolInvocation,
         ToolRegistry as ToolRegistry,
     )
+    from runkernel.adapters.invocation import (
+        NoInvocation as NoInvocation,
+        current_invocation as current_invocation,
+        invocation_scope as invocation_scope,
+    )
+    from runkernel.adapters.worker import (
+        Worker as Worker,
+        WorkerReport as WorkerReport,
+    )
+    from runkernel.adapters.worker_app import (
+        AppLoadError as AppLoadError,
+        PushApp as PushApp,
+        RuntimeApp as RuntimeApp,
+        load_app as load_app,
+    )
+    from runkernel.adapters.worker_lease import (
+        LeaseKeeper as LeaseKeeper,
+    )
+    from runkernel.adapters.postgres_schema import (
+        init_postgres as init_postgres,
+        migrate_postgres as migrate_postgres,
+    )
+    from runkernel.adapters.postgres_store import (
+        PostgresStore as PostgresStore,
+    )
     from runkernel.adapters.runtime import (
         RunOutcome as RunOutcome,
         Runtime as Runtime,
@@ -270,11 +343,19 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         CommitConflict as CommitConflict,
         IllegalCommit as IllegalCommit,
         InboxEntry as InboxEntry,
+        Lease as Lease,
+        LeaseError as LeaseError,
+        LeaseHeld as LeaseHeld,
+        LeaseLost as LeaseLost,
         SchemaError as SchemaError,
         Store as Store,
         StoreError as StoreError,
         StoreUnavailable as StoreUnavailable,
         UnknownRun as UnknownRun,
+        Writer as Writer,
+    )
+    from runkernel.adapters.work import (
+        RunSummary as RunSummary,
     )
     from runkernel.adapters.urls import (
         BadStoreUrl as BadStoreUrl,

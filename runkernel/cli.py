@@ -16,6 +16,7 @@ from runkernel import __version__
 from runkernel.adapters.store import StoreError
 from runkernel.db_command import register_db
 from runkernel.commands import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError, register
+from runkernel.run_commands import register_runs
 from runkernel.specs.checker import Verdict, check_file
 from runkernel.specs.export import FORMATS, render
 from runkernel.specs.schema import shipped_schema
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema.set_defaults(handler=_schema)
 
     register(commands)
+    register_runs(commands)
     register_db(commands)
     return parser
 

@@ -60,7 +60,7 @@ class CliError(Exception):
 
 #: Commands that read or change what a store keeps between processes: an in-process
 #: ``memory:`` store is always empty for them, so it is refused instead of answering.
-_PERSISTENT_ONLY = ("inspect", "export", "resume", "cancel", "reconcile")
+_PERSISTENT_ONLY = ("inspect", "export", "resume", "cancel", "reconcile", "start", "worker", "runs")
 
 
 @contextlib.contextmanager

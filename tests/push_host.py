@@ -19,7 +19,7 @@ from runkernel.adapters.crash import Boundary, CrashPlan, Position, SimulatedCra
 from runkernel.adapters.driver import AnyGate, AsyncDriver, Driver
 from runkernel.adapters.driver_actions import DEFAULT_MAX_STEPS, Action, CallRequest, CheckStatus, Done, Infer, RunCall, WaitFor
 from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.store import Settlement
+from runkernel.adapters.store import Lease, Settlement
 from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, Permit, utc_now
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus, ResumePayload
@@ -274,11 +274,13 @@ class CrashingStore(MemoryStore):
         super().__init__()
         self.plan = plan
 
-    def append(self, commit: ThreadCommit, settle: Settlement | None = None) -> RunSnapshot:
+    def append(
+        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+    ) -> RunSnapshot:
         position = position_of(self.run(commit.run_id), commit)
         if self.plan.crash_here(Boundary.BEFORE_WRITE, position):
             raise SimulatedCrash(Boundary.BEFORE_WRITE, position)
-        stored = super().append(commit, settle)
+        stored = super().append(commit, settle, lease=lease)
         if self.plan.crash_here(Boundary.AFTER_WRITE, position):
             raise SimulatedCrash(Boundary.AFTER_WRITE, position)
         return stored

@@ -162,7 +162,7 @@ def test_export_matches_the_stored_lines(waiting_store: Path, capsys: pytest.Cap
     "argv, message",
     [
         (["inspect", "--store", "mysql://x", "r1"], "unknown store URL"),
-        (["inspect", "--store", "postgresql://localhost/test", "r1"], "PostgreSQL"),
+        (["inspect", "--store", "postgresql://127.0.0.1:1/test", "r1"], "postgresql://127.0.0.1:1/test"),
         (["export", "--store", "memory:", "nope"], "memory: holds nothing"),
         (["inspect", "--store", "memory:", "nope"], "memory: holds nothing"),
         (["cancel", "--store", "memory:", "nope"], "memory: holds nothing"),

@@ -20,7 +20,7 @@ from runkernel.adapters.ports import (
 )
 from runkernel.adapters.runtime import Runtime
 from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Settlement, Store, StoreUnavailable
+from runkernel.adapters.store import Lease, Settlement, Store, StoreUnavailable
 from runkernel.kernel.planning import settle
 from runkernel.kernel.policies import Policies, ToolPolicy
 from runkernel.kernel.protocol import Decision
@@ -113,11 +113,13 @@ class FlakyStore(MemoryStore):
         self.appends = 0
         self.fail_at = fail_at
 
-    def append(self, commit: ThreadCommit, settle: Settlement | None = None) -> RunSnapshot:
+    def append(
+        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+    ) -> RunSnapshot:
         self.appends += 1
         if self.appends == self.fail_at:
             raise StoreUnavailable("database restarted")
-        return super().append(commit, settle)
+        return super().append(commit, settle, lease=lease)
 
 
 @pytest.mark.parametrize("fail_at", range(1, 9))

@@ -104,6 +104,9 @@ class RunCall:
     operation_id: str
     attempt: int
     resume_value: JsonValue = None
+    #: the fencing token when a worker's lease drives the Run (pass it downstream beside
+    #: ``operation_id``); None without leases
+    lease_epoch: int | None = None
 
 
 @frozen

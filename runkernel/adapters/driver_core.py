@@ -109,6 +109,8 @@ class Settings:
     policies: Policies
     ids: IdSource
     clock: Clock
+    #: the application recorded on the activation of each Run this driver starts
+    app: str | None = None
 
 
 class DriverCore:
@@ -140,7 +142,7 @@ class DriverCore:
             )
         if head is not None:
             yield from self._read_history(thread_id)
-        decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages))
+        decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages, self.settings.app))
         if isinstance(decision, Rejection):
             raise HostProtocolError(f"can't start run {run_id!r}: {decision}", decision)
         self.lookups = yield ReadLookups(run_id)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 
+import attrs
+
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -17,6 +19,7 @@ from runkernel.adapters.driver_actions import (
     DriverError,
     DriverStopped,
     HistoryView,
+    RunCall,
 )
 from runkernel.adapters.driver_core import DriverCore, Settings
 from runkernel.adapters.driver_protocol import (
@@ -47,6 +50,7 @@ from runkernel.adapters.ports import (
     utc_now,
 )
 from runkernel.adapters.store import Store, StoreError, StoreUnavailable
+from runkernel.adapters.worker_lease import APPEND_RETRIES, LeaseKeeper
 from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
 from runkernel.kernel.state import EndCause, Message, RunSnapshot, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
@@ -65,6 +69,7 @@ def _settings(
     on_indeterminate: IndeterminateChoice,
     ids: IdSource | None,
     clock: Clock,
+    app: str | None = None,
 ) -> Settings:
     for name, policy in tools.items():
         if not isinstance(policy, ToolPolicy):
@@ -72,7 +77,7 @@ def _settings(
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
     policies = Policies(tools=dict(tools), max_steps=max_steps, on_indeterminate=on_indeterminate)
-    return Settings(policies, ids or SecretIds(), clock)
+    return Settings(policies, ids or SecretIds(), clock, app)
 
 
 def _messages(messages: Sequence[Message | str]) -> tuple[Message, ...]:
@@ -93,9 +98,15 @@ class Shell:
         on_indeterminate: IndeterminateChoice = IndeterminateChoice.PUBLISH,
         ids: IdSource | None = None,
         clock: Clock = utc_now,
+        leases: LeaseKeeper | None = None,
+        app: str | None = None,
     ) -> None:
+        # leases: a worker's LeaseKeeper. The Run is leased when it is started or picked
+        # up, every commit names the lease, and a RunCall is handed out only after the
+        # lease is re-checked with its margin (W1), carrying the epoch as fencing token.
         self.store = store
-        self.settings = _settings(tools, max_steps, on_indeterminate, ids, clock)
+        self.leases = leases
+        self.settings = _settings(tools, max_steps, on_indeterminate, ids, clock, app)
         self.gate: AnyGate = gate or AllowAll()
         self._core: DriverCore | None = None
         self._steps: Steps | None = None
@@ -149,6 +160,8 @@ class Shell:
 
     def _attach(self, run_id: str, opening: Steps, core: DriverCore) -> None:
         self._close()
+        if self.leases is not None and self.leases.held(run_id) is None:
+            self.leases.take(run_id)  # LeaseHeld: another worker drives it
         self._run_id, self._core, self._steps = run_id, core, opening
 
     def _close(self) -> None:
@@ -189,16 +202,25 @@ class Shell:
             raise
 
     def _handed(self, hand: Hand) -> Action:
-        self._action = hand.action
+        action = hand.action
+        if self.leases is not None and isinstance(action, RunCall) and hand.refused is None:
+            try:
+                lease = self.leases.before_executor(action.run_id)
+            except StoreError as error:
+                raise self._stopped(error) from error
+            action = attrs.evolve(action, lease_epoch=lease.epoch)
+        self._action = action
         if hand.refused is not None:
             raise hand.refused
-        return hand.action
+        return action
 
     def _perform_store(self, op: Operation) -> Any:
         store = self.store
         match op:
             case Append():
-                return store.append(op.commit, op.settle)
+                if self.leases is None:
+                    return store.append(op.commit, op.settle)
+                return self._leased_append(op)
             case ReadLookups():
                 return store.history(op.run_id)
             case ReadRun():
@@ -227,6 +249,17 @@ class Shell:
                     pass  # a stale checkpoint is never truth; the next save replaces it
                 return None
         raise AssertionError(f"not a store operation: {op!r}")
+
+    def _leased_append(self, op: Append) -> Any:
+        """W4: a leased write whose reply was lost is retried as it is; the store adopts
+        it if it had landed, so it is never written twice."""
+        assert self.leases is not None
+        for _ in range(APPEND_RETRIES):
+            try:
+                return self.store.append(op.commit, op.settle, lease=self.leases.for_commit(op.commit.run_id))
+            except StoreUnavailable:
+                continue
+        return self.store.append(op.commit, op.settle, lease=self.leases.for_commit(op.commit.run_id))
 
     def _opening(
         self, messages: Sequence[Message | str], thread_id: str | None, run_id: str | None

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import attrs
 
+from runkernel.adapters.leases import LeaseRow, acquired, commit_writer, is_own_landed_commit, require_held
 from runkernel.adapters.store import (
     Checkpoint,
     InboxEntry,
+    Lease,
     Reconciliation,
     Settlement,
     StoreUnavailable,
+    Writer,
     judge_append,
 )
+from runkernel.adapters.work import RunSummary, has_work, summary_of
 from runkernel.kernel.history import NO_HISTORY, History, MutableHistory
 from runkernel.kernel.state import (
     Awaiting,
@@ -29,10 +34,12 @@ from runkernel.kernel.values import JsonValue
 
 class MemoryStore:
     """Everything in dicts behind one lock. ``fail_writes`` makes every append fail,
-    to test the runtime's handling of an unavailable store."""
+    to test the runtime's handling of an unavailable store. ``clock`` is the store's
+    clock for leases (seconds; wall time unless a test gives its own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
+        self._clock = clock
         self.fail_writes = False
         self.fail_checkpoints = False
         self.reset()
@@ -49,11 +56,19 @@ class MemoryStore:
         self._ids = itertools.count(1)
         self._checkpoints: dict[str, Checkpoint] = {}
         self._reconciliations: list[Reconciliation] = []
+        self._leases: dict[str, LeaseRow] = {}
+        self._writers: dict[tuple[str, int], Writer] = {}
+        self._apps: dict[str, str | None] = {}
 
-    def append(self, commit: ThreadCommit, settle: Settlement | None = None) -> RunSnapshot:
+    def append(
+        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+    ) -> RunSnapshot:
         with self._lock:
             if self.fail_writes:
                 raise StoreUnavailable("memory store: writes are failing (injected)")
+            if self._landed_already(commit, lease):
+                return self._runs[commit.run_id]
+            writer = commit_writer(commit, lease, self._leases.get(commit.run_id), self._clock())
             accepted = judge_append(
                 self._heads.get(commit.thread_id),
                 self._runs.get(commit.run_id),
@@ -62,14 +77,97 @@ class MemoryStore:
                 self._tickets.__contains__,
             )
             self._heads[commit.thread_id] = accepted.head
+            if commit.run_id not in self._runs:
+                self._apps[commit.run_id] = commit.app
             self._runs[commit.run_id] = accepted.run
             self._log.setdefault(commit.thread_id, []).append(commit)
+            if writer is not None:
+                self._writers[(commit.thread_id, commit.version)] = writer
             self._histories.setdefault(commit.run_id, MutableHistory()).add(accepted.keys)
             if isinstance(commit.disposition, Awaiting):
                 self._tickets.add(commit.disposition.ticket.ticket_id)
             if settle is not None:
                 self._settle(settle.entry_id, settle.outcome)
             return accepted.run
+
+    def _landed_already(self, commit: ThreadCommit, lease: Lease | None) -> bool:
+        head = self._heads.get(commit.thread_id)
+        log = self._log.get(commit.thread_id, [])
+        stored = log[commit.version - 1] if head is not None and 0 < commit.version <= len(log) else None
+        return is_own_landed_commit(
+            commit,
+            lease,
+            None if head is None else head.version,
+            None if stored is None else stored.run_id,
+            stored == commit,
+            self._writers.get((commit.thread_id, commit.version)),
+        )
+
+    # --- leases ---------------------------------------------------------------------
+
+    def store_time(self) -> float:
+        return self._clock()
+
+    def acquire_lease(self, run_id: str, worker_id: str, duration: float) -> Lease:
+        with self._lock:
+            lease = acquired(run_id, self._leases.get(run_id), worker_id, duration, self._clock())
+            self._leases[run_id] = LeaseRow(lease, released=False)
+            return lease
+
+    def renew_lease(self, lease: Lease, duration: float) -> Lease:
+        with self._lock:
+            now = self._clock()
+            require_held(lease, self._leases.get(lease.run_id), now)
+            renewed = acquired(lease.run_id, self._leases.get(lease.run_id), lease.worker_id, duration, now)
+            self._leases[lease.run_id] = LeaseRow(renewed, released=False)
+            return renewed
+
+    def check_lease(self, lease: Lease, margin: float) -> Lease:
+        with self._lock:
+            return require_held(lease, self._leases.get(lease.run_id), self._clock(), margin)
+
+    def release_lease(self, lease: Lease) -> bool:
+        with self._lock:
+            row = self._leases.get(lease.run_id)
+            if row is None or not row.valid_at(self._clock()):
+                return False
+            if (row.lease.worker_id, row.lease.epoch) != (lease.worker_id, lease.epoch):
+                return False
+            self._leases[lease.run_id] = LeaseRow(row.lease, released=True)
+            return True
+
+    def current_lease(self, run_id: str) -> Lease | None:
+        row = self._leases.get(run_id)
+        return row.lease if row is not None and row.valid_at(self._clock()) else None
+
+    def writer_of(self, thread_id: str, version: int) -> Writer | None:
+        return self._writers.get((thread_id, version))
+
+    def list_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+    ) -> list[RunSummary]:
+        found = [
+            summary_of(snapshot, self._apps.get(run_id))
+            for run_id, snapshot in reversed(list(self._runs.items()))
+            if thread_id in (None, snapshot.thread_id)
+        ]
+        found = [s for s in found if state in (None, s.state)]
+        return found if limit is None else found[:limit]
+
+    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+        with self._lock:
+            now = self._clock()
+            pending = {e.run_id for e in self._inbox.values() if e.state == "pending"}
+            found = []
+            for run_id, snapshot in self._runs.items():
+                if self._apps.get(run_id) != app:
+                    continue
+                row = self._leases.get(run_id)
+                if row is not None and row.valid_at(now):
+                    continue
+                if has_work(summary_of(snapshot, app), run_id in pending, now):
+                    found.append(run_id)
+            return found[:limit]
 
     def run(self, run_id: str) -> RunSnapshot | None:
         return self._runs.get(run_id)

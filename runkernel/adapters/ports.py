@@ -81,7 +81,9 @@ class ModelPort(Protocol):
 
 @frozen
 class ToolInvocation:
-    """One executor attempt. ``operation_id`` is the idempotency key of every attempt."""
+    """One executor attempt. ``operation_id`` is the idempotency key of every attempt;
+    ``lease_epoch`` the fencing token when a worker's lease drives the Run (None when
+    no lease does): it only rises, so a downstream may refuse a lower one than it saw."""
 
     run_id: str
     call_id: str
@@ -89,6 +91,7 @@ class ToolInvocation:
     attempt: int
     arguments: JsonValue
     resume_value: JsonValue = None
+    lease_epoch: int | None = None
 
 
 @frozen

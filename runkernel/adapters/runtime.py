@@ -48,12 +48,15 @@ from runkernel.adapters.runtime_events import (
     Acknowledged,
     CheckpointLost,
     CommandSettled,
+    CommitRetried,
     Recovered,
     RunOutcome,
     RuntimeEvent,
     RuntimeProtocolError,
 )
 from runkernel.adapters.inbox import exact_refusal
+from runkernel.adapters.invocation import invocation_scope
+from runkernel.adapters.worker_lease import APPEND_RETRIES, LeaseKeeper
 from runkernel.adapters.serial import inbox_to_input
 from runkernel.adapters.store import (
     Checkpoint,
@@ -85,6 +88,7 @@ from runkernel.kernel.protocol import (
     QueryStatus,
     RequestInference,
     RequireWait,
+    ResumeCommand,
     RunGate,
     RunHook,
     StatusReport,
@@ -96,6 +100,7 @@ from runkernel.kernel.protocol import (
     ToolOutcomeLost,
     ToolOutput,
     ToolScheduled,
+    TimerFired,
 )
 from runkernel.kernel.recover import RecoveryDecision, recover
 from runkernel.kernel.resume import has_passed
@@ -109,7 +114,7 @@ from runkernel.kernel.state import (
     RunSnapshot,
     ThreadCommit,
 )
-from runkernel.kernel.values import JsonValue, json_problem
+from runkernel.kernel.values import JsonValue, WaitKind, json_problem
 
 MAX_STATUS_POLLS = 5
 
@@ -206,9 +211,15 @@ class Runtime:
         crash: CrashPlan | None = None,
         on_event: Callable[[RuntimeEvent], None] | None = None,
         self_check: bool = False,
+        leases: LeaseKeeper | None = None,
+        app: str | None = None,
     ) -> None:
         """``self_check`` makes ``decide`` and ``recover`` judge each commit they build
-        before the store judges it again (tests and the simulator; off in production)."""
+        before the store judges it again (tests and the simulator; off in production).
+        With ``leases`` (a worker's), every Run is leased before it is driven, every
+        commit names the lease, and every executor start re-checks it (W1); a lost
+        lease or a lost commit raises out of ``drive``, so driving stops at once.
+        ``app`` is recorded on the activation of each Run ``start`` begins."""
         self.store = store
         self.model = model
         self.tools = tools
@@ -220,6 +231,8 @@ class Runtime:
         self.crash = crash or NeverCrash()
         self.on_event = on_event or (lambda _event: None)
         self.self_check = self_check
+        self.leases = leases
+        self.app = app
         self.terminus: DeliverTerminus | None = None
         self._polls: dict[str, int] = {}
         #: Runs that may have a stream checkpoint in the store (saved or found by this
@@ -239,13 +252,17 @@ class Runtime:
     def begin_start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> Drive:
         """A Drive that activates a new Run; advance it with ``step()``."""
         head = self.store.thread_head(thread_id)
-        decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages))
+        decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages, self.app))
         assert isinstance(decision, Decision)
         earlier = self.store.messages(thread_id) if head is not None else ()
         return Drive(self, None, decision, MessageLog(earlier))
 
     def begin_drive(self, run_id: str) -> Drive:
-        """A Drive that recovers a Run from the store alone; advance it with ``step()``."""
+        """A Drive that recovers a Run from the store alone; advance it with ``step()``.
+        With leases, the Run's lease is taken first (``LeaseHeld`` if another worker
+        holds it), so the state read next cannot change under this worker."""
+        if self.leases is not None and self.leases.held(run_id) is None:
+            self.leases.take(run_id)
         state = self.store.run(run_id)
         if state is None:
             raise UnknownRun(f"no committed state for run {run_id!r}")
@@ -342,7 +359,7 @@ class Runtime:
         position = position_of(prev, commit)
         if self.crash.crash_here(Boundary.BEFORE_WRITE, position):
             raise SimulatedCrash(Boundary.BEFORE_WRITE, position)
-        stored = self.store.append(commit, settle)
+        stored = self._append(commit, settle)
         if stored != expected:
             raise AssertionError(f"store and kernel disagree after version {commit.version}")
         if self.crash.crash_here(Boundary.AFTER_WRITE, position):
@@ -350,6 +367,20 @@ class Runtime:
         self.on_event(Acknowledged(commit, position))
         if position in (Position.INFERENCE_TEXT, Position.BATCH_OPEN, Position.END):
             self._drop_checkpoint(commit.run_id)
+
+    def _append(self, commit: ThreadCommit, settle: Settlement | None) -> RunSnapshot:
+        """The store write. Under a lease, a write whose reply was lost (the store
+        became unavailable) is retried as it is: the store adopts it if it had landed
+        (W4) or writes it now, never twice."""
+        if self.leases is None:
+            return self.store.append(commit, settle)
+        for _ in range(APPEND_RETRIES):
+            lease = self.leases.for_commit(commit.run_id)
+            try:
+                return self.store.append(commit, settle, lease=lease)
+            except StoreUnavailable as error:
+                self.on_event(CommitRetried(commit, str(error)))
+        return self.store.append(commit, settle, lease=self.leases.for_commit(commit.run_id))
 
     def _drop_checkpoint(self, run_id: str) -> None:
         """Best effort: a checkpoint left behind names a step that has passed, so no
@@ -414,10 +445,19 @@ class Runtime:
         if tool is None:
             outcome = ToolFailure({"type": "UnknownTool", "message": f"no tool named {effect.tool!r}"})
         else:
+            # W1: the lease is re-checked, with its margin, immediately before the start
+            lease = self.leases.before_executor(state.run_id) if self.leases is not None else None
             invocation = ToolInvocation(
-                state.run_id, effect.call_id, effect.operation_id, effect.attempt, effect.arguments, effect.resume_value
+                state.run_id,
+                effect.call_id,
+                effect.operation_id,
+                effect.attempt,
+                effect.arguments,
+                effect.resume_value,
+                None if lease is None else lease.epoch,
             )
-            reply = tool.run(invocation)
+            with invocation_scope(invocation):
+                reply = tool.run(invocation)
             match reply:
                 case Returned():
                     outcome = ToolOutput(reply.value)
@@ -475,7 +515,15 @@ class Runtime:
         if call is None or not isinstance(call.status, CallAwaiting):
             return None
         now = self.clock()
-        if not has_passed(call.status.wait.expires_at, now):
+        wait = call.status.wait
+        if wait.kind is WaitKind.SCHEDULED:
+            # a due timer resumes the call as its own ticket's command would
+            if not has_passed(wait.due_at, now):
+                return None
+            fired = ResumeCommand(state.run_id, state.state.ticket.ticket_id, WaitKind.SCHEDULED, TimerFired())
+            verdict = decide(state, fired, self.policies, self.store.history(state.run_id), self_check=self.self_check)
+            return None if isinstance(verdict, Rejection) else verdict
+        if not has_passed(wait.expires_at, now):
             return None
         expired = DeadlinePassed(state.state.ticket.ticket_id, now)
         history = self.store.history(state.run_id)
@@ -489,6 +537,7 @@ __all__ = [
     "Acknowledged",
     "CheckpointLost",
     "CommandSettled",
+    "CommitRetried",
     "Drive",
     "Recovered",
     "RunOutcome",

@@ -66,7 +66,16 @@ class CheckpointLost:
     error: str
 
 
-RuntimeEvent = Recovered | Acknowledged | CommandSettled | CheckpointLost
+@frozen
+class CommitRetried:
+    """A leased commit's write failed (its reply may have been lost) and is retried as
+    it is: the store adopts it if it had landed (W4)."""
+
+    commit: ThreadCommit
+    error: str
+
+
+RuntimeEvent = Recovered | Acknowledged | CommandSettled | CheckpointLost | CommitRetried
 
 
 ALREADY_COMMITTED = "applied before: already committed"

@@ -1,10 +1,14 @@
 """``runkernel db migrate``: upgrade a SQLite store to the current schema in place.
 
+Each step runs in the one transaction of the migration, so a crash leaves the file at
+its old schema or at the current one, never between.
+
 Schema 1 kept a Run's history facts (used tickets, closed batch ids, applied resumes)
 inside the latest-state row, which every commit rewrote. Schema 2 keeps them in
 indexed rows of their own; the migration moves them there and rewrites each
 latest-state row without them, in one transaction: a crash leaves the file at
-schema 1 or at schema 2, never between.
+schema 1 or at schema 2, never between. Schema 3 adds leases: a table of them, and
+each commit's writer (worker id and lease epoch; none for the commits made before).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 from runkernel.adapters.serial import dumps, legacy_history_from_json, snapshot_from_json, snapshot_to_json
 from runkernel.adapters.sqlite_store import SCHEMA_NAME, SCHEMA_VERSION
 from runkernel.adapters.store import SchemaError, StoreUnavailable
+from runkernel.adapters.work import summary_of
 from runkernel.kernel.codec import upgrade_v1_line
 from runkernel.kernel.state import RESUMED_EVENT
 
@@ -31,6 +36,25 @@ CREATE TABLE applied_resumes (
     digest TEXT NOT NULL,
     PRIMARY KEY (run_id, ticket_id)
 ) WITHOUT ROWID;
+"""
+
+_SCHEMA_2_TO_3 = """
+ALTER TABLE commits ADD COLUMN writer_id TEXT;
+ALTER TABLE commits ADD COLUMN writer_epoch INTEGER;
+CREATE TABLE leases (
+    run_id TEXT PRIMARY KEY,
+    worker_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    released INTEGER NOT NULL DEFAULT 0
+);
+ALTER TABLE runs ADD COLUMN app TEXT;
+ALTER TABLE runs ADD COLUMN state TEXT NOT NULL DEFAULT 'running';
+ALTER TABLE runs ADD COLUMN step INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN waiting_for TEXT;
+ALTER TABLE runs ADD COLUMN wake_at REAL;
+CREATE INDEX runs_by_state ON runs (state, app);
 """
 
 
@@ -52,9 +76,11 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
         if version == SCHEMA_VERSION:
             db.execute("ROLLBACK")
             return version, version
-        if version != 1:
-            raise SchemaError(f"{name} has schema version {version}; this runkernel migrates 1 to {SCHEMA_VERSION}")
-        _one_to_two(db, name)
+        if version not in (1, 2):
+            raise SchemaError(f"{name} has schema version {version}; this runkernel migrates 1 and 2 to {SCHEMA_VERSION}")
+        if version == 1:
+            _one_to_two(db, name)
+        _two_to_three(db, name)
         db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
         return version, SCHEMA_VERSION
@@ -78,11 +104,30 @@ def _version(db: sqlite3.Connection, name: str) -> int:
         raise SchemaError(f"{name} has an unreadable schema version {found.get('version')!r}") from None
 
 
-def _one_to_two(db: sqlite3.Connection, name: str) -> None:
+def _run_statements(db: sqlite3.Connection, script: str) -> None:
     # one statement at a time: executescript would commit the open transaction
-    for statement in _SCHEMA_1_TO_2.split(";"):
+    for statement in script.split(";"):
         if statement.strip():
             db.execute(statement)
+
+
+def _two_to_three(db: sqlite3.Connection, name: str) -> None:
+    """Leases, writers and the Run summary rows (filled from each latest state; the Runs
+    of older schemas were activated without an app)."""
+    _run_statements(db, _SCHEMA_2_TO_3)
+    for run_id, text in db.execute("SELECT run_id, snapshot FROM runs").fetchall():
+        try:
+            summary = summary_of(snapshot_from_json(json.loads(text)), None)
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{name}: the stored state of run {run_id!r} is damaged: {error!r}") from None
+        db.execute(
+            "UPDATE runs SET state = ?, step = ?, version = ?, waiting_for = ?, wake_at = ? WHERE run_id = ?",
+            (summary.state, summary.step, summary.version, summary.waiting_for, summary.wake_at, run_id),
+        )
+
+
+def _one_to_two(db: sqlite3.Connection, name: str) -> None:
+    _run_statements(db, _SCHEMA_1_TO_2)
     rows = db.execute("SELECT run_id, snapshot FROM runs").fetchall()
     for run_id, text in rows:
         try:

@@ -9,9 +9,11 @@ versioned: a file that is not a runkernel store, or is newer, is refused.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +34,18 @@ from runkernel.adapters.sqlite_open import (
     statements,
     store_error,
 )
+from runkernel.adapters.leases import LeaseRow, acquired, commit_writer, is_own_landed_commit, require_held
+from runkernel.adapters.work import RunSummary, summary_of
 from runkernel.adapters.store import (
     Checkpoint,
     DamagedStore,
     InboxEntry,
+    Lease,
     Reconciliation,
     SchemaError,
     Settlement,
     StoreUnavailable,
+    Writer,
     judge_append,
 )
 from runkernel.kernel.history import History, HistoryKeys
@@ -52,7 +58,7 @@ from runkernel.kernel.state import (
 from runkernel.kernel.values import JsonValue
 
 SCHEMA_NAME = "runkernel-sqlite"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -64,13 +70,22 @@ CREATE TABLE threads (
 CREATE TABLE runs (
     run_id TEXT PRIMARY KEY,
     thread_id TEXT NOT NULL,
-    snapshot TEXT NOT NULL
+    snapshot TEXT NOT NULL,
+    app TEXT,
+    state TEXT NOT NULL DEFAULT 'running',
+    step INTEGER NOT NULL DEFAULT 0,
+    version INTEGER NOT NULL DEFAULT 0,
+    waiting_for TEXT,
+    wake_at REAL
 );
+CREATE INDEX runs_by_state ON runs (state, app);
 CREATE TABLE commits (
     thread_id TEXT NOT NULL,
     version INTEGER NOT NULL,
     run_id TEXT NOT NULL,
     line TEXT NOT NULL,
+    writer_id TEXT,
+    writer_epoch INTEGER,
     PRIMARY KEY (thread_id, version)
 ) WITHOUT ROWID;
 CREATE TABLE tickets (ticket_id TEXT PRIMARY KEY, run_id TEXT NOT NULL);
@@ -101,6 +116,13 @@ CREATE TABLE reconciliations (
     note TEXT
 );
 CREATE INDEX reconciliations_by_operation ON reconciliations (operation_id);
+CREATE TABLE leases (
+    run_id TEXT PRIMARY KEY,
+    worker_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    released INTEGER NOT NULL DEFAULT 0
+);
 """
 
 _TABLES = (
@@ -114,6 +136,7 @@ _TABLES = (
     "inbox",
     "checkpoints",
     "reconciliations",
+    "leases",
 )
 LAYOUT = Layout(SCHEMA_NAME, SCHEMA_VERSION, _TABLES)
 
@@ -129,11 +152,15 @@ class SqliteStore:
         create: bool = True,
         read_only: bool = False,
         busy_timeout: float = 30.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
         self.path = str(path)
         self.fail_checkpoints = False
+        # the store's clock for leases: every process on one file shares the machine's
+        # wall clock, the only clock they have in common
+        self._clock = clock
         self._scratch: sqlite3.Connection | None = None
         #: (run id, snapshot row text, snapshot) of this connection's last commit
         self._written: tuple[str, str, RunSnapshot] | None = None
@@ -176,13 +203,21 @@ class SqliteStore:
 
     # --- commits --------------------------------------------------------------------
 
-    def append(self, commit: ThreadCommit, settle: Settlement | None = None) -> RunSnapshot:
+    def append(
+        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+    ) -> RunSnapshot:
         db = self._db
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
             raise StoreUnavailable(f"cannot begin a write: {error}") from None
         try:
+            if lease is not None and self._landed_already(commit, lease):
+                adopted = self._run_in(commit.run_id)
+                db.execute("ROLLBACK")
+                assert adopted is not None  # the landed commit wrote the Run's row
+                return adopted
+            writer = commit_writer(commit, lease, self._lease_row(commit.run_id), self._clock())
             accepted = judge_append(
                 self._head_in(commit.thread_id),
                 self._run_before(commit.run_id),
@@ -191,8 +226,16 @@ class SqliteStore:
                 self._ticket_known,
             )
             db.execute(
-                "INSERT INTO commits (thread_id, version, run_id, line) VALUES (?, ?, ?, ?)",
-                (commit.thread_id, commit.version, commit.run_id, commit_text(commit)),
+                "INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    commit.thread_id,
+                    commit.version,
+                    commit.run_id,
+                    commit_text(commit),
+                    None if writer is None else writer.worker_id,
+                    None if writer is None else writer.epoch,
+                ),
             )
             head = accepted.head
             db.execute(
@@ -202,10 +245,25 @@ class SqliteStore:
                 (head.thread_id, head.version, head.active_run_id),
             )
             snapshot_text = dumps(snapshot_to_json(accepted.run))
+            summary = summary_of(accepted.run, commit.app)
+            # the app is the activation's: later commits never change it
             db.execute(
-                "INSERT INTO runs (run_id, thread_id, snapshot) VALUES (?, ?, ?) "
-                "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot",
-                (commit.run_id, commit.thread_id, snapshot_text),
+                "INSERT INTO runs (run_id, thread_id, snapshot, app, state, step, version, waiting_for, wake_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot, state = excluded.state, "
+                "step = excluded.step, version = excluded.version, waiting_for = excluded.waiting_for, "
+                "wake_at = excluded.wake_at",
+                (
+                    commit.run_id,
+                    commit.thread_id,
+                    snapshot_text,
+                    summary.app,
+                    summary.state,
+                    summary.step,
+                    summary.version,
+                    summary.waiting_for,
+                    summary.wake_at,
+                ),
             )
             self._insert_keys(commit.run_id, accepted.keys)
             if settle is not None:
@@ -223,6 +281,138 @@ class SqliteStore:
                 raise StoreUnavailable(f"write failed: {error}") from None
             raise
         return accepted.run
+
+    def _landed_already(self, commit: ThreadCommit, lease: Lease) -> bool:
+        """W4, inside the append's transaction: the Thread's latest commit is this one,
+        written under this lease (its acknowledgement was lost)."""
+        head = self._head_in(commit.thread_id)
+        if head is None or head.version != commit.version:
+            return False
+        row = self._db.execute(
+            "SELECT run_id, line, writer_id, writer_epoch FROM commits WHERE thread_id = ? AND version = ?",
+            (commit.thread_id, commit.version),
+        ).fetchone()
+        if row is None:
+            return False
+        writer = None if row[2] is None else Writer(str(row[2]), int(row[3]))
+        return is_own_landed_commit(commit, lease, head.version, str(row[0]), row[1] == commit_text(commit), writer)
+
+    # --- leases ---------------------------------------------------------------------
+
+    def store_time(self) -> float:
+        return self._clock()
+
+    def _lease_row(self, run_id: str) -> LeaseRow | None:
+        row = self._db.execute(
+            "SELECT worker_id, epoch, expires_at, released FROM leases WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return LeaseRow(Lease(run_id, str(row[0]), int(row[1]), float(row[2])), bool(row[3]))
+
+    def _put_lease(self, row: LeaseRow) -> None:
+        lease = row.lease
+        self._db.execute(
+            "INSERT INTO leases (run_id, worker_id, epoch, expires_at, released) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (run_id) DO UPDATE SET worker_id = excluded.worker_id, epoch = excluded.epoch, "
+            "expires_at = excluded.expires_at, released = excluded.released",
+            (lease.run_id, lease.worker_id, lease.epoch, lease.expires_at, int(row.released)),
+        )
+
+    @contextlib.contextmanager
+    def _immediate(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction, begun at once so the rows read in it stay current."""
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            finally:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+        except sqlite3.Error as error:
+            raise store_error(self.path, doing, error) from None
+
+    def acquire_lease(self, run_id: str, worker_id: str, duration: float) -> Lease:
+        with self._immediate("taking a lease"):
+            lease = acquired(run_id, self._lease_row(run_id), worker_id, duration, self._clock())
+            self._put_lease(LeaseRow(lease, released=False))
+        return lease
+
+    def renew_lease(self, lease: Lease, duration: float) -> Lease:
+        with self._immediate("renewing a lease"):
+            now = self._clock()
+            row = self._lease_row(lease.run_id)
+            require_held(lease, row, now)
+            renewed = acquired(lease.run_id, row, lease.worker_id, duration, now)
+            self._put_lease(LeaseRow(renewed, released=False))
+        return renewed
+
+    def check_lease(self, lease: Lease, margin: float) -> Lease:
+        row = self._read(lambda: self._lease_row(lease.run_id))
+        return require_held(lease, row, self._clock(), margin)
+
+    def release_lease(self, lease: Lease) -> bool:
+        with self._immediate("releasing a lease"):
+            row = self._lease_row(lease.run_id)
+            if row is None or not row.valid_at(self._clock()):
+                return False
+            if (row.lease.worker_id, row.lease.epoch) != (lease.worker_id, lease.epoch):
+                return False
+            self._put_lease(LeaseRow(row.lease, released=True))
+        return True
+
+    def current_lease(self, run_id: str) -> Lease | None:
+        row: LeaseRow | None = self._read(lambda: self._lease_row(run_id))
+        return row.lease if row is not None and row.valid_at(self._clock()) else None
+
+    def writer_of(self, thread_id: str, version: int) -> Writer | None:
+        row = self._read(
+            lambda: self._db.execute(
+                "SELECT writer_id, writer_epoch FROM commits WHERE thread_id = ? AND version = ?",
+                (thread_id, version),
+            ).fetchone()
+        )
+        if row is None or row[0] is None:
+            return None
+        return Writer(str(row[0]), int(row[1]))
+
+    # --- listing and work discovery ---------------------------------------------------
+
+    def list_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+    ) -> list[RunSummary]:
+        query = "SELECT run_id, thread_id, state, step, version, app, waiting_for, wake_at FROM runs WHERE 1 = 1"
+        params: list[Any] = []
+        if state is not None:
+            query += " AND state = ?"
+            params.append(state)
+        if thread_id is not None:
+            query += " AND thread_id = ?"
+            params.append(thread_id)
+        query += " ORDER BY rowid DESC"
+        if limit is not None:
+            query += " LIMIT ?"
+            params.append(limit)
+        rows = self._read(lambda: self._db.execute(query, params).fetchall())
+        return [RunSummary(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), r[5], r[6], r[7]) for r in rows]
+
+    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+        now = self._clock()
+        rows = self._read(
+            lambda: self._db.execute(
+                "SELECT r.run_id FROM runs r WHERE r.app IS ? AND ("
+                " r.state = 'running'"
+                " OR (r.state = 'awaiting' AND r.wake_at <= ?)"
+                " OR EXISTS (SELECT 1 FROM inbox i WHERE i.run_id = r.run_id AND i.state = 'pending'))"
+                " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
+                "  AND l.released = 0 AND l.expires_at > ?)"
+                " ORDER BY r.rowid LIMIT ?",
+                (app, now, now, limit),
+            ).fetchall()
+        )
+        return [str(r[0]) for r in rows]
 
     def _run_before(self, run_id: str) -> RunSnapshot | None:
         """The Run's latest snapshot for a commit. Its row is read (one key lookup); if

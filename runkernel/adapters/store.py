@@ -7,6 +7,10 @@ of a Run or Thread in time that does not grow with history, and exports a Thread
 no store ever holds an illegal commit. Beside the commit log a store keeps a command
 inbox, best-effort stream checkpoints and recorded reconciliations; none of them is
 Thread truth.
+
+Leases (DESIGN.md, Workers and leases) are part of the contract: a worker takes a
+lease on a Run before it drives it, every commit it makes names that lease, and the
+store checks the lease in the commit's own transaction, by the store's clock.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Protocol
 
 from attrs import frozen
 
+from runkernel.adapters.work import RunSummary
 from runkernel.errors import RunkernelError
 from runkernel.kernel.codec import commit_json_problem
 from runkernel.kernel.history import History
@@ -59,6 +64,34 @@ class DamagedStore(StoreError):
     message names the row; nothing is answered from a damaged store."""
 
 
+class LeaseError(StoreError):
+    """Base class of the lease refusals: the caller must stop driving the Run."""
+
+
+class LeaseHeld(LeaseError):
+    """Another worker holds a valid lease on the Run (by the store's clock): it may not
+    be taken over, and no commit without that lease is accepted. Nothing was written."""
+
+    def __init__(self, holder: Lease) -> None:
+        super().__init__(
+            f"lease-held: run {holder.run_id!r} is leased to {holder.worker_id!r} "
+            f"(epoch {holder.epoch}) until store time {holder.expires_at:.3f}"
+        )
+        self.holder = holder
+
+
+class LeaseLost(LeaseError):
+    """The caller's lease is no longer valid: it expired, was released, or another
+    worker took the Run over (a higher epoch). Nothing was written."""
+
+    def __init__(self, lease: Lease, why: str) -> None:
+        super().__init__(
+            f"lease-lost: the lease of {lease.worker_id!r} on run {lease.run_id!r} "
+            f"(epoch {lease.epoch}) is gone: {why}"
+        )
+        self.lease = lease
+
+
 class UnknownRun(StoreError):
     """No commit exists for the named Run."""
 
@@ -81,6 +114,33 @@ class Settlement:
 
     entry_id: int
     outcome: str
+
+
+@frozen
+class Lease:
+    """A worker's right to drive one Run until ``expires_at`` (seconds, the store's
+    clock). ``epoch`` rises with every take-over of the Run and never falls, so it is a
+    fencing token: a downstream that remembers the highest epoch it saw per Run can
+    refuse a start from a worker whose lease was taken over."""
+
+    run_id: str
+    worker_id: str
+    epoch: int
+    expires_at: float
+
+    @property
+    def writer(self) -> Writer:
+        """The writer a commit made under this lease records."""
+        return Writer(self.worker_id, self.epoch)
+
+
+@frozen
+class Writer:
+    """Who wrote a commit: the worker and the lease epoch it held (W4 tells a retried
+    commit whose acknowledgement was lost apart from another writer's by it)."""
+
+    worker_id: str
+    epoch: int
 
 
 @frozen
@@ -132,9 +192,79 @@ def judge_append(
 class Store(Protocol):
     """What the runtime, the CLI and the conformance suite need from a store."""
 
-    def append(self, commit: ThreadCommit, settle: Settlement | None = None) -> RunSnapshot:
+    def append(
+        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+    ) -> RunSnapshot:
         """Write ``commit`` atomically, and settle the inbox entry ``settle`` names (if
-        it is still pending) in the same transaction; return the Run's new snapshot."""
+        it is still pending) in the same transaction; return the Run's new snapshot.
+
+        With ``lease``, the same transaction first checks that the lease is still the
+        Run's valid lease by the store's clock (same worker, same epoch, not expired,
+        not released), else raises ``LeaseLost``; the commit records ``lease.writer``.
+        Without one, the commit is refused with ``LeaseHeld`` while any worker holds a
+        valid lease on the Run, and records no writer.
+
+        A retried commit whose acknowledgement was lost (W4) is recognized by identity,
+        version and writer: if the Thread's latest commit has this commit's version,
+        Run, content and this lease's writer, it is adopted (the Run's snapshot is
+        returned, nothing is written again, whatever the lease's state now); the same
+        version written by another writer, or without one, is a ``CommitConflict``.
+        """
+        ...
+
+    def store_time(self) -> float:
+        """The store's clock, in seconds: the one clock every lease is judged by."""
+        ...
+
+    def acquire_lease(self, run_id: str, worker_id: str, duration: float) -> Lease:
+        """Take the lease on ``run_id`` for ``duration`` seconds of store time, in one
+        transaction. Raises ``LeaseHeld`` while another worker's lease is valid. If
+        ``worker_id`` already holds a valid lease it is extended with the same epoch;
+        otherwise (a new, released, expired or taken-over lease) the epoch is one more
+        than the Run's highest epoch ever. A Run need not have commits yet. Worker ids
+        must be unique per process that drives Runs."""
+        ...
+
+    def renew_lease(self, lease: Lease, duration: float) -> Lease:
+        """Extend a still valid lease to ``duration`` seconds from now (store time),
+        same epoch. Raises ``LeaseLost`` if it expired, was released or taken over:
+        an expired lease is never revived, even if nobody took it."""
+        ...
+
+    def check_lease(self, lease: Lease, margin: float) -> Lease:
+        """The lease as the store holds it, if it stays valid for at least ``margin``
+        more seconds of store time; else ``LeaseLost``. What a worker calls
+        immediately before it starts an executor (W1)."""
+        ...
+
+    def release_lease(self, lease: Lease) -> bool:
+        """Give the lease up (the Run is quiet, or the worker stops), so another worker
+        may take the Run at once; its epoch is kept, so the next one is higher. False
+        (and nothing changed) if the lease was not valid any more."""
+        ...
+
+    def current_lease(self, run_id: str) -> Lease | None:
+        """The Run's valid lease now (store time), or None."""
+        ...
+
+    def writer_of(self, thread_id: str, version: int) -> Writer | None:
+        """The writer the commit at ``version`` of a Thread recorded (None: written
+        without a lease, or no such commit)."""
+        ...
+
+    def list_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+    ) -> list[RunSummary]:
+        """Runs, newest activation first, optionally only those in ``state``
+        (``running``, ``awaiting``, ``ended``) or of one Thread; from the summary rows
+        each commit rewrites (``runkernel.adapters.work``), never from history."""
+        ...
+
+    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+        """Ids of Runs of ``app`` (the activation's ``app``; None: Runs activated
+        without one) that nobody holds a valid lease on and that need a worker now, by
+        the store's clock (``runkernel.adapters.work.has_work``), oldest activation
+        first, at most ``limit``. A worker takes a lease on one before driving it."""
         ...
 
     def run(self, run_id: str) -> RunSnapshot | None:

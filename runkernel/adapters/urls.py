@@ -17,7 +17,9 @@ def open_store(url: str, *, create: bool = True, read_only: bool = False) -> Sto
     """Open the store a URL names. ``sqlite:///rel.db`` is relative to the working
     directory, ``sqlite:////abs/path.db`` absolute. With ``create=False`` a missing
     SQLite file is an error instead of a new empty store; ``read_only`` opens it for a
-    read command (never written, readable on read-only media, one consistent snapshot)."""
+    read command (never written, readable on read-only media, one consistent snapshot).
+    A PostgreSQL store is never created here (``runkernel db init`` does); its module
+    and psycopg are loaded only when such a URL is opened."""
     if url == "memory:":
         return MemoryStore()
     if url.startswith("sqlite:///"):
@@ -26,7 +28,16 @@ def open_store(url: str, *, create: bool = True, read_only: bool = False) -> Sto
             raise BadStoreUrl(f"{url!r} names no file; use sqlite:///path.db")
         return SqliteStore(path, create=create, read_only=read_only)
     if url.startswith(("postgresql://", "postgres://")):
-        raise BadStoreUrl(
-            "the PostgreSQL store is not part of this version; use memory: or sqlite:///path.db"
-        )
+        return _postgres(url, read_only=read_only)
     raise BadStoreUrl(f"unknown store URL {url!r}; use memory:, sqlite:///path.db or postgresql://...")
+
+
+def _postgres(url: str, *, read_only: bool) -> Store:
+    try:
+        from runkernel.adapters.postgres_store import PostgresStore
+    except ImportError as error:
+        raise BadStoreUrl(
+            f"the PostgreSQL store needs psycopg and psycopg-pool ({error}); "
+            "install runkernel[postgres]"
+        ) from None
+    return PostgresStore(url, read_only=read_only)

@@ -29,14 +29,16 @@ def step(state: RunSnapshot | None, event: Input, policies: Policies = Policies(
     return verdict
 
 
-def activate(thread_id: str, run_id: str, expected_version: int = 0) -> Decision:
+def activate(thread_id: str, run_id: str, expected_version: int = 0, app: str | None = None) -> Decision:
     """The activation of ``run_id`` in ``thread_id`` with one user message."""
-    return step(None, Activate(thread_id, run_id, expected_version, (Message(Role.USER, "task"),)))
+    return step(None, Activate(thread_id, run_id, expected_version, (Message(Role.USER, "task"),), app))
 
 
-def text_run(thread_id: str, run_id: str, steps: int, expected_version: int = 0) -> list[ThreadCommit]:
+def text_run(
+    thread_id: str, run_id: str, steps: int, expected_version: int = 0, app: str | None = None
+) -> list[ThreadCommit]:
     """Activation, ``steps - 1`` text steps that continue, and a final text that ends it."""
-    decision = activate(thread_id, run_id, expected_version)
+    decision = activate(thread_id, run_id, expected_version, app)
     commits = [decision.commit]
     for index in range(1, steps + 1):
         end = EndCauseKind.COMPLETED if index == steps else None
@@ -45,14 +47,25 @@ def text_run(thread_id: str, run_id: str, steps: int, expected_version: int = 0)
     return [c for c in commits if c is not None]
 
 
-def awaiting_run(thread_id: str, run_id: str, ticket_id: str) -> tuple[list[ThreadCommit], RunSnapshot]:
-    """A run whose single call waits for approval under ``ticket_id``."""
-    decision = activate(thread_id, run_id)
+def awaiting_run(
+    thread_id: str,
+    run_id: str,
+    ticket_id: str,
+    *,
+    app: str | None = None,
+    expires_at: str | None = None,
+    kind: WaitKind = WaitKind.APPROVAL,
+    due_at: str | None = None,
+) -> tuple[list[ThreadCommit], RunSnapshot]:
+    """A run whose single call waits (for approval, unless ``kind`` says) under
+    ``ticket_id``; an approval may have a deadline, a scheduled wait a due time."""
+    decision = activate(thread_id, run_id, app=app)
     commits = [decision.commit]
     call = ProposedCall(f"{run_id}-c1", "pay", {"amount": 1}, f"{run_id}-op1")
     decision = step(decision.state, InferenceResult("paying", (call,), f"{run_id}-b1"))
     commits.append(decision.commit)
-    decision = step(decision.state, GateVerdict(call.call_id, RequireWait(WaitKind.APPROVAL, ticket_id)))
+    wait = RequireWait(kind, ticket_id, expires_at=expires_at, due_at=due_at)
+    decision = step(decision.state, GateVerdict(call.call_id, wait))
     commits.append(decision.commit)
     return [c for c in commits if c is not None], decision.state
 

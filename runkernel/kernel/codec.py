@@ -164,6 +164,13 @@ def event_to_json(event: Event) -> dict[str, JsonValue]:
 
 def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
     """One ``runkernel/2`` trace line as a dict (serialize with any JSON encoder)."""
+    line = _commit_fields(commit)
+    if commit.app is not None:
+        line["app"] = commit.app
+    return line
+
+
+def _commit_fields(commit: ThreadCommit) -> dict[str, JsonValue]:
     return {
         "trace": TRACE_FORMAT,
         "thread_id": commit.thread_id,
@@ -497,6 +504,7 @@ def commit_from_json(value: Any) -> ThreadCommit:
             batch=batch_from_json(obj["batch"], "batch"),
             messages=tuple(message_from_json(_object(m, f"messages[{i}]"), f"messages[{i}]") for i, m in enumerate(messages)),
             events=tuple(event_from_json(_object(e, f"events[{i}]"), f"events[{i}]") for i, e in enumerate(events)),
+            app=_optional_str(obj, "app", ""),
         )
     except TraceFormatError:
         raise

@@ -198,6 +198,7 @@ def _activate(event: Activate) -> Decision | Rejection:
         batch=None,
         messages=event.messages,
         events=(Event("activated"),),
+        app=event.app,
     )
     head = (
         ThreadHead(event.thread_id, event.expected_version, None)

@@ -71,6 +71,8 @@ class Activate:
     run_id: str = attrs.field(validator=_valid_id)
     expected_version: int = attrs.field(validator=non_negative)
     messages: tuple[Message, ...]
+    #: the application the Run belongs to (recorded on the activation line)
+    app: str | None = None
 
 
 @frozen

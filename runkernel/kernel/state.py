@@ -316,6 +316,9 @@ class ThreadCommit:
     batch: ActiveToolBatch | None
     messages: tuple[Message, ...] = ()
     events: tuple[Event, ...] = ()
+    #: the application the Run belongs to, named on its activation line (workers drive
+    #: only their app's Runs); None elsewhere
+    app: str | None = None
 
     @property
     def version(self) -> int:

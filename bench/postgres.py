@@ -1,0 +1,155 @@
+"""The PostgreSQL rows (issue 10 item 6): ``PostgresStore.append`` against a bare psycopg
+INSERT+COMMIT of the same bytes on the same server, and 8 worker processes committing to
+shared Runs (commits/s and conflicts/s).
+
+The server is ``RUNKERNEL_BENCH_POSTGRES_DSN`` (else ``RUNKERNEL_TEST_POSTGRES_DSN``);
+without one both groups say so and measure nothing. Each group works in a schema of its
+own, dropped when the benchmark exits."""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from bench import subject
+from bench.framework import Prepared, Sample, Sizes
+from bench.peers import PeerMissing
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKERS = 8
+SHARED_RUNS = 4
+
+
+def _server() -> str:
+    dsn = os.environ.get("RUNKERNEL_BENCH_POSTGRES_DSN") or os.environ.get("RUNKERNEL_TEST_POSTGRES_DSN")
+    if not dsn:
+        raise PeerMissing("PostgreSQL server not installed or not named: set RUNKERNEL_BENCH_POSTGRES_DSN")
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as error:
+        raise PeerMissing(f"the postgres extra is not installed ({error})") from None
+    return dsn
+
+
+def _fresh_store(tag: str) -> str:
+    """A new, initialized store in a schema of its own, dropped at exit."""
+    from runkernel.adapters.postgres_schema import drop_store, init_postgres
+
+    parts = urllib.parse.urlsplit(_server())
+    query = urllib.parse.parse_qsl(parts.query) + [("schema", f"rk_bench_{tag}_{os.getpid()}")]
+    url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
+    drop_store(url)
+    init_postgres(url)
+    atexit.register(drop_store, url)
+    return url
+
+
+def postgres_commit(sizes: Sizes, scratch: Path) -> Prepared:
+    """``PostgresStore.append`` vs a bare psycopg INSERT+COMMIT of the same line, on one
+    connection to the same server, into a table keyed like the commit log."""
+    import psycopg
+
+    from runkernel.adapters.postgres_schema import split_url
+    from runkernel.adapters.postgres_store import PostgresStore
+
+    url = _fresh_store("commit")
+    store = PostgresStore(url)
+    conninfo, schema = split_url(url)
+    raw = psycopg.connect(conninfo)
+    raw.execute(f"CREATE TABLE {schema}.lines (k text NOT NULL, v bigint NOT NULL, line text NOT NULL, PRIMARY KEY (k, v))")
+    raw.commit()
+    insert = f"INSERT INTO {schema}.lines (k, v, line) VALUES (%s, %s, %s)".encode()
+    count = sizes.commits_per_round
+    rounds, serial = itertools.count(), itertools.count()
+    pending: list[list[str]] = []
+
+    def runkernel() -> Sample:
+        commits = list(itertools.islice(subject.history_commits(f"pg{next(rounds)}", tool_steps=True), count))
+        pending.append([subject.encode_commit(c) for c in commits])
+        started = time.perf_counter()
+        for commit in commits:
+            subject.append(store, commit)
+        return Sample(time.perf_counter() - started, count)
+
+    def limit() -> Sample:
+        lines = pending.pop() if pending else []
+        started = time.perf_counter()
+        for line in lines:
+            raw.execute(insert, ("t", next(serial), line))
+            raw.commit()
+        return Sample(time.perf_counter() - started, max(len(lines), 1))
+
+    return Prepared({"runkernel": runkernel, "raw": limit})
+
+
+def postgres_workers(sizes: Sizes, scratch: Path) -> Prepared:
+    """8 processes append text steps to the same few Runs for a fixed time; each append
+    wins or gets a typed conflict. The figure is the sum over the processes."""
+    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.conformance.runs import activate
+
+    url = _fresh_store("workers")
+    seconds = 0.5 if sizes.quick else 5.0
+    rounds = itertools.count()
+
+    def race() -> Sample:
+        prefix = f"w{next(rounds)}"
+        store = PostgresStore(url)
+        for index in range(SHARED_RUNS):
+            decision = activate(f"{prefix}-t{index}", f"{prefix}-r{index}")
+            assert decision.commit is not None
+            store.append(decision.commit)
+        store.close()
+        racers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "bench.postgres", url, prefix, f"p{n}", str(seconds)],
+                cwd=ROOT, stdout=subprocess.PIPE, text=True,
+            )
+            for n in range(WORKERS)
+        ]
+        results = [json.loads(r.communicate(timeout=seconds * 20 + 60)[0]) for r in racers]
+        wins = sum(int(r["wins"]) for r in results)
+        conflicts = sum(int(r["conflicts"]) for r in results)
+        elapsed = max(float(r["seconds"]) for r in results)
+        return Sample(elapsed, wins, {"conflicts": float(conflicts), "commits": float(wins)})
+
+    return Prepared({"runkernel": race})
+
+
+def _racer(url: str, prefix: str, me: str, seconds: float) -> dict[str, Any]:
+    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.store import CommitConflict
+    from runkernel.conformance.runs import step
+    from runkernel.kernel.protocol import InferenceResult
+
+    store = PostgresStore(url)
+    wins = conflicts = 0
+    started = time.perf_counter()
+    for seq in itertools.count():
+        if time.perf_counter() - started >= seconds:
+            break
+        run_id = f"{prefix}-r{seq % SHARED_RUNS}"
+        snapshot = store.run(run_id)
+        assert snapshot is not None
+        try:
+            store.append(step(snapshot, InferenceResult(f"{me}-{seq}")).commit)  # type: ignore[arg-type]
+        except CommitConflict:
+            conflicts += 1
+        else:
+            wins += 1
+    elapsed = time.perf_counter() - started
+    store.close()
+    return {"wins": wins, "conflicts": conflicts, "seconds": elapsed}
+
+
+if __name__ == "__main__":
+    print(json.dumps(_racer(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]))))

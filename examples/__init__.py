@@ -1,0 +1,1 @@
+"""Example host applications for ``runkernel worker --app``."""

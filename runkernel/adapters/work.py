@@ -1,0 +1,91 @@
+"""What a store keeps per Run so that workers find work and ``runkernel runs`` lists
+Runs without decoding any history: a summary row, rewritten by each commit in its own
+transaction (constant size, so the cost model holds).
+
+A Run has work (DESIGN.md, Workers and leases) when nobody holds a valid lease on it
+and it is Running (new, or orphaned by a worker that died), or it has a pending inbox
+command (Awaiting, or Ended with commands left to refuse), or it is Awaiting a wait
+whose time came (a due timer, an expired approval).
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from attrs import frozen
+
+from runkernel.kernel.state import Awaiting, CallAwaiting, Ended, Running, RunSnapshot
+from runkernel.kernel.values import WaitKind, instant
+
+
+@frozen
+class RunSummary:
+    """One Run as ``runkernel runs`` lists it and work discovery filters it."""
+
+    run_id: str
+    thread_id: str
+    state: str  # "running" | "awaiting" | "ended"
+    step: int
+    version: int
+    app: str | None
+    #: what an Awaiting Run waits for (the wait kind), else None
+    waiting_for: str | None
+    #: an Awaiting Run's due timer or approval deadline, in seconds since the epoch
+    #: (the clock leases use), else None
+    wake_at: float | None
+
+
+def state_name(snapshot: RunSnapshot) -> str:
+    """The disposition's name, as the trace spells it."""
+    match snapshot.state:
+        case Running():
+            return "running"
+        case Awaiting():
+            return "awaiting"
+        case Ended():
+            return "ended"
+        case _:
+            assert_never(snapshot.state)
+
+
+def wake_time(snapshot: RunSnapshot) -> float | None:
+    """When an Awaiting Run's wait needs a worker without any command: a scheduled
+    call's due time, or an approval's deadline. None otherwise (or unreadable)."""
+    if not isinstance(snapshot.state, Awaiting):
+        return None
+    batch = snapshot.open_batch
+    call = batch.call(snapshot.state.ticket.call_id) if batch else None
+    if call is None or not isinstance(call.status, CallAwaiting):
+        return None
+    wait = call.status.wait
+    when = wait.due_at if wait.kind is WaitKind.SCHEDULED else wait.expires_at
+    if when is None:
+        return None
+    try:
+        return instant(when).timestamp()
+    except ValueError:
+        return None
+
+
+def summary_of(snapshot: RunSnapshot, app: str | None) -> RunSummary:
+    """The summary row of a Run's latest snapshot."""
+    waiting = snapshot.state.ticket.wait.value if isinstance(snapshot.state, Awaiting) else None
+    return RunSummary(
+        snapshot.run_id,
+        snapshot.thread_id,
+        state_name(snapshot),
+        snapshot.step,
+        snapshot.version,
+        app,
+        waiting,
+        wake_time(snapshot),
+    )
+
+
+def has_work(summary: RunSummary, has_pending_command: bool, now: float) -> bool:
+    """Whether an unleased Run needs a worker now (the rule every store's query keeps)."""
+    if has_pending_command:
+        return True
+    if summary.state == "running":
+        return True
+    return summary.state == "awaiting" and summary.wake_at is not None and summary.wake_at <= now

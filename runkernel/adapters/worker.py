@@ -1,0 +1,252 @@
+"""The worker: finds Runs of its app that have work, leases each, drives it until it is
+quiet, releases it (DESIGN.md, Workers and leases; the CLI's ``runkernel worker``).
+
+Work is found by polling the store (``Store.runs_with_work``): Runs Running and
+unleased (new, or orphaned by a worker that died), Runs with an inbox command, expired
+approvals and due timers. Driving is the pull-mode runtime's (a ``RuntimeApp``) or the
+host's own through a push-mode driver (a ``PushApp``); either way under this worker's
+leases, so a commit that loses or a lease that is gone stops that Run at once.
+
+``shutdown()`` (what SIGTERM and SIGINT call) lets the commit in flight finish, starts
+nothing new, releases every lease, and ``run()`` returns.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+from collections.abc import Callable
+
+from attrs import define
+
+from runkernel.adapters.driver import Driver
+from runkernel.adapters.driver_actions import DriverStopped
+from runkernel.adapters.ports import Clock, IdSource, SecretIds, utc_now
+from runkernel.adapters.runtime import Acknowledged, Runtime, RuntimeEvent
+from runkernel.adapters.store import CommitConflict, LeaseHeld, LeaseLost, Store, StoreError
+from runkernel.adapters.worker_app import PushApp, RuntimeApp, WorkerApp
+from runkernel.adapters.worker_lease import LeaseKeeper
+from runkernel.kernel.protocol import Commit, Execute, QueryStatus, RequestInference, RunGate
+from runkernel.kernel.state import Running
+
+#: Called by a worker with every Run it looks for beside ``runs_with_work``: the hook
+#: for work the store finds another way (e.g. parents whose concurrent children ended,
+#: issue 12). Returns Run ids; the worker leases and drives each like any other.
+ExtraWork = Callable[[Store, str], list[str]]
+
+
+@define
+class WorkerReport:
+    """What a worker did (counts; printed by ``runkernel worker`` and the race test)."""
+
+    drives: int = 0
+    commits: int = 0
+    #: leases taken on a Run some other worker had leased before (epoch > 1)
+    takeovers: int = 0
+    #: Runs another worker held when this one tried to take them
+    contended: int = 0
+    #: drives stopped because a commit lost (another writer won)
+    conflicts: int = 0
+    #: drives stopped because the lease was gone
+    leases_lost: int = 0
+    #: drives stopped by a store or app failure (the Run is picked up again later)
+    failures: int = 0
+
+
+def default_worker_id() -> str:
+    """Unique per process: host, pid and 48 random bits."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+
+
+class Worker:
+    """Drives every Run of ``app`` that has work, one at a time, under leases.
+
+    ``Worker(store, app, worker_id=..., lease_duration=30.0, poll_interval=1.0)``;
+    ``run_once()`` drives until nothing is runnable, ``run()`` polls until
+    ``shutdown()``. One worker per thread of control (its store is its own).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        app: WorkerApp,
+        *,
+        worker_id: str | None = None,
+        lease_duration: float = 30.0,
+        lease_margin: float | None = None,
+        poll_interval: float = 1.0,
+        batch: int = 50,
+        ids: IdSource | None = None,
+        clock: Clock = utc_now,
+        extra_work: ExtraWork | None = None,
+        on_event: Callable[[RuntimeEvent], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.app = app
+        self.worker_id = worker_id or default_worker_id()
+        self.leases = LeaseKeeper(store, self.worker_id, duration=lease_duration, margin=lease_margin)
+        self.poll_interval = poll_interval
+        self.batch = batch
+        self.ids = ids or SecretIds()
+        self.clock = clock
+        self.extra_work = extra_work
+        self.report = WorkerReport()
+        self._on_event = on_event
+        self._stopping = threading.Event()
+        self._runtime = self._make_runtime() if isinstance(app, RuntimeApp) else None
+
+    # --- public ---------------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        """True once ``shutdown()`` was called."""
+        return self._stopping.is_set()
+
+    def shutdown(self) -> None:
+        """Finish the commit in flight, start nothing new, release leases, return from
+        ``run()``/``run_once()``. Safe to call from a signal handler."""
+        self._stopping.set()
+
+    def run_once(self) -> WorkerReport:
+        """Drive Runs until none of this app has work this worker can make progress on;
+        Runs that made no progress in this call (a reconnect tool still running) are
+        not retried by it."""
+        stalled: dict[str, int] = {}
+        try:
+            while not self.stopping:
+                found = [r for r in self._work() if r not in stalled or self._version(r) != stalled[r]]
+                if not found:
+                    break
+                for run_id in found:
+                    if self.stopping:
+                        break
+                    before = self._version(run_id)
+                    self.drive(run_id)
+                    if self._version(run_id) == before:
+                        stalled[run_id] = before
+        finally:
+            self.leases.release_all()
+        return self.report
+
+    def run(self) -> WorkerReport:
+        """Poll for work and drive it until ``shutdown()``."""
+        try:
+            while not self.stopping:
+                found = self._work()
+                for run_id in found:
+                    if self.stopping:
+                        break
+                    self.drive(run_id)
+                if not found:
+                    self._stopping.wait(self.poll_interval)
+        finally:
+            self.leases.release_all()
+        return self.report
+
+    def drive(self, run_id: str) -> None:
+        """Lease ``run_id``, drive it until it is quiet (or this worker must stop),
+        release the lease. Every refusal is counted, never raised: another worker (or
+        a later poll) continues the Run from committed facts."""
+        self.report.drives += 1
+        try:
+            lease = self.leases.take(run_id)
+        except LeaseHeld:
+            self.report.contended += 1
+            return
+        except StoreError:
+            self.report.failures += 1
+            return
+        if lease.epoch > 1 and self._taken_over(run_id):
+            self.report.takeovers += 1
+        try:
+            if isinstance(self.app, RuntimeApp):
+                self._drive_pull(run_id)
+            else:
+                self._drive_push(self.app, run_id)
+        except CommitConflict:
+            self.report.conflicts += 1
+            self.leases.forget(run_id)
+        except LeaseLost:
+            self.report.leases_lost += 1
+            self.leases.forget(run_id)
+        except (LeaseHeld, StoreError):
+            self.report.failures += 1
+        finally:
+            self.leases.release(run_id)
+
+    # --- driving ----------------------------------------------------------------------
+
+    def _make_runtime(self) -> Runtime:
+        assert isinstance(self.app, RuntimeApp)
+        return Runtime(
+            self.store,
+            self.app.model,
+            self.app.tools,
+            gate=self.app.gate,
+            observer=self.app.observer,
+            ids=self.ids,
+            clock=self.clock,
+            on_event=self._event,
+            leases=self.leases,
+            app=self.app.name,
+        )
+
+    def _drive_pull(self, run_id: str) -> None:
+        assert self._runtime is not None
+        drive = self._runtime.begin_drive(run_id)
+        while not drive.step():
+            if self.stopping and not _commit_next(drive.decision.effects, drive.index):
+                return  # the commit in flight is done; start nothing new
+
+    def _drive_push(self, app: PushApp, run_id: str) -> None:
+
+
+
+        driver = Driver(self.store, app.tools, ids=self.ids, clock=self.clock, leases=self.leases, app=app.name)
+        try:
+            action = driver.pick_up(run_id)
+            app.serve(driver, action)
+        except DriverStopped as stopped:
+            cause = stopped.__cause__
+            if isinstance(cause, (CommitConflict, LeaseLost)):
+                raise cause from None
+            self.report.failures += 1
+
+    def _event(self, event: RuntimeEvent) -> None:
+        if isinstance(event, Acknowledged):
+            self.report.commits += 1
+        if self._on_event is not None:
+            self._on_event(event)
+
+    # --- discovery ----------------------------------------------------------------------
+
+    def _work(self) -> list[str]:
+        found = self.store.runs_with_work(self.app.name, self.batch)
+        if self.extra_work is not None:
+            found += [r for r in self.extra_work(self.store, self.app.name) if r not in found]
+        return found
+
+    def _version(self, run_id: str) -> int:
+        snapshot = self.store.run(run_id)
+        return -1 if snapshot is None else snapshot.version
+
+    def _taken_over(self, run_id: str) -> bool:
+        """Whether the Run's last commit was written under another worker's lease."""
+        snapshot = self.store.run(run_id)
+        if snapshot is None or not isinstance(snapshot.state, Running):
+            return False
+        writer = self.store.writer_of(snapshot.thread_id, snapshot.version)
+        return writer is not None and writer.worker_id != self.worker_id
+
+
+def _commit_next(effects: tuple[object, ...], index: int) -> bool:
+    """Whether a commit of the current decision is still to be made before anything
+    that asks the world (hooks and sinks before it are only notifications)."""
+    for effect in effects[index:]:
+        if isinstance(effect, Commit):
+            return True
+        if isinstance(effect, (Execute, RequestInference, RunGate, QueryStatus)):
+            return False
+    return False

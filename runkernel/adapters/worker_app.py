@@ -1,0 +1,96 @@
+"""What ``runkernel worker --app MODULE:ATTR`` loads: a host application, in one of
+two kinds, and how it is found (like ``uvicorn module:app``).
+
+- ``RuntimeApp``: ports for the pull-mode runtime (model, tools with their policies,
+  gate, observer); the worker's runtime calls them.
+- ``PushApp``: a host that calls its model and tools itself; the worker hands it a
+  push-mode ``Driver`` already holding the Run (and its lease) and the first action,
+  and the host answers actions until the driver says ``WaitFor`` or ``Done``.
+
+Either has a ``name``: the ``app`` its Runs record at activation. A worker drives only
+Runs whose app is its app's name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from attrs import frozen
+
+from runkernel.adapters.ports import GatePort, ModelPort, Observer, ToolRegistry
+from runkernel.errors import RunkernelError
+from runkernel.kernel.policies import ToolPolicy
+
+if TYPE_CHECKING:
+    from runkernel.adapters.driver import Driver
+    from runkernel.adapters.driver_actions import Action
+
+
+class AppLoadError(RunkernelError):
+    """``MODULE:ATTR`` does not name a worker app."""
+
+
+@frozen
+class RuntimeApp:
+    """A worker app for the pull-mode runtime: its name and its ports."""
+
+    name: str
+    model: ModelPort
+    tools: ToolRegistry
+    gate: GatePort | None = None
+    observer: Observer | None = None
+
+
+@runtime_checkable
+class PushApp(Protocol):
+    """A worker app that drives Runs itself through the push-mode driver."""
+
+    @property
+    def name(self) -> str:
+        """The app its Runs record at activation."""
+        ...
+
+    @property
+    def tools(self) -> Mapping[str, ToolPolicy]:
+        """Every tool the model may call, with its recovery policy."""
+        ...
+
+    def serve(self, driver: Driver, action: Action) -> None:
+        """Carry out ``action`` and each next one the driver answers, until it is a
+        ``WaitFor`` or ``Done`` (or the driver raises): the Run is then quiet."""
+        ...
+
+
+WorkerApp = RuntimeApp | PushApp
+
+
+def load_app(spec: str) -> WorkerApp:
+    """The app ``MODULE:ATTR`` names (ATTR may be dotted; a callable that is not an app
+    is called with no arguments, as an app factory). The working directory is on the
+    import path, as for ``uvicorn``."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise AppLoadError(f"--app {spec!r}: expected MODULE:ATTR, e.g. examples.demo_app:app")
+    if str(Path.cwd()) not in sys.path and "" not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        found: object = importlib.import_module(module_name)
+    except ImportError as error:
+        raise AppLoadError(f"--app {spec!r}: cannot import {module_name!r}: {error}") from None
+    for part in attr.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise AppLoadError(f"--app {spec!r}: {module_name!r} has no attribute {attr!r}") from None
+    if not isinstance(found, (RuntimeApp, PushApp)) and callable(found):
+        found = found()
+    if isinstance(found, (RuntimeApp, PushApp)):
+        return found
+    raise AppLoadError(
+        f"--app {spec!r} is a {type(found).__name__}, not a worker app: "
+        "give a runkernel.RuntimeApp or an object with name, tools and serve(driver, action)"
+    )

@@ -1,0 +1,96 @@
+"""Eight processes commit to the same Runs on PostgreSQL at once: each append either
+wins or gets a typed conflict, and the log holds every win exactly once (0 lost, 0
+duplicated), versions 1..n without gap."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+
+from postgres_support import postgres_url
+from runkernel.conformance import append_all
+from runkernel.conformance.runs import activate
+from runkernel.kernel.values import Role
+
+__all__ = ["postgres_url"]
+
+PROCESSES = 8
+RUNS = 3
+TARGET_VERSION = 50  # per Thread
+
+_RACER = textwrap.dedent(
+    """
+    import json, sys
+    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.store import CommitConflict
+    from runkernel.conformance.runs import step
+    from runkernel.kernel.protocol import InferenceResult
+
+    url, me, runs, target = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    store = PostgresStore(url)
+    wins, conflicts, seq = [], 0, 0
+    done = set()
+    while len(done) < runs:
+        for index in range(runs):
+            run_id = f"r{index}"
+            snapshot = store.run(run_id)
+            if snapshot.version >= target:
+                done.add(run_id)
+                continue
+            seq += 1
+            tag = f"{me}-{seq}"
+            commit = step(snapshot, InferenceResult(tag)).commit
+            try:
+                store.append(commit)
+            except CommitConflict:
+                conflicts += 1
+            else:
+                wins.append(tag)
+    store.close()
+    print(json.dumps({"wins": wins, "conflicts": conflicts}))
+    """
+)
+
+
+def test_eight_processes_race_on_the_same_runs_and_lose_nothing(postgres_url: str) -> None:
+    from runkernel.adapters.postgres_store import PostgresStore
+
+    store = PostgresStore(postgres_url)
+    for index in range(RUNS):
+        decision = activate(f"t{index}", f"r{index}")
+        assert decision.commit is not None
+        append_all(store, [decision.commit])
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, postgres_url, f"p{n}", str(RUNS), str(TARGET_VERSION)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(PROCESSES)
+    ]
+    results = []
+    for racer in racers:
+        out, _ = racer.communicate(timeout=300)
+        assert racer.returncode == 0
+        results.append(json.loads(out))
+    wins = [tag for r in results for tag in r["wins"]]
+    conflicts = sum(r["conflicts"] for r in results)
+    logged: Counter[str] = Counter()
+    for index in range(RUNS):
+        commits = list(store.commits(f"t{index}"))
+        assert [c.version for c in commits] == list(range(1, TARGET_VERSION + 1))
+        logged.update(m.content for c in commits[1:] for m in c.messages if m.role is Role.ASSISTANT)
+    store.close()
+    lost = len(set(wins) - set(logged))
+    duplicated = sum(n - 1 for n in logged.values() if n > 1) + len(wins) - len(set(wins))
+    unknown = len(set(logged) - set(wins))
+    print(
+        f"race: processes {PROCESSES}, runs {RUNS}, wins {len(wins)}, conflicts {conflicts}, "
+        f"lost {lost}, duplicated {duplicated}, unclaimed {unknown}"
+    )
+    assert len(wins) == RUNS * (TARGET_VERSION - 1)
+    assert conflicts > 0  # they did race
+    assert lost == 0 and duplicated == 0 and unknown == 0
