@@ -48,7 +48,7 @@ from runkernel.adapters.ports import (
 )
 from runkernel.adapters.store import Store, StoreError, StoreUnavailable
 from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
-from runkernel.kernel.state import EndCause, Message, RunSnapshot, ToolCall, TypedError
+from runkernel.kernel.state import EndCause, Message, RunSnapshot, Staged, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
 
@@ -242,8 +242,9 @@ def inferred_report(
     calls: Sequence[CallRequest],
     end: EndCauseKind | None,
     metadata: JsonValue,
+    staged: Staged | None = None,
 ) -> Report:
-    return Inferred(content, tuple(calls), end, metadata)
+    return Inferred(content, tuple(calls), end, metadata, staged)
 
 
 def end_report(kind: EndCauseKind, error: TypedError | None) -> Report:

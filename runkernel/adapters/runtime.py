@@ -27,10 +27,12 @@ from runkernel.adapters.ports import (
     Failed,
     GatePort,
     Hold,
+    HookPort,
     IdSource,
     InferenceRequest,
     Lost,
     ModelPort,
+    NoHooks,
     NullObserver,
     Observer,
     Permit,
@@ -206,8 +208,10 @@ class Runtime:
         crash: CrashPlan | None = None,
         on_event: Callable[[RuntimeEvent], None] | None = None,
         self_check: bool = False,
+        hooks: HookPort | None = None,
     ) -> None:
-        """``self_check`` makes ``decide`` and ``recover`` judge each commit they build
+        """``hooks`` answer StepStart/BeforeInference (staged state, request-only context)
+        and AfterTool (a reaction). ``self_check`` makes ``decide`` and ``recover`` judge each commit they build
         before the store judges it again (tests and the simulator; off in production)."""
         self.store = store
         self.model = model
@@ -220,6 +224,7 @@ class Runtime:
         self.crash = crash or NeverCrash()
         self.on_event = on_event or (lambda _event: None)
         self.self_check = self_check
+        self.hooks = hooks or NoHooks()
         self.terminus: DeliverTerminus | None = None
         self._polls: dict[str, int] = {}
         #: Runs that may have a stream checkpoint in the store (saved or found by this
@@ -369,6 +374,7 @@ class Runtime:
         if saved is not None:
             self.checkpointed.add(state.run_id)
         partial = saved.data if saved is not None and saved.step == effect.step else None
+        staging = self.hooks.before_inference(state.run_id, effect.step, state.staged)
         request = InferenceRequest(
             state.thread_id,
             state.run_id,
@@ -376,10 +382,11 @@ class Runtime:
             messages.so_far(),
             partial,
             _Stream(self, state.run_id, effect.step),
+            staging.context,
         )
         reply = self.model.infer(request)
         if not reply.calls:
-            return InferenceResult(reply.content, end=reply.end)
+            return InferenceResult(reply.content, end=reply.end, staged=staging.staged)
         calls = tuple(
             ProposedCall(
                 call.call_id or self.ids.new_id("call"),
@@ -389,7 +396,7 @@ class Runtime:
             )
             for call in reply.calls
         )
-        return InferenceResult(reply.content, calls, self.ids.new_id("batch"))
+        return InferenceResult(reply.content, calls, self.ids.new_id("batch"), staged=staging.staged)
 
     def _gate(self, state: RunSnapshot, effect: RunGate) -> Input:
         answer = self.gate.check(state.run_id, effect.call)
@@ -411,6 +418,7 @@ class Runtime:
     def _execute(self, state: RunSnapshot, effect: Execute) -> Input:
         tool = self.tools.get(effect.tool)
         outcome: ToolOutcome
+        reaction: JsonValue = None
         if tool is None:
             outcome = ToolFailure({"type": "UnknownTool", "message": f"no tool named {effect.tool!r}"})
         else:
@@ -418,6 +426,7 @@ class Runtime:
                 state.run_id, effect.call_id, effect.operation_id, effect.attempt, effect.arguments, effect.resume_value
             )
             reply = tool.run(invocation)
+            reaction = self.hooks.after_tool(state.run_id, effect.call_id, effect.attempt, reply)
             match reply:
                 case Returned():
                     outcome = ToolOutput(reply.value)
@@ -437,7 +446,7 @@ class Runtime:
             outcome = ToolFailure({"type": "NotJson", "message": f"the tool returned a value that is not JSON: {problem}"})
         if self.crash.crash_here(Boundary.AFTER_EFFECT, Position.CALL_RESULT):
             raise SimulatedCrash(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
-        return ToolFinished(effect.call_id, effect.attempt, outcome)
+        return ToolFinished(effect.call_id, effect.attempt, outcome, reaction)
 
     def _query(self, effect: QueryStatus) -> Input:
         self._polls[effect.operation_id] = self._polls.get(effect.operation_id, 0) + 1

@@ -31,6 +31,7 @@ from runkernel.kernel.state import (
     ResumeTicket,
     RunDisposition,
     Running,
+    Staged,
     ThreadCommit,
     ToolCall,
     ToolResult,
@@ -102,6 +103,8 @@ def call_to_json(call: ToolCall) -> dict[str, JsonValue]:
         out["result"] = {"kind": status.result.kind.value, "value": status.result.value}
     elif isinstance(status, CallIndeterminate):
         out["reason"] = status.reason.value
+    if call.reaction is not None:
+        out["reaction"] = call.reaction
     if call.policy is not None:
         out["policy"] = policy_to_json(call.policy)
     return out
@@ -164,7 +167,7 @@ def event_to_json(event: Event) -> dict[str, JsonValue]:
 
 def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
     """One ``runkernel/2`` trace line as a dict (serialize with any JSON encoder)."""
-    return {
+    out: dict[str, JsonValue] = {
         "trace": TRACE_FORMAT,
         "thread_id": commit.thread_id,
         "run_id": commit.run_id,
@@ -175,6 +178,9 @@ def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
         "messages": [message_to_json(m) for m in commit.messages],
         "events": [event_to_json(e) for e in commit.events],
     }
+    if commit.staged is not None:
+        out["staged"] = commit.staged.value  # absent: unchanged; null: cleared
+    return out
 
 
 def upgrade_v1_line(obj: dict[str, Any]) -> dict[str, Any]:
@@ -334,6 +340,7 @@ def call_from_json(obj: Mapping[str, Any], path: str) -> ToolCall:
         operation_id=_field(obj, "operation_id", str, path),
         status=_status_from_json(obj, path),
         policy=policy_from_json(obj.get("policy"), f"{path}.policy"),
+        reaction=obj.get("reaction"),
     )
 
 
@@ -468,6 +475,7 @@ def commit_from_json(value: Any) -> ThreadCommit:
             batch=batch_from_json(obj["batch"], "batch"),
             messages=tuple(message_from_json(_object(m, f"messages[{i}]"), f"messages[{i}]") for i, m in enumerate(messages)),
             events=tuple(event_from_json(_object(e, f"events[{i}]"), f"events[{i}]") for i, e in enumerate(events)),
+            staged=Staged(obj["staged"]) if "staged" in obj else None,
         )
     except TraceFormatError:
         raise

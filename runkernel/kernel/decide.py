@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import assert_never
 
+import attrs
+
 from runkernel.kernel.effects_plan import next_step_effects
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.planning import (
@@ -157,7 +159,8 @@ def _carried_values(event: Input) -> list[JsonValue]:
         case Activate():
             return [[m.content, [u.arguments for u in m.tool_calls or ()]] for m in event.messages]
         case InferenceResult():
-            return [event.content, [c.arguments for c in event.calls]]
+            staged = [] if event.staged is None else [event.staged.value]
+            return [event.content, [c.arguments for c in event.calls], staged]
         case GateVerdict():
             verdict = event.verdict
             if isinstance(verdict, Block):
@@ -170,10 +173,10 @@ def _carried_values(event: Input) -> list[JsonValue]:
         case ToolFinished():
             outcome = event.outcome
             if isinstance(outcome, ToolOutput):
-                return [outcome.value]
+                return [outcome.value, event.reaction]
             if isinstance(outcome, ToolFailure):
-                return [outcome.error]
-            return []
+                return [outcome.error, event.reaction]
+            return [event.reaction]
         case StatusReport():
             return [event.value]
         case EndRequest():
@@ -239,13 +242,16 @@ def _inference(
                 return Rejection(
                     Rule.EDGE_CONDITION, "outcome_unknown ends a run on an Indeterminate call, not on text"
                 )
-            decision = end_run(state, None, EndCause(end), messages=(message,), step=step)
+            decision = end_run(
+                state, None, EndCause(end), messages=(message,), step=step, staged=event.staged
+            )
             return Decision(
                 decision.state,
                 (RunHook(Hook.AFTER_INFERENCE), RunHook(Hook.STEP_END)) + decision.effects,
             )
         commit, after = build_commit(
-            state, disposition=Running(), batch=state.batch, messages=(message,), step=step
+            state, disposition=Running(), batch=state.batch, messages=(message,), step=step,
+            staged=event.staged,
         )
         return Decision(
             after,
@@ -277,7 +283,8 @@ def _inference(
         tool_calls=tuple(ToolUse(c.call_id, c.tool, c.arguments) for c in event.calls),
     )
     commit, after = build_commit(
-        state, disposition=Running(), batch=batch, messages=(message,), step=step
+        state, disposition=Running(), batch=batch, messages=(message,), step=step,
+        staged=event.staged,
     )
     return Decision(
         after, (RunHook(Hook.AFTER_INFERENCE), Commit(commit), RunGate(batch.calls[0]))
@@ -374,11 +381,13 @@ def _tool_finished(
     attempt = event.attempt
     outcome = event.outcome
     after_tool = (RunHook(Hook.AFTER_TOOL, call.call_id),)
+    # the reaction is committed with the terminal result, never with a retry or a wait
+    ends = attrs.evolve(call, reaction=event.reaction)
     decision: Decision | Rejection
     match outcome:
         case ToolOutput():
             status: CallStatus = CallCompleted(attempt, ToolResult(ResultKind.OUTPUT, outcome.value))
-            decision = settle(state, replace_status(batch, call, status), policies)
+            decision = settle(state, replace_status(batch, ends, status), policies)
         case ToolFailure():
             retry = call.policy_or(policies.for_tool(call.tool)).retry
             if outcome.retryable and attempt < retry.max_attempts:
@@ -395,7 +404,7 @@ def _tool_finished(
                 )
             else:
                 status = CallCompleted(attempt, ToolResult(ResultKind.ERROR, outcome.error))
-                decision = settle(state, replace_status(batch, call, status), policies)
+                decision = settle(state, replace_status(batch, ends, status), policies)
         case ToolDelegated():
             wait = Wait(WaitKind.DELEGATION, outcome.ticket_id, child=outcome.child)
             decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
@@ -404,7 +413,7 @@ def _tool_finished(
             decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
         case ToolOutcomeLost():
             status = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
-            decision = settle(state, replace_status(batch, call, status), policies)
+            decision = settle(state, replace_status(batch, ends, status), policies)
         case _:
             assert_never(outcome)
     if isinstance(decision, Rejection):

@@ -44,6 +44,7 @@ from runkernel.kernel.state import (
     RunDisposition,
     Running,
     RunSnapshot,
+    Staged,
     ThreadCommit,
     ThreadHead,
     ToolCall,
@@ -71,6 +72,7 @@ def build_commit(
     messages: Sequence[Message] = (),
     events: Sequence[Event] = (),
     step: int | None = None,
+    staged: Staged | None = None,
 ) -> tuple[ThreadCommit, RunSnapshot]:
     """A commit on top of ``prev`` and the snapshot it produces (judged by the store, or
     by ``check_decision`` when the caller asks for the self-check)."""
@@ -83,6 +85,7 @@ def build_commit(
         batch=batch,
         messages=tuple(messages),
         events=tuple(events),
+        staged=staged,
     )
     return commit, successor(prev, commit)
 
@@ -189,6 +192,7 @@ def end_run(
     messages: Sequence[Message] = (),
     events: Sequence[Event] = (),
     step: int | None = None,
+    staged: Staged | None = None,
 ) -> Decision:
     """End the Run, closing every open call and publishing one result per call."""
     published: tuple[Message, ...] = ()
@@ -202,6 +206,7 @@ def end_run(
         messages=tuple(messages) + published,
         events=events,
         step=step,
+        staged=staged,
     )
     effects: tuple[Effect, ...] = (Commit(commit),)
     if published and batch is not None:

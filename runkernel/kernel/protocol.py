@@ -20,6 +20,7 @@ from runkernel.kernel.state import (
     Message,
     ResumeTicket,
     RunSnapshot,
+    Staged,
     ThreadCommit,
     ToolCall,
     Wait,
@@ -88,12 +89,16 @@ class InferenceResult:
     """One complete inference result: text, or a complete tool-call batch.
 
     ``end`` set on a text-only result commits that EndCause with the message.
+    ``staged`` is what StepStart and BeforeInference answered for this Step: committed
+    as the Run's staged state with this result (None: leave it unchanged). The hooks'
+    request-only context went to the inference request only and is never an input.
     """
 
     content: JsonValue
     calls: tuple[ProposedCall, ...] = ()
     batch_id: str | None = None
     end: EndCauseKind | None = None
+    staged: Staged | None = None
 
 
 @frozen
@@ -178,11 +183,18 @@ ToolOutcome: TypeAlias = ToolOutput | ToolFailure | ToolDelegated | ToolSchedule
 
 @frozen
 class ToolFinished:
-    """What attempt ``attempt`` of a call ended with."""
+    """What attempt ``attempt`` of a call ended with.
+
+    ``reaction`` is AfterTool's answer for this attempt: committed with the call's
+    terminal result (None: no reaction). An attempt that does not end the call (a retry,
+    a wait) commits no reaction: like any staging that is not committed it is lost, and
+    AfterTool answers again after the attempt that ends the call.
+    """
 
     call_id: str
     attempt: int
     outcome: ToolOutcome
+    reaction: JsonValue = None
 
 
 class OperationStatus(enum.Enum):
@@ -326,7 +338,9 @@ Input: TypeAlias = (
 
 
 class Hook(enum.Enum):
-    """The seed's hooks. They observe; anything they decide comes back as an input."""
+    """The seed's hooks. As effects they observe; what they answer comes back inside an
+    input: StepStart and BeforeInference's staged state in ``InferenceResult.staged``,
+    AfterTool's reaction in ``ToolFinished.reaction``."""
 
     STEP_START = "StepStart"
     BEFORE_INFERENCE = "BeforeInference"

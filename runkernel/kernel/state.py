@@ -143,9 +143,13 @@ class ToolCall:
     operation_id: str = attrs.field(validator=_non_empty)
     status: CallStatus
     policy: ToolPolicy | None = None
+    #: AfterTool's answer, committed with the call's terminal result and immutable like
+    #: it (None: no reaction). Never carried by a call that is not terminal.
+    reaction: JsonValue = attrs.field(default=None, hash=False)
 
     def same_identity(self, other: ToolCall) -> bool:
-        """True when both describe the same call (everything but the status)."""
+        """True when both describe the same call (everything but the status and the
+        reaction, which arrive with the terminal result)."""
         return (
             self.call_id == other.call_id
             and self.tool == other.tool
@@ -305,6 +309,17 @@ RESUMED_EVENT = "resumed"
 
 
 @frozen
+class Staged:
+    """The Run's staged hook state as a commit sets it (``value`` None clears it).
+
+    StepStart and BeforeInference answer with it; it is committed with the Step's next
+    commit. A commit without a ``Staged`` leaves the Run's staged state unchanged.
+    """
+
+    value: JsonValue = attrs.field(hash=False)
+
+
+@frozen
 class ThreadCommit:
     """One validated write: identity, expected version, disposition, deltas, state."""
 
@@ -316,6 +331,8 @@ class ThreadCommit:
     batch: ActiveToolBatch | None
     messages: tuple[Message, ...] = ()
     events: tuple[Event, ...] = ()
+    #: the staged hook state this commit sets; None leaves it unchanged
+    staged: Staged | None = None
 
     @property
     def version(self) -> int:
@@ -358,6 +375,8 @@ class RunSnapshot:
     state: RunState
     batch: ActiveToolBatch | None
     provided_inputs: tuple[ProvidedInput, ...] = ()
+    #: the Run's committed staged hook state (JSON; None when nothing is staged)
+    staged: JsonValue = attrs.field(default=None, hash=False)
 
     def input_for(self, call_id: str) -> JsonValue:
         """The committed input answer for a call of the open batch, or None."""

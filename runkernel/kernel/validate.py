@@ -38,6 +38,7 @@ from runkernel.kernel.validate_calls import (
     Illegal,
     check_disposition_shape,
     check_open_batch,
+    check_reaction,
     require,
     same_batch,
     same_json,
@@ -282,6 +283,7 @@ def successor(prev: RunSnapshot | None, commit: ThreadCommit) -> RunSnapshot:
             step=commit.step,
             state=commit.disposition,
             batch=commit.batch,
+            staged=commit.staged.value if commit.staged is not None else None,
         )
     inputs = prev.provided_inputs if prev.open_batch is not None else ()
     for event in commit.events:
@@ -297,6 +299,7 @@ def successor(prev: RunSnapshot | None, commit: ThreadCommit) -> RunSnapshot:
         state=commit.disposition,
         batch=commit.batch,
         provided_inputs=inputs,
+        staged=commit.staged.value if commit.staged is not None else prev.staged,
     )
 
 
@@ -376,6 +379,7 @@ def _check_new_batch(
         lambda: f"batch {batch.batch_id!r} does not hold exactly the tool-use block's calls in order",
     )
     for call in batch.calls:
+        check_reaction(None, call)
         require(
             isinstance(call.status, CallRequested),
             Rule.BATCH_NEW,

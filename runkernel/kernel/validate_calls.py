@@ -118,7 +118,26 @@ def check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Thr
         )
 
 
+def check_reaction(old: ToolCall | None, new: ToolCall) -> None:
+    """AfterTool's reaction is committed with the call's terminal result and never
+    changes after (I7 extends to it); a call that is not terminal carries none."""
+    if new.reaction is not None:
+        require(
+            is_terminal(new.status),
+            Rule.EDGE_CONDITION,
+            lambda: f"call {new.call_id!r} carries a reaction while {call_phase(new.status).value}; "
+            "a reaction is committed with the call's terminal result",
+        )
+    if old is not None and is_terminal(old.status):
+        require(
+            same_json(old.reaction, new.reaction),
+            Rule.TERMINAL_IMMUTABLE,
+            lambda: f"call {old.call_id!r} is terminal; its committed reaction never changes",
+        )
+
+
 def check_call_change(old: ToolCall, new: ToolCall, *, ending: bool, resuming: bool) -> None:
+    check_reaction(old, new)
     if same_status(old.status, new.status):
         require(
             not (resuming and isinstance(old.status, CallAwaiting)),
@@ -319,7 +338,8 @@ def same_call(new: ToolCall, old: ToolCall) -> bool:
 
 def same_batch(a: ActiveToolBatch, b: ActiveToolBatch) -> bool:
     return a == b and all(
-        same_call(x, y) and same_status(x.status, y.status) for x, y in zip(a.calls, b.calls)
+        same_call(x, y) and same_status(x.status, y.status) and same_json(x.reaction, y.reaction)
+        for x, y in zip(a.calls, b.calls)
     )
 
 
