@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import assert_never
 
+import attrs
+
 from runkernel.adapters.crash import (
     Boundary,
     CrashPlan,
@@ -55,7 +57,7 @@ from runkernel.adapters.runtime_events import (
     RuntimeEvent,
     RuntimeProtocolError,
 )
-from runkernel.adapters.inbox import exact_refusal
+from runkernel.adapters.inbox import exact_refusal, submit_end
 from runkernel.adapters.serial import inbox_to_input
 from runkernel.adapters.store import (
     Checkpoint,
@@ -67,15 +69,20 @@ from runkernel.adapters.store import (
 )
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.decide import decide
+from runkernel.kernel.delegation import executing_delegations, next_to_gate, terminus
 from runkernel.kernel.protocol import (
     Activate,
     Allow,
     Block,
+    CancelChild,
+    ChildEnded,
+    ChildTerminus,
     Commit,
     DeadlinePassed,
     Decision,
     DeliverTerminus,
     Effect,
+    EndRequest,
     Execute,
     GateVerdict,
     InferenceResult,
@@ -87,8 +94,10 @@ from runkernel.kernel.protocol import (
     QueryStatus,
     RequestInference,
     RequireWait,
+    ResumeCommand,
     RunGate,
     RunHook,
+    StartChild,
     StatusReport,
     Supply,
     ToolDelegated,
@@ -106,12 +115,14 @@ from runkernel.kernel.state import (
     Awaiting,
     CallAwaiting,
     CallExecuting,
+    Delegation,
+    EndCause,
     Ended,
     Message,
     RunSnapshot,
     ThreadCommit,
 )
-from runkernel.kernel.values import JsonValue, json_problem
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role, json_problem
 
 MAX_STATUS_POLLS = 5
 
@@ -227,6 +238,8 @@ class Runtime:
         self.hooks = hooks or NoHooks()
         self.terminus: DeliverTerminus | None = None
         self._polls: dict[str, int] = {}
+        #: (parent run, call) of concurrent delegations whose child this drive saw running
+        self._watched: set[tuple[str, str]] = set()
         #: Runs that may have a stream checkpoint in the store (saved or found by this
         #: runtime): only those get a delete, so a Step without one writes nothing extra
         self.checkpointed: set[str] = set()
@@ -260,6 +273,7 @@ class Runtime:
             self.checkpointed.add(run_id)
             if isinstance(state.state, Ended):
                 self._drop_checkpoint(run_id)
+        self._watched = {key for key in self._watched if key[0] != run_id}  # ask the store again
         plan = self._recover(state)
         self.on_event(Recovered(plan.row, state))
         return Drive(self, state, plan.decision, MessageLog(self.store.messages(state.thread_id)))
@@ -278,11 +292,25 @@ class Runtime:
         if isinstance(state.state, Awaiting):
             expired = self._expiry(state)
             return None if expired is None else (expired, None)
+        if state.open_batch is not None and self._quiet_parent(state):
+            return None  # only running children remain: a child's end wakes this Run
         call = state.open_batch.first_open_call() if state.open_batch else None
         if call is not None and isinstance(call.status, CallExecuting):
             if self._polls.get(call.operation_id, 0) >= MAX_STATUS_POLLS:
                 return None  # a reconnect tool still running: leave it for a later drive
         return self._recover(state).decision, None
+
+    def _quiet_parent(self, state: RunSnapshot) -> bool:
+        """Whether the Run's only open work is concurrent delegations whose children
+        this runtime found running (it asks the store once per drive)."""
+        batch = state.open_batch
+        assert batch is not None
+        running = executing_delegations(batch)
+        return (
+            bool(running)
+            and next_to_gate(batch, self.policies) is None
+            and all((state.run_id, c.call_id) in self._watched for c in running)
+        )
 
     def _recover(self, state: RunSnapshot) -> RecoveryDecision:
         if not self.self_check:
@@ -332,6 +360,10 @@ class Runtime:
                 self.observer.publish(run_id, effect.batch)
             case DeliverTerminus():
                 self.terminus = effect
+            case StartChild():
+                return self._start_child(effect)
+            case CancelChild():
+                submit_end(self.store, effect.child.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
             case _:
                 assert_never(effect)
         return None
@@ -456,6 +488,60 @@ class Runtime:
         reply = tool.status(effect.operation_id)
         return StatusReport(effect.call_id, effect.attempt, reply.status, reply.value)
 
+    # --- concurrent delegations ---------------------------------------------------
+
+    def _child_terminus(self, child: Delegation) -> JsonValue | None:
+        """The child's committed terminus, or None while it has not ended."""
+        snapshot = self.store.run(child.run_id)
+        if snapshot is None or not isinstance(snapshot.state, Ended):
+            return None
+        final: JsonValue = None
+        for message in self.store.messages(child.thread_id):
+            if message.role is Role.ASSISTANT:
+                final = message.content
+        return terminus(child.thread_id, child.run_id, snapshot.state.cause, final)
+
+    def _start_child(self, effect: StartChild) -> Input | None:
+        """The executor of a concurrent delegation: activate its child (by its fixed
+        identity, so doing it again after a crash is the same effect), or report the
+        child's terminus if it has ended; a running child leaves the parent quiet."""
+        self._watched.add((effect.parent.run_id, effect.call_id))
+        if self.store.run(effect.child.run_id) is None:
+            head = self.store.thread_head(effect.child.thread_id)
+            activation = decide(
+                None,
+                Activate(
+                    effect.child.thread_id,
+                    effect.child.run_id,
+                    head.version if head else 0,
+                    (Message(Role.USER, effect.arguments),),
+                    parent=effect.parent,
+                ),
+            )
+            if isinstance(activation, Rejection):
+                raise RuntimeProtocolError(activation)
+            assert activation.commit is not None
+            self._commit(None, activation.commit, activation.state)
+            return None
+        ended = self._child_terminus(effect.child)
+        if ended is None:
+            return None
+        return ChildEnded(effect.call_id, effect.attempt, ended)
+
+    def _with_child_termini(
+        self, state: RunSnapshot, command: ResumeCommand | EndRequest
+    ) -> ResumeCommand | EndRequest:
+        """An end request carries the termini its running children already committed."""
+        if not isinstance(command, EndRequest) or state.open_batch is None:
+            return command
+        found = []
+        for call in executing_delegations(state.open_batch):
+            assert call.delegation is not None
+            ended = self._child_terminus(call.delegation)
+            if ended is not None:
+                found.append(ChildTerminus(call.call_id, ended))
+        return attrs.evolve(command, child_termini=tuple(found)) if found else command
+
     # --- inbox and deadlines ------------------------------------------------------
 
     def _next_command(self, state: RunSnapshot) -> tuple[Decision, InboxEntry] | None:
@@ -465,6 +551,7 @@ class Runtime:
             except TraceFormatError as error:
                 self._settle(entry, f"refused: malformed command: {error}")
                 continue
+            command = self._with_child_termini(state, command)
             history = self.store.history(state.run_id)
             verdict = decide(state, command, self.policies, history, self_check=self.self_check)
             if isinstance(verdict, Rejection):

@@ -24,10 +24,12 @@ from runkernel.kernel.state import (
     CallIndeterminate,
     CallRequested,
     CallStatus,
+    Delegation,
     EndCause,
     Ended,
     Event,
     Message,
+    ParentCall,
     ResumeTicket,
     RunDisposition,
     Running,
@@ -107,17 +109,26 @@ def call_to_json(call: ToolCall) -> dict[str, JsonValue]:
         out["reaction"] = call.reaction
     if call.policy is not None:
         out["policy"] = policy_to_json(call.policy)
+    if call.delegation is not None:
+        out["delegation"] = {
+            "thread_id": call.delegation.thread_id,
+            "run_id": call.delegation.run_id,
+            "concurrent": call.delegation.concurrent,
+        }
     return out
 
 
 def policy_to_json(policy: ToolPolicy) -> dict[str, JsonValue]:
     """A call's committed policy: ``retries`` counts the attempts after the first that
     retryable tool errors may use (a retry policy of n attempts has n - 1 retries)."""
-    return {
+    out: dict[str, JsonValue] = {
         "recovery": policy.recovery.mode.value,
         "max_attempts": policy.recovery.max_attempts,
         "retries": policy.retry.max_attempts - 1,
     }
+    if policy.terminal_only_delegation:
+        out["delegation"] = "terminal_only"  # an extra field: the format allows it
+    return out
 
 
 def batch_to_json(batch: ActiveToolBatch | None) -> dict[str, JsonValue] | None:
@@ -180,6 +191,12 @@ def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
     }
     if commit.staged is not None:
         out["staged"] = commit.staged.value  # absent: unchanged; null: cleared
+    if commit.parent is not None:
+        out["parent"] = {
+            "thread_id": commit.parent.thread_id,
+            "run_id": commit.parent.run_id,
+            "call_id": commit.parent.call_id,
+        }
     return out
 
 
@@ -341,7 +358,24 @@ def call_from_json(obj: Mapping[str, Any], path: str) -> ToolCall:
         status=_status_from_json(obj, path),
         policy=policy_from_json(obj.get("policy"), f"{path}.policy"),
         reaction=obj.get("reaction"),
+        delegation=_delegation_from_json(obj.get("delegation"), f"{path}.delegation"),
     )
+
+
+def _delegation_from_json(value: Any, path: str) -> Delegation | None:
+    if value is None:
+        return None
+    obj = _object(value, path)
+    return Delegation(
+        _field(obj, "thread_id", str, path), _field(obj, "run_id", str, path), _field(obj, "concurrent", bool, path)
+    )
+
+
+def _parent_from_json(value: Any, path: str) -> ParentCall | None:
+    if value is None:
+        return None
+    obj = _object(value, path)
+    return ParentCall(_field(obj, "thread_id", str, path), _field(obj, "run_id", str, path), _field(obj, "call_id", str, path))
 
 
 def policy_from_json(value: Any, path: str) -> ToolPolicy | None:
@@ -354,7 +388,8 @@ def policy_from_json(value: Any, path: str) -> ToolPolicy | None:
     retries = _non_negative(_field(obj, "retries", int, path), f"{path}.retries")
     if max_attempts < 1:
         raise TraceFormatError(f"{path}.max_attempts", f"must be >= 1, got {max_attempts}")
-    return ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retries + 1))
+    delegation = obj.get("delegation") == "terminal_only"
+    return ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retries + 1), delegation)
 
 
 def batch_from_json(value: Any, path: str) -> ActiveToolBatch | None:
@@ -476,6 +511,7 @@ def commit_from_json(value: Any) -> ThreadCommit:
             messages=tuple(message_from_json(_object(m, f"messages[{i}]"), f"messages[{i}]") for i, m in enumerate(messages)),
             events=tuple(event_from_json(_object(e, f"events[{i}]"), f"events[{i}]") for i, e in enumerate(events)),
             staged=Staged(obj["staged"]) if "staged" in obj else None,
+            parent=_parent_from_json(obj.get("parent"), "parent"),
         )
     except TraceFormatError:
         raise

@@ -19,6 +19,8 @@ from runkernel.kernel.state import (
     EndCause,
     Message,
     ResumeTicket,
+    Delegation,
+    ParentCall,
     RunSnapshot,
     Staged,
     ThreadCommit,
@@ -72,6 +74,8 @@ class Activate:
     run_id: str = attrs.field(validator=_valid_id)
     expected_version: int = attrs.field(validator=non_negative)
     messages: tuple[Message, ...]
+    #: a child Run's activation names the parent call it was delegated by (I15)
+    parent: ParentCall | None = None
 
 
 @frozen
@@ -309,6 +313,24 @@ class ResumeCommand:
 
 
 @frozen
+class ChildEnded:
+    """A concurrent delegation's child Run ended: ``terminus`` is its committed terminus
+    (``{"thread_id", "run_id", "cause", "final"}``), the call's result (I15)."""
+
+    call_id: str
+    attempt: int
+    terminus: JsonValue
+
+
+@frozen
+class ChildTerminus:
+    """The committed terminus of a call's child, read when the parent ends first."""
+
+    call_id: str
+    terminus: JsonValue
+
+
+@frozen
 class DeadlinePassed:
     """The host's clock says ``now`` (UTC ISO-8601): an expired approval becomes a deny."""
 
@@ -318,9 +340,14 @@ class DeadlinePassed:
 
 @frozen
 class EndRequest:
-    """Cancel (client), stop (host or operator) or failure: end the Run now."""
+    """Cancel (client), stop (host or operator) or failure: end the Run now.
+
+    ``child_termini`` are the committed termini of children of Executing concurrent
+    delegations that already ended: those calls complete with them; the others become
+    Indeterminate(outcome_unknown) and their children are sent a cancel."""
 
     cause: EndCause
+    child_termini: tuple[ChildTerminus, ...] = ()
 
 
 Input: TypeAlias = (
@@ -332,6 +359,7 @@ Input: TypeAlias = (
     | ResumeCommand
     | DeadlinePassed
     | EndRequest
+    | ChildEnded
 )
 
 # --- effects ------------------------------------------------------------------------
@@ -402,6 +430,27 @@ class QueryStatus:
 
 
 @frozen
+class StartChild:
+    """The executor of a concurrent delegation: make sure its child Run exists, by its
+    fixed identity. Activate it if it was never activated (the same attempt and ids
+    after a crash: activation is checked on identity); answer ``ChildEnded`` if it has
+    ended; otherwise the child runs and the parent stays quiet."""
+
+    call_id: str
+    attempt: int
+    child: Delegation
+    parent: ParentCall
+    arguments: JsonValue
+
+
+@frozen
+class CancelChild:
+    """The parent ended first: send the child Run a cancel through its inbox."""
+
+    child: Delegation
+
+
+@frozen
 class NotifyWait:
     """Send the wait's request (approval prompt, input request, timer, child watch)."""
 
@@ -434,6 +483,8 @@ Effect: TypeAlias = (
     | NotifyWait
     | PublishResults
     | DeliverTerminus
+    | StartChild
+    | CancelChild
 )
 
 

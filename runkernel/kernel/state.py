@@ -128,6 +128,23 @@ def has_unknown_outcome(batch: ActiveToolBatch) -> bool:
 
 
 @frozen
+class Delegation:
+    """A delegation's child Run: a Thread of its own and a Run id, both derived from the
+    parent Run id and the call's operation id, fixed by the call's Executing commit.
+    ``concurrent`` marks a terminal-only delegation (it runs beside the other calls of
+    its group and consumes nothing from its child but the terminus)."""
+
+    thread_id: str = attrs.field(validator=_non_empty)
+    run_id: str = attrs.field(validator=_non_empty)
+    concurrent: bool
+
+
+def is_concurrent_delegation(call: ToolCall) -> bool:
+    """Whether the call started as a terminal-only (concurrent) delegation."""
+    return call.delegation is not None and call.delegation.concurrent
+
+
+@frozen
 class ToolCall:
     """One durable call of a batch. ``operation_id`` is fixed for every attempt.
 
@@ -146,6 +163,8 @@ class ToolCall:
     #: AfterTool's answer, committed with the call's terminal result and immutable like
     #: it (None: no reaction). Never carried by a call that is not terminal.
     reaction: JsonValue = attrs.field(default=None, hash=False)
+    #: the child Run of a delegation, fixed from its Executing commit on (None: none)
+    delegation: Delegation | None = None
 
     def same_identity(self, other: ToolCall) -> bool:
         """True when both describe the same call (everything but the status and the
@@ -320,6 +339,15 @@ class Staged:
 
 
 @frozen
+class ParentCall:
+    """The call of a parent Run that a child Run was activated for (I15)."""
+
+    thread_id: str = attrs.field(validator=_non_empty)
+    run_id: str = attrs.field(validator=_non_empty)
+    call_id: str = attrs.field(validator=_non_empty)
+
+
+@frozen
 class ThreadCommit:
     """One validated write: identity, expected version, disposition, deltas, state."""
 
@@ -333,6 +361,8 @@ class ThreadCommit:
     events: tuple[Event, ...] = ()
     #: the staged hook state this commit sets; None leaves it unchanged
     staged: Staged | None = None
+    #: on a child Run's activation commit only: the parent call that delegated to it
+    parent: ParentCall | None = None
 
     @property
     def version(self) -> int:

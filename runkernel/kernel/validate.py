@@ -37,6 +37,7 @@ from runkernel.kernel.state import (
 from runkernel.kernel.validate_calls import (
     Illegal,
     check_disposition_shape,
+    check_delegation,
     check_open_batch,
     check_reaction,
     require,
@@ -176,6 +177,12 @@ def _check_first(commit: ThreadCommit) -> RunSnapshot:
 def _check_next(
     prev: RunSnapshot, history: History, commit: ThreadCommit
 ) -> tuple[RunSnapshot, HistoryKeys]:
+    require(
+        commit.parent is None,
+        Rule.CHILD_ONCE,
+        lambda: f"run {commit.run_id!r} names a parent after its first commit: only a child's "
+        "activation names its parent, and a child is activated once (I15)",
+    )
     source, target = run_phase(prev.state), run_phase(commit.disposition)
     require(
         (source, target) in RUN_EDGES,
@@ -380,6 +387,7 @@ def _check_new_batch(
     )
     for call in batch.calls:
         check_reaction(None, call)
+        check_delegation(None, call)
         require(
             isinstance(call.status, CallRequested),
             Rule.BATCH_NEW,
