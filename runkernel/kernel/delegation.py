@@ -22,8 +22,8 @@ def child_identity(parent_run_id: str, operation_id: str, *, concurrent: bool) -
     """The child's Thread and Run ids, derived from the parent Run id and the call's
     operation id (unique within the Run), so every attempt and recovery names the same
     child."""
-    base = f"{parent_run_id}/{operation_id}"
-    return Delegation(thread_id=f"{base}/thread", run_id=f"{base}/run", concurrent=concurrent)
+    base = f"{parent_run_id}.{operation_id}"  # no "/": an export names a file by its Thread id
+    return Delegation(thread_id=f"{base}.thread", run_id=f"{base}.run", concurrent=concurrent)
 
 
 def terminus(child_thread_id: str, child_run_id: str, cause: EndCause, final: JsonValue) -> JsonValue:
