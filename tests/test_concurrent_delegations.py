@@ -201,3 +201,14 @@ def test_the_judge_refuses_an_ordinary_call_started_while_a_delegation_runs() ->
     bad["batch"]["calls"][2].update(status="executing", attempt=1)
     finding = check_lines([json.dumps(line).encode() for line in lines + [bad]])
     assert (finding.verdict, finding.line, finding.rule) == (Verdict.ILLEGAL, len(lines) + 1, "calls-one-at-a-time-in-order")
+
+
+def test_the_spec_states_the_concurrency_rule_and_every_hooks_answer() -> None:
+    from runkernel.kernel.protocol import Hook
+    from runkernel.specs.export import as_json, markdown
+
+    document = json.loads(as_json())
+    assert any("Only concurrent delegations may be Executing together" in line for line in document["concurrency_rule"])
+    assert [entry["hook"] for entry in document["hook_answers"]] == [hook.value for hook in Hook]
+    page = markdown()
+    assert page.index("## Tool-call state machine") < page.index("## Concurrency rule") < page.index("## Hook answers")

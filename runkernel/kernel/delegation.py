@@ -18,6 +18,29 @@ from runkernel.kernel.state import (
 from runkernel.kernel.values import JsonValue
 
 
+#: The concurrency rule next to the two machines (``runkernel spec``): which calls of a
+#: batch may be in progress together (I8) and what a concurrent delegation is (I15).
+CONCURRENCY_RULE: tuple[str, ...] = (
+    "Ordinary calls run one at a time, in call order: a call starts only when every earlier call is terminal.",
+    "Consecutive calls of tools declared terminal-only delegations form a group. The group starts when every "
+    "call before it is terminal; its calls start in order without waiting for each other; a call after the "
+    "group starts when every call of the group is terminal.",
+    "Only concurrent delegations may be Executing together; an ordinary call is never started alongside "
+    "another started call. While a concurrent delegation is Executing the Run is Running and cannot become "
+    "Awaiting (a delegation the gate holds waits like an ordinary call, before its group starts).",
+    "Each delegation's child has a Thread and Run id derived from the parent Run id and the call's operation "
+    "id, fixed in the call's `delegation` by its Executing commit; the child's activation names its parent "
+    "(thread, Run, call) and happens only after that commit; a child is activated once.",
+    "A concurrent delegation completes (Executing -> Completed, result kind output) with its child's terminus "
+    "{thread_id, run_id, cause, final}; results are published in call order when the batch is finalized.",
+    "If the parent ends first (cancel, stop, failure), a call whose child's terminus is committed completes "
+    "with it, the others become Indeterminate(outcome_unknown) and their children are sent a cancel.",
+    "Recovery of a concurrent delegation found Executing{n} reconnects against the store: child Ended -> "
+    "Completed with its terminus; child Running or Awaiting -> the parent stays quiet; child never "
+    "activated -> activate it (same attempt n, same identity).",
+)
+
+
 def child_identity(parent_run_id: str, operation_id: str, *, concurrent: bool) -> Delegation:
     """The child's Thread and Run ids, derived from the parent Run id and the call's
     operation id (unique within the Run), so every attempt and recovery names the same

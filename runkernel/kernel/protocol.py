@@ -377,6 +377,24 @@ class Hook(enum.Enum):
     AFTER_TOOL = "AfterTool"
 
 
+#: What each hook may answer and how the answer is committed (``runkernel spec``).
+HOOK_ANSWERS: tuple[tuple[Hook, str], ...] = (
+    (Hook.STEP_START, "staged state (JSON): committed as the Run's typed `staged` state with the Step's next commit"),
+    (
+        Hook.BEFORE_INFERENCE,
+        "staged state, as StepStart; and request-only context: passed to that one inference request, never "
+        "committed, never in a trace, absent after recovery until the hook runs again",
+    ),
+    (Hook.AFTER_INFERENCE, "nothing: it observes"),
+    (Hook.STEP_END, "nothing: it observes"),
+    (
+        Hook.AFTER_TOOL,
+        "a reaction (JSON): committed with the call's terminal result and immutable like it; an attempt that "
+        "does not end the call commits none",
+    ),
+)
+
+
 @frozen
 class Commit:
     """Write this ThreadCommit; everything after it waits for the acknowledgement."""
