@@ -57,19 +57,19 @@ def check_resumed_event(
     require(
         same_id(_text(command, "run_id", "command."), run_id),
         Rule.RESUME,
-        f"the resume command names run {command.get('run_id')!r:.80}, the commit is for run {run_id!r}",
+        lambda: f"the resume command names run {command.get('run_id')!r:.80}, the commit is for run {run_id!r}",
     )
     require(
         same_id(_text(command, "ticket_id", "command."), ticket.ticket_id),
         Rule.RESUME,
-        f"the resume command names ticket {command.get('ticket_id')!r:.80}, the committed ticket is "
+        lambda: f"the resume command names ticket {command.get('ticket_id')!r:.80}, the committed ticket is "
         f"{ticket.ticket_id!r}",
     )
     kind = _text(command, "kind", "command.")
     require(
         kind == ticket.wait.value,
         Rule.RESUME_PAYLOAD,
-        f"the resume command is of kind {kind!r:.40}, the ticket waits for {ticket.wait.value!r}",
+        lambda: f"the resume command is of kind {kind!r:.40}, the ticket waits for {ticket.wait.value!r}",
     )
     payload = command.get("payload")
     require(isinstance(payload, dict), Rule.RESUME_PAYLOAD, "the resume command carries no payload object")
@@ -79,7 +79,7 @@ def check_resumed_event(
     require(
         row is not None and ticket.wait in row.waits,
         Rule.RESUME_PAYLOAD,
-        f"a {ticket.wait.value!r} wait does not take a {payload_type!r:.40} payload",
+        lambda: f"a {ticket.wait.value!r} wait does not take a {payload_type!r:.40} payload",
     )
     assert row is not None
     for name in row.fields:
@@ -98,7 +98,7 @@ def check_resumed_event(
     require(
         hmac.compare_digest(digest.encode("utf-8", "surrogatepass"), expected.encode("ascii")),
         Rule.RESUME_DIGEST,
-        f"the resumed event's digest {digest!r:.80} is not the SHA-256 of the command's RFC 8785 form "
+        lambda: f"the resumed event's digest {digest!r:.80} is not the SHA-256 of the command's RFC 8785 form "
         f"({expected})",
     )
 
