@@ -44,7 +44,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                     'ToolUse', 'ActiveToolBatch', 'ToolCall', 'CallRequested', 'CallExecuting',
                     'CallAwaiting', 'CallCompleted', 'CallIndeterminate', 'ToolResult',
                     'ResultKind', 'IndeterminateReason', 'Wait', 'WaitKind', 'ResumeTicket',
-                    'JsonValue', 'Staged',
+                    'JsonValue', 'Staged', 'Delegation', 'ParentCall',
                 ),
             ),
         ),
@@ -60,7 +60,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                     'ToolDelegated', 'ToolScheduled', 'ToolOutcomeLost', 'StatusReport',
                     'OperationStatus', 'ResumeCommand', 'Approve', 'Deny', 'ProvideInput',
                     'ExternalResult', 'DelegationResult', 'TimerFired', 'DeadlinePassed',
-                    'EndRequest',
+                    'EndRequest', 'ChildEnded', 'ChildTerminus',
                 ),
             ),
         ),
@@ -73,6 +73,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                 (
                     'Decision', 'Commit', 'RunHook', 'Hook', 'RequestInference', 'RunGate',
                     'Execute', 'QueryStatus', 'NotifyWait', 'PublishResults', 'DeliverTerminus',
+                    'StartChild', 'CancelChild',
                 ),
             ),
         ),
@@ -109,6 +110,12 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                 'runkernel.adapters.inbox',
                 (
                     'submit_resume', 'submit_end',
+                ),
+            ),
+            (
+                'runkernel.adapters.delegations',
+                (
+                    'parent_of', 'ended_children', 'parents_to_wake',
                 ),
             ),
         ),
@@ -226,6 +233,11 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         UnknownTool as UnknownTool,
         WaitFor as WaitFor,
     )
+    from runkernel.adapters.delegations import (
+        ended_children as ended_children,
+        parent_of as parent_of,
+        parents_to_wake as parents_to_wake,
+    )
     from runkernel.adapters.inbox import (
         submit_end as submit_end,
         submit_resume as submit_resume,
@@ -319,6 +331,8 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         RunSnapshot as RunSnapshot,
         Running as Running,
         Staged as Staged,
+        Delegation as Delegation,
+        ParentCall as ParentCall,
         ThreadCommit as ThreadCommit,
         ThreadHead as ThreadHead,
         ToolCall as ToolCall,
@@ -339,6 +353,9 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         Allow as Allow,
         Approve as Approve,
         Block as Block,
+        CancelChild as CancelChild,
+        ChildEnded as ChildEnded,
+        ChildTerminus as ChildTerminus,
         Commit as Commit,
         DeadlinePassed as DeadlinePassed,
         Decision as Decision,
@@ -362,6 +379,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         ResumeCommand as ResumeCommand,
         RunGate as RunGate,
         RunHook as RunHook,
+        StartChild as StartChild,
         StatusReport as StatusReport,
         Supply as Supply,
         TimerFired as TimerFired,

@@ -212,3 +212,18 @@ def test_the_spec_states_the_concurrency_rule_and_every_hooks_answer() -> None:
     assert [entry["hook"] for entry in document["hook_answers"]] == [hook.value for hook in Hook]
     page = markdown()
     assert page.index("## Tool-call state machine") < page.index("## Concurrency rule") < page.index("## Hook answers")
+
+
+def test_children_name_their_parent_and_a_quiet_parent_is_woken_by_a_childs_end() -> None:
+    from runkernel.adapters.delegations import ended_children, parent_of, parents_to_wake
+
+    store = MemoryStore()
+    tools, _, _ = _registry()
+    Runtime(store, _Model(), tools, self_check=True).start("t", PARENT, (Message(Role.USER, "go"),))
+    children = _children(store)
+    parent = parent_of(store, children[1])
+    assert parent is not None and (parent.thread_id, parent.run_id, parent.call_id) == ("t", PARENT, "d2")
+    assert parents_to_wake(store, [PARENT]) == []  # quiet: both children run
+    Runtime(store, _Model(), tools, self_check=True).drive(children[1])
+    assert ended_children(store, PARENT) == ["d2"]
+    assert parents_to_wake(store, [PARENT, "nobody"]) == [PARENT]
