@@ -71,6 +71,13 @@ def _settings(
             raise ValueError(f"tool {name!r}: expected a ToolPolicy, got {type(policy).__name__}")
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+    delegating = sorted(name for name, policy in tools.items() if policy.terminal_only_delegation)
+    if delegating:
+        # refused up front: the push-mode driver does not activate or watch child Runs yet
+        raise DriverError(
+            f"tool(s) {', '.join(map(repr, delegating))}: terminal-only delegations run under the "
+            "pull-mode Runtime; the push-mode driver does not start child Runs"
+        )
     policies = Policies(tools=dict(tools), max_steps=max_steps, on_indeterminate=on_indeterminate)
     return Settings(policies, ids or SecretIds(), clock)
 
