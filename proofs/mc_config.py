@@ -41,6 +41,9 @@ SUPPLIED = "supplied-by-plugin"
 STATUS_DONE = "status-done"
 STATUS_FAILED = "status-failed"
 CHILD_RUN = "child-run"
+CHILD_FINAL = "child-final"
+#: A terminal-only delegation (the second CI bound).
+TOOL_DELEGATE = "delegate"
 DUE_AT = "2030-01-01T00:00:00Z"
 EXPIRES_AT = "2030-06-01T00:00:00Z"
 BEFORE_EXPIRY = "2030-05-31T23:59:59Z"
@@ -88,6 +91,12 @@ class Profile:
     max_states: int = 2_000_000
     check_liveness: bool = True
     """After the search, check that a final state stays reachable from every state."""
+    delegations: bool = False
+    """The concurrent-delegation bound: the tool step is two terminal-only delegations
+    and one ordinary call (of each recovery policy in turn); children may end, crash
+    once and be cancelled; the gate allows or blocks (a wait cannot start while a
+    delegation runs)."""
+    max_child_crashes: int = 1
     hash_compaction: bool = False
     """Remember visited states by a 64-bit hash of their key instead of the key (much
     less memory; two distinct states merge with probability about n^2 / 2^65)."""
@@ -100,6 +109,7 @@ class Profile:
                 ),
                 TOOL_RECONNECT: ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT)),
                 TOOL_INDETERMINATE: ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)),
+                TOOL_DELEGATE: ToolPolicy(terminal_only_delegation=True),
             },
             max_steps=self.max_steps,
             on_indeterminate=self.on_indeterminate,
@@ -112,6 +122,20 @@ PROFILES: dict[str, Profile] = {
     # step limit closing a batch); a call may wait once.
     "ci": Profile(
         name="ci", max_calls=2, max_steps=2, tool_steps=1, max_crashes=1, tool_step_first_only=False
+    ),
+    # DESIGN.md "Verification budgets", the second CI bound: two concurrent delegations
+    # and one ordinary call in a batch, a child that may crash, one crash of the parent
+    "delegations": Profile(
+        name="delegations",
+        max_calls=3,
+        max_steps=2,
+        tool_steps=1,
+        max_crashes=1,
+        gate_waits=(),
+        approval_deadline=False,
+        tool_waits=False,
+        delegations=True,
+        max_states=2_000_000,
     ),
     # the proofs issue's bound: 3 calls, 2 steps, 2 crashes; a call may wait twice
     "deep": Profile(

@@ -17,6 +17,7 @@ from typing import Any
 
 from runkernel.kernel.history import RunHistory
 from runkernel.kernel.protocol import (
+    CancelChild,
     DeliverTerminus,
     Effect,
     Execute,
@@ -26,6 +27,7 @@ from runkernel.kernel.protocol import (
     RequestInference,
     RunGate,
     RunHook,
+    StartChild,
 )
 from runkernel.kernel.state import (
     ActiveToolBatch,
@@ -212,4 +214,8 @@ def enc_effect(effect: Effect) -> Key:
         return ("D", effect.cause.kind._value_, effect.redelivery)
     if isinstance(effect, RunHook):
         return ("H", effect.hook._value_, effect.call_id)
+    if isinstance(effect, StartChild):
+        return ("S", effect.call_id, effect.attempt, effect.child.run_id)
+    if isinstance(effect, CancelChild):
+        return ("K", effect.child.run_id)
     return ("?", repr(effect))

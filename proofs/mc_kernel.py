@@ -139,6 +139,10 @@ class State:
     crashes: int = 0
     recovering: bool = False
     history: RunHistory = NO_HISTORY
+    children: tuple[tuple[str, str], ...] = ()
+    """Child Runs of concurrent delegations by Run id: ``running``, ``crashed``,
+    ``cancelling`` (a cancel is in its inbox) or ``ended:<cause>``."""
+    child_crashes: int = 0
 
     def key(self) -> Key:
         version = self.snap.version if self.snap is not None else 0
@@ -155,6 +159,8 @@ class State:
             self.crashes,
             self.recovering,
             enc_history(self.history),
+            self.children,
+            self.child_crashes,
         )
 
     @property

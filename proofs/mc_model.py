@@ -18,8 +18,13 @@ from itertools import product
 from runkernel.adapters.crash import Boundary, Position, position_of
 from runkernel.kernel.history import RunHistory
 from runkernel.kernel.policies import RecoveryMode
+from runkernel.kernel.delegation import executing_delegations, next_to_gate
 from runkernel.kernel.protocol import (
     Activate,
+    ChildEnded,
+    ChildTerminus,
+    EndRequest,
+    StartChild,
     Allow,
     Block,
     Execute,
@@ -69,7 +74,7 @@ from mc_kernel import (
     Transition,
     Violation,
 )
-from mc_runtime import adopt, crashed, drain, written
+from mc_runtime import adopt, child_terminus, crashed, drain, written
 
 # --- commits and the world's answers ----------------------------------------------
 
@@ -82,7 +87,8 @@ def _commit_transitions(ctx: Context, state: State, item: Pending) -> list[Trans
         violation.label = f"commit {position}"
         raise
     rest = State(
-        after.snap, state.queue[1:], after.executed, after.fenced, after.pairing, after.crashes, history=after.history
+        after.snap, state.queue[1:], after.executed, after.fenced, after.pairing, after.crashes, history=after.history,
+        children=state.children, child_crashes=state.child_crashes,
     )
     target, more = drain(ctx, rest)
     out = [Transition(f"commit {position}", target, SYSTEM, (item.commit,) + more)]
@@ -135,7 +141,68 @@ def _answer(ctx: Context, state: State, event: Input, label: str, actor: str = W
 def _interrupt(ctx: Context, state: State) -> list[Transition]:
     if not ctx.profile.operator_cancel_running:
         return []
-    return [_answer(ctx, state, op.end_request(EndCauseKind.CANCELLED), "operator cancel", INTERRUPT)]
+    request = op.end_request(EndCauseKind.CANCELLED)
+    snap = state.snap
+    if snap is not None and snap.open_batch is not None:
+        # the runtime reads the termini its running children already committed
+        phases = dict(state.children)
+        termini = tuple(
+            ChildTerminus(c.call_id, child_terminus(c.delegation, phases[c.delegation.run_id]))
+            for c in executing_delegations(snap.open_batch)
+            if c.delegation is not None and phases.get(c.delegation.run_id, "").startswith("ended:")
+        )
+        request = EndRequest(request.cause, termini)
+    return [_answer(ctx, state, request, "operator cancel", INTERRUPT)]
+
+
+# --- concurrent delegations' children -------------------------------------------------
+
+
+def _set_child(state: State, run_id: str, phase: str) -> State:
+    children = tuple(sorted({**dict(state.children), run_id: phase}.items()))
+    return dataclasses.replace(state, children=children)
+
+
+def _start_child(ctx: Context, state: State, effect: StartChild) -> list[Transition]:
+    """The executor of a concurrent delegation: activate its child once (I5, I15), or
+    reconnect: an ended child's terminus completes the call, a running one is left."""
+    snap = state.snap
+    batch = snap.open_batch if snap is not None else None
+    call = batch.call(effect.call_id) if batch is not None else None
+    if call is None or call.status != CallExecuting(effect.attempt) or call.delegation != effect.child:
+        raise Violation("I5", f"child of call {effect.call_id!r} started without its committed Executing and identity")
+    rest = dataclasses.replace(state, queue=state.queue[1:])
+    phase = dict(state.children).get(effect.child.run_id)
+    if phase is None:
+        activated = _set_child(rest, effect.child.run_id, "running")
+        out = [Transition("activate child", drain(ctx, activated)[0], SYSTEM)]
+        if state.crashes < ctx.profile.max_crashes:
+            out.append(Transition("crash before child activation", crashed(state), CRASH, crash="before_write@child_activation"))
+            out.append(Transition("crash after child activation", crashed(_set_child(state, effect.child.run_id, "running")),
+                                  CRASH, crash="after_write_before_ack@child_activation"))
+        return out
+    if phase.startswith("ended:"):
+        ended = ChildEnded(effect.call_id, effect.attempt, child_terminus(effect.child, phase))
+        return [_answer(ctx, rest, ended, "child terminus", SYSTEM)]
+    return [Transition("child still running", drain(ctx, rest)[0], SYSTEM)]
+
+
+def _children_move(ctx: Context, state: State) -> list[Transition]:
+    """The world's moves of child Runs: end (completed or failed), crash once and
+    recover, end cancelled once a cancel is in their inbox."""
+    out = []
+    for run_id, phase in state.children:
+        if phase == "running":
+            out.append(Transition(f"child {run_id} completes", _set_child(state, run_id, "ended:completed"), WORLD))
+            out.append(Transition(f"child {run_id} fails", _set_child(state, run_id, "ended:failed"), WORLD))
+            if state.child_crashes < ctx.profile.max_child_crashes:
+                crashed_child = dataclasses.replace(_set_child(state, run_id, "crashed"), child_crashes=state.child_crashes + 1)
+                out.append(Transition(f"child {run_id} crashes", crashed_child, CRASH, crash="child crash"))
+        elif phase == "crashed":
+            out.append(Transition(f"child {run_id} recovers", _set_child(state, run_id, "running"), WORLD))
+        elif phase == "cancelling":
+            out.append(Transition(f"child {run_id} ends cancelled", _set_child(state, run_id, "ended:cancelled"), WORLD))
+    return out
 
 
 def _infer(ctx: Context, state: State, effect: RequestInference) -> list[Transition]:
@@ -153,7 +220,14 @@ def _infer(ctx: Context, state: State, effect: RequestInference) -> list[Transit
     ]
     used = set(state.history.closed_batches) | ({snap.batch.batch_id} if snap.batch else set())
     profile = ctx.profile
-    if len(used) < profile.tool_steps and (step == 1 or not profile.tool_step_first_only):
+    if profile.delegations and len(used) < profile.tool_steps:
+        for ordinary in cfg.TOOLS:  # two concurrent delegations and one ordinary call
+            mix = (cfg.TOOL_DELEGATE, cfg.TOOL_DELEGATE, ordinary)
+            calls = tuple(
+                ProposedCall(f"c{step}.{i}", tool, cfg.ARGUMENTS, f"op{step}.{i}") for i, tool in enumerate(mix, 1)
+            )
+            replies.append((f"infer tools {','.join(mix)}", InferenceResult(cfg.TOOL_USE_TEXT, calls, f"b{step}")))
+    elif len(used) < profile.tool_steps and (step == 1 or not profile.tool_step_first_only):
         for count in range(1, profile.max_calls + 1):
             for tools in product(cfg.TOOLS, repeat=count):
                 calls = tuple(
@@ -166,7 +240,13 @@ def _infer(ctx: Context, state: State, effect: RequestInference) -> list[Transit
 
 
 def _gate(ctx: Context, state: State, effect: RunGate) -> list[Transition]:
-    snap, call = _current(state, effect.call.call_id, "gate")
+    snap = state.snap
+    batch = snap.open_batch if snap is not None else None
+    upcoming = next_to_gate(batch, ctx.policies) if batch is not None else None
+    if upcoming is not None and upcoming.call_id == effect.call.call_id and snap is not None and isinstance(snap.state, Running):
+        call = upcoming  # the first open call, or the next member of a running group (I8)
+    else:
+        snap, call = _current(state, effect.call.call_id, "gate")
     if call != effect.call or not isinstance(call.status, CallRequested):
         raise Violation("I8", f"gate for call {call.call_id!r}, which is not the committed Requested call")
     verdicts: list[tuple[str, GateVerdict]] = [
@@ -289,6 +369,8 @@ def expand(ctx: Context, state: State) -> list[Transition]:
                 return _execute(ctx, state, item)
             if isinstance(item, QueryStatus):
                 return _query(ctx, state, item)
+            if isinstance(item, StartChild):
+                return _start_child(ctx, state, item)
             raise Violation("protocol", f"unexpected queued effect {type(item).__name__}")
         except Violation as violation:
             violation.label = violation.label or f"runtime carries out {type(item).__name__}"
@@ -299,8 +381,9 @@ def expand(ctx: Context, state: State) -> list[Transition]:
         return [_answer(ctx, state, activate, "activate", SYSTEM)]
     if ctx.profile.forged_commands:
         op.check_refusals(ctx, snap, state.history)
+    children = _children_move(ctx, state) if state.children else []
     if state.recovering or isinstance(snap.state, Running):
-        return _recover(ctx, state)
+        return _recover(ctx, state) + children
     if isinstance(snap.state, Awaiting):
-        return [_answer(ctx, state, cmd, label, OPERATOR) for label, cmd in op.operator_commands(snap)]
-    return []  # Ended and nothing in flight: final
+        return [_answer(ctx, state, cmd, label, OPERATOR) for label, cmd in op.operator_commands(snap)] + children
+    return children  # Ended and nothing in flight: final once no child moves

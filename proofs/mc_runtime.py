@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from runkernel.kernel.history import RunHistory
 from runkernel.kernel.protocol import (
+    CancelChild,
+    StartChild,
     Commit,
     Decision,
     DeliverTerminus,
@@ -23,6 +25,10 @@ from runkernel.kernel.protocol import (
 )
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import (
+    CallCompleted,
+    Delegation,
+    EndCause,
+    TypedError,
     Awaiting,
     CallAwaiting,
     Ended,
@@ -31,11 +37,13 @@ from runkernel.kernel.state import (
     ThreadHead,
     is_terminal,
 )
-from runkernel.kernel.values import Role
+from runkernel.kernel.delegation import terminus
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
+import mc_config as cfg
 from mc_kernel import Commits, Context, Pending, QueueItem, State, Violation
 
-_INPUT_EFFECTS = (RequestInference, RunGate, Execute, QueryStatus)
+_INPUT_EFFECTS = (RequestInference, RunGate, Execute, QueryStatus)  # StartChild asks only on reconnect
 
 
 def validate(
@@ -67,7 +75,7 @@ def prune(state: State, snap: RunSnapshot) -> State:
                 live[call.operation_id] = call.status.attempt
     executed = frozenset(p for p in state.executed if live.get(p[0]) == p[1])
     fenced = frozenset(o for o in state.fenced if o in live)
-    return State(snap, state.queue, executed, fenced, state.pairing, state.crashes, state.recovering, state.history)
+    return State(snap, state.queue, executed, fenced, state.pairing, state.crashes, state.recovering, state.history, children=state.children, child_crashes=state.child_crashes)
 
 
 def written(state: State, item: Pending) -> State:
@@ -96,7 +104,8 @@ def written(state: State, item: Pending) -> State:
         if batch is not None and not (batch.finalized and batch.all_terminal()):
             raise Violation("I13", "an Ended run holds an open batch", item.commit)
     pairing = tuple((c, counts[c]) for c in order)
-    after = State(snap, state.queue, state.executed, state.fenced, pairing, state.crashes, state.recovering, item.history)
+    check_termini(item.commit, state.children)
+    after = State(snap, state.queue, state.executed, state.fenced, pairing, state.crashes, state.recovering, item.history, children=state.children, child_crashes=state.child_crashes)
     return prune(after, snap)
 
 
@@ -121,7 +130,7 @@ def adopt(ctx: Context, state: State, decision: Decision | Rejection, what: str)
     if prev != decision.state:
         raise Violation("store", "the decision's state is not what its commits produce (store and kernel disagree)")
     return drain(
-        ctx, State(state.snap, tuple(items), state.executed, state.fenced, state.pairing, state.crashes, history=state.history)
+        ctx, State(state.snap, tuple(items), state.executed, state.fenced, state.pairing, state.crashes, history=state.history, children=state.children, child_crashes=state.child_crashes)
     )
 
 
@@ -134,6 +143,7 @@ def drain(ctx: Context, state: State) -> tuple[State, Commits]:
     """
     queue = state.queue
     done: Commits = ()
+    children = state.children
     while queue:
         effect = queue[0]
         snap = state.snap
@@ -161,14 +171,43 @@ def drain(ctx: Context, state: State) -> tuple[State, Commits]:
         elif isinstance(effect, DeliverTerminus):
             if snap is None or snap.state != Ended(effect.cause):
                 raise Violation("I4", "a terminus is delivered that is not the committed EndCause")
+        elif isinstance(effect, CancelChild):
+            if snap is None or not isinstance(snap.state, Ended):
+                raise Violation("I15", "a child is cancelled before its parent's end is committed")
+            children = tuple(
+                (run, "cancelling" if run == effect.child.run_id and phase in ("running", "crashed") else phase)
+                for run, phase in children
+            )
         else:
             break
         queue = queue[1:]
     if queue is state.queue:
         return state, done
-    kept = State(state.snap, queue, state.executed, state.fenced, state.pairing, state.crashes, state.recovering, state.history)
+    kept = State(state.snap, queue, state.executed, state.fenced, state.pairing, state.crashes, state.recovering, state.history, children=children, child_crashes=state.child_crashes)
     return kept, done
 
 
 def crashed(state: State) -> State:
-    return State(state.snap, (), state.executed, state.fenced, state.pairing, state.crashes + 1, True, state.history)
+    return State(state.snap, (), state.executed, state.fenced, state.pairing, state.crashes + 1, True, state.history, children=state.children, child_crashes=state.child_crashes)
+
+
+def child_terminus(child: Delegation, phase: str) -> JsonValue:
+    """The terminus of a modelled child Run in ``phase`` ``ended:<cause>``."""
+    kind = EndCauseKind(phase.split(":", 1)[1])
+    error = TypedError("ChildFailed", "failed") if kind is EndCauseKind.FAILED else None
+    final = cfg.CHILD_FINAL if kind is EndCauseKind.COMPLETED else None
+    return terminus(child.thread_id, child.run_id, EndCause(kind, error), final)
+
+
+def check_termini(commit: ThreadCommit, children: tuple[tuple[str, str], ...]) -> None:
+    """I15: a concurrent delegation completes only with its child's committed terminus."""
+    if commit.batch is None:
+        return
+    phases = dict(children)
+    for call in commit.batch.calls:
+        if call.delegation is None or not call.delegation.concurrent or not isinstance(call.status, CallCompleted):
+            continue
+        phase = phases.get(call.delegation.run_id, "absent")
+        if not phase.startswith("ended:") or call.status.result.value != child_terminus(call.delegation, phase):
+            raise Violation("I15", f"call {call.call_id!r} completes with a value that is not its child's terminus "
+                            f"(child {phase})", commit)

@@ -95,8 +95,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "a stream checkpoint becomes the committed reply",
         "runkernel/adapters/runtime.py",
-        "            return InferenceResult(reply.content, end=reply.end)\n",
-        "            return InferenceResult(reply.content if partial is None else partial, end=reply.end)\n",
+        "            return InferenceResult(reply.content, end=reply.end, staged=staging.staged)\n",
+        "            return InferenceResult(reply.content if partial is None else partial, end=reply.end, staged=staging.staged)\n",
         STATEFUL,
     ),
     Mutant(

@@ -21,7 +21,7 @@ import model_check  # noqa: E402
 from runkernel.kernel.codec import commit_from_json  # noqa: E402
 from runkernel.kernel.decide import execute_effect, settle  # noqa: E402
 from runkernel.kernel.policies import Policies, RecoveryMode  # noqa: E402
-from runkernel.kernel.protocol import Decision  # noqa: E402
+from runkernel.kernel.protocol import ChildEnded, Decision  # noqa: E402
 from runkernel.kernel.recover import RecoveryDecision, RecoveryRow  # noqa: E402
 from runkernel.kernel.recover import recover as ORIGINAL_RECOVER  # noqa: E402
 from runkernel.kernel.state import CallExecuting, RunSnapshot, ToolCall  # noqa: E402
@@ -144,3 +144,29 @@ def test_profiles_are_consistent() -> None:
     assert (ci.max_calls, ci.max_steps, ci.tool_steps, ci.max_crashes) == (2, 2, 1, 1)
     deep = mc_config.PROFILES["deep"]
     assert (deep.max_calls, deep.max_steps, deep.max_crashes) == (3, 2, 2)
+
+
+#: DESIGN.md's second CI bound: two concurrent delegations and one ordinary call.
+DELEGATIONS = mc_config.PROFILES["delegations"]
+
+
+def test_the_concurrent_delegation_bound_is_exhausted() -> None:
+    result = model_check.check(DELEGATIONS)
+    print(f"delegations bound: {result.states} states, {result.transitions} transitions, {result.final_states} final")
+    assert result.verdict == "ok", result.counterexample
+    assert result.states < DELEGATIONS.max_states  # exhausted within its own cap
+    assert result.final_states > 0
+    assert "child crash" in result.crash_points
+    assert any("child_activation" in point for point in result.crash_points)
+
+
+def test_a_delegation_result_that_is_not_its_childs_terminus_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted bug: the kernel completes a concurrent delegation with another value (I15)."""
+    decide_module = importlib.import_module("runkernel.kernel.decide")
+    original = decide_module._child_ended
+
+    def broken(state: RunSnapshot, event: ChildEnded, policies: Policies) -> object:
+        return original(state, attrs.evolve(event, terminus={"forged": True}), policies)
+
+    monkeypatch.setattr(decide_module, "_child_ended", broken)
+    _assert_reported(model_check.check(DELEGATIONS), "I15")

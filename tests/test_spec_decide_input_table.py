@@ -12,12 +12,13 @@ import pytest
 from hand_built_runs import RUN, THREAD, TICKET_NEW, TICKET_OLD, activated, cause, reach, run_in
 from runkernel.kernel.decide import decide
 from runkernel.kernel.edges import CallPhase, RunPhase, run_phase
-from runkernel.kernel.policies import IndeterminateChoice, Policies
+from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
 from runkernel.kernel.protocol import (
     Activate,
     Allow,
     Approve,
     Block,
+    ChildEnded,
     DeadlinePassed,
     Decision,
     Deny,
@@ -57,6 +58,7 @@ INPUT_EVENTS: dict[type, frozenset[str]] = {
     ResumeCommand: frozenset({"validated_resume_command"}),
     DeadlinePassed: frozenset({"validated_resume_command"}),
     EndRequest: frozenset({"commit_end_cause", "cancel_stop_or_failure"}),
+    ChildEnded: frozenset({"commit_progress", "commit_end_cause"}),
 }
 
 EXPIRES, LATER = "2030-01-01T00:00:00Z", "2031-01-01T00:00:00Z"
@@ -67,9 +69,9 @@ APPROVE = ResumeCommand(RUN, TICKET_OLD, WaitKind.APPROVAL, Approve())
 Reached = tuple[RunSnapshot | None, RunHistory]
 
 
-def _d(reached: Reached, event: Input) -> Reached:
+def _d(reached: Reached, event: Input, policies: Policies = Policies()) -> Reached:
     state, history = reached
-    decision = decide(state, event, history=history)
+    decision = decide(state, event, policies, history=history)
     assert isinstance(decision, Decision), decision
     commit = decision.commit
     return decision.state, history if commit is None else history.plus(commit_keys(state, commit))
@@ -82,6 +84,12 @@ def decide_states() -> dict[str, tuple[RunPhase | None, RunSnapshot | None, RunH
         idle, InferenceResult("t", calls=(ProposedCall("c1", "tool", {}, "op1"),), batch_id="b1")
     )
     executing = _d(requested, GateVerdict("c1", Allow()))
+    delegating = Policies(tools={"tool": ToolPolicy(terminal_only_delegation=True)})
+    delegated = _d(
+        _d(idle, InferenceResult("t", calls=(ProposedCall("c1", "tool", {}, "op1"),), batch_id="b1"), delegating),
+        GateVerdict("c1", Allow()),
+        delegating,
+    )
     awaiting = _d(requested, GateVerdict("c1", RequireWait(WaitKind.APPROVAL, TICKET_OLD, expires_at=EXPIRES)))
     resumed_then_ended = _d(_d(awaiting, APPROVE), EndRequest(cause(EndCauseKind.CANCELLED)))
     reached: dict[str, tuple[RunPhase | None, Reached]] = {
@@ -89,6 +97,7 @@ def decide_states() -> dict[str, tuple[RunPhase | None, RunSnapshot | None, RunH
         "running-idle": (RunPhase.RUNNING, idle),
         "running-requested": (RunPhase.RUNNING, requested),
         "running-executing": (RunPhase.RUNNING, executing),
+        "running-delegating": (RunPhase.RUNNING, delegated),
         "awaiting": (RunPhase.AWAITING, awaiting),
         "ended-while-awaiting": (RunPhase.ENDED, _d(awaiting, EndRequest(cause(EndCauseKind.STOPPED)))),
         "ended-after-resume": (RunPhase.ENDED, resumed_then_ended),
@@ -127,6 +136,8 @@ def inputs_of(kind: type, state: RunSnapshot | None) -> list[Input]:
         return [DeadlinePassed(TICKET_OLD, LATER)]
     if kind is EndRequest:
         return [EndRequest(cause(k)) for k in EndCauseKind]
+    if kind is ChildEnded:
+        return [ChildEnded("c1", 1, {"thread_id": "ct", "run_id": "cr", "cause": {"kind": "completed"}, "final": None})]
     raise AssertionError(kind)
 
 

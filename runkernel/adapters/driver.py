@@ -43,7 +43,7 @@ from runkernel.kernel.protocol import (
     ToolOutput,
     ToolScheduled,
 )
-from runkernel.kernel.state import Message, TypedError
+from runkernel.kernel.state import Message, Staged, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue
 
 
@@ -84,28 +84,43 @@ class Driver(Shell):
         *,
         end: EndCauseKind | None = None,
         metadata: JsonValue = None,
+        staged: Staged | None = None,
     ) -> Action:
-        """Answer ``Infer``: the model's reply (text, optionally ending the Run, or calls)."""
-        return self._advance(inferred_report(content, calls, end, metadata))
+        """Answer ``Infer``: the model's reply (text, optionally ending the Run, or calls).
+
+        ``staged`` is what the host's StepStart/BeforeInference hooks staged for this Step
+        (``Staged(None)`` clears it, None leaves it unchanged): committed with the reply.
+        Their request-only context goes to the host's own model request, never here."""
+        return self._advance(inferred_report(content, calls, end, metadata, staged))
 
     def checkpoint(self, partial: JsonValue) -> Action:
         """While ``Infer`` stands: save the model's output so far, best effort (a failed
         write loses only partial recovery). Returns the same ``Infer``."""
         return self._advance(Partial(partial))
 
-    def call_returned(self, call_id: str, value: JsonValue, *, metadata: JsonValue = None) -> Action:
-        """Answer ``RunCall``: the tool returned ``value``."""
-        return self._advance(CallEnded(call_id, ToolOutput(value), metadata))
+    def call_returned(
+        self, call_id: str, value: JsonValue, *, metadata: JsonValue = None, reaction: JsonValue = None
+    ) -> Action:
+        """Answer ``RunCall``: the tool returned ``value``; ``reaction`` is the host's
+        AfterTool answer, committed with the result and immutable like it."""
+        return self._advance(CallEnded(call_id, ToolOutput(value), metadata, reaction))
 
     def call_failed(
-        self, call_id: str, error: JsonValue, *, retryable: bool = False, metadata: JsonValue = None
+        self,
+        call_id: str,
+        error: JsonValue,
+        *,
+        retryable: bool = False,
+        metadata: JsonValue = None,
+        reaction: JsonValue = None,
     ) -> Action:
-        """Answer ``RunCall``: the tool failed; ``retryable`` lets its retry policy try again."""
-        return self._advance(CallEnded(call_id, ToolFailure(error, retryable), metadata))
+        """Answer ``RunCall``: the tool failed; ``retryable`` lets its retry policy try again.
+        ``reaction`` is committed only if this failure ends the call (not with a retry)."""
+        return self._advance(CallEnded(call_id, ToolFailure(error, retryable), metadata, reaction))
 
-    def call_lost(self, call_id: str) -> Action:
+    def call_lost(self, call_id: str, *, reaction: JsonValue = None) -> Action:
         """Answer ``RunCall``: nobody can tell what happened (the call becomes Indeterminate)."""
-        return self._advance(CallEnded(call_id, ToolOutcomeLost(), None))
+        return self._advance(CallEnded(call_id, ToolOutcomeLost(), None, reaction))
 
     def call_scheduled(self, call_id: str, due_at: str) -> Action:
         """Answer ``RunCall``: run this call again at ``due_at`` (a durable timer wait)."""
@@ -185,28 +200,43 @@ class AsyncDriver(Shell):
         *,
         end: EndCauseKind | None = None,
         metadata: JsonValue = None,
+        staged: Staged | None = None,
     ) -> Action:
-        """Answer ``Infer``: the model's reply (text, optionally ending the Run, or calls)."""
-        return await self._advance(inferred_report(content, calls, end, metadata))
+        """Answer ``Infer``: the model's reply (text, optionally ending the Run, or calls).
+
+        ``staged`` is what the host's StepStart/BeforeInference hooks staged for this Step
+        (``Staged(None)`` clears it, None leaves it unchanged): committed with the reply.
+        Their request-only context goes to the host's own model request, never here."""
+        return await self._advance(inferred_report(content, calls, end, metadata, staged))
 
     async def checkpoint(self, partial: JsonValue) -> Action:
         """While ``Infer`` stands: save the model's output so far, best effort (a failed
         write loses only partial recovery). Returns the same ``Infer``."""
         return await self._advance(Partial(partial))
 
-    async def call_returned(self, call_id: str, value: JsonValue, *, metadata: JsonValue = None) -> Action:
-        """Answer ``RunCall``: the tool returned ``value``."""
-        return await self._advance(CallEnded(call_id, ToolOutput(value), metadata))
+    async def call_returned(
+        self, call_id: str, value: JsonValue, *, metadata: JsonValue = None, reaction: JsonValue = None
+    ) -> Action:
+        """Answer ``RunCall``: the tool returned ``value``; ``reaction`` is the host's
+        AfterTool answer, committed with the result and immutable like it."""
+        return await self._advance(CallEnded(call_id, ToolOutput(value), metadata, reaction))
 
     async def call_failed(
-        self, call_id: str, error: JsonValue, *, retryable: bool = False, metadata: JsonValue = None
+        self,
+        call_id: str,
+        error: JsonValue,
+        *,
+        retryable: bool = False,
+        metadata: JsonValue = None,
+        reaction: JsonValue = None,
     ) -> Action:
-        """Answer ``RunCall``: the tool failed; ``retryable`` lets its retry policy try again."""
-        return await self._advance(CallEnded(call_id, ToolFailure(error, retryable), metadata))
+        """Answer ``RunCall``: the tool failed; ``retryable`` lets its retry policy try again.
+        ``reaction`` is committed only if this failure ends the call (not with a retry)."""
+        return await self._advance(CallEnded(call_id, ToolFailure(error, retryable), metadata, reaction))
 
-    async def call_lost(self, call_id: str) -> Action:
+    async def call_lost(self, call_id: str, *, reaction: JsonValue = None) -> Action:
         """Answer ``RunCall``: nobody can tell what happened (the call becomes Indeterminate)."""
-        return await self._advance(CallEnded(call_id, ToolOutcomeLost(), None))
+        return await self._advance(CallEnded(call_id, ToolOutcomeLost(), None, reaction))
 
     async def call_scheduled(self, call_id: str, due_at: str) -> Action:
         """Answer ``RunCall``: run this call again at ``due_at`` (a durable timer wait)."""

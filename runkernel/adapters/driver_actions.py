@@ -86,6 +86,8 @@ class Infer:
     step: int
     messages: HistoryView = attrs.field(eq=False)
     partial: JsonValue = None
+    #: the Run's committed staged hook state, for the host's StepStart/BeforeInference
+    staged: JsonValue = attrs.field(default=None, eq=False)
 
 
 @frozen

@@ -280,7 +280,7 @@ class DriverCore:
             case Infer(), Inferred():
                 return self._inference(report)
             case RunCall(), CallEnded() if report.call_id == action.call_id:
-                return ToolFinished(action.call_id, action.attempt, report.outcome)
+                return ToolFinished(action.call_id, action.attempt, report.outcome, report.reaction)
             case CheckStatus(), Status() if report.call_id == action.call_id:
                 return StatusReport(action.call_id, action.attempt, report.status, report.value)
             case WaitFor(), Resume():
@@ -302,7 +302,7 @@ class DriverCore:
                 "recovery policy (Driver(store, tools={name: ToolPolicy(...)}))"
             )
         if not report.calls:
-            return InferenceResult(report.content, end=report.end)
+            return InferenceResult(report.content, end=report.end, staged=report.staged)
         ids = self.settings.ids
         calls = tuple(
             ProposedCall(
@@ -310,7 +310,7 @@ class DriverCore:
             )
             for c in report.calls
         )
-        return InferenceResult(report.content, calls, ids.new_id("batch"), report.end)
+        return InferenceResult(report.content, calls, ids.new_id("batch"), report.end, report.staged)
 
     def _gate(self, call: ToolCall) -> Generator[Operation, Any, Decision]:
         state = self._snapshot()
@@ -352,7 +352,8 @@ class DriverCore:
     def _infer(self, step: int) -> Infer:
         saved = self.saved
         partial = saved.data if saved is not None and saved.step == step else None
-        return Infer(self._snapshot().run_id, step, HistoryView(self.history, len(self.history)), partial)
+        state = self._snapshot()
+        return Infer(state.run_id, step, HistoryView(self.history, len(self.history)), partial, state.staged)
 
     def _run_call(self, effect: Execute) -> RunCall:
         return RunCall(

@@ -15,7 +15,7 @@ from attrs import frozen
 from runkernel.adapters.driver_actions import Action, CallRequest, DriverError
 from runkernel.adapters.store import Checkpoint, Settlement
 from runkernel.kernel.protocol import OperationStatus, ResumePayload, ToolOutcome
-from runkernel.kernel.state import EndCause, ThreadCommit, ToolCall
+from runkernel.kernel.state import EndCause, Staged, ThreadCommit, ToolCall
 from runkernel.kernel.values import EndCauseKind, JsonValue
 
 # --- operations the core yields ------------------------------------------------------
@@ -137,6 +137,8 @@ class Inferred:
     calls: tuple[CallRequest, ...]
     end: EndCauseKind | None
     metadata: JsonValue
+    #: the host's StepStart/BeforeInference staged state for this Step (None: unchanged)
+    staged: Staged | None = None
 
 
 @frozen
@@ -146,6 +148,8 @@ class CallEnded:
     call_id: str
     outcome: ToolOutcome
     metadata: JsonValue
+    #: the host's AfterTool reaction, committed with the call's terminal result
+    reaction: JsonValue = None
 
 
 @frozen

@@ -52,7 +52,7 @@ from runkernel.adapters.ports import (
 from runkernel.adapters.store import Store, StoreError, StoreUnavailable
 from runkernel.adapters.worker_lease import APPEND_RETRIES, LeaseKeeper
 from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
-from runkernel.kernel.state import EndCause, Message, RunSnapshot, ToolCall, TypedError
+from runkernel.kernel.state import EndCause, Message, RunSnapshot, Staged, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
 
@@ -76,6 +76,13 @@ def _settings(
             raise ValueError(f"tool {name!r}: expected a ToolPolicy, got {type(policy).__name__}")
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+    delegating = sorted(name for name, policy in tools.items() if policy.terminal_only_delegation)
+    if delegating:
+        # refused up front: the push-mode driver does not activate or watch child Runs yet
+        raise DriverError(
+            f"tool(s) {', '.join(map(repr, delegating))}: terminal-only delegations run under the "
+            "pull-mode Runtime; the push-mode driver does not start child Runs"
+        )
     policies = Policies(tools=dict(tools), max_steps=max_steps, on_indeterminate=on_indeterminate)
     return Settings(policies, ids or SecretIds(), clock, app)
 
@@ -275,8 +282,9 @@ def inferred_report(
     calls: Sequence[CallRequest],
     end: EndCauseKind | None,
     metadata: JsonValue,
+    staged: Staged | None = None,
 ) -> Report:
-    return Inferred(content, tuple(calls), end, metadata)
+    return Inferred(content, tuple(calls), end, metadata, staged)
 
 
 def end_report(kind: EndCauseKind, error: TypedError | None) -> Report:

@@ -19,6 +19,7 @@ from runkernel.kernel.state import (
     ActiveToolBatch,
     Message,
     ResumeTicket,
+    Staged,
     ToolCall,
     Wait,
 )
@@ -48,6 +49,8 @@ class InferenceRequest:
     messages: Sequence[Message]
     checkpoint: JsonValue
     stream: StreamSink
+    #: BeforeInference's request-only context: for this request only, never committed
+    context: JsonValue = None
 
 
 @frozen
@@ -219,6 +222,44 @@ class AllowAll:
 
     def check(self, run_id: str, call: ToolCall) -> GateAnswer:
         return Permit()
+
+
+@frozen
+class Staging:
+    """What StepStart and BeforeInference answer for one Step.
+
+    ``staged`` is committed as the Run's staged state with the Step's next commit
+    (``Staged(None)`` clears it; None leaves it unchanged). ``context`` goes to that one
+    inference request only: never committed, never exported, and after a crash it is
+    absent until the hooks run again.
+    """
+
+    staged: Staged | None = None
+    context: JsonValue = None
+
+
+class HookPort(Protocol):
+    """The hooks that answer (the Observer sees every hook; these hand something back).
+    A hook's answer is never truth until it is committed."""
+
+    def before_inference(self, run_id: str, step: int, staged: JsonValue) -> Staging:
+        """StepStart and BeforeInference of step ``step``; ``staged`` is the Run's
+        committed staged state."""
+        ...
+
+    def after_tool(self, run_id: str, call_id: str, attempt: int, reply: ToolReply) -> JsonValue:
+        """AfterTool: the reaction committed with the call's terminal result (None: none)."""
+        ...
+
+
+class NoHooks:
+    """Hooks that stage nothing and react to nothing."""
+
+    def before_inference(self, run_id: str, step: int, staged: JsonValue) -> Staging:
+        return Staging()
+
+    def after_tool(self, run_id: str, call_id: str, attempt: int, reply: ToolReply) -> JsonValue:
+        return None
 
 
 class Observer(Protocol):

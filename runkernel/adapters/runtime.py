@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import assert_never
 
+import attrs
+
 from runkernel.adapters.crash import (
     Boundary,
     CrashPlan,
@@ -27,10 +29,12 @@ from runkernel.adapters.ports import (
     Failed,
     GatePort,
     Hold,
+    HookPort,
     IdSource,
     InferenceRequest,
     Lost,
     ModelPort,
+    NoHooks,
     NullObserver,
     Observer,
     Permit,
@@ -54,7 +58,7 @@ from runkernel.adapters.runtime_events import (
     RuntimeEvent,
     RuntimeProtocolError,
 )
-from runkernel.adapters.inbox import exact_refusal
+from runkernel.adapters.inbox import exact_refusal, submit_end
 from runkernel.adapters.invocation import invocation_scope
 from runkernel.adapters.worker_lease import APPEND_RETRIES, LeaseKeeper
 from runkernel.adapters.serial import inbox_to_input
@@ -68,15 +72,20 @@ from runkernel.adapters.store import (
 )
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.decide import decide
+from runkernel.kernel.delegation import executing_delegations, next_to_gate, terminus
 from runkernel.kernel.protocol import (
     Activate,
     Allow,
     Block,
+    CancelChild,
+    ChildEnded,
+    ChildTerminus,
     Commit,
     DeadlinePassed,
     Decision,
     DeliverTerminus,
     Effect,
+    EndRequest,
     Execute,
     GateVerdict,
     InferenceResult,
@@ -91,6 +100,7 @@ from runkernel.kernel.protocol import (
     ResumeCommand,
     RunGate,
     RunHook,
+    StartChild,
     StatusReport,
     Supply,
     ToolDelegated,
@@ -109,12 +119,14 @@ from runkernel.kernel.state import (
     Awaiting,
     CallAwaiting,
     CallExecuting,
+    Delegation,
+    EndCause,
     Ended,
     Message,
     RunSnapshot,
     ThreadCommit,
 )
-from runkernel.kernel.values import JsonValue, WaitKind, json_problem
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role, WaitKind, json_problem
 
 MAX_STATUS_POLLS = 5
 
@@ -213,12 +225,14 @@ class Runtime:
         self_check: bool = False,
         leases: LeaseKeeper | None = None,
         app: str | None = None,
+        hooks: HookPort | None = None,
     ) -> None:
-        """``self_check`` makes ``decide`` and ``recover`` judge each commit they build
-        before the store judges it again (tests and the simulator; off in production).
-        With ``leases`` (a worker's), every Run is leased before it is driven, every
-        commit names the lease, and every executor start re-checks it (W1); a lost
-        lease or a lost commit raises out of ``drive``, so driving stops at once.
+        """``hooks`` answer StepStart/BeforeInference (staged state, request-only context)
+        and AfterTool (a reaction). ``self_check`` makes ``decide`` and ``recover`` judge
+        each commit they build before the store judges it again (tests and the simulator;
+        off in production). With ``leases`` (a worker's), every Run is leased before it is
+        driven, every commit names the lease, and every executor start re-checks it (W1); a
+        lost lease or a lost commit raises out of ``drive``, so driving stops at once.
         ``app`` is recorded on the activation of each Run ``start`` begins."""
         self.store = store
         self.model = model
@@ -233,8 +247,11 @@ class Runtime:
         self.self_check = self_check
         self.leases = leases
         self.app = app
+        self.hooks = hooks or NoHooks()
         self.terminus: DeliverTerminus | None = None
         self._polls: dict[str, int] = {}
+        #: (parent run, call) of concurrent delegations whose child this drive saw running
+        self._watched: set[tuple[str, str]] = set()
         #: Runs that may have a stream checkpoint in the store (saved or found by this
         #: runtime): only those get a delete, so a Step without one writes nothing extra
         self.checkpointed: set[str] = set()
@@ -272,6 +289,7 @@ class Runtime:
             self.checkpointed.add(run_id)
             if isinstance(state.state, Ended):
                 self._drop_checkpoint(run_id)
+        self._watched = {key for key in self._watched if key[0] != run_id}  # ask the store again
         plan = self._recover(state)
         self.on_event(Recovered(plan.row, state))
         return Drive(self, state, plan.decision, MessageLog(self.store.messages(state.thread_id)))
@@ -290,11 +308,25 @@ class Runtime:
         if isinstance(state.state, Awaiting):
             expired = self._expiry(state)
             return None if expired is None else (expired, None)
+        if state.open_batch is not None and self._quiet_parent(state):
+            return None  # only running children remain: a child's end wakes this Run
         call = state.open_batch.first_open_call() if state.open_batch else None
         if call is not None and isinstance(call.status, CallExecuting):
             if self._polls.get(call.operation_id, 0) >= MAX_STATUS_POLLS:
                 return None  # a reconnect tool still running: leave it for a later drive
         return self._recover(state).decision, None
+
+    def _quiet_parent(self, state: RunSnapshot) -> bool:
+        """Whether the Run's only open work is concurrent delegations whose children
+        this runtime found running (it asks the store once per drive)."""
+        batch = state.open_batch
+        assert batch is not None
+        running = executing_delegations(batch)
+        return (
+            bool(running)
+            and next_to_gate(batch, self.policies) is None
+            and all((state.run_id, c.call_id) in self._watched for c in running)
+        )
 
     def _recover(self, state: RunSnapshot) -> RecoveryDecision:
         if not self.self_check:
@@ -344,6 +376,10 @@ class Runtime:
                 self.observer.publish(run_id, effect.batch)
             case DeliverTerminus():
                 self.terminus = effect
+            case StartChild():
+                return self._start_child(effect)
+            case CancelChild():
+                submit_end(self.store, effect.child.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
             case _:
                 assert_never(effect)
         return None
@@ -400,6 +436,7 @@ class Runtime:
         if saved is not None:
             self.checkpointed.add(state.run_id)
         partial = saved.data if saved is not None and saved.step == effect.step else None
+        staging = self.hooks.before_inference(state.run_id, effect.step, state.staged)
         request = InferenceRequest(
             state.thread_id,
             state.run_id,
@@ -407,10 +444,11 @@ class Runtime:
             messages.so_far(),
             partial,
             _Stream(self, state.run_id, effect.step),
+            staging.context,
         )
         reply = self.model.infer(request)
         if not reply.calls:
-            return InferenceResult(reply.content, end=reply.end)
+            return InferenceResult(reply.content, end=reply.end, staged=staging.staged)
         calls = tuple(
             ProposedCall(
                 call.call_id or self.ids.new_id("call"),
@@ -420,7 +458,7 @@ class Runtime:
             )
             for call in reply.calls
         )
-        return InferenceResult(reply.content, calls, self.ids.new_id("batch"))
+        return InferenceResult(reply.content, calls, self.ids.new_id("batch"), staged=staging.staged)
 
     def _gate(self, state: RunSnapshot, effect: RunGate) -> Input:
         answer = self.gate.check(state.run_id, effect.call)
@@ -442,6 +480,7 @@ class Runtime:
     def _execute(self, state: RunSnapshot, effect: Execute) -> Input:
         tool = self.tools.get(effect.tool)
         outcome: ToolOutcome
+        reaction: JsonValue = None
         if tool is None:
             outcome = ToolFailure({"type": "UnknownTool", "message": f"no tool named {effect.tool!r}"})
         else:
@@ -458,6 +497,7 @@ class Runtime:
             )
             with invocation_scope(invocation):
                 reply = tool.run(invocation)
+            reaction = self.hooks.after_tool(state.run_id, effect.call_id, effect.attempt, reply)
             match reply:
                 case Returned():
                     outcome = ToolOutput(reply.value)
@@ -477,7 +517,7 @@ class Runtime:
             outcome = ToolFailure({"type": "NotJson", "message": f"the tool returned a value that is not JSON: {problem}"})
         if self.crash.crash_here(Boundary.AFTER_EFFECT, Position.CALL_RESULT):
             raise SimulatedCrash(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
-        return ToolFinished(effect.call_id, effect.attempt, outcome)
+        return ToolFinished(effect.call_id, effect.attempt, outcome, reaction)
 
     def _query(self, effect: QueryStatus) -> Input:
         self._polls[effect.operation_id] = self._polls.get(effect.operation_id, 0) + 1
@@ -486,6 +526,60 @@ class Runtime:
             return StatusReport(effect.call_id, effect.attempt, OperationStatus.UNKNOWN)
         reply = tool.status(effect.operation_id)
         return StatusReport(effect.call_id, effect.attempt, reply.status, reply.value)
+
+    # --- concurrent delegations ---------------------------------------------------
+
+    def _child_terminus(self, child: Delegation) -> JsonValue | None:
+        """The child's committed terminus, or None while it has not ended."""
+        snapshot = self.store.run(child.run_id)
+        if snapshot is None or not isinstance(snapshot.state, Ended):
+            return None
+        final: JsonValue = None
+        for message in self.store.messages(child.thread_id):
+            if message.role is Role.ASSISTANT:
+                final = message.content
+        return terminus(child.thread_id, child.run_id, snapshot.state.cause, final)
+
+    def _start_child(self, effect: StartChild) -> Input | None:
+        """The executor of a concurrent delegation: activate its child (by its fixed
+        identity, so doing it again after a crash is the same effect), or report the
+        child's terminus if it has ended; a running child leaves the parent quiet."""
+        self._watched.add((effect.parent.run_id, effect.call_id))
+        if self.store.run(effect.child.run_id) is None:
+            head = self.store.thread_head(effect.child.thread_id)
+            activation = decide(
+                None,
+                Activate(
+                    effect.child.thread_id,
+                    effect.child.run_id,
+                    head.version if head else 0,
+                    (Message(Role.USER, effect.arguments),),
+                    parent=effect.parent,
+                ),
+            )
+            if isinstance(activation, Rejection):
+                raise RuntimeProtocolError(activation)
+            assert activation.commit is not None
+            self._commit(None, activation.commit, activation.state)
+            return None
+        ended = self._child_terminus(effect.child)
+        if ended is None:
+            return None
+        return ChildEnded(effect.call_id, effect.attempt, ended)
+
+    def _with_child_termini(
+        self, state: RunSnapshot, command: ResumeCommand | EndRequest
+    ) -> ResumeCommand | EndRequest:
+        """An end request carries the termini its running children already committed."""
+        if not isinstance(command, EndRequest) or state.open_batch is None:
+            return command
+        found = []
+        for call in executing_delegations(state.open_batch):
+            assert call.delegation is not None
+            ended = self._child_terminus(call.delegation)
+            if ended is not None:
+                found.append(ChildTerminus(call.call_id, ended))
+        return attrs.evolve(command, child_termini=tuple(found)) if found else command
 
     # --- inbox and deadlines ------------------------------------------------------
 
@@ -496,6 +590,7 @@ class Runtime:
             except TraceFormatError as error:
                 self._settle(entry, f"refused: malformed command: {error}")
                 continue
+            command = self._with_child_termini(state, command)
             history = self.store.history(state.run_id)
             verdict = decide(state, command, self.policies, history, self_check=self.self_check)
             if isinstance(verdict, Rejection):

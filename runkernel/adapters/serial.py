@@ -81,6 +81,7 @@ def snapshot_to_json(snapshot: RunSnapshot) -> dict[str, JsonValue]:
         "state": disposition_to_json(snapshot.state),
         "batch": batch_to_json(snapshot.batch),
         "provided_inputs": [[p.call_id, p.value] for p in snapshot.provided_inputs],
+        "staged": snapshot.staged,
     }
 
 
@@ -93,6 +94,7 @@ def snapshot_from_json(obj: Any) -> RunSnapshot:
         state=disposition_from_json(obj["state"], "state"),
         batch=batch_from_json(obj["batch"], "batch"),
         provided_inputs=tuple(ProvidedInput(c, v) for c, v in obj.get("provided_inputs", [])),
+        staged=obj.get("staged"),
     )
 
 

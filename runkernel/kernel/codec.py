@@ -24,13 +24,16 @@ from runkernel.kernel.state import (
     CallIndeterminate,
     CallRequested,
     CallStatus,
+    Delegation,
     EndCause,
     Ended,
     Event,
     Message,
+    ParentCall,
     ResumeTicket,
     RunDisposition,
     Running,
+    Staged,
     ThreadCommit,
     ToolCall,
     ToolResult,
@@ -102,19 +105,30 @@ def call_to_json(call: ToolCall) -> dict[str, JsonValue]:
         out["result"] = {"kind": status.result.kind.value, "value": status.result.value}
     elif isinstance(status, CallIndeterminate):
         out["reason"] = status.reason.value
+    if call.reaction is not None:
+        out["reaction"] = call.reaction
     if call.policy is not None:
         out["policy"] = policy_to_json(call.policy)
+    if call.delegation is not None:
+        out["delegation"] = {
+            "thread_id": call.delegation.thread_id,
+            "run_id": call.delegation.run_id,
+            "concurrent": call.delegation.concurrent,
+        }
     return out
 
 
 def policy_to_json(policy: ToolPolicy) -> dict[str, JsonValue]:
     """A call's committed policy: ``retries`` counts the attempts after the first that
     retryable tool errors may use (a retry policy of n attempts has n - 1 retries)."""
-    return {
+    out: dict[str, JsonValue] = {
         "recovery": policy.recovery.mode.value,
         "max_attempts": policy.recovery.max_attempts,
         "retries": policy.retry.max_attempts - 1,
     }
+    if policy.terminal_only_delegation:
+        out["delegation"] = "terminal_only"  # an extra field: the format allows it
+    return out
 
 
 def batch_to_json(batch: ActiveToolBatch | None) -> dict[str, JsonValue] | None:
@@ -164,14 +178,7 @@ def event_to_json(event: Event) -> dict[str, JsonValue]:
 
 def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
     """One ``runkernel/2`` trace line as a dict (serialize with any JSON encoder)."""
-    line = _commit_fields(commit)
-    if commit.app is not None:
-        line["app"] = commit.app
-    return line
-
-
-def _commit_fields(commit: ThreadCommit) -> dict[str, JsonValue]:
-    return {
+    out: dict[str, JsonValue] = {
         "trace": TRACE_FORMAT,
         "thread_id": commit.thread_id,
         "run_id": commit.run_id,
@@ -182,6 +189,17 @@ def _commit_fields(commit: ThreadCommit) -> dict[str, JsonValue]:
         "messages": [message_to_json(m) for m in commit.messages],
         "events": [event_to_json(e) for e in commit.events],
     }
+    if commit.staged is not None:
+        out["staged"] = commit.staged.value  # absent: unchanged; null: cleared
+    if commit.parent is not None:
+        out["parent"] = {
+            "thread_id": commit.parent.thread_id,
+            "run_id": commit.parent.run_id,
+            "call_id": commit.parent.call_id,
+        }
+    if commit.app is not None:
+        out["app"] = commit.app
+    return out
 
 
 def upgrade_v1_line(obj: dict[str, Any]) -> dict[str, Any]:
@@ -350,7 +368,25 @@ def call_from_json(obj: Mapping[str, Any], path: str) -> ToolCall:
         operation_id=_field(obj, "operation_id", str, path),
         status=_status_from_json(obj, path),
         policy=policy_from_json(obj.get("policy"), f"{path}.policy"),
+        reaction=obj.get("reaction"),
+        delegation=_delegation_from_json(obj.get("delegation"), f"{path}.delegation"),
     )
+
+
+def _delegation_from_json(value: Any, path: str) -> Delegation | None:
+    if value is None:
+        return None
+    obj = _object(value, path)
+    return Delegation(
+        _field(obj, "thread_id", str, path), _field(obj, "run_id", str, path), _field(obj, "concurrent", bool, path)
+    )
+
+
+def _parent_from_json(value: Any, path: str) -> ParentCall | None:
+    if value is None:
+        return None
+    obj = _object(value, path)
+    return ParentCall(_field(obj, "thread_id", str, path), _field(obj, "run_id", str, path), _field(obj, "call_id", str, path))
 
 
 _POLICIES: dict[tuple[Any, ...], ToolPolicy] = {}
@@ -362,8 +398,8 @@ def policy_from_json(value: Any, path: str) -> ToolPolicy | None:
     if value is None:
         return None
     obj = _object(value, path)
-    key = (obj.get("recovery"), obj.get("max_attempts"), obj.get("retries"))
-    hashable = type(key[0]) is str and type(key[1]) is int and type(key[2]) is int
+    key = (obj.get("recovery"), obj.get("max_attempts"), obj.get("retries"), obj.get("delegation"))
+    hashable = type(key[0]) is str and type(key[1]) is int and type(key[2]) is int and type(key[3]) in (str, type(None))
     known = _POLICIES.get(key) if hashable else None
     if known is not None:
         return known
@@ -379,7 +415,8 @@ def _decode_policy(obj: Mapping[str, Any], path: str) -> ToolPolicy:
     retries = _non_negative(_field(obj, "retries", int, path), f"{path}.retries")
     if max_attempts < 1:
         raise TraceFormatError(f"{path}.max_attempts", f"must be >= 1, got {max_attempts}")
-    return ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retries + 1))
+    delegation = obj.get("delegation") == "terminal_only"
+    return ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retries + 1), delegation)
 
 
 def _call_at(value: Any, where: str) -> ToolCall:
@@ -505,6 +542,8 @@ def commit_from_json(value: Any) -> ThreadCommit:
             messages=tuple(message_from_json(_object(m, f"messages[{i}]"), f"messages[{i}]") for i, m in enumerate(messages)),
             events=tuple(event_from_json(_object(e, f"events[{i}]"), f"events[{i}]") for i, e in enumerate(events)),
             app=_optional_str(obj, "app", ""),
+            staged=Staged(obj["staged"]) if "staged" in obj else None,
+            parent=_parent_from_json(obj.get("parent"), "parent"),
         )
     except TraceFormatError:
         raise

@@ -10,6 +10,14 @@ from __future__ import annotations
 
 from typing import assert_never
 
+import attrs
+
+from runkernel.kernel.delegation import (
+    child_identity,
+    executing_delegations,
+    is_group_call,
+    next_to_gate,
+)
 from runkernel.kernel.effects_plan import next_step_effects
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.planning import (
@@ -27,9 +35,11 @@ from runkernel.kernel.protocol import (
     Activate,
     Allow,
     Block,
+    ChildEnded,
     Commit,
     DeadlinePassed,
     Decision,
+    Effect,
     EndRequest,
     GateVerdict,
     Hook,
@@ -42,6 +52,7 @@ from runkernel.kernel.protocol import (
     ResumeCommand,
     RunGate,
     RunHook,
+    StartChild,
     StatusReport,
     Supply,
     ToolDelegated,
@@ -66,6 +77,7 @@ from runkernel.kernel.state import (
     Ended,
     Event,
     Message,
+    ParentCall,
     ResumeTicket,
     Running,
     RunSnapshot,
@@ -76,6 +88,7 @@ from runkernel.kernel.state import (
     ToolUse,
     Wait,
     has_unknown_outcome,
+    is_concurrent_delegation,
 )
 from runkernel.kernel.validate import validate_commit
 from runkernel.kernel.values import (
@@ -146,6 +159,8 @@ def _decide(
             return deadline(state, event, policies)
         case EndRequest():
             return _end_request(state, event)
+        case ChildEnded():
+            return _child_ended(state, event, policies)
         case _:
             assert_never(event)
 
@@ -157,7 +172,8 @@ def _carried_values(event: Input) -> list[JsonValue]:
         case Activate():
             return [[m.content, [u.arguments for u in m.tool_calls or ()]] for m in event.messages]
         case InferenceResult():
-            return [event.content, [c.arguments for c in event.calls]]
+            staged = [] if event.staged is None else [event.staged.value]
+            return [event.content, [c.arguments for c in event.calls], staged]
         case GateVerdict():
             verdict = event.verdict
             if isinstance(verdict, Block):
@@ -170,15 +186,18 @@ def _carried_values(event: Input) -> list[JsonValue]:
         case ToolFinished():
             outcome = event.outcome
             if isinstance(outcome, ToolOutput):
-                return [outcome.value]
+                return [outcome.value, event.reaction]
             if isinstance(outcome, ToolFailure):
-                return [outcome.error]
-            return []
+                return [outcome.error, event.reaction]
+            return [event.reaction]
         case StatusReport():
             return [event.value]
         case EndRequest():
             error = event.cause.error
-            return [] if error is None else [error.type, error.message]
+            termini = [t.terminus for t in event.child_termini]
+            return termini if error is None else [error.type, error.message, termini]
+        case ChildEnded():
+            return [event.terminus]
         case ResumeCommand() | DeadlinePassed():
             return []  # resume commands are checked whole, with their digest
         case _:
@@ -199,6 +218,7 @@ def _activate(event: Activate) -> Decision | Rejection:
         messages=event.messages,
         events=(Event("activated"),),
         app=event.app,
+        parent=event.parent,
     )
     head = (
         ThreadHead(event.thread_id, event.expected_version, None)
@@ -240,13 +260,16 @@ def _inference(
                 return Rejection(
                     Rule.EDGE_CONDITION, "outcome_unknown ends a run on an Indeterminate call, not on text"
                 )
-            decision = end_run(state, None, EndCause(end), messages=(message,), step=step)
+            decision = end_run(
+                state, None, EndCause(end), messages=(message,), step=step, staged=event.staged
+            )
             return Decision(
                 decision.state,
                 (RunHook(Hook.AFTER_INFERENCE), RunHook(Hook.STEP_END)) + decision.effects,
             )
         commit, after = build_commit(
-            state, disposition=Running(), batch=state.batch, messages=(message,), step=step
+            state, disposition=Running(), batch=state.batch, messages=(message,), step=step,
+            staged=event.staged,
         )
         return Decision(
             after,
@@ -278,7 +301,8 @@ def _inference(
         tool_calls=tuple(ToolUse(c.call_id, c.tool, c.arguments) for c in event.calls),
     )
     commit, after = build_commit(
-        state, disposition=Running(), batch=batch, messages=(message,), step=step
+        state, disposition=Running(), batch=batch, messages=(message,), step=step,
+        staged=event.staged,
     )
     return Decision(
         after, (RunHook(Hook.AFTER_INFERENCE), Commit(commit), RunGate(batch.calls[0]))
@@ -300,18 +324,25 @@ def _current_call(state: RunSnapshot, call_id: str) -> ToolCall | Rejection:
 def _gate(
     state: RunSnapshot, event: GateVerdict, policies: Policies, history: History
 ) -> Decision | Rejection:
-    call = _current_call(state, event.call_id)
-    if isinstance(call, Rejection):
-        return call
+    batch = state.open_batch
+    gated = next_to_gate(batch, policies) if batch is not None else None
+    if gated is None or gated.call_id != event.call_id:
+        call = _current_call(state, event.call_id)
+        if isinstance(call, Rejection):
+            return call
+        gated = call
+    call = gated
     if not isinstance(call.status, CallRequested) or not isinstance(state.state, Running):
         return Rejection(
             Rule.UNEXPECTED_INPUT, f"can't gate call {call.call_id!r}: it is not Requested"
         )
-    batch = state.open_batch
     assert batch is not None
     verdict = event.verdict
+    running = executing_delegations(batch)
     match verdict:
         case Allow():
+            if is_group_call(call, policies):
+                return _start_delegation(state, batch, call, policies)
             new = replace_status(batch, call, CallExecuting(1))
             return settle(state, new, policies, follow_up=(execute_effect(call, 1),))
         case Block():
@@ -321,6 +352,13 @@ def _gate(
             result = ToolResult(ResultKind.SUPPLIED, verdict.value)
             return settle(state, replace_status(batch, call, CallCompleted(0, result)), policies)
         case RequireWait():
+            if running:
+                return Rejection(
+                    Rule.CALL_ORDER,
+                    f"call {call.call_id!r} cannot wait while concurrent delegations run "
+                    f"({', '.join(repr(c.call_id) for c in running)}): a Run with a running "
+                    "delegation is Running and cannot become Awaiting",
+                )
             if verdict.kind in (WaitKind.DELEGATION,):
                 return Rejection(
                     Rule.EDGE_CONDITION, "a gate cannot start a delegation wait; tools delegate"
@@ -331,6 +369,40 @@ def _gate(
             return _suspend(state, batch, call, CallAwaiting(0, wait), policies, history)
         case _:
             assert_never(verdict)
+
+
+def _start_delegation(
+    state: RunSnapshot, batch: ActiveToolBatch, call: ToolCall, policies: Policies
+) -> Decision | Rejection:
+    """Executing{1} with the child's identity fixed, then the child's activation (its
+    executor) and the gate of the group's next call: the group runs concurrently."""
+    child = child_identity(state.run_id, call.operation_id, concurrent=True)
+    started = attrs.evolve(call, status=CallExecuting(1), delegation=child)
+    new = batch.replace_call(started)
+    parent = ParentCall(state.thread_id, state.run_id, call.call_id)
+    follow: tuple[Effect, ...] = (StartChild(call.call_id, 1, child, parent, call.arguments),)
+    upcoming = next_to_gate(new, policies)
+    if upcoming is not None:
+        follow += (RunGate(upcoming),)
+    return settle(state, new, policies, follow_up=follow)
+
+
+def _child_ended(state: RunSnapshot, event: ChildEnded, policies: Policies) -> Decision | Rejection:
+    batch = state.open_batch
+    call = batch.call(event.call_id) if batch is not None else None
+    if (
+        batch is None
+        or call is None
+        or not is_concurrent_delegation(call)
+        or not isinstance(call.status, CallExecuting)
+        or call.status.attempt != event.attempt
+    ):
+        return Rejection(
+            Rule.UNEXPECTED_INPUT,
+            f"call {event.call_id!r} is not a concurrent delegation Executing attempt {event.attempt}",
+        )
+    result = ToolResult(ResultKind.OUTPUT, event.terminus)  # the child's terminus (I15)
+    return settle(state, replace_status(batch, call, CallCompleted(event.attempt, result)), policies)
 
 
 def _suspend(
@@ -375,11 +447,13 @@ def _tool_finished(
     attempt = event.attempt
     outcome = event.outcome
     after_tool = (RunHook(Hook.AFTER_TOOL, call.call_id),)
+    # the reaction is committed with the terminal result, never with a retry or a wait
+    ends = attrs.evolve(call, reaction=event.reaction)
     decision: Decision | Rejection
     match outcome:
         case ToolOutput():
             status: CallStatus = CallCompleted(attempt, ToolResult(ResultKind.OUTPUT, outcome.value))
-            decision = settle(state, replace_status(batch, call, status), policies)
+            decision = settle(state, replace_status(batch, ends, status), policies)
         case ToolFailure():
             retry = call.policy_or(policies.for_tool(call.tool)).retry
             if outcome.retryable and attempt < retry.max_attempts:
@@ -396,7 +470,7 @@ def _tool_finished(
                 )
             else:
                 status = CallCompleted(attempt, ToolResult(ResultKind.ERROR, outcome.error))
-                decision = settle(state, replace_status(batch, call, status), policies)
+                decision = settle(state, replace_status(batch, ends, status), policies)
         case ToolDelegated():
             wait = Wait(WaitKind.DELEGATION, outcome.ticket_id, child=outcome.child)
             decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
@@ -405,7 +479,7 @@ def _tool_finished(
             decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
         case ToolOutcomeLost():
             status = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
-            decision = settle(state, replace_status(batch, call, status), policies)
+            decision = settle(state, replace_status(batch, ends, status), policies)
         case _:
             assert_never(outcome)
     if isinstance(decision, Rejection):
@@ -459,7 +533,16 @@ def _end_request(state: RunSnapshot, event: EndRequest) -> Decision | Rejection:
             Rule.EDGE_CONDITION,
             "the host ends a run as outcome_unknown only when one of its calls is Indeterminate",
         )
-    return end_run(state, state.batch, event.cause)
+    batch = state.batch
+    if batch is not None and batch.is_open:
+        termini = {t.call_id: t.terminus for t in event.child_termini}
+        for running in executing_delegations(batch):
+            assert isinstance(running.status, CallExecuting)
+            if running.call_id in termini:  # the child's end is already committed
+                result = ToolResult(ResultKind.OUTPUT, termini[running.call_id])
+                batch = replace_status(batch, running, CallCompleted(running.status.attempt, result))
+    # end_run sends a cancel to every child still running
+    return end_run(state, batch, event.cause)
 
 
 __all__ = [

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import attrs
 
 from runkernel.errors import RunkernelError
+from runkernel.kernel.delegation import executing_delegations, next_to_gate
 from runkernel.kernel.effects_plan import (
     close_batch,
     next_step_effects,
@@ -21,6 +22,7 @@ from runkernel.kernel.effects_plan import (
 from runkernel.kernel.history import NO_KEYS, History, HistoryKeys
 from runkernel.kernel.policies import IndeterminateChoice, Policies
 from runkernel.kernel.protocol import (
+    CancelChild,
     Commit,
     Decision,
     DeliverTerminus,
@@ -44,6 +46,7 @@ from runkernel.kernel.state import (
     RunDisposition,
     Running,
     RunSnapshot,
+    Staged,
     ThreadCommit,
     ThreadHead,
     ToolCall,
@@ -71,6 +74,7 @@ def build_commit(
     messages: Sequence[Message] = (),
     events: Sequence[Event] = (),
     step: int | None = None,
+    staged: Staged | None = None,
 ) -> tuple[ThreadCommit, RunSnapshot]:
     """A commit on top of ``prev`` and the snapshot it produces (judged by the store, or
     by ``check_decision`` when the caller asks for the self-check)."""
@@ -83,6 +87,7 @@ def build_commit(
         batch=batch,
         messages=tuple(messages),
         events=tuple(events),
+        staged=staged,
     )
     return commit, successor(prev, commit)
 
@@ -175,8 +180,8 @@ def settle(
     )
     effects: tuple[Effect, ...] = (Commit(commit),) + tuple(follow_up)
     if not follow_up:
-        next_call = batch.first_open_call()
-        if next_call is not None and isinstance(next_call.status, CallRequested):
+        next_call = next_to_gate(batch, policies)
+        if next_call is not None:
             effects += (RunGate(next_call),)
     return Decision(after, effects)
 
@@ -189,10 +194,16 @@ def end_run(
     messages: Sequence[Message] = (),
     events: Sequence[Event] = (),
     step: int | None = None,
+    staged: Staged | None = None,
 ) -> Decision:
-    """End the Run, closing every open call and publishing one result per call."""
+    """End the Run, closing every open call and publishing one result per call; the
+    child of every concurrent delegation still Executing is sent a cancel."""
     published: tuple[Message, ...] = ()
+    cancels: tuple[Effect, ...] = ()
     if batch is not None and batch.is_open:
+        cancels = tuple(
+            CancelChild(c.delegation) for c in executing_delegations(batch) if c.delegation is not None
+        )
         batch = close_batch(batch)
         published = publish_messages(batch)
     commit, after = build_commit(
@@ -202,11 +213,12 @@ def end_run(
         messages=tuple(messages) + published,
         events=events,
         step=step,
+        staged=staged,
     )
     effects: tuple[Effect, ...] = (Commit(commit),)
     if published and batch is not None:
         effects += (PublishResults(batch),)
-    return Decision(after, effects + (DeliverTerminus(cause),))
+    return Decision(after, effects + cancels + (DeliverTerminus(cause),))
 
 
 def replace_status(batch: ActiveToolBatch, call: ToolCall, status: CallStatus) -> ActiveToolBatch:

@@ -47,6 +47,10 @@ class ToolPolicy:
 
     recovery: ToolRecoveryPolicy = ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)
     retry: RetryPolicy = RetryPolicy()
+    #: a terminal-only delegation: each call hands its work to a child Run in a Thread
+    #: of its own, runs concurrently with the rest of its group, and its result is the
+    #: child's terminus (DESIGN.md, Step and ToolBatch)
+    terminal_only_delegation: bool = False
 
 
 class IndeterminateChoice(enum.Enum):

@@ -19,7 +19,10 @@ from runkernel.kernel.state import (
     EndCause,
     Message,
     ResumeTicket,
+    Delegation,
+    ParentCall,
     RunSnapshot,
+    Staged,
     ThreadCommit,
     ToolCall,
     Wait,
@@ -73,6 +76,8 @@ class Activate:
     messages: tuple[Message, ...]
     #: the application the Run belongs to (recorded on the activation line)
     app: str | None = None
+    #: a child Run's activation names the parent call it was delegated by (I15)
+    parent: ParentCall | None = None
 
 
 @frozen
@@ -90,12 +95,16 @@ class InferenceResult:
     """One complete inference result: text, or a complete tool-call batch.
 
     ``end`` set on a text-only result commits that EndCause with the message.
+    ``staged`` is what StepStart and BeforeInference answered for this Step: committed
+    as the Run's staged state with this result (None: leave it unchanged). The hooks'
+    request-only context went to the inference request only and is never an input.
     """
 
     content: JsonValue
     calls: tuple[ProposedCall, ...] = ()
     batch_id: str | None = None
     end: EndCauseKind | None = None
+    staged: Staged | None = None
 
 
 @frozen
@@ -180,11 +189,18 @@ ToolOutcome: TypeAlias = ToolOutput | ToolFailure | ToolDelegated | ToolSchedule
 
 @frozen
 class ToolFinished:
-    """What attempt ``attempt`` of a call ended with."""
+    """What attempt ``attempt`` of a call ended with.
+
+    ``reaction`` is AfterTool's answer for this attempt: committed with the call's
+    terminal result (None: no reaction). An attempt that does not end the call (a retry,
+    a wait) commits no reaction: like any staging that is not committed it is lost, and
+    AfterTool answers again after the attempt that ends the call.
+    """
 
     call_id: str
     attempt: int
     outcome: ToolOutcome
+    reaction: JsonValue = None
 
 
 class OperationStatus(enum.Enum):
@@ -299,6 +315,24 @@ class ResumeCommand:
 
 
 @frozen
+class ChildEnded:
+    """A concurrent delegation's child Run ended: ``terminus`` is its committed terminus
+    (``{"thread_id", "run_id", "cause", "final"}``), the call's result (I15)."""
+
+    call_id: str
+    attempt: int
+    terminus: JsonValue
+
+
+@frozen
+class ChildTerminus:
+    """The committed terminus of a call's child, read when the parent ends first."""
+
+    call_id: str
+    terminus: JsonValue
+
+
+@frozen
 class DeadlinePassed:
     """The host's clock says ``now`` (UTC ISO-8601): an expired approval becomes a deny."""
 
@@ -308,9 +342,14 @@ class DeadlinePassed:
 
 @frozen
 class EndRequest:
-    """Cancel (client), stop (host or operator) or failure: end the Run now."""
+    """Cancel (client), stop (host or operator) or failure: end the Run now.
+
+    ``child_termini`` are the committed termini of children of Executing concurrent
+    delegations that already ended: those calls complete with them; the others become
+    Indeterminate(outcome_unknown) and their children are sent a cancel."""
 
     cause: EndCause
+    child_termini: tuple[ChildTerminus, ...] = ()
 
 
 Input: TypeAlias = (
@@ -322,19 +361,40 @@ Input: TypeAlias = (
     | ResumeCommand
     | DeadlinePassed
     | EndRequest
+    | ChildEnded
 )
 
 # --- effects ------------------------------------------------------------------------
 
 
 class Hook(enum.Enum):
-    """The seed's hooks. They observe; anything they decide comes back as an input."""
+    """The seed's hooks. As effects they observe; what they answer comes back inside an
+    input: StepStart and BeforeInference's staged state in ``InferenceResult.staged``,
+    AfterTool's reaction in ``ToolFinished.reaction``."""
 
     STEP_START = "StepStart"
     BEFORE_INFERENCE = "BeforeInference"
     AFTER_INFERENCE = "AfterInference"
     STEP_END = "StepEnd"
     AFTER_TOOL = "AfterTool"
+
+
+#: What each hook may answer and how the answer is committed (``runkernel spec``).
+HOOK_ANSWERS: tuple[tuple[Hook, str], ...] = (
+    (Hook.STEP_START, "staged state (JSON): committed as the Run's typed `staged` state with the Step's next commit"),
+    (
+        Hook.BEFORE_INFERENCE,
+        "staged state, as StepStart; and request-only context: passed to that one inference request, never "
+        "committed, never in a trace, absent after recovery until the hook runs again",
+    ),
+    (Hook.AFTER_INFERENCE, "nothing: it observes"),
+    (Hook.STEP_END, "nothing: it observes"),
+    (
+        Hook.AFTER_TOOL,
+        "a reaction (JSON): committed with the call's terminal result and immutable like it; an attempt that "
+        "does not end the call commits none",
+    ),
+)
 
 
 @frozen
@@ -390,6 +450,27 @@ class QueryStatus:
 
 
 @frozen
+class StartChild:
+    """The executor of a concurrent delegation: make sure its child Run exists, by its
+    fixed identity. Activate it if it was never activated (the same attempt and ids
+    after a crash: activation is checked on identity); answer ``ChildEnded`` if it has
+    ended; otherwise the child runs and the parent stays quiet."""
+
+    call_id: str
+    attempt: int
+    child: Delegation
+    parent: ParentCall
+    arguments: JsonValue
+
+
+@frozen
+class CancelChild:
+    """The parent ended first: send the child Run a cancel through its inbox."""
+
+    child: Delegation
+
+
+@frozen
 class NotifyWait:
     """Send the wait's request (approval prompt, input request, timer, child watch)."""
 
@@ -422,6 +503,8 @@ Effect: TypeAlias = (
     | NotifyWait
     | PublishResults
     | DeliverTerminus
+    | StartChild
+    | CancelChild
 )
 
 

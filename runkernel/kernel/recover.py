@@ -16,7 +16,8 @@ from runkernel.kernel.effects_plan import next_step_effects
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.planning import check_decision, end_run, execute_effect, redeliver, settle
 from runkernel.kernel.policies import Policies, RecoveryMode
-from runkernel.kernel.protocol import Decision, NotifyWait, QueryStatus, RunGate
+from runkernel.kernel.delegation import executing_delegations, next_to_gate
+from runkernel.kernel.protocol import Decision, Effect, NotifyWait, QueryStatus, RunGate, StartChild
 from runkernel.kernel.state import (
     Awaiting,
     CallAwaiting,
@@ -25,8 +26,10 @@ from runkernel.kernel.state import (
     CallRequested,
     EndCause,
     Ended,
+    ParentCall,
     Running,
     RunSnapshot,
+    is_concurrent_delegation,
     is_terminal,
 )
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason
@@ -150,6 +153,16 @@ def _plan(row: RecoveryRow, state: RunSnapshot, policies: Policies) -> Decision:
     if row is RecoveryRow.CALL_AWAITING:
         assert isinstance(state.state, Awaiting) and isinstance(call.status, CallAwaiting)
         return Decision(state, (NotifyWait(state.state.ticket, call.status.wait),))
+    if row is RecoveryRow.CALL_EXECUTING and is_concurrent_delegation(call):
+        # reconnect against the store: an ended child completes the call, a running one
+        # keeps the parent quiet, one never activated is activated (same attempt, same ids)
+        effects: tuple[Effect, ...] = tuple(
+            StartChild(c.call_id, c.status.attempt, c.delegation, ParentCall(state.thread_id, state.run_id, c.call_id), c.arguments)
+            for c in executing_delegations(batch)
+            if c.delegation is not None and isinstance(c.status, CallExecuting)
+        )
+        upcoming = next_to_gate(batch, policies)
+        return Decision(state, effects + ((RunGate(upcoming),) if upcoming is not None else ()))
     if row is RecoveryRow.CALL_EXECUTING:
         assert isinstance(call.status, CallExecuting) and isinstance(state.state, Running)
         attempt = call.status.attempt

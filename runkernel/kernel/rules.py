@@ -44,6 +44,10 @@ class Rule(enum.Enum):
     RUN_END_CLOSES = "run-end-closes-calls"
     TERMINAL_IMMUTABLE = "terminal-result-immutable"
     CALL_WAITS_WITH_RUN = "call-waits-with-run"
+    # delegations (I15)
+    DELEGATION_FIXED = "delegation-child-fixed"
+    CHILD_ONCE = "child-activated-once"
+    CHILD_TERMINUS = "result-is-child-terminus"
     # inputs to decide (I14 and the driver's protocol)
     RUN_NOT_AWAITING = "run-not-awaiting"
     TICKET_MISMATCH = "ticket-mismatch"

@@ -128,6 +128,23 @@ def has_unknown_outcome(batch: ActiveToolBatch) -> bool:
 
 
 @frozen
+class Delegation:
+    """A delegation's child Run: a Thread of its own and a Run id, both derived from the
+    parent Run id and the call's operation id, fixed by the call's Executing commit.
+    ``concurrent`` marks a terminal-only delegation (it runs beside the other calls of
+    its group and consumes nothing from its child but the terminus)."""
+
+    thread_id: str = attrs.field(validator=_non_empty)
+    run_id: str = attrs.field(validator=_non_empty)
+    concurrent: bool
+
+
+def is_concurrent_delegation(call: ToolCall) -> bool:
+    """Whether the call started as a terminal-only (concurrent) delegation."""
+    return call.delegation is not None and call.delegation.concurrent
+
+
+@frozen
 class ToolCall:
     """One durable call of a batch. ``operation_id`` is fixed for every attempt.
 
@@ -143,9 +160,15 @@ class ToolCall:
     operation_id: str = attrs.field(validator=_non_empty)
     status: CallStatus
     policy: ToolPolicy | None = None
+    #: AfterTool's answer, committed with the call's terminal result and immutable like
+    #: it (None: no reaction). Never carried by a call that is not terminal.
+    reaction: JsonValue = attrs.field(default=None, hash=False)
+    #: the child Run of a delegation, fixed from its Executing commit on (None: none)
+    delegation: Delegation | None = None
 
     def same_identity(self, other: ToolCall) -> bool:
-        """True when both describe the same call (everything but the status)."""
+        """True when both describe the same call (everything but the status and the
+        reaction, which arrive with the terminal result)."""
         return (
             self.call_id == other.call_id
             and self.tool == other.tool
@@ -305,6 +328,26 @@ RESUMED_EVENT = "resumed"
 
 
 @frozen
+class Staged:
+    """The Run's staged hook state as a commit sets it (``value`` None clears it).
+
+    StepStart and BeforeInference answer with it; it is committed with the Step's next
+    commit. A commit without a ``Staged`` leaves the Run's staged state unchanged.
+    """
+
+    value: JsonValue = attrs.field(hash=False)
+
+
+@frozen
+class ParentCall:
+    """The call of a parent Run that a child Run was activated for (I15)."""
+
+    thread_id: str = attrs.field(validator=_non_empty)
+    run_id: str = attrs.field(validator=_non_empty)
+    call_id: str = attrs.field(validator=_non_empty)
+
+
+@frozen
 class ThreadCommit:
     """One validated write: identity, expected version, disposition, deltas, state."""
 
@@ -319,6 +362,10 @@ class ThreadCommit:
     #: the application the Run belongs to, named on its activation line (workers drive
     #: only their app's Runs); None elsewhere
     app: str | None = None
+    #: the staged hook state this commit sets; None leaves it unchanged
+    staged: Staged | None = None
+    #: on a child Run's activation commit only: the parent call that delegated to it
+    parent: ParentCall | None = None
 
     @property
     def version(self) -> int:
@@ -361,6 +408,8 @@ class RunSnapshot:
     state: RunState
     batch: ActiveToolBatch | None
     provided_inputs: tuple[ProvidedInput, ...] = ()
+    #: the Run's committed staged hook state (JSON; None when nothing is staged)
+    staged: JsonValue = attrs.field(default=None, hash=False)
 
     def input_for(self, call_id: str) -> JsonValue:
         """The committed input answer for a call of the open batch, or None."""

@@ -37,7 +37,9 @@ from runkernel.kernel.state import (
 from runkernel.kernel.validate_calls import (
     Illegal,
     check_disposition_shape,
+    check_delegation,
     check_open_batch,
+    check_reaction,
     require,
     same_batch,
     same_json,
@@ -175,6 +177,12 @@ def _check_first(commit: ThreadCommit) -> RunSnapshot:
 def _check_next(
     prev: RunSnapshot, history: History, commit: ThreadCommit
 ) -> tuple[RunSnapshot, HistoryKeys]:
+    require(
+        commit.parent is None,
+        Rule.CHILD_ONCE,
+        lambda: f"run {commit.run_id!r} names a parent after its first commit: only a child's "
+        "activation names its parent, and a child is activated once (I15)",
+    )
     source, target = run_phase(prev.state), run_phase(commit.disposition)
     require(
         (source, target) in RUN_EDGES,
@@ -282,6 +290,7 @@ def successor(prev: RunSnapshot | None, commit: ThreadCommit) -> RunSnapshot:
             step=commit.step,
             state=commit.disposition,
             batch=commit.batch,
+            staged=commit.staged.value if commit.staged is not None else None,
         )
     inputs = prev.provided_inputs if prev.open_batch is not None else ()
     for event in commit.events:
@@ -297,6 +306,7 @@ def successor(prev: RunSnapshot | None, commit: ThreadCommit) -> RunSnapshot:
         state=commit.disposition,
         batch=commit.batch,
         provided_inputs=inputs,
+        staged=commit.staged.value if commit.staged is not None else prev.staged,
     )
 
 
@@ -376,6 +386,8 @@ def _check_new_batch(
         lambda: f"batch {batch.batch_id!r} does not hold exactly the tool-use block's calls in order",
     )
     for call in batch.calls:
+        check_reaction(None, call)
+        check_delegation(None, call)
         require(
             isinstance(call.status, CallRequested),
             Rule.BATCH_NEW,

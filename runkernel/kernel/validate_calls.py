@@ -34,9 +34,10 @@ from runkernel.kernel.state import (
     RunSnapshot,
     ThreadCommit,
     ToolCall,
+    is_concurrent_delegation,
     is_terminal,
 )
-from runkernel.kernel.values import IndeterminateReason, Role
+from runkernel.kernel.values import IndeterminateReason, ResultKind, Role
 
 
 class Illegal(Exception):
@@ -118,7 +119,59 @@ def check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Thr
         )
 
 
+def check_reaction(old: ToolCall | None, new: ToolCall) -> None:
+    """AfterTool's reaction is committed with the call's terminal result and never
+    changes after (I7 extends to it); a call that is not terminal carries none."""
+    if new.reaction is not None:
+        require(
+            is_terminal(new.status),
+            Rule.EDGE_CONDITION,
+            lambda: f"call {new.call_id!r} carries a reaction while {call_phase(new.status).value}; "
+            "a reaction is committed with the call's terminal result",
+        )
+    if old is not None and is_terminal(old.status):
+        require(
+            same_json(old.reaction, new.reaction),
+            Rule.TERMINAL_IMMUTABLE,
+            lambda: f"call {old.call_id!r} is terminal; its committed reaction never changes",
+        )
+
+
+def check_delegation(old: ToolCall | None, new: ToolCall) -> None:
+    """A delegation's child is fixed by the call's Executing commit and never changes;
+    a concurrent delegation never waits and completes only with its child's terminus."""
+    if old is not None and old.delegation is not None:
+        require(
+            new.delegation == old.delegation,
+            Rule.DELEGATION_FIXED,
+            lambda: f"call {old.call_id!r}: its delegation's child is fixed; it never changes",
+        )
+    elif new.delegation is not None:
+        require(
+            isinstance(new.status, CallExecuting) and not (old is not None and isinstance(old.status, CallExecuting)),
+            Rule.DELEGATION_FIXED,
+            lambda: f"call {new.call_id!r}: a delegation's child is fixed by the commit that moves the "
+            f"call to Executing, not by one that leaves it {call_phase(new.status).value}",
+        )
+    if new.delegation is not None and new.delegation.concurrent:
+        require(
+            not isinstance(new.status, CallAwaiting),
+            Rule.EDGE_CONDITION,
+            lambda: f"call {new.call_id!r} is a concurrent delegation: it never waits (its Run stays Running)",
+        )
+        if isinstance(new.status, CallCompleted):
+            require(
+                new.status.result.kind is ResultKind.OUTPUT,
+                Rule.EDGE_CONDITION,
+                lambda: f"call {new.call_id!r} is a concurrent delegation: it completes with its child's "
+                f"terminus (result kind output), not {new.status.result.kind.value!r}"
+                if isinstance(new.status, CallCompleted) else "",
+            )
+
+
 def check_call_change(old: ToolCall, new: ToolCall, *, ending: bool, resuming: bool) -> None:
+    check_reaction(old, new)
+    check_delegation(old, new)
     if same_status(old.status, new.status):
         require(
             not (resuming and isinstance(old.status, CallAwaiting)),
@@ -218,19 +271,27 @@ def check_edge_condition(
 
 
 def check_order(calls: Sequence[ToolCall]) -> None:
-    """Calls are terminal, then at most one in progress, then Requested (I8)."""
+    """Calls are terminal, then at most one ordinary call in progress or a group of
+    concurrent delegations (Executing or terminal), then Requested (I8)."""
     index = 0
     while index < len(calls) and is_terminal(calls[index].status):
         index += 1
-    if index < len(calls) and isinstance(calls[index].status, (CallExecuting, CallAwaiting)):
+    if index < len(calls) and _concurrent_executing(calls[index]):
+        while index < len(calls) and (is_terminal(calls[index].status) or _concurrent_executing(calls[index])):
+            index += 1
+    elif index < len(calls) and isinstance(calls[index].status, (CallExecuting, CallAwaiting)):
         index += 1
     for later in calls[index:]:
         require(
             isinstance(later.status, CallRequested),
             Rule.CALL_ORDER,
             lambda: f"call {later.call_id!r} progressed ({call_phase(later.status).value}) before every "
-            "earlier call was terminal",
+            "earlier call was terminal (only concurrent delegations run together)",
         )
+
+
+def _concurrent_executing(call: ToolCall) -> bool:
+    return isinstance(call.status, CallExecuting) and is_concurrent_delegation(call)
 
 
 def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
@@ -319,7 +380,8 @@ def same_call(new: ToolCall, old: ToolCall) -> bool:
 
 def same_batch(a: ActiveToolBatch, b: ActiveToolBatch) -> bool:
     return a == b and all(
-        same_call(x, y) and same_status(x.status, y.status) for x, y in zip(a.calls, b.calls)
+        same_call(x, y) and same_status(x.status, y.status) and same_json(x.reaction, y.reaction)
+        for x, y in zip(a.calls, b.calls)
     )
 
 

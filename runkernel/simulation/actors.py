@@ -25,6 +25,7 @@ from runkernel.adapters.ports import (
     Permit,
     Returned,
     Schedule,
+    Staging,
     StatusReply,
     ToolInvocation,
     ToolReply,
@@ -38,6 +39,7 @@ from runkernel.kernel.policies import (
 )
 from runkernel.kernel.protocol import EndRequest, Hook, OperationStatus
 from runkernel.kernel.state import (
+    Staged,
     ActiveToolBatch,
     CallExecuting,
     EndCause,
@@ -119,6 +121,17 @@ PERMANENT_FAILURE: JsonValue = {"type": "ToolError", "message": "permanent failu
 TRANSIENT_FAILURE: JsonValue = {"type": "Transient", "message": "try again"}
 
 
+class SimHooks:
+    """Hooks that stage: BeforeInference stages the step it saw and hands request-only
+    context (never committed); AfterTool reacts to every reply."""
+
+    def before_inference(self, run_id: str, step: int, staged: JsonValue) -> Staging:
+        return Staging(Staged({"step": step, "before": staged}), context={"request_only": f"{run_id}:{step}"})
+
+    def after_tool(self, run_id: str, call_id: str, attempt: int, reply: ToolReply) -> JsonValue:
+        return {"reacted_to": call_id, "attempt": attempt}
+
+
 class SimTool:
     """A tool whose attempts follow a script; under reconnect, ``status`` follows one too."""
 
@@ -132,10 +145,11 @@ class SimTool:
         retry_attempts: int = 1,
         replies: Sequence[str] = (OK,),
         status_script: Sequence[str] = (TRUTH,),
+        delegation: bool = False,
     ) -> None:
         self.name = name
         self.world = world
-        self._policy = ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retry_attempts))
+        self._policy = ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retry_attempts), delegation)
         self.replies = tuple(replies)
         self.status_script = tuple(status_script)
 

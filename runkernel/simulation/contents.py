@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from runkernel.adapters.ports import ModelReply
 from runkernel.adapters.serial import dumps
 from runkernel.kernel.codec import message_to_json
-from runkernel.kernel.state import Message, ThreadCommit
+from runkernel.kernel.delegation import terminus
+from runkernel.kernel.state import Ended, Message, ThreadCommit
 from runkernel.kernel.values import JsonValue, ResultKind, Role
 from runkernel.simulation.actors import CHECKPOINT_MARK, World
 
@@ -26,10 +27,16 @@ _ANSWERED_KINDS = (ResultKind.OUTPUT.value, ResultKind.ERROR.value)
 def check_contents(world: World, logs: Mapping[str, Iterable[ThreadCommit]]) -> list[str]:
     """Every committed message that does not match what was really answered."""
     problems: list[str] = []
+    termini = _termini(logs)
     for thread_id, log in logs.items():
         commits = list(log)
         operations = {
             call.call_id: call.operation_id for c in commits if c.batch is not None for call in c.batch.calls
+        }
+        children = {
+            call.call_id: call.delegation.run_id
+            for c in commits if c.batch is not None for call in c.batch.calls
+            if call.delegation is not None and call.delegation.concurrent
         }
         for commit in commits:
             where = f"{thread_id} v{commit.version} (run {commit.run_id}, step {commit.step})"
@@ -40,9 +47,35 @@ def check_contents(world: World, logs: Mapping[str, Iterable[ThreadCommit]]) -> 
                     replies = world.replies.get((commit.run_id, commit.step), [])
                     if not any(_is_reply(message, reply) for reply in replies):
                         problems.append(f"content {where}: an assistant message the model never replied")
+                elif message.role is Role.TOOL and message.call_id in children:
+                    problems += _child_result(where, message, termini.get(children[message.call_id]))
                 elif message.role is Role.TOOL:
                     problems += _tool_result(world, where, message, operations)
     return problems
+
+
+def _termini(logs: Mapping[str, Iterable[ThreadCommit]]) -> dict[str, JsonValue]:
+    """The terminus of every Ended Run in ``logs``, by Run id, from its commits."""
+    found: dict[str, JsonValue] = {}
+    finals: dict[str, JsonValue] = {}
+    for thread_id, log in logs.items():
+        for commit in log:
+            for message in commit.messages:
+                if message.role is Role.ASSISTANT:
+                    finals[commit.run_id] = message.content
+            if isinstance(commit.disposition, Ended):
+                found[commit.run_id] = terminus(thread_id, commit.run_id, commit.disposition.cause, finals.get(commit.run_id))
+    return found
+
+
+def _child_result(where: str, message: Message, expected: JsonValue) -> list[str]:
+    """A concurrent delegation's output is its child's committed terminus (I15)."""
+    content = message.content
+    if not isinstance(content, dict) or content.get("kind") != ResultKind.OUTPUT.value:
+        return []
+    if expected is not None and content.get("value") == expected:
+        return []
+    return [f"I15 {where}: the result of call {message.call_id} is not its child's committed terminus"]
 
 
 def _is_reply(message: Message, reply: ModelReply) -> bool:

@@ -30,10 +30,12 @@ from runkernel.kernel.protocol import (
     ResumePayload,
     TimerFired,
 )
+from runkernel.kernel.delegation import executing_delegations
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
     Awaiting,
     CallAwaiting,
+    Delegation,
     EndCause,
     Ended,
     Message,
@@ -46,6 +48,7 @@ from runkernel.simulation.actors import (
     CountingObserver,
     ScriptedGate,
     ScriptedModel,
+    SimHooks,
     SimTool,
     StepScript,
     World,
@@ -125,6 +128,7 @@ class ScenarioRun:
                 retry_attempts=spec.retry_attempts,
                 replies=spec.replies,
                 status_script=spec.status_script,
+                delegation=spec.delegation,
             )
             for spec in scenario.tools
         }
@@ -137,6 +141,8 @@ class ScenarioRun:
         self.observer = CountingObserver()
         self.ids = CountingIds(f"{index:05d}", seed)
         self.trial = Trial(scenario, [self.thread_id], [self.run_id], self.world)
+        #: children of a cancelled parent that are played after it ended
+        self.leftover_children: list[Delegation] = []
 
     def _runtime(self) -> Runtime:
         return Runtime(
@@ -150,6 +156,7 @@ class ScenarioRun:
             crash=self.plan,
             on_event=lambda event: self.trial.events.append((event, len(self.world.executions))),
             self_check=True,  # the simulator judges the kernel's commits before the store does
+            hooks=SimHooks() if self.scenario.hooks else None,
         )
 
     def _attempt(self, action: Callable[[Runtime], RunOutcome]) -> RunOutcome | None:
@@ -167,6 +174,11 @@ class ScenarioRun:
         setattr(self.store, "fail_checkpoints", failing)
         try:
             self._play_run(self.thread_id, self.run_id)
+            for child in self.leftover_children:
+                if self.store.run(child.run_id) is not None and child.thread_id not in self.trial.thread_ids:
+                    self.trial.thread_ids.append(child.thread_id)
+                    self.trial.run_ids.append(child.run_id)
+                    self._play_run(child.thread_id, child.run_id)
             if self.scenario.follow_up:
                 second = f"{self.run_id}-b"
                 self.scripts[second] = (StepScript("follow-up", end=EndCauseKind.COMPLETED),)
@@ -179,7 +191,10 @@ class ScenarioRun:
 
     def _play_run(self, thread_id: str, run_id: str) -> RunSnapshot | None:
         task = (Message(Role.USER, f"task for {run_id}"),)
-        outcome = self._attempt(lambda rt: rt.start(thread_id, run_id, task))
+        if self.store.run(run_id) is not None:  # a child its parent already activated
+            outcome = self._attempt(lambda rt: rt.drive(run_id))
+        else:
+            outcome = self._attempt(lambda rt: rt.start(thread_id, run_id, task))
         waits = 0
         last_resume: ResumeCommand | None = None
         for _ in range(MAX_ROUNDS):
@@ -200,6 +215,8 @@ class ScenarioRun:
                 waits += 1
                 self._adversary(state)
                 last_resume = self._operate(state, action)
+            elif state.open_batch is not None and executing_delegations(state.open_batch):
+                self._run_children(state)  # a quiet parent: its children run, then it wakes
             outcome = None
         self.trial.problems.append(f"run {run_id} did not end within {MAX_ROUNDS} rounds (stuck)")
         return None
@@ -224,6 +241,28 @@ class ScenarioRun:
         command = ResumeCommand(state.run_id, ticket.ticket_id, ticket.wait, payload)
         self._expect(submit_resume(self.store, command), set(), "valid resume")
         return command
+
+    def _run_children(self, state: RunSnapshot) -> None:
+        """Play the children of the parent's running concurrent delegations (each may
+        crash too: the crash plan is shared), the first one only when the scenario
+        cancels the parent while the others still run."""
+        assert state.open_batch is not None
+        running = executing_delegations(state.open_batch)
+        for index, call in enumerate(running):
+            child = call.delegation
+            assert child is not None
+            if self.store.run(child.run_id) is None:
+                return  # not activated yet (a crash came first): the parent's recovery does it
+            if child.thread_id not in self.trial.thread_ids:
+                self.trial.thread_ids.append(child.thread_id)
+                self.trial.run_ids.append(child.run_id)
+            self.scripts.setdefault(child.run_id, (StepScript(f"child {index} done", end=EndCauseKind.COMPLETED),))
+            self._play_run(child.thread_id, child.run_id)
+            if self.scenario.cancel_while_delegating and index == 0 and len(running) > 1:
+                self._expect(submit_end(self.store, state.run_id, _end(CANCEL)), set(), "cancel while delegating")
+                # the others are cancelled through their inboxes once the parent ends
+                self.leftover_children += [c.delegation for c in running[1:] if c.delegation is not None]
+                return
 
     def _run_child(self, state: RunSnapshot) -> str:
         batch = state.open_batch

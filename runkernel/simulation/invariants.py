@@ -50,6 +50,11 @@ def check_run(
         if finding.verdict is not Verdict.LEGAL:
             problems.append(f"I1-I8/I13 {thread_id} commit {finding.line}: {finding.rule}: {finding.message}")
         problems += _results_paired(thread_id, log)
+    if len(logs) > 1:
+        # parents and children together: each child activated once, results = termini (I15)
+        together = check_commits(commit for log in logs.values() for commit in log)
+        if together.verdict is not Verdict.LEGAL:
+            problems.append(f"I15 {trial.thread_ids[0]} with its children, commit {together.line}: {together.rule}: {together.message}")
     problems += _acknowledged_kept(trial, logs)
     problems += _executions(trial)
     problems += _recovery_checks(trial)

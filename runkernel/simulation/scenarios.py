@@ -50,6 +50,8 @@ class ToolSpec:
     retry_attempts: int = 1
     replies: tuple[str, ...] = (OK,)
     status_script: tuple[str, ...] = (TRUTH,)
+    #: a terminal-only delegation: its calls run concurrently, each with a child Run
+    delegation: bool = False
 
 
 @frozen
@@ -65,6 +67,10 @@ class Scenario:
     on_indeterminate: IndeterminateChoice = IndeterminateChoice.PUBLISH
     follow_up: bool = False
     checkpoint_failures: bool = False
+    #: hooks that stage state, hand request-only context and react to tool results
+    hooks: bool = False
+    #: cancel the parent once its first concurrent delegation's child has ended
+    cancel_while_delegating: bool = False
 
 
 def _end(text: str = "done") -> StepScript:
@@ -244,5 +250,23 @@ def catalogue() -> tuple[Scenario, ...]:
             (StepScript("partial"), _calls("lookup"), _end()),
             (_tool("lookup", _R),),
             checkpoint_failures=True,
+        ),
+        Scenario(
+            "staged_hooks",
+            (_calls("fetch", "lookup"), StepScript("thinking"), _end()),
+            (_tool("fetch", _R), _tool("lookup", _I)),
+            hooks=True,
+        ),
+        Scenario(
+            "concurrent_delegations",
+            (_calls("research", "research", "fetch"), _end()),
+            (ToolSpec("research", delegation=True), _tool("fetch", _R)),
+            hooks=True,
+        ),
+        Scenario(
+            "concurrent_delegations_cancelled",
+            (_calls("research", "research", "fetch"), _end()),
+            (ToolSpec("research", delegation=True), _tool("fetch", _R)),
+            cancel_while_delegating=True,
         ),
     )

@@ -23,10 +23,20 @@ from attrs import frozen
 
 from runkernel.kernel.codec import IllegalShape, TraceFormatError, commit_from_json
 from runkernel.kernel.history import NO_HISTORY, HistoryKeys
-from runkernel.kernel.rules import Rejection
-from runkernel.kernel.state import Awaiting, Ended, RunSnapshot, ThreadCommit, ThreadHead
+from runkernel.kernel.delegation import terminus
+from runkernel.kernel.rules import Rejection, Rule
+from runkernel.kernel.state import (
+    Awaiting,
+    CallCompleted,
+    Ended,
+    RunSnapshot,
+    ThreadCommit,
+    ThreadHead,
+    is_concurrent_delegation,
+)
+from runkernel.kernel.validate_calls import same_json
 from runkernel.kernel.validate import validate_commit
-from runkernel.kernel.values import json_problem
+from runkernel.kernel.values import JsonValue, Role, json_problem
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
@@ -121,12 +131,17 @@ class TraceJudge:
         self.tickets: set[Key] = set()
         self.histories: dict[str, KeyedHistory] = {}
         self.commits = 0
+        self.delegations = DelegationJudge()
 
     def _ticket_seen(self, ticket_id: str) -> bool:
         return compact_key(ticket_id) in self.tickets
 
     def feed(self, commit: ThreadCommit) -> Rejection | None:
         """Judge one commit; on acceptance it becomes the committed state."""
+        prev = self.runs.get(commit.run_id)
+        early = self.delegations.before(commit, prev, self.runs)
+        if early is not None:
+            return early
         verdict = validate_commit(
             self.heads.get(commit.thread_id),
             self.runs.get(commit.run_id),
@@ -149,7 +164,7 @@ class TraceJudge:
         if isinstance(commit.disposition, Awaiting):
             self.tickets.add(compact_key(commit.disposition.ticket.ticket_id))
         self.commits += 1
-        return None
+        return self.delegations.after(commit, prev)
 
     def retained(self) -> dict[str, int]:
         """What the judge holds, by count: Threads, open and Ended Runs, calls of open
@@ -163,6 +178,105 @@ class TraceJudge:
             "history_keys": sum(history.size() for history in self.histories.values()),
             "ticket_keys": len(self.tickets),
         }
+
+
+class DelegationJudge:
+    """I15 across Threads, for a trace that holds parents and children together: each
+    child is activated once, for the call whose ``delegation`` names it, after that call's
+    Executing commit; a concurrent delegation's result equals its child's terminus. A
+    parent judged without its children is judged without these cross-Thread checks; a
+    mismatch found only when the child ends later in the file is reported there."""
+
+    def __init__(self) -> None:
+        self.child_of: dict[str, tuple[str, str]] = {}  # child run -> (parent run, call)
+        self.activated: set[tuple[str, str]] = set()  # (parent run, call) with a child
+        self.finals: dict[str, JsonValue] = {}  # open child run -> last assistant content
+        self.termini: dict[str, JsonValue] = {}  # ended child run -> terminus
+        self.claimed: dict[str, JsonValue] = {}  # child run -> parent's result, child not ended yet
+        self.fixed: dict[tuple[str, str], tuple[str, str]] = {}  # (parent run, call) -> (thread, run)
+
+    def before(
+        self, commit: ThreadCommit, prev: RunSnapshot | None, runs: dict[str, RunSnapshot]
+    ) -> Rejection | None:
+        parent = commit.parent
+        if parent is None:
+            return None
+        if prev is not None or commit.run_id in self.child_of:
+            return Rejection(Rule.CHILD_ONCE, f"child run {commit.run_id!r} is activated again (I15)")
+        key = (parent.run_id, parent.call_id)
+        if key in self.activated:
+            return Rejection(
+                Rule.CHILD_ONCE,
+                f"call {parent.call_id!r} of run {parent.run_id!r} already activated its child (I15)",
+            )
+        fixed = self.fixed.get(key)
+        if fixed is not None:
+            if fixed != (commit.thread_id, commit.run_id):
+                return Rejection(
+                    Rule.DELEGATION_FIXED,
+                    f"run {commit.run_id!r} of thread {commit.thread_id!r} is activated for call "
+                    f"{parent.call_id!r}, whose committed delegation names run {fixed[1]!r} of thread "
+                    f"{fixed[0]!r}",
+                )
+            return None
+        owner = runs.get(parent.run_id)
+        if owner is not None and not isinstance(owner.state, Ended):
+            return Rejection(
+                Rule.DELEGATION_FIXED,
+                f"run {commit.run_id!r} is activated for call {parent.call_id!r} of run "
+                f"{parent.run_id!r} before the call's Executing commit fixed its child (I5, I15)",
+            )
+        return None  # the parent is not in this trace (or only its end is)
+
+    def after(self, commit: ThreadCommit, prev: RunSnapshot | None) -> Rejection | None:
+        if commit.parent is not None and prev is None:
+            self.child_of[commit.run_id] = (commit.parent.run_id, commit.parent.call_id)
+            self.activated.add((commit.parent.run_id, commit.parent.call_id))
+            self.finals[commit.run_id] = None
+        if commit.run_id in self.finals:
+            for message in commit.messages:
+                if message.role is Role.ASSISTANT:
+                    self.finals[commit.run_id] = message.content
+            if isinstance(commit.disposition, Ended):
+                final = self.finals.pop(commit.run_id)
+                ended = terminus(commit.thread_id, commit.run_id, commit.disposition.cause, final)
+                self.termini[commit.run_id] = ended
+                if commit.run_id in self.claimed and not same_json(self.claimed.pop(commit.run_id), ended):
+                    parent_run, call_id = self.child_of[commit.run_id]
+                    return Rejection(
+                        Rule.CHILD_TERMINUS,
+                        f"child run {commit.run_id!r} ends with a terminus that differs from the result "
+                        f"run {parent_run!r} committed for call {call_id!r} (I15)",
+                    )
+        if commit.batch is None:
+            return None
+        before = prev.batch if prev is not None else None
+        for call in commit.batch.calls:
+            if call.delegation is not None:
+                self.fixed[(commit.run_id, call.call_id)] = (call.delegation.thread_id, call.delegation.run_id)
+            if not (is_concurrent_delegation(call) and isinstance(call.status, CallCompleted)):
+                continue
+            old = before.call(call.call_id) if before is not None and before.batch_id == commit.batch.batch_id else None
+            if old is not None and isinstance(old.status, CallCompleted):
+                continue  # judged when it completed
+            assert call.delegation is not None
+            child = call.delegation.run_id
+            value = call.status.result.value
+            if child in self.termini:
+                if not same_json(value, self.termini[child]):
+                    return Rejection(
+                        Rule.CHILD_TERMINUS,
+                        f"call {call.call_id!r} completes with a value that is not its child "
+                        f"{child!r}'s committed terminus (I15)",
+                    )
+            elif child in self.finals:
+                return Rejection(
+                    Rule.CHILD_TERMINUS,
+                    f"call {call.call_id!r} completes while its child {child!r} has not ended (I15)",
+                )
+            else:
+                self.claimed[child] = value  # the child may come later in the file
+        return None
 
 
 # --- strict JSON -----------------------------------------------------------------

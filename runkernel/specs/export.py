@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 from runkernel.kernel.edges import CALL_TABLE, RUN_TABLE, CallEdgeRule, RunEdgeRule
+from runkernel.kernel.delegation import CONCURRENCY_RULE
+from runkernel.kernel.protocol import HOOK_ANSWERS
 from runkernel.kernel.recover import RECOVERY_TABLE
 from runkernel.kernel.rules import Rule
 from runkernel.specs.machines import (
@@ -104,6 +106,10 @@ def markdown() -> str:
             f"{attempt} | {_cell(call_rule.waits)} | {_cell(call_rule.results)} | "
             f"{_cell(call_rule.reasons)} |"
         )
+    out += ["", "## Concurrency rule", ""]
+    out += [f"- {line}" for line in CONCURRENCY_RULE]
+    out += ["", "## Hook answers", "", "| hook | answers with |", "|---|---|"]
+    out += [f"| {hook.value} | {answer} |" for hook, answer in HOOK_ANSWERS]
     out += [
         "",
         "## Recovery decision table",
@@ -169,6 +175,8 @@ def as_json() -> str:
             for r in RECOVERY_TABLE
         ],
         "rules": [rule.value for rule in Rule],
+        "concurrency_rule": list(CONCURRENCY_RULE),
+        "hook_answers": [{"hook": hook.value, "answers": answer} for hook, answer in HOOK_ANSWERS],
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 

@@ -30,7 +30,7 @@ from runkernel.kernel.protocol import (
     ToolOutput,
 )
 from runkernel.kernel.rules import Rejection
-from runkernel.kernel.state import EndCause, Message, RunSnapshot, TypedError
+from runkernel.kernel.state import EndCause, Message, ParentCall, RunSnapshot, TypedError
 from runkernel.kernel.values import EndCauseKind, Role, WaitKind
 
 Line = dict[str, Any]
@@ -89,6 +89,14 @@ class Log:
         self.thread_of[run_id] = thread_id
         event = Activate(
             thread_id, run_id, self.heads.get(thread_id, 0), (Message(Role.USER, prompt),)
+        )
+        return self._record(run_id, self._decide(None, event, DEFAULT))
+
+    def activate_child(self, thread_id: str, run_id: str, prompt: Any, parent: ParentCall) -> Line:
+        """A child Run's activation, naming the parent call that delegated to it."""
+        self.thread_of[run_id] = thread_id
+        event = Activate(
+            thread_id, run_id, self.heads.get(thread_id, 0), (Message(Role.USER, prompt),), parent=parent
         )
         return self._record(run_id, self._decide(None, event, DEFAULT))
 

@@ -1,0 +1,237 @@
+"""Terminal-only child delegations running concurrently (DESIGN.md, Step and ToolBatch;
+I8, I15): the pull-mode runtime with parents and children in one store, crashes and a
+parent cancelled while children run, and the judge on parent and children together."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from runkernel.adapters.inbox import submit_end
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.ports import (
+    InferenceRequest,
+    ModelCall,
+    ModelReply,
+    Returned,
+    StatusReply,
+    ToolInvocation,
+    ToolRegistry,
+    ToolReply,
+)
+from runkernel.adapters.runtime import Runtime
+from runkernel.kernel.codec import commit_to_json
+from runkernel.kernel.policies import ToolPolicy
+from runkernel.kernel.protocol import EndRequest
+from runkernel.kernel.state import (
+    CallCompleted,
+    CallExecuting,
+    CallIndeterminate,
+    EndCause,
+    Ended,
+    Message,
+    Running,
+)
+from runkernel.kernel.values import EndCauseKind, IndeterminateReason, Role
+from runkernel.specs.checker import Verdict, check_lines
+
+PARENT = "parent"
+
+
+class _Model:
+    """The parent asks for two delegations and one ordinary call; children answer."""
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        if request.run_id == PARENT:
+            if request.step == 1:
+                return ModelReply("", (
+                    ModelCall("research", {"topic": "a"}, "d1"),
+                    ModelCall("research", {"topic": "b"}, "d2"),
+                    ModelCall("fetch", {"q": 1}, "o3"),
+                ))
+            return ModelReply("summary", end=EndCauseKind.COMPLETED)
+        return ModelReply(f"child answer for {request.messages[0].content}", end=EndCauseKind.COMPLETED)
+
+
+class _Tool:
+    def __init__(self, policy: ToolPolicy) -> None:
+        self.policy = policy
+        self.runs = 0
+
+    def run(self, invocation: ToolInvocation) -> ToolReply:
+        self.runs += 1
+        return Returned({"ran": invocation.call_id})
+
+    def status(self, operation_id: str) -> StatusReply:
+        raise AssertionError("not a reconnect tool")
+
+
+def _registry() -> tuple[ToolRegistry, _Tool, _Tool]:
+    research = _Tool(ToolPolicy(terminal_only_delegation=True))
+    fetch = _Tool(ToolPolicy())
+    return ToolRegistry({"research": research, "fetch": fetch}), research, fetch
+
+
+def _children(store: MemoryStore) -> list[str]:
+    snapshot = store.run(PARENT)
+    assert snapshot is not None and snapshot.batch is not None
+    return [c.delegation.run_id for c in snapshot.batch.calls if c.delegation is not None]
+
+
+def _all_lines(store: MemoryStore) -> list[bytes]:
+    return [json.dumps(commit_to_json(c)).encode() for t in store.thread_ids() for c in store.commits(t)]
+
+
+def _judged_legal(store: MemoryStore) -> None:
+    finding = check_lines(_all_lines(store))
+    assert finding.verdict is Verdict.LEGAL, finding.report("store")
+
+
+def test_two_delegations_run_together_then_the_ordinary_call_then_results_in_order() -> None:
+    store = MemoryStore()
+    tools, research, fetch = _registry()
+    runtime = Runtime(store, _Model(), tools, self_check=True)
+    outcome = runtime.start("t", PARENT, (Message(Role.USER, "go"),))
+    # quiet parent: Running with both children activated and Executing together
+    assert isinstance(outcome.snapshot.state, Running)
+    batch = outcome.snapshot.batch
+    assert batch is not None
+    assert [type(c.status) for c in batch.calls][:2] == [CallExecuting, CallExecuting]
+    assert research.runs == 0 and fetch.runs == 0  # a delegation's executor is its child's activation
+    children = _children(store)
+    assert len(children) == 2 and all(store.run(c) is not None for c in children)
+    first_commits = [next(iter(store.commits(store.run(c).thread_id))) for c in children]  # type: ignore[union-attr]
+    assert [c.parent.call_id for c in first_commits if c.parent] == ["d1", "d2"]
+    for child in reversed(children):  # the second child ends first
+        Runtime(store, _Model(), tools, self_check=True).drive(child)
+    done = Runtime(store, _Model(), tools, self_check=True).drive(PARENT)
+    assert isinstance(done.snapshot.state, Ended)
+    assert fetch.runs == 1
+    tool_messages = [m for m in store.messages("t") if m.role is Role.TOOL]
+    assert [m.call_id for m in tool_messages] == ["d1", "d2", "o3"]
+    finalized = [c.batch for c in store.commits("t") if c.batch is not None and c.batch.finalized][0]
+    d1 = finalized.calls[0]
+    assert isinstance(d1.status, CallCompleted)
+    assert d1.delegation is not None and d1.delegation.run_id == children[0]
+    assert d1.status.result.value == {
+        "thread_id": d1.delegation.thread_id,
+        "run_id": children[0],
+        "cause": {"kind": "completed"},
+        "final": "child answer for {'topic': 'a'}",
+    }
+    _judged_legal(store)
+
+
+class _CrashOnce:
+    def __init__(self, boundary: Boundary, position: Position, skip: int = 0) -> None:
+        self.boundary, self.position, self.skip, self.fired = boundary, position, skip, False
+
+    def crash_here(self, boundary: Boundary, position: Position) -> bool:
+        if self.fired or (boundary, position) != (self.boundary, self.position):
+            return False
+        if self.skip:
+            self.skip -= 1
+            return False
+        self.fired = True
+        return True
+
+
+@pytest.mark.parametrize("skip", [0, 1])
+def test_a_crash_while_children_start_reconnects_to_the_same_children(skip: int) -> None:
+    store = MemoryStore()
+    tools, _, _ = _registry()
+    # crash after the first (or second) child's Executing commit, before its activation
+    crashing = Runtime(store, _Model(), tools, crash=_CrashOnce(Boundary.AFTER_WRITE, Position.CALL_START, skip), self_check=True)
+    with pytest.raises(SimulatedCrash):
+        crashing.start("t", PARENT, (Message(Role.USER, "go"),))
+    Runtime(store, _Model(), tools, self_check=True).drive(PARENT)
+    children = _children(store)
+    assert len(children) == 2
+    for child in children:
+        assert len(list(store.commits(store.run(child).thread_id))) == 1  # type: ignore[union-attr]
+        Runtime(store, _Model(), tools, self_check=True).drive(child)
+    assert isinstance(Runtime(store, _Model(), tools, self_check=True).drive(PARENT).snapshot.state, Ended)
+    _judged_legal(store)
+
+
+def test_a_child_that_ends_while_the_parent_is_down_completes_on_recovery() -> None:
+    store = MemoryStore()
+    tools, _, _ = _registry()
+    Runtime(store, _Model(), tools, self_check=True).start("t", PARENT, (Message(Role.USER, "go"),))
+    children = _children(store)
+    Runtime(store, _Model(), tools, self_check=True).drive(children[0])  # parent is down
+    after = Runtime(store, _Model(), tools, self_check=True).drive(PARENT)
+    batch = after.snapshot.batch
+    assert batch is not None
+    assert isinstance(batch.calls[0].status, CallCompleted)
+    assert isinstance(batch.calls[1].status, CallExecuting)  # still quiet on the other child
+    _judged_legal(store)
+
+
+def test_a_parent_cancelled_while_children_run_cancels_them_and_keeps_committed_termini() -> None:
+    store = MemoryStore()
+    tools, _, _ = _registry()
+    Runtime(store, _Model(), tools, self_check=True).start("t", PARENT, (Message(Role.USER, "go"),))
+    children = _children(store)
+    Runtime(store, _Model(), tools, self_check=True).drive(children[0])
+    assert isinstance(submit_end(store, PARENT, EndRequest(EndCause(EndCauseKind.CANCELLED))), int)
+    ended = Runtime(store, _Model(), tools, self_check=True).drive(PARENT)
+    assert isinstance(ended.snapshot.state, Ended)
+    closed = ended.snapshot.batch
+    assert closed is not None
+    first, second, third = closed.calls
+    assert isinstance(first.status, CallCompleted)  # its child's terminus was committed
+    assert second.status == CallIndeterminate(1, IndeterminateReason.OUTCOME_UNKNOWN)
+    assert third.status == CallIndeterminate(0, IndeterminateReason.RUN_ENDED)
+    # the running child was sent a cancel through its inbox and ends cancelled
+    child = Runtime(store, _Model(), tools, self_check=True).drive(children[1])
+    assert isinstance(child.snapshot.state, Ended) and child.snapshot.state.cause.kind is EndCauseKind.CANCELLED
+    _judged_legal(store)
+
+
+def test_the_judge_refuses_an_ordinary_call_started_while_a_delegation_runs() -> None:
+    store = MemoryStore()
+    tools, _, _ = _registry()
+    Runtime(store, _Model(), tools, self_check=True).start("t", PARENT, (Message(Role.USER, "go"),))
+    lines = [commit_to_json(c) for c in store.commits("t")]
+    bad = json.loads(json.dumps(lines[-1]))
+    bad["version"] += 1
+    bad["batch"]["calls"][2].update(status="executing", attempt=1)
+    finding = check_lines([json.dumps(line).encode() for line in lines + [bad]])
+    assert (finding.verdict, finding.line, finding.rule) == (Verdict.ILLEGAL, len(lines) + 1, "calls-one-at-a-time-in-order")
+
+
+def test_the_spec_states_the_concurrency_rule_and_every_hooks_answer() -> None:
+    from runkernel.kernel.protocol import Hook
+    from runkernel.specs.export import as_json, markdown
+
+    document = json.loads(as_json())
+    assert any("Only concurrent delegations may be Executing together" in line for line in document["concurrency_rule"])
+    assert [entry["hook"] for entry in document["hook_answers"]] == [hook.value for hook in Hook]
+    page = markdown()
+    assert page.index("## Tool-call state machine") < page.index("## Concurrency rule") < page.index("## Hook answers")
+
+
+def test_children_name_their_parent_and_a_quiet_parent_is_woken_by_a_childs_end() -> None:
+    from runkernel.adapters.delegations import ended_children, parent_of, parents_to_wake
+
+    store = MemoryStore()
+    tools, _, _ = _registry()
+    Runtime(store, _Model(), tools, self_check=True).start("t", PARENT, (Message(Role.USER, "go"),))
+    children = _children(store)
+    parent = parent_of(store, children[1])
+    assert parent is not None and (parent.thread_id, parent.run_id, parent.call_id) == ("t", PARENT, "d2")
+    assert parents_to_wake(store, [PARENT]) == []  # quiet: both children run
+    Runtime(store, _Model(), tools, self_check=True).drive(children[1])
+    assert ended_children(store, PARENT) == ["d2"]
+    assert parents_to_wake(store, [PARENT, "nobody"]) == [PARENT]
+
+
+def test_the_push_driver_refuses_terminal_only_delegations_up_front() -> None:
+    from runkernel.adapters.driver import Driver
+    from runkernel.adapters.driver_actions import DriverError
+
+    with pytest.raises(DriverError, match="terminal-only delegations run under the pull-mode Runtime"):
+        Driver(MemoryStore(), tools={"research": ToolPolicy(terminal_only_delegation=True)})
