@@ -92,3 +92,37 @@ def test_a_signalled_worker_finishes_releases_its_leases_and_exits_0(tmp_path: P
         assert store.thread_head(summary.thread_id) is not None
     print(f"{sig.name}: {out.strip()}")
     store.close()
+
+
+def test_inspect_shows_every_call_of_every_batch_as_json_with_its_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RUNKERNEL_DEMO_LEDGER", str(tmp_path / "ledger.db"))
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    assert main(["start", "--store", url, "--thread", "t1", "--run", "r1", "--app", "demo", "book"]) == 0
+    assert main(["worker", "--store", url, "--app", "examples.demo_app:app", "--once"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", "--store", url, "r1", "--format", "json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    ticket = view["ticket"]
+    assert (ticket["tool"], ticket["arguments"]) == ("pay", {"amount": 20, "currency": "EUR"})
+    assert main(["resume", "--store", url, "r1", "--ticket", ticket["ticket_id"], "--approve"]) == 0
+    assert main(["worker", "--store", url, "--app", "examples.demo_app:app", "--once"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", "--store", url, "r1", "--format", "json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["run_state"]["state"] == "ended" and view["app"] == "demo"
+    calls = [c for b in view["batches"] for c in b["calls"]]
+    assert [c["tool"] for c in calls] == ["lookup", "reserve", "pay"]
+    pay = calls[2]
+    assert [h["status"] for h in pay["history"]] == ["requested", "awaiting", "executing", "completed"]
+    assert pay["history"][-1]["result"] == {"kind": "output", "value": {"paid": 20, "currency": "EUR"}}
+    assert [r["payload"] for r in pay["resumes"]] == [{"type": "approve"}]
+    assert view["settled_commands"][0]["outcome"] == "applied"
+    assert view["writer"]["epoch"] >= 1
+    assert main(["inspect", "--store", url, "r1"]) == 0
+    text = capsys.readouterr().out
+    assert "no open batch" in text and "no batch\n" not in text
+    assert 'pay  arguments={"amount":20,"currency":"EUR"}' in text
+    assert 'result={"kind":"output","value":{"paid":20,"currency":"EUR"}}' in text
+    assert 'resumed with {"type":"approve"}' in text
