@@ -1,6 +1,6 @@
 """One worker process of the race test: ``python race_worker.py STORE ACKS REPORT ID LEASE``.
 
-It drives the race app's Runs until SIGTERM, appending each commit it saw acknowledged
+It drives the race app's Runs until SIGTERM (once REPORT.ready exists), appending each commit it saw acknowledged
 to ACKS (one unbuffered write per line, so a SIGKILL loses at most the line being
 written) and, after a clean stop, its counts to REPORT.
 """
@@ -31,6 +31,8 @@ def main(store_path: str, acks_path: str, report_path: str, worker_id: str, leas
     store = SqliteStore(store_path, create=False)
     worker = Worker(store, app, worker_id=worker_id, lease_duration=float(lease), poll_interval=0.05, on_event=on_event)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: worker.shutdown())
+    # from here a SIGTERM stops it cleanly: say so (before, it would just end the process)
+    open(report_path + ".ready", "w").close()
     report = worker.run()
     with open(report_path, "w", encoding="utf-8") as out:
         json.dump(attrs.asdict(report), out)

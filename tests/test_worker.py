@@ -400,3 +400,46 @@ def test_load_app_finds_module_attr_like_uvicorn_and_says_what_is_wrong() -> Non
     ]:
         with pytest.raises(AppLoadError, match=why):
             load_app(bad)
+
+
+# --- one outcome for a refused command, whichever driver applies it -------------------
+
+
+class SettlementLog(MemoryStore):
+    """Keeps every settlement made outside a commit (what a refusal is)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settled: list[tuple[int, str]] = []
+
+    def settle_command(self, entry_id: int, outcome: str) -> None:
+        self.settled.append((entry_id, outcome))
+        super().settle_command(entry_id, outcome)
+
+
+@pytest.mark.parametrize("driver", ["pull", "push"])
+def test_both_drivers_settle_a_duplicate_command_with_the_same_outcome(driver: str) -> None:
+    from runkernel.adapters.inbox import submit_resume
+    from runkernel.kernel.protocol import Approve, ResumeCommand
+
+    store = SettlementLog()
+    _activate(store, "r1")
+    Worker(store, _app(Recording(), HoldFor(Hold(WaitKind.APPROVAL))), worker_id="w0").run_once()
+    snapshot = store.run("r1")
+    assert snapshot is not None and isinstance(snapshot.state, Awaiting)
+    approve = ResumeCommand("r1", snapshot.state.ticket.ticket_id, WaitKind.APPROVAL, Approve())
+    first, second = submit_resume(store, approve), submit_resume(store, approve)
+    assert isinstance(first, int) and isinstance(second, int)
+    if driver == "pull":
+        Worker(store, _app(Recording()), worker_id="w1").run_once()
+    else:
+        push = Driver(store, {"work": REPLAY})
+        action = push.pick_up("r1")  # applies the inbox first
+        assert isinstance(action, RunCall)
+        action = push.call_returned(action.call_id, "ok")
+        assert isinstance(action, Infer)
+        assert isinstance(push.inferred("done", end=EndCauseKind.COMPLETED), Done)
+    entry = store.inbox_entry(first)
+    assert entry is not None and entry.outcome == "applied"
+    # an Ended Run keeps only applied commands; the refusal was settled before that
+    assert store.settled == [(second, f"refused: already applied by command {first}")]

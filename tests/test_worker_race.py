@@ -50,6 +50,8 @@ class Race:
             "RUNKERNEL_DEMO_TOOL_SECONDS": "0.05",
         }
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.ready: dict[int, Path] = {}
+        self.stalled: list[tuple[subprocess.Popen[bytes], float]] = []
         self.generation = 0
         self.kills = 0
         self.stalls = 0
@@ -57,6 +59,7 @@ class Race:
     def spawn(self, slot: int) -> None:
         self.generation += 1
         worker_id = f"w{slot}-g{self.generation}"
+        self.ready[slot] = self.tmp / f"report-{worker_id}.json.ready"
         self.procs[slot] = subprocess.Popen(
             [
                 sys.executable,
@@ -82,23 +85,41 @@ class Race:
         current = {f"w{slot}-g": slot for slot in self.procs}
         return sorted({slot for (worker_id,) in rows for prefix, slot in current.items() if worker_id.startswith(prefix)})
 
-    def chaos(self, store: SqliteStore) -> None:
-        """One seeded disturbance: a SIGKILL and a restart, or a stall past the lease."""
+    def plan(self) -> list[tuple[int, str]]:
+        """The disturbances, at seeded points of progress (commits written so far, out
+        of about 9 per Run), so that they land while the Runs are driven whatever the
+        machine's speed."""
+        kinds = ["kill"] * KILLS + ["stall"] * STALLS
+        self.random.shuffle(kinds)
+        points = sorted(self.random.sample(range(RUNS + 20, RUNS * 8), len(kinds)))
+        return list(zip(points, kinds))
+
+    def kill(self) -> None:
         slot = self.random.randrange(WORKERS)
-        holders = self.holding(store)
-        if self.stalls < STALLS and holders and self.random.random() < 0.3:
-            slot = self.random.choice(holders)
         proc = self.procs[slot]
-        if self.stalls < STALLS and slot in holders and self.random.random() < 0.3:
-            proc.send_signal(signal.SIGSTOP)
-            time.sleep(LEASE * 1.6)  # outlasts its lease: another worker may take over
-            proc.send_signal(signal.SIGCONT)
-            self.stalls += 1
-        elif self.kills < KILLS:
-            proc.kill()
-            proc.wait()
-            self.kills += 1
-            self.spawn(slot)
+        proc.kill()
+        proc.wait()
+        self.kills += 1
+        self.spawn(slot)
+
+    def stall(self, store: SqliteStore) -> bool:
+        """SIGSTOP a worker that holds a lease; ``wake`` sends SIGCONT once the stall
+        outlasted that lease. False if no worker holds one at this moment."""
+        holders = [s for s in self.holding(store) if all(p is not self.procs[s] for p, _ in self.stalled)]
+        if not holders:
+            return False
+        proc = self.procs[self.random.choice(holders)]
+        proc.send_signal(signal.SIGSTOP)
+        self.stalled.append((proc, time.monotonic() + LEASE * 1.6))  # another worker may take over
+        self.stalls += 1
+        return True
+
+    def wake(self, everyone: bool = False) -> None:
+        now = time.monotonic()
+        for proc, until in list(self.stalled):
+            if everyone or now >= until:
+                proc.send_signal(signal.SIGCONT)
+                self.stalled.remove((proc, until))
 
     def quiet(self, store: SqliteStore) -> bool:
         runs = store.list_runs()
@@ -124,15 +145,30 @@ def test_workers_race_with_kills_and_stalls_and_lose_or_repeat_nothing(tmp_path:
     for slot in range(WORKERS):
         race.spawn(slot)
     watcher = SqliteStore(race.store_path, create=False)
+    plan = race.plan()
     began = time.monotonic()
     try:
-        while not race.quiet(watcher):
+        while not race.quiet(watcher) or race.stalled:
             assert time.monotonic() - began < HANG_GUARD, "hang guard: the race did not settle"
-            time.sleep(race.random.uniform(0.1, 0.4))
-            if race.kills < KILLS or race.stalls < STALLS:
-                race.chaos(watcher)
+            time.sleep(0.02)
+            race.wake()
+            written = sum(s.version for s in watcher.list_runs())
+            while plan and written >= plan[0][0]:
+                kind = plan[0][1]
+                if kind == "kill":
+                    race.kill()
+                    plan.pop(0)
+                elif race.stall(watcher):
+                    plan.pop(0)
+                else:  # nobody holds a lease this instant: the stall goes after the rest
+                    plan.append((max(written + 5, plan[-1][0]), plan.pop(0)[1]))
+                    break
     finally:
-        for proc in race.procs.values():
+        race.wake(everyone=True)
+        for slot, proc in race.procs.items():
+            while proc.poll() is None and not race.ready[slot].exists():  # its SIGTERM handler
+                assert time.monotonic() - began < HANG_GUARD, "hang guard: a worker never got ready"
+                time.sleep(0.02)
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
                 proc.terminate()
