@@ -443,3 +443,18 @@ def test_both_drivers_settle_a_duplicate_command_with_the_same_outcome(driver: s
     assert entry is not None and entry.outcome == "applied"
     # an Ended Run keeps only applied commands; the refusal was settled before that
     assert store.settled == [(second, f"refused: already applied by command {first}")]
+
+
+def test_the_push_driver_fires_a_due_timer_like_the_runtime() -> None:
+    store = MemoryStore()
+    driver = Driver(store, {"work": REPLAY})
+    driver.start(["go"], thread_id="t1", run_id="r1")
+    action = driver.inferred("working", [CallRequest("work", {"n": 1})])
+    assert isinstance(action, RunCall) and action.attempt == 1
+    action = driver.call_scheduled(action.call_id, "2000-01-01T00:00:00Z")
+    # the timer is already due: the driver resumes the call instead of waiting
+    assert isinstance(action, RunCall), action
+    action = driver.call_returned(action.call_id, "again")
+    assert isinstance(action, Infer)
+    events = [e.type for c in store.commits("t1") for e in c.events]
+    assert "resumed" in events

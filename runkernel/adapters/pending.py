@@ -17,7 +17,9 @@ from runkernel.adapters.store import InboxEntry
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.decide import decide
 from runkernel.kernel.policies import Policies
-from runkernel.kernel.protocol import DeadlinePassed, Decision, EndRequest, ResumeCommand
+from runkernel.kernel.protocol import DeadlinePassed, Decision, EndRequest, ResumeCommand, TimerFired
+from runkernel.kernel.resume import has_passed
+from runkernel.kernel.values import WaitKind
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Awaiting, CallAwaiting, RunSnapshot
@@ -118,6 +120,22 @@ def has_deadline(state: RunSnapshot) -> bool:
     return call is not None and isinstance(call.status, CallAwaiting) and call.status.wait.expires_at is not None
 
 
+def due_timer(state: RunSnapshot, now: str, policies: Policies, history: History = NO_HISTORY) -> Decision | None:
+    """The resume a due timer becomes at ``now`` (a scheduled wait whose ``due_at``
+    passed resumes its call, as its ticket's timer command would), or None."""
+    if not isinstance(state.state, Awaiting) or state.open_batch is None:
+        return None
+    call = state.open_batch.call(state.state.ticket.call_id)
+    if call is None or not isinstance(call.status, CallAwaiting):
+        return None
+    wait = call.status.wait
+    if wait.kind is not WaitKind.SCHEDULED or not has_passed(wait.due_at, now):
+        return None
+    fired = ResumeCommand(state.run_id, state.state.ticket.ticket_id, WaitKind.SCHEDULED, TimerFired())
+    verdict = decide(state, fired, policies, history)
+    return None if isinstance(verdict, Rejection) else verdict
+
+
 def expiry(state: RunSnapshot, now: str, policies: Policies) -> Decision | None:
     """The deny an expired approval becomes at ``now``, or None (none expired)."""
     if not has_deadline(state):
@@ -131,6 +149,7 @@ __all__ = [
     "ALREADY_APPLIED_BY",
     "APPLIED_OUTCOMES",
     "InboxVerdict",
+    "due_timer",
     "exact_outcome",
     "exact_outcomes",
     "expiry",
