@@ -27,6 +27,7 @@ from runkernel.adapters.ports import (
     ToolRegistry,
     ToolReply,
 )
+from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.runtime import CommitRetried, Runtime, RuntimeEvent
 from runkernel.adapters.store import Lease, LeaseHeld, LeaseLost, Settlement, StoreUnavailable, Writer
 from runkernel.adapters.worker import Worker
@@ -85,7 +86,7 @@ class Recording:
         return StatusReply(OperationStatus.NOT_FOUND)
 
 
-def _activate(store: MemoryStore, run_id: str, app: str | None = "test", thread: str | None = None) -> None:
+def _activate(store: MemoryStore | SqliteStore, run_id: str, app: str | None = "test", thread: str | None = None) -> None:
     from runkernel.conformance.runs import step
     from runkernel.kernel.protocol import Activate
 
@@ -201,9 +202,32 @@ class LosesReplies(MemoryStore):
         return stored
 
 
+class SqliteLosesReplies(SqliteStore):
+    """The same on a SQLite file: the transaction commits, then the reply is lost."""
+
+    def __init__(self, path: Path, lose: set[int]) -> None:
+        super().__init__(path)
+        self.lose = lose
+        self.appends = 0
+
+    def append(
+        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+    ) -> RunSnapshot:
+        self.appends += 1
+        stored = super().append(commit, settle, lease=lease)
+        if self.appends in self.lose:
+            raise StoreUnavailable("connection dropped after COMMIT (injected)")
+        return stored
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
 @pytest.mark.parametrize("lost", [2, 3, 4, 5])
-def test_a_commit_whose_reply_was_lost_is_adopted_on_retry_never_written_twice(lost: int) -> None:
-    store = LosesReplies({lost})
+def test_a_commit_whose_reply_was_lost_is_adopted_on_retry_never_written_twice(
+    lost: int, kind: str, tmp_path: Path
+) -> None:
+    store: MemoryStore | SqliteStore = (
+        LosesReplies({lost}) if kind == "memory" else SqliteLosesReplies(tmp_path / "s.db", {lost})
+    )
     _activate(store, "r1")
     tool = Recording()
     retried: list[RuntimeEvent] = []

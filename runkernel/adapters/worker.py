@@ -134,12 +134,16 @@ class Worker:
         """Poll for work and drive it until ``shutdown()``."""
         try:
             while not self.stopping:
-                found = self._work()
-                for run_id in found:
+                progressed = False
+                for run_id in self._work():
                     if self.stopping:
                         break
+                    before = self._version(run_id)
                     self.drive(run_id)
-                if not found:
+                    progressed = progressed or self._version(run_id) != before
+                if not progressed:
+                    # nothing to do, or only Runs that cannot move yet (a reconnect
+                    # tool still running): wait a poll instead of spinning on them
                     self._stopping.wait(self.poll_interval)
         finally:
             self.leases.release_all()
