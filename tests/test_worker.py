@@ -482,3 +482,27 @@ def test_the_push_driver_fires_a_due_timer_like_the_runtime() -> None:
     assert isinstance(action, Infer)
     events = [e.type for c in store.commits("t1") for e in c.events]
     assert "resumed" in events
+
+
+def test_a_polling_worker_waits_on_the_stores_wake_ups_when_it_has_them() -> None:
+    class Notifying(MemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.waits: list[float] = []
+            self.worker: Worker | None = None
+
+        def wait_for_work(self, timeout: float) -> list[str]:
+            self.waits.append(timeout)
+            if len(self.waits) == 2:
+                _activate(self, "late")  # a Run arrives while the worker waits
+            if len(self.waits) == 3 and self.worker is not None:
+                self.worker.shutdown()
+            return []
+
+    store = Notifying()
+    _activate(store, "r1")
+    worker = Worker(store, _app(Recording()), worker_id="w1", poll_interval=7.0)
+    store.worker = worker
+    worker.run()
+    assert store.waits == [0.0, 7.0, 7.0]
+    assert all(isinstance(s.state, Ended) for r in ("r1", "late") if (s := store.run(r)))

@@ -131,7 +131,12 @@ class Worker:
         return self.report
 
     def run(self) -> WorkerReport:
-        """Poll for work and drive it until ``shutdown()``."""
+        """Poll for work and drive it until ``shutdown()``. With a store that offers
+        ``wait_for_work(timeout)`` (PostgreSQL's LISTEN/NOTIFY), the wait between polls
+        ends as soon as a Run is notified; polling stays the ground truth."""
+        waiter: Callable[[float], object] | None = getattr(self.store, "wait_for_work", None)
+        if waiter is not None:
+            waiter(0.0)  # start listening before the first poll, so no wake-up is missed
         try:
             while not self.stopping:
                 progressed = False
@@ -141,10 +146,13 @@ class Worker:
                     before = self._version(run_id)
                     self.drive(run_id)
                     progressed = progressed or self._version(run_id) != before
-                if not progressed:
+                if not progressed and not self.stopping:
                     # nothing to do, or only Runs that cannot move yet (a reconnect
                     # tool still running): wait a poll instead of spinning on them
-                    self._stopping.wait(self.poll_interval)
+                    if waiter is not None:
+                        waiter(self.poll_interval)
+                    else:
+                        self._stopping.wait(self.poll_interval)
         finally:
             self.leases.release_all()
         return self.report
