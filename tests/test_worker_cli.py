@@ -23,7 +23,7 @@ def test_start_prints_the_run_id_and_runs_lists_newest_first(tmp_path: Path, cap
     url = f"sqlite:///{tmp_path / 's.db'}"
     assert main(["start", "--store", url, "--thread", "t1", "--run", "r1", "--app", "demo", "hello"]) == 0
     assert capsys.readouterr().out == "r1\n"
-    assert main(["start", "--store", url, "--thread", "t2", "first", "second"]) == 0
+    assert main(["start", "--store", url, "--thread", "t2", "--app", "demo", "first", "second"]) == 0
     minted = capsys.readouterr().out.strip()
     assert minted.startswith("run")
     assert main(["runs", "--store", url, "--format", "json"]) == 0
@@ -42,9 +42,9 @@ def test_start_prints_the_run_id_and_runs_lists_newest_first(tmp_path: Path, cap
 
 def test_start_refuses_a_second_active_run_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
-    assert main(["start", "--store", url, "--thread", "t1", "--run", "r1", "hello"]) == 0
+    assert main(["start", "--store", url, "--thread", "t1", "--run", "r1", "--app", "a", "hello"]) == 0
     capsys.readouterr()
-    assert main(["start", "--store", url, "--thread", "t1", "--run", "r2", "again"]) == 1
+    assert main(["start", "--store", url, "--thread", "t1", "--run", "r2", "--app", "a", "again"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "one-active-run" in err, err
 
