@@ -112,7 +112,10 @@ def register_runs(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     start.add_argument("--thread", required=True, metavar="T", help="the Thread the Run belongs to")
     start.add_argument("--run", metavar="R", help="the run id (default: a new random one)")
     start.add_argument(
-        "--app", metavar="NAME", help="the application the Run belongs to (a worker drives only its app's Runs)"
+        "--app",
+        required=True,
+        metavar="NAME",
+        help="the application the Run belongs to: a worker drives only its app's Runs (the app's name)",
     )
     start.add_argument("message", nargs="+", metavar="MESSAGE", help="a user message")
     start.set_defaults(handler=_start)

@@ -27,6 +27,7 @@ from runkernel.adapters.ports import (
     ToolRegistry,
     ToolReply,
 )
+from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.runtime import CommitRetried, Runtime, RuntimeEvent
 from runkernel.adapters.store import Lease, LeaseHeld, LeaseLost, Settlement, StoreUnavailable, Writer
 from runkernel.adapters.worker import Worker
@@ -85,7 +86,7 @@ class Recording:
         return StatusReply(OperationStatus.NOT_FOUND)
 
 
-def _activate(store: MemoryStore, run_id: str, app: str | None = "test", thread: str | None = None) -> None:
+def _activate(store: MemoryStore | SqliteStore, run_id: str, app: str | None = "test", thread: str | None = None) -> None:
     from runkernel.conformance.runs import step
     from runkernel.kernel.protocol import Activate
 
@@ -201,9 +202,32 @@ class LosesReplies(MemoryStore):
         return stored
 
 
+class SqliteLosesReplies(SqliteStore):
+    """The same on a SQLite file: the transaction commits, then the reply is lost."""
+
+    def __init__(self, path: Path, lose: set[int]) -> None:
+        super().__init__(path)
+        self.lose = lose
+        self.appends = 0
+
+    def append(
+        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+    ) -> RunSnapshot:
+        self.appends += 1
+        stored = super().append(commit, settle, lease=lease)
+        if self.appends in self.lose:
+            raise StoreUnavailable("connection dropped after COMMIT (injected)")
+        return stored
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
 @pytest.mark.parametrize("lost", [2, 3, 4, 5])
-def test_a_commit_whose_reply_was_lost_is_adopted_on_retry_never_written_twice(lost: int) -> None:
-    store = LosesReplies({lost})
+def test_a_commit_whose_reply_was_lost_is_adopted_on_retry_never_written_twice(
+    lost: int, kind: str, tmp_path: Path
+) -> None:
+    store: MemoryStore | SqliteStore = (
+        LosesReplies({lost}) if kind == "memory" else SqliteLosesReplies(tmp_path / "s.db", {lost})
+    )
     _activate(store, "r1")
     tool = Recording()
     retried: list[RuntimeEvent] = []
@@ -400,3 +424,85 @@ def test_load_app_finds_module_attr_like_uvicorn_and_says_what_is_wrong() -> Non
     ]:
         with pytest.raises(AppLoadError, match=why):
             load_app(bad)
+
+
+# --- one outcome for a refused command, whichever driver applies it -------------------
+
+
+class SettlementLog(MemoryStore):
+    """Keeps every settlement made outside a commit (what a refusal is)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settled: list[tuple[int, str]] = []
+
+    def settle_command(self, entry_id: int, outcome: str) -> None:
+        self.settled.append((entry_id, outcome))
+        super().settle_command(entry_id, outcome)
+
+
+@pytest.mark.parametrize("driver", ["pull", "push"])
+def test_both_drivers_settle_a_duplicate_command_with_the_same_outcome(driver: str) -> None:
+    from runkernel.adapters.inbox import submit_resume
+    from runkernel.kernel.protocol import Approve, ResumeCommand
+
+    store = SettlementLog()
+    _activate(store, "r1")
+    Worker(store, _app(Recording(), HoldFor(Hold(WaitKind.APPROVAL))), worker_id="w0").run_once()
+    snapshot = store.run("r1")
+    assert snapshot is not None and isinstance(snapshot.state, Awaiting)
+    approve = ResumeCommand("r1", snapshot.state.ticket.ticket_id, WaitKind.APPROVAL, Approve())
+    first, second = submit_resume(store, approve), submit_resume(store, approve)
+    assert isinstance(first, int) and isinstance(second, int)
+    if driver == "pull":
+        Worker(store, _app(Recording()), worker_id="w1").run_once()
+    else:
+        push = Driver(store, {"work": REPLAY})
+        action = push.pick_up("r1")  # applies the inbox first
+        assert isinstance(action, RunCall)
+        action = push.call_returned(action.call_id, "ok")
+        assert isinstance(action, Infer)
+        assert isinstance(push.inferred("done", end=EndCauseKind.COMPLETED), Done)
+    entry = store.inbox_entry(first)
+    assert entry is not None and entry.outcome == "applied"
+    # an Ended Run keeps only applied commands; the refusal was settled before that
+    assert store.settled == [(second, f"refused: already applied by command {first}")]
+
+
+def test_the_push_driver_fires_a_due_timer_like_the_runtime() -> None:
+    store = MemoryStore()
+    driver = Driver(store, {"work": REPLAY})
+    driver.start(["go"], thread_id="t1", run_id="r1")
+    action = driver.inferred("working", [CallRequest("work", {"n": 1})])
+    assert isinstance(action, RunCall) and action.attempt == 1
+    action = driver.call_scheduled(action.call_id, "2000-01-01T00:00:00Z")
+    # the timer is already due: the driver resumes the call instead of waiting
+    assert isinstance(action, RunCall), action
+    action = driver.call_returned(action.call_id, "again")
+    assert isinstance(action, Infer)
+    events = [e.type for c in store.commits("t1") for e in c.events]
+    assert "resumed" in events
+
+
+def test_a_polling_worker_waits_on_the_stores_wake_ups_when_it_has_them() -> None:
+    class Notifying(MemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.waits: list[float] = []
+            self.worker: Worker | None = None
+
+        def wait_for_work(self, timeout: float) -> list[str]:
+            self.waits.append(timeout)
+            if len(self.waits) == 2:
+                _activate(self, "late")  # a Run arrives while the worker waits
+            if len(self.waits) == 3 and self.worker is not None:
+                self.worker.shutdown()
+            return []
+
+    store = Notifying()
+    _activate(store, "r1")
+    worker = Worker(store, _app(Recording()), worker_id="w1", poll_interval=7.0)
+    store.worker = worker
+    worker.run()
+    assert store.waits == [0.0, 7.0, 7.0]
+    assert all(isinstance(s.state, Ended) for r in ("r1", "late") if (s := store.run(r)))

@@ -45,6 +45,7 @@ from runkernel.adapters.driver_protocol import (
     Operation,
     Partial,
     Pending,
+    ReadCommands,
     Poll,
     ReadHead,
     ReadMessages,
@@ -57,7 +58,7 @@ from runkernel.adapters.driver_protocol import (
     Status,
     Steps,
 )
-from runkernel.adapters.pending import expiry, has_deadline, next_command
+from runkernel.adapters.pending import due_timer, exact_outcomes, expiry, has_deadline, needs_settled_commands, next_command
 from runkernel.adapters.port_inputs import gate_verdict
 from runkernel.adapters.ports import Clock, GateAnswer, IdSource
 from runkernel.adapters.store import Checkpoint, InboxEntry, Settlement, UnknownRun
@@ -333,7 +334,11 @@ class DriverCore:
         if not pending:
             return None
         verdict = next_command(state, pending, self.policies, self.lookups)
-        for entry, outcome in verdict.refused:
+        refused = verdict.refused
+        if needs_settled_commands(refused):
+            commands: list[InboxEntry] = yield ReadCommands(state.run_id)
+            refused = exact_outcomes(refused, commands)
+        for entry, outcome in refused:
             yield Settle(entry.entry_id, outcome)
         if verdict.accepted is None:
             return None
@@ -341,7 +346,12 @@ class DriverCore:
         return decision
 
     def _expiry(self, state: RunSnapshot) -> Decision | None:
-        return expiry(state, self.settings.clock(), self.policies) if has_deadline(state) else None
+        """An expired approval's deny, or a due timer's resume (the same function as the
+        pull-mode runtime's)."""
+        now = self.settings.clock()
+        if has_deadline(state):
+            return expiry(state, now, self.policies)
+        return due_timer(state, now, self.policies, self.lookups)
 
     # --- actions --------------------------------------------------------------------
 

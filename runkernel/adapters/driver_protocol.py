@@ -66,6 +66,14 @@ class Pending:
 
 
 @frozen
+class ReadCommands:
+    """Answer with every inbox command of the Run still kept, pending or settled (to
+    name the command a duplicate repeats)."""
+
+    run_id: str
+
+
+@frozen
 class Settle:
     """Record what became of an inbox command; answer with None."""
 
@@ -118,6 +126,7 @@ Operation: TypeAlias = (
     | ReadHead
     | ReadMessages
     | Pending
+    | ReadCommands
     | Settle
     | LoadCheckpoint
     | SaveCheckpoint
@@ -204,6 +213,7 @@ __all__ = [
     "Operation",
     "Partial",
     "Pending",
+    "ReadCommands",
     "Poll",
     "ReadHead",
     "ReadMessages",

@@ -33,6 +33,7 @@ from runkernel.adapters.driver_protocol import (
     Operation,
     Pending,
     Poll,
+    ReadCommands,
     ReadHead,
     ReadMessages,
     ReadRun,
@@ -238,6 +239,8 @@ class Shell:
                 return store.messages(op.thread_id)
             case Pending():
                 return store.pending_commands(op.run_id)
+            case ReadCommands():
+                return store.commands(op.run_id)
             case Settle():
                 store.settle_command(op.entry_id, op.outcome)
                 return None

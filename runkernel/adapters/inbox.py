@@ -7,10 +7,12 @@ put it in the store's inbox and the runtime that drives the Run applies it.
 
 from __future__ import annotations
 
+from runkernel.adapters.pending import ALREADY_APPLIED_BY as ALREADY_APPLIED_BY
+from runkernel.adapters.pending import APPLIED_OUTCOMES as APPLIED_OUTCOMES
+from runkernel.adapters.pending import exact_outcome
 from runkernel.adapters.runtime_events import ALREADY_COMMITTED, refusal_outcome
-from runkernel.adapters.serial import end_to_inbox, inbox_to_input, resume_to_inbox
+from runkernel.adapters.serial import end_to_inbox, resume_to_inbox
 from runkernel.adapters.store import InboxEntry, Store
-from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.decide import check_resume
 from runkernel.kernel.protocol import EndRequest, ResumeCommand
 from runkernel.kernel.rules import Rejection, Rule
@@ -46,32 +48,13 @@ def submit_end(store: Store, run_id: str, request: EndRequest) -> Rejection | in
     return store.put_command(run_id, end_to_inbox(request))
 
 
-#: The outcome of a duplicate: refused, naming the command that was applied.
-ALREADY_APPLIED_BY = "refused: already applied by command {entry_id}"
-
-#: Outcomes of a command that was applied (settled after its commit, or found
-#: committed after a crash came between its commit and its settlement).
-APPLIED_OUTCOMES = ("applied", ALREADY_COMMITTED)
-
-
 def exact_refusal(
     store: Store, state: RunSnapshot, entry: InboxEntry, command: ResumeCommand | EndRequest, rejection: Rejection
 ) -> str:
-    """How a refused inbox command is settled, exactly: ``refused: RULE: ...``; or, when
-    the committed state already holds what it asks, ``applied before`` if no other
-    command was settled as its application (its commit was written before a crash), and
-    otherwise ``refused: already applied by command N`` naming that command."""
+    """How the pull-mode runtime settles a refused inbox command: ``exact_outcome``
+    (``adapters/pending.py``), the same function the push-mode driver uses, given the
+    Run's commands as the store keeps them."""
     outcome = refusal_outcome(state, command, rejection)
     if outcome != ALREADY_COMMITTED:
-        return outcome
-    for other in store.commands(entry.run_id):
-        if other.entry_id != entry.entry_id and other.outcome in APPLIED_OUTCOMES and _same(other, command):
-            return ALREADY_APPLIED_BY.format(entry_id=other.entry_id)
-    return ALREADY_COMMITTED
-
-
-def _same(entry: InboxEntry, command: ResumeCommand | EndRequest) -> bool:
-    try:
-        return inbox_to_input(entry.body) == command
-    except TraceFormatError:
-        return False
+        return outcome  # no need to read the inbox
+    return exact_outcome(state, entry, command, rejection, store.commands(entry.run_id))

@@ -3,8 +3,10 @@ answered from committed facts only (never from a worker, a stream or a UI)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from runkernel.adapters.inspect_calls import batch_histories
 from runkernel.adapters.store import Store
 from runkernel.kernel.codec import call_to_json, disposition_to_json, message_to_json
 from runkernel.kernel.edges import call_phase
@@ -53,11 +55,18 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
     ticket = None
     if isinstance(state, Awaiting):
         accepts = [PAYLOAD_NAMES[t] for t in PAYLOADS_BY_WAIT[state.ticket.wait]]
+        waiting = snapshot.batch.call(state.ticket.call_id) if snapshot.batch else None
+        wait = waiting.status.wait if waiting is not None and isinstance(waiting.status, CallAwaiting) else None
         ticket = {
             "ticket_id": state.ticket.ticket_id,
             "wait": state.ticket.wait.value,
             "call_id": state.ticket.call_id,
             "accepts": accepts,
+            # what an operator approves: the call and its arguments, and when the wait ends
+            "tool": None if waiting is None else waiting.tool,
+            "arguments": None if waiting is None else waiting.arguments,
+            "expires_at": None if wait is None else wait.expires_at,
+            "due_at": None if wait is None else wait.due_at,
         }
     calls = snapshot.batch.calls if snapshot.batch else ()
     log = _run_log(store, snapshot)
@@ -88,6 +97,7 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
             "calls": [call_to_json(c) for c in calls],
         },
         "ticket": ticket,
+        "batches": batch_histories(log),
         "messages": [message_to_json(m) for c in log for m in c.messages],
         "indeterminate": indeterminate,
         "pending_commands": [e.body for e in store.pending_commands(snapshot.run_id)],
@@ -96,7 +106,19 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
             for e in store.commands(snapshot.run_id)
             if e.state == "settled"
         ],
+        "app": log[0].app if log else None,
+        "writer": _writer(store, snapshot),
     }
+
+
+def _writer(store: Store, snapshot: RunSnapshot) -> dict[str, Any] | None:
+    """Who wrote the latest commit (a worker and its lease epoch), if a lease did."""
+    writer = store.writer_of(snapshot.thread_id, snapshot.version)
+    return None if writer is None else {"worker_id": writer.worker_id, "epoch": writer.epoch}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
@@ -117,7 +139,7 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
         "Has the model requested a Tool?  (Run-scoped ActiveToolBatch)",
     ]
     if snapshot.batch is None:
-        out.append("  no batch")
+        out.append("  no open batch" if view["batches"] else "  no batch")
     else:
         batch = snapshot.batch
         out.append(f"  batch {batch.batch_id} (step {batch.step}, {'finalized' if batch.finalized else 'open'})")
@@ -133,6 +155,18 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
                 f"  - {call.call_id}  {call.tool}  {call_phase(call.status).value}  "
                 f"attempt={call.status.attempt}  operation={call.operation_id}  {detail}".rstrip()
             )
+    if view["batches"]:
+        out += ["", "Every call of every batch, with its history:"]
+        for batch_view in view["batches"]:
+            out.append(f"  batch {batch_view['batch_id']} (step {batch_view['step']})")
+            for call_view in batch_view["calls"]:
+                out.append(f"  - {call_view['call_id']}  {call_view['tool']}  arguments={_json(call_view['arguments'])}")
+                for change in call_view["history"]:
+                    fields = {k: v for k, v in change.items() if k not in ("version", "status")}
+                    extra = "  ".join(f"{k}={_json(v)}" for k, v in fields.items())
+                    out.append(f"      v{change['version']}: {change['status']}  {extra}".rstrip())
+                for resume in call_view["resumes"]:
+                    out.append(f"      v{resume['version']}: resumed with {_json(resume['payload'])}")
     out += ["", "What input can resume an Awaiting Run?  (committed ResumeTicket)"]
     ticket = view["ticket"]
     if ticket is None:
@@ -142,10 +176,13 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
             f"  ticket {ticket['ticket_id']}  wait={ticket['wait']}  call={ticket['call_id']}  "
             f"accepts: {' | '.join(ticket['accepts'])}"
         )
+        out.append(f"  the call: {ticket['tool']} arguments={_json(ticket['arguments'])}")
+        if ticket["expires_at"] or ticket["due_at"]:
+            out.append(f"  deadline: {ticket['expires_at'] or ''}{ticket['due_at'] or ''}")
     out += ["", "Has displayed text become Thread truth?  (committed messages of this Run)"]
     for message in view["messages"]:
-        content = str(message.get("content"))
-        content = content if len(content) <= 70 else content[:67] + "..."
+        raw = message.get("content")
+        content = raw if isinstance(raw, str) else _json(raw)
         who = message["role"] + (f"[{message['call_id']}]" if "call_id" in message else "")
         out.append(f"  {who}: {content}")
     if view["indeterminate"]:
@@ -155,7 +192,10 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
             out.append(f"  - {entry['call_id']}  operation={entry['operation_id']}  {recorded}")
     if view["pending_commands"]:
         out += ["", f"Pending commands in the inbox: {len(view['pending_commands'])}"]
+        out += [f"  - {_json(body)}" for body in view["pending_commands"]]
     if view["settled_commands"]:
         out += ["", "Settled commands (an Ended Run keeps only the applied ones):"]
         out += [f"  - command {e['entry_id']}: {e['outcome']}" for e in view["settled_commands"]]
+    if view["writer"] is not None:
+        out += ["", f"Last written by worker {view['writer']['worker_id']} (lease epoch {view['writer']['epoch']})"]
     return "\n".join(out) + "\n"

@@ -59,6 +59,7 @@ from runkernel.adapters.runtime_events import (
     RuntimeProtocolError,
 )
 from runkernel.adapters.inbox import exact_refusal, submit_end
+from runkernel.adapters.pending import due_timer
 from runkernel.adapters.invocation import invocation_scope
 from runkernel.adapters.worker_lease import APPEND_RETRIES, LeaseKeeper
 from runkernel.adapters.serial import inbox_to_input
@@ -110,7 +111,6 @@ from runkernel.kernel.protocol import (
     ToolOutcomeLost,
     ToolOutput,
     ToolScheduled,
-    TimerFired,
 )
 from runkernel.kernel.recover import RecoveryDecision, recover
 from runkernel.kernel.resume import has_passed
@@ -612,12 +612,8 @@ class Runtime:
         now = self.clock()
         wait = call.status.wait
         if wait.kind is WaitKind.SCHEDULED:
-            # a due timer resumes the call as its own ticket's command would
-            if not has_passed(wait.due_at, now):
-                return None
-            fired = ResumeCommand(state.run_id, state.state.ticket.ticket_id, WaitKind.SCHEDULED, TimerFired())
-            verdict = decide(state, fired, self.policies, self.store.history(state.run_id), self_check=self.self_check)
-            return None if isinstance(verdict, Rejection) else verdict
+            # the push-mode driver fires due timers with the same function
+            return due_timer(state, now, self.policies, self.store.history(state.run_id))
         if not has_passed(wait.expires_at, now):
             return None
         expired = DeadlinePassed(state.state.ticket.ticket_id, now)

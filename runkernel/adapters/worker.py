@@ -131,16 +131,28 @@ class Worker:
         return self.report
 
     def run(self) -> WorkerReport:
-        """Poll for work and drive it until ``shutdown()``."""
+        """Poll for work and drive it until ``shutdown()``. With a store that offers
+        ``wait_for_work(timeout)`` (PostgreSQL's LISTEN/NOTIFY), the wait between polls
+        ends as soon as a Run is notified; polling stays the ground truth."""
+        waiter: Callable[[float], object] | None = getattr(self.store, "wait_for_work", None)
+        if waiter is not None:
+            waiter(0.0)  # start listening before the first poll, so no wake-up is missed
         try:
             while not self.stopping:
-                found = self._work()
-                for run_id in found:
+                progressed = False
+                for run_id in self._work():
                     if self.stopping:
                         break
+                    before = self._version(run_id)
                     self.drive(run_id)
-                if not found:
-                    self._stopping.wait(self.poll_interval)
+                    progressed = progressed or self._version(run_id) != before
+                if not progressed and not self.stopping:
+                    # nothing to do, or only Runs that cannot move yet (a reconnect
+                    # tool still running): wait a poll instead of spinning on them
+                    if waiter is not None:
+                        waiter(self.poll_interval)
+                    else:
+                        self._stopping.wait(self.poll_interval)
         finally:
             self.leases.release_all()
         return self.report
