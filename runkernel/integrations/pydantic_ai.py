@@ -1,0 +1,477 @@
+"""Durable Pydantic AI agents: runkernel as the durability backend of an ``Agent``.
+
+::
+
+    durable = RunkernelDurability("sqlite:///agent.db", tools={"search": REPLAY, ...})
+    agent = Agent(model, output_type=[str, DeferredToolRequests], capabilities=[durable])
+    result = await agent.run("...")                    # a Run in the Thread = conversation id
+    result = await durable.resume(agent, run_id)       # after a crash, or with answers
+
+Each model request is one inference step (its ``ModelResponse`` kept verbatim as message
+metadata where the build has it); the response's function calls form the step's ordered
+batch (call id = the tool call id); ``Executing{n}`` is durable before a tool body runs;
+``requires_approval=True`` and declared external tools are the gate (Requested→Awaiting).
+
+Why a plain capability and not ``BaseDurabilityCapability`` (the engine API of Temporal,
+DBOS and Prefect): that API is journal-and-replay. The agent loop runs again from the
+start and every durable unit returns its journaled result, so a unit interrupted midway
+simply runs again: what a unit is, and whether it may run twice, is the engine's, not the
+tool's. runkernel decides the opposite way round: a Run continues from committed facts,
+never by replaying the loop, and what happens to a call found Executing is the tool's
+committed recovery policy (replay with its operation id, ask a reconnect tool its status,
+or never again). The hooks this needs are public capability hooks (``wrap_run``,
+``wrap_model_request``, ``wrap_tool_execute``, ``handle_deferred_tool_calls``); the
+engine API would add a replay journal that runkernel's store already replaces.
+
+Pydantic AI runs function tools first and collects deferred ones at the end of the step,
+so the batch is committed in that order (function calls, then deferred calls, each in the
+model's order) and tools run one at a time (``parallel_execution_mode('sequential')``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import copy
+import inspect
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import attrs
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed, ToolFailedError, ToolRetryError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.tool_manager import ToolManager
+from pydantic_core import to_jsonable_python
+
+from runkernel.adapters.driver import AsyncDriver
+from runkernel.adapters.driver_actions import Action, CallRequest, CheckStatus, Done, DriverError, Infer, RunCall, WaitFor
+from runkernel.adapters.ports import Hold, Permit, StatusReply
+from runkernel.adapters.store import Store, StoreError
+from runkernel.adapters.urls import open_store
+from runkernel.kernel.policies import IndeterminateChoice, RecoveryMode, ToolPolicy
+from runkernel.kernel.protocol import Approve, Deny, ExternalResult, ProvideInput, ResumePayload
+from runkernel.kernel.state import CallCompleted, CallIndeterminate, EndCauseKind, Message, ResultKind, Role, ToolCall
+from runkernel.kernel.state import TypedError, WaitKind
+from runkernel.kernel.values import JsonValue
+
+_HAS_METADATA = "metadata" in attrs.fields_dict(Message)
+_DEFERRED_KINDS = ("unapproved", "external")
+StatusFunction = Callable[[str], "StatusReply | Any"]
+
+
+class IntegrationError(DriverError):
+    """The agent did something its durable Run cannot commit; the message says what to use."""
+
+
+class DeferredAfterStart(IntegrationError):
+    """A tool body raised ``ApprovalRequired`` or ``CallDeferred`` after its Executing commit:
+    the seed has no Executing→Awaiting edge for it. Declare the wait instead."""
+
+
+@attrs.frozen
+class Invocation:
+    """The call a tool body runs for: ``operation_id`` is the idempotency key downstream,
+    the same for every attempt; ``attempt`` counts from 1."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    operation_id: str
+    attempt: int
+
+
+_INVOCATION: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar("runkernel_invocation", default=None)
+_PICK_UP: contextvars.ContextVar[tuple[str, DeferredToolResults | None] | None] = contextvars.ContextVar(
+    "runkernel_pick_up", default=None
+)
+
+
+def current_invocation() -> Invocation:
+    """The runkernel call the running tool body serves (for its idempotency key)."""
+    invocation = _INVOCATION.get()
+    if invocation is None:
+        raise LookupError("no runkernel invocation: current_invocation() works only inside a durable tool body")
+    return invocation
+
+
+@asynccontextmanager
+async def invocation_scope(invocation: Invocation) -> AsyncIterator[Invocation]:
+    """Test helper: run a tool body outside an agent as if runkernel had started it."""
+    token = _INVOCATION.set(invocation)
+    try:
+        yield invocation
+    finally:
+        _INVOCATION.reset(token)
+
+
+@dataclass
+class RunkernelDurability(AbstractCapability[Any]):
+    """Attach to an ``Agent`` (``capabilities=[...]``) to make its runs durable Runs.
+
+    ``store`` is a URL (``sqlite:///agent.db``) or an open ``Store``; ``tools`` gives every
+    tool the model may call its ``ToolPolicy`` (declared external tools included);
+    ``status`` gives each reconnect tool its ``status(operation_id) -> StatusReply``;
+    ``questions`` names the external tools a person answers (an input wait). The Thread is
+    the run's ``conversation_id``, a new Run's id its ``run_id``.
+    """
+
+    store: str | Store = "sqlite:///runkernel.db"
+    tools: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    status: Mapping[str, StatusFunction] = field(default_factory=dict)
+    questions: frozenset[str] = frozenset()
+    max_steps: int = 50
+    on_indeterminate: IndeterminateChoice = IndeterminateChoice.PUBLISH
+    poll_interval: float = 0.2
+    _opened: list[Store] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        for name, policy in self.tools.items():
+            if policy.recovery.mode is RecoveryMode.RECONNECT and name not in self.status:
+                raise ValueError(f"tool {name!r} reconnects after a crash: give it status={{{name!r}: fn}}")
+        self._reset()
+
+    def _reset(self) -> None:
+        self._driver: AsyncDriver | None = None
+        self._action: Action | None = None
+        self._answers: dict[str, ResumePayload | _Answer] = {}
+        self._tool_manager: ToolManager[Any] | None = None
+        self._pick_up: tuple[str, DeferredToolResults | None] | None = None
+
+    # --- public -----------------------------------------------------------------------
+
+    def open(self) -> Store:
+        """The store, opened once and shared by this capability's runs."""
+        if not self._opened:
+            self._opened.append(open_store(self.store) if isinstance(self.store, str) else self.store)
+        return self._opened[0]
+
+    def history(self, thread_id: str) -> list[ModelMessage]:
+        """The Thread's committed messages as Pydantic AI's message history."""
+        return to_model_messages(self.open().messages(thread_id))
+
+    async def resume(
+        self, agent: Agent[Any, Any], run_id: str, *, deferred_tool_results: DeferredToolResults | None = None, **run: Any
+    ) -> Any:
+        """Continue Run ``run_id`` from the store alone (after a crash, in any process, or
+        with the answers to its ``DeferredToolRequests``): the one documented call.
+        Answers are applied ticket by ticket in call order; commands queued with
+        ``runkernel resume`` are applied first. Returns ``agent.run``'s result."""
+        thread_id = self.open().thread_of(run_id)
+        if thread_id is None:
+            raise IntegrationError(f"run {run_id!r} is not in the store")
+        token = _PICK_UP.set((run_id, deferred_tool_results))
+        try:
+            return await agent.run(message_history=self.history(thread_id), conversation_id=thread_id, **run)
+        finally:
+            _PICK_UP.reset(token)
+
+    # --- capability hooks -------------------------------------------------------------
+
+    async def for_run(self, ctx: Any) -> RunkernelDurability:
+        layer = copy.copy(self)  # shares the opened store, not the per-run driver
+        layer._reset()
+        return layer
+
+    async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
+        driver = self._driver = AsyncDriver(
+            self.open(), self.tools, gate=self, max_steps=self.max_steps, on_indeterminate=self.on_indeterminate
+        )
+        self._pick_up = _PICK_UP.get()
+        if self._pick_up is None:
+            self._action = await self._start(ctx, driver)
+        try:
+            with ToolManager.parallel_execution_mode("sequential"):
+                result = await handler()
+            await self._ready(None)
+        except (StoreError, DriverError, asyncio.CancelledError):
+            raise  # the Run stays as committed: resume() continues it
+        except Exception as error:
+            if not isinstance(self._action, Done):
+                await driver.end(EndCauseKind.FAILED, TypedError(type(error).__name__, str(error)))
+            raise
+        if isinstance(self._action, Infer) and not isinstance(result.output, DeferredToolRequests):
+            self._action = await driver.end(EndCauseKind.COMPLETED)
+        return result
+
+    async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> ModelResponse:
+        driver = await self._ready(ctx)
+        if not isinstance(self._action, Infer):
+            raise IntegrationError(f"the agent asked its model while runkernel expects {self._action!r}")
+        response: ModelResponse = await handler(request_context)
+        params = request_context.model_request_parameters
+        output_tools = {tool.name for tool in params.output_tools}
+        kinds = {tool.name: tool.kind for tool in params.function_tools}
+        calls = [c for c in response.tool_calls if c.tool_name not in output_tools]
+        calls.sort(key=lambda c: kinds.get(c.tool_name) in _DEFERRED_KINDS)  # stable: function calls first
+        outputs = [c.args_as_dict() for c in response.tool_calls if c.tool_name in output_tools]
+        content: JsonValue = response.text if response.text is not None else (outputs[0] if outputs else None)
+        metadata = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0] if _HAS_METADATA else None
+        requests = [CallRequest(c.tool_name, c.args_as_dict(), call_id=c.tool_call_id) for c in calls]
+        await self._settle(await driver.inferred(content, requests, metadata=metadata))
+        return response
+
+    async def wrap_tool_execute(self, ctx: Any, *, call: ToolCallPart, tool_def: Any, args: Any, handler: Any) -> Any:
+        driver = await self._ready(ctx)
+        while True:
+            action, committed = self._action, self._call(call.tool_call_id)
+            if committed is not None and isinstance(committed.status, (CallCompleted, CallIndeterminate)):
+                return _shown(committed)
+            if isinstance(action, RunCall) and action.call_id == call.tool_call_id:
+                return await self._execute(action, args, handler)
+            if isinstance(action, CheckStatus) and action.call_id == call.tool_call_id:
+                reply = self.status[action.tool](action.operation_id)
+                reply = await reply if inspect.isawaitable(reply) else reply
+                await self._settle(await driver.status(action.call_id, reply.status, reply.value))
+                if isinstance(self._action, CheckStatus) and self._action.call_id == action.call_id:
+                    await asyncio.sleep(self.poll_interval)  # running: ask again later
+                continue
+            if isinstance(action, WaitFor) and action.call.call_id == call.tool_call_id and ctx.tool_call_approved:
+                await self._settle(await driver.resume(Approve()))
+                continue
+            raise IntegrationError(f"tool call {call.tool_call_id!r} out of runkernel's order (it expects {action!r})")
+
+    async def handle_deferred_tool_calls(self, ctx: Any, *, requests: DeferredToolRequests) -> DeferredToolResults | None:
+        await self._ready(ctx)
+        results = DeferredToolResults()
+        for part in [*requests.approvals, *requests.calls]:
+            call_id, action = part.tool_call_id, self._action
+            committed = self._call(call_id)
+            if committed is not None and isinstance(committed.status, (CallCompleted, CallIndeterminate)):
+                answer = _deferred_answer(committed)
+            elif isinstance(action, (RunCall, CheckStatus)) and action.call_id == call_id:
+                answer = ToolApproved()  # approved earlier: its attempt is durable, Pydantic AI runs it
+            elif (payload := self._answers.get(call_id)) is not None:
+                answer = _answer_of(payload)  # applied when runkernel's order reaches it
+            else:
+                continue
+            if part in requests.approvals:
+                results.approvals[call_id] = answer
+            else:
+                results.calls[call_id] = answer
+        return results if results.approvals or results.calls else None
+
+    # --- the gate (the driver asks it before each call) -------------------------------
+
+    def check(self, run_id: str, call: ToolCall) -> Permit | Hold:
+        """runkernel's gate: Pydantic AI's declarations decide which calls wait."""
+        kind = self._kind(call.tool)
+        if kind not in _DEFERRED_KINDS:
+            return Permit()
+        if kind == "unapproved":
+            return Hold(WaitKind.APPROVAL, request=call.arguments)
+        return Hold(WaitKind.INPUT if call.tool in self.questions else WaitKind.EXTERNAL, request=call.arguments)
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    async def _start(self, ctx: Any, driver: AsyncDriver) -> Action:
+        thread_id, store = ctx.conversation_id, self.open()
+        head = store.thread_head(thread_id)
+        if head is not None and head.active_run_id is not None:
+            raise IntegrationError(
+                f"run {head.active_run_id!r} of conversation {thread_id!r} is not Ended: continue it with"
+                " RunkernelDurability.resume(agent, run_id), not a new agent.run"
+            )
+        if ctx.prompt is None:
+            raise IntegrationError("a new durable Run needs a user prompt")
+        prompt = Message(Role.USER, to_jsonable_python(ctx.prompt))
+        return await driver.start([prompt], thread_id=thread_id, run_id=ctx.run_id)
+
+    async def _ready(self, ctx: Any) -> AsyncDriver:
+        """Every hook starts here. A Run is picked up in the first hook, where the tool
+        manager knows which tools wait (the gate may be asked during recovery)."""
+        if ctx is not None and ctx.tool_manager is not None:
+            self._tool_manager = ctx.tool_manager
+        assert self._driver is not None
+        if self._pick_up is not None:
+            (run_id, answers), self._pick_up = self._pick_up, None
+            self._answers = _payloads(answers)
+            await self._driver.pick_up(run_id)
+            await self._settle(await self._driver.next_action())
+        return self._driver
+
+    def _call(self, call_id: str) -> ToolCall | None:
+        snapshot = self._driver.snapshot if self._driver is not None else None
+        batch = snapshot.batch if snapshot is not None else None
+        return batch.call(call_id) if batch is not None and not batch.finalized else None
+
+    async def _settle(self, action: Action) -> None:
+        """Apply known answers to waits (ticket by ticket) and finish body-less calls."""
+        assert self._driver is not None
+        while True:
+            self._action = action
+            if isinstance(action, WaitFor) and action.call.call_id in self._answers:
+                action = await self._driver.resume(_payload_for(action, self._answers.pop(action.call.call_id)))
+            elif isinstance(action, RunCall) and self._kind(action.tool) == "external":
+                action = await self._driver.call_returned(action.call_id, action.resume_value)  # the answer
+            else:
+                return
+
+    def _kind(self, tool: str) -> str | None:
+        try:
+            definition = self._tool_manager.get_tool_def(tool) if self._tool_manager is not None else None
+        except ValueError:  # not prepared for a step yet
+            return None
+        return definition.kind if definition is not None else None
+
+    async def _execute(self, action: RunCall, args: Any, handler: Any) -> Any:
+        assert self._driver is not None
+        driver, call_id = self._driver, action.call_id
+        token = _INVOCATION.set(Invocation(action.run_id, call_id, action.tool, action.operation_id, action.attempt))
+        try:
+            result = await handler(args)
+        except (ApprovalRequired, CallDeferred) as deferral:
+            declaration = "requires_approval=True" if isinstance(deferral, ApprovalRequired) else "a declared external tool"
+            raise DeferredAfterStart(
+                f"tool {action.tool!r} raised {type(deferral).__name__} after its Executing commit; runkernel has"
+                f" no Executing→Awaiting edge for it: declare the wait with {declaration} instead"
+            ) from deferral
+        except (ModelRetry, ToolRetryError, ToolFailed, ToolFailedError) as error:
+            await self._settle(await driver.call_failed(call_id, _error_value(error)))
+            raise
+        except Exception as error:
+            await self._settle(await driver.call_failed(call_id, {"type": type(error).__name__, "message": str(error)}))
+            raise
+        finally:
+            _INVOCATION.reset(token)
+        await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
+        return result
+
+
+def _error_value(error: Exception) -> JsonValue:
+    if isinstance(error, ToolRetryError):
+        return {"type": "ModelRetry", "message": str(error.tool_retry.content)}
+    if isinstance(error, ModelRetry):
+        return {"type": "ModelRetry", "message": error.message}
+    return {"type": "ToolFailed", "message": str(error)}
+
+
+def _shown(call: ToolCall) -> Any:
+    """A committed terminal result as the tool's return (or its retry/failure) to Pydantic AI."""
+    status = call.status
+    if isinstance(status, CallIndeterminate):
+        return {"indeterminate": status.reason.value, "operation_id": call.operation_id}
+    assert isinstance(status, CallCompleted)
+    value = status.result.value
+    if status.result.kind is ResultKind.ERROR:
+        message = value.get("message") if isinstance(value, dict) else value
+        if isinstance(value, dict) and value.get("type") == "ToolFailed":
+            raise ToolFailed(str(message))
+        raise ModelRetry(str(message))
+    if status.result.kind is ResultKind.DENIED:
+        return value if value is not None else ToolDenied().message
+    return value
+
+
+def _deferred_answer(call: ToolCall) -> Any:
+    status = call.status
+    if isinstance(status, CallCompleted) and status.result.kind is ResultKind.DENIED:
+        value = status.result.value
+        return ToolDenied(value if isinstance(value, str) else ToolDenied().message)
+    if isinstance(status, CallCompleted) and status.result.kind is ResultKind.OUTPUT:
+        return ToolApproved()  # ran after its approval: wrap_tool_execute shows the committed result
+    return _shown(call)
+
+
+def _payloads(results: DeferredToolResults | None) -> dict[str, ResumePayload | _Answer]:
+    if results is None:
+        return {}
+    payloads: dict[str, ResumePayload | _Answer] = {}
+    for call_id, answer in results.to_tool_call_results().items():
+        if isinstance(answer, ToolApproved):
+            payloads[call_id] = Approve()
+        elif isinstance(answer, ToolDenied):
+            payloads[call_id] = Deny(answer.message)
+        else:
+            value = to_jsonable_python(getattr(answer, "return_value", answer))
+            payloads[call_id] = _Answer(value)
+    return payloads
+
+
+@attrs.frozen
+class _Answer:
+    """An external or input answer whose wait kind is known only when its ticket is."""
+
+    value: JsonValue
+
+
+def _payload_for(wait: WaitFor, answer: ResumePayload | _Answer) -> ResumePayload:
+    if not isinstance(answer, _Answer):
+        return answer
+    return ProvideInput(answer.value) if wait.wait.kind is WaitKind.INPUT else ExternalResult(answer.value)
+
+
+def _answer_of(payload: ResumePayload | _Answer) -> Any:
+    if isinstance(payload, Approve):
+        return ToolApproved()
+    if isinstance(payload, Deny):
+        return ToolDenied(payload.reason if isinstance(payload.reason, str) else ToolDenied().message)
+    return getattr(payload, "value", None)
+
+
+def to_model_messages(messages: Sequence[Message]) -> list[ModelMessage]:
+    """Rebuild Pydantic AI's history from committed messages: an assistant message's
+    metadata is its ``ModelResponse`` verbatim; without it, text and tool calls."""
+    history: list[ModelMessage] = []
+    returns: list[ModelRequestPart] = []
+    names: dict[str, str] = {}
+    for message in messages:
+        if message.role is Role.TOOL:
+            assert message.call_id is not None
+            returns.append(_return_part(names.get(message.call_id, "unknown"), message.call_id, message.content))
+            continue
+        if returns:
+            history.append(ModelRequest(parts=returns))
+            returns = []
+        if message.role is Role.USER:
+            history.append(ModelRequest(parts=[UserPromptPart(message.content)]))  # type: ignore[arg-type]
+            continue
+        names.update({use.call_id: use.tool for use in message.tool_calls or ()})
+        metadata = getattr(message, "metadata", None)
+        if metadata is not None:
+            history.extend(ModelMessagesTypeAdapter.validate_python([metadata]))
+            continue
+        parts: list[Any] = [TextPart(message.content)] if isinstance(message.content, str) else []
+        parts += [ToolCallPart(use.tool, use.arguments, use.call_id) for use in message.tool_calls or ()]  # type: ignore[arg-type]
+        history.append(ModelResponse(parts=parts))
+    if returns:
+        history.append(ModelRequest(parts=returns))
+    return history
+
+
+def _return_part(tool: str, call_id: str, content: JsonValue) -> ModelRequestPart:
+    body = content if isinstance(content, dict) else {}
+    kind, value = body.get("kind"), body.get("value")
+    if kind == ResultKind.ERROR.value and isinstance(value, dict) and value.get("type") == "ModelRetry":
+        return RetryPromptPart(str(value.get("message")), tool_name=tool, tool_call_id=call_id)
+    if kind == ResultKind.ERROR.value:
+        message = value.get("message") if isinstance(value, dict) else value
+        return ToolReturnPart(tool, str(message), call_id, outcome="failed")
+    if kind == ResultKind.DENIED.value:
+        return ToolReturnPart(tool, value if isinstance(value, str) else ToolDenied().message, call_id, outcome="denied")
+    return ToolReturnPart(tool, value if kind is not None else content, call_id)
+
+
+__all__ = [
+    "DeferredAfterStart",
+    "IntegrationError",
+    "Invocation",
+    "RunkernelDurability",
+    "current_invocation",
+    "invocation_scope",
+    "to_model_messages",
+]
