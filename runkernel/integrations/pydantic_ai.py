@@ -59,7 +59,8 @@ from pydantic_ai.tool_manager import ToolManager
 from pydantic_core import to_jsonable_python
 
 from runkernel.adapters.driver import AsyncDriver
-from runkernel.adapters.driver_actions import Action, CallRequest, CheckStatus, Done, DriverError, Infer, RunCall, WaitFor
+from runkernel.adapters.driver_actions import Action, CallRequest, CheckStatus, Done, DriverStopped, Infer, RunCall, WaitFor
+from runkernel.errors import RunkernelError
 from runkernel.adapters.ports import Hold, Permit, StatusReply
 from runkernel.adapters.store import Store, StoreError
 from runkernel.adapters.urls import open_store
@@ -74,7 +75,7 @@ _DEFERRED_KINDS = ("unapproved", "external")
 StatusFunction = Callable[[str], "StatusReply | Any"]
 
 
-class IntegrationError(DriverError):
+class IntegrationError(RunkernelError):
     """The agent did something its durable Run cannot commit; the message says what to use."""
 
 
@@ -198,7 +199,7 @@ class RunkernelDurability(AbstractCapability[Any]):
             with ToolManager.parallel_execution_mode("sequential"):
                 result = await handler()
             await self._ready(None)
-        except (StoreError, DriverError, asyncio.CancelledError):
+        except (StoreError, DriverStopped, asyncio.CancelledError):
             raise  # the Run stays as committed: resume() continues it
         except Exception as error:
             if not isinstance(self._action, Done):
@@ -252,7 +253,7 @@ class RunkernelDurability(AbstractCapability[Any]):
             call_id, action = part.tool_call_id, self._action
             committed = self._call(call_id)
             if committed is not None and isinstance(committed.status, (CallCompleted, CallIndeterminate)):
-                answer = _deferred_answer(committed)
+                answer = _deferred_answer(committed) if part in requests.approvals else _shown(committed)
             elif isinstance(action, (RunCall, CheckStatus)) and action.call_id == call_id:
                 answer = ToolApproved()  # approved earlier: its attempt is durable, Pydantic AI runs it
             elif (payload := self._answers.get(call_id)) is not None:
@@ -307,7 +308,7 @@ class RunkernelDurability(AbstractCapability[Any]):
     def _call(self, call_id: str) -> ToolCall | None:
         snapshot = self._driver.snapshot if self._driver is not None else None
         batch = snapshot.batch if snapshot is not None else None
-        return batch.call(call_id) if batch is not None and not batch.finalized else None
+        return batch.call(call_id) if batch is not None else None
 
     async def _settle(self, action: Action) -> None:
         """Apply known answers to waits (ticket by ticket) and finish body-less calls."""
@@ -382,9 +383,7 @@ def _deferred_answer(call: ToolCall) -> Any:
     if isinstance(status, CallCompleted) and status.result.kind is ResultKind.DENIED:
         value = status.result.value
         return ToolDenied(value if isinstance(value, str) else ToolDenied().message)
-    if isinstance(status, CallCompleted) and status.result.kind is ResultKind.OUTPUT:
-        return ToolApproved()  # ran after its approval: wrap_tool_execute shows the committed result
-    return _shown(call)
+    return ToolApproved()  # it ran (or may have) after its approval: wrap_tool_execute shows the result
 
 
 def _payloads(results: DeferredToolResults | None) -> dict[str, ResumePayload | _Answer]:

@@ -1,0 +1,230 @@
+"""A scripted Pydantic AI agent on runkernel, for the integration tests (in process and
+as a subprocess that a test kills).
+
+The model is a ``FunctionModel`` playing a script: step k (the number of responses already
+in the history) answers with the script's k-th reply. Every tool body appends what it
+starts to a downstream record (one JSON line per start, fsync'd before the effect), so a
+test can count starts per operation id across processes. ``CRASH`` kills this process
+with SIGKILL at one point: ``tool:NAME:ATTEMPT`` inside a tool body after its downstream
+record, ``model:STEP`` after the model answered step STEP and before runkernel commits it.
+
+As a script: ``python tests/pydantic_ai_app.py STORE RECORD SCRIPT start|resume [RUN_ID]
+[ANSWERS_JSON]`` prints one JSON line with the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.toolsets import ExternalToolset
+from pydantic_ai.tools import ToolDefinition
+
+from runkernel import OperationStatus, RecoveryMode, StatusReply, ToolPolicy, ToolRecoveryPolicy
+from runkernel.integrations.pydantic_ai import RunkernelDurability, current_invocation
+
+REPLAY = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY))
+RECONNECT = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT))
+INDETERMINATE = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE))
+
+
+class Weather(BaseModel):
+    """The structured output of the ``structured`` script."""
+
+    city: str
+    sky: str
+
+
+def _call(tool: str, call_id: str, **args: Any) -> ToolCallPart:
+    return ToolCallPart(tool, args, call_id)
+
+
+#: Scripts: one list of parts per model reply; a text-only reply is the final answer.
+SCRIPTS: dict[str, list[list[Any]]] = {
+    "happy": [[TextPart("looking"), _call("search", "s1", q="a"), _call("note", "n1", text="x")], [TextPart("done")]],
+    "approval": [[TextPart("mailing"), _call("search", "s1", q="a"), _call("send", "m1", to="bob")], [TextPart("sent")]],
+    "two_approvals": [
+        [_call("send", "m1", to="ann"), _call("search", "s1", q="a"), _call("send", "m2", to="bob")],
+        [TextPart("handled")],
+    ],
+    "replay_crash": [[_call("search", "s1", q="a")], [TextPart("found")]],
+    "indeterminate_crash": [[_call("note", "n1", text="x")], [TextPart("noted")]],
+    "reconnect_crash": [[_call("charge", "c1", cents=5)], [TextPart("charged")]],
+    "second_call_crash": [[_call("note", "n1", text="x"), _call("search", "s1", q="b")], [TextPart("both")]],
+    "external": [[_call("ship", "x1", item="book")], [TextPart("shipped")]],
+    "question": [[_call("ask_user", "q1", question="colour?")], [TextPart("thanks")]],
+    "retry": [[_call("flaky", "f1", n=1)], [_call("flaky", "f2", n=2)], [TextPart("recovered")]],
+    "tool_error": [[_call("boom", "b1")], [TextPart("never")]],
+    "deferral_in_body": [[_call("sneaky", "k1")], [TextPart("never")]],
+    "structured": [[_call("search", "s1", q="oslo")], [_call("final_result", "o1", city="Oslo", sky="clear")]],
+    "model_crash": [[_call("note", "n1", text="x")], [TextPart("after")]],
+}
+
+
+def script_model(script: str) -> FunctionModel:
+    """The scripted model of ``script``."""
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = sum(isinstance(m, ModelResponse) for m in messages)
+        crash = os.environ.get("CRASH", "")
+        parts = SCRIPTS[script][min(step, len(SCRIPTS[script]) - 1)]
+        if crash == f"model:{step + 1}":
+            _CRASH_AFTER_MODEL.append(step + 1)
+        return ModelResponse(parts=list(parts))
+
+    return FunctionModel(reply)
+
+
+_CRASH_AFTER_MODEL: list[int] = []
+
+
+@dataclass
+class CrashAfterModel(AbstractCapability[Any]):
+    """Kills the process after the model answered, before the durable capability (which
+    wraps this one) commits the answer."""
+
+    async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: Any, handler: Any) -> Any:
+        response = await handler(request_context)
+        if _CRASH_AFTER_MODEL:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return response
+
+
+class Downstream:
+    """The tools' own record of what they started, kept outside runkernel's store."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def start(self, tool: str) -> dict[str, Any]:
+        invocation = current_invocation()
+        entry = {"tool": tool, "operation_id": invocation.operation_id, "attempt": invocation.attempt}
+        with self.path.open("a") as record:
+            record.write(json.dumps(entry) + "\n")
+            record.flush()
+            os.fsync(record.fileno())
+        if os.environ.get("CRASH") == f"tool:{tool}:{invocation.attempt}":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return entry
+
+    def starts(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines()]
+
+
+def build(store: str, record: str | os.PathLike[str], script: str) -> tuple[Agent[None, Any], RunkernelDurability]:
+    """The agent of ``script`` on ``store``, its tools recording to ``record``."""
+    downstream = Downstream(record)
+
+    def charge_status(operation_id: str) -> StatusReply:
+        done = any(s["operation_id"] == operation_id for s in downstream.starts())
+        return StatusReply(OperationStatus.DONE, {"charged": True}) if done else StatusReply(OperationStatus.NOT_FOUND)
+
+    durable = RunkernelDurability(
+        store,
+        tools={
+            "search": REPLAY, "note": INDETERMINATE, "send": INDETERMINATE, "charge": RECONNECT,
+            "ship": INDETERMINATE, "ask_user": INDETERMINATE, "flaky": REPLAY, "boom": INDETERMINATE,
+            "sneaky": INDETERMINATE,
+        },
+        status={"charge": charge_status},
+        questions=frozenset({"ask_user"}),
+    )
+    external = ExternalToolset(
+        [
+            ToolDefinition(name="ship", parameters_json_schema={"type": "object", "properties": {"item": {"type": "string"}}}),
+            ToolDefinition(
+                name="ask_user", parameters_json_schema={"type": "object", "properties": {"question": {"type": "string"}}}
+            ),
+        ]
+    )
+    output: Any = [Weather, DeferredToolRequests] if script == "structured" else [str, DeferredToolRequests]
+    agent: Agent[None, Any] = Agent(
+        script_model(script), output_type=output, toolsets=[external], capabilities=[durable, CrashAfterModel()]
+    )
+
+    @agent.tool_plain
+    def search(q: str) -> dict[str, Any]:
+        return {"q": q, **downstream.start("search")}
+
+    @agent.tool_plain
+    def note(text: str) -> str:
+        downstream.start("note")
+        return f"noted {text}"
+
+    @agent.tool_plain(requires_approval=True)
+    def send(to: str) -> str:
+        downstream.start("send")
+        return f"sent to {to}"
+
+    @agent.tool_plain
+    def charge(cents: int) -> dict[str, Any]:
+        downstream.start("charge")
+        return {"charged": True}
+
+    @agent.tool_plain(retries=3)
+    def flaky(n: int) -> str:
+        downstream.start("flaky")
+        if n == 1:
+            raise ModelRetry("n must be 2")
+        return "ok"
+
+    @agent.tool_plain
+    def boom() -> str:
+        downstream.start("boom")
+        raise ValueError("boom failed")
+
+    @agent.tool_plain
+    def sneaky() -> str:
+        downstream.start("sneaky")
+        raise ApprovalRequired()
+
+    return agent, durable
+
+
+def outcome(result: Any) -> dict[str, Any]:
+    """A JSON summary of an agent run's output."""
+    output = result.output
+    if isinstance(output, DeferredToolRequests):
+        return {
+            "deferred": True,
+            "approvals": [c.tool_call_id for c in output.approvals],
+            "calls": [c.tool_call_id for c in output.calls],
+        }
+    if isinstance(output, BaseModel):
+        return {"deferred": False, "output": output.model_dump()}
+    return {"deferred": False, "output": output}
+
+
+async def play(
+    store: str, record: str, script: str, phase: str, run_id: str | None = None, answers: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Start a Run of ``script`` (thread = the script's name) or resume ``run_id``."""
+    agent, durable = build(store, record, script)
+    if phase == "start":
+        result = await agent.run("go", conversation_id=f"thread-{script}")
+    else:
+        assert run_id is not None
+        results = DeferredToolResults(**answers) if answers else None
+        result = await durable.resume(agent, run_id, deferred_tool_results=results)
+    return outcome(result)
+
+
+if __name__ == "__main__":
+    store_url, record_path, script_name, phase_name = sys.argv[1:5]
+    run = sys.argv[5] if len(sys.argv) > 5 else None
+    given = json.loads(sys.argv[6]) if len(sys.argv) > 6 else None
+    print(json.dumps(asyncio.run(play(store_url, record_path, script_name, phase_name, run, given))))

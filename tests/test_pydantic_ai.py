@@ -1,0 +1,339 @@
+"""Durable Pydantic AI agents, offline: ``FunctionModel`` scripts on SQLite.
+
+Crashes are real: the agent runs in a subprocess that kills itself with SIGKILL inside a
+tool body or between the model's answer and its commit, and a fresh process resumes
+the Run from the store alone. Every scenario checks the tools' downstream record (no
+non-replay tool starts twice) and that the Thread's exported trace passes check-trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed (pip install -e '.[pydantic-ai]')")
+
+from pydantic_ai.messages import ModelRequest, RetryPromptPart, ToolReturnPart  # noqa: E402
+
+from runkernel import check_trace, open_store  # noqa: E402
+from runkernel.adapters.export import export_lines  # noqa: E402
+from runkernel.adapters.store import Store  # noqa: E402
+from runkernel.integrations.pydantic_ai import (  # noqa: E402
+    DeferredAfterStart,
+    IntegrationError,
+    Invocation,
+    current_invocation,
+    invocation_scope,
+)
+from runkernel.kernel.state import (  # noqa: E402
+    Awaiting,
+    CallCompleted,
+    CallIndeterminate,
+    Ended,
+    EndCauseKind,
+    ResultKind,
+    Role,
+    ThreadCommit,
+    ToolCall,
+)
+from tests.pydantic_ai_app import Downstream, build, play  # noqa: E402
+
+APP = Path(__file__).resolve().parent / "pydantic_ai_app.py"
+ROOT = APP.parent.parent
+
+
+class World:
+    """One store file and one downstream record; plays scripts in and out of process."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.url = f"sqlite:///{tmp_path / 'agent.db'}"
+        self.record = tmp_path / "downstream.jsonl"
+        self.tmp_path = tmp_path
+
+    def play(self, script: str, phase: str = "start", run_id: str | None = None, answers: Any = None) -> dict[str, Any]:
+        return asyncio.run(play(self.url, str(self.record), script, phase, run_id, answers))
+
+    def killed(self, script: str, crash: str, phase: str = "start", run_id: str | None = None, answers: Any = None) -> None:
+        """Play in a subprocess that SIGKILLs itself at ``crash``."""
+        argv = [sys.executable, str(APP), self.url, str(self.record), script, phase]
+        argv += [run_id or "", json.dumps(answers)] if run_id or answers else []
+        env = {**os.environ, "CRASH": crash, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+        assert done.returncode == -9, (done.returncode, done.stdout, done.stderr)
+        print(f"{script}: killed at {crash}")
+
+    @property
+    def store(self) -> Store:
+        return open_store(self.url)
+
+    def commits(self, script: str) -> list[ThreadCommit]:
+        return list(self.store.commits(f"thread-{script}"))
+
+    def run_id(self, script: str) -> str:
+        return self.commits(script)[-1].run_id
+
+    def call(self, script: str, call_id: str) -> ToolCall:
+        for commit in reversed(self.commits(script)):
+            if commit.batch is not None and (call := commit.batch.call(call_id)) is not None:
+                return call
+        raise AssertionError(f"no call {call_id}")
+
+    def starts(self, tool: str) -> list[dict[str, Any]]:
+        return [s for s in Downstream(self.record).starts() if s["tool"] == tool]
+
+    def check(self, script: str, cause: EndCauseKind | None = EndCauseKind.COMPLETED) -> None:
+        """The exported trace is legal; the Run ended with ``cause`` (None: not Ended)."""
+        trace = self.tmp_path / f"{script}.jsonl"
+        trace.write_text("".join(line + "\n" for line in export_lines(self.store, f"thread-{script}", redact=False)))
+        finding = check_trace(trace)
+        print(f"{script}: {finding.commits} commits, verdict {finding.verdict.name}")
+        assert finding.verdict.name == "LEGAL", finding
+        state = self.store.run(self.run_id(script))
+        assert state is not None
+        if cause is None:
+            assert not isinstance(state.state, Ended)
+        else:
+            assert isinstance(state.state, Ended) and state.state.cause.kind is cause, state.state
+
+
+def once_each(starts: list[dict[str, Any]]) -> bool:
+    ops = [s["operation_id"] for s in starts]
+    return len(ops) == len(set(ops))
+
+
+def status_of(call: ToolCall) -> tuple[str, Any]:
+    if isinstance(call.status, CallCompleted):
+        return call.status.result.kind.value, call.status.result.value
+    if isinstance(call.status, CallIndeterminate):
+        return "indeterminate", call.status.reason.value
+    return type(call.status).__name__, None
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World(tmp_path)
+
+
+# --- the nine prototype scenarios -------------------------------------------------------
+
+
+def test_happy_path(world: World) -> None:
+    assert world.play("happy") == {"deferred": False, "output": "done"}
+    assert len(world.starts("search")) == len(world.starts("note")) == 1
+    assert status_of(world.call("happy", "s1"))[0] == "output"
+    world.check("happy")
+
+
+def test_approval_approved(world: World) -> None:
+    first = world.play("approval")
+    assert first == {"deferred": True, "approvals": ["m1"], "calls": []}
+    assert world.starts("send") == [] and len(world.starts("search")) == 1
+    world.check("approval", None)
+    done = world.play("approval", "resume", world.run_id("approval"), {"approvals": {"m1": True}})
+    assert done == {"deferred": False, "output": "sent"}
+    assert len(world.starts("send")) == 1 and len(world.starts("search")) == 1
+    assert status_of(world.call("approval", "m1")) == ("output", "sent to bob")
+    world.check("approval")
+
+
+def test_approval_denied(world: World) -> None:
+    world.play("approval")
+    done = world.play("approval", "resume", world.run_id("approval"), {"approvals": {"m1": False}})
+    assert done["output"] == "sent"
+    assert world.starts("send") == []
+    assert status_of(world.call("approval", "m1")) == ("denied", "The tool call was denied.")
+    world.check("approval")
+
+
+def test_crash_inside_an_indeterminate_tool(world: World) -> None:
+    world.killed("indeterminate_crash", "tool:note:1")
+    done = world.play("indeterminate_crash", "resume", world.run_id("indeterminate_crash"))
+    assert done["output"] == "noted"
+    assert len(world.starts("note")) == 1, "an indeterminate tool never runs again"
+    assert status_of(world.call("indeterminate_crash", "n1")) == ("indeterminate", "outcome_unknown")
+    shown = [m.content for m in world.store.messages("thread-indeterminate_crash") if m.role is Role.TOOL]
+    assert shown and isinstance(shown[0], dict) and shown[0]["indeterminate"] == "outcome_unknown"
+    assert "operation_id" in shown[0], "the model sees the operation id for reconciliation"
+    world.check("indeterminate_crash")
+
+
+def test_crash_inside_a_replay_tool(world: World) -> None:
+    world.killed("replay_crash", "tool:search:1")
+    assert world.play("replay_crash", "resume", world.run_id("replay_crash"))["output"] == "found"
+    starts = world.starts("search")
+    print("replay starts:", starts)
+    assert [s["attempt"] for s in starts] == [1, 2]
+    assert len({s["operation_id"] for s in starts}) == 1, "the operation id is the idempotency key"
+    world.check("replay_crash")
+
+
+def test_crash_inside_a_reconnect_tool(world: World) -> None:
+    world.killed("reconnect_crash", "tool:charge:1")
+    assert world.play("reconnect_crash", "resume", world.run_id("reconnect_crash"))["output"] == "charged"
+    assert len(world.starts("charge")) == 1, "a reconnect tool is asked its status, never started again"
+    assert status_of(world.call("reconnect_crash", "c1")) == ("output", {"charged": True})
+    world.check("reconnect_crash")
+
+
+def test_crash_in_the_second_call_of_a_batch(world: World) -> None:
+    world.killed("second_call_crash", "tool:search:1")
+    assert world.play("second_call_crash", "resume", world.run_id("second_call_crash"))["output"] == "both"
+    assert len(world.starts("note")) == 1, "the finished first call is not run again"
+    assert [s["attempt"] for s in world.starts("search")] == [1, 2]
+    world.check("second_call_crash")
+
+
+def test_crash_inside_an_approved_tool_during_the_resume(world: World) -> None:
+    world.play("approval")
+    run_id = world.run_id("approval")
+    world.killed("approval", "tool:send:1", "resume", run_id, {"approvals": {"m1": True}})
+    assert world.play("approval", "resume", run_id)["output"] == "sent"
+    assert len(world.starts("send")) == 1
+    assert status_of(world.call("approval", "m1")) == ("indeterminate", "outcome_unknown")
+    world.check("approval")
+
+
+def test_a_second_run_in_one_thread(world: World) -> None:
+    agent, durable = build(world.url, str(world.record), "happy")
+
+    async def two_runs() -> tuple[Any, Any]:
+        first = await agent.run("go", conversation_id="thread-happy")
+        second = await agent.run("again", message_history=first.all_messages())
+        return first, second
+
+    first, second = asyncio.run(two_runs())
+    assert first.output == "done" and second.output == "done"
+    runs = {c.run_id for c in world.commits("happy")}
+    assert len(runs) == 2
+    assert len(world.starts("search")) == 1, "the script's third reply is text: the second Run calls no tool"
+    assert once_each(world.starts("search"))
+    world.check("happy")
+
+
+# --- waits, errors, output ---------------------------------------------------------------
+
+
+def test_several_approvals_in_one_batch_are_tickets_one_at_a_time(world: World) -> None:
+    first = world.play("two_approvals")
+    assert first == {"deferred": True, "approvals": ["m1", "m2"], "calls": []}
+    assert len(world.starts("search")) == 1, "function tools run before the deferred ones"
+    answers = {"approvals": {"m1": True, "m2": False}}
+    assert world.play("two_approvals", "resume", world.run_id("two_approvals"), answers)["output"] == "handled"
+    assert [s["tool"] for s in world.starts("send")] == ["send"]
+    assert status_of(world.call("two_approvals", "m1")) == ("output", "sent to ann")
+    assert status_of(world.call("two_approvals", "m2"))[0] == "denied"
+    tickets = {c.disposition.ticket.ticket_id for c in world.commits("two_approvals") if isinstance(c.disposition, Awaiting)}
+    assert len(tickets) == 2
+    world.check("two_approvals")
+
+
+def test_an_external_deferred_call(world: World) -> None:
+    assert world.play("external") == {"deferred": True, "approvals": [], "calls": ["x1"]}
+    done = world.play("external", "resume", world.run_id("external"), {"calls": {"x1": "tracking-9"}})
+    assert done["output"] == "shipped"
+    assert status_of(world.call("external", "x1")) == ("external", "tracking-9")
+    world.check("external")
+
+
+def test_a_question_answered_by_the_user(world: World) -> None:
+    assert world.play("question") == {"deferred": True, "approvals": [], "calls": ["q1"]}
+    run_id = world.run_id("question")
+    state = world.store.run(run_id)
+    assert state is not None and state.state.ticket.wait.value == "input"  # type: ignore[union-attr]
+    assert world.play("question", "resume", run_id, {"calls": {"q1": "blue"}})["output"] == "thanks"
+    assert status_of(world.call("question", "q1")) == ("output", "blue")
+    world.check("question")
+
+
+def test_a_model_retry_is_an_error_result_the_model_sees_as_a_retry(world: World) -> None:
+    assert world.play("retry")["output"] == "recovered"
+    assert status_of(world.call("retry", "f1")) == ("error", {"type": "ModelRetry", "message": "n must be 2"})
+    assert status_of(world.call("retry", "f2")) == ("output", "ok")
+    agent, durable = build(world.url, str(world.record), "retry")
+    history = durable.history("thread-retry")
+    parts = [p for m in history if isinstance(m, ModelRequest) for p in m.parts]
+    assert any(isinstance(p, RetryPromptPart) and p.tool_call_id == "f1" for p in parts)
+    world.check("retry")
+
+
+def test_a_tool_exception_fails_the_run_with_the_error_committed(world: World) -> None:
+    with pytest.raises(ValueError, match="boom failed"):
+        world.play("tool_error")
+    assert status_of(world.call("tool_error", "b1")) == ("error", {"type": "ValueError", "message": "boom failed"})
+    world.check("tool_error", EndCauseKind.FAILED)
+
+
+def test_a_deferral_raised_inside_a_running_tool_is_refused_naming_the_declaration(world: World) -> None:
+    with pytest.raises(DeferredAfterStart, match="requires_approval=True"):
+        world.play("deferral_in_body")
+    assert len(world.starts("sneaky")) == 1
+    assert not any(isinstance(c.disposition, Awaiting) for c in world.commits("deferral_in_body")), "no wait is committed for a call that already started"
+    assert status_of(world.call("deferral_in_body", "k1")) == ("indeterminate", "outcome_unknown")
+    world.check("deferral_in_body", EndCauseKind.FAILED)
+
+
+def test_structured_output_is_the_final_answer_not_a_tool_call(world: World) -> None:
+    assert world.play("structured") == {"deferred": False, "output": {"city": "Oslo", "sky": "clear"}}
+    batches = {c.batch.batch_id for c in world.commits("structured") if c.batch is not None}
+    assert len(batches) == 1, "only the search call formed a batch"
+    assistant = [m.content for m in world.store.messages("thread-structured") if m.role is Role.ASSISTANT]
+    assert assistant[-1] == {"city": "Oslo", "sky": "clear"}
+    world.check("structured")
+
+
+def test_a_crash_between_the_models_answer_and_its_commit(world: World) -> None:
+    world.killed("model_crash", "model:2")
+    steps_before = world.store.run(world.run_id("model_crash"))
+    assert steps_before is not None and steps_before.step == 1, "the second answer was never committed"
+    assert world.play("model_crash", "resume", world.run_id("model_crash"))["output"] == "after"
+    assert len(world.starts("note")) == 1
+    world.check("model_crash")
+
+
+def test_an_answer_through_runkernel_resume_is_applied_on_resume(world: World) -> None:
+    world.play("approval")
+    run_id = world.run_id("approval")
+    state = world.store.run(run_id)
+    assert state is not None
+    ticket = state.state.ticket.ticket_id  # type: ignore[union-attr]
+    cli = [sys.executable, "-m", "runkernel.cli", "resume", "--store", world.url, run_id, "--ticket", ticket, "--approve"]
+    queued = subprocess.run(cli, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert queued.returncode == 0, queued.stderr
+    assert world.play("approval", "resume", run_id)["output"] == "sent"
+    assert len(world.starts("send")) == 1
+    world.check("approval")
+
+
+def test_a_new_prompt_on_an_open_run_is_refused(world: World) -> None:
+    world.play("approval")
+    with pytest.raises(IntegrationError, match="not Ended"):
+        world.play("approval")
+    world.check("approval", None)
+
+
+def test_current_invocation_outside_a_tool_and_the_test_helper() -> None:
+    with pytest.raises(LookupError):
+        current_invocation()
+
+    async def body() -> str:
+        async with invocation_scope(Invocation("run", "call", "search", "op-1", 1)):
+            return current_invocation().operation_id
+
+    assert asyncio.run(body()) == "op-1"
+
+
+def test_tool_results_round_trip_into_pydantic_ai_history(world: World) -> None:
+    world.play("happy")
+    _, durable = build(world.url, str(world.record), "happy")
+    history = durable.history("thread-happy")
+    returns = [p for m in history if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert [p.tool_call_id for p in returns] == ["s1", "n1"]
+    assert returns[1].content == "noted x"
+    assert ResultKind.OUTPUT.value == "output"
