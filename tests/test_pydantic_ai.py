@@ -32,7 +32,7 @@ from runkernel.integrations.pydantic_ai import (  # noqa: E402
     current_invocation,
     invocation_scope,
 )
-from runkernel.kernel.state import (  # noqa: E402
+from runkernel import (  # noqa: E402
     Awaiting,
     CallCompleted,
     CallIndeterminate,
@@ -43,7 +43,7 @@ from runkernel.kernel.state import (  # noqa: E402
     ThreadCommit,
     ToolCall,
 )
-from tests.pydantic_ai_app import Downstream, build, play  # noqa: E402
+from pydantic_ai_app import Downstream, build, play  # noqa: E402
 
 APP = Path(__file__).resolve().parent / "pydantic_ai_app.py"
 ROOT = APP.parent.parent

@@ -58,17 +58,13 @@ from pydantic_ai.messages import (
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_core import to_jsonable_python
 
-from runkernel.adapters.driver import AsyncDriver
-from runkernel.adapters.driver_actions import Action, CallRequest, CheckStatus, Done, DriverStopped, Infer, RunCall, WaitFor
-from runkernel.errors import RunkernelError
-from runkernel.adapters.ports import Hold, Permit, StatusReply
-from runkernel.adapters.store import Store, StoreError
-from runkernel.adapters.urls import open_store
-from runkernel.kernel.policies import IndeterminateChoice, RecoveryMode, ToolPolicy
-from runkernel.kernel.protocol import Approve, Deny, ExternalResult, ProvideInput, ResumePayload
-from runkernel.kernel.state import CallCompleted, CallIndeterminate, EndCauseKind, Message, ResultKind, Role, ToolCall
-from runkernel.kernel.state import TypedError, WaitKind
-from runkernel.kernel.values import JsonValue
+from runkernel import (
+    Action, Approve, AsyncDriver, CallCompleted, CallIndeterminate, CallRequest, CheckStatus, Deny, Done,
+    DriverStopped, EndCauseKind, ExternalResult, Hold, IndeterminateChoice, Infer, JsonValue, Message, Permit,
+    ProvideInput, RecoveryMode, ResultKind, Role, RunCall, RunkernelError, StatusReply, Store, StoreError, ToolCall,
+    ToolPolicy, TypedError, WaitFor, WaitKind, open_store,
+)
+from runkernel.kernel.protocol import ResumePayload
 
 _HAS_METADATA = "metadata" in attrs.fields_dict(Message)
 _DEFERRED_KINDS = ("unapproved", "external")
@@ -437,7 +433,7 @@ def to_model_messages(messages: Sequence[Message]) -> list[ModelMessage]:
             history.append(ModelRequest(parts=returns))
             returns = []
         if message.role is Role.USER:
-            history.append(ModelRequest(parts=[UserPromptPart(message.content)]))  # type: ignore[arg-type]
+            history.append(ModelRequest(parts=[UserPromptPart(message.content)]))
             continue
         names.update({use.call_id: use.tool for use in message.tool_calls or ()})
         metadata = getattr(message, "metadata", None)
@@ -445,7 +441,7 @@ def to_model_messages(messages: Sequence[Message]) -> list[ModelMessage]:
             history.extend(ModelMessagesTypeAdapter.validate_python([metadata]))
             continue
         parts: list[Any] = [TextPart(message.content)] if isinstance(message.content, str) else []
-        parts += [ToolCallPart(use.tool, use.arguments, use.call_id) for use in message.tool_calls or ()]  # type: ignore[arg-type]
+        parts += [ToolCallPart(use.tool, use.arguments, use.call_id) for use in message.tool_calls or ()]
         history.append(ModelResponse(parts=parts))
     if returns:
         history.append(ModelRequest(parts=returns))
