@@ -29,10 +29,10 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.toolsets import ExternalToolset
+from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 from pydantic_ai.tools import ToolDefinition
 
-from runkernel import OperationStatus, RecoveryMode, StatusReply, ToolPolicy, ToolRecoveryPolicy
+from runkernel import IndeterminateChoice, OperationStatus, RecoveryMode, StatusReply, ToolPolicy, ToolRecoveryPolicy
 from runkernel.integrations.pydantic_ai import RunkernelDurability, current_invocation
 
 REPLAY = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY))
@@ -70,6 +70,10 @@ SCRIPTS: dict[str, list[list[Any]]] = {
     "deferral_in_body": [[_call("sneaky", "k1")], [TextPart("never")]],
     "structured": [[_call("search", "s1", q="oslo")], [_call("final_result", "o1", city="Oslo", sky="clear")]],
     "model_crash": [[_call("note", "n1", text="x")], [TextPart("after")]],
+    "conditional": [
+        [_call("transfer", "t1", cents=5), _call("transfer", "t2", cents=500), _call("search", "s1", q="a")],
+        [TextPart("transferred")],
+    ],
 }
 
 
@@ -125,7 +129,9 @@ class Downstream:
         return [json.loads(line) for line in self.path.read_text().splitlines()]
 
 
-def build(store: str, record: str | os.PathLike[str], script: str) -> tuple[Agent[None, Any], RunkernelDurability]:
+def build(
+    store: str, record: str | os.PathLike[str], script: str, *, end_on_indeterminate: bool = False
+) -> tuple[Agent[None, Any], RunkernelDurability]:
     """The agent of ``script`` on ``store``, its tools recording to ``record``."""
     downstream = Downstream(record)
 
@@ -138,11 +144,20 @@ def build(store: str, record: str | os.PathLike[str], script: str) -> tuple[Agen
         tools={
             "search": REPLAY, "note": INDETERMINATE, "send": INDETERMINATE, "charge": RECONNECT,
             "ship": INDETERMINATE, "ask_user": INDETERMINATE, "flaky": REPLAY, "boom": INDETERMINATE,
-            "sneaky": INDETERMINATE,
+            "sneaky": INDETERMINATE, "transfer": INDETERMINATE,
         },
         status={"charge": charge_status},
         questions=frozenset({"ask_user"}),
+        on_indeterminate=IndeterminateChoice.END_RUN if end_on_indeterminate else IndeterminateChoice.PUBLISH,
     )
+    payments: FunctionToolset[None] = FunctionToolset()
+
+    @payments.tool_plain
+    def transfer(cents: int) -> str:
+        downstream.start("transfer")
+        return f"moved {cents}"
+
+    big_ones = payments.approval_required(lambda ctx, tool_def, args: args["cents"] > 100)
     external = ExternalToolset(
         [
             ToolDefinition(name="ship", parameters_json_schema={"type": "object", "properties": {"item": {"type": "string"}}}),
@@ -153,7 +168,7 @@ def build(store: str, record: str | os.PathLike[str], script: str) -> tuple[Agen
     )
     output: Any = [Weather, DeferredToolRequests] if script == "structured" else [str, DeferredToolRequests]
     agent: Agent[None, Any] = Agent(
-        script_model(script), output_type=output, toolsets=[external], capabilities=[durable, CrashAfterModel()]
+        script_model(script), output_type=output, toolsets=[external, big_ones], capabilities=[durable, CrashAfterModel()]
     )
 
     @agent.tool_plain

@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed (pip install -e '.[pydantic-ai]')")
 
-from pydantic_ai.messages import ModelRequest, RetryPromptPart, ToolReturnPart  # noqa: E402
+from pydantic_ai.messages import ModelRequest, ToolReturnPart  # noqa: E402
 
 from runkernel import check_trace, open_store  # noqa: E402
 from runkernel.adapters.export import export_lines  # noqa: E402
@@ -29,6 +29,7 @@ from runkernel.integrations.pydantic_ai import (  # noqa: E402
     DeferredAfterStart,
     IntegrationError,
     Invocation,
+    RunEnded,
     current_invocation,
     invocation_scope,
 )
@@ -259,7 +260,7 @@ def test_a_model_retry_is_an_error_result_the_model_sees_as_a_retry(world: World
     agent, durable = build(world.url, str(world.record), "retry")
     history = durable.history("thread-retry")
     parts = [p for m in history if isinstance(m, ModelRequest) for p in m.parts]
-    assert any(isinstance(p, RetryPromptPart) and p.tool_call_id == "f1" for p in parts)
+    assert any(isinstance(p, ToolReturnPart) and p.outcome == "retried" and p.tool_call_id == "f1" for p in parts)
     world.check("retry")
 
 
@@ -295,6 +296,31 @@ def test_a_crash_between_the_models_answer_and_its_commit(world: World) -> None:
     assert world.play("model_crash", "resume", world.run_id("model_crash"))["output"] == "after"
     assert len(world.starts("note")) == 1
     world.check("model_crash")
+
+
+def test_a_toolset_approval_function_is_the_gate(world: World) -> None:
+    first = world.play("conditional")
+    assert first == {"deferred": True, "approvals": ["t2"], "calls": []}
+    assert [s["tool"] for s in Downstream(world.record).starts()] == ["transfer", "search"], "t2 waits, unstarted"
+    state = world.store.run(world.run_id("conditional"))
+    assert state is not None and isinstance(state.state, Awaiting) and state.state.ticket.call_id == "t2"
+    done = world.play("conditional", "resume", world.run_id("conditional"), {"approvals": {"t2": True}})
+    assert done["output"] == "transferred"
+    assert len(world.starts("transfer")) == 2 and once_each(world.starts("transfer"))
+    assert status_of(world.call("conditional", "t2")) == ("output", "moved 500")
+    world.check("conditional")
+
+
+def test_an_indeterminate_call_can_end_the_run_with_its_operation_id(world: World) -> None:
+    world.killed("indeterminate_crash", "tool:note:1")
+    agent, durable = build(world.url, str(world.record), "indeterminate_crash", end_on_indeterminate=True)
+    run_id = world.run_id("indeterminate_crash")
+    with pytest.raises(RunEnded) as ended:
+        asyncio.run(durable.resume(agent, run_id))
+    call = world.call("indeterminate_crash", "n1")
+    assert ended.value.cause is EndCauseKind.OUTCOME_UNKNOWN and ended.value.operation_ids == (call.operation_id,)
+    assert len(world.starts("note")) == 1
+    world.check("indeterminate_crash", EndCauseKind.OUTCOME_UNKNOWN)
 
 
 def test_an_answer_through_runkernel_resume_is_applied_on_resume(world: World) -> None:

@@ -49,13 +49,14 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelRequestPart,
     ModelResponse,
-    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
 )
 from pydantic_ai.tool_manager import ToolManager
+from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset, WrapperToolset
+from pydantic_ai.tools import RunContext
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
@@ -67,7 +68,6 @@ from runkernel import (
 from runkernel.kernel.protocol import ResumePayload
 
 _HAS_METADATA = "metadata" in attrs.fields_dict(Message)
-_DEFERRED_KINDS = ("unapproved", "external")
 StatusFunction = Callable[[str], "StatusReply | Any"]
 
 
@@ -78,6 +78,17 @@ class IntegrationError(RunkernelError):
 class DeferredAfterStart(IntegrationError):
     """A tool body raised ``ApprovalRequired`` or ``CallDeferred`` after its Executing commit:
     the seed has no Executing→Awaiting edge for it. Declare the wait instead."""
+
+
+class RunEnded(IntegrationError):
+    """The Run ended while the agent still ran (``on_indeterminate=END_RUN`` after an
+    Indeterminate call, or an end from outside): ``cause`` is committed, and
+    ``operation_ids`` names the Indeterminate calls to reconcile downstream."""
+
+    def __init__(self, message: str, cause: EndCauseKind, operation_ids: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.operation_ids = operation_ids
 
 
 @attrs.frozen
@@ -147,6 +158,7 @@ class RunkernelDurability(AbstractCapability[Any]):
         self._action: Action | None = None
         self._answers: dict[str, ResumePayload | _Answer] = {}
         self._tool_manager: ToolManager[Any] | None = None
+        self._ctx: RunContext[Any] | None = None
         self._pick_up: tuple[str, DeferredToolResults | None] | None = None
 
     # --- public -----------------------------------------------------------------------
@@ -195,7 +207,7 @@ class RunkernelDurability(AbstractCapability[Any]):
             with ToolManager.parallel_execution_mode("sequential"):
                 result = await handler()
             await self._ready(None)
-        except (StoreError, DriverStopped, asyncio.CancelledError):
+        except (StoreError, DriverStopped, RunEnded, asyncio.CancelledError):
             raise  # the Run stays as committed: resume() continues it
         except Exception as error:
             if not isinstance(self._action, Done):
@@ -212,9 +224,8 @@ class RunkernelDurability(AbstractCapability[Any]):
         response: ModelResponse = await handler(request_context)
         params = request_context.model_request_parameters
         output_tools = {tool.name for tool in params.output_tools}
-        kinds = {tool.name: tool.kind for tool in params.function_tools}
         calls = [c for c in response.tool_calls if c.tool_name not in output_tools]
-        calls.sort(key=lambda c: kinds.get(c.tool_name) in _DEFERRED_KINDS)  # stable: function calls first
+        calls.sort(key=lambda c: self._wait_kind(c.tool_name, c.args_as_dict()) is not None)  # stable sort
         outputs = [c.args_as_dict() for c in response.tool_calls if c.tool_name in output_tools]
         content: JsonValue = response.text if response.text is not None else (outputs[0] if outputs else None)
         metadata = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0] if _HAS_METADATA else None
@@ -228,6 +239,8 @@ class RunkernelDurability(AbstractCapability[Any]):
             action, committed = self._action, self._call(call.tool_call_id)
             if committed is not None and isinstance(committed.status, (CallCompleted, CallIndeterminate)):
                 return _shown(committed)
+            if not ctx.tool_call_approved and self._wait_kind(call.tool_name, call.args_as_dict()) is WaitKind.APPROVAL:
+                raise ApprovalRequired()  # a toolset's approval function holds it: Pydantic AI defers it
             if isinstance(action, RunCall) and action.call_id == call.tool_call_id:
                 return await self._execute(action, args, handler)
             if isinstance(action, CheckStatus) and action.call_id == call.tool_call_id:
@@ -266,12 +279,26 @@ class RunkernelDurability(AbstractCapability[Any]):
 
     def check(self, run_id: str, call: ToolCall) -> Permit | Hold:
         """runkernel's gate: Pydantic AI's declarations decide which calls wait."""
-        kind = self._kind(call.tool)
-        if kind not in _DEFERRED_KINDS:
-            return Permit()
-        if kind == "unapproved":
-            return Hold(WaitKind.APPROVAL, request=call.arguments)
-        return Hold(WaitKind.INPUT if call.tool in self.questions else WaitKind.EXTERNAL, request=call.arguments)
+        wait = self._wait_kind(call.tool, call.arguments)
+        return Permit() if wait is None else Hold(wait, request=call.arguments)
+
+    def _wait_kind(self, tool: str, arguments: Any) -> WaitKind | None:
+        """What a call of ``tool`` waits for before it runs: ``requires_approval=True`` or a
+        toolset's approval function (an approval), a declared external tool (an external
+        answer, or a person's input for ``questions``); None when it runs at once."""
+        kind = self._kind(tool)
+        if kind == "external":
+            return WaitKind.INPUT if tool in self.questions else WaitKind.EXTERNAL
+        if kind == "unapproved" or (kind == "function" and self._conditionally_approved(tool, arguments)):
+            return WaitKind.APPROVAL
+        return None
+
+    def _conditionally_approved(self, tool: str, arguments: Any) -> bool:
+        manager, ctx = self._tool_manager, self._ctx
+        entry = manager.tools.get(tool) if manager is not None and manager.tools is not None else None
+        if manager is None or entry is None or ctx is None or not isinstance(arguments, dict):
+            return False
+        return any(ask(ctx, entry.tool_def, arguments) for ask in _approval_functions(manager.toolset, entry.toolset))
 
     # --- plumbing ---------------------------------------------------------------------
 
@@ -292,7 +319,7 @@ class RunkernelDurability(AbstractCapability[Any]):
         """Every hook starts here. A Run is picked up in the first hook, where the tool
         manager knows which tools wait (the gate may be asked during recovery)."""
         if ctx is not None and ctx.tool_manager is not None:
-            self._tool_manager = ctx.tool_manager
+            self._tool_manager, self._ctx = ctx.tool_manager, ctx
         assert self._driver is not None
         if self._pick_up is not None:
             (run_id, answers), self._pick_up = self._pick_up, None
@@ -315,8 +342,20 @@ class RunkernelDurability(AbstractCapability[Any]):
                 action = await self._driver.resume(_payload_for(action, self._answers.pop(action.call.call_id)))
             elif isinstance(action, RunCall) and self._kind(action.tool) == "external":
                 action = await self._driver.call_returned(action.call_id, action.resume_value)  # the answer
+            elif isinstance(action, Done) and not action.redelivery:
+                raise self._ended(action)
             else:
                 return
+
+    def _ended(self, done: Done) -> RunEnded:
+        snapshot = self._driver.snapshot if self._driver is not None else None
+        calls = snapshot.batch.calls if snapshot is not None and snapshot.batch is not None else ()
+        unknown = tuple(c.operation_id for c in calls if isinstance(c.status, CallIndeterminate))
+        return RunEnded(
+            f"run {done.run_id!r} ended {done.cause.kind.value}; reconcile operation ids {list(unknown)} downstream",
+            done.cause.kind,
+            unknown,
+        )
 
     def _kind(self, tool: str) -> str | None:
         try:
@@ -347,6 +386,26 @@ class RunkernelDurability(AbstractCapability[Any]):
             _INVOCATION.reset(token)
         await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
         return result
+
+
+def _approval_functions(toolset: AbstractToolset[Any], leaf: AbstractToolset[Any]) -> list[Callable[..., bool]]:
+    """The approval functions of every ``ApprovalRequiredToolset`` that wraps ``leaf``."""
+    if toolset is leaf:
+        return []
+    own = [toolset.approval_required_func] if isinstance(toolset, ApprovalRequiredToolset) else []
+    children: Sequence[AbstractToolset[Any]] = (
+        [toolset.wrapped] if isinstance(toolset, WrapperToolset) else getattr(toolset, "toolsets", [])
+    )
+    for child in children:
+        if child is leaf or _contains(child, leaf):
+            return own + _approval_functions(child, leaf)
+    return []
+
+
+def _contains(toolset: AbstractToolset[Any], leaf: AbstractToolset[Any]) -> bool:
+    found: list[bool] = []
+    toolset.apply(lambda each: found.append(each is leaf))
+    return any(found)
 
 
 def _error_value(error: Exception) -> JsonValue:
@@ -452,7 +511,7 @@ def _return_part(tool: str, call_id: str, content: JsonValue) -> ModelRequestPar
     body = content if isinstance(content, dict) else {}
     kind, value = body.get("kind"), body.get("value")
     if kind == ResultKind.ERROR.value and isinstance(value, dict) and value.get("type") == "ModelRetry":
-        return RetryPromptPart(str(value.get("message")), tool_name=tool, tool_call_id=call_id)
+        return ToolReturnPart(tool, str(value.get("message")), call_id, outcome="retried")
     if kind == ResultKind.ERROR.value:
         message = value.get("message") if isinstance(value, dict) else value
         return ToolReturnPart(tool, str(message), call_id, outcome="failed")
@@ -465,6 +524,7 @@ __all__ = [
     "DeferredAfterStart",
     "IntegrationError",
     "Invocation",
+    "RunEnded",
     "RunkernelDurability",
     "current_invocation",
     "invocation_scope",
