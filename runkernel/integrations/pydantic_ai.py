@@ -138,7 +138,7 @@ class RunkernelDurability(AbstractCapability[Any]):
     the run's ``conversation_id``, a new Run's id its ``run_id``.
     """
 
-    store: str | Store = "sqlite:///runkernel.db"
+    store: str | Store
     tools: Mapping[str, ToolPolicy] = field(default_factory=dict)
     status: Mapping[str, StatusFunction] = field(default_factory=dict)
     questions: frozenset[str] = frozenset()
@@ -168,6 +168,11 @@ class RunkernelDurability(AbstractCapability[Any]):
         if not self._opened:
             self._opened.append(open_store(self.store) if isinstance(self.store, str) else self.store)
         return self._opened[0]
+
+    def active_run(self, conversation_id: str) -> str | None:
+        """The conversation's Run that is not Ended (at most one), if any."""
+        head = self.open().thread_head(conversation_id)
+        return head.active_run_id if head is not None else None
 
     def history(self, thread_id: str) -> list[ModelMessage]:
         """The Thread's committed messages as Pydantic AI's message history."""
