@@ -1,130 +1,39 @@
-"""Durable Pydantic AI agents: runkernel as the durability backend of an ``Agent``.
-
-::
-
-    durable = RunkernelDurability("sqlite:///agent.db", tools={"search": REPLAY, ...})
-    agent = Agent(model, output_type=[str, DeferredToolRequests], capabilities=[durable])
-    result = await agent.run("...")                    # a Run in the Thread = conversation id
-    result = await durable.resume(agent, run_id)       # after a crash, or with answers
-
-Each model request is one inference step (its ``ModelResponse`` kept verbatim as message
-metadata where the build has it); the response's function calls form the step's ordered
-batch (call id = the tool call id); ``Executing{n}`` is durable before a tool body runs;
-``requires_approval=True`` and declared external tools are the gate (Requested→Awaiting).
-
-Why a plain capability and not ``BaseDurabilityCapability`` (the engine API of Temporal,
-DBOS and Prefect): that API is journal-and-replay. The agent loop runs again from the
-start and every durable unit returns its journaled result, so a unit interrupted midway
-simply runs again: what a unit is, and whether it may run twice, is the engine's, not the
-tool's. runkernel decides the opposite way round: a Run continues from committed facts,
-never by replaying the loop, and what happens to a call found Executing is the tool's
-committed recovery policy (replay with its operation id, ask a reconnect tool its status,
-or never again). The hooks this needs are public capability hooks (``wrap_run``,
-``wrap_model_request``, ``wrap_tool_execute``, ``handle_deferred_tool_calls``); the
-engine API would add a replay journal that runkernel's store already replaces.
-
-Pydantic AI runs function tools first and collects deferred ones at the end of the step,
-so the batch is committed in that order (function calls, then deferred calls, each in the
-model's order) and tools run one at a time (``parallel_execution_mode('sequential')``).
-"""
+"""``RunkernelDurability``: the capability that maps an agent run onto the push-mode driver."""
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import copy
 import inspect
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import attrs
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed, ToolFailedError, ToolRetryError
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelMessagesTypeAdapter,
-    ModelRequest,
-    ModelRequestPart,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
 from pydantic_ai.tool_manager import ToolManager
-from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset, WrapperToolset
 from pydantic_ai.tools import RunContext
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
-    Action, Approve, AsyncDriver, CallCompleted, CallIndeterminate, CallRequest, CheckStatus, Deny, Done,
-    DriverStopped, EndCauseKind, ExternalResult, Hold, IndeterminateChoice, Infer, JsonValue, Message, Permit,
-    ProvideInput, RecoveryMode, ResultKind, Role, RunCall, RunkernelError, StatusReply, Store, StoreError, ToolCall,
-    ToolPolicy, TypedError, WaitFor, WaitKind, open_store,
+    Action, Approve, AsyncDriver, CallCompleted, CallIndeterminate, CallRequest, CheckStatus, Done, DriverStopped,
+    EndCauseKind, Hold, IndeterminateChoice, Infer, JsonValue, Message, Permit, RecoveryMode, Role, RunCall,
+    StatusReply, Store, StoreError, ToolCall, ToolPolicy, TypedError, WaitFor, WaitKind, open_store,
+)
+from runkernel.integrations.pydantic_ai._context import (
+    _INVOCATION, _PICK_UP, DeferredAfterStart, IntegrationError, Invocation, RunEnded,
+)
+from runkernel.integrations.pydantic_ai._mapping import (
+    _Answer, _answer_of, _approval_functions, _deferred_answer, _error_value, _payload_for, _payloads, _shown,
+    to_model_messages,
 )
 from runkernel.kernel.protocol import ResumePayload
 
 _HAS_METADATA = "metadata" in attrs.fields_dict(Message)
 StatusFunction = Callable[[str], "StatusReply | Any"]
-
-
-class IntegrationError(RunkernelError):
-    """The agent did something its durable Run cannot commit; the message says what to use."""
-
-
-class DeferredAfterStart(IntegrationError):
-    """A tool body raised ``ApprovalRequired`` or ``CallDeferred`` after its Executing commit:
-    the seed has no Executing→Awaiting edge for it. Declare the wait instead."""
-
-
-class RunEnded(IntegrationError):
-    """The Run ended while the agent still ran (``on_indeterminate=END_RUN`` after an
-    Indeterminate call, or an end from outside): ``cause`` is committed, and
-    ``operation_ids`` names the Indeterminate calls to reconcile downstream."""
-
-    def __init__(self, message: str, cause: EndCauseKind, operation_ids: tuple[str, ...]) -> None:
-        super().__init__(message)
-        self.cause = cause
-        self.operation_ids = operation_ids
-
-
-@attrs.frozen
-class Invocation:
-    """The call a tool body runs for: ``operation_id`` is the idempotency key downstream,
-    the same for every attempt; ``attempt`` counts from 1."""
-
-    run_id: str
-    call_id: str
-    tool: str
-    operation_id: str
-    attempt: int
-
-
-_INVOCATION: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar("runkernel_invocation", default=None)
-_PICK_UP: contextvars.ContextVar[tuple[str, DeferredToolResults | None] | None] = contextvars.ContextVar(
-    "runkernel_pick_up", default=None
-)
-
-
-def current_invocation() -> Invocation:
-    """The runkernel call the running tool body serves (for its idempotency key)."""
-    invocation = _INVOCATION.get()
-    if invocation is None:
-        raise LookupError("no runkernel invocation: current_invocation() works only inside a durable tool body")
-    return invocation
-
-
-@asynccontextmanager
-async def invocation_scope(invocation: Invocation) -> AsyncIterator[Invocation]:
-    """Test helper: run a tool body outside an agent as if runkernel had started it."""
-    token = _INVOCATION.set(invocation)
-    try:
-        yield invocation
-    finally:
-        _INVOCATION.reset(token)
 
 
 @dataclass
@@ -391,147 +300,3 @@ class RunkernelDurability(AbstractCapability[Any]):
             _INVOCATION.reset(token)
         await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
         return result
-
-
-def _approval_functions(toolset: AbstractToolset[Any], leaf: AbstractToolset[Any]) -> list[Callable[..., bool]]:
-    """The approval functions of every ``ApprovalRequiredToolset`` that wraps ``leaf``."""
-    if toolset is leaf:
-        return []
-    own = [toolset.approval_required_func] if isinstance(toolset, ApprovalRequiredToolset) else []
-    children: Sequence[AbstractToolset[Any]] = (
-        [toolset.wrapped] if isinstance(toolset, WrapperToolset) else getattr(toolset, "toolsets", [])
-    )
-    for child in children:
-        if child is leaf or _contains(child, leaf):
-            return own + _approval_functions(child, leaf)
-    return []
-
-
-def _contains(toolset: AbstractToolset[Any], leaf: AbstractToolset[Any]) -> bool:
-    found: list[bool] = []
-    toolset.apply(lambda each: found.append(each is leaf))
-    return any(found)
-
-
-def _error_value(error: Exception) -> JsonValue:
-    if isinstance(error, ToolRetryError):
-        return {"type": "ModelRetry", "message": str(error.tool_retry.content)}
-    if isinstance(error, ModelRetry):
-        return {"type": "ModelRetry", "message": error.message}
-    return {"type": "ToolFailed", "message": str(error)}
-
-
-def _shown(call: ToolCall) -> Any:
-    """A committed terminal result as the tool's return (or its retry/failure) to Pydantic AI."""
-    status = call.status
-    if isinstance(status, CallIndeterminate):
-        return {"indeterminate": status.reason.value, "operation_id": call.operation_id}
-    assert isinstance(status, CallCompleted)
-    value = status.result.value
-    if status.result.kind is ResultKind.ERROR:
-        message = value.get("message") if isinstance(value, dict) else value
-        if isinstance(value, dict) and value.get("type") == "ToolFailed":
-            raise ToolFailed(str(message))
-        raise ModelRetry(str(message))
-    if status.result.kind is ResultKind.DENIED:
-        return value if value is not None else ToolDenied().message
-    return value
-
-
-def _deferred_answer(call: ToolCall) -> Any:
-    status = call.status
-    if isinstance(status, CallCompleted) and status.result.kind is ResultKind.DENIED:
-        value = status.result.value
-        return ToolDenied(value if isinstance(value, str) else ToolDenied().message)
-    return ToolApproved()  # it ran (or may have) after its approval: wrap_tool_execute shows the result
-
-
-def _payloads(results: DeferredToolResults | None) -> dict[str, ResumePayload | _Answer]:
-    if results is None:
-        return {}
-    payloads: dict[str, ResumePayload | _Answer] = {}
-    for call_id, answer in results.to_tool_call_results().items():
-        if isinstance(answer, ToolApproved):
-            payloads[call_id] = Approve()
-        elif isinstance(answer, ToolDenied):
-            payloads[call_id] = Deny(answer.message)
-        else:
-            value = to_jsonable_python(getattr(answer, "return_value", answer))
-            payloads[call_id] = _Answer(value)
-    return payloads
-
-
-@attrs.frozen
-class _Answer:
-    """An external or input answer whose wait kind is known only when its ticket is."""
-
-    value: JsonValue
-
-
-def _payload_for(wait: WaitFor, answer: ResumePayload | _Answer) -> ResumePayload:
-    if not isinstance(answer, _Answer):
-        return answer
-    return ProvideInput(answer.value) if wait.wait.kind is WaitKind.INPUT else ExternalResult(answer.value)
-
-
-def _answer_of(payload: ResumePayload | _Answer) -> Any:
-    if isinstance(payload, Approve):
-        return ToolApproved()
-    if isinstance(payload, Deny):
-        return ToolDenied(payload.reason if isinstance(payload.reason, str) else ToolDenied().message)
-    return getattr(payload, "value", None)
-
-
-def to_model_messages(messages: Sequence[Message]) -> list[ModelMessage]:
-    """Rebuild Pydantic AI's history from committed messages: an assistant message's
-    metadata is its ``ModelResponse`` verbatim; without it, text and tool calls."""
-    history: list[ModelMessage] = []
-    returns: list[ModelRequestPart] = []
-    names: dict[str, str] = {}
-    for message in messages:
-        if message.role is Role.TOOL:
-            assert message.call_id is not None
-            returns.append(_return_part(names.get(message.call_id, "unknown"), message.call_id, message.content))
-            continue
-        if returns:
-            history.append(ModelRequest(parts=returns))
-            returns = []
-        if message.role is Role.USER:
-            history.append(ModelRequest(parts=[UserPromptPart(message.content)]))
-            continue
-        names.update({use.call_id: use.tool for use in message.tool_calls or ()})
-        metadata = getattr(message, "metadata", None)
-        if metadata is not None:
-            history.extend(ModelMessagesTypeAdapter.validate_python([metadata]))
-            continue
-        parts: list[Any] = [TextPart(message.content)] if isinstance(message.content, str) else []
-        parts += [ToolCallPart(use.tool, use.arguments, use.call_id) for use in message.tool_calls or ()]
-        history.append(ModelResponse(parts=parts))
-    if returns:
-        history.append(ModelRequest(parts=returns))
-    return history
-
-
-def _return_part(tool: str, call_id: str, content: JsonValue) -> ModelRequestPart:
-    body = content if isinstance(content, dict) else {}
-    kind, value = body.get("kind"), body.get("value")
-    if kind == ResultKind.ERROR.value and isinstance(value, dict) and value.get("type") == "ModelRetry":
-        return ToolReturnPart(tool, str(value.get("message")), call_id, outcome="retried")
-    if kind == ResultKind.ERROR.value:
-        message = value.get("message") if isinstance(value, dict) else value
-        return ToolReturnPart(tool, str(message), call_id, outcome="failed")
-    if kind == ResultKind.DENIED.value:
-        return ToolReturnPart(tool, value if isinstance(value, str) else ToolDenied().message, call_id, outcome="denied")
-    return ToolReturnPart(tool, value if kind is not None else content, call_id)
-
-
-__all__ = [
-    "DeferredAfterStart",
-    "IntegrationError",
-    "Invocation",
-    "RunEnded",
-    "RunkernelDurability",
-    "current_invocation",
-    "invocation_scope",
-    "to_model_messages",
-]
