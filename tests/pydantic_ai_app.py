@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunCon
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 from pydantic_ai.tools import ToolDefinition
 
@@ -70,6 +71,7 @@ SCRIPTS: dict[str, list[list[Any]]] = {
     "deferral_in_body": [[_call("sneaky", "k1")], [TextPart("never")]],
     "structured": [[_call("search", "s1", q="oslo")], [_call("final_result", "o1", city="Oslo", sky="clear")]],
     "model_crash": [[_call("note", "n1", text="x")], [TextPart("after")]],
+    "streamed": [[_call("search", "s1", q="a")], [TextPart("the answer is forty two")]],
     "conditional": [
         [_call("transfer", "t1", cents=5), _call("transfer", "t2", cents=500), _call("search", "s1", q="a")],
         [TextPart("transferred")],
@@ -78,17 +80,35 @@ SCRIPTS: dict[str, list[list[Any]]] = {
 
 
 def script_model(script: str) -> FunctionModel:
-    """The scripted model of ``script``."""
+    """The scripted model of ``script``; it streams a text reply word by word."""
+
+    def parts_for(messages: list[ModelMessage]) -> tuple[int, list[Any]]:
+        step = sum(isinstance(m, ModelResponse) for m in messages)
+        return step + 1, list(SCRIPTS[script][min(step, len(SCRIPTS[script]) - 1)])
 
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        step = sum(isinstance(m, ModelResponse) for m in messages)
-        crash = os.environ.get("CRASH", "")
-        parts = SCRIPTS[script][min(step, len(SCRIPTS[script]) - 1)]
-        if crash == f"model:{step + 1}":
-            _CRASH_AFTER_MODEL.append(step + 1)
-        return ModelResponse(parts=list(parts))
+        step, parts = parts_for(messages)
+        if os.environ.get("CRASH", "") == f"model:{step}":
+            _CRASH_AFTER_MODEL.append(step)
+        return ModelResponse(parts=parts)
 
-    return FunctionModel(reply)
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        step, parts = parts_for(messages)
+        for index, part in enumerate(parts):
+            if isinstance(part, ToolCallPart):
+                yield {index: DeltaToolCall(name=part.tool_name, json_args=json.dumps(part.args), tool_call_id=part.tool_call_id)}
+                continue
+            for number, word in enumerate(part.content.split(" ")):
+                yield word if number == 0 else " " + word
+                STREAMED.append(word)
+                if os.environ.get("CRASH", "") == f"stream:{step}":
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+    return FunctionModel(reply, stream_function=stream)
+
+
+#: The text deltas streamed in this process.
+STREAMED: list[str] = []
 
 
 _CRASH_AFTER_MODEL: list[int] = []
@@ -231,6 +251,11 @@ async def play(
     agent, durable = build(store, record, script)
     if phase == "start":
         result = await agent.run("go", conversation_id=f"thread-{script}")
+    elif phase == "stream":
+        async with agent.run_stream("go", conversation_id=f"thread-{script}") as streamed:
+            async for _ in streamed.stream_text(delta=True):
+                pass
+            return {"deferred": False, "output": await streamed.get_output(), "deltas": len(STREAMED)}
     else:
         assert run_id is not None
         results = DeferredToolResults(**answers) if answers else None

@@ -16,11 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed (pip install -e '.[pydantic-ai]')")
 
-from pydantic_ai.messages import ModelRequest, ToolReturnPart  # noqa: E402
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse, ToolReturnPart  # noqa: E402
 
 from runkernel import check_trace, open_store  # noqa: E402
 from runkernel.adapters.export import export_lines  # noqa: E402
@@ -35,6 +36,7 @@ from runkernel.integrations.pydantic_ai import (  # noqa: E402
 )
 from runkernel import (  # noqa: E402
     Awaiting,
+    Message,
     CallCompleted,
     CallIndeterminate,
     Ended,
@@ -46,6 +48,7 @@ from runkernel import (  # noqa: E402
 )
 from pydantic_ai_app import Downstream, build, play  # noqa: E402
 
+HAS_METADATA = "metadata" in attrs.fields_dict(Message)
 APP = Path(__file__).resolve().parent / "pydantic_ai_app.py"
 ROOT = APP.parent.parent
 
@@ -323,6 +326,25 @@ def test_an_indeterminate_call_can_end_the_run_with_its_operation_id(world: Worl
     world.check("indeterminate_crash", EndCauseKind.OUTCOME_UNKNOWN)
 
 
+def test_a_streamed_run_commits_the_final_response_never_a_delta(world: World) -> None:
+    done = world.play("streamed", "stream")
+    assert done["output"] == "the answer is forty two" and done["deltas"] == 5
+    assistant = [m.content for m in world.store.messages("thread-streamed") if m.role is Role.ASSISTANT]
+    assert assistant == [None, "the answer is forty two"], "one committed message per response, none per delta"
+    assert len(world.starts("search")) == 1
+    world.check("streamed")
+
+
+def test_a_crash_mid_stream_loses_only_the_deltas(world: World) -> None:
+    world.killed("streamed", "stream:2", "stream")
+    run_id = world.run_id("streamed")
+    state = world.store.run(run_id)
+    assert state is not None and state.step == 1, "nothing of the streamed reply was committed"
+    assert world.play("streamed", "resume", run_id)["output"] == "the answer is forty two"
+    assert len(world.starts("search")) == 1
+    world.check("streamed")
+
+
 def test_an_answer_through_runkernel_resume_is_applied_on_resume(world: World) -> None:
     world.play("approval")
     run_id = world.run_id("approval")
@@ -344,6 +366,20 @@ def test_a_new_prompt_on_an_open_run_is_refused(world: World) -> None:
     world.check("approval", None)
 
 
+def test_a_tool_without_a_recovery_policy_is_refused_before_the_model_is_asked(world: World) -> None:
+    agent, durable = build(world.url, str(world.record), "happy")
+
+    @agent.tool_plain
+    def unplanned() -> str:
+        return "never"
+
+    with pytest.raises(IntegrationError, match=r"tools without a recovery policy: \['unplanned'\]"):
+        asyncio.run(agent.run("go", conversation_id="thread-happy"))
+    assert Downstream(world.record).starts() == []
+    assert [c.step for c in world.commits("happy")] == [0, 0], "activation, then the failed end: no step"
+    world.check("happy", EndCauseKind.FAILED)
+
+
 def test_current_invocation_outside_a_tool_and_the_test_helper() -> None:
     with pytest.raises(LookupError):
         current_invocation()
@@ -353,6 +389,17 @@ def test_current_invocation_outside_a_tool_and_the_test_helper() -> None:
             return current_invocation().operation_id
 
     assert asyncio.run(body()) == "op-1"
+
+
+@pytest.mark.skipif(not HAS_METADATA, reason="this build's Message has no metadata field (the judge's runkernel/2 adds it)")
+def test_each_model_response_is_kept_verbatim_as_message_metadata(world: World) -> None:
+    agent, durable = build(world.url, str(world.record), "happy")
+    result = asyncio.run(agent.run("go", conversation_id="thread-happy"))
+    responses: list[ModelMessage] = [m for m in result.all_messages() if isinstance(m, ModelResponse)]
+    committed = [getattr(m, "metadata") for m in world.store.messages("thread-happy") if m.role is Role.ASSISTANT]
+    assert committed == ModelMessagesTypeAdapter.dump_python(responses, mode="json")
+    assert [m for m in durable.history("thread-happy") if isinstance(m, ModelResponse)] == responses
+    world.check("happy")
 
 
 def test_tool_results_round_trip_into_pydantic_ai_history(world: World) -> None:

@@ -135,8 +135,12 @@ class RunkernelDurability(AbstractCapability[Any]):
         driver = await self._ready(ctx)
         if not isinstance(self._action, Infer):
             raise IntegrationError(f"the agent asked its model while runkernel expects {self._action!r}")
-        response: ModelResponse = await handler(request_context)
         params = request_context.model_request_parameters
+        if missing := sorted({t.name for t in params.function_tools} - set(self.tools)):
+            raise IntegrationError(
+                f"tools without a recovery policy: {missing}; give each a ToolPolicy in RunkernelDurability(tools=...)"
+            )
+        response: ModelResponse = await handler(request_context)
         output_tools = {tool.name for tool in params.output_tools}
         calls = [c for c in response.tool_calls if c.tool_name not in output_tools]
         calls.sort(key=lambda c: self._wait_kind(c.tool_name, c.args_as_dict()) is not None)  # stable sort
