@@ -34,7 +34,8 @@ from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 from pydantic_ai.tools import ToolDefinition
 
 from runkernel import IndeterminateChoice, OperationStatus, RecoveryMode, StatusReply, ToolPolicy, ToolRecoveryPolicy
-from runkernel.integrations.pydantic_ai import RunkernelDurability, current_invocation
+from runkernel import CallExecuting, open_store
+from runkernel.integrations.pydantic_ai import Invocation, RunkernelDurability, current_invocation
 
 REPLAY = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY))
 RECONNECT = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT))
@@ -117,7 +118,7 @@ _CRASH_AFTER_MODEL: list[int] = []
 @dataclass
 class CrashAfterModel(AbstractCapability[Any]):
     """Kills the process after the model answered, before the durable capability (which
-    wraps this one) commits the answer."""
+    wraps this one) commits the answer; or after the run's body, before its end commits."""
 
     async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: Any, handler: Any) -> Any:
         response = await handler(request_context)
@@ -125,16 +126,38 @@ class CrashAfterModel(AbstractCapability[Any]):
             os.kill(os.getpid(), signal.SIGKILL)
         return response
 
+    async def after_run(self, ctx: RunContext[Any], *, result: Any) -> Any:
+        if os.environ.get("CRASH") == "after_run":  # the final answer is committed, the end is not
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
 
 class Downstream:
-    """The tools' own record of what they started, kept outside runkernel's store."""
+    """The tools' own record of what they started, kept outside runkernel's store. Each
+    start also records whether its ``Executing{attempt}`` was already committed (read
+    from the store through a connection of its own)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], store: str | None = None) -> None:
         self.path = Path(path)
+        self.store = store
+
+    def _durable(self, invocation: Invocation) -> bool:
+        if self.store is None:
+            return False
+        store = open_store(self.store, create=False)
+        try:
+            state = store.run(invocation.run_id)
+            call = state.batch.call(invocation.call_id) if state is not None and state.batch is not None else None
+            return call is not None and call.status == CallExecuting(invocation.attempt)
+        finally:
+            store.close()
 
     def start(self, tool: str) -> dict[str, Any]:
         invocation = current_invocation()
-        entry = {"tool": tool, "operation_id": invocation.operation_id, "attempt": invocation.attempt}
+        entry = {
+            "tool": tool, "operation_id": invocation.operation_id, "attempt": invocation.attempt,
+            "durable": self._durable(invocation),
+        }
         with self.path.open("a") as record:
             record.write(json.dumps(entry) + "\n")
             record.flush()
@@ -153,7 +176,7 @@ def build(
     store: str, record: str | os.PathLike[str], script: str, *, end_on_indeterminate: bool = False
 ) -> tuple[Agent[None, Any], RunkernelDurability]:
     """The agent of ``script`` on ``store``, its tools recording to ``record``."""
-    downstream = Downstream(record)
+    downstream = Downstream(record, store)
 
     def charge_status(operation_id: str) -> StatusReply:
         done = any(s["operation_id"] == operation_id for s in downstream.starts())

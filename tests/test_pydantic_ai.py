@@ -48,6 +48,7 @@ from runkernel import (  # noqa: E402
 )
 from pydantic_ai_app import Downstream, build, play  # noqa: E402
 
+REPLAYED = {"search", "flaky"}  # the app's tools with the replay policy
 HAS_METADATA = "metadata" in attrs.fields_dict(Message)
 APP = Path(__file__).resolve().parent / "pydantic_ai_app.py"
 ROOT = APP.parent.parent
@@ -93,7 +94,12 @@ class World:
         return [s for s in Downstream(self.record).starts() if s["tool"] == tool]
 
     def check(self, script: str, cause: EndCauseKind | None = EndCauseKind.COMPLETED) -> None:
-        """The exported trace is legal; the Run ended with ``cause`` (None: not Ended)."""
+        """The exported trace is legal; the Run ended with ``cause`` (None: not Ended); every
+        tool start came after its Executing commit, and no non-replay tool started twice."""
+        starts = Downstream(self.record).starts()
+        print(f"{script}: downstream starts {[(s['tool'], s['attempt']) for s in starts]}")
+        assert all(s["durable"] for s in starts), "a tool body ran before its Executing commit"
+        assert once_each([s for s in starts if s["tool"] not in REPLAYED]), "a non-replay tool started twice"
         trace = self.tmp_path / f"{script}.jsonl"
         trace.write_text("".join(line + "\n" for line in export_lines(self.store, f"thread-{script}", redact=False)))
         finding = check_trace(trace)
@@ -343,6 +349,16 @@ def test_a_crash_mid_stream_loses_only_the_deltas(world: World) -> None:
     assert world.play("streamed", "resume", run_id)["output"] == "the answer is forty two"
     assert len(world.starts("search")) == 1
     world.check("streamed")
+
+
+def test_a_crash_after_the_final_answer_commits_and_before_the_end(world: World) -> None:
+    world.killed("happy", "after_run")
+    state = world.store.run(world.run_id("happy"))
+    assert state is not None and not isinstance(state.state, Ended) and state.step == 2
+    assert world.play("happy", "resume", world.run_id("happy"))["output"] == "done"
+    assert state.step == world.store.run(world.run_id("happy")).step, "the model is not asked again"  # type: ignore[union-attr]
+    assert len(world.starts("search")) == len(world.starts("note")) == 1
+    world.check("happy")
 
 
 def test_an_answer_through_runkernel_resume_is_applied_on_resume(world: World) -> None:
