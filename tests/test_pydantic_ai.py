@@ -361,6 +361,15 @@ def test_a_crash_after_the_final_answer_commits_and_before_the_end(world: World)
     world.check("happy")
 
 
+def test_resuming_an_ended_run_redelivers_its_answer_and_commits_nothing(world: World) -> None:
+    world.play("happy")
+    before = len(world.commits("happy"))
+    assert world.play("happy", "resume", world.run_id("happy"))["output"] == "done"
+    assert len(world.commits("happy")) == before
+    assert len(world.starts("search")) == 1
+    world.check("happy")
+
+
 def test_an_answer_through_runkernel_resume_is_applied_on_resume(world: World) -> None:
     world.play("approval")
     run_id = world.run_id("approval")

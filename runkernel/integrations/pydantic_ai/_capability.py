@@ -133,6 +133,8 @@ class RunkernelDurability(AbstractCapability[Any]):
 
     async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> ModelResponse:
         driver = await self._ready(ctx)
+        if isinstance(self._action, Done):
+            raise self._ended(self._action)
         if not isinstance(self._action, Infer):
             raise IntegrationError(f"the agent asked its model while runkernel expects {self._action!r}")
         params = request_context.model_request_parameters
