@@ -21,7 +21,14 @@ never by replaying the loop, and what happens to a call found Executing is the t
 committed recovery policy (replay with its operation id, ask a reconnect tool its status,
 or never again). The hooks this needs are public capability hooks (``wrap_run``,
 ``wrap_model_request``, ``wrap_tool_execute``, ``handle_deferred_tool_calls``); the
-engine API would add a replay journal that runkernel's store already replaces.
+engine API would add a replay journal that runkernel's store already replaces, and its
+backend sees an opaque cache key where runkernel needs the tool call id (which
+``wrap_tool_execute`` has).
+
+Recovery is ``RunkernelDurability.resume(agent, run_id)``: it rebuilds the history from
+the store and runs the agent on it; the driver's pick-up decides what each call gets
+(its committed result, a replay attempt, a status question). Not yet: the lease epoch as
+a fencing token (the driver hands out none yet) and hosting by ``runkernel worker``.
 
 Pydantic AI runs function tools first and collects deferred ones at the end of the step,
 so the batch is committed in that order (function calls, then deferred calls, each in the
