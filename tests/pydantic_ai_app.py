@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
+from pydantic_ai.exceptions import ApprovalRequired, ModelRetry, ToolFailed
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
@@ -69,6 +69,7 @@ SCRIPTS: dict[str, list[list[Any]]] = {
     "question": [[_call("ask_user", "q1", question="colour?")], [TextPart("thanks")]],
     "retry": [[_call("flaky", "f1", n=1)], [_call("flaky", "f2", n=2)], [TextPart("recovered")]],
     "tool_error": [[_call("boom", "b1")], [TextPart("never")]],
+    "tool_failed": [[_call("decline", "d1")], [TextPart("declined, sorry")]],
     "deferral_in_body": [[_call("sneaky", "k1")], [TextPart("never")]],
     "structured": [[_call("search", "s1", q="oslo")], [_call("final_result", "o1", city="Oslo", sky="clear")]],
     "model_crash": [[_call("note", "n1", text="x")], [TextPart("after")]],
@@ -187,7 +188,7 @@ def build(
         tools={
             "search": REPLAY, "note": INDETERMINATE, "send": INDETERMINATE, "charge": RECONNECT,
             "ship": INDETERMINATE, "ask_user": INDETERMINATE, "flaky": REPLAY, "boom": INDETERMINATE,
-            "sneaky": INDETERMINATE, "transfer": INDETERMINATE,
+            "sneaky": INDETERMINATE, "transfer": INDETERMINATE, "decline": INDETERMINATE,
         },
         status={"charge": charge_status},
         questions=frozenset({"ask_user"}),
@@ -244,6 +245,11 @@ def build(
     def boom() -> str:
         downstream.start("boom")
         raise ValueError("boom failed")
+
+    @agent.tool_plain
+    def decline() -> str:
+        downstream.start("decline")
+        raise ToolFailed("card declined")
 
     @agent.tool_plain
     def sneaky() -> str:

@@ -41,7 +41,6 @@ from runkernel import (  # noqa: E402
     CallIndeterminate,
     Ended,
     EndCauseKind,
-    ResultKind,
     Role,
     ThreadCommit,
     ToolCall,
@@ -262,14 +261,23 @@ def test_a_question_answered_by_the_user(world: World) -> None:
     world.check("question")
 
 
+def shown_results(messages: list[ModelMessage]) -> dict[str, tuple[str, Any]]:
+    """What the model was shown per tool call: (outcome, content)."""
+    return {
+        p.tool_call_id: (p.outcome, p.content)
+        for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+    }
+
+
 def test_a_model_retry_is_an_error_result_the_model_sees_as_a_retry(world: World) -> None:
-    assert world.play("retry")["output"] == "recovered"
+    agent, durable = build(world.url, str(world.record), "retry")
+    result = asyncio.run(agent.run("go", conversation_id="thread-retry"))
+    assert result.output == "recovered"
     assert status_of(world.call("retry", "f1")) == ("error", {"type": "ModelRetry", "message": "n must be 2"})
     assert status_of(world.call("retry", "f2")) == ("output", "ok")
-    agent, durable = build(world.url, str(world.record), "retry")
-    history = durable.history("thread-retry")
-    parts = [p for m in history if isinstance(m, ModelRequest) for p in m.parts]
-    assert any(isinstance(p, ToolReturnPart) and p.outcome == "retried" and p.tool_call_id == "f1" for p in parts)
+    shown = shown_results(result.all_messages())
+    assert shown["f1"][0] == "retried" and "n must be 2" in str(shown["f1"][1])
+    assert shown_results(durable.history("thread-retry")) == {"f1": ("retried", "n must be 2"), "f2": shown["f2"]}
     world.check("retry")
 
 
@@ -278,6 +286,15 @@ def test_a_tool_exception_fails_the_run_with_the_error_committed(world: World) -
         world.play("tool_error")
     assert status_of(world.call("tool_error", "b1")) == ("error", {"type": "ValueError", "message": "boom failed"})
     world.check("tool_error", EndCauseKind.FAILED)
+
+
+def test_a_tool_failed_is_an_error_result_the_model_sees_as_a_failure(world: World) -> None:
+    agent, durable = build(world.url, str(world.record), "tool_failed")
+    result = asyncio.run(agent.run("go", conversation_id="thread-tool_failed"))
+    assert result.output == "declined, sorry"
+    assert status_of(world.call("tool_failed", "d1")) == ("error", {"type": "ToolFailed", "message": "card declined"})
+    assert shown_results(durable.history("thread-tool_failed")) == shown_results(result.all_messages())
+    world.check("tool_failed")
 
 
 def test_a_deferral_raised_inside_a_running_tool_is_refused_naming_the_declaration(world: World) -> None:
@@ -428,10 +445,11 @@ def test_each_model_response_is_kept_verbatim_as_message_metadata(world: World) 
 
 
 def test_tool_results_round_trip_into_pydantic_ai_history(world: World) -> None:
-    world.play("happy")
-    _, durable = build(world.url, str(world.record), "happy")
+    agent, durable = build(world.url, str(world.record), "happy")
+    result = asyncio.run(agent.run("go", conversation_id="thread-happy"))
     history = durable.history("thread-happy")
-    returns = [p for m in history if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
-    assert [p.tool_call_id for p in returns] == ["s1", "n1"]
-    assert returns[1].content == "noted x"
-    assert ResultKind.OUTPUT.value == "output"
+    assert shown_results(history) == shown_results(result.all_messages())
+    assert shown_results(history)["n1"] == ("success", "noted x")
+    calls = [c.tool_call_id for m in history if isinstance(m, ModelResponse) for c in m.tool_calls]
+    assert calls == ["s1", "n1"]
+    world.check("happy")
