@@ -243,6 +243,32 @@ def test_several_approvals_in_one_batch_are_tickets_one_at_a_time(world: World) 
     world.check("two_approvals")
 
 
+def test_answers_for_some_tickets_leave_the_rest_waiting(world: World) -> None:
+    world.play("two_approvals")
+    run_id = world.run_id("two_approvals")
+    partly = world.play("two_approvals", "resume", run_id, {"approvals": {"m1": True}})
+    assert partly == {"deferred": True, "approvals": ["m2"], "calls": []}
+    state = world.store.run(run_id)
+    assert state is not None and isinstance(state.state, Awaiting) and state.state.ticket.call_id == "m2"
+    assert world.play("two_approvals", "resume", run_id, {"approvals": {"m2": True}})["output"] == "handled"
+    assert [s["tool"] for s in world.starts("send")] == ["send", "send"] and once_each(world.starts("send"))
+    world.check("two_approvals")
+
+
+def test_two_conversations_run_concurrently_on_one_capability(world: World) -> None:
+    agent, durable = build(world.url, str(world.record), "happy")
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(
+            agent.run("go", conversation_id="thread-happy"), agent.run("go", conversation_id="thread-other")
+        ))
+
+    assert [r.output for r in asyncio.run(both())] == ["done", "done"]
+    assert len(world.starts("search")) == 2 and once_each(world.starts("search"))
+    world.check("happy")
+    assert check_trace(world.store.commits("thread-other")).verdict.name == "LEGAL"
+
+
 def test_an_external_deferred_call(world: World) -> None:
     assert world.play("external") == {"deferred": True, "approvals": [], "calls": ["x1"]}
     done = world.play("external", "resume", world.run_id("external"), {"calls": {"x1": "tracking-9"}})
