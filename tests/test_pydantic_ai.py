@@ -21,6 +21,7 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed (pip install -e '.[pydantic-ai]')")
 
+from pydantic_ai import DeferredToolResults, ToolApproved  # noqa: E402
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse, ToolReturnPart  # noqa: E402
 
 from runkernel import check_trace, open_store  # noqa: E402
@@ -267,6 +268,18 @@ def test_two_conversations_run_concurrently_on_one_capability(world: World) -> N
     assert len(world.starts("search")) == 2 and once_each(world.starts("search"))
     world.check("happy")
     assert check_trace(world.store.commits("thread-other")).verdict.name == "LEGAL"
+
+
+def test_an_answer_runkernel_cannot_commit_is_refused_before_anything_is_applied(world: World) -> None:
+    world.play("approval")
+    run_id, before = world.run_id("approval"), len(world.commits("approval"))
+    agent, durable = build(world.url, str(world.record), "approval")
+    changed = DeferredToolResults(approvals={"m1": ToolApproved(override_args={"to": "eve"})})
+    with pytest.raises(IntegrationError, match="cannot change the arguments"):
+        asyncio.run(durable.resume(agent, run_id, deferred_tool_results=changed))
+    assert len(world.commits("approval")) == before and world.starts("send") == []
+    assert world.play("approval", "resume", run_id, {"approvals": {"m1": True}})["output"] == "sent"
+    world.check("approval")
 
 
 def test_an_external_deferred_call(world: World) -> None:

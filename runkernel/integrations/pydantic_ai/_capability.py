@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,8 @@ from runkernel.integrations.pydantic_ai._mapping import (
 from runkernel.kernel.protocol import ResumePayload
 
 _HAS_METADATA = "metadata" in attrs.fields_dict(Message)
-StatusFunction = Callable[[str], "StatusReply | Any"]
+#: A reconnect tool's ``status(operation_id)``, sync or async.
+StatusFunction = Callable[[str], StatusReply | Awaitable[StatusReply]]
 
 
 @dataclass
@@ -68,7 +69,7 @@ class RunkernelDurability(AbstractCapability[Any]):
         self._answers: dict[str, ResumePayload | _Answer] = {}
         self._tool_manager: ToolManager[Any] | None = None
         self._ctx: RunContext[Any] | None = None
-        self._pick_up: tuple[str, DeferredToolResults | None] | None = None
+        self._pick_up: tuple[str, dict[str, Any]] | None = None
 
     # --- public -----------------------------------------------------------------------
 
@@ -97,7 +98,7 @@ class RunkernelDurability(AbstractCapability[Any]):
         thread_id = self.open().thread_of(run_id)
         if thread_id is None:
             raise IntegrationError(f"run {run_id!r} is not in the store")
-        token = _PICK_UP.set((run_id, deferred_tool_results))
+        token = _PICK_UP.set((run_id, _payloads(deferred_tool_results)))  # refused here, before anything
         try:
             return await agent.run(message_history=self.history(thread_id), conversation_id=thread_id, **run)
         finally:
@@ -243,7 +244,7 @@ class RunkernelDurability(AbstractCapability[Any]):
         assert self._driver is not None
         if self._pick_up is not None:
             (run_id, answers), self._pick_up = self._pick_up, None
-            self._answers = _payloads(answers)
+            self._answers = answers
             await self._driver.pick_up(run_id)
             await self._settle(await self._driver.next_action())
         return self._driver

@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextvars
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import attrs
-from pydantic_ai import DeferredToolResults
 
 from runkernel import EndCauseKind, RunkernelError
 
@@ -45,7 +45,8 @@ class Invocation:
 
 
 _INVOCATION: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar("runkernel_invocation", default=None)
-_PICK_UP: contextvars.ContextVar[tuple[str, DeferredToolResults | None] | None] = contextvars.ContextVar(
+#: The Run ``resume`` asks the next agent run to pick up, with its answers as payloads.
+_PICK_UP: contextvars.ContextVar[tuple[str, dict[str, Any]] | None] = contextvars.ContextVar(
     "runkernel_pick_up", default=None
 )
 

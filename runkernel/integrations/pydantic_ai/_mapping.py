@@ -16,6 +16,7 @@ from pydantic_ai.messages import (
     ModelRequest,
     ModelRequestPart,
     ModelResponse,
+    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -28,6 +29,7 @@ from runkernel import (
     Approve, CallCompleted, CallIndeterminate, Deny, ExternalResult, JsonValue, Message, ProvideInput, ResultKind,
     Role, ToolCall, WaitFor, WaitKind,
 )
+from runkernel.integrations.pydantic_ai._context import IntegrationError
 from runkernel.kernel.protocol import ResumePayload
 
 
@@ -85,17 +87,25 @@ def _deferred_answer(call: ToolCall) -> Any:
 
 
 def _payloads(results: DeferredToolResults | None) -> dict[str, ResumePayload | _Answer]:
+    """Each answer as the payload its ticket will get. Answers runkernel cannot commit as
+    given are refused here, before anything is applied."""
     if results is None:
         return {}
     payloads: dict[str, ResumePayload | _Answer] = {}
     for call_id, answer in results.to_tool_call_results().items():
+        if isinstance(answer, ToolApproved) and answer.override_args is not None:
+            raise IntegrationError(
+                f"call {call_id!r}: an approval cannot change the arguments committed with the batch;"
+                " deny it and let the model call again"
+            )
+        if isinstance(answer, (ModelRetry, ToolFailed, RetryPromptPart)):
+            raise IntegrationError(f"call {call_id!r}: answer a deferred call with a value, not {type(answer).__name__}")
         if isinstance(answer, ToolApproved):
             payloads[call_id] = Approve()
         elif isinstance(answer, ToolDenied):
             payloads[call_id] = Deny(answer.message)
         else:
-            value = to_jsonable_python(getattr(answer, "return_value", answer))
-            payloads[call_id] = _Answer(value)
+            payloads[call_id] = _Answer(to_jsonable_python(getattr(answer, "return_value", answer)))
     return payloads
 
 
