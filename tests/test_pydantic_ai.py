@@ -36,6 +36,8 @@ from runkernel.integrations.pydantic_ai import (  # noqa: E402
     invocation_scope,
 )
 from runkernel import (  # noqa: E402
+    OperationStatus,
+    StatusReply,
     Awaiting,
     Message,
     CallCompleted,
@@ -189,6 +191,25 @@ def test_crash_inside_a_reconnect_tool(world: World) -> None:
     assert world.play("reconnect_crash", "resume", world.run_id("reconnect_crash"))["output"] == "charged"
     assert len(world.starts("charge")) == 1, "a reconnect tool is asked its status, never started again"
     assert status_of(world.call("reconnect_crash", "c1")) == ("output", {"charged": True})
+    world.check("reconnect_crash")
+
+
+def test_a_reconnect_tool_still_running_is_asked_again_never_restarted(world: World) -> None:
+    world.killed("reconnect_crash", "tool:charge:1")
+    agent, durable = build(world.url, str(world.record), "reconnect_crash")
+    asked: list[str] = []
+
+    def status(operation_id: str) -> StatusReply:
+        asked.append(operation_id)
+        if len(asked) < 3:
+            return StatusReply(OperationStatus.RUNNING)
+        return StatusReply(OperationStatus.DONE, {"charged": True})
+
+    durable.status, durable.poll_interval = {"charge": status}, 0.0
+    assert asyncio.run(durable.resume(agent, world.run_id("reconnect_crash"))).output == "charged"
+    print("status asked:", len(asked))
+    assert len(asked) == 3 and len(set(asked)) == 1
+    assert len(world.starts("charge")) == 1
     world.check("reconnect_crash")
 
 
