@@ -167,12 +167,16 @@ def test_a_streamed_run_commits_the_final_response_never_a_delta(world: World) -
     world.check("streamed")
 
 
-def test_an_answer_through_runkernel_resume_is_applied_on_resume(world: World) -> None:
+def test_runkernel_inspect_shows_the_wait_and_runkernel_resume_answers_it(world: World) -> None:
     world.play("approval")
     run_id = world.run_id("approval")
     state = world.store.run(run_id)
     assert state is not None
     ticket = state.state.ticket.ticket_id  # type: ignore[union-attr]
+    inspect = [sys.executable, "-m", "runkernel.cli", "inspect", "--store", world.url, run_id]
+    shown = subprocess.run(inspect, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert shown.returncode == 0, shown.stderr
+    assert "m1  send  Awaiting" in shown.stdout and ticket in shown.stdout, "the operator sees the waiting call"
     cli = [sys.executable, "-m", "runkernel.cli", "resume", "--store", world.url, run_id, "--ticket", ticket, "--approve"]
     queued = subprocess.run(cli, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert queued.returncode == 0, queued.stderr
