@@ -132,10 +132,11 @@ def test_a_second_run_in_one_thread(world: World) -> None:
     world.check("happy")
 
 
-def test_a_crash_between_the_models_answer_and_its_commit(world: World) -> None:
-    world.killed("model_crash", "model:2")
-    steps_before = world.store.run(world.run_id("model_crash"))
-    assert steps_before is not None and steps_before.step == 1, "the second answer was never committed"
+@pytest.mark.parametrize("step", [1, 2])
+def test_a_crash_between_the_models_answer_and_its_commit(world: World, step: int) -> None:
+    world.killed("model_crash", f"model:{step}")
+    before = world.store.run(world.run_id("model_crash"))
+    assert before is not None and before.step == step - 1, "the answer was never committed"
     assert world.play("model_crash", "resume", world.run_id("model_crash"))["output"] == "after"
     assert len(world.starts("note")) == 1
     world.check("model_crash")
