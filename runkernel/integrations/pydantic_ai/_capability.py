@@ -85,7 +85,8 @@ class RunkernelDurability(AbstractCapability[Any]):
         return head.active_run_id if head is not None else None
 
     def history(self, thread_id: str) -> list[ModelMessage]:
-        """The Thread's committed messages as Pydantic AI's message history."""
+        """The Thread's committed messages as Pydantic AI's message history (user prompts,
+        responses, tool results; ``system_prompt`` parts are not committed)."""
         return to_model_messages(self.open().messages(thread_id))
 
     async def resume(
