@@ -73,6 +73,7 @@ SCRIPTS: dict[str, list[list[Any]]] = {
     "deferral_in_body": [[_call("sneaky", "k1")], [TextPart("never")]],
     "structured": [[_call("search", "s1", q="oslo")], [_call("final_result", "o1", city="Oslo", sky="clear")]],
     "model_crash": [[_call("note", "n1", text="x")], [TextPart("after")]],
+    "early": [[_call("final_result", "o1", city="Oslo", sky="clear"), _call("note", "n1", text="x")], [TextPart("-")]],
     "streamed": [[_call("search", "s1", q="a")], [TextPart("the answer is forty two")]],
     "conditional": [
         [_call("transfer", "t1", cents=5), _call("transfer", "t2", cents=500), _call("search", "s1", q="a")],
@@ -210,9 +211,11 @@ def build(
             ),
         ]
     )
-    output: Any = [Weather, DeferredToolRequests] if script == "structured" else [str, DeferredToolRequests]
+    structured = script in ("structured", "early")
+    output: Any = [Weather, DeferredToolRequests] if structured else [str, DeferredToolRequests]
     agent: Agent[None, Any] = Agent(
-        script_model(script), output_type=output, toolsets=[external, big_ones], capabilities=[durable, CrashAfterModel()]
+        script_model(script), output_type=output, toolsets=[external, big_ones], capabilities=[durable, CrashAfterModel()],
+        end_strategy="early" if script == "early" else "graceful",
     )
 
     @agent.tool_plain

@@ -167,6 +167,14 @@ def test_a_streamed_run_commits_the_final_response_never_a_delta(world: World) -
     world.check("streamed")
 
 
+def test_calls_skipped_for_the_final_answer_never_run_and_the_run_ends(world: World) -> None:
+    assert world.play("early") == {"deferred": False, "output": {"city": "Oslo", "sky": "clear"}}
+    assert world.starts("note") == [], "end_strategy='early' skips the call"
+    # its Executing{1} was committed when it came next, so the end cannot know it never started
+    assert status_of(world.call("early", "n1")) == ("indeterminate", "outcome_unknown")
+    world.check("early")
+
+
 def test_runkernel_inspect_shows_the_wait_and_runkernel_resume_answers_it(world: World) -> None:
     world.play("approval")
     run_id = world.run_id("approval")

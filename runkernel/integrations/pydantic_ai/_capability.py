@@ -129,7 +129,8 @@ class RunkernelDurability(AbstractCapability[Any]):
             if not isinstance(self._action, Done):
                 await driver.end(EndCauseKind.FAILED, TypedError(type(error).__name__, str(error)))
             raise
-        if isinstance(self._action, Infer) and not isinstance(result.output, DeferredToolRequests):
+        if not isinstance(self._action, Done) and not isinstance(result.output, DeferredToolRequests):
+            # the final answer; calls Pydantic AI skipped for it (end_strategy='early') never ran
             self._action = await driver.end(EndCauseKind.COMPLETED)
         return result
 
