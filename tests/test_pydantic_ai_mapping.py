@@ -175,6 +175,13 @@ def test_calls_skipped_for_the_final_answer_never_run_and_the_run_ends(world: Wo
     world.check("early")
 
 
+def test_run_sync_is_durable_too(world: World) -> None:
+    agent, _ = build(world.url, str(world.record), "happy")
+    assert agent.run_sync("go", conversation_id="thread-happy").output == "done"
+    assert len(world.starts("search")) == len(world.starts("note")) == 1
+    world.check("happy")
+
+
 def test_runkernel_inspect_shows_the_wait_and_runkernel_resume_answers_it(world: World) -> None:
     world.play("approval")
     run_id = world.run_id("approval")
