@@ -1,0 +1,1 @@
+"""Adapters to agent frameworks, each behind an optional extra; the core never imports them."""

@@ -1,0 +1,59 @@
+"""Durable Pydantic AI agents: runkernel as the durability backend of an ``Agent``.
+
+::
+
+    durable = RunkernelDurability("sqlite:///agent.db", tools={"search": REPLAY, ...})
+    agent = Agent(model, output_type=[str, DeferredToolRequests], capabilities=[durable])
+    result = await agent.run("...")                    # a Run in the Thread = conversation id
+    result = await durable.resume(agent, run_id)       # after a crash, or with answers
+
+Each model request is one inference step (its ``ModelResponse`` kept verbatim as message
+metadata where the build has it); the response's function calls form the step's ordered
+batch (call id = the tool call id); ``Executing{n}`` is durable before a tool body runs;
+``requires_approval=True`` and declared external tools are the gate (Requested→Awaiting).
+
+Why a plain capability and not ``BaseDurabilityCapability`` (the engine API of Temporal,
+DBOS and Prefect): that API is journal-and-replay. The agent loop runs again from the
+start and every durable unit returns its journaled result, so a unit interrupted midway
+simply runs again: what a unit is, and whether it may run twice, is the engine's, not the
+tool's. runkernel decides the opposite way round: a Run continues from committed facts,
+never by replaying the loop, and what happens to a call found Executing is the tool's
+committed recovery policy (replay with its operation id, ask a reconnect tool its status,
+or never again). The hooks this needs are public capability hooks (``wrap_run``,
+``wrap_model_request``, ``wrap_tool_execute``, ``handle_deferred_tool_calls``); the
+engine API would add a replay journal that runkernel's store already replaces, and its
+backend sees an opaque cache key where runkernel needs the tool call id (which
+``wrap_tool_execute`` has).
+
+Recovery is ``RunkernelDurability.resume(agent, run_id)``: it rebuilds the history from
+the store and runs the agent on it; the driver's pick-up decides what each call gets
+(its committed result, a replay attempt, a status question). Not yet: the lease epoch as
+a fencing token (the driver hands out none yet) and hosting by ``runkernel worker``.
+
+Pydantic AI runs function tools first and collects deferred ones at the end of the step,
+so the batch is committed in that order (function calls, then deferred calls, each in the
+model's order) and tools run one at a time (``parallel_execution_mode('sequential')``).
+"""
+
+from runkernel.integrations.pydantic_ai._capability import RunkernelDurability, StatusFunction
+from runkernel.integrations.pydantic_ai._context import (
+    DeferredAfterStart,
+    IntegrationError,
+    Invocation,
+    RunEnded,
+    current_invocation,
+    invocation_scope,
+)
+from runkernel.integrations.pydantic_ai._mapping import to_model_messages
+
+__all__ = [
+    "DeferredAfterStart",
+    "IntegrationError",
+    "Invocation",
+    "RunEnded",
+    "RunkernelDurability",
+    "StatusFunction",
+    "current_invocation",
+    "invocation_scope",
+    "to_model_messages",
+]

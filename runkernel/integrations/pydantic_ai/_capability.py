@@ -1,0 +1,311 @@
+"""``RunkernelDurability``: the capability that maps an agent run onto the push-mode driver."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import attrs
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed, ToolFailedError, ToolRetryError
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
+from pydantic_ai.tool_manager import ToolManager
+from pydantic_ai.tools import RunContext
+from pydantic_core import to_jsonable_python
+
+from runkernel import (
+    Action, Approve, AsyncDriver, CallCompleted, CallIndeterminate, CallRequest, CheckStatus, Done, DriverStopped,
+    EndCauseKind, Hold, IndeterminateChoice, Infer, JsonValue, Message, Permit, RecoveryMode, Role, RunCall,
+    StatusReply, Store, StoreError, ToolCall, ToolPolicy, TypedError, WaitFor, WaitKind, open_store,
+)
+from runkernel.integrations.pydantic_ai._context import (
+    _INVOCATION, _PICK_UP, DeferredAfterStart, IntegrationError, Invocation, RunEnded,
+)
+from runkernel.integrations.pydantic_ai._mapping import (
+    _Answer, _answer_of, _approval_functions, _deferred_answer, _error_value, _payload_for, _payloads, _shown,
+    to_model_messages,
+)
+from runkernel.kernel.protocol import ResumePayload
+
+_HAS_METADATA = "metadata" in attrs.fields_dict(Message)
+#: A reconnect tool's ``status(operation_id)``, sync or async.
+StatusFunction = Callable[[str], StatusReply | Awaitable[StatusReply]]
+
+
+@dataclass
+class RunkernelDurability(AbstractCapability[Any]):
+    """Attach to an ``Agent`` (``capabilities=[...]``) to make its runs durable Runs.
+
+    ``store`` is a URL (``sqlite:///agent.db``) or an open ``Store``; ``tools`` gives every
+    tool the model may call its ``ToolPolicy`` (declared external tools included);
+    ``status`` gives each reconnect tool its ``status(operation_id) -> StatusReply``;
+    ``questions`` names the external tools a person answers (an input wait). The Thread is
+    the run's ``conversation_id``, a new Run's id its ``run_id``.
+    """
+
+    store: str | Store
+    tools: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    status: Mapping[str, StatusFunction] = field(default_factory=dict)
+    questions: frozenset[str] = frozenset()
+    max_steps: int = 50
+    on_indeterminate: IndeterminateChoice = IndeterminateChoice.PUBLISH
+    poll_interval: float = 0.2
+    _opened: list[Store] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        for name, policy in self.tools.items():
+            if policy.recovery.mode is RecoveryMode.RECONNECT and name not in self.status:
+                raise ValueError(f"tool {name!r} reconnects after a crash: give it status={{{name!r}: fn}}")
+        self._reset()
+
+    def _reset(self) -> None:
+        self._driver: AsyncDriver | None = None
+        self._action: Action | None = None
+        self._answers: dict[str, ResumePayload | _Answer] = {}
+        self._tool_manager: ToolManager[Any] | None = None
+        self._ctx: RunContext[Any] | None = None
+        self._pick_up: tuple[str, dict[str, Any]] | None = None
+
+    # --- public -----------------------------------------------------------------------
+
+    def open(self) -> Store:
+        """The store, opened once and shared by this capability's runs."""
+        if not self._opened:
+            self._opened.append(open_store(self.store) if isinstance(self.store, str) else self.store)
+        return self._opened[0]
+
+    def active_run(self, conversation_id: str) -> str | None:
+        """The conversation's Run that is not Ended (at most one), if any."""
+        head = self.open().thread_head(conversation_id)
+        return head.active_run_id if head is not None else None
+
+    def history(self, thread_id: str) -> list[ModelMessage]:
+        """The Thread's committed messages as Pydantic AI's message history (user prompts,
+        responses, tool results; ``system_prompt`` parts are not committed)."""
+        return to_model_messages(self.open().messages(thread_id))
+
+    async def resume(
+        self, agent: Agent[Any, Any], run_id: str, *, deferred_tool_results: DeferredToolResults | None = None, **run: Any
+    ) -> Any:
+        """Continue Run ``run_id`` from the store alone (after a crash, in any process, or
+        with the answers to its ``DeferredToolRequests``): the one documented call.
+        Answers are applied ticket by ticket in call order; commands queued with
+        ``runkernel resume`` are applied first. Returns ``agent.run``'s result."""
+        thread_id = self.open().thread_of(run_id)
+        if thread_id is None:
+            raise IntegrationError(f"run {run_id!r} is not in the store")
+        token = _PICK_UP.set((run_id, _payloads(deferred_tool_results)))  # refused here, before anything
+        try:
+            return await agent.run(message_history=self.history(thread_id), conversation_id=thread_id, **run)
+        finally:
+            _PICK_UP.reset(token)
+
+    # --- capability hooks -------------------------------------------------------------
+
+    async def for_run(self, ctx: Any) -> RunkernelDurability:
+        layer = copy.copy(self)  # shares the opened store, not the per-run driver
+        layer._reset()
+        return layer
+
+    async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
+        driver = self._driver = AsyncDriver(
+            self.open(), self.tools, gate=self, max_steps=self.max_steps, on_indeterminate=self.on_indeterminate
+        )
+        self._pick_up = _PICK_UP.get()
+        if self._pick_up is None:
+            self._action = await self._start(ctx, driver)
+        try:
+            with ToolManager.parallel_execution_mode("sequential"):
+                result = await handler()
+            await self._ready(None)
+        except (StoreError, DriverStopped, RunEnded, asyncio.CancelledError):
+            raise  # the Run stays as committed: resume() continues it
+        except Exception as error:
+            if not isinstance(self._action, Done):
+                await driver.end(EndCauseKind.FAILED, TypedError(type(error).__name__, str(error)))
+            raise
+        if not isinstance(self._action, Done) and not isinstance(result.output, DeferredToolRequests):
+            # the final answer; calls Pydantic AI skipped for it (end_strategy='early') never ran
+            self._action = await driver.end(EndCauseKind.COMPLETED)
+        return result
+
+    async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> ModelResponse:
+        driver = await self._ready(ctx)
+        if isinstance(self._action, Done):
+            raise self._ended(self._action)
+        if not isinstance(self._action, Infer):
+            raise IntegrationError(f"the agent asked its model while runkernel expects {self._action!r}")
+        params = request_context.model_request_parameters
+        if missing := sorted({t.name for t in params.function_tools} - set(self.tools)):
+            raise IntegrationError(
+                f"tools without a recovery policy: {missing}; give each a ToolPolicy in RunkernelDurability(tools=...)"
+            )
+        response: ModelResponse = await handler(request_context)
+        output_tools = {tool.name for tool in params.output_tools}
+        calls = [c for c in response.tool_calls if c.tool_name not in output_tools]
+        calls.sort(key=lambda c: self._wait_kind(c.tool_name, c.args_as_dict()) is not None)  # stable sort
+        outputs = [c.args_as_dict() for c in response.tool_calls if c.tool_name in output_tools]
+        content: JsonValue = response.text if response.text is not None else (outputs[0] if outputs else None)
+        metadata = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0] if _HAS_METADATA else None
+        requests = [CallRequest(c.tool_name, c.args_as_dict(), call_id=c.tool_call_id) for c in calls]
+        await self._settle(await driver.inferred(content, requests, metadata=metadata))
+        return response
+
+    async def wrap_tool_execute(self, ctx: Any, *, call: ToolCallPart, tool_def: Any, args: Any, handler: Any) -> Any:
+        driver = await self._ready(ctx)
+        while True:
+            action, committed = self._action, self._call(call.tool_call_id)
+            if committed is not None and isinstance(committed.status, (CallCompleted, CallIndeterminate)):
+                return _shown(committed)
+            if not ctx.tool_call_approved and self._wait_kind(call.tool_name, call.args_as_dict()) is WaitKind.APPROVAL:
+                raise ApprovalRequired()  # a toolset's approval function holds it: Pydantic AI defers it
+            if isinstance(action, RunCall) and action.call_id == call.tool_call_id:
+                return await self._execute(action, args, handler)
+            if isinstance(action, CheckStatus) and action.call_id == call.tool_call_id:
+                reply = self.status[action.tool](action.operation_id)
+                reply = await reply if inspect.isawaitable(reply) else reply
+                await self._settle(await driver.status(action.call_id, reply.status, reply.value))
+                if isinstance(self._action, CheckStatus) and self._action.call_id == action.call_id:
+                    await asyncio.sleep(self.poll_interval)  # running: ask again later
+                continue
+            if isinstance(action, WaitFor) and action.call.call_id == call.tool_call_id and ctx.tool_call_approved:
+                await self._settle(await driver.resume(Approve()))
+                continue
+            raise IntegrationError(f"tool call {call.tool_call_id!r} out of runkernel's order (it expects {action!r})")
+
+    async def handle_deferred_tool_calls(self, ctx: Any, *, requests: DeferredToolRequests) -> DeferredToolResults | None:
+        await self._ready(ctx)
+        results = DeferredToolResults()
+        for part in [*requests.approvals, *requests.calls]:
+            call_id, action = part.tool_call_id, self._action
+            committed = self._call(call_id)
+            if committed is not None and isinstance(committed.status, (CallCompleted, CallIndeterminate)):
+                answer = _deferred_answer(committed) if part in requests.approvals else _shown(committed)
+            elif isinstance(action, (RunCall, CheckStatus)) and action.call_id == call_id:
+                answer = ToolApproved()  # approved earlier: its attempt is durable, Pydantic AI runs it
+            elif (payload := self._answers.get(call_id)) is not None:
+                answer = _answer_of(payload)  # applied when runkernel's order reaches it
+            else:
+                continue
+            if part in requests.approvals:
+                results.approvals[call_id] = answer
+            else:
+                results.calls[call_id] = answer
+        return results if results.approvals or results.calls else None
+
+    # --- the gate (the driver asks it before each call) -------------------------------
+
+    def check(self, run_id: str, call: ToolCall) -> Permit | Hold:
+        """runkernel's gate: Pydantic AI's declarations decide which calls wait."""
+        wait = self._wait_kind(call.tool, call.arguments)
+        return Permit() if wait is None else Hold(wait, request=call.arguments)
+
+    def _wait_kind(self, tool: str, arguments: Any) -> WaitKind | None:
+        """What a call of ``tool`` waits for before it runs: ``requires_approval=True`` or a
+        toolset's approval function (an approval), a declared external tool (an external
+        answer, or a person's input for ``questions``); None when it runs at once."""
+        kind = self._kind(tool)
+        if kind == "external":
+            return WaitKind.INPUT if tool in self.questions else WaitKind.EXTERNAL
+        if kind == "unapproved" or (kind == "function" and self._conditionally_approved(tool, arguments)):
+            return WaitKind.APPROVAL
+        return None
+
+    def _conditionally_approved(self, tool: str, arguments: Any) -> bool:
+        manager, ctx = self._tool_manager, self._ctx
+        entry = manager.tools.get(tool) if manager is not None and manager.tools is not None else None
+        if manager is None or entry is None or ctx is None or not isinstance(arguments, dict):
+            return False
+        return any(ask(ctx, entry.tool_def, arguments) for ask in _approval_functions(manager.toolset, entry.toolset))
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    async def _start(self, ctx: Any, driver: AsyncDriver) -> Action:
+        thread_id, store = ctx.conversation_id, self.open()
+        head = store.thread_head(thread_id)
+        if head is not None and head.active_run_id is not None:
+            raise IntegrationError(
+                f"run {head.active_run_id!r} of conversation {thread_id!r} is not Ended: continue it with"
+                " RunkernelDurability.resume(agent, run_id), not a new agent.run"
+            )
+        if ctx.prompt is None:
+            raise IntegrationError("a new durable Run needs a user prompt")
+        prompt = Message(Role.USER, to_jsonable_python(ctx.prompt))
+        return await driver.start([prompt], thread_id=thread_id, run_id=ctx.run_id)
+
+    async def _ready(self, ctx: Any) -> AsyncDriver:
+        """Every hook starts here. A Run is picked up in the first hook, where the tool
+        manager knows which tools wait (the gate may be asked during recovery)."""
+        if ctx is not None and ctx.tool_manager is not None:
+            self._tool_manager, self._ctx = ctx.tool_manager, ctx
+        assert self._driver is not None
+        if self._pick_up is not None:
+            (run_id, answers), self._pick_up = self._pick_up, None
+            self._answers = answers
+            await self._driver.pick_up(run_id)
+            await self._settle(await self._driver.next_action())
+        return self._driver
+
+    def _call(self, call_id: str) -> ToolCall | None:
+        snapshot = self._driver.snapshot if self._driver is not None else None
+        batch = snapshot.batch if snapshot is not None else None
+        return batch.call(call_id) if batch is not None else None
+
+    async def _settle(self, action: Action) -> None:
+        """Apply known answers to waits (ticket by ticket) and finish body-less calls."""
+        assert self._driver is not None
+        while True:
+            self._action = action
+            if isinstance(action, WaitFor) and action.call.call_id in self._answers:
+                action = await self._driver.resume(_payload_for(action, self._answers.pop(action.call.call_id)))
+            elif isinstance(action, RunCall) and self._kind(action.tool) == "external":
+                action = await self._driver.call_returned(action.call_id, action.resume_value)  # the answer
+            elif isinstance(action, Done) and not action.redelivery:
+                raise self._ended(action)
+            else:
+                return
+
+    def _ended(self, done: Done) -> RunEnded:
+        snapshot = self._driver.snapshot if self._driver is not None else None
+        calls = snapshot.batch.calls if snapshot is not None and snapshot.batch is not None else ()
+        unknown = tuple(c.operation_id for c in calls if isinstance(c.status, CallIndeterminate))
+        return RunEnded(
+            f"run {done.run_id!r} ended {done.cause.kind.value}; reconcile operation ids {list(unknown)} downstream",
+            done.cause.kind,
+            unknown,
+        )
+
+    def _kind(self, tool: str) -> str | None:
+        try:
+            definition = self._tool_manager.get_tool_def(tool) if self._tool_manager is not None else None
+        except ValueError:  # not prepared for a step yet
+            return None
+        return definition.kind if definition is not None else None
+
+    async def _execute(self, action: RunCall, args: Any, handler: Any) -> Any:
+        assert self._driver is not None
+        driver, call_id = self._driver, action.call_id
+        token = _INVOCATION.set(Invocation(action.run_id, call_id, action.tool, action.operation_id, action.attempt))
+        try:
+            result = await handler(args)
+        except (ApprovalRequired, CallDeferred) as deferral:
+            declaration = "requires_approval=True" if isinstance(deferral, ApprovalRequired) else "a declared external tool"
+            raise DeferredAfterStart(
+                f"tool {action.tool!r} raised {type(deferral).__name__} after its Executing commit; runkernel has"
+                f" no Executing→Awaiting edge for it: declare the wait with {declaration} instead"
+            ) from deferral
+        except (ModelRetry, ToolRetryError, ToolFailed, ToolFailedError) as error:
+            await self._settle(await driver.call_failed(call_id, _error_value(error)))
+            raise
+        except Exception as error:
+            await self._settle(await driver.call_failed(call_id, {"type": type(error).__name__, "message": str(error)}))
+            raise
+        finally:
+            _INVOCATION.reset(token)
+        await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
+        return result

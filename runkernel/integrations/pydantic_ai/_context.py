@@ -1,0 +1,69 @@
+"""What the integration raises, and the invocation a durable tool body runs for."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+
+from runkernel import EndCauseKind, RunkernelError
+
+
+class IntegrationError(RunkernelError):
+    """The agent did something its durable Run cannot commit; the message says what to use."""
+
+
+class DeferredAfterStart(IntegrationError):
+    """A tool body raised ``ApprovalRequired`` or ``CallDeferred`` after its Executing commit:
+    the seed has no Executing→Awaiting edge for it. Declare the wait instead."""
+
+
+class RunEnded(IntegrationError):
+    """The Run ended while the agent still ran (``on_indeterminate=END_RUN`` after an
+    Indeterminate call, or an end from outside): ``cause`` is committed, and
+    ``operation_ids`` names the Indeterminate calls to reconcile downstream."""
+
+    def __init__(self, message: str, cause: EndCauseKind, operation_ids: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.operation_ids = operation_ids
+
+
+@attrs.frozen
+class Invocation:
+    """The call a tool body runs for: ``operation_id`` is the idempotency key downstream,
+    the same for every attempt; ``attempt`` counts from 1."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    operation_id: str
+    attempt: int
+
+
+_INVOCATION: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar("runkernel_invocation", default=None)
+#: The Run ``resume`` asks the next agent run to pick up, with its answers as payloads.
+_PICK_UP: contextvars.ContextVar[tuple[str, dict[str, Any]] | None] = contextvars.ContextVar(
+    "runkernel_pick_up", default=None
+)
+
+
+def current_invocation() -> Invocation:
+    """The runkernel call the running tool body serves (for its idempotency key)."""
+    invocation = _INVOCATION.get()
+    if invocation is None:
+        raise LookupError("no runkernel invocation: current_invocation() works only inside a durable tool body")
+    return invocation
+
+
+@asynccontextmanager
+async def invocation_scope(invocation: Invocation) -> AsyncIterator[Invocation]:
+    """Test helper: run a tool body outside an agent as if runkernel had started it."""
+    token = _INVOCATION.set(invocation)
+    try:
+        yield invocation
+    finally:
+        _INVOCATION.reset(token)

@@ -1,0 +1,302 @@
+"""A scripted Pydantic AI agent on runkernel, for the integration tests (in process and
+as a subprocess that a test kills).
+
+The model is a ``FunctionModel`` playing a script: step k (the number of responses already
+in the history) answers with the script's k-th reply. Every tool body appends what it
+starts to a downstream record (one JSON line per start, fsync'd before the effect), so a
+test can count starts per operation id across processes. ``CRASH`` kills this process
+with SIGKILL at one point: ``tool:NAME:ATTEMPT`` inside a tool body after its downstream
+record, ``model:STEP`` after the model answered step STEP and before runkernel commits it.
+
+As a script: ``python tests/pydantic_ai_app.py STORE RECORD SCRIPT start|resume [RUN_ID]
+[ANSWERS_JSON]`` prints one JSON line with the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ApprovalRequired, ModelRetry, ToolFailed
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
+from pydantic_ai.tools import ToolDefinition
+
+from runkernel import IndeterminateChoice, OperationStatus, RecoveryMode, StatusReply, ToolPolicy, ToolRecoveryPolicy
+from runkernel import CallExecuting, open_store
+from runkernel.integrations.pydantic_ai import Invocation, RunkernelDurability, current_invocation
+
+REPLAY = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY))
+RECONNECT = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT))
+INDETERMINATE = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE))
+
+
+class Weather(BaseModel):
+    """The structured output of the ``structured`` script."""
+
+    city: str
+    sky: str
+
+
+def _call(tool: str, call_id: str, **args: Any) -> ToolCallPart:
+    return ToolCallPart(tool, args, call_id)
+
+
+#: Scripts: one list of parts per model reply; a text-only reply is the final answer.
+SCRIPTS: dict[str, list[list[Any]]] = {
+    "happy": [[TextPart("looking"), _call("search", "s1", q="a"), _call("note", "n1", text="x")], [TextPart("done")]],
+    "approval": [[TextPart("mailing"), _call("search", "s1", q="a"), _call("send", "m1", to="bob")], [TextPart("sent")]],
+    "two_approvals": [
+        [_call("send", "m1", to="ann"), _call("search", "s1", q="a"), _call("send", "m2", to="bob")],
+        [TextPart("handled")],
+    ],
+    "replay_crash": [[_call("search", "s1", q="a")], [TextPart("found")]],
+    "indeterminate_crash": [[_call("note", "n1", text="x")], [TextPart("noted")]],
+    "reconnect_crash": [[_call("charge", "c1", cents=5)], [TextPart("charged")]],
+    "second_call_crash": [[_call("note", "n1", text="x"), _call("search", "s1", q="b")], [TextPart("both")]],
+    "external": [[_call("ship", "x1", item="book")], [TextPart("shipped")]],
+    "question": [[_call("ask_user", "q1", question="colour?")], [TextPart("thanks")]],
+    "retry": [[_call("flaky", "f1", n=1)], [_call("flaky", "f2", n=2)], [TextPart("recovered")]],
+    "tool_error": [[_call("boom", "b1")], [TextPart("never")]],
+    "tool_failed": [[_call("decline", "d1")], [TextPart("declined, sorry")]],
+    "deferral_in_body": [[_call("sneaky", "k1")], [TextPart("never")]],
+    "structured": [[_call("search", "s1", q="oslo")], [_call("final_result", "o1", city="Oslo", sky="clear")]],
+    "model_crash": [[_call("note", "n1", text="x")], [TextPart("after")]],
+    "early": [[_call("final_result", "o1", city="Oslo", sky="clear"), _call("note", "n1", text="x")], [TextPart("-")]],
+    "streamed": [[_call("search", "s1", q="a")], [TextPart("the answer is forty two")]],
+    "conditional": [
+        [_call("transfer", "t1", cents=5), _call("transfer", "t2", cents=500), _call("search", "s1", q="a")],
+        [TextPart("transferred")],
+    ],
+}
+
+
+def script_model(script: str) -> FunctionModel:
+    """The scripted model of ``script``; it streams a text reply word by word."""
+
+    def parts_for(messages: list[ModelMessage]) -> tuple[int, list[Any]]:
+        step = sum(isinstance(m, ModelResponse) for m in messages)
+        return step + 1, list(SCRIPTS[script][min(step, len(SCRIPTS[script]) - 1)])
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step, parts = parts_for(messages)
+        if os.environ.get("CRASH", "") == f"model:{step}":
+            _CRASH_AFTER_MODEL.append(step)
+        return ModelResponse(parts=parts)
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        step, parts = parts_for(messages)
+        for index, part in enumerate(parts):
+            if isinstance(part, ToolCallPart):
+                yield {index: DeltaToolCall(name=part.tool_name, json_args=json.dumps(part.args), tool_call_id=part.tool_call_id)}
+                continue
+            for number, word in enumerate(part.content.split(" ")):
+                yield word if number == 0 else " " + word
+                STREAMED.append(word)
+                if os.environ.get("CRASH", "") == f"stream:{step}":
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+    return FunctionModel(reply, stream_function=stream)
+
+
+#: The text deltas streamed in this process.
+STREAMED: list[str] = []
+
+
+_CRASH_AFTER_MODEL: list[int] = []
+
+
+@dataclass
+class CrashAfterModel(AbstractCapability[Any]):
+    """Kills the process after the model answered, before the durable capability (which
+    wraps this one) commits the answer; or after the run's body, before its end commits."""
+
+    async def wrap_model_request(self, ctx: RunContext[Any], *, request_context: Any, handler: Any) -> Any:
+        response = await handler(request_context)
+        if _CRASH_AFTER_MODEL:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return response
+
+    async def after_run(self, ctx: RunContext[Any], *, result: Any) -> Any:
+        if os.environ.get("CRASH") == "after_run":  # the final answer is committed, the end is not
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+
+class Downstream:
+    """The tools' own record of what they started, kept outside runkernel's store. Each
+    start also records whether its ``Executing{attempt}`` was already committed (read
+    from the store through a connection of its own)."""
+
+    def __init__(self, path: str | os.PathLike[str], store: str | None = None) -> None:
+        self.path = Path(path)
+        self.store = store
+
+    def _durable(self, invocation: Invocation) -> bool:
+        if self.store is None:
+            return False
+        store = open_store(self.store, create=False)
+        try:
+            state = store.run(invocation.run_id)
+            call = state.batch.call(invocation.call_id) if state is not None and state.batch is not None else None
+            return call is not None and call.status == CallExecuting(invocation.attempt)
+        finally:
+            store.close()
+
+    def start(self, tool: str) -> dict[str, Any]:
+        invocation = current_invocation()
+        entry = {
+            "tool": tool, "operation_id": invocation.operation_id, "attempt": invocation.attempt,
+            "durable": self._durable(invocation),
+        }
+        with self.path.open("a") as record:
+            record.write(json.dumps(entry) + "\n")
+            record.flush()
+            os.fsync(record.fileno())
+        if os.environ.get("CRASH") == f"tool:{tool}:{invocation.attempt}":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return entry
+
+    def starts(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines()]
+
+
+def build(
+    store: str, record: str | os.PathLike[str], script: str, *, end_on_indeterminate: bool = False
+) -> tuple[Agent[None, Any], RunkernelDurability]:
+    """The agent of ``script`` on ``store``, its tools recording to ``record``."""
+    downstream = Downstream(record, store)
+
+    def charge_status(operation_id: str) -> StatusReply:
+        done = any(s["operation_id"] == operation_id for s in downstream.starts())
+        return StatusReply(OperationStatus.DONE, {"charged": True}) if done else StatusReply(OperationStatus.NOT_FOUND)
+
+    durable = RunkernelDurability(
+        store,
+        tools={
+            "search": REPLAY, "note": INDETERMINATE, "send": INDETERMINATE, "charge": RECONNECT,
+            "ship": INDETERMINATE, "ask_user": INDETERMINATE, "flaky": REPLAY, "boom": INDETERMINATE,
+            "sneaky": INDETERMINATE, "transfer": INDETERMINATE, "decline": INDETERMINATE,
+        },
+        status={"charge": charge_status},
+        questions=frozenset({"ask_user"}),
+        on_indeterminate=IndeterminateChoice.END_RUN if end_on_indeterminate else IndeterminateChoice.PUBLISH,
+    )
+    payments: FunctionToolset[None] = FunctionToolset()
+
+    @payments.tool_plain
+    def transfer(cents: int) -> str:
+        downstream.start("transfer")
+        return f"moved {cents}"
+
+    big_ones = payments.approval_required(lambda ctx, tool_def, args: args["cents"] > 100)
+    external = ExternalToolset(
+        [
+            ToolDefinition(name="ship", parameters_json_schema={"type": "object", "properties": {"item": {"type": "string"}}}),
+            ToolDefinition(
+                name="ask_user", parameters_json_schema={"type": "object", "properties": {"question": {"type": "string"}}}
+            ),
+        ]
+    )
+    structured = script in ("structured", "early")
+    output: Any = [Weather, DeferredToolRequests] if structured else [str, DeferredToolRequests]
+    agent: Agent[None, Any] = Agent(
+        script_model(script), output_type=output, toolsets=[external, big_ones], capabilities=[durable, CrashAfterModel()],
+        end_strategy="early" if script == "early" else "graceful",
+    )
+
+    @agent.tool_plain
+    def search(q: str) -> dict[str, Any]:
+        return {"q": q, **downstream.start("search")}
+
+    @agent.tool_plain
+    def note(text: str) -> str:
+        downstream.start("note")
+        return f"noted {text}"
+
+    @agent.tool_plain(requires_approval=True)
+    def send(to: str) -> str:
+        downstream.start("send")
+        return f"sent to {to}"
+
+    @agent.tool_plain
+    def charge(cents: int) -> dict[str, Any]:
+        downstream.start("charge")
+        return {"charged": True}
+
+    @agent.tool_plain(retries=3)
+    def flaky(n: int) -> str:
+        downstream.start("flaky")
+        if n == 1:
+            raise ModelRetry("n must be 2")
+        return "ok"
+
+    @agent.tool_plain
+    def boom() -> str:
+        downstream.start("boom")
+        raise ValueError("boom failed")
+
+    @agent.tool_plain
+    def decline() -> str:
+        downstream.start("decline")
+        raise ToolFailed("card declined")
+
+    @agent.tool_plain
+    def sneaky() -> str:
+        downstream.start("sneaky")
+        raise ApprovalRequired()
+
+    return agent, durable
+
+
+def outcome(result: Any) -> dict[str, Any]:
+    """A JSON summary of an agent run's output."""
+    output = result.output
+    if isinstance(output, DeferredToolRequests):
+        return {
+            "deferred": True,
+            "approvals": [c.tool_call_id for c in output.approvals],
+            "calls": [c.tool_call_id for c in output.calls],
+        }
+    if isinstance(output, BaseModel):
+        return {"deferred": False, "output": output.model_dump()}
+    return {"deferred": False, "output": output}
+
+
+async def play(
+    store: str, record: str, script: str, phase: str, run_id: str | None = None, answers: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Start a Run of ``script`` (thread = the script's name) or resume ``run_id``."""
+    agent, durable = build(store, record, script)
+    if phase == "start":
+        result = await agent.run("go", conversation_id=f"thread-{script}")
+    elif phase == "stream":
+        async with agent.run_stream("go", conversation_id=f"thread-{script}") as streamed:
+            async for _ in streamed.stream_text(delta=True):
+                pass
+            return {"deferred": False, "output": await streamed.get_output(), "deltas": len(STREAMED)}
+    else:
+        assert run_id is not None
+        results = DeferredToolResults(**answers) if answers else None
+        result = await durable.resume(agent, run_id, deferred_tool_results=results)
+    return outcome(result)
+
+
+if __name__ == "__main__":
+    store_url, record_path, script_name, phase_name = sys.argv[1:5]
+    run = sys.argv[5] if len(sys.argv) > 5 else None
+    given = json.loads(sys.argv[6]) if len(sys.argv) > 6 else None
+    print(json.dumps(asyncio.run(play(store_url, record_path, script_name, phase_name, run, given))))

@@ -1,0 +1,29 @@
+"""The core never imports an integration's framework: every runkernel module outside
+``runkernel.integrations`` (found on disk, not by importing packages) imports without
+Pydantic AI loading."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+PROBE = """
+import importlib, pathlib, sys
+import runkernel
+root = pathlib.Path(runkernel.__file__).parent
+names = [".".join(("runkernel", *p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+         for p in sorted(root.rglob("*.py")) if "integrations" not in p.parts]
+for name in names:
+    importlib.import_module(name)
+for name in runkernel.__all__:
+    getattr(runkernel, name)
+loaded = sorted(m for m in sys.modules if m == "pydantic_ai" or m.startswith("pydantic_ai."))
+print(len(names), "modules;", "pydantic_ai loaded:", loaded)
+assert not loaded, loaded
+"""
+
+
+def test_no_core_module_loads_pydantic_ai() -> None:
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120)
+    print(done.stdout)
+    assert done.returncode == 0, done.stderr
