@@ -17,10 +17,10 @@ from typing import Any
 
 from runkernel.adapters.serial import (
     commit_from_text,
-    commit_text,
     dumps,
+    line_text,
     snapshot_from_json,
-    snapshot_to_json,
+    snapshot_text,
 )
 from runkernel.adapters.sqlite_decode import decoded, integer, json_text, thread_head
 from runkernel.adapters.sqlite_open import (
@@ -42,6 +42,7 @@ from runkernel.adapters.store import (
     StoreUnavailable,
     judge_append,
 )
+from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.history import History, HistoryKeys
 from runkernel.kernel.state import (
     Message,
@@ -183,16 +184,18 @@ class SqliteStore:
         except sqlite3.Error as error:
             raise StoreUnavailable(f"cannot begin a write: {error}") from None
         try:
+            line = commit_to_json(commit)  # built once: scanned by the judge, then written
             accepted = judge_append(
                 self._head_in(commit.thread_id),
                 self._run_before(commit.run_id),
                 commit,
                 self.history(commit.run_id),
                 self._ticket_known,
+                line,
             )
             db.execute(
                 "INSERT INTO commits (thread_id, version, run_id, line) VALUES (?, ?, ?, ?)",
-                (commit.thread_id, commit.version, commit.run_id, commit_text(commit)),
+                (commit.thread_id, commit.version, commit.run_id, line_text(line)),
             )
             head = accepted.head
             db.execute(
@@ -201,11 +204,11 @@ class SqliteStore:
                 "active_run_id = excluded.active_run_id",
                 (head.thread_id, head.version, head.active_run_id),
             )
-            snapshot_text = dumps(snapshot_to_json(accepted.run))
+            snapshot = snapshot_text(accepted.run)  # msgspec, as the commit line
             db.execute(
                 "INSERT INTO runs (run_id, thread_id, snapshot) VALUES (?, ?, ?) "
                 "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot",
-                (commit.run_id, commit.thread_id, snapshot_text),
+                (commit.run_id, commit.thread_id, snapshot),
             )
             self._insert_keys(commit.run_id, accepted.keys)
             if settle is not None:
@@ -215,7 +218,7 @@ class SqliteStore:
                 )
             self._written = None
             db.execute("COMMIT")
-            self._written = (commit.run_id, snapshot_text, accepted.run)
+            self._written = (commit.run_id, snapshot, accepted.run)
         except BaseException as error:
             if db.in_transaction:
                 db.execute("ROLLBACK")
