@@ -145,10 +145,12 @@ class SqliteStore:
         if read_only:
             return
         try:
-            if found is Recognized.EMPTY:
-                self._create_schema()
+            # WAL before the schema: the file's WAL is made (and the schema written into
+            # it) when the store is created, not by the first commit
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
+            if found is Recognized.EMPTY:
+                self._create_schema()
         except sqlite3.Error as error:
             self._db.close()
             raise store_error(self.path, "creating the schema", error) from None
