@@ -145,12 +145,12 @@ class SqliteStore:
         if read_only:
             return
         try:
-            # WAL before the schema: the file's WAL is made (and the schema written into
-            # it) when the store is created, not by the first commit
+            if found is Recognized.EMPTY:
+                self._create_schema()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             if found is Recognized.EMPTY:
-                self._create_schema()
+                self._start_wal()
         except sqlite3.Error as error:
             self._db.close()
             raise store_error(self.path, "creating the schema", error) from None
@@ -171,6 +171,19 @@ class SqliteStore:
                     "INSERT INTO meta (key, value) VALUES ('schema', ?), ('version', ?)",
                     (SCHEMA_NAME, str(SCHEMA_VERSION)),
                 )
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
+    def _start_wal(self) -> None:
+        """One write in WAL mode when the store is created, so that making the WAL file
+        is paid here and not by the first commit. (Switching to WAL before the schema
+        exists would do it too, but that pragma does not wait for a concurrent creator.)"""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("UPDATE meta SET value = value WHERE key = 'schema'")
             self._db.execute("COMMIT")
         except BaseException:
             if self._db.in_transaction:
