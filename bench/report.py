@@ -146,7 +146,9 @@ def render(
         "- Disk bytes: `page_count × page_size` as a reader sees it (pages still in the WAL included),"
         " after the Run minus before it.",
         "- runkernel is reached only through `bench/subject.py` (see its docstring); it runs as it"
-        " ships on this branch (`decide`'s self-check included, since it cannot be turned off yet).",
+        " ships on this branch, on the production path: `decide` and `recover` with their"
+        " self-check off (the default; the tests, the simulator and the model checker turn it on),"
+        " so each commit is judged once, by the store.",
         f"- Time budget: after {sizes.budget:.0f} s a group runs no round beyond its first (the agent"
         " loops run last, longest last); a cut is listed under the group's notes.",
         "",

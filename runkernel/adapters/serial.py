@@ -7,6 +7,7 @@ store's export is the stored text itself.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -61,6 +62,11 @@ def judged_dumps(value: JsonValue) -> str:
 def commit_text(commit: ThreadCommit) -> str:
     """A judged commit's ``runkernel/2`` line (msgspec: exact big integers, shortest floats)."""
     return judged_dumps(commit_to_json(commit))
+
+
+def line_text(line: Mapping[str, JsonValue]) -> str:
+    """A judged commit's ``commit_to_json`` dict as its ``runkernel/2`` line."""
+    return _ENCODER.encode(line).decode("utf-8")
 
 
 def commit_from_text(text: str | bytes) -> ThreadCommit:

@@ -21,8 +21,9 @@ from runkernel.adapters.serial import (
     commit_from_text,
     commit_text,
     dumps,
+    line_text,
     snapshot_from_json,
-    snapshot_to_json,
+    snapshot_text,
 )
 from runkernel.adapters.sqlite_decode import decoded, integer, json_text, thread_head
 from runkernel.adapters.sqlite_open import (
@@ -48,6 +49,7 @@ from runkernel.adapters.store import (
     Writer,
     judge_append,
 )
+from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.history import History, HistoryKeys
 from runkernel.kernel.state import (
     Message,
@@ -175,6 +177,8 @@ class SqliteStore:
                 self._create_schema()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous}")
+            if found is Recognized.EMPTY:
+                self._start_wal()
         except sqlite3.Error as error:
             self._db.close()
             raise store_error(self.path, "creating the schema", error) from None
@@ -201,6 +205,19 @@ class SqliteStore:
                 self._db.execute("ROLLBACK")
             raise
 
+    def _start_wal(self) -> None:
+        """One write in WAL mode when the store is created, so that making the WAL file
+        is paid here and not by the first commit. (Switching to WAL before the schema
+        exists would do it too, but that pragma does not wait for a concurrent creator.)"""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("UPDATE meta SET value = value WHERE key = 'schema'")
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
     # --- commits --------------------------------------------------------------------
 
     def append(
@@ -218,12 +235,14 @@ class SqliteStore:
                 assert adopted is not None  # the landed commit wrote the Run's row
                 return adopted
             writer = commit_writer(commit, lease, self._lease_row(commit.run_id), self._clock())
+            line = commit_to_json(commit)  # built once: scanned by the judge, then written
             accepted = judge_append(
                 self._head_in(commit.thread_id),
                 self._run_before(commit.run_id),
                 commit,
                 self.history(commit.run_id),
                 self._ticket_known,
+                line,
             )
             db.execute(
                 "INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) "
@@ -232,7 +251,7 @@ class SqliteStore:
                     commit.thread_id,
                     commit.version,
                     commit.run_id,
-                    commit_text(commit),
+                    line_text(line),
                     None if writer is None else writer.worker_id,
                     None if writer is None else writer.epoch,
                 ),
@@ -244,7 +263,7 @@ class SqliteStore:
                 "active_run_id = excluded.active_run_id",
                 (head.thread_id, head.version, head.active_run_id),
             )
-            snapshot_text = dumps(snapshot_to_json(accepted.run))
+            snapshot = snapshot_text(accepted.run)  # msgspec, as the commit line
             summary = summary_of(accepted.run, commit.app)
             # the app is the activation's: later commits never change it
             db.execute(
@@ -256,7 +275,7 @@ class SqliteStore:
                 (
                     commit.run_id,
                     commit.thread_id,
-                    snapshot_text,
+                    snapshot,
                     summary.app,
                     summary.state,
                     summary.step,
@@ -273,7 +292,7 @@ class SqliteStore:
                 )
             self._written = None
             db.execute("COMMIT")
-            self._written = (commit.run_id, snapshot_text, accepted.run)
+            self._written = (commit.run_id, snapshot, accepted.run)
         except BaseException as error:
             if db.in_transaction:
                 db.execute("ROLLBACK")

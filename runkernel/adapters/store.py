@@ -15,7 +15,7 @@ store checks the lease in the commit's own transaction, by the store's clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 from attrs import frozen
@@ -27,7 +27,7 @@ from runkernel.kernel.history import History
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.validate import Accepted, validate_commit
-from runkernel.kernel.values import JsonValue
+from runkernel.kernel.values import JsonValue, json_problem
 
 
 class StoreError(RunkernelError):
@@ -170,15 +170,18 @@ def judge_append(
     commit: ThreadCommit,
     history: History,
     ticket_seen: Callable[[str], bool],
+    line: Mapping[str, JsonValue] | None = None,
 ) -> Accepted:
     """Validate a commit for a store; raise CommitConflict or IllegalCommit on refusal.
 
     The store inserts the verdict's ``keys`` into its history rows in the same
     transaction as the commit. A value that no trace could hold (a lone surrogate, NaN,
     a non-string key) is refused first, as ``IllegalCommit`` under ``values-are-json``,
-    so that every store refuses it the same way before anything is written.
+    so that every store refuses it the same way before anything is written. ``line``
+    is the commit's ``commit_to_json`` dict when the store has built it already (to
+    write it), so it is scanned without being built twice.
     """
-    problem = commit_json_problem(commit)
+    problem = commit_json_problem(commit) if line is None else json_problem(line)
     if problem is not None:
         raise IllegalCommit(Rejection(Rule.JSON_VALUE, f"the commit holds a value that is not JSON: {problem}"))
     verdict = validate_commit(head, run, commit, history, ticket_seen)

@@ -75,6 +75,25 @@ def json_problem(value: JsonValue) -> str | None:
     stack = [value]
     while stack:
         item = stack.pop()
+        kind = type(item)  # exact types first: the common case skips isinstance chains
+        if kind is str:
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return f"{item!r} is not valid Unicode"
+            continue
+        if kind is dict:
+            for key, inner in item.items():
+                if type(key) is not str:
+                    return f"object key {key!r} is not a string"
+                if not key.isascii():
+                    stack.append(key)
+                stack.append(inner)
+            continue
+        if kind is list:
+            stack.extend(item)
+            continue
         if item is None or isinstance(item, (bool, int)):
             continue
         if isinstance(item, float):
