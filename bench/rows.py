@@ -119,7 +119,7 @@ def rows(sizes: Sizes) -> list[Row]:
             None,
             count_per("transactions", "commits"),
             "tx/commit",
-            Goal("<=", 1.05, "≤ 1.05 (no leases yet: 0 renewals)"),
+            Goal("<=", 1.05, "≤ 1.05 (an unleased Runtime: 0 renewals)"),
             lambda s: f"{s.counts['transactions']:,.0f} tx for {s.counts['commits']:,.0f} ThreadCommits",
             limit=(
                 "stream-checkpoint saves and deletes and inbox settlements are transactions of"
@@ -355,6 +355,12 @@ def postgres_rows() -> list[Row]:
             Goal(">=", 0.8, "≥ 0.8"),
             rate("commits"),
             rate("commits"),
+            limit=(
+                "client CPU: judging the commit, encoding it and binding the multi-statement"
+                " query take about 0.28-0.30 ms per commit on this machine, against about 0.2 ms"
+                " for a whole raw commit over loopback; lifted by the cheaper `validate_commit`"
+                " and the typed encoding named in the SQLite rows"
+            ),
         ),
         Row(
             f"{postgres.WORKERS} workers: commits/s and conflicts/s on {postgres.SHARED_RUNS} shared Runs",
