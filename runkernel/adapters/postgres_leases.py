@@ -12,7 +12,7 @@ from runkernel.adapters.leases import LeaseRow, acquired, checked_duration, requ
 from runkernel.adapters.postgres_commit import NOW
 from runkernel.adapters.postgres_connection import Connection, PostgresConnection
 from runkernel.adapters.store import Lease
-from runkernel.adapters.work import RunSummary
+from runkernel.adapters.work import RunSummary, listing_query, summary_from_row
 
 
 class PostgresLeases(PostgresConnection):
@@ -111,23 +111,9 @@ class PostgresLeases(PostgresConnection):
     def list_runs(
         self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
     ) -> list[RunSummary]:
-        query = "SELECT run_id, thread_id, state, step, version, app, waiting_for, wake_at FROM runs WHERE true"
-        params: list[Any] = []
-        if state is not None:
-            query += " AND state = %s"
-            params.append(state)
-        if thread_id is not None:
-            query += " AND thread_id = %s"
-            params.append(thread_id)
-        query += " ORDER BY activated DESC"
-        if limit is not None:
-            query += " LIMIT %s"
-            params.append(limit)
+        query, params = listing_query("%s", "activated", state=state, thread_id=thread_id, limit=limit)
         rows = self._fetch_all(query, tuple(params))
-        return [
-            RunSummary(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), r[5], r[6], None if r[7] is None else float(r[7]))
-            for r in rows
-        ]
+        return [summary_from_row(r) for r in rows]
 
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
         rows = self._fetch_all(

@@ -36,7 +36,7 @@ from runkernel.adapters.sqlite_open import (
     store_error,
 )
 from runkernel.adapters.leases import LeaseRow, acquired, commit_writer, is_own_landed_commit, require_held
-from runkernel.adapters.work import RunSummary, summary_of
+from runkernel.adapters.work import RunSummary, listing_query, summary_from_row, summary_of
 from runkernel.adapters.store import (
     Checkpoint,
     DamagedStore,
@@ -402,20 +402,9 @@ class SqliteStore:
     def list_runs(
         self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
     ) -> list[RunSummary]:
-        query = "SELECT run_id, thread_id, state, step, version, app, waiting_for, wake_at FROM runs WHERE 1 = 1"
-        params: list[Any] = []
-        if state is not None:
-            query += " AND state = ?"
-            params.append(state)
-        if thread_id is not None:
-            query += " AND thread_id = ?"
-            params.append(thread_id)
-        query += " ORDER BY rowid DESC"
-        if limit is not None:
-            query += " LIMIT ?"
-            params.append(limit)
+        query, params = listing_query("?", "rowid", state=state, thread_id=thread_id, limit=limit)
         rows = self._read(lambda: self._db.execute(query, params).fetchall())
-        return [RunSummary(str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), r[5], r[6], r[7]) for r in rows]
+        return [summary_from_row(r) for r in rows]
 
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
         now = self._clock()

@@ -10,7 +10,8 @@ whose time came (a due timer, an expired approval).
 
 from __future__ import annotations
 
-from typing import assert_never
+from collections.abc import Sequence
+from typing import Any, assert_never
 
 from attrs import frozen
 
@@ -89,3 +90,41 @@ def has_work(summary: RunSummary, has_pending_command: bool, now: float) -> bool
     if summary.state == "running":
         return True
     return summary.state == "awaiting" and summary.wake_at is not None and summary.wake_at <= now
+
+
+#: the summary columns, in RunSummary's field order, as both SQL stores keep them
+SUMMARY_COLUMNS = "run_id, thread_id, state, step, version, app, waiting_for, wake_at"
+
+
+def listing_query(
+    placeholder: str, newest_first: str, *, state: str | None, thread_id: str | None, limit: int | None
+) -> tuple[str, list[object]]:
+    """The ``runkernel runs`` query over a store's ``runs`` table, in the SQL dialect whose
+    parameter ``placeholder`` and newest-first ordering expression are given."""
+    query = f"SELECT {SUMMARY_COLUMNS} FROM runs WHERE 1 = 1"
+    params: list[object] = []
+    if state is not None:
+        query += f" AND state = {placeholder}"
+        params.append(state)
+    if thread_id is not None:
+        query += f" AND thread_id = {placeholder}"
+        params.append(thread_id)
+    query += f" ORDER BY {newest_first} DESC"
+    if limit is not None:
+        query += f" LIMIT {placeholder}"
+        params.append(limit)
+    return query, params
+
+
+def summary_from_row(row: Sequence[Any]) -> RunSummary:
+    """A RunSummary from a row of ``SUMMARY_COLUMNS``."""
+    return RunSummary(
+        str(row[0]),
+        str(row[1]),
+        str(row[2]),
+        int(row[3]),
+        int(row[4]),
+        row[5],
+        row[6],
+        None if row[7] is None else float(row[7]),
+    )
