@@ -183,41 +183,39 @@ def test_renewal_happens_at_most_once_per_renewal_interval_never_per_commit() ->
 # --- W4: the write lands, the reply is lost ------------------------------------------
 
 
-class LosesReplies(MemoryStore):
-    """A store whose append lands and then reports failure, as a connection that drops
-    after COMMIT does: ``lose`` names the appends (1-based) whose reply is lost."""
+class _LosesReplies:
+    """An append that lands and then reports failure, as a connection that drops after
+    COMMIT does: ``lose`` names the appends (1-based) whose reply is lost."""
+
+    lose: set[int]
+    appends: int
+
+    def append(
+        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+    ) -> RunSnapshot:
+        self.appends += 1
+        stored: RunSnapshot = super().append(commit, settle, lease=lease)  # type: ignore[misc]
+        if self.appends in self.lose:
+            raise StoreUnavailable("connection dropped after COMMIT (injected)")
+        return stored
+
+
+class LosesReplies(_LosesReplies, MemoryStore):
+    """A memory store whose replies ``lose`` names are lost after the append lands."""
 
     def __init__(self, lose: set[int]) -> None:
         super().__init__()
         self.lose = lose
         self.appends = 0
 
-    def append(
-        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
-    ) -> RunSnapshot:
-        self.appends += 1
-        stored = super().append(commit, settle, lease=lease)
-        if self.appends in self.lose:
-            raise StoreUnavailable("connection dropped after COMMIT (injected)")
-        return stored
 
-
-class SqliteLosesReplies(SqliteStore):
+class SqliteLosesReplies(_LosesReplies, SqliteStore):
     """The same on a SQLite file: the transaction commits, then the reply is lost."""
 
     def __init__(self, path: Path, lose: set[int]) -> None:
         super().__init__(path)
         self.lose = lose
         self.appends = 0
-
-    def append(
-        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
-    ) -> RunSnapshot:
-        self.appends += 1
-        stored = super().append(commit, settle, lease=lease)
-        if self.appends in self.lose:
-            raise StoreUnavailable("connection dropped after COMMIT (injected)")
-        return stored
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
