@@ -250,20 +250,6 @@ def assert_durable(store: MemoryStore, action: RunCall) -> None:
     )
 
 
-class CrashAtEach:
-    """Crash at each of the ``targets``-th boundaries encountered (0-based, every kind)."""
-
-    def __init__(self, targets: Sequence[int]) -> None:
-        self.targets = frozenset(targets)
-        self.seen = 0
-        self.fired: list[tuple[Boundary, Position]] = []
-
-    def crash_here(self, boundary: Boundary, position: Position) -> bool:
-        hit = self.seen in self.targets
-        self.seen += 1
-        if hit:
-            self.fired.append((boundary, position))
-        return hit
 
 
 class CrashingStore(MemoryStore):

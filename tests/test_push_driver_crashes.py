@@ -20,7 +20,7 @@ from attrs import frozen
 from hypothesis import given
 from hypothesis import strategies as st
 
-from push_host import POLICIES, SHELLS, CrashAtEach, CrashingStore, Reply, SeededIds, World, make_shell, play
+from push_host import POLICIES, SHELLS, CrashingStore, Reply, SeededIds, World, make_shell, play
 from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import DEFAULT_MAX_STEPS, Action, CheckStatus, Done, Infer, RunCall, WaitFor
 from runkernel.adapters.inbox import submit_resume
@@ -40,6 +40,7 @@ from runkernel.kernel.protocol import (
 from runkernel.kernel.recover import recover
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import EndCauseKind, Role
+from runkernel.simulation.engine import CrashTargets
 from runkernel.specs.checker import Verdict, check_commits
 
 DONE = Reply("all done", end=EndCauseKind.COMPLETED)
@@ -117,7 +118,7 @@ class Trial:
 
 
 def play_with_crashes(kind: str, scenario: Scenario, targets: Sequence[int]) -> Trial:
-    plan = CrashAtEach(targets)
+    plan = CrashTargets(tuple(targets))  # the simulator's plan: both drivers crash by one rule
     store = CrashingStore(plan)
     world = World(scenario.script, crash=plan, store=store)
     crashes = 0
