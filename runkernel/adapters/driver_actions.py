@@ -20,12 +20,12 @@ action                the host answers with
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import TypeAlias, overload
+from typing import TypeAlias
 
 import attrs
 from attrs import frozen
 
+from runkernel.adapters.message_log import MessagesSoFar
 from runkernel.errors import RunkernelError
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import EndCause, Message, ResumeTicket, ToolCall, Wait
@@ -36,40 +36,10 @@ from runkernel.kernel.values import JsonValue
 DEFAULT_MAX_STEPS = 50
 
 
-class HistoryView(Sequence[Message]):
-    """A read-only window on the Thread's messages as they were when an action was handed
-    out. Handing it out costs nothing, whatever the length of the history."""
-
-    __slots__ = ("_messages", "_length")
-
-    def __init__(self, messages: list[Message], length: int) -> None:
-        self._messages = messages
-        self._length = length
-
-    def __len__(self) -> int:
-        return self._length
-
-    @overload
-    def __getitem__(self, index: int) -> Message: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Message]: ...
-
-    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
-        if isinstance(index, slice):
-            return tuple(self._messages[: self._length][index])
-        if index < 0:
-            index += self._length
-        if not 0 <= index < self._length:
-            raise IndexError("message index out of range")
-        return self._messages[index]
-
-    def __iter__(self) -> Iterator[Message]:
-        for index in range(self._length):
-            yield self._messages[index]
-
-    def __repr__(self) -> str:
-        return f"HistoryView({self._length} messages)"
+#: A read-only window on the Thread's messages as they were when an action was handed
+#: out: the runtime's own view of its message log, so handing it out costs nothing
+#: whatever the length of the history.
+HistoryView = MessagesSoFar
 
 
 # --- actions (driver -> host) -------------------------------------------------------

@@ -363,7 +363,7 @@ class DriverCore:
         saved = self.saved
         partial = saved.data if saved is not None and saved.step == step else None
         state = self._snapshot()
-        return Infer(state.run_id, step, HistoryView(self.history, len(self.history)), partial, state.staged)
+        return Infer(state.run_id, step, HistoryView(self.history), partial, state.staged)
 
     def _run_call(self, effect: Execute) -> RunCall:
         return RunCall(

@@ -140,7 +140,7 @@ class Shell:
     def messages(self) -> HistoryView:
         """The Thread's messages as committed so far (read once, then kept)."""
         history = self._core.history if self._core is not None else []
-        return HistoryView(history, len(history))
+        return HistoryView(history)
 
     @property
     def action(self) -> Action | None:

@@ -14,7 +14,9 @@ from runkernel.kernel.state import Message
 
 
 class MessagesSoFar(Sequence[Message]):
-    """The first ``len(self)`` messages of a log: fixed, read-only, made without a copy."""
+    """The Thread's messages as they were when this view was handed out (to a model
+    port, or in a driver's ``Infer``): the first ``len(self)`` messages of the log,
+    fixed and read-only, made without a copy whatever the length of the history."""
 
     __slots__ = ("_log", "_length")
 
@@ -53,7 +55,7 @@ class MessagesSoFar(Sequence[Message]):
         return hash(tuple(self))
 
     def __repr__(self) -> str:
-        return f"MessagesSoFar({list(self)!r})"
+        return f"MessagesSoFar({self._length} messages)"  # cheap at any length
 
 
 class MessageLog:
