@@ -1,8 +1,11 @@
 """Store-side facts of concurrent delegations, for whoever wakes a quiet parent (a worker).
 
 Children name their parent: a child Run's activation commit carries ``parent`` (thread,
-Run, call). A parent is quiet while its only open work is Executing concurrent
-delegations; it should be driven again once one of their children has ended.
+Run, call), and the store keeps it on the child's row. A parent is quiet while its only
+open work is Executing concurrent delegations; it should be driven again once one of
+their children has ended. Workers need none of this: ``Store.runs_with_work`` finds such
+a parent by itself (``runkernel.adapters.work``); these helpers are for hosts and tests
+that ask about one Run.
 """
 
 from __future__ import annotations
@@ -15,14 +18,9 @@ from runkernel.kernel.state import Ended, ParentCall
 
 
 def parent_of(store: Store, child_run_id: str) -> ParentCall | None:
-    """The parent call a child Run was activated for, from its activation commit."""
-    snapshot = store.run(child_run_id)
-    if snapshot is None:
-        return None
-    for commit in store.commits(snapshot.thread_id):
-        if commit.run_id == child_run_id:
-            return commit.parent  # the Run's first commit is its activation
-    return None
+    """The parent call a child Run was activated for, as its activation recorded it
+    (``Store.parent_of``: the Run's own row, never its Thread's commits)."""
+    return store.parent_of(child_run_id)
 
 
 def ended_children(store: Store, parent_run_id: str) -> list[str]:

@@ -20,11 +20,13 @@ from runkernel.adapters.store import (
     Writer,
     judge_append,
 )
-from runkernel.adapters.work import RunSummary, has_work, summary_of
+from runkernel.adapters.work import RunSummary, awaited_children, has_work, summary_of
 from runkernel.kernel.history import NO_HISTORY, History, MutableHistory
 from runkernel.kernel.state import (
     Awaiting,
+    Ended,
     Message,
+    ParentCall,
     RunSnapshot,
     ThreadCommit,
     ThreadHead,
@@ -59,6 +61,7 @@ class MemoryStore:
         self._leases: dict[str, LeaseRow] = {}
         self._writers: dict[tuple[str, int], Writer] = {}
         self._apps: dict[str, str | None] = {}
+        self._parents: dict[str, ParentCall] = {}
 
     def append(
         self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
@@ -79,6 +82,8 @@ class MemoryStore:
             self._heads[commit.thread_id] = accepted.head
             if commit.run_id not in self._runs:
                 self._apps[commit.run_id] = commit.app
+                if commit.parent is not None:
+                    self._parents[commit.run_id] = commit.parent
             self._runs[commit.run_id] = accepted.run
             self._log.setdefault(commit.thread_id, []).append(commit)
             if writer is not None:
@@ -165,9 +170,18 @@ class MemoryStore:
                 row = self._leases.get(run_id)
                 if row is not None and row.valid_at(now):
                     continue
-                if has_work(summary_of(snapshot, app), run_id in pending, now):
+                awaited = awaited_children(snapshot)
+                done = any(self._child_done(child) for child in awaited)
+                if has_work(summary_of(snapshot, app), run_id in pending, now, quiet=bool(awaited), child_done=done):
                     found.append(run_id)
             return found[:limit]
+
+    def _child_done(self, child_run_id: str) -> bool:
+        child = self._runs.get(child_run_id)
+        return child is None or isinstance(child.state, Ended)
+
+    def parent_of(self, run_id: str) -> ParentCall | None:
+        return self._parents.get(run_id)
 
     def run(self, run_id: str) -> RunSnapshot | None:
         return self._runs.get(run_id)

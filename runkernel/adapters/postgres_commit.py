@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from runkernel.adapters.store import Lease, Settlement
-from runkernel.adapters.work import RunSummary
+from runkernel.adapters.work import RunSummary, parent_columns
 from runkernel.kernel.history import HistoryKeys
 from runkernel.kernel.state import ThreadCommit, ThreadHead
 
@@ -36,14 +36,15 @@ PREPARED = (
     "WITH made AS (INSERT INTO threads (thread_id, version, active_run_id) VALUES ($3, $1, $2) RETURNING 1) "
     "INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) "
     "VALUES ($3, $1, $4, (SELECT $5::text FROM made), $6, $7)",
-    # a Run's first commit (its activation, which names the app: later commits keep it)
-    "PREPARE rk_put_run (text, text, text, text, text, bigint, bigint, text, float8) AS "
-    "INSERT INTO runs (run_id, thread_id, snapshot, app, state, step, version, waiting_for, wake_at) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    # a Run's first commit (its activation, which names the app and a child's parent
+    # call: later commits keep them)
+    "PREPARE rk_put_run (text, text, text, text, text, bigint, bigint, text, float8, boolean, text, text, text) AS "
+    "INSERT INTO runs (run_id, thread_id, snapshot, app, state, step, version, waiting_for, wake_at, quiet, "
+    "parent_thread_id, parent_run_id, parent_call_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
     # a Run's later commits: a plain update (an upsert would try the insert first)
-    "PREPARE rk_update_run (text, text, text, bigint, bigint, text, float8) AS "
-    "UPDATE runs SET snapshot = $2, state = $3, step = $4, version = $5, waiting_for = $6, wake_at = $7 "
-    "WHERE run_id = $1",
+    "PREPARE rk_update_run (text, text, text, bigint, bigint, text, float8, boolean) AS "
+    "UPDATE runs SET snapshot = $2, state = $3, step = $4, version = $5, waiting_for = $6, wake_at = $7, "
+    "quiet = $8 WHERE run_id = $1",
 )
 
 
@@ -62,10 +63,14 @@ def commit_statements(
     lease: Lease | None,
     new_run: bool,
     notify: tuple[str, str] | None,
+    awaited: tuple[str, ...] = (),
+    notify_channel: str | None = None,
 ) -> list[Statement]:
     """The statements and their parameters for one commit judged against ``head``
     (``new_run``: the Run has no row yet); ``notify`` is (channel, payload) to wake
-    workers when it commits."""
+    workers when it commits; ``awaited`` the children the Run is quiet for
+    (``runkernel.adapters.work.awaited_children``); ``notify_channel`` where a child's
+    end wakes its parent's workers."""
     found: list[Statement] = []
 
     def add(text: str, *params: Any) -> None:
@@ -89,16 +94,21 @@ def commit_statements(
         )
     if new_run:
         add(
-            "EXECUTE rk_put_run (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "EXECUTE rk_put_run (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             commit.run_id, commit.thread_id, snapshot_text, summary.app, summary.state, summary.step,
-            summary.version, summary.waiting_for, summary.wake_at,
+            summary.version, summary.waiting_for, summary.wake_at, bool(awaited), *parent_columns(commit.parent),
         )
     else:
         add(
-            "EXECUTE rk_update_run (%s, %s, %s, %s, %s, %s, %s)",
+            "EXECUTE rk_update_run (%s, %s, %s, %s, %s, %s, %s, %s)",
             commit.run_id, snapshot_text, summary.state, summary.step, summary.version, summary.waiting_for,
-            summary.wake_at,
+            summary.wake_at, bool(awaited),
         )
+    if awaited:
+        # only quiet commits write these rows, so a Run's rows are its last quiet commit's
+        add("DELETE FROM awaited_children WHERE parent_run_id = %s", commit.run_id)
+        for child in awaited:
+            add("INSERT INTO awaited_children (parent_run_id, child_run_id) VALUES (%s, %s)", commit.run_id, child)
     if keys.ticket is not None:
         add("INSERT INTO tickets (ticket_id, run_id) VALUES (%s, %s)", keys.ticket, commit.run_id)
     if keys.closed_batch is not None:
@@ -115,4 +125,10 @@ def commit_statements(
         )
     if notify is not None:
         add("SELECT pg_notify(%s, %s)", *notify)
+    if summary.state == "ended" and notify_channel is not None:
+        # a child's end is its quiet parent's work: wake the workers at once
+        add(
+            "SELECT pg_notify(%s, parent_run_id) FROM runs WHERE run_id = %s AND parent_run_id IS NOT NULL",
+            notify_channel, commit.run_id,
+        )
     return found

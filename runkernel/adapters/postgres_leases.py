@@ -12,7 +12,8 @@ from runkernel.adapters.leases import LeaseRow, acquired, checked_duration, requ
 from runkernel.adapters.postgres_commit import NOW
 from runkernel.adapters.postgres_connection import Connection, PostgresConnection
 from runkernel.adapters.store import Lease
-from runkernel.adapters.work import RunSummary, listing_query, summary_from_row
+from runkernel.adapters.work import RunSummary, listing_query, parent_from_columns, summary_from_row, work_query
+from runkernel.kernel.state import ParentCall
 
 
 class PostgresLeases(PostgresConnection):
@@ -116,14 +117,11 @@ class PostgresLeases(PostgresConnection):
         return [summary_from_row(r) for r in rows]
 
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
-        rows = self._fetch_all(
-            "SELECT r.run_id FROM runs r WHERE r.app IS NOT DISTINCT FROM %s AND ("
-            " r.state = 'running'"
-            f" OR (r.state = 'awaiting' AND r.wake_at <= {NOW})"
-            " OR EXISTS (SELECT 1 FROM inbox i WHERE i.run_id = r.run_id AND i.state = 'pending'))"
-            " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
-            f"  AND NOT l.released AND l.expires_at > {NOW})"
-            " ORDER BY r.activated LIMIT %s",
-            (app, limit),
-        )
+        rows = self._fetch_all(work_query("%s", NOW, "IS NOT DISTINCT FROM", "r.activated"), (app, limit))
         return [str(r[0]) for r in rows]
+
+    def parent_of(self, run_id: str) -> ParentCall | None:
+        row = self._fetch(
+            "SELECT parent_thread_id, parent_run_id, parent_call_id FROM runs WHERE run_id = %s", (run_id,)
+        )
+        return None if row is None else parent_from_columns(row)

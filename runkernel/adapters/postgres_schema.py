@@ -8,16 +8,19 @@ share a database without colliding. ``meta`` names the layout and its version.
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.parse
 
 import psycopg
 from psycopg import sql
 
+from runkernel.adapters.serial import snapshot_from_json
 from runkernel.adapters.store import SchemaError, StoreUnavailable
+from runkernel.adapters.work import activation_parent, awaited_children, parent_columns
 
 SCHEMA_NAME = "runkernel-postgres"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: An advisory lock key that serializes ``db init`` and ``db migrate`` runs.
 _SCHEMA_LOCK = 0x72756E6B  # "runk"
@@ -34,6 +37,19 @@ _TABLES = (
     "checkpoints",
     "reconciliations",
     "leases",
+    "awaited_children",
+)
+
+#: What schema 2 adds (``db migrate`` runs these on a schema-1 store; a new store has
+#: them in its ``_SCHEMA``): work discovery finds a quiet parent by key.
+_ONE_TO_TWO = (
+    # whether the Run is quiet (only Executing concurrent delegations open), and the
+    # parent call a child's activation names
+    "ALTER TABLE runs ADD COLUMN quiet boolean NOT NULL DEFAULT false, ADD COLUMN parent_thread_id text, "
+    "ADD COLUMN parent_run_id text, ADD COLUMN parent_call_id text",
+    # the children a quiet Run waits for, rewritten by each quiet commit
+    "CREATE TABLE awaited_children (parent_run_id text NOT NULL, child_run_id text NOT NULL, "
+    "PRIMARY KEY (parent_run_id, child_run_id))",
 )
 
 _SCHEMA = (
@@ -46,6 +62,7 @@ _SCHEMA = (
     "wake_at double precision, activated bigint GENERATED ALWAYS AS IDENTITY)",
     "CREATE INDEX runs_by_state ON runs (state, app)",
     "CREATE INDEX runs_by_activation ON runs (activated)",
+    *_ONE_TO_TWO,
     # the expected-version check is this key: a second writer of a version fails on it
     "CREATE TABLE commits (thread_id text NOT NULL, version bigint NOT NULL, run_id text NOT NULL, "
     "line text NOT NULL, writer_id text, writer_epoch bigint, PRIMARY KEY (thread_id, version))",
@@ -175,18 +192,54 @@ def init_postgres(url: str) -> bool:
 
 
 def migrate_postgres(url: str) -> tuple[int, int]:
-    """``runkernel db migrate``: (version before, version after). Schema 1 is the first
-    PostgreSQL layout, so a current store is left alone; an uninitialized one is refused
-    naming ``db init``, a newer one naming an upgrade."""
+    """``runkernel db migrate``: (version before, version after), in one transaction (a
+    crash leaves the old schema or the new one). Schema 2 adds what finds a quiet parent
+    by key (each Run's quiet flag and parent call, the children a quiet Run waits for),
+    filled from the latest states and activations; a current store is left alone, an
+    uninitialized one is refused naming ``db init``, a newer one naming an upgrade."""
     _, schema = split_url(url)
     with _connect(url) as conn:
         try:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                check_current(conn, url, schema)
-                return SCHEMA_VERSION, SCHEMA_VERSION
+                version = found_version(conn, url, schema)
+                if version != 1:
+                    check_current(conn, url, schema)
+                    return SCHEMA_VERSION, SCHEMA_VERSION
+                conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
+                _one_to_two(conn, url)
+                conn.execute("UPDATE meta SET value = %s WHERE key = 'version'", (str(SCHEMA_VERSION),))
+                return 1, SCHEMA_VERSION
         except psycopg.Error as error:
             raise unavailable(url, "the migration", error) from None
+
+
+def _one_to_two(conn: psycopg.Connection[tuple[object, ...]], url: str) -> None:
+    for statement in _ONE_TO_TWO:
+        conn.execute(statement.encode())
+    for run_id, text in conn.execute("SELECT run_id, snapshot FROM runs").fetchall():
+        try:
+            awaited = awaited_children(snapshot_from_json(json.loads(str(text))))
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{redacted(url)}: the stored state of run {run_id!r} is damaged: {error!r}") from None
+        if awaited:
+            conn.execute("UPDATE runs SET quiet = true WHERE run_id = %s", (run_id,))
+            for child in awaited:
+                conn.execute(
+                    "INSERT INTO awaited_children (parent_run_id, child_run_id) VALUES (%s, %s)", (run_id, child)
+                )
+    # only an activation names a parent; reading every line is a migration's cost, once
+    rows = conn.execute("SELECT run_id, line FROM commits WHERE strpos(line, '\"parent\"') > 0").fetchall()
+    for run_id, line in rows:
+        try:
+            parent = activation_parent(json.loads(str(line)))
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{redacted(url)}: a commit of run {run_id!r} is damaged: {error!r}") from None
+        if parent is not None:
+            conn.execute(
+                "UPDATE runs SET parent_thread_id = %s, parent_run_id = %s, parent_call_id = %s WHERE run_id = %s",
+                (*parent_columns(parent), run_id),
+            )
 
 
 def drop_store(url: str) -> None:

@@ -44,7 +44,7 @@ from runkernel.adapters.store import (
     Writer,
     judge_append,
 )
-from runkernel.adapters.work import summary_of
+from runkernel.adapters.work import awaited_children, summary_of
 from runkernel.kernel.history import History
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
@@ -142,6 +142,7 @@ class PostgresStore(PostgresLeases):
                 commit, line, head, accepted.head, judged_dumps(snapshot_to_json(accepted.run)),
                 summary_of(accepted.run, commit.app), accepted.keys,
                 settle, lease, before is None, (self._channel, commit.run_id) if before is None else None,
+                awaited_children(accepted.run), self._channel,
             )
             try:
                 self._write(query)

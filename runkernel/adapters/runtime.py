@@ -554,6 +554,7 @@ class Runtime:
                     effect.child.run_id,
                     head.version if head else 0,
                     (Message(Role.USER, effect.arguments),),
+                    self.app,  # the parent's app: its workers drive the child too
                     parent=effect.parent,
                 ),
             )

@@ -9,6 +9,9 @@ indexed rows of their own; the migration moves them there and rewrites each
 latest-state row without them, in one transaction: a crash leaves the file at
 schema 1 or at schema 2, never between. Schema 3 adds leases: a table of them, and
 each commit's writer (worker id and lease epoch; none for the commits made before).
+Schema 4 lets work discovery find a quiet parent by key: each Run's row says whether
+the Run is quiet and names the parent call of a child's activation, and a table holds
+the children each quiet Run waits for (filled from the latest states and activations).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pathlib import Path
 from runkernel.adapters.serial import dumps, legacy_history_from_json, snapshot_from_json, snapshot_to_json
 from runkernel.adapters.sqlite_store import SCHEMA_NAME, SCHEMA_VERSION
 from runkernel.adapters.store import SchemaError, StoreUnavailable
-from runkernel.adapters.work import summary_of
+from runkernel.adapters.work import activation_parent, awaited_children, parent_columns, summary_of
 from runkernel.kernel.codec import upgrade_v1_line
 from runkernel.kernel.state import RESUMED_EVENT
 
@@ -57,6 +60,18 @@ ALTER TABLE runs ADD COLUMN wake_at REAL;
 CREATE INDEX runs_by_state ON runs (state, app);
 """
 
+_SCHEMA_3_TO_4 = """
+ALTER TABLE runs ADD COLUMN quiet INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN parent_thread_id TEXT;
+ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
+ALTER TABLE runs ADD COLUMN parent_call_id TEXT;
+CREATE TABLE awaited_children (
+    parent_run_id TEXT NOT NULL,
+    child_run_id TEXT NOT NULL,
+    PRIMARY KEY (parent_run_id, child_run_id)
+) WITHOUT ROWID;
+"""
+
 
 def migrate_sqlite(path: str | Path) -> tuple[int, int]:
     """Upgrade the store at ``path``; returns (version before, version after).
@@ -76,11 +91,15 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
         if version == SCHEMA_VERSION:
             db.execute("ROLLBACK")
             return version, version
-        if version not in (1, 2):
-            raise SchemaError(f"{name} has schema version {version}; this runkernel migrates 1 and 2 to {SCHEMA_VERSION}")
+        if version not in (1, 2, 3):
+            raise SchemaError(
+                f"{name} has schema version {version}; this runkernel migrates 1, 2 and 3 to {SCHEMA_VERSION}"
+            )
         if version == 1:
             _one_to_two(db, name)
-        _two_to_three(db, name)
+        if version <= 2:
+            _two_to_three(db, name)
+        _three_to_four(db, name)
         db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
         return version, SCHEMA_VERSION
@@ -124,6 +143,33 @@ def _two_to_three(db: sqlite3.Connection, name: str) -> None:
             "UPDATE runs SET state = ?, step = ?, version = ?, waiting_for = ?, wake_at = ? WHERE run_id = ?",
             (summary.state, summary.step, summary.version, summary.waiting_for, summary.wake_at, run_id),
         )
+
+
+def _three_to_four(db: sqlite3.Connection, name: str) -> None:
+    """Quietness, awaited children and parents, from each latest state and activation."""
+    _run_statements(db, _SCHEMA_3_TO_4)
+    for run_id, text in db.execute("SELECT run_id, snapshot FROM runs").fetchall():
+        try:
+            awaited = awaited_children(snapshot_from_json(json.loads(text)))
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{name}: the stored state of run {run_id!r} is damaged: {error!r}") from None
+        if awaited:
+            db.execute("UPDATE runs SET quiet = 1 WHERE run_id = ?", (run_id,))
+            db.executemany(
+                "INSERT INTO awaited_children (parent_run_id, child_run_id) VALUES (?, ?)",
+                [(run_id, child) for child in awaited],
+            )
+    # only an activation names a parent; reading every line is a migration's cost, once
+    for thread_id, version, run_id, line in db.execute("SELECT thread_id, version, run_id, line FROM commits").fetchall():
+        try:
+            parent = activation_parent(json.loads(line))
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{name}: commit {version} of thread {thread_id!r} is damaged: {error!r}") from None
+        if parent is not None:
+            db.execute(
+                "UPDATE runs SET parent_thread_id = ?, parent_run_id = ?, parent_call_id = ? WHERE run_id = ?",
+                (*parent_columns(parent), run_id),
+            )
 
 
 def _one_to_two(db: sqlite3.Connection, name: str) -> None:

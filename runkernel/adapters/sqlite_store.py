@@ -36,7 +36,16 @@ from runkernel.adapters.sqlite_open import (
     store_error,
 )
 from runkernel.adapters.leases import LeaseRow, acquired, commit_writer, is_own_landed_commit, require_held
-from runkernel.adapters.work import RunSummary, listing_query, summary_from_row, summary_of
+from runkernel.adapters.work import (
+    RunSummary,
+    awaited_children,
+    listing_query,
+    parent_columns,
+    parent_from_columns,
+    summary_from_row,
+    summary_of,
+    work_query,
+)
 from runkernel.adapters.store import (
     Checkpoint,
     DamagedStore,
@@ -53,6 +62,7 @@ from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.history import History, HistoryKeys
 from runkernel.kernel.state import (
     Message,
+    ParentCall,
     RunSnapshot,
     ThreadCommit,
     ThreadHead,
@@ -60,7 +70,7 @@ from runkernel.kernel.state import (
 from runkernel.kernel.values import JsonValue
 
 SCHEMA_NAME = "runkernel-sqlite"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -78,9 +88,18 @@ CREATE TABLE runs (
     step INTEGER NOT NULL DEFAULT 0,
     version INTEGER NOT NULL DEFAULT 0,
     waiting_for TEXT,
-    wake_at REAL
+    wake_at REAL,
+    quiet INTEGER NOT NULL DEFAULT 0,
+    parent_thread_id TEXT,
+    parent_run_id TEXT,
+    parent_call_id TEXT
 );
 CREATE INDEX runs_by_state ON runs (state, app);
+CREATE TABLE awaited_children (
+    parent_run_id TEXT NOT NULL,
+    child_run_id TEXT NOT NULL,
+    PRIMARY KEY (parent_run_id, child_run_id)
+) WITHOUT ROWID;
 CREATE TABLE commits (
     thread_id TEXT NOT NULL,
     version INTEGER NOT NULL,
@@ -139,6 +158,7 @@ _TABLES = (
     "checkpoints",
     "reconciliations",
     "leases",
+    "awaited_children",
 )
 LAYOUT = Layout(SCHEMA_NAME, SCHEMA_VERSION, _TABLES)
 
@@ -265,13 +285,15 @@ class SqliteStore:
             )
             snapshot = snapshot_text(accepted.run)  # msgspec, as the commit line
             summary = summary_of(accepted.run, commit.app)
-            # the app is the activation's: later commits never change it
+            awaited = awaited_children(accepted.run)
+            # the app and the parent are the activation's: later commits never change them
             db.execute(
-                "INSERT INTO runs (run_id, thread_id, snapshot, app, state, step, version, waiting_for, wake_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "INSERT INTO runs (run_id, thread_id, snapshot, app, state, step, version, waiting_for, wake_at, "
+                "quiet, parent_thread_id, parent_run_id, parent_call_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot, state = excluded.state, "
                 "step = excluded.step, version = excluded.version, waiting_for = excluded.waiting_for, "
-                "wake_at = excluded.wake_at",
+                "wake_at = excluded.wake_at, quiet = excluded.quiet",
                 (
                     commit.run_id,
                     commit.thread_id,
@@ -282,8 +304,12 @@ class SqliteStore:
                     summary.version,
                     summary.waiting_for,
                     summary.wake_at,
+                    1 if awaited else 0,
+                    *parent_columns(commit.parent),
                 ),
             )
+            if awaited:
+                self._await_children(commit.run_id, awaited)
             self._insert_keys(commit.run_id, accepted.keys)
             if settle is not None:
                 db.execute(
@@ -408,19 +434,26 @@ class SqliteStore:
 
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
         now = self._clock()
-        rows = self._read(
-            lambda: self._db.execute(
-                "SELECT r.run_id FROM runs r WHERE r.app IS ? AND ("
-                " r.state = 'running'"
-                " OR (r.state = 'awaiting' AND r.wake_at <= ?)"
-                " OR EXISTS (SELECT 1 FROM inbox i WHERE i.run_id = r.run_id AND i.state = 'pending'))"
-                " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
-                "  AND l.released = 0 AND l.expires_at > ?)"
-                " ORDER BY r.rowid LIMIT ?",
-                (app, now, now, limit),
-            ).fetchall()
-        )
+        query = work_query("?", "?", "IS", "r.rowid")
+        rows = self._read(lambda: self._db.execute(query, (app, now, now, limit)).fetchall())
         return [str(r[0]) for r in rows]
+
+    def _await_children(self, parent_run_id: str, children: tuple[str, ...]) -> None:
+        """A quiet commit's children: the rows a later search joins to their runs rows
+        (only quiet commits write them, so a Run's rows are its last quiet commit's)."""
+        self._db.execute("DELETE FROM awaited_children WHERE parent_run_id = ?", (parent_run_id,))
+        self._db.executemany(
+            "INSERT INTO awaited_children (parent_run_id, child_run_id) VALUES (?, ?)",
+            [(parent_run_id, child) for child in children],
+        )
+
+    def parent_of(self, run_id: str) -> ParentCall | None:
+        row = self._read(
+            lambda: self._db.execute(
+                "SELECT parent_thread_id, parent_run_id, parent_call_id FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        )
+        return None if row is None else parent_from_columns(row)
 
     def _run_before(self, run_id: str) -> RunSnapshot | None:
         """The Run's latest snapshot for a commit. Its row is read (one key lookup); if

@@ -25,7 +25,7 @@ from runkernel.errors import RunkernelError
 from runkernel.kernel.codec import commit_json_problem
 from runkernel.kernel.history import History
 from runkernel.kernel.rules import Rejection, Rule
-from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
+from runkernel.kernel.state import Message, ParentCall, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.validate import Accepted, validate_commit
 from runkernel.kernel.values import JsonValue, json_problem
 
@@ -267,7 +267,17 @@ class Store(Protocol):
         """Ids of Runs of ``app`` (the activation's ``app``; None: Runs activated
         without one) that nobody holds a valid lease on and that need a worker now, by
         the store's clock (``runkernel.adapters.work.has_work``), oldest activation
-        first, at most ``limit``. A worker takes a lease on one before driving it."""
+        first, at most ``limit``. A worker takes a lease on one before driving it.
+
+        A quiet parent (``runkernel.adapters.work.awaited_children`` of its latest
+        state is not empty) is found only once one of the children it waits for has
+        ended or has no commit yet; the store keeps what each commit says of this
+        beside the Run's row, written in the commit's own transaction."""
+        ...
+
+    def parent_of(self, run_id: str) -> ParentCall | None:
+        """The parent call a child Run's activation named (None: not a child, or no
+        such Run), from the Run's own row, never from its Thread's commits."""
         ...
 
     def run(self, run_id: str) -> RunSnapshot | None:

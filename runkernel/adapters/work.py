@@ -3,20 +3,34 @@ Runs without decoding any history: a summary row, rewritten by each commit in it
 transaction (constant size, so the cost model holds).
 
 A Run has work (DESIGN.md, Workers and leases) when nobody holds a valid lease on it
-and it is Running (new, or orphaned by a worker that died), or it has a pending inbox
-command (Awaiting, or Ended with commands left to refuse), or it is Awaiting a wait
-whose time came (a due timer, an expired approval).
+and it is Running (new, or orphaned by a worker that died) and not quiet, or it has a
+pending inbox command (Awaiting, or Ended with commands left to refuse), or it is
+Awaiting a wait whose time came (a due timer, an expired approval), or it is a quiet
+parent one of whose children has ended (or was never activated: a crash fell between
+the delegation's Executing commit and the child's activation).
+
+A Run is quiet while its only open work is Executing concurrent delegations. Each
+commit tells its store whether the Run is quiet and which children it then waits for
+(``awaited_children``), and each activation names its parent call, so a store answers
+both questions from indexed rows, never from history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, assert_never
 
 from attrs import frozen
 
-from runkernel.kernel.state import Awaiting, CallAwaiting, Ended, Running, RunSnapshot
+from runkernel.kernel.delegation import executing_delegations, next_to_gate
+from runkernel.kernel.policies import Policies, ToolPolicy
+from runkernel.kernel.state import Awaiting, CallAwaiting, Ended, ParentCall, Running, RunSnapshot
 from runkernel.kernel.values import WaitKind, instant
+
+#: How a store reads a call committed without a policy when it judges quietness: as a
+#: delegation that may start now. A store has no host policies, and taking such a Run
+#: for not quiet only costs a drive, where the other reading could leave it undriven.
+_UNKNOWN_MAY_START = Policies(default=ToolPolicy(terminal_only_delegation=True))
 
 
 @frozen
@@ -83,12 +97,31 @@ def summary_of(snapshot: RunSnapshot, app: str | None) -> RunSummary:
     )
 
 
-def has_work(summary: RunSummary, has_pending_command: bool, now: float) -> bool:
-    """Whether an unleased Run needs a worker now (the rule every store's query keeps)."""
+def awaited_children(snapshot: RunSnapshot) -> tuple[str, ...]:
+    """The Run ids of the children a quiet Run waits for, in call order; empty when the
+    Run is not quiet (it is not Running, or something besides Executing concurrent
+    delegations can move: the next call to gate, a call after a finished group)."""
+    if not isinstance(snapshot.state, Running):
+        return ()
+    batch = snapshot.open_batch
+    if batch is None:
+        return ()
+    running = executing_delegations(batch)
+    if not running or next_to_gate(batch, _UNKNOWN_MAY_START) is not None:
+        return ()
+    return tuple(c.delegation.run_id for c in running if c.delegation is not None)
+
+
+def has_work(
+    summary: RunSummary, has_pending_command: bool, now: float, *, quiet: bool = False, child_done: bool = False
+) -> bool:
+    """Whether an unleased Run needs a worker now (the rule every store's query keeps):
+    ``quiet`` says the Run waits only for children, ``child_done`` that one of them has
+    ended or was never activated."""
     if has_pending_command:
         return True
     if summary.state == "running":
-        return True
+        return not quiet or child_done
     return summary.state == "awaiting" and summary.wake_at is not None and summary.wake_at <= now
 
 
@@ -114,6 +147,48 @@ def listing_query(
         query += f" LIMIT {placeholder}"
         params.append(limit)
     return query, params
+
+
+def work_query(placeholder: str, now: str, same_app: str, oldest_first: str) -> str:
+    """The ``runs_with_work`` query over a store's ``runs``, ``awaited_children``,
+    ``inbox`` and ``leases`` tables, in the SQL dialect whose parameter ``placeholder``,
+    store-clock expression ``now``, null-safe equality ``same_app`` and activation
+    ordering are given. Its parameters: the app, ``now`` where it is a placeholder
+    (twice), and the limit. Each branch is a key lookup: a quiet parent's children are
+    found by its awaited rows and their own runs rows, never by reading history."""
+    p = placeholder
+    return (
+        f"SELECT r.run_id FROM runs r WHERE r.app {same_app} {p} AND ("
+        " (r.state = 'running' AND (NOT r.quiet OR EXISTS (SELECT 1 FROM awaited_children a"
+        "  LEFT JOIN runs c ON c.run_id = a.child_run_id"
+        "  WHERE a.parent_run_id = r.run_id AND (c.run_id IS NULL OR c.state = 'ended'))))"
+        f" OR (r.state = 'awaiting' AND r.wake_at <= {now})"
+        " OR EXISTS (SELECT 1 FROM inbox i WHERE i.run_id = r.run_id AND i.state = 'pending'))"
+        " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
+        f"  AND NOT l.released AND l.expires_at > {now})"
+        f" ORDER BY {oldest_first} LIMIT {p}"
+    )
+
+
+def parent_columns(parent: ParentCall | None) -> tuple[str | None, str | None, str | None]:
+    """The ``parent_thread_id, parent_run_id, parent_call_id`` columns of a Run's row."""
+    return (None, None, None) if parent is None else (parent.thread_id, parent.run_id, parent.call_id)
+
+
+def parent_from_columns(row: Sequence[Any]) -> ParentCall | None:
+    """The parent call those three columns name, or None."""
+    if row[0] is None or row[1] is None or row[2] is None:
+        return None
+    return ParentCall(str(row[0]), str(row[1]), str(row[2]))
+
+
+def activation_parent(line: Mapping[str, Any]) -> ParentCall | None:
+    """The parent call a stored commit line names (a child's activation), or None:
+    what a migration fills the parent columns from."""
+    parent = line.get("parent")
+    if parent is None:
+        return None
+    return ParentCall(str(parent["thread_id"]), str(parent["run_id"]), str(parent["call_id"]))
 
 
 def summary_from_row(row: Sequence[Any]) -> RunSummary:

@@ -3,7 +3,10 @@ quiet, releases it (DESIGN.md, Workers and leases; the CLI's ``runkernel worker`
 
 Work is found by polling the store (``Store.runs_with_work``): Runs Running and
 unleased (new, or orphaned by a worker that died), Runs with an inbox command, expired
-approvals and due timers. Driving is the pull-mode runtime's (a ``RuntimeApp``) or the
+approvals, due timers, and quiet parents whose children ended. A quiet parent (only
+Executing concurrent delegations open) is released like any quiet Run and is not found
+again until one of its children ends (or was never activated); the children, activated
+with the parent's app, are found as new Runs. Driving is the pull-mode runtime's (a ``RuntimeApp``) or the
 host's own through a push-mode driver (a ``PushApp``); either way under this worker's
 leases, so a commit that loses or a lease that is gone stops that Run at once.
 
@@ -30,12 +33,6 @@ from runkernel.adapters.worker_app import PushApp, RuntimeApp, WorkerApp
 from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.kernel.protocol import Commit, Execute, QueryStatus, RequestInference, RunGate
 from runkernel.kernel.state import Running
-
-#: Called by a worker with every Run it looks for beside ``runs_with_work``: the hook
-#: for work the store finds another way (e.g. parents whose concurrent children ended,
-#: issue 12). Returns Run ids; the worker leases and drives each like any other.
-ExtraWork = Callable[[Store, str], list[str]]
-
 
 @define
 class WorkerReport:
@@ -80,7 +77,6 @@ class Worker:
         batch: int = 50,
         ids: IdSource | None = None,
         clock: Clock = utc_now,
-        extra_work: ExtraWork | None = None,
         on_event: Callable[[RuntimeEvent], None] | None = None,
     ) -> None:
         self.store = store
@@ -91,7 +87,6 @@ class Worker:
         self.batch = batch
         self.ids = ids or SecretIds()
         self.clock = clock
-        self.extra_work = extra_work
         self.report = WorkerReport()
         self._on_event = on_event
         self._stopping = threading.Event()
@@ -186,7 +181,9 @@ class Worker:
         except (LeaseHeld, StoreError):
             self.report.failures += 1
         finally:
-            self.leases.release(run_id)
+            # the Run's lease, and those its drive took on the children it activated:
+            # the children are work for the next poll (this worker's or another's)
+            self.leases.release_all()
 
     # --- driving ----------------------------------------------------------------------
 
@@ -235,10 +232,7 @@ class Worker:
     # --- discovery ----------------------------------------------------------------------
 
     def _work(self) -> list[str]:
-        found = self.store.runs_with_work(self.app.name, self.batch)
-        if self.extra_work is not None:
-            found += [r for r in self.extra_work(self.store, self.app.name) if r not in found]
-        return found
+        return self.store.runs_with_work(self.app.name, self.batch)
 
     def _version(self, run_id: str) -> int:
         snapshot = self.store.run(run_id)
