@@ -13,23 +13,12 @@ from runkernel.adapters.sqlite_store import SCHEMA_VERSION, SqliteStore
 from runkernel.adapters.store import LeaseHeld, LeaseLost, SchemaError, Writer
 from runkernel.conformance import append_all, text_run
 from runkernel.specs.checker import Verdict, check_commits
-
-
-def _as_schema_3(path: Path) -> None:
-    """Turn a fresh store back into what schema 3 wrote: no quiet flags, awaited
-    children or parent columns."""
-    db = sqlite3.connect(path)
-    db.execute("DROP TABLE awaited_children")
-    for column in ("quiet", "parent_thread_id", "parent_run_id", "parent_call_id"):
-        db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
-    db.execute("UPDATE meta SET value = '3' WHERE key = 'version'")
-    db.commit()
-    db.close()
+from test_quiet_parent_migration import as_sqlite_schema_3
 
 
 def _as_schema_2(path: Path) -> None:
     """Turn a fresh store back into what schema 2 wrote: no leases, no writers."""
-    _as_schema_3(path)
+    as_sqlite_schema_3(path)
     db = sqlite3.connect(path)
     db.execute("DROP TABLE leases")
     db.execute("DROP INDEX runs_by_state")

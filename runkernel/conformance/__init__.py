@@ -5,7 +5,15 @@ The builders in ``runkernel.conformance.runs`` make legal commit sequences throu
 kernel, for tests of a store's own specifics.
 """
 
-from runkernel.conformance.runs import awaiting_run, text_run, tool_run
+from runkernel.conformance.runs import DelegatingRun, awaiting_run, delegating_run, text_run, tool_run
 from runkernel.conformance.suite import StoreContract, append_all
 
-__all__ = ["StoreContract", "append_all", "awaiting_run", "text_run", "tool_run"]
+__all__ = [
+    "DelegatingRun",
+    "StoreContract",
+    "append_all",
+    "awaiting_run",
+    "delegating_run",
+    "text_run",
+    "tool_run",
+]

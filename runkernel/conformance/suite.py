@@ -40,7 +40,7 @@ from runkernel.adapters.store import (
     Store,
     Writer,
 )
-from runkernel.conformance.runs import awaiting_run, step, text_run, tool_run
+from runkernel.conformance.runs import awaiting_run, delegating_run, step, text_run, tool_run
 from runkernel.kernel.canonical import jcs_digest
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import Approve, ResumeCommand
@@ -452,3 +452,37 @@ class StoreContract:
         assert store.runs_with_work("a")[0] == "running"
         store.put_command("ended", {"type": "end", "kind": "cancelled"})
         assert "ended" in store.runs_with_work("a")  # a command left to refuse is work too
+
+    # --- quiet parents and their children (issue 12) ----------------------------------
+
+    def test_a_quiet_parent_is_work_only_once_a_child_ended_or_was_never_activated(self, store: Store) -> None:
+        run = delegating_run("tp", "parent", app="a")
+        first, second = run.children
+        append_all(store, list(run.opened))
+        assert store.runs_with_work("a") == ["parent"]  # d2 may still start: not quiet
+        store.append(run.quiet)
+        assert store.runs_with_work("a") == ["parent"]  # quiet, but no child was activated
+        store.append(run.activations[0])
+        assert store.runs_with_work("a") == ["parent", first]  # d2's child still missing
+        store.append(run.activations[1])
+        assert store.runs_with_work("a") == [first, second]  # quiet: both children run
+        assert store.runs_with_work(None) == []  # the children are the parent's app's
+        store.append(run.child_ends[1])
+        assert store.runs_with_work("a") == ["parent", first]  # a child ended: wake
+        lease = store.acquire_lease("parent", "worker-a", self.LONG)
+        assert store.runs_with_work("a") == [first]  # a woken parent is still leased work
+        store.append(run.second_done, lease=lease)
+        store.release_lease(lease)
+        assert store.runs_with_work("a") == [first]  # quiet again, for d1 alone
+        store.append(run.child_ends[0])
+        assert store.runs_with_work("a") == ["parent"]
+        store.append(run.first_done)
+        assert store.runs_with_work("a") == ["parent"]  # o3 may start: not quiet
+
+    def test_a_child_names_its_parent_call_from_its_own_row(self, store: Store) -> None:
+        run = delegating_run("tp", "parent", app="a")
+        append_all(store, [*run.opened, run.quiet, *run.activations])
+        assert [store.parent_of(child) for child in run.children] == list(run.parents)
+        assert store.parent_of("parent") is None and store.parent_of("nobody") is None
+        assert {(s.run_id, s.app) for s in store.list_runs()} == {("parent", "a"), (run.children[0], "a"), (run.children[1], "a")}
+
