@@ -118,8 +118,7 @@ class Worker:
                     if self.stopping:
                         break
                     before = self._version(run_id)
-                    self.drive(run_id)
-                    if self._version(run_id) == before:
+                    if not self._drive_moved(run_id):
                         stalled[run_id] = before
         finally:
             self.leases.release_all()
@@ -138,9 +137,7 @@ class Worker:
                 for run_id in self._work():
                     if self.stopping:
                         break
-                    before = self._version(run_id)
-                    self.drive(run_id)
-                    progressed = progressed or self._version(run_id) != before
+                    progressed = self._drive_moved(run_id) or progressed
                 if not progressed and not self.stopping:
                     # nothing to do, or only Runs that cannot move yet (a reconnect
                     # tool still running): wait a poll instead of spinning on them
@@ -184,6 +181,13 @@ class Worker:
             # the Run's lease, and those its drive took on the children it activated:
             # the children are work for the next poll (this worker's or another's)
             self.leases.release_all()
+
+    def _drive_moved(self, run_id: str) -> bool:
+        """Drive ``run_id``; whether anything was committed: to the Run, or to another
+        (a quiet parent's drive commits only its children's activations)."""
+        version, commits = self._version(run_id), self.report.commits
+        self.drive(run_id)
+        return self._version(run_id) != version or self.report.commits != commits
 
     # --- driving ----------------------------------------------------------------------
 
