@@ -3,7 +3,8 @@ the quiet parent; Workers and leases: work discovery), in process: a worker driv
 app whose tool is a terminal-only delegation. The children are activated with the
 parent's app and found as work; the parent, quiet while they run, is not driven until
 one ends, then ends with their termini; a parent whose children were never activated
-(a crash after its Executing commits) is found and activates them itself."""
+(a crash after its Executing commits) is found and activates them itself; on
+PostgreSQL a child's end wakes its parent's workers through LISTEN/NOTIFY."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from delegating_app import NAME, Counted, make_app
+from postgres_support import postgres_url
 from runkernel.adapters.inbox import submit_resume
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import GateAnswer, Hold, Permit
@@ -30,6 +32,9 @@ from runkernel.kernel.protocol import Approve, ResumeCommand
 from runkernel.kernel.state import Awaiting, CallCompleted, Ended, Message, RunSnapshot, ToolCall
 from runkernel.kernel.values import Role, WaitKind
 from runkernel.specs.checker import Verdict, check_lines
+
+
+__all__ = ["postgres_url"]
 
 
 class HoldSlow:
@@ -163,3 +168,18 @@ def test_a_child_activated_under_a_runtime_carries_the_parents_app() -> None:
     children = _children(store)
     assert {s.run_id: s.app for s in store.list_runs()} == {"parent": NAME, children[0]: NAME, children[1]: NAME}
     assert store.runs_with_work(NAME) == children  # the parent is quiet
+
+
+def test_on_postgres_a_childs_end_wakes_the_workers_of_its_parent(postgres_url: str) -> None:
+    from runkernel.adapters.postgres_store import PostgresStore
+
+    worker = PostgresStore(postgres_url)
+    client = PostgresStore(postgres_url)
+    run = delegating_run("tp", "parent", app=NAME)
+    append_all(client, [*run.opened, run.quiet, *run.activations])
+    assert worker.wait_for_work(0) == []  # starts listening
+    client.append(run.child_ends[1])
+    assert worker.wait_for_work(5) == ["parent"]  # the parent, not the child, has work
+    assert worker.runs_with_work(NAME) == ["parent", run.children[0]]
+    worker.close()
+    client.close()
