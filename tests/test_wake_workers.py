@@ -25,6 +25,7 @@ from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import Store
 from runkernel.adapters.work import awaited_children
 from runkernel.adapters.worker import Worker
+from runkernel.adapters.worker_app import RuntimeApp
 from runkernel.conformance import append_all, delegating_run
 from runkernel.conformance.runs import activate
 from runkernel.kernel.codec import commit_to_json
@@ -48,8 +49,8 @@ class HoldSlow:
 class CountingWorker(Worker):
     """A worker that remembers which Run each drive was for."""
 
-    def __init__(self, store: Store, *args: object, **kwargs: object) -> None:
-        super().__init__(store, *args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, store: Store, app: RuntimeApp) -> None:
+        super().__init__(store, app, worker_id="w1", poll_interval=0.0)
         self.drives_of: Counter[str] = Counter()
 
     def drive(self, run_id: str) -> None:
@@ -117,7 +118,7 @@ def _judged_together(store: Store) -> None:
 def test_a_quiet_parent_is_not_driven_while_its_children_run_and_is_woken_by_each_end(store: Store) -> None:
     app = make_app(gate=HoldSlow())
     _start(store)
-    worker = CountingWorker(store, app, worker_id="w1", poll_interval=0.0)
+    worker = CountingWorker(store, app)
     worker.run_once()
     children = _children(store)
     assert all(isinstance(_snapshot(store, c).state, Awaiting) for c in children)  # held open
@@ -149,7 +150,7 @@ def test_a_parent_whose_children_were_never_activated_is_found_and_activates_the
     run = delegating_run("tp", "parent", app=NAME)
     append_all(store, [*run.opened, run.quiet])  # a crash before either child's activation
     assert store.runs_with_work(NAME) == ["parent"]
-    worker = CountingWorker(store, make_app(), worker_id="w1", poll_interval=0.0)
+    worker = CountingWorker(store, make_app())
     worker.run_once()
     children = list(run.children)
     _ends_with_the_childrens_termini(store, children)
