@@ -6,9 +6,10 @@ unleased (new, or orphaned by a worker that died), Runs with an inbox command, e
 approvals, due timers, and quiet parents whose children ended. A quiet parent (only
 Executing concurrent delegations open) is released like any quiet Run and is not found
 again until one of its children ends (or was never activated); the children, activated
-with the parent's app, are found as new Runs. Driving is the pull-mode runtime's (a ``RuntimeApp``) or the
-host's own through a push-mode driver (a ``PushApp``); either way under this worker's
-leases, so a commit that loses or a lease that is gone stops that Run at once.
+with the parent's app, are found as new Runs. Driving is the pull-mode runtime's (a
+``RuntimeApp``) or the host's own through a push-mode driver (a ``PushApp``); either
+way under this worker's leases, so a commit that loses or a lease that is gone stops
+that Run at once.
 
 ``shutdown()`` (what SIGTERM and SIGINT call) lets the commit in flight finish, starts
 nothing new, releases every lease, and ``run()`` returns.
