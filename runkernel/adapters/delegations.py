@@ -14,8 +14,8 @@ from attrs import frozen
 from runkernel.adapters.store import Store
 from runkernel.kernel.delegation import executing_delegations, next_to_gate, terminus
 from runkernel.kernel.policies import Policies
-from runkernel.kernel.protocol import ChildTerminus
-from runkernel.kernel.state import ActiveToolBatch, Delegation, Ended, ParentCall
+from runkernel.kernel.protocol import Activate, ChildTerminus, StartChild
+from runkernel.kernel.state import ActiveToolBatch, Delegation, Ended, Message, ParentCall
 from runkernel.kernel.values import JsonValue, Role
 
 
@@ -60,6 +60,14 @@ class ChildFound:
 
     activated: bool
     terminus: JsonValue = None
+
+
+def child_activation(effect: StartChild, head_version: int, app: str | None) -> Activate:
+    """The activation of a concurrent delegation's child: its derived identity, the call's
+    arguments as its first user message, the parent call it answers to, and ``app`` (the
+    parent's, so a worker of that app drives the child)."""
+    first = Message(Role.USER, effect.arguments)
+    return Activate(effect.child.thread_id, effect.child.run_id, head_version, (first,), app, effect.parent)
 
 
 def find_child(store: Store, child: Delegation) -> ChildFound:

@@ -15,7 +15,7 @@ is only yielded once the store acknowledged it, so an action that touches the wo
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping
-from typing import Any
+from typing import Any, assert_never
 
 import attrs
 from attrs import frozen
@@ -23,6 +23,8 @@ from attrs import frozen
 from runkernel.adapters.driver_actions import (
     Action,
     CheckStatus,
+    ChildRun,
+    ChildrenRunning,
     Done,
     DriverError,
     HistoryView,
@@ -33,7 +35,9 @@ from runkernel.adapters.driver_actions import (
     UnknownTool,
     WaitFor,
 )
+from runkernel.adapters.delegations import ChildFound, child_activation, is_quiet
 from runkernel.adapters.driver_protocol import (
+    ActivateChild,
     Append,
     AskGate,
     CallEnded,
@@ -49,11 +53,13 @@ from runkernel.adapters.driver_protocol import (
     Poll,
     ReadHead,
     ReadMessages,
+    ReadChild,
     ReadLookups,
     ReadRun,
     Report,
     Resume,
     SaveCheckpoint,
+    SendCancel,
     Settle,
     Status,
     Steps,
@@ -63,10 +69,14 @@ from runkernel.adapters.port_inputs import gate_verdict
 from runkernel.adapters.ports import Clock, GateAnswer, IdSource
 from runkernel.adapters.store import Checkpoint, InboxEntry, Settlement, UnknownRun
 from runkernel.kernel.decide import decide
+from runkernel.kernel.delegation import executing_delegations
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
     Activate,
+    CancelChild,
+    ChildEnded,
+    ChildTerminus,
     Commit,
     Decision,
     DeliverTerminus,
@@ -82,6 +92,7 @@ from runkernel.kernel.protocol import (
     ResumeCommand,
     RunGate,
     RunHook,
+    StartChild,
     StatusReport,
     ToolFinished,
 )
@@ -110,7 +121,9 @@ class Settings:
     policies: Policies
     ids: IdSource
     clock: Clock
-    #: the application recorded on the activation of each Run this driver starts
+    #: the application recorded on the activation of each Run this driver starts, and of
+    #: each child Run it activates for a concurrent delegation (a worker of that app
+    #: drives the child)
     app: str | None = None
 
 
@@ -130,6 +143,9 @@ class DriverCore:
         self.tool_metadata: dict[str, JsonValue] = {}
         self.saved: Checkpoint | None = None  # read once at pick-up
         self.checkpointed = False  # a checkpoint may exist until the next inference commits
+        #: calls whose child this core found running since the host last asked: while
+        #: they are all the open work, the Run is quiet (asking again is the host's poll)
+        self.children_running: set[str] = set()
 
     # --- openings -------------------------------------------------------------------
 
@@ -197,6 +213,14 @@ class DriverCore:
                         if not (yield from self._commands_waiting()):
                             following = yield from self._ask(self._check_status(effect))
                         break
+                    case StartChild():
+                        following = yield from self._start_child(effect)
+                        if following is not None:
+                            break
+                    case CancelChild():
+                        yield SendCancel(effect.child)
+                    case _:
+                        assert_never(effect)
             if following is None:
                 following = yield from self._quiet_point()
             decision = following
@@ -209,6 +233,12 @@ class DriverCore:
             picked = yield from self._next_command(state)
             if picked is not None:
                 return picked
+            if state.open_batch is not None and is_quiet(state.open_batch, self.policies, self.children_running):
+                answered = yield from self._ask(self._children(state))
+                if answered is not None:
+                    return answered
+                self.children_running.clear()  # asked again: recover() reconnects to each child
+                continue
             if isinstance(state.state, Awaiting):
                 expired = self._expiry(state)
                 if expired is not None:
@@ -251,7 +281,7 @@ class DriverCore:
             report: Report = yield Hand(action, refused)
             refused = None
             if isinstance(report, Poll):
-                if isinstance(action, (WaitFor, Done)):
+                if isinstance(action, (WaitFor, ChildrenRunning, Done)):
                     return None
                 if isinstance(action, (Infer, CheckStatus)) and (yield from self._commands_waiting()):
                     return None  # the command goes first; recover() plans this again
@@ -264,6 +294,8 @@ class DriverCore:
             if isinstance(made, DriverError):
                 refused = made
                 continue
+            if isinstance(made, EndRequest):
+                made = attrs.evolve(made, child_termini=(yield from self._ended_children()))
             verdict = decide(self._snapshot(), made, self.policies, self.lookups)
             if isinstance(verdict, Rejection):
                 refused = HostProtocolError(f"refused {type(report).__name__.lower()}: {verdict}", verdict, action)
@@ -333,7 +365,8 @@ class DriverCore:
         pending: list[InboxEntry] = yield Pending(state.run_id)
         if not pending:
             return None
-        verdict = next_command(state, pending, self.policies, self.lookups)
+        termini = yield from self._ended_children()
+        verdict = next_command(state, pending, self.policies, self.lookups, termini)
         refused = verdict.refused
         if needs_settled_commands(refused):
             commands: list[InboxEntry] = yield ReadCommands(state.run_id)
@@ -344,6 +377,43 @@ class DriverCore:
             return None
         decision, self.entry = verdict.accepted
         return decision
+
+    # --- concurrent delegations --------------------------------------------------------
+
+    def _start_child(self, effect: StartChild) -> Generator[Operation, Any, Decision | None]:
+        """The executor of a concurrent delegation (its Executing commit is durable):
+        reconnect to its child by its fixed identity. An ended child completes the call;
+        one never activated is activated now; a running one leaves the parent quiet."""
+        found: ChildFound = yield ReadChild(effect.child)
+        if found.terminus is not None:
+            ended = ChildEnded(effect.call_id, effect.attempt, found.terminus)
+            verdict = decide(self._snapshot(), ended, self.policies, self.lookups)
+            if isinstance(verdict, Rejection):
+                raise DriverError(f"the end of child run {effect.child.run_id!r} was refused: {verdict}")
+            return verdict
+        if not found.activated:
+            head: ThreadHead | None = yield ReadHead(effect.child.thread_id)
+            activation = decide(None, child_activation(effect, head.version if head else 0, self.settings.app))
+            if isinstance(activation, Rejection):
+                raise DriverError(f"can't activate child run {effect.child.run_id!r}: {activation}")
+            assert activation.commit is not None
+            stored: RunSnapshot | None = yield ActivateChild(activation.commit)
+            if stored is not None and stored != activation.state:
+                raise DriverError(f"store and kernel disagree about child run {effect.child.run_id!r}")
+        self.children_running.add(effect.call_id)
+        return None
+
+    def _ended_children(self) -> Generator[Operation, Any, tuple[ChildTerminus, ...]]:
+        """The committed termini of children that ended, for an end of the parent: their
+        calls complete with them, the others close Indeterminate."""
+        batch = self._snapshot().open_batch
+        found: list[ChildTerminus] = []
+        for call in executing_delegations(batch) if batch is not None else ():
+            assert call.delegation is not None
+            child: ChildFound = yield ReadChild(call.delegation)
+            if child.terminus is not None:
+                found.append(ChildTerminus(call.call_id, child.terminus))
+        return tuple(found)
 
     def _expiry(self, state: RunSnapshot) -> Decision | None:
         """An expired approval's deny, or a due timer's resume (the same function as the
@@ -390,6 +460,15 @@ class DriverCore:
         awaiting = self._awaiting_call(state)
         return WaitFor(state.run_id, state.state.ticket, awaiting.status.wait, awaiting.call)
 
+    def _children(self, state: RunSnapshot) -> ChildrenRunning:
+        assert state.open_batch is not None
+        children = []
+        for call in executing_delegations(state.open_batch):
+            assert call.delegation is not None
+            child = call.delegation
+            children.append(ChildRun(call.call_id, call.tool, call.arguments, child.thread_id, child.run_id))
+        return ChildrenRunning(state.run_id, tuple(children))
+
     def _done(self, state: RunSnapshot) -> Done:
         assert isinstance(state.state, Ended)
         redelivery = self.terminus.redelivery if self.terminus is not None else True
@@ -432,6 +511,7 @@ _EXPECTED: Mapping[type, str] = {
     RunCall: "call_returned / call_failed / call_lost / call_scheduled for its call",
     CheckStatus: "status(...) for its call",
     WaitFor: "resume(payload), or next_action() to apply a queued command",
+    ChildrenRunning: "next_action() once a child may have ended, or end() / cancel()",
     Done: "nothing: the Run is Ended",
 }
 
