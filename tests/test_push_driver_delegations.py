@@ -29,6 +29,7 @@ from push_host import (
     play_until_quiet,
 )
 from runkernel.adapters.crash import Boundary, CrashPlan, Position, SimulatedCrash
+from runkernel.adapters.driver import Driver
 from runkernel.adapters.driver_actions import (
     Action,
     ChildrenRunning,
@@ -40,11 +41,13 @@ from runkernel.adapters.driver_actions import (
 )
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.store import Lease, Settlement
+from runkernel.adapters.store import Lease, Settlement, Writer
+from runkernel.adapters.worker import Worker
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import Approve, EndRequest
 from runkernel.kernel.state import (
+    ActiveToolBatch,
     CallCompleted,
     CallExecuting,
     CallIndeterminate,
@@ -133,6 +136,11 @@ def parent_batch(store: MemoryStore) -> RunSnapshot:
     return state
 
 
+def finalized_batch(store: MemoryStore) -> ActiveToolBatch:
+    """The parent's first batch, as its finalizing commit left it."""
+    return [c.batch for c in store.commits("t1") if c.batch is not None and c.batch.finalized][0]
+
+
 # --- the whole host, with crashes ------------------------------------------------------
 
 
@@ -215,7 +223,7 @@ def test_a_batch_with_two_delegations_and_ordinary_calls_ends_with_the_children_
     trial = host(kind, SCRIPTS[name])
     assert trial.done.cause.kind is EndCauseKind.COMPLETED and trial.crashes == 0
     assert judged_legal(trial.store) == ""
-    finalized = [c.batch for c in trial.store.commits("t1") if c.batch is not None and c.batch.finalized][0]
+    finalized = finalized_batch(trial.store)
     delegated = [c for c in finalized.calls if c.tool == "research"]
     assert len(trial.store.activations) == 2
     for call in delegated:
@@ -387,3 +395,47 @@ def test_no_wait_is_handed_while_children_run() -> None:
     assert not isinstance(state.state, Ended) and type(state.state).__name__ == "Running"
     assert [m.role for m in store.messages(quiet.children[0].thread_id)] == [Role.USER]
     assert store.messages(quiet.children[0].thread_id)[0] == Message(Role.USER, {"topic": "a"})
+
+
+# --- under a worker ------------------------------------------------------------------------
+
+
+class DelegatingApp:
+    """A push-mode worker app whose parent delegates two topics; its children answer them."""
+
+    name = "research-app"
+    tools: Mapping[str, ToolPolicy] = TOOLS
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.world = DelegatingWorld(TWO_AND_ONE, store=store)
+        self.quiet = 0
+
+    def serve(self, driver: Driver, action: Action) -> None:
+        found = play_until_quiet(driver, action, self.world)
+        self.quiet += isinstance(found, ChildrenRunning)
+
+
+def test_a_worker_drives_the_parent_and_the_children_it_activated_with_its_app() -> None:
+    store = MemoryStore()
+    driver = Driver(store, TOOLS, app="research-app")
+    driver.start(["go"], thread_id="t1", run_id=PARENT)  # queued for the app's worker
+    app = DelegatingApp(store)
+    worker = Worker(store, app, worker_id="w1")
+    rounds = 0
+    while not isinstance(getattr(store.run(PARENT), "state", None), Ended):
+        rounds += 1
+        assert rounds <= 3, "the worker left the parent unfinished"
+        worker.run_once()
+    batch = finalized_batch(store)
+    assert [type(c.status) for c in batch.calls] == [CallCompleted] * 3
+    children = [c.delegation for c in batch.calls if c.delegation is not None]
+    assert len(children) == 2
+    for child in children:
+        commits = list(store.commits(child.thread_id))
+        assert commits[0].app == "research-app" and commits[0].parent is not None
+        assert store.writer_of(child.thread_id, commits[0].version) is None  # activated under no lease
+        assert store.writer_of(child.thread_id, commits[-1].version) == Writer("w1", 1)  # then the worker's
+        assert isinstance(commits[-1].disposition, Ended)
+    assert app.quiet >= 1 and store.current_lease(PARENT) is None
+    print(f"worker: {rounds} run_once rounds, {worker.report.drives} drives, parent quiet {app.quiet} times")
+    assert judged_legal(store) == ""
