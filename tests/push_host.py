@@ -29,7 +29,7 @@ from runkernel.adapters.driver_actions import (
     WaitFor,
 )
 from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.store import Lease, Settlement
+from runkernel.adapters.store import Lease, Settlement, Store
 from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, Permit, utc_now
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus, ResumePayload
@@ -308,7 +308,7 @@ SHELLS = ("sync", "async")
 
 def make_shell(
     kind: str,
-    store: MemoryStore,
+    store: Store,
     *,
     gate: AnyGate | None = None,
     max_steps: int | None = DEFAULT_MAX_STEPS,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import pytest
 from attrs import frozen
@@ -41,7 +42,8 @@ from runkernel.adapters.driver_actions import (
 )
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.store import Lease, Settlement, Writer
+from runkernel.adapters.store import Lease, Settlement, Store, Writer
+from runkernel.adapters.urls import open_store
 from runkernel.adapters.worker import Worker
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import ToolPolicy
@@ -109,20 +111,20 @@ class DelegationStore(CrashingStore):
                 self.activations.append(commit.run_id)  # it landed, even if the writer died
 
 
-def all_lines(store: MemoryStore) -> list[bytes]:
+def all_lines(store: Store) -> list[bytes]:
     return [json.dumps(commit_to_json(c)).encode() for t in store.thread_ids() for c in store.commits(t)]
 
 
-def judged_legal(store: MemoryStore) -> str:
+def judged_legal(store: Store) -> str:
     finding = check_lines(all_lines(store))
     return "" if finding.verdict is Verdict.LEGAL else finding.report("store")
 
 
-def child_driver(kind: str, store: MemoryStore, run_id: str, app: str | None = None) -> Shell:
+def child_driver(kind: str, store: Store, run_id: str, app: str | None = None) -> Shell:
     return make_shell(kind, store, ids=SeededIds(f"c-{run_id}"), tools=TOOLS, app=app)
 
 
-def drive_child(kind: str, store: MemoryStore, world: World, run_id: str) -> Done:
+def drive_child(kind: str, store: Store, world: World, run_id: str) -> Done:
     """Drive one child Run to its end, as any host of the child's app would."""
     driver = child_driver(kind, store, run_id)
     ended = play_until_quiet(driver, driver.pick_up(run_id), world)
@@ -439,3 +441,25 @@ def test_a_worker_drives_the_parent_and_the_children_it_activated_with_its_app()
     assert app.quiet >= 1 and store.current_lease(PARENT) is None
     print(f"worker: {rounds} run_once rounds, {worker.report.drives} drives, parent quiet {app.quiet} times")
     assert judged_legal(store) == ""
+
+
+@pytest.mark.parametrize("kind", SHELLS)
+def test_on_sqlite_each_run_is_driven_from_the_file_alone(kind: str, tmp_path: Path) -> None:
+    """Parent, children and parent again, each by a driver over a store opened afresh
+    (as separate processes would): the file alone carries the delegations."""
+    url = f"sqlite:///{tmp_path / 'agent.db'}"
+    world = DelegatingWorld(TWO_AND_ONE)
+    store = open_store(url)
+    driver = make_shell(kind, store, ids=SeededIds(), tools=TOOLS)
+    quiet = play_until_quiet(driver, driver.start(["go"], thread_id="t1", run_id=PARENT), world)
+    assert isinstance(quiet, ChildrenRunning) and len(quiet.children) == 2
+    for child in quiet.children:
+        ended = drive_child(kind, open_store(url), world, child.run_id)
+        assert ended.final == f"child answer for {child.arguments['topic']}"
+    again = make_shell(kind, open_store(url), ids=SeededIds("again"), tools=TOOLS)
+    done = play_until_quiet(again, again.pick_up(PARENT), world)
+    assert isinstance(done, Done) and done.cause.kind is EndCauseKind.COMPLETED
+    reader = open_store(url)
+    tool_messages = [m for m in reader.messages("t1") if m.role is Role.TOOL]
+    assert [m.content["kind"] for m in tool_messages] == ["output"] * 3
+    assert judged_legal(reader) == ""
