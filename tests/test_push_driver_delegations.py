@@ -33,8 +33,10 @@ from runkernel.adapters.crash import Boundary, CrashPlan, Position, SimulatedCra
 from runkernel.adapters.driver import Driver
 from runkernel.adapters.driver_actions import (
     Action,
+    CallRequest,
     ChildrenRunning,
     Done,
+    DriverStopped,
     HostProtocolError,
     Infer,
     RunCall,
@@ -42,9 +44,10 @@ from runkernel.adapters.driver_actions import (
 )
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.store import Lease, Settlement, Store, Writer
+from runkernel.adapters.store import Lease, LeaseLost, Settlement, Store, Writer
 from runkernel.adapters.urls import open_store
 from runkernel.adapters.worker import Worker
+from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import Approve, EndRequest
@@ -345,7 +348,7 @@ def cancelled_parent(store: MemoryStore, done: Action, world: World, kind: str) 
     assert isinstance(state.state, Ended) and state.batch is not None and state.batch.finalized
     first, second, ordinary = state.batch.calls
     assert isinstance(first.status, CallCompleted) and first.delegation is not None
-    assert isinstance(first.status.result.value, dict) and first.status.result.value["run_id"] == first.delegation.run_id
+    assert first.status.result.value["run_id"] == first.delegation.run_id
     assert second.status == CallIndeterminate(1, IndeterminateReason.OUTCOME_UNKNOWN)
     assert ordinary.status == CallIndeterminate(0, IndeterminateReason.RUN_ENDED)
     assert second.delegation is not None and len(store.pending_commands(second.delegation.run_id)) == 1
@@ -463,3 +466,28 @@ def test_on_sqlite_each_run_is_driven_from_the_file_alone(kind: str, tmp_path: P
     tool_messages = [m for m in reader.messages("t1") if m.role is Role.TOOL]
     assert [m.content["kind"] for m in tool_messages] == ["output"] * 3
     assert judged_legal(reader) == ""
+
+
+def test_a_leased_driver_rechecks_its_lease_before_it_activates_a_child() -> None:
+    """W1: a child's activation is its delegation's executor, so a lease too close to its
+    expiry stops the driver after the Executing commit and before the activation; the
+    next driver activates the same child."""
+    now = [0.0]
+    store = MemoryStore(clock=lambda: now[0])
+    keeper = LeaseKeeper(store, "w1", duration=10.0, margin=5.0, monotonic=lambda: 0.0)
+    driver = Driver(store, TOOLS, leases=keeper, ids=SeededIds())
+    driver.start(["go"], thread_id="t1", run_id=PARENT)
+    now[0] = 6.0  # still held for commits, no longer for starting an executor
+    with pytest.raises(DriverStopped) as stopped:
+        driver.inferred("t", [CallRequest("research", {"topic": "a"})])
+    assert isinstance(stopped.value.__cause__, LeaseLost)
+    batch = parent_batch(store).batch
+    assert batch is not None
+    call = batch.calls[0]
+    assert isinstance(call.status, CallExecuting) and call.delegation is not None
+    assert store.run(call.delegation.run_id) is None  # the executor did not start
+    now[0] = 20.0  # the lease expired: another worker takes the Run over
+    other = Driver(store, TOOLS, leases=LeaseKeeper(store, "w2", duration=10.0), ids=SeededIds("w2"))
+    quiet = other.pick_up(PARENT)
+    assert isinstance(quiet, ChildrenRunning) and quiet.children[0].run_id == call.delegation.run_id
+    assert judged_legal(store) == ""

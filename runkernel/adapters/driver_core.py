@@ -23,7 +23,6 @@ from attrs import frozen
 from runkernel.adapters.driver_actions import (
     Action,
     CheckStatus,
-    ChildRun,
     ChildrenRunning,
     Done,
     DriverError,
@@ -35,9 +34,9 @@ from runkernel.adapters.driver_actions import (
     UnknownTool,
     WaitFor,
 )
-from runkernel.adapters.delegations import ChildFound, child_activation, is_quiet
+from runkernel.adapters.delegations import is_quiet
+from runkernel.adapters.driver_children import children_running, ended_children, start_child
 from runkernel.adapters.driver_protocol import (
-    ActivateChild,
     Append,
     AskGate,
     CallEnded,
@@ -53,7 +52,6 @@ from runkernel.adapters.driver_protocol import (
     Poll,
     ReadHead,
     ReadMessages,
-    ReadChild,
     ReadLookups,
     ReadRun,
     Report,
@@ -69,14 +67,11 @@ from runkernel.adapters.port_inputs import gate_verdict
 from runkernel.adapters.ports import Clock, GateAnswer, IdSource
 from runkernel.adapters.store import Checkpoint, InboxEntry, Settlement, UnknownRun
 from runkernel.kernel.decide import decide
-from runkernel.kernel.delegation import executing_delegations
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
     Activate,
     CancelChild,
-    ChildEnded,
-    ChildTerminus,
     Commit,
     Decision,
     DeliverTerminus,
@@ -214,9 +209,11 @@ class DriverCore:
                             following = yield from self._ask(self._check_status(effect))
                         break
                     case StartChild():
-                        following = yield from self._start_child(effect)
+                        state, app = self._snapshot(), self.settings.app
+                        following = yield from start_child(effect, state, self.policies, self.lookups, app)
                         if following is not None:
                             break
+                        self.children_running.add(effect.call_id)
                     case CancelChild():
                         yield SendCancel(effect.child)
                     case _:
@@ -234,7 +231,7 @@ class DriverCore:
             if picked is not None:
                 return picked
             if state.open_batch is not None and is_quiet(state.open_batch, self.policies, self.children_running):
-                answered = yield from self._ask(self._children(state))
+                answered = yield from self._ask(children_running(state))
                 if answered is not None:
                     return answered
                 self.children_running.clear()  # asked again: recover() reconnects to each child
@@ -295,7 +292,7 @@ class DriverCore:
                 refused = made
                 continue
             if isinstance(made, EndRequest):
-                made = attrs.evolve(made, child_termini=(yield from self._ended_children()))
+                made = attrs.evolve(made, child_termini=(yield from ended_children(self._snapshot())))
             verdict = decide(self._snapshot(), made, self.policies, self.lookups)
             if isinstance(verdict, Rejection):
                 refused = HostProtocolError(f"refused {type(report).__name__.lower()}: {verdict}", verdict, action)
@@ -365,7 +362,7 @@ class DriverCore:
         pending: list[InboxEntry] = yield Pending(state.run_id)
         if not pending:
             return None
-        termini = yield from self._ended_children()
+        termini = yield from ended_children(state)
         verdict = next_command(state, pending, self.policies, self.lookups, termini)
         refused = verdict.refused
         if needs_settled_commands(refused):
@@ -377,43 +374,6 @@ class DriverCore:
             return None
         decision, self.entry = verdict.accepted
         return decision
-
-    # --- concurrent delegations --------------------------------------------------------
-
-    def _start_child(self, effect: StartChild) -> Generator[Operation, Any, Decision | None]:
-        """The executor of a concurrent delegation (its Executing commit is durable):
-        reconnect to its child by its fixed identity. An ended child completes the call;
-        one never activated is activated now; a running one leaves the parent quiet."""
-        found: ChildFound = yield ReadChild(effect.child)
-        if found.terminus is not None:
-            ended = ChildEnded(effect.call_id, effect.attempt, found.terminus)
-            verdict = decide(self._snapshot(), ended, self.policies, self.lookups)
-            if isinstance(verdict, Rejection):
-                raise DriverError(f"the end of child run {effect.child.run_id!r} was refused: {verdict}")
-            return verdict
-        if not found.activated:
-            head: ThreadHead | None = yield ReadHead(effect.child.thread_id)
-            activation = decide(None, child_activation(effect, head.version if head else 0, self.settings.app))
-            if isinstance(activation, Rejection):
-                raise DriverError(f"can't activate child run {effect.child.run_id!r}: {activation}")
-            assert activation.commit is not None
-            stored: RunSnapshot | None = yield ActivateChild(activation.commit)
-            if stored is not None and stored != activation.state:
-                raise DriverError(f"store and kernel disagree about child run {effect.child.run_id!r}")
-        self.children_running.add(effect.call_id)
-        return None
-
-    def _ended_children(self) -> Generator[Operation, Any, tuple[ChildTerminus, ...]]:
-        """The committed termini of children that ended, for an end of the parent: their
-        calls complete with them, the others close Indeterminate."""
-        batch = self._snapshot().open_batch
-        found: list[ChildTerminus] = []
-        for call in executing_delegations(batch) if batch is not None else ():
-            assert call.delegation is not None
-            child: ChildFound = yield ReadChild(call.delegation)
-            if child.terminus is not None:
-                found.append(ChildTerminus(call.call_id, child.terminus))
-        return tuple(found)
 
     def _expiry(self, state: RunSnapshot) -> Decision | None:
         """An expired approval's deny, or a due timer's resume (the same function as the
@@ -459,15 +419,6 @@ class DriverCore:
         assert isinstance(state.state, Awaiting)
         awaiting = self._awaiting_call(state)
         return WaitFor(state.run_id, state.state.ticket, awaiting.status.wait, awaiting.call)
-
-    def _children(self, state: RunSnapshot) -> ChildrenRunning:
-        assert state.open_batch is not None
-        children = []
-        for call in executing_delegations(state.open_batch):
-            assert call.delegation is not None
-            child = call.delegation
-            children.append(ChildRun(call.call_id, call.tool, call.arguments, child.thread_id, child.run_id))
-        return ChildrenRunning(state.run_id, tuple(children))
 
     def _done(self, state: RunSnapshot) -> Done:
         assert isinstance(state.state, Ended)

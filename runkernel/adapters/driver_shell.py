@@ -260,6 +260,9 @@ class Shell:
             case ReadChild():
                 return find_child(store, op.child)
             case ActivateChild():
+                if self.leases is not None and op.commit.parent is not None:
+                    # W1: a concurrent delegation's executor is its child's activation
+                    self.leases.before_executor(op.commit.parent.run_id)
                 try:
                     return store.append(op.commit)
                 except CommitConflict:
