@@ -48,6 +48,7 @@ from runkernel.adapters.store import Lease, LeaseLost, Settlement, Store, Writer
 from runkernel.adapters.urls import open_store
 from runkernel.adapters.worker import Worker
 from runkernel.adapters.worker_lease import LeaseKeeper
+from runkernel.cli import main
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import Approve, EndRequest
@@ -447,7 +448,9 @@ def test_a_worker_drives_the_parent_and_the_children_it_activated_with_its_app()
 
 
 @pytest.mark.parametrize("kind", SHELLS)
-def test_on_sqlite_each_run_is_driven_from_the_file_alone(kind: str, tmp_path: Path) -> None:
+def test_on_sqlite_each_run_is_driven_from_the_file_alone(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Parent, children and parent again, each by a driver over a store opened afresh
     (as separate processes would): the file alone carries the delegations."""
     url = f"sqlite:///{tmp_path / 'agent.db'}"
@@ -466,6 +469,17 @@ def test_on_sqlite_each_run_is_driven_from_the_file_alone(kind: str, tmp_path: P
     tool_messages = [m for m in reader.messages("t1") if m.role is Role.TOOL]
     assert [m.content["kind"] for m in tool_messages] == ["output"] * 3
     assert judged_legal(reader) == ""
+    # the CLI's own export of each Thread, in one file: check-trace judges I15 across them
+    exported = []
+    for thread_id in reader.thread_ids():
+        assert main(["export", "--store", url, thread_id]) == 0
+        exported.append(capsys.readouterr().out)
+    together = tmp_path / "together.jsonl"
+    together.write_text("".join(exported))
+    assert main(["check-trace", str(together)]) == 0
+    verdict = capsys.readouterr().out.strip()
+    assert verdict.endswith("legal: 13 commits in 3 threads"), verdict
+    print(f"sqlite [{kind}]: {len(exported)} exported Threads, check-trace: {verdict}")
 
 
 def test_a_leased_driver_rechecks_its_lease_before_it_activates_a_child() -> None:
