@@ -505,3 +505,31 @@ def test_a_leased_driver_rechecks_its_lease_before_it_activates_a_child() -> Non
     quiet = other.pick_up(PARENT)
     assert isinstance(quiet, ChildrenRunning) and quiet.children[0].run_id == call.delegation.run_id
     assert judged_legal(store) == ""
+
+
+class CrashAtParentEnd:
+    """Once armed, the writer dies right after the parent's end commit landed."""
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def crash_here(self, boundary: Boundary, position: Position) -> bool:
+        return self.armed and (boundary, position) == (Boundary.AFTER_WRITE, Position.END)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="DESIGN.md: an Ended Run only redelivers its terminus, so a child's cancel lost with "
+    "a crash right after the parent's end commit is never sent again (kernel: recover/redeliver)",
+)
+def test_a_crash_right_after_the_parents_end_still_cancels_its_running_children() -> None:
+    plan = CrashAtParentEnd()
+    store = CrashingStore(plan)
+    driver, quiet, world = quiet_parent("sync", store)
+    plan.armed = True
+    with pytest.raises(SimulatedCrash):
+        driver.cancel()
+    plan.armed = False
+    again = make_shell("sync", store, ids=SeededIds("again"), tools=TOOLS)
+    assert isinstance(again.pick_up(PARENT), Done)
+    assert all(store.pending_commands(child.run_id) for child in quiet.children)
