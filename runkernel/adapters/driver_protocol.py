@@ -111,9 +111,10 @@ class ReadChild:
 
 @frozen
 class ActivateChild:
-    """Write a child Run's activation, under no lease (the parent's lease fences the
-    parent; an activation is checked on identity); answer with the child's snapshot, or
-    None if another writer activated it first."""
+    """Write a child Run's activation (the delegation's executor: a worker re-checks the
+    parent's lease first, W1), under no lease of its own, so any worker of the app may
+    drive the child; answer with the child's snapshot, or None if another writer
+    activated it first (an activation is checked on identity)."""
 
     commit: ThreadCommit
 
