@@ -151,7 +151,8 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
             (
                 'runkernel.adapters.driver_actions',
                 (
-                    'Action', 'Infer', 'RunCall', 'CheckStatus', 'WaitFor', 'Done', 'CallRequest',
+                    'Action', 'Infer', 'RunCall', 'CheckStatus', 'WaitFor', 'ChildrenRunning', 'ChildRun',
+                    'Done', 'CallRequest',
                     'HistoryView', 'DEFAULT_MAX_STEPS', 'DriverError', 'UnknownTool',
                     'HostProtocolError', 'DriverStopped', 'MetadataUnsupported',
                 ),
@@ -269,6 +270,8 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         Action as Action,
         CallRequest as CallRequest,
         CheckStatus as CheckStatus,
+        ChildRun as ChildRun,
+        ChildrenRunning as ChildrenRunning,
         DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS,
         Done as Done,
         DriverError as DriverError,

@@ -17,9 +17,19 @@ from attrs import define, field, frozen
 
 from runkernel.adapters.crash import Boundary, CrashPlan, Position, SimulatedCrash, position_of
 from runkernel.adapters.driver import AnyGate, AsyncDriver, Driver
-from runkernel.adapters.driver_actions import DEFAULT_MAX_STEPS, Action, CallRequest, CheckStatus, Done, Infer, RunCall, WaitFor
+from runkernel.adapters.driver_actions import (
+    DEFAULT_MAX_STEPS,
+    Action,
+    CallRequest,
+    CheckStatus,
+    ChildrenRunning,
+    Done,
+    Infer,
+    RunCall,
+    WaitFor,
+)
 from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.store import Lease, Settlement
+from runkernel.adapters.store import Lease, Settlement, Store
 from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, Permit, utc_now
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus, ResumePayload
@@ -220,7 +230,14 @@ class World:
 
 
 def play(driver: Shell, action: Action, world: World) -> WaitFor | Done:
-    """Be the host until the Run waits or ends."""
+    """Be the host until the Run waits or ends (it has no concurrent delegations)."""
+    found = play_until_quiet(driver, action, world)
+    assert not isinstance(found, ChildrenRunning), f"children running: {found}"
+    return found
+
+
+def play_until_quiet(driver: Shell, action: Action, world: World) -> WaitFor | ChildrenRunning | Done:
+    """Be the host until the Run waits, ends, or is quiet while its children run."""
     while True:
         match action:
             case Infer():
@@ -236,7 +253,7 @@ def play(driver: Shell, action: Action, world: World) -> WaitFor | Done:
             case CheckStatus():
                 status, value = world.status(action)
                 action = driver.status(action.call_id, status, value)
-            case WaitFor() | Done():
+            case WaitFor() | ChildrenRunning() | Done():
                 return action
 
 
@@ -291,15 +308,19 @@ SHELLS = ("sync", "async")
 
 def make_shell(
     kind: str,
-    store: MemoryStore,
+    store: Store,
     *,
     gate: AnyGate | None = None,
     max_steps: int | None = DEFAULT_MAX_STEPS,
     ids: IdSource | None = None,
     clock: Clock = utc_now,
+    tools: Mapping[str, ToolPolicy] = POLICIES,
+    app: str | None = None,
 ) -> Shell:
     """A ``Driver`` or a blocking ``AsyncDriver`` with the test tools' policies."""
     if kind == "sync":
-        return Driver(store, POLICIES, gate=gate or ApprovalGate(), max_steps=max_steps, ids=ids, clock=clock)
-    driver = AsyncDriver(store, POLICIES, gate=gate or AsyncApprovalGate(), max_steps=max_steps, ids=ids, clock=clock)
+        return Driver(store, tools, gate=gate or ApprovalGate(), max_steps=max_steps, ids=ids, clock=clock, app=app)
+    driver = AsyncDriver(
+        store, tools, gate=gate or AsyncApprovalGate(), max_steps=max_steps, ids=ids, clock=clock, app=app
+    )
     return BlockingAsync(driver)

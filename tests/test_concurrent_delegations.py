@@ -228,10 +228,3 @@ def test_children_name_their_parent_and_a_quiet_parent_is_woken_by_a_childs_end(
     assert ended_children(store, PARENT) == ["d2"]
     assert parents_to_wake(store, [PARENT, "nobody"]) == [PARENT]
 
-
-def test_the_push_driver_refuses_terminal_only_delegations_up_front() -> None:
-    from runkernel.adapters.driver import Driver
-    from runkernel.adapters.driver_actions import DriverError
-
-    with pytest.raises(DriverError, match="terminal-only delegations run under the pull-mode Runtime"):
-        Driver(MemoryStore(), tools={"research": ToolPolicy(terminal_only_delegation=True)})

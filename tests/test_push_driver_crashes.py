@@ -22,7 +22,16 @@ from hypothesis import strategies as st
 
 from push_host import POLICIES, SHELLS, CrashingStore, Reply, SeededIds, World, make_shell, play
 from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
-from runkernel.adapters.driver_actions import DEFAULT_MAX_STEPS, Action, CheckStatus, Done, Infer, RunCall, WaitFor
+from runkernel.adapters.driver_actions import (
+    DEFAULT_MAX_STEPS,
+    Action,
+    CheckStatus,
+    ChildrenRunning,
+    Done,
+    Infer,
+    RunCall,
+    WaitFor,
+)
 from runkernel.adapters.inbox import submit_resume
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
@@ -102,6 +111,8 @@ def handed(action: Action) -> tuple[object, ...]:
             return ("infer", action.step)
         case WaitFor():
             return ("wait", action.ticket.ticket_id)
+        case ChildrenRunning():
+            return ("quiet", tuple(child.run_id for child in action.children))
         case Done():
             return ("done",)
 

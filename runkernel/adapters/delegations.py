@@ -10,11 +10,16 @@ that ask about one Run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+
+from attrs import frozen
 
 from runkernel.adapters.store import Store
-from runkernel.kernel.delegation import executing_delegations
-from runkernel.kernel.state import Ended, ParentCall
+from runkernel.kernel.delegation import executing_delegations, next_to_gate, terminus
+from runkernel.kernel.policies import Policies
+from runkernel.kernel.protocol import Activate, ChildTerminus, StartChild
+from runkernel.kernel.state import ActiveToolBatch, Delegation, Ended, Message, ParentCall
+from runkernel.kernel.values import JsonValue, Role
 
 
 def parent_of(store: Store, child_run_id: str) -> ParentCall | None:
@@ -41,3 +46,60 @@ def parents_to_wake(store: Store, run_ids: Iterable[str]) -> list[str]:
     """Of ``run_ids`` (e.g. the quiet Runs a worker released), those a child's end (or
     a child never activated) gives work again: drive them."""
     return [run_id for run_id in run_ids if ended_children(store, run_id)]
+
+
+# --- what both drivers read of a child (the pull-mode runtime and the push-mode driver) --
+
+
+@frozen
+class ChildFound:
+    """What the store holds of a delegation's child Run: whether it was ever activated,
+    and once it has ended its committed terminus (None while it runs)."""
+
+    activated: bool
+    terminus: JsonValue = None
+
+
+def child_activation(effect: StartChild, head_version: int, app: str | None) -> Activate:
+    """The activation of a concurrent delegation's child: its derived identity, the call's
+    arguments as its first user message, the parent call it answers to, and ``app`` (the
+    parent's, so a worker of that app drives the child)."""
+    first = Message(Role.USER, effect.arguments)
+    return Activate(effect.child.thread_id, effect.child.run_id, head_version, (first,), app, effect.parent)
+
+
+def find_child(store: Store, child: Delegation) -> ChildFound:
+    """The child Run as the store holds it now (recovery's reconnect against the store)."""
+    snapshot = store.run(child.run_id)
+    if snapshot is None:
+        return ChildFound(activated=False)
+    if not isinstance(snapshot.state, Ended):
+        return ChildFound(activated=True)
+    final: JsonValue = None
+    for message in store.messages(child.thread_id):
+        if message.role is Role.ASSISTANT:
+            final = message.content
+    return ChildFound(True, terminus(child.thread_id, child.run_id, snapshot.state.cause, final))
+
+
+def child_termini(store: Store, batch: ActiveToolBatch) -> tuple[ChildTerminus, ...]:
+    """The committed termini of the children of ``batch``'s Executing concurrent
+    delegations that have ended: what an end request of their parent carries."""
+    found = []
+    for call in executing_delegations(batch):
+        assert call.delegation is not None
+        ended = find_child(store, call.delegation).terminus
+        if ended is not None:
+            found.append(ChildTerminus(call.call_id, ended))
+    return tuple(found)
+
+
+def is_quiet(batch: ActiveToolBatch, policies: Policies, running: Collection[str]) -> bool:
+    """Whether a Run's only open work is concurrent delegations whose children were found
+    running (``running``: their call ids): nothing to do until one of them ends."""
+    executing = executing_delegations(batch)
+    return (
+        bool(executing)
+        and next_to_gate(batch, policies) is None
+        and all(call.call_id in running for call in executing)
+    )

@@ -1,7 +1,10 @@
 """The push-mode driver: for hosts that call the model and the tools themselves.
 
 The host says what happened and gets back what to do next (``Infer``, ``RunCall``,
-``CheckStatus``, ``WaitFor``, ``Done``); the driver commits through the store in between.
+``CheckStatus``, ``WaitFor``, ``ChildrenRunning``, ``Done``); the driver commits through
+the store in between. A tool declared a terminal-only delegation is never handed out as a
+``RunCall``: the driver activates its child Run itself (after the call's Executing commit
+is durable) and says ``ChildrenRunning`` while the parent has nothing else to do.
 ``Driver`` is for synchronous hosts, ``AsyncDriver`` for asyncio ones; both are thin
 shells around the one sans-IO core in ``driver_core.py`` and differ only in how they
 carry out its operations (an async shell awaits an async gate).
@@ -55,8 +58,10 @@ class Driver(Shell):
     ``max_steps`` defaults to ``DEFAULT_MAX_STEPS``; ``gate`` defaults to allowing every
     call; ``ids`` mints run, thread, batch, call, operation and ticket ids the host does
     not give (``SecretIds``: from ``secrets``); ``clock`` gives "now" for approval
-    deadlines. One driver drives one Run at a time; each method returns the next
-    ``Action``. A refused answer raises ``HostProtocolError`` and changes nothing.
+    deadlines. ``app`` is recorded on the activation of each Run it starts and of each
+    child Run it activates for a concurrent delegation. One driver drives one Run at a
+    time; each method returns the next ``Action``. A refused answer raises
+    ``HostProtocolError`` and changes nothing.
     """
 
     def start(
@@ -74,7 +79,8 @@ class Driver(Shell):
         return self._advance(None)
 
     def next_action(self) -> Action:
-        """What to do now: applies inbox commands and expired deadlines first."""
+        """What to do now: applies inbox commands and expired deadlines first; after
+        ``ChildrenRunning``, completes each call whose child Run has ended."""
         return self._advance(Poll())
 
     def inferred(
@@ -135,7 +141,8 @@ class Driver(Shell):
         return self._advance(Resume(payload))
 
     def end(self, kind: EndCauseKind = EndCauseKind.STOPPED, error: TypedError | None = None) -> Action:
-        """End the Run now (stop, cancel, or failure with ``error``), whatever it was doing."""
+        """End the Run now (stop, cancel, or failure with ``error``), whatever it was doing;
+        a running child Run's call closes Indeterminate and the child is sent a cancel."""
         return self._advance(end_report(kind, error))
 
     def cancel(self) -> Action:
@@ -190,7 +197,8 @@ class AsyncDriver(Shell):
         return await self._advance(None)
 
     async def next_action(self) -> Action:
-        """What to do now: applies inbox commands and expired deadlines first."""
+        """What to do now: applies inbox commands and expired deadlines first; after
+        ``ChildrenRunning``, completes each call whose child Run has ended."""
         return await self._advance(Poll())
 
     async def inferred(
@@ -251,7 +259,8 @@ class AsyncDriver(Shell):
         return await self._advance(Resume(payload))
 
     async def end(self, kind: EndCauseKind = EndCauseKind.STOPPED, error: TypedError | None = None) -> Action:
-        """End the Run now (stop, cancel, or failure with ``error``), whatever it was doing."""
+        """End the Run now (stop, cancel, or failure with ``error``), whatever it was doing;
+        a running child Run's call closes Indeterminate and the child is sent a cancel."""
         return await self._advance(end_report(kind, error))
 
     async def cancel(self) -> Action:

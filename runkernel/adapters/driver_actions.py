@@ -12,6 +12,8 @@ action                the host answers with
 ``CheckStatus``       ``status(call_id, OperationStatus..., value)``
 ``WaitFor``           ``resume(payload)``; or ``next_action()`` later, which applies a
                       command queued in the store's inbox (``runkernel resume``)
+``ChildrenRunning``   ``next_action()`` once a child may have ended (each is a Run of
+                      its own, driven by whoever drives Runs of its app)
 ``Done``              nothing: the Run is Ended (``next_action()`` returns it again)
 ====================  ==========================================================
 
@@ -109,6 +111,34 @@ class WaitFor:
 
 
 @frozen
+class ChildRun:
+    """The child Run of a concurrent delegation: ``call_id`` of the parent's batch
+    delegated ``arguments`` (the child's first user message) to the Run ``run_id`` in
+    Thread ``thread_id`` (both derived from the parent Run and the call's operation id)."""
+
+    call_id: str
+    tool: str
+    arguments: JsonValue
+    thread_id: str
+    run_id: str
+
+
+@frozen
+class ChildrenRunning:
+    """The Run is quiet: its only open work is concurrent delegations, and each one's child
+    Run (``children``, activated and durable) is still running. Nothing here is for the
+    host to execute: a child is an ordinary Run (of the driver's ``app``), driven by a
+    worker or by the host with a driver of its own (``pick_up(child.run_id)``). Call
+    ``next_action()`` once a child may have ended: the driver completes each call whose
+    child has ended with the child's terminus, then goes on. ``end()``/``cancel()`` ends
+    the parent: calls whose child has ended complete, the others become Indeterminate and
+    their children are sent a cancel. A worker releases the Run's lease here."""
+
+    run_id: str
+    children: tuple[ChildRun, ...]
+
+
+@frozen
 class Done:
     """The Run is Ended with ``cause``. ``final`` is the content of its last assistant
     message (or None); ``redelivery`` says the terminus was committed earlier."""
@@ -120,7 +150,7 @@ class Done:
     redelivery: bool = False
 
 
-Action: TypeAlias = Infer | RunCall | CheckStatus | WaitFor | Done
+Action: TypeAlias = Infer | RunCall | CheckStatus | WaitFor | ChildrenRunning | Done
 
 
 @frozen
@@ -171,6 +201,8 @@ __all__ = [
     "Action",
     "CallRequest",
     "CheckStatus",
+    "ChildRun",
+    "ChildrenRunning",
     "Done",
     "DriverError",
     "DriverStopped",

@@ -15,7 +15,7 @@ is only yielded once the store acknowledged it, so an action that touches the wo
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping
-from typing import Any
+from typing import Any, assert_never
 
 import attrs
 from attrs import frozen
@@ -23,6 +23,7 @@ from attrs import frozen
 from runkernel.adapters.driver_actions import (
     Action,
     CheckStatus,
+    ChildrenRunning,
     Done,
     DriverError,
     HistoryView,
@@ -33,6 +34,8 @@ from runkernel.adapters.driver_actions import (
     UnknownTool,
     WaitFor,
 )
+from runkernel.adapters.delegations import is_quiet
+from runkernel.adapters.driver_children import children_running, ended_children, start_child
 from runkernel.adapters.driver_protocol import (
     Append,
     AskGate,
@@ -54,6 +57,7 @@ from runkernel.adapters.driver_protocol import (
     Report,
     Resume,
     SaveCheckpoint,
+    SendCancel,
     Settle,
     Status,
     Steps,
@@ -67,6 +71,7 @@ from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
     Activate,
+    CancelChild,
     Commit,
     Decision,
     DeliverTerminus,
@@ -82,6 +87,7 @@ from runkernel.kernel.protocol import (
     ResumeCommand,
     RunGate,
     RunHook,
+    StartChild,
     StatusReport,
     ToolFinished,
 )
@@ -110,7 +116,9 @@ class Settings:
     policies: Policies
     ids: IdSource
     clock: Clock
-    #: the application recorded on the activation of each Run this driver starts
+    #: the application recorded on the activation of each Run this driver starts, and of
+    #: each child Run it activates for a concurrent delegation (a worker of that app
+    #: drives the child)
     app: str | None = None
 
 
@@ -130,6 +138,9 @@ class DriverCore:
         self.tool_metadata: dict[str, JsonValue] = {}
         self.saved: Checkpoint | None = None  # read once at pick-up
         self.checkpointed = False  # a checkpoint may exist until the next inference commits
+        #: calls whose child this core found running since the host last asked: while
+        #: they are all the open work, the Run is quiet (asking again is the host's poll)
+        self.children_running: set[str] = set()
 
     # --- openings -------------------------------------------------------------------
 
@@ -197,6 +208,16 @@ class DriverCore:
                         if not (yield from self._commands_waiting()):
                             following = yield from self._ask(self._check_status(effect))
                         break
+                    case StartChild():
+                        state, app = self._snapshot(), self.settings.app
+                        following = yield from start_child(effect, state, self.policies, self.lookups, app)
+                        if following is not None:
+                            break
+                        self.children_running.add(effect.call_id)
+                    case CancelChild():
+                        yield SendCancel(effect.child)
+                    case _:
+                        assert_never(effect)
             if following is None:
                 following = yield from self._quiet_point()
             decision = following
@@ -209,6 +230,12 @@ class DriverCore:
             picked = yield from self._next_command(state)
             if picked is not None:
                 return picked
+            if state.open_batch is not None and is_quiet(state.open_batch, self.policies, self.children_running):
+                answered = yield from self._ask(children_running(state))
+                if answered is not None:
+                    return answered
+                self.children_running.clear()  # asked again: recover() reconnects to each child
+                continue
             if isinstance(state.state, Awaiting):
                 expired = self._expiry(state)
                 if expired is not None:
@@ -251,7 +278,7 @@ class DriverCore:
             report: Report = yield Hand(action, refused)
             refused = None
             if isinstance(report, Poll):
-                if isinstance(action, (WaitFor, Done)):
+                if isinstance(action, (WaitFor, ChildrenRunning, Done)):
                     return None
                 if isinstance(action, (Infer, CheckStatus)) and (yield from self._commands_waiting()):
                     return None  # the command goes first; recover() plans this again
@@ -264,6 +291,8 @@ class DriverCore:
             if isinstance(made, DriverError):
                 refused = made
                 continue
+            if isinstance(made, EndRequest):
+                made = attrs.evolve(made, child_termini=(yield from ended_children(self._snapshot())))
             verdict = decide(self._snapshot(), made, self.policies, self.lookups)
             if isinstance(verdict, Rejection):
                 refused = HostProtocolError(f"refused {type(report).__name__.lower()}: {verdict}", verdict, action)
@@ -333,7 +362,8 @@ class DriverCore:
         pending: list[InboxEntry] = yield Pending(state.run_id)
         if not pending:
             return None
-        verdict = next_command(state, pending, self.policies, self.lookups)
+        termini = yield from ended_children(state)
+        verdict = next_command(state, pending, self.policies, self.lookups, termini)
         refused = verdict.refused
         if needs_settled_commands(refused):
             commands: list[InboxEntry] = yield ReadCommands(state.run_id)
@@ -432,6 +462,7 @@ _EXPECTED: Mapping[type, str] = {
     RunCall: "call_returned / call_failed / call_lost / call_scheduled for its call",
     CheckStatus: "status(...) for its call",
     WaitFor: "resume(payload), or next_action() to apply a queued command",
+    ChildrenRunning: "next_action() once a child may have ended, or end() / cancel()",
     Done: "nothing: the Run is Ended",
 }
 

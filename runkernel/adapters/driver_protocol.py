@@ -15,7 +15,7 @@ from attrs import frozen
 from runkernel.adapters.driver_actions import Action, CallRequest, DriverError
 from runkernel.adapters.store import Checkpoint, Settlement
 from runkernel.kernel.protocol import OperationStatus, ResumePayload, ToolOutcome
-from runkernel.kernel.state import EndCause, Staged, ThreadCommit, ToolCall
+from runkernel.kernel.state import Delegation, EndCause, Staged, ThreadCommit, ToolCall
 from runkernel.kernel.values import EndCauseKind, JsonValue
 
 # --- operations the core yields ------------------------------------------------------
@@ -103,6 +103,30 @@ class DropCheckpoint:
 
 
 @frozen
+class ReadChild:
+    """Answer with what the store holds of a delegation's child Run (``ChildFound``)."""
+
+    child: Delegation
+
+
+@frozen
+class ActivateChild:
+    """Write a child Run's activation (the delegation's executor: a worker re-checks the
+    parent's lease first, W1), under no lease of its own, so any worker of the app may
+    drive the child; answer with the child's snapshot, or None if another writer
+    activated it first (an activation is checked on identity)."""
+
+    commit: ThreadCommit
+
+
+@frozen
+class SendCancel:
+    """Put a cancel in a child Run's inbox (the parent ended first); answer with None."""
+
+    child: Delegation
+
+
+@frozen
 class AskGate:
     """Ask the permission gate about a call; answer with its ``GateAnswer``."""
 
@@ -131,6 +155,9 @@ Operation: TypeAlias = (
     | LoadCheckpoint
     | SaveCheckpoint
     | DropCheckpoint
+    | ReadChild
+    | ActivateChild
+    | SendCancel
     | AskGate
     | Hand
 )
@@ -202,6 +229,7 @@ Steps: TypeAlias = Generator[Operation, Any, None]
 
 
 __all__ = [
+    "ActivateChild",
     "Append",
     "AskGate",
     "CallEnded",
@@ -213,6 +241,7 @@ __all__ = [
     "Operation",
     "Partial",
     "Pending",
+    "ReadChild",
     "ReadCommands",
     "Poll",
     "ReadHead",
@@ -222,6 +251,7 @@ __all__ = [
     "Report",
     "Resume",
     "SaveCheckpoint",
+    "SendCancel",
     "Settle",
     "Status",
     "Steps",

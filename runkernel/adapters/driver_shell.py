@@ -22,7 +22,9 @@ from runkernel.adapters.driver_actions import (
     RunCall,
 )
 from runkernel.adapters.driver_core import DriverCore, Settings
+from runkernel.adapters.delegations import find_child
 from runkernel.adapters.driver_protocol import (
+    ActivateChild,
     Append,
     ReadLookups,
     DropCheckpoint,
@@ -33,12 +35,14 @@ from runkernel.adapters.driver_protocol import (
     Operation,
     Pending,
     Poll,
+    ReadChild,
     ReadCommands,
     ReadHead,
     ReadMessages,
     ReadRun,
     Report,
     SaveCheckpoint,
+    SendCancel,
     Settle,
     Steps,
 )
@@ -50,9 +54,11 @@ from runkernel.adapters.ports import (
     SecretIds,
     utc_now,
 )
-from runkernel.adapters.store import Store, StoreError, StoreUnavailable
+from runkernel.adapters.inbox import submit_end
+from runkernel.adapters.store import CommitConflict, Store, StoreError, StoreUnavailable
 from runkernel.adapters.worker_lease import APPEND_RETRIES, LeaseKeeper
 from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
+from runkernel.kernel.protocol import EndRequest
 from runkernel.kernel.state import EndCause, Message, RunSnapshot, Staged, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
@@ -77,13 +83,6 @@ def _settings(
             raise ValueError(f"tool {name!r}: expected a ToolPolicy, got {type(policy).__name__}")
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
-    delegating = sorted(name for name, policy in tools.items() if policy.terminal_only_delegation)
-    if delegating:
-        # refused up front: the push-mode driver does not activate or watch child Runs yet
-        raise DriverError(
-            f"tool(s) {', '.join(map(repr, delegating))}: terminal-only delegations run under the "
-            "pull-mode Runtime; the push-mode driver does not start child Runs"
-        )
     policies = Policies(tools=dict(tools), max_steps=max_steps, on_indeterminate=on_indeterminate)
     return Settings(policies, ids or SecretIds(), clock, app)
 
@@ -258,6 +257,19 @@ class Shell:
                 except StoreUnavailable:
                     pass  # a stale checkpoint is never truth; the next save replaces it
                 return None
+            case ReadChild():
+                return find_child(store, op.child)
+            case ActivateChild():
+                if self.leases is not None and op.commit.parent is not None:
+                    # W1: a concurrent delegation's executor is its child's activation
+                    self.leases.before_executor(op.commit.parent.run_id)
+                try:
+                    return store.append(op.commit)
+                except CommitConflict:
+                    return None  # activated by another writer: the same child, checked on identity
+            case SendCancel():
+                submit_end(store, op.child.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
+                return None  # a child that ended or was never activated needs no cancel
         raise AssertionError(f"not a store operation: {op!r}")
 
     def _leased_append(self, op: Append) -> Any:

@@ -9,6 +9,7 @@ has passed is applied as a deny.
 
 from __future__ import annotations
 
+import attrs
 from attrs import frozen
 
 from runkernel.adapters.runtime_events import ALREADY_COMMITTED, refusal_outcome
@@ -17,7 +18,7 @@ from runkernel.adapters.store import InboxEntry
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.decide import decide
 from runkernel.kernel.policies import Policies
-from runkernel.kernel.protocol import DeadlinePassed, Decision, EndRequest, ResumeCommand, TimerFired
+from runkernel.kernel.protocol import ChildTerminus, DeadlinePassed, Decision, EndRequest, ResumeCommand, TimerFired
 from runkernel.kernel.resume import has_passed
 from runkernel.kernel.values import WaitKind
 from runkernel.kernel.history import NO_HISTORY, History
@@ -35,9 +36,14 @@ class InboxVerdict:
 
 
 def next_command(
-    state: RunSnapshot, pending: list[InboxEntry], policies: Policies, history: History = NO_HISTORY
+    state: RunSnapshot,
+    pending: list[InboxEntry],
+    policies: Policies,
+    history: History = NO_HISTORY,
+    termini: tuple[ChildTerminus, ...] = (),
 ) -> InboxVerdict:
-    """Try the pending commands oldest first, up to the first the kernel accepts."""
+    """Try the pending commands oldest first, up to the first the kernel accepts. An end
+    request carries ``termini``: those the Run's running children already committed."""
     refused: list[tuple[InboxEntry, str]] = []
     for entry in pending:
         try:
@@ -45,6 +51,8 @@ def next_command(
         except TraceFormatError as error:
             refused.append((entry, f"refused: malformed command: {error}"))
             continue
+        if isinstance(command, EndRequest) and termini:
+            command = attrs.evolve(command, child_termini=termini)
         verdict = decide(state, command, policies, history)
         if isinstance(verdict, Rejection):
             refused.append((entry, refusal_outcome(state, command, verdict)))

@@ -58,6 +58,7 @@ from runkernel.adapters.runtime_events import (
     RuntimeEvent,
     RuntimeProtocolError,
 )
+from runkernel.adapters.delegations import child_termini, find_child, is_quiet
 from runkernel.adapters.inbox import exact_refusal, submit_end
 from runkernel.adapters.pending import due_timer
 from runkernel.adapters.invocation import invocation_scope
@@ -73,14 +74,12 @@ from runkernel.adapters.store import (
 )
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.decide import decide
-from runkernel.kernel.delegation import executing_delegations, next_to_gate, terminus
 from runkernel.kernel.protocol import (
     Activate,
     Allow,
     Block,
     CancelChild,
     ChildEnded,
-    ChildTerminus,
     Commit,
     DeadlinePassed,
     Decision,
@@ -319,14 +318,9 @@ class Runtime:
     def _quiet_parent(self, state: RunSnapshot) -> bool:
         """Whether the Run's only open work is concurrent delegations whose children
         this runtime found running (it asks the store once per drive)."""
-        batch = state.open_batch
-        assert batch is not None
-        running = executing_delegations(batch)
-        return (
-            bool(running)
-            and next_to_gate(batch, self.policies) is None
-            and all((state.run_id, c.call_id) in self._watched for c in running)
-        )
+        assert state.open_batch is not None
+        watched = {call_id for run_id, call_id in self._watched if run_id == state.run_id}
+        return is_quiet(state.open_batch, self.policies, watched)
 
     def _recover(self, state: RunSnapshot) -> RecoveryDecision:
         if not self.self_check:
@@ -531,14 +525,7 @@ class Runtime:
 
     def _child_terminus(self, child: Delegation) -> JsonValue | None:
         """The child's committed terminus, or None while it has not ended."""
-        snapshot = self.store.run(child.run_id)
-        if snapshot is None or not isinstance(snapshot.state, Ended):
-            return None
-        final: JsonValue = None
-        for message in self.store.messages(child.thread_id):
-            if message.role is Role.ASSISTANT:
-                final = message.content
-        return terminus(child.thread_id, child.run_id, snapshot.state.cause, final)
+        return find_child(self.store, child).terminus
 
     def _start_child(self, effect: StartChild) -> Input | None:
         """The executor of a concurrent delegation: activate its child (by its fixed
@@ -574,13 +561,8 @@ class Runtime:
         """An end request carries the termini its running children already committed."""
         if not isinstance(command, EndRequest) or state.open_batch is None:
             return command
-        found = []
-        for call in executing_delegations(state.open_batch):
-            assert call.delegation is not None
-            ended = self._child_terminus(call.delegation)
-            if ended is not None:
-                found.append(ChildTerminus(call.call_id, ended))
-        return attrs.evolve(command, child_termini=tuple(found)) if found else command
+        found = child_termini(self.store, state.open_batch)
+        return attrs.evolve(command, child_termini=found) if found else command
 
     # --- inbox and deadlines ------------------------------------------------------
 

@@ -5,7 +5,8 @@ two kinds, and how it is found (like ``uvicorn module:app``).
   gate, observer); the worker's runtime calls them.
 - ``PushApp``: a host that calls its model and tools itself; the worker hands it a
   push-mode ``Driver`` already holding the Run (and its lease) and the first action,
-  and the host answers actions until the driver says ``WaitFor`` or ``Done``.
+  and the host answers actions until the driver says ``WaitFor``, ``ChildrenRunning``
+  or ``Done``.
 
 Either has a ``name``: the ``app`` its Runs record at activation. A worker drives only
 Runs whose app is its app's name.
@@ -61,7 +62,8 @@ class PushApp(Protocol):
 
     def serve(self, driver: Driver, action: Action) -> None:
         """Carry out ``action`` and each next one the driver answers, until it is a
-        ``WaitFor`` or ``Done`` (or the driver raises): the Run is then quiet."""
+        ``WaitFor``, ``ChildrenRunning`` or ``Done`` (or the driver raises): the Run is
+        then quiet."""
         ...
 
 

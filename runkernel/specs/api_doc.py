@@ -20,7 +20,7 @@ import runkernel
 
 #: Type aliases carry no docstring of their own; their entry says what they are.
 ALIAS_DOCS: dict[str, str] = {
-    "Action": "`Infer | RunCall | CheckStatus | WaitFor | Done`: what every method of a "
+    "Action": "`Infer | RunCall | CheckStatus | WaitFor | ChildrenRunning | Done`: what every method of a "
     "push-mode driver returns (see the table in `runkernel.adapters.driver_actions`).",
     "JsonValue": "Any JSON value: `None`, `bool`, `int`, `float`, `str`, a list of them or a "
     "`dict` with `str` keys. Arguments, results and message contents are JSON values.",
