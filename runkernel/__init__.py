@@ -152,7 +152,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                 'runkernel.adapters.driver_actions',
                 (
                     'Action', 'Infer', 'RunCall', 'CheckStatus', 'WaitFor', 'Done', 'CallRequest',
-                    'HistoryView', 'DEFAULT_MAX_STEPS', 'DriverError', 'UnknownTool',
+                    'Answer', 'HistoryView', 'DEFAULT_MAX_STEPS', 'DriverError', 'UnknownTool',
                     'HostProtocolError', 'DriverStopped', 'MetadataUnsupported',
                 ),
             ),
@@ -197,7 +197,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
             (
                 'runkernel.adapters.worker_app',
                 (
-                    'RuntimeApp', 'PushApp', 'load_app', 'AppLoadError',
+                    'RuntimeApp', 'PushApp', 'AsyncPushApp', 'load_app', 'AppLoadError',
                 ),
             ),
             (
@@ -267,6 +267,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
     )
     from runkernel.adapters.driver_actions import (
         Action as Action,
+        Answer as Answer,
         CallRequest as CallRequest,
         CheckStatus as CheckStatus,
         DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS,
@@ -333,6 +334,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
     )
     from runkernel.adapters.worker_app import (
         AppLoadError as AppLoadError,
+        AsyncPushApp as AsyncPushApp,
         PushApp as PushApp,
         RuntimeApp as RuntimeApp,
         load_app as load_app,
