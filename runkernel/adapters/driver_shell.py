@@ -128,6 +128,8 @@ class Shell:
         self._ahead: dict[str, ResumePayload | Answer] = {}
         #: best-effort checkpoint writes that failed (nothing else is lost with them)
         self.checkpoints_lost = 0
+        #: commits the store acknowledged for this driver
+        self.commits = 0
 
     # --- what the host may read -----------------------------------------------------
 
@@ -265,9 +267,9 @@ class Shell:
         store = self.store
         match op:
             case Append():
-                if self.leases is None:
-                    return store.append(op.commit, op.settle)
-                return self._leased_append(op)
+                stored = store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)
+                self.commits += 1
+                return stored
             case ReadLookups():
                 return store.history(op.run_id)
             case ReadRun():

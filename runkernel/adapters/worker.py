@@ -220,9 +220,11 @@ class Worker:
     def _drive_push(self, app: PushApp | AsyncPushApp, run_id: str) -> None:
         options: dict[str, Any] = {k: getattr(app, k) for k in _DRIVER_OPTIONS if hasattr(app, k)}
         options.update(ids=self.ids, clock=self.clock, leases=self.leases, app=app.name)
+        driver: Driver | AsyncDriver | None = None
         try:
             if isinstance(app, AsyncPushApp):
-                asyncio.run(app.drive(AsyncDriver(self.store, app.tools, **options), run_id))
+                driver = AsyncDriver(self.store, app.tools, **options)
+                asyncio.run(app.drive(driver, run_id))
             else:
                 driver = Driver(self.store, app.tools, **options)
                 app.serve(driver, driver.pick_up(run_id))
@@ -231,6 +233,8 @@ class Worker:
             if isinstance(cause, (CommitConflict, LeaseLost)):
                 raise cause from None
             self.report.failures += 1
+        finally:
+            self.report.commits += driver.commits if driver is not None else 0
 
     def _event(self, event: RuntimeEvent) -> None:
         if isinstance(event, Acknowledged):
