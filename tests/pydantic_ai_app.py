@@ -6,7 +6,9 @@ in the history) answers with the script's k-th reply. Every tool body appends wh
 starts to a downstream record (one JSON line per start, fsync'd before the effect), so a
 test can count starts per operation id across processes. ``CRASH`` kills this process
 with SIGKILL at one point: ``tool:NAME:ATTEMPT`` inside a tool body after its downstream
-record, ``model:STEP`` after the model answered step STEP and before runkernel commits it.
+record, ``model:STEP`` after the model answered step STEP and before runkernel commits it,
+``stream:STEP[:WORDS]`` after the first (or WORDS-th) word streamed at step STEP.
+``CHECKPOINT_EVERY=N`` saves a stream checkpoint every N deltas.
 
 As a script: ``python tests/pydantic_ai_app.py STORE RECORD SCRIPT start|resume [RUN_ID]
 [ANSWERS_JSON]`` prints one JSON line with the outcome. As the app of ``runkernel worker
@@ -106,7 +108,7 @@ def script_model(script: str) -> FunctionModel:
             for number, word in enumerate(part.content.split(" ")):
                 yield word if number == 0 else " " + word
                 STREAMED.append(word)
-                if os.environ.get("CRASH", "") == f"stream:{step}":
+                if os.environ.get("CRASH", "") in (f"stream:{step}", f"stream:{step}:{len(STREAMED)}"):
                     os.kill(os.getpid(), signal.SIGKILL)
 
     return FunctionModel(reply, stream_function=stream)
