@@ -208,3 +208,29 @@ def test_a_worker_hosts_an_async_push_app_with_an_async_driver_under_its_lease()
     assert host.epochs == [1, 2] and host.limits == [7, 7]
     assert store.current_lease("r1") is None
     legal(store)
+
+
+class SyncHost:
+    """A blocking push app whose gate and step limit the worker gives its ``Driver``."""
+
+    name = "sync-host"
+    tools: Mapping[str, ToolPolicy] = POLICIES
+    gate = ApprovalGate()
+    max_steps = 3
+
+    def serve(self, driver: Driver, action: Action) -> None:
+        assert driver.settings.policies.max_steps == 3
+        while isinstance(action, Infer):
+            action = driver.inferred("paying", [CallRequest("pay", {})])
+
+
+def test_a_worker_builds_a_push_apps_driver_with_the_apps_gate() -> None:
+    store = MemoryStore()
+    activation = step(None, Activate("t1", "r1", 0, (Message(Role.USER, "go"),), "sync-host"))
+    assert activation.commit is not None
+    store.append(activation.commit)
+    report = Worker(store, SyncHost(), worker_id="w1").run_once()
+    state = store.run("r1")
+    assert state is not None and isinstance(state.state, Awaiting), "the app's gate held pay"
+    assert report.commits == len(list(store.commits("t1"))) - 1 and report.failures == 0
+    legal(store)

@@ -32,7 +32,6 @@ from runkernel.integrations.pydantic_ai._mapping import (
     _answer_of, _approval_functions, _deferred_answer, _error_value, _payloads, _shown, to_model_messages,
 )
 
-_HAS_METADATA = "metadata" in attrs.fields_dict(Message)
 #: A reconnect tool's ``status(operation_id)``, sync or async.
 StatusFunction = Callable[[str], StatusReply | Awaitable[StatusReply]]
 
@@ -122,7 +121,7 @@ class RunkernelDurability(AbstractCapability[Any]):
         app is ``name`` (``runkernel start --app NAME``): each Run with work (new, orphaned
         by a dead worker, or answered with ``runkernel resume``) is resumed under the
         worker's lease, and its tools see the lease epoch (``current_invocation()``)."""
-        return DurableAgentApp(name, self, agent)
+        return DurableAgentApp(name, self, agent, self.tools, self.max_steps, self.on_indeterminate)
 
     # --- capability hooks -------------------------------------------------------------
 
@@ -177,7 +176,7 @@ class RunkernelDurability(AbstractCapability[Any]):
         calls.sort(key=lambda c: self._wait_kind(c.tool_name, c.args_as_dict()) is not None)  # stable sort
         outputs = [c.args_as_dict() for c in response.tool_calls if c.tool_name in output_tools]
         content: JsonValue = response.text if response.text is not None else (outputs[0] if outputs else None)
-        metadata = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0] if _HAS_METADATA else None
+        metadata = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0]
         requests = [CallRequest(c.tool_name, c.args_as_dict(), call_id=c.tool_call_id) for c in calls]
         self._streamed = []  # deltas are never truth: only the complete response is committed
         await self._settle(await driver.inferred(content, requests, metadata=metadata))
@@ -353,26 +352,15 @@ class DurableAgentApp:
     """A durable agent as the app of ``runkernel worker`` (an ``AsyncPushApp``); made by
     ``RunkernelDurability.worker_app``. Each Run the worker hands it is resumed with the
     worker's driver until it waits or ends; a Run the agent ended (a failure, or an
-    Indeterminate call under ``END_RUN``) is committed, so the worker goes on."""
+    Indeterminate call under ``END_RUN``) is committed, so the worker goes on. ``tools``,
+    ``max_steps`` and ``on_indeterminate`` are the capability's, for the worker's driver."""
 
     name: str
-    durability: RunkernelDurability
+    durability: RunkernelDurability = attrs.field(repr=False)
     agent: Agent[Any, Any] = attrs.field(repr=False)
-
-    @property
-    def tools(self) -> Mapping[str, ToolPolicy]:
-        """The tools' recovery policies, as the capability declares them."""
-        return self.durability.tools
-
-    @property
-    def max_steps(self) -> int:
-        """The capability's step limit, for the driver the worker builds."""
-        return self.durability.max_steps
-
-    @property
-    def on_indeterminate(self) -> IndeterminateChoice:
-        """The capability's choice for an Indeterminate call, for the worker's driver."""
-        return self.durability.on_indeterminate
+    tools: Mapping[str, ToolPolicy] = attrs.field(repr=False)
+    max_steps: int = attrs.field(repr=False)
+    on_indeterminate: IndeterminateChoice = attrs.field(repr=False)
 
     async def drive(self, driver: AsyncDriver, run_id: str) -> None:
         """Resume ``run_id`` with ``driver`` (it holds the worker's lease) until it is quiet."""
