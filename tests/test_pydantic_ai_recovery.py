@@ -19,7 +19,7 @@ from pydantic_ai_world import HAS_METADATA, World, once_each, status_of, world  
 from runkernel import EndCauseKind, Ended, OperationStatus, Role, StatusReply  # noqa: E402
 from runkernel.adapters.sqlite_store import SqliteStore  # noqa: E402
 from runkernel.adapters.store import Checkpoint  # noqa: E402
-from runkernel.integrations.pydantic_ai import RunEnded  # noqa: E402
+from runkernel.integrations.pydantic_ai import RunEnded, StillRunning  # noqa: E402
 
 
 def test_happy_path(world: World) -> None:
@@ -95,6 +95,30 @@ def test_a_reconnect_tool_still_running_is_asked_again_never_restarted(world: Wo
     assert asyncio.run(durable.resume(agent, world.run_id("reconnect_crash"))).output == "charged"
     print("status asked:", len(asked))
     assert len(asked) == 3 and len(set(asked)) == 1
+    assert len(world.starts("charge")) == 1
+    world.check("reconnect_crash")
+
+
+def test_a_reconnect_tool_running_past_its_asks_leaves_the_run_as_committed(world: World) -> None:
+    world.killed("reconnect_crash", "tool:charge:1")
+    run_id = world.run_id("reconnect_crash")
+    agent, durable = build(world.url, str(world.record), "reconnect_crash")
+    asked: list[str] = []
+
+    def running(operation_id: str) -> StatusReply:
+        asked.append(operation_id)
+        return StatusReply(OperationStatus.RUNNING)
+
+    durable.status, durable.poll_interval, durable.status_asks = {"charge": running}, 0.0, 2
+    before = world.store.run(run_id)
+    with pytest.raises(StillRunning, match="still running"):
+        asyncio.run(durable.resume(agent, run_id))
+    assert len(asked) == 2
+    after = world.store.run(run_id)
+    assert after is not None and before is not None and not isinstance(after.state, Ended)
+    assert after.batch == before.batch, "the call is still Executing, as committed"
+    durable.status = {"charge": lambda op: StatusReply(OperationStatus.DONE, {"charged": True})}
+    assert asyncio.run(durable.resume(agent, run_id)).output == "charged"
     assert len(world.starts("charge")) == 1
     world.check("reconnect_crash")
 

@@ -19,10 +19,12 @@ pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installe
 
 from pydantic_ai_app import worker_app  # noqa: E402
 from pydantic_ai_world import ROOT, World, status_of, world  # noqa: E402,F401 (world: the fixture)
-from runkernel import AsyncPushApp, Awaiting, Ended, Worker, load_app  # noqa: E402
+from runkernel import AsyncPushApp, Awaiting, Ended, OperationStatus, StatusReply, Worker, load_app  # noqa: E402
 from runkernel.cli import main  # noqa: E402
 
 TESTS = ROOT / "tests"
+#: long enough for a loaded machine to reach the tool before the lease's safety margin
+KILLED_LEASE = 5.0
 
 
 def _env(world: World, script: str) -> dict[str, str]:
@@ -48,6 +50,18 @@ def _worker(world: World, script: str, *, crash: str = "", lease: float = 30.0) 
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=TESTS)
     print(f"worker (crash={crash or '-'}): rc {done.returncode} {done.stdout.strip()}")
     return done
+
+
+def _killed(world: World, script: str, crash: str) -> None:
+    """A worker killed at ``crash`` holding a short lease, and that lease expired."""
+    killed = _worker(world, script, crash=crash, lease=KILLED_LEASE)
+    assert killed.returncode == -9, (killed.stdout, killed.stderr)
+    store = world.store
+    for _ in range(3000):  # until the dead worker's lease expires (a hang guard, not a budget)
+        if store.current_lease("r1") is None:
+            return
+        time.sleep(0.01)
+    pytest.fail("the dead worker's lease never expired")
 
 
 def test_the_app_loads_as_an_async_push_app(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,13 +100,8 @@ def test_a_worker_drives_a_cli_started_run_through_an_approval_answered_from_the
 
 def test_a_killed_worker_is_taken_over_and_the_tools_see_the_epoch_rise(world: World) -> None:
     _start(world, "approval", "r1")
-    killed = _worker(world, "approval", crash="tool:search:1", lease=1.0)
-    assert killed.returncode == -9, killed.stderr
+    _killed(world, "approval", "tool:search:1")
     store = world.store
-    for _ in range(600):  # until the dead worker's lease expires (a hang guard, not a budget)
-        if store.current_lease("r1") is None:
-            break
-        time.sleep(0.02)
     taken = _worker(world, "approval")
     assert taken.returncode == 0, taken.stderr
     assert " 1 take-overs" in taken.stdout, taken.stdout
@@ -112,15 +121,31 @@ def test_a_killed_worker_is_taken_over_and_the_tools_see_the_epoch_rise(world: W
 
 def test_a_worker_killed_inside_an_indeterminate_tool_never_runs_it_again(world: World) -> None:
     _start(world, "indeterminate_crash", "r1")
-    assert _worker(world, "indeterminate_crash", crash="tool:note:1", lease=1.0).returncode == -9
+    _killed(world, "indeterminate_crash", "tool:note:1")
     store = world.store
-    for _ in range(600):  # a hang guard, not a budget
-        if store.current_lease("r1") is None:
-            break
-        time.sleep(0.02)
     assert _worker(world, "indeterminate_crash").returncode == 0
     assert len(world.starts("note")) == 1, "an indeterminate tool never runs again"
     assert status_of(world.call("indeterminate_crash", "n1")) == ("indeterminate", "outcome_unknown")
     shown = json.dumps([m.content for m in store.messages("thread-indeterminate_crash")])
     assert world.call("indeterminate_crash", "n1").operation_id in shown, "the model sees the operation id"
     world.check("indeterminate_crash")
+
+
+def test_a_reconnect_tool_still_running_lets_the_worker_go_on(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    _start(world, "reconnect_crash", "r1")
+    _killed(world, "reconnect_crash", "tool:charge:1")
+    store = world.store
+    for name, value in _env(world, "reconnect_crash").items():
+        monkeypatch.setenv(name, value)
+    app = worker_app()
+    app.durability.status = {"charge": lambda op: StatusReply(OperationStatus.RUNNING)}
+    app.durability.status_asks, app.durability.poll_interval = 2, 0.0
+    report = Worker(store, app, worker_id="w2").run_once()
+    print("still running:", report)
+    state = store.run("r1")
+    assert state is not None and not isinstance(state.state, Ended) and report.failures == 0
+    assert report.drives == 1, "run_once does not retry a Run that made no progress"
+    assert store.current_lease("r1") is None, "released: another poll may ask again"
+    assert _worker(world, "reconnect_crash").returncode == 0  # the app's own status finds the charge
+    assert len(world.starts("charge")) == 1
+    world.check("reconnect_crash")

@@ -47,6 +47,7 @@ from runkernel.integrations.pydantic_ai._context import (
     IntegrationError,
     Invocation,
     RunEnded,
+    StillRunning,
     current_invocation,
     invocation_scope,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "RunEnded",
     "RunkernelDurability",
     "StatusFunction",
+    "StillRunning",
     "current_invocation",
     "invocation_scope",
     "to_model_messages",

@@ -26,7 +26,7 @@ from runkernel import (
     StatusReply, Store, StoreError, ToolCall, ToolPolicy, TypedError, WaitFor, WaitKind, open_store,
 )
 from runkernel.integrations.pydantic_ai._context import (
-    _INVOCATION, _PICK_UP, DeferredAfterStart, IntegrationError, Invocation, PickUp, RunEnded,
+    _INVOCATION, _PICK_UP, DeferredAfterStart, IntegrationError, Invocation, PickUp, RunEnded, StillRunning,
 )
 from runkernel.integrations.pydantic_ai._mapping import (
     _answer_of, _approval_functions, _deferred_answer, _error_value, _payloads, _shown, to_model_messages,
@@ -54,6 +54,9 @@ class RunkernelDurability(AbstractCapability[Any]):
     max_steps: int = 50
     on_indeterminate: IndeterminateChoice = IndeterminateChoice.PUBLISH
     poll_interval: float = 0.2
+    #: how often a reconnect tool is asked in one go while it says running (None: until
+    #: it says something else; give a number under a worker, which another Run may need)
+    status_asks: int | None = None
     #: save a best-effort stream checkpoint every this many streamed text deltas (0: never)
     checkpoint_every: int = 0
     _opened: list[Store] = field(default_factory=list, repr=False)
@@ -148,7 +151,7 @@ class RunkernelDurability(AbstractCapability[Any]):
             with ToolManager.parallel_execution_mode("sequential"):
                 result = await handler()
             await self._ready(None)
-        except (StoreError, DriverStopped, RunEnded, asyncio.CancelledError):
+        except (StoreError, DriverStopped, RunEnded, StillRunning, asyncio.CancelledError):
             raise  # the Run stays as committed: resume() continues it
         except Exception as error:
             if not isinstance(self._action, Done):
@@ -193,7 +196,11 @@ class RunkernelDurability(AbstractCapability[Any]):
             if isinstance(action, RunCall) and action.call_id == call.tool_call_id:
                 return await self._execute(action, args, handler)
             if isinstance(action, CheckStatus) and action.call_id == call.tool_call_id:
-                await self._settle(await driver.ask_status(self.status[action.tool], interval=self.poll_interval))
+                status, interval = self.status[action.tool], self.poll_interval
+                asked = await driver.ask_status(status, interval=interval, asks=self.status_asks)
+                if isinstance(asked, CheckStatus) and asked.call_id == action.call_id:
+                    raise StillRunning(f"tool {action.tool!r} is still running operation {action.operation_id!r}")
+                await self._settle(asked)
                 continue
             if isinstance(action, WaitFor) and action.call.call_id == call.tool_call_id and ctx.tool_call_approved:
                 await self._settle(await driver.resume(Approve()))
@@ -239,7 +246,8 @@ class RunkernelDurability(AbstractCapability[Any]):
             self._streamed.append(event.delta.content_delta)
         else:
             return
-        if isinstance(self._action, Infer) and self._driver is not None and len(self._streamed) % self.checkpoint_every == 0:
+        due = len(self._streamed) % self.checkpoint_every == 0
+        if due and isinstance(self._action, Infer) and self._driver is not None:
             await self._driver.checkpoint({"text": "".join(self._streamed)})
 
     # --- the gate (the driver asks it before each call) -------------------------------
@@ -366,6 +374,8 @@ class DurableAgentApp:
         """Resume ``run_id`` with ``driver`` (it holds the worker's lease) until it is quiet."""
         try:
             await self.durability.resume(self.agent, run_id, driver=driver)
+        except StillRunning:
+            return  # quiet for now: the worker asks again at a later poll
         except Exception:
             snapshot = driver.snapshot
             if snapshot is None or not isinstance(snapshot.state, Ended):

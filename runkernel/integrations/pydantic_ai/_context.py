@@ -33,6 +33,12 @@ class RunEnded(IntegrationError):
         self.operation_ids = operation_ids
 
 
+class StillRunning(IntegrationError):
+    """A reconnect tool still said "running" after ``status_asks`` questions: nothing was
+    committed wrongly, the call stays Executing; resume the Run later (a worker does, at
+    its next poll)."""
+
+
 @attrs.frozen
 class Invocation:
     """The call a tool body runs for: ``operation_id`` is the idempotency key downstream,

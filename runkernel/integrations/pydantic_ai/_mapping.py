@@ -24,7 +24,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset, WrapperToolset
 from pydantic_core import to_jsonable_python
 
-from runkernel import Answer, Approve, CallCompleted, CallIndeterminate, Deny, JsonValue, Message, ResultKind, Role, ToolCall
+from runkernel import (
+    Answer, Approve, CallCompleted, CallIndeterminate, Deny, JsonValue, Message, ResultKind, Role, ToolCall,
+)
 from runkernel.integrations.pydantic_ai._context import IntegrationError
 from runkernel.kernel.protocol import ResumePayload
 
