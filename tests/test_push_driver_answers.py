@@ -17,7 +17,7 @@ from runkernel.adapters.driver import AsyncDriver, Driver
 from runkernel.adapters.driver_actions import Action, CallRequest, CheckStatus, Done, DriverError, Infer, RunCall, WaitFor
 from runkernel.adapters.inbox import submit_resume
 from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import GateAnswer, Hold, Permit, StatusReply
+from runkernel.adapters.ports import GateAnswer, Hold, StatusReply
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.conformance.runs import step
 from runkernel.kernel.protocol import Activate, Approve, Deny, ExternalResult, OperationStatus, ProvideInput, ResumeCommand

@@ -30,7 +30,9 @@ the store and runs the agent on it; the driver's pick-up decides what each call 
 (its committed result, a replay attempt, a status question). ``durable.worker_app(agent,
 name="NAME")`` makes the agent the app of ``runkernel worker --app MODULE:ATTR``, which
 resumes each Run of app NAME that has work under its lease; a tool body then finds the
-lease epoch, its fencing token, in ``current_invocation().lease_epoch``.
+lease epoch, its fencing token, in ``current_invocation().lease_epoch``. With
+``status_asks=N`` a reconnect tool still running after N questions ends the agent run
+with ``StillRunning`` and leaves the Run as committed (a worker goes on to other Runs).
 
 A streamed response (``agent.run_stream``, ``iter``) is committed only once complete;
 with ``checkpoint_every=N`` the text so far is saved every N deltas as a best-effort
