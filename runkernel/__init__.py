@@ -153,7 +153,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                 (
                     'Action', 'Infer', 'RunCall', 'CheckStatus', 'WaitFor', 'ChildrenRunning', 'ChildRun',
                     'Done', 'CallRequest',
-                    'HistoryView', 'DEFAULT_MAX_STEPS', 'DriverError', 'UnknownTool',
+                    'Answer', 'HistoryView', 'DEFAULT_MAX_STEPS', 'DriverError', 'UnknownTool',
                     'HostProtocolError', 'DriverStopped', 'MetadataUnsupported',
                 ),
             ),
@@ -198,7 +198,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
             (
                 'runkernel.adapters.worker_app',
                 (
-                    'RuntimeApp', 'PushApp', 'load_app', 'AppLoadError',
+                    'RuntimeApp', 'PushApp', 'AsyncPushApp', 'load_app', 'AppLoadError',
                 ),
             ),
             (
@@ -268,6 +268,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
     )
     from runkernel.adapters.driver_actions import (
         Action as Action,
+        Answer as Answer,
         CallRequest as CallRequest,
         CheckStatus as CheckStatus,
         ChildRun as ChildRun,
@@ -336,6 +337,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
     )
     from runkernel.adapters.worker_app import (
         AppLoadError as AppLoadError,
+        AsyncPushApp as AsyncPushApp,
         PushApp as PushApp,
         RuntimeApp as RuntimeApp,
         load_app as load_app,

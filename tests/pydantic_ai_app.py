@@ -6,10 +6,14 @@ in the history) answers with the script's k-th reply. Every tool body appends wh
 starts to a downstream record (one JSON line per start, fsync'd before the effect), so a
 test can count starts per operation id across processes. ``CRASH`` kills this process
 with SIGKILL at one point: ``tool:NAME:ATTEMPT`` inside a tool body after its downstream
-record, ``model:STEP`` after the model answered step STEP and before runkernel commits it.
+record, ``model:STEP`` after the model answered step STEP and before runkernel commits it,
+``stream:STEP[:WORDS]`` after the first (or WORDS-th) word streamed at step STEP.
+``CHECKPOINT_EVERY=N`` saves a stream checkpoint every N deltas.
 
 As a script: ``python tests/pydantic_ai_app.py STORE RECORD SCRIPT start|resume [RUN_ID]
-[ANSWERS_JSON]`` prints one JSON line with the outcome.
+[ANSWERS_JSON]`` prints one JSON line with the outcome. As the app of ``runkernel worker
+--app pydantic_ai_app:worker_app`` (app name ``pai``), it reads the store, record and
+script from ``PAI_STORE``, ``PAI_RECORD`` and ``PAI_SCRIPT``.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from pydantic_ai.tools import ToolDefinition
 
 from runkernel import IndeterminateChoice, OperationStatus, RecoveryMode, StatusReply, ToolPolicy, ToolRecoveryPolicy
 from runkernel import CallExecuting, open_store
-from runkernel.integrations.pydantic_ai import Invocation, RunkernelDurability, current_invocation
+from runkernel.integrations.pydantic_ai import DurableAgentApp, Invocation, RunkernelDurability, current_invocation
 
 REPLAY = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY))
 RECONNECT = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT))
@@ -104,7 +108,7 @@ def script_model(script: str) -> FunctionModel:
             for number, word in enumerate(part.content.split(" ")):
                 yield word if number == 0 else " " + word
                 STREAMED.append(word)
-                if os.environ.get("CRASH", "") == f"stream:{step}":
+                if os.environ.get("CRASH", "") in (f"stream:{step}", f"stream:{step}:{len(STREAMED)}"):
                     os.kill(os.getpid(), signal.SIGKILL)
 
     return FunctionModel(reply, stream_function=stream)
@@ -158,7 +162,7 @@ class Downstream:
         invocation = current_invocation()
         entry = {
             "tool": tool, "operation_id": invocation.operation_id, "attempt": invocation.attempt,
-            "durable": self._durable(invocation),
+            "durable": self._durable(invocation), "lease_epoch": invocation.lease_epoch,
         }
         with self.path.open("a") as record:
             record.write(json.dumps(entry) + "\n")
@@ -175,7 +179,12 @@ class Downstream:
 
 
 def build(
-    store: str, record: str | os.PathLike[str], script: str, *, end_on_indeterminate: bool = False
+    store: str,
+    record: str | os.PathLike[str],
+    script: str,
+    *,
+    end_on_indeterminate: bool = False,
+    checkpoint_every: int = 0,
 ) -> tuple[Agent[None, Any], RunkernelDurability]:
     """The agent of ``script`` on ``store``, its tools recording to ``record``."""
     downstream = Downstream(record, store)
@@ -194,6 +203,7 @@ def build(
         status={"charge": charge_status},
         questions=frozenset({"ask_user"}),
         on_indeterminate=IndeterminateChoice.END_RUN if end_on_indeterminate else IndeterminateChoice.PUBLISH,
+        checkpoint_every=checkpoint_every,
     )
     payments: FunctionToolset[None] = FunctionToolset()
 
@@ -276,11 +286,17 @@ def outcome(result: Any) -> dict[str, Any]:
     return {"deferred": False, "output": output}
 
 
+def worker_app() -> DurableAgentApp:
+    """The agent of ``PAI_SCRIPT`` as the worker app ``pai`` (``--app pydantic_ai_app:worker_app``)."""
+    agent, durable = build(os.environ["PAI_STORE"], os.environ["PAI_RECORD"], os.environ["PAI_SCRIPT"])
+    return durable.worker_app(agent, name="pai")
+
+
 async def play(
     store: str, record: str, script: str, phase: str, run_id: str | None = None, answers: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Start a Run of ``script`` (thread = the script's name) or resume ``run_id``."""
-    agent, durable = build(store, record, script)
+    agent, durable = build(store, record, script, checkpoint_every=int(os.environ.get("CHECKPOINT_EVERY", "0")))
     if phase == "start":
         result = await agent.run("go", conversation_id=f"thread-{script}")
     elif phase == "stream":

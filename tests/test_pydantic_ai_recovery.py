@@ -15,9 +15,11 @@ import pytest
 pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed (pip install -e '.[pydantic-ai]')")
 
 from pydantic_ai_app import build  # noqa: E402
-from pydantic_ai_world import World, once_each, status_of, world  # noqa: E402,F401 (world: the fixture)
+from pydantic_ai_world import HAS_METADATA, World, once_each, status_of, world  # noqa: E402,F401 (world: the fixture)
 from runkernel import EndCauseKind, Ended, OperationStatus, Role, StatusReply  # noqa: E402
-from runkernel.integrations.pydantic_ai import RunEnded  # noqa: E402
+from runkernel.adapters.sqlite_store import SqliteStore  # noqa: E402
+from runkernel.adapters.store import Checkpoint  # noqa: E402
+from runkernel.integrations.pydantic_ai import RunEnded, StillRunning  # noqa: E402
 
 
 def test_happy_path(world: World) -> None:
@@ -93,6 +95,30 @@ def test_a_reconnect_tool_still_running_is_asked_again_never_restarted(world: Wo
     assert asyncio.run(durable.resume(agent, world.run_id("reconnect_crash"))).output == "charged"
     print("status asked:", len(asked))
     assert len(asked) == 3 and len(set(asked)) == 1
+    assert len(world.starts("charge")) == 1
+    world.check("reconnect_crash")
+
+
+def test_a_reconnect_tool_running_past_its_asks_leaves_the_run_as_committed(world: World) -> None:
+    world.killed("reconnect_crash", "tool:charge:1")
+    run_id = world.run_id("reconnect_crash")
+    agent, durable = build(world.url, str(world.record), "reconnect_crash")
+    asked: list[str] = []
+
+    def running(operation_id: str) -> StatusReply:
+        asked.append(operation_id)
+        return StatusReply(OperationStatus.RUNNING)
+
+    durable.status, durable.poll_interval, durable.status_asks = {"charge": running}, 0.0, 2
+    before = world.store.run(run_id)
+    with pytest.raises(StillRunning, match="still running"):
+        asyncio.run(durable.resume(agent, run_id))
+    assert len(asked) == 2
+    after = world.store.run(run_id)
+    assert after is not None and before is not None and not isinstance(after.state, Ended)
+    assert after.batch == before.batch, "the call is still Executing, as committed"
+    durable.status = {"charge": lambda op: StatusReply(OperationStatus.DONE, {"charged": True})}
+    assert asyncio.run(durable.resume(agent, run_id)).output == "charged"
     assert len(world.starts("charge")) == 1
     world.check("reconnect_crash")
 
@@ -181,3 +207,43 @@ def test_resuming_an_ended_run_redelivers_its_answer_and_commits_nothing(world: 
     assert len(world.commits("happy")) == before
     assert len(world.starts("search")) == 1
     world.check("happy")
+
+
+def test_a_stream_checkpoint_is_best_effort_and_never_truth(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHECKPOINT_EVERY", "2")
+    world.killed("streamed", "stream:2:4", "stream")
+    run_id = world.run_id("streamed")
+    saved = world.store.load_checkpoint(run_id)
+    print("checkpoint before the crash:", saved)
+    assert saved is not None and saved.step == 2
+    assert isinstance(saved.data, dict) and "the answer is forty two".startswith(str(saved.data["text"]))
+    assert saved.data["text"] != "the answer is forty two", "only part of the stream was saved"
+    state = world.store.run(run_id)
+    assert state is not None and state.step == 1, "the checkpoint is not a commit"
+    assert world.play("streamed", "resume", run_id)["output"] == "the answer is forty two", "the model is asked again"
+    assert world.store.load_checkpoint(run_id) is None, "dropped once the complete response is committed"
+    assert len(world.starts("search")) == 1
+    world.check("streamed")
+
+
+def test_a_streamed_run_commits_the_complete_response_and_no_delta(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHECKPOINT_EVERY", "1")
+    saved: list[Checkpoint] = []
+    save = SqliteStore.save_checkpoint
+
+    def saving(store: SqliteStore, checkpoint: Checkpoint) -> None:
+        saved.append(checkpoint)
+        save(store, checkpoint)
+
+    monkeypatch.setattr(SqliteStore, "save_checkpoint", saving)
+    done = world.play("streamed", "stream")
+    print("streamed:", done, "checkpoints:", [c.data for c in saved])
+    assert done["output"] == "the answer is forty two"
+    texts = [c.data["text"] for c in saved if c.step == 2 and isinstance(c.data, dict)]
+    assert len(texts) == 5 and texts[-1] == "the answer is forty two", "one checkpoint per delta"
+    final = [m for m in world.store.messages("thread-streamed") if m.role is Role.ASSISTANT][-1]
+    assert final.content == "the answer is forty two"
+    if HAS_METADATA:
+        assert [p["content"] for p in final.metadata["parts"]] == ["the answer is forty two"]
+    assert world.store.load_checkpoint(world.run_id("streamed")) is None
+    world.check("streamed")

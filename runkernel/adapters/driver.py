@@ -19,11 +19,13 @@ Run up again the same way.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from runkernel.adapters.driver_actions import Action, CallRequest, DriverError
+from runkernel.adapters.driver_actions import Action, CallRequest, CheckStatus, DriverError
 from runkernel.adapters.driver_core import DriverCore
 from runkernel.adapters.driver_shell import AnyGate, Shell, end_report, inferred_report
 from runkernel.adapters.driver_protocol import (
@@ -37,6 +39,7 @@ from runkernel.adapters.driver_protocol import (
     Resume,
     Status,
 )
+from runkernel.adapters.ports import StatusReply
 from runkernel.adapters.store import StoreError
 from runkernel.kernel.protocol import (
     OperationStatus,
@@ -56,12 +59,13 @@ class Driver(Shell):
     ``Driver(store, tools={"search": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY))})``;
     every tool the model may call needs its policy (an unknown one is ``UnknownTool``).
     ``max_steps`` defaults to ``DEFAULT_MAX_STEPS``; ``gate`` defaults to allowing every
-    call; ``ids`` mints run, thread, batch, call, operation and ticket ids the host does
-    not give (``SecretIds``: from ``secrets``); ``clock`` gives "now" for approval
-    deadlines. ``app`` is recorded on the activation of each Run it starts and of each
-    child Run it activates for a concurrent delegation. One driver drives one Run at a
-    time; each method returns the next ``Action``. A refused answer raises
-    ``HostProtocolError`` and changes nothing.
+    call (the ``gate`` attribute may be replaced between calls, e.g. by a host that
+    knows its gate only once its own run started); ``ids`` mints run, thread, batch,
+    call, operation and ticket ids the host does not give (``SecretIds``: from
+    ``secrets``); ``clock`` gives "now" for approval deadlines. ``app`` is recorded on
+    the activation of each Run it starts and of each child Run it activates for a
+    concurrent delegation. One driver drives one Run at a time; each method returns the
+    next ``Action``. A refused answer raises ``HostProtocolError`` and changes nothing.
     """
 
     def start(
@@ -136,6 +140,25 @@ class Driver(Shell):
         """Answer ``CheckStatus`` with the tool's ``status(operation_id)``."""
         return self._advance(Status(call_id, status, value))
 
+    def ask_status(
+        self, status: Callable[[str], StatusReply], *, interval: float = 0.2, asks: int | None = None
+    ) -> Action:
+        """Answer the standing ``CheckStatus`` with ``status(operation_id)``, and ask again
+        every ``interval`` seconds while the tool says the call is still running, at most
+        ``asks`` times (None: until it says something else). Returns the next action (the
+        same ``CheckStatus`` if the asks ran out); ``DriverError`` if no ``CheckStatus``
+        stands."""
+        first = _checking(self._action)
+        action: Action = first
+        call_id, asked = first.call_id, 0
+        while isinstance(action, CheckStatus) and action.call_id == call_id and (asks is None or asked < asks):
+            if asked:
+                time.sleep(interval)  # it said running: give it time
+            reply = status(action.operation_id)
+            asked += 1
+            action = self.status(action.call_id, reply.status, reply.value)
+        return action
+
     def resume(self, payload: ResumePayload) -> Action:
         """Answer ``WaitFor`` with a typed payload (``Approve()``, ``Deny(reason)``, ...)."""
         return self._advance(Resume(payload))
@@ -150,6 +173,12 @@ class Driver(Shell):
         return self._advance(end_report(EndCauseKind.CANCELLED, None))
 
     def _advance(self, answer: Report | None) -> Action:
+        action = self._advance_once(answer)
+        while (payload := self._ahead_for(action)) is not None:
+            action = self._advance_once(Resume(payload))
+        return action
+
+    def _advance_once(self, answer: Report | None) -> Action:
         with self._one_call():
             steps, first = self._steps_for(answer)
             op = self._send(steps, first)
@@ -254,6 +283,30 @@ class AsyncDriver(Shell):
         """Answer ``CheckStatus`` with the tool's ``status(operation_id)``."""
         return await self._advance(Status(call_id, status, value))
 
+    async def ask_status(
+        self,
+        status: Callable[[str], StatusReply | Awaitable[StatusReply]],
+        *,
+        interval: float = 0.2,
+        asks: int | None = None,
+    ) -> Action:
+        """Answer the standing ``CheckStatus`` with ``status(operation_id)`` (sync or
+        async), and ask again every ``interval`` seconds while the tool says the call is
+        still running, at most ``asks`` times (None: until it says something else). Returns the
+        next action (the same ``CheckStatus`` if the asks ran out); ``DriverError`` if no
+        ``CheckStatus`` stands."""
+        first = _checking(self._action)
+        action: Action = first
+        call_id, asked = first.call_id, 0
+        while isinstance(action, CheckStatus) and action.call_id == call_id and (asks is None or asked < asks):
+            if asked:
+                await asyncio.sleep(interval)  # it said running: give it time
+            reply = status(action.operation_id)
+            reply = await reply if inspect.isawaitable(reply) else reply
+            asked += 1
+            action = await self.status(action.call_id, reply.status, reply.value)
+        return action
+
     async def resume(self, payload: ResumePayload) -> Action:
         """Answer ``WaitFor`` with a typed payload (``Approve()``, ``Deny(reason)``, ...)."""
         return await self._advance(Resume(payload))
@@ -268,6 +321,12 @@ class AsyncDriver(Shell):
         return await self._advance(end_report(EndCauseKind.CANCELLED, None))
 
     async def _advance(self, answer: Report | None) -> Action:
+        action = await self._advance_once(answer)
+        while (payload := self._ahead_for(action)) is not None:
+            action = await self._advance_once(Resume(payload))
+        return action
+
+    async def _advance_once(self, answer: Report | None) -> Action:
         with self._one_call():
             steps, first = self._steps_for(answer)
             op = self._send(steps, first)
@@ -289,6 +348,12 @@ class AsyncDriver(Shell):
                 return await answer
             return answer
         return self._perform_store(op)
+
+
+def _checking(action: Action | None) -> CheckStatus:
+    if not isinstance(action, CheckStatus):
+        raise DriverError(f"ask_status answers a standing CheckStatus, not {action!r}")
+    return action
 
 
 __all__ = ["AnyGate", "AsyncDriver", "Driver"]

@@ -11,7 +11,8 @@ action                the host answers with
 ``RunCall``           ``call_returned``, ``call_failed``, ``call_lost`` or ``call_scheduled``
 ``CheckStatus``       ``status(call_id, OperationStatus..., value)``
 ``WaitFor``           ``resume(payload)``; or ``next_action()`` later, which applies a
-                      command queued in the store's inbox (``runkernel resume``)
+                      command queued in the store's inbox (``runkernel resume``); or
+                      nothing, for a call answered ahead (``answer_ahead``)
 ``ChildrenRunning``   ``next_action()`` once a child may have ended (each is a Run of
                       its own, driven by whoever drives Runs of its app)
 ``Done``              nothing: the Run is Ended (``next_action()`` returns it again)
@@ -29,9 +30,10 @@ from attrs import frozen
 
 from runkernel.adapters.message_log import MessagesSoFar
 from runkernel.errors import RunkernelError
+from runkernel.kernel.protocol import ExternalResult, ProvideInput, ResumePayload
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import EndCause, Message, ResumeTicket, ToolCall, Wait
-from runkernel.kernel.values import JsonValue
+from runkernel.kernel.values import JsonValue, WaitKind
 
 #: The step limit a driver applies when the host names none: a model that never says
 #: "done" ends the Run with ``step_limit`` instead of looping until killed.
@@ -154,6 +156,19 @@ Action: TypeAlias = Infer | RunCall | CheckStatus | WaitFor | ChildrenRunning | 
 
 
 @frozen
+class Answer:
+    """A value that answers a call's wait, given before the host knows which kind of wait
+    its ticket is (a framework that collects answers by call id): an input wait resumes
+    with ``ProvideInput(value)``, any other with ``ExternalResult(value)``."""
+
+    value: JsonValue
+
+    def payload(self, wait: WaitFor) -> ResumePayload:
+        """The resume payload this answer is for ``wait``."""
+        return ProvideInput(self.value) if wait.wait.kind is WaitKind.INPUT else ExternalResult(self.value)
+
+
+@frozen
 class CallRequest:
     """One tool call of the model's reply. Ids the host leaves out are minted by the
     driver; give ``operation_id`` only if it is stable and unique within the Run."""
@@ -199,6 +214,7 @@ class HostProtocolError(DriverError):
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "Action",
+    "Answer",
     "CallRequest",
     "CheckStatus",
     "ChildRun",

@@ -6,6 +6,7 @@ out (awaited or not) differs between ``Driver`` and ``AsyncDriver`` (``driver.py
 from __future__ import annotations
 
 import contextlib
+from types import MappingProxyType
 
 import attrs
 
@@ -15,11 +16,13 @@ from typing import Any, Protocol
 from runkernel.adapters.driver_actions import (
     DEFAULT_MAX_STEPS,
     Action,
+    Answer,
     CallRequest,
     DriverError,
     DriverStopped,
     HistoryView,
     RunCall,
+    WaitFor,
 )
 from runkernel.adapters.driver_core import DriverCore, Settings
 from runkernel.adapters.delegations import find_child
@@ -58,8 +61,8 @@ from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.store import CommitConflict, Store, StoreError, StoreUnavailable
 from runkernel.adapters.worker_lease import APPEND_RETRIES, LeaseKeeper
 from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
-from runkernel.kernel.protocol import EndRequest
-from runkernel.kernel.state import EndCause, Message, RunSnapshot, Staged, ToolCall, TypedError
+from runkernel.kernel.protocol import EndRequest, ResumePayload
+from runkernel.kernel.state import CallIndeterminate, EndCause, Message, RunSnapshot, Staged, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
 
@@ -120,8 +123,11 @@ class Shell:
         self._run_id: str | None = None
         self._action: Action | None = None
         self._busy = False
+        self._ahead: dict[str, ResumePayload | Answer] = {}
         #: best-effort checkpoint writes that failed (nothing else is lost with them)
         self.checkpoints_lost = 0
+        #: commits the store acknowledged for this driver
+        self.commits = 0
 
     # --- what the host may read -----------------------------------------------------
 
@@ -145,6 +151,40 @@ class Shell:
     def action(self) -> Action | None:
         """The action last handed out, which still stands."""
         return self._action
+
+    def call(self, call_id: str) -> ToolCall | None:
+        """Call ``call_id`` of the Run's batch as last committed (None if it has none)."""
+        snapshot = self.snapshot
+        batch = snapshot.batch if snapshot is not None else None
+        return batch.call(call_id) if batch is not None else None
+
+    @property
+    def unreconciled(self) -> tuple[str, ...]:
+        """The operation ids of the batch's Indeterminate calls: what to reconcile downstream."""
+        snapshot = self.snapshot
+        calls = snapshot.batch.calls if snapshot is not None and snapshot.batch is not None else ()
+        return tuple(c.operation_id for c in calls if isinstance(c.status, CallIndeterminate))
+
+    # --- answers given ahead --------------------------------------------------------
+
+    def answer_ahead(self, answers: Mapping[str, ResumePayload | Answer]) -> None:
+        """Answers, by call id, to waits not handed out yet (a framework that shows the
+        host several waits of one batch at once and gets their answers together). The
+        Run commits one ticket at a time, in call order: when a ``WaitFor`` for one of
+        these calls comes up, after any command queued in the store's inbox, the driver
+        resumes it with its answer instead of handing it out."""
+        self._ahead.update(answers)
+
+    @property
+    def answers_ahead(self) -> Mapping[str, ResumePayload | Answer]:
+        """The answers given ahead that no wait has taken yet."""
+        return MappingProxyType(self._ahead)
+
+    def _ahead_for(self, action: Action) -> ResumePayload | None:
+        if not isinstance(action, WaitFor) or action.call.call_id not in self._ahead:
+            return None
+        answer = self._ahead.pop(action.call.call_id)
+        return answer.payload(action) if isinstance(answer, Answer) else answer
 
     # --- plumbing -------------------------------------------------------------------
 
@@ -225,9 +265,9 @@ class Shell:
         store = self.store
         match op:
             case Append():
-                if self.leases is None:
-                    return store.append(op.commit, op.settle)
-                return self._leased_append(op)
+                stored = store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)
+                self.commits += 1
+                return stored
             case ReadLookups():
                 return store.history(op.run_id)
             case ReadRun():

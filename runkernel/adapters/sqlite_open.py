@@ -21,7 +21,6 @@ from attrs import frozen
 
 from runkernel.adapters.store import DamagedStore, SchemaError, StoreUnavailable
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 
 #: SQLite's primary result codes this module tells apart (``sqlite_errorcode & 0xff``).
 _SQLITE_BUSY = 5
@@ -106,14 +105,18 @@ def check_path(path: str, access: Access) -> bool:
         if access is not Access.CREATE:
             raise SchemaError(f"{path} is an empty file, not a runkernel store")
         return True
-    try:
-        with open(path, "rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
-    except OSError as error:
-        raise StoreUnavailable(f"cannot read {path}: {error.strerror or error}") from None
-    if header != SQLITE_HEADER:
-        raise SchemaError(f"{path} is not a runkernel SQLite store: it is not a SQLite database")
+    # The header is SQLite's to read (``not_a_database``): closing any descriptor of the
+    # file in this process, as reading it here would, drops every POSIX lock this
+    # process's connections hold on it, and another process may then checkpoint and
+    # delete the write-ahead log under them (sqlite.org/howtocorrupt.html, 2.2).
     return True
+
+
+def not_a_database(path: str, error: sqlite3.Error) -> SchemaError | None:
+    """SQLite's refusal of a file whose header is not a SQLite database's, as one line."""
+    if isinstance(error, sqlite3.DatabaseError) and "file is not a database" in str(error):
+        return SchemaError(f"{path} is not a runkernel SQLite store: it is not a SQLite database")
+    return None
 
 
 def _uri(path: str, **parameters: str) -> str:
@@ -144,7 +147,7 @@ def connect(
             raise SchemaError(f"{path} holds no runkernel store (an empty database)")
     except sqlite3.Error as error:
         db.close()
-        raise store_error(path, "recognizing the schema", error) from None
+        raise not_a_database(path, error) or store_error(path, "recognizing the schema", error) from None
     except BaseException:
         db.close()
         raise
@@ -175,7 +178,7 @@ def _connect_read(path: str, layout: Layout, *, timeout: float) -> sqlite3.Conne
             db.close()
             raise
     except sqlite3.Error as error:
-        raise store_error(path, "reading", error) from None
+        raise not_a_database(path, error) or store_error(path, "reading", error) from None
 
 
 def _begin_recognized(db: sqlite3.Connection, path: str, layout: Layout) -> sqlite3.Connection:

@@ -17,23 +17,29 @@ nothing new, releases every lease, and ``run()`` returns.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import socket
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from attrs import define
 
-from runkernel.adapters.driver import Driver
+from runkernel.adapters.driver import AsyncDriver, Driver
 from runkernel.adapters.driver_actions import DriverStopped
 from runkernel.adapters.ports import Clock, IdSource, SecretIds, utc_now
 from runkernel.adapters.runtime import Acknowledged, Runtime, RuntimeEvent
 from runkernel.adapters.store import CommitConflict, LeaseHeld, LeaseLost, Store, StoreError
-from runkernel.adapters.worker_app import PushApp, RuntimeApp, WorkerApp
+from runkernel.adapters.worker_app import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
 from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.kernel.protocol import Commit, Execute, QueryStatus, RequestInference, RunGate
 from runkernel.kernel.state import Running
+
+#: What a push app may set on the driver the worker builds for it (as ``Driver`` takes them).
+_DRIVER_OPTIONS = ("gate", "max_steps", "on_indeterminate")
+
 
 @define
 class WorkerReport:
@@ -214,19 +220,24 @@ class Worker:
             if self.stopping and not _commit_next(drive.decision.effects, drive.index):
                 return  # the commit in flight is done; start nothing new
 
-    def _drive_push(self, app: PushApp, run_id: str) -> None:
-
-
-
-        driver = Driver(self.store, app.tools, ids=self.ids, clock=self.clock, leases=self.leases, app=app.name)
+    def _drive_push(self, app: PushApp | AsyncPushApp, run_id: str) -> None:
+        options: dict[str, Any] = {k: getattr(app, k) for k in _DRIVER_OPTIONS if hasattr(app, k)}
+        options.update(ids=self.ids, clock=self.clock, leases=self.leases, app=app.name)
+        driver: Driver | AsyncDriver | None = None
         try:
-            action = driver.pick_up(run_id)
-            app.serve(driver, action)
+            if isinstance(app, AsyncPushApp):
+                driver = AsyncDriver(self.store, app.tools, **options)
+                asyncio.run(app.drive(driver, run_id))
+            else:
+                driver = Driver(self.store, app.tools, **options)
+                app.serve(driver, driver.pick_up(run_id))
         except DriverStopped as stopped:
             cause = stopped.__cause__
             if isinstance(cause, (CommitConflict, LeaseLost)):
                 raise cause from None
             self.report.failures += 1
+        finally:
+            self.report.commits += driver.commits if driver is not None else 0
 
     def _event(self, event: RuntimeEvent) -> None:
         if isinstance(event, Acknowledged):

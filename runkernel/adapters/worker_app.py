@@ -7,6 +7,13 @@ two kinds, and how it is found (like ``uvicorn module:app``).
   push-mode ``Driver`` already holding the Run (and its lease) and the first action,
   and the host answers actions until the driver says ``WaitFor``, ``ChildrenRunning``
   or ``Done``.
+- ``AsyncPushApp``: the same for an asyncio host (an agent framework): the worker runs
+  its ``drive`` in an event loop with an ``AsyncDriver`` that holds the Run's lease, and
+  the host picks the Run up itself, because the gate a pick-up may ask is often known
+  only inside the host's own run (which tools wait is the framework's declaration).
+
+A push app may also have ``gate``, ``max_steps`` and ``on_indeterminate``: the worker
+builds its driver with them (as ``Driver(...)`` takes them; defaults otherwise).
 
 Either has a ``name``: the ``app`` its Runs record at activation. A worker drives only
 Runs whose app is its app's name.
@@ -27,7 +34,7 @@ from runkernel.errors import RunkernelError
 from runkernel.kernel.policies import ToolPolicy
 
 if TYPE_CHECKING:
-    from runkernel.adapters.driver import Driver
+    from runkernel.adapters.driver import AsyncDriver, Driver
     from runkernel.adapters.driver_actions import Action
 
 
@@ -67,7 +74,28 @@ class PushApp(Protocol):
         ...
 
 
-WorkerApp = RuntimeApp | PushApp
+@runtime_checkable
+class AsyncPushApp(Protocol):
+    """A worker app that drives Runs itself through the asyncio push-mode driver."""
+
+    @property
+    def name(self) -> str:
+        """The app its Runs record at activation."""
+        ...
+
+    @property
+    def tools(self) -> Mapping[str, ToolPolicy]:
+        """Every tool the model may call, with its recovery policy."""
+        ...
+
+    async def drive(self, driver: AsyncDriver, run_id: str) -> None:
+        """Pick ``run_id`` up (``await driver.pick_up(run_id)``; the driver already holds
+        its lease, and ``driver.gate`` may be set first) and carry out each action until
+        it is a ``WaitFor`` or ``Done`` (or the driver raises): the Run is then quiet."""
+        ...
+
+
+WorkerApp = RuntimeApp | PushApp | AsyncPushApp
 
 
 def load_app(spec: str) -> WorkerApp:
@@ -88,11 +116,12 @@ def load_app(spec: str) -> WorkerApp:
             found = getattr(found, part)
         except AttributeError:
             raise AppLoadError(f"--app {spec!r}: {module_name!r} has no attribute {attr!r}") from None
-    if not isinstance(found, (RuntimeApp, PushApp)) and callable(found):
+    if not isinstance(found, (RuntimeApp, PushApp, AsyncPushApp)) and callable(found):
         found = found()
-    if isinstance(found, (RuntimeApp, PushApp)):
+    if isinstance(found, (RuntimeApp, PushApp, AsyncPushApp)):
         return found
     raise AppLoadError(
         f"--app {spec!r} is a {type(found).__name__}, not a worker app: "
         "give a runkernel.RuntimeApp or an object with name, tools and serve(driver, action)"
+        " (or async drive(driver, run_id))"
     )

@@ -27,20 +27,29 @@ backend sees an opaque cache key where runkernel needs the tool call id (which
 
 Recovery is ``RunkernelDurability.resume(agent, run_id)``: it rebuilds the history from
 the store and runs the agent on it; the driver's pick-up decides what each call gets
-(its committed result, a replay attempt, a status question). Not yet: the lease epoch as
-a fencing token (the driver hands out none yet) and hosting by ``runkernel worker``.
+(its committed result, a replay attempt, a status question). ``durable.worker_app(agent,
+name="NAME")`` makes the agent the app of ``runkernel worker --app MODULE:ATTR``, which
+resumes each Run of app NAME that has work under its lease; a tool body then finds the
+lease epoch, its fencing token, in ``current_invocation().lease_epoch``. With
+``status_asks=N`` a reconnect tool still running after N questions ends the agent run
+with ``StillRunning`` and leaves the Run as committed (a worker goes on to other Runs).
+
+A streamed response (``agent.run_stream``, ``iter``) is committed only once complete;
+with ``checkpoint_every=N`` the text so far is saved every N deltas as a best-effort
+checkpoint, never truth: after a crash the model is asked again.
 
 Pydantic AI runs function tools first and collects deferred ones at the end of the step,
 so the batch is committed in that order (function calls, then deferred calls, each in the
 model's order) and tools run one at a time (``parallel_execution_mode('sequential')``).
 """
 
-from runkernel.integrations.pydantic_ai._capability import RunkernelDurability, StatusFunction
+from runkernel.integrations.pydantic_ai._capability import DurableAgentApp, RunkernelDurability, StatusFunction
 from runkernel.integrations.pydantic_ai._context import (
     DeferredAfterStart,
     IntegrationError,
     Invocation,
     RunEnded,
+    StillRunning,
     current_invocation,
     invocation_scope,
 )
@@ -48,11 +57,13 @@ from runkernel.integrations.pydantic_ai._mapping import to_model_messages
 
 __all__ = [
     "DeferredAfterStart",
+    "DurableAgentApp",
     "IntegrationError",
     "Invocation",
     "RunEnded",
     "RunkernelDurability",
     "StatusFunction",
+    "StillRunning",
     "current_invocation",
     "invocation_scope",
     "to_model_messages",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,26 +12,26 @@ import attrs
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed, ToolFailedError, ToolRetryError
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
+from pydantic_ai.messages import (
+    AgentStreamEvent, ModelMessage, ModelMessagesTypeAdapter, ModelResponse, PartDeltaEvent, PartStartEvent, TextPart,
+    TextPartDelta, ToolCallPart,
+)
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import RunContext
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
     Action, Approve, AsyncDriver, CallCompleted, CallIndeterminate, CallRequest, CheckStatus, Done, DriverStopped,
-    EndCauseKind, Hold, IndeterminateChoice, Infer, JsonValue, Message, Permit, RecoveryMode, Role, RunCall,
+    EndCauseKind, Ended, Hold, IndeterminateChoice, Infer, JsonValue, Message, Permit, RecoveryMode, Role, RunCall,
     StatusReply, Store, StoreError, ToolCall, ToolPolicy, TypedError, WaitFor, WaitKind, open_store,
 )
 from runkernel.integrations.pydantic_ai._context import (
-    _INVOCATION, _PICK_UP, DeferredAfterStart, IntegrationError, Invocation, RunEnded,
+    _INVOCATION, _PICK_UP, DeferredAfterStart, IntegrationError, Invocation, PickUp, RunEnded, StillRunning,
 )
 from runkernel.integrations.pydantic_ai._mapping import (
-    _Answer, _answer_of, _approval_functions, _deferred_answer, _error_value, _payload_for, _payloads, _shown,
-    to_model_messages,
+    _answer_of, _approval_functions, _deferred_answer, _error_value, _payloads, _shown, to_model_messages,
 )
-from runkernel.kernel.protocol import ResumePayload
 
-_HAS_METADATA = "metadata" in attrs.fields_dict(Message)
 #: A reconnect tool's ``status(operation_id)``, sync or async.
 StatusFunction = Callable[[str], StatusReply | Awaitable[StatusReply]]
 
@@ -55,6 +54,11 @@ class RunkernelDurability(AbstractCapability[Any]):
     max_steps: int = 50
     on_indeterminate: IndeterminateChoice = IndeterminateChoice.PUBLISH
     poll_interval: float = 0.2
+    #: how often a reconnect tool is asked in one go while it says running (None: until
+    #: it says something else; give a number under a worker, which another Run may need)
+    status_asks: int | None = None
+    #: save a best-effort stream checkpoint every this many streamed text deltas (0: never)
+    checkpoint_every: int = 0
     _opened: list[Store] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
@@ -66,10 +70,10 @@ class RunkernelDurability(AbstractCapability[Any]):
     def _reset(self) -> None:
         self._driver: AsyncDriver | None = None
         self._action: Action | None = None
-        self._answers: dict[str, ResumePayload | _Answer] = {}
         self._tool_manager: ToolManager[Any] | None = None
         self._ctx: RunContext[Any] | None = None
-        self._pick_up: tuple[str, dict[str, Any]] | None = None
+        self._pick_up: PickUp | None = None
+        self._streamed: list[str] = []
 
     # --- public -----------------------------------------------------------------------
 
@@ -90,20 +94,37 @@ class RunkernelDurability(AbstractCapability[Any]):
         return to_model_messages(self.open().messages(thread_id))
 
     async def resume(
-        self, agent: Agent[Any, Any], run_id: str, *, deferred_tool_results: DeferredToolResults | None = None, **run: Any
+        self,
+        agent: Agent[Any, Any],
+        run_id: str,
+        *,
+        deferred_tool_results: DeferredToolResults | None = None,
+        driver: AsyncDriver | None = None,
+        **run: Any,
     ) -> Any:
         """Continue Run ``run_id`` from the store alone (after a crash, in any process, or
         with the answers to its ``DeferredToolRequests``): the one documented call.
         Answers are applied ticket by ticket in call order; commands queued with
-        ``runkernel resume`` are applied first. Returns ``agent.run``'s result."""
-        thread_id = self.open().thread_of(run_id)
+        ``runkernel resume`` are applied first. ``driver``: one that already holds the
+        Run's lease (what ``runkernel worker`` hands; see ``worker_app``). Returns
+        ``agent.run``'s result."""
+        store = driver.store if driver is not None else self.open()
+        thread_id = store.thread_of(run_id)
         if thread_id is None:
             raise IntegrationError(f"run {run_id!r} is not in the store")
-        token = _PICK_UP.set((run_id, _payloads(deferred_tool_results)))  # refused here, before anything
+        token = _PICK_UP.set(PickUp(run_id, _payloads(deferred_tool_results), driver))  # refused here, before anything
         try:
-            return await agent.run(message_history=self.history(thread_id), conversation_id=thread_id, **run)
+            history = to_model_messages(store.messages(thread_id))
+            return await agent.run(message_history=history, conversation_id=thread_id, **run)
         finally:
             _PICK_UP.reset(token)
+
+    def worker_app(self, agent: Agent[Any, Any], *, name: str) -> DurableAgentApp:
+        """``agent`` as the app of ``runkernel worker --app MODULE:ATTR``, for Runs whose
+        app is ``name`` (``runkernel start --app NAME``): each Run with work (new, orphaned
+        by a dead worker, or answered with ``runkernel resume``) is resumed under the
+        worker's lease, and its tools see the lease epoch (``current_invocation()``)."""
+        return DurableAgentApp(name, self, agent, self.tools, self.max_steps, self.on_indeterminate)
 
     # --- capability hooks -------------------------------------------------------------
 
@@ -113,17 +134,24 @@ class RunkernelDurability(AbstractCapability[Any]):
         return layer
 
     async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
-        driver = self._driver = AsyncDriver(
-            self.open(), self.tools, gate=self, max_steps=self.max_steps, on_indeterminate=self.on_indeterminate
-        )
-        self._pick_up = _PICK_UP.get()
-        if self._pick_up is None:
+        pick_up = self._pick_up = _PICK_UP.get()
+        if pick_up is not None and pick_up.driver is not None:
+            driver = pick_up.driver
+            driver.gate = self  # Pydantic AI's declarations are known from here on
+        else:
+            driver = AsyncDriver(
+                self.open(), self.tools, gate=self, max_steps=self.max_steps, on_indeterminate=self.on_indeterminate
+            )
+        self._driver = driver
+        if pick_up is None:
             self._action = await self._start(ctx, driver)
+        else:
+            driver.answer_ahead(pick_up.answers)
         try:
             with ToolManager.parallel_execution_mode("sequential"):
                 result = await handler()
             await self._ready(None)
-        except (StoreError, DriverStopped, RunEnded, asyncio.CancelledError):
+        except (StoreError, DriverStopped, RunEnded, StillRunning, asyncio.CancelledError):
             raise  # the Run stays as committed: resume() continues it
         except Exception as error:
             if not isinstance(self._action, Done):
@@ -151,15 +179,16 @@ class RunkernelDurability(AbstractCapability[Any]):
         calls.sort(key=lambda c: self._wait_kind(c.tool_name, c.args_as_dict()) is not None)  # stable sort
         outputs = [c.args_as_dict() for c in response.tool_calls if c.tool_name in output_tools]
         content: JsonValue = response.text if response.text is not None else (outputs[0] if outputs else None)
-        metadata = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0] if _HAS_METADATA else None
+        metadata = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0]
         requests = [CallRequest(c.tool_name, c.args_as_dict(), call_id=c.tool_call_id) for c in calls]
+        self._streamed = []  # deltas are never truth: only the complete response is committed
         await self._settle(await driver.inferred(content, requests, metadata=metadata))
         return response
 
     async def wrap_tool_execute(self, ctx: Any, *, call: ToolCallPart, tool_def: Any, args: Any, handler: Any) -> Any:
         driver = await self._ready(ctx)
         while True:
-            action, committed = self._action, self._call(call.tool_call_id)
+            action, committed = self._action, driver.call(call.tool_call_id)
             if committed is not None and isinstance(committed.status, (CallCompleted, CallIndeterminate)):
                 return _shown(committed)
             if not ctx.tool_call_approved and self._wait_kind(call.tool_name, call.args_as_dict()) is WaitKind.APPROVAL:
@@ -167,11 +196,11 @@ class RunkernelDurability(AbstractCapability[Any]):
             if isinstance(action, RunCall) and action.call_id == call.tool_call_id:
                 return await self._execute(action, args, handler)
             if isinstance(action, CheckStatus) and action.call_id == call.tool_call_id:
-                reply = self.status[action.tool](action.operation_id)
-                reply = await reply if inspect.isawaitable(reply) else reply
-                await self._settle(await driver.status(action.call_id, reply.status, reply.value))
-                if isinstance(self._action, CheckStatus) and self._action.call_id == action.call_id:
-                    await asyncio.sleep(self.poll_interval)  # running: ask again later
+                status, interval = self.status[action.tool], self.poll_interval
+                asked = await driver.ask_status(status, interval=interval, asks=self.status_asks)
+                if isinstance(asked, CheckStatus) and asked.call_id == action.call_id:
+                    raise StillRunning(f"tool {action.tool!r} is still running operation {action.operation_id!r}")
+                await self._settle(asked)
                 continue
             if isinstance(action, WaitFor) and action.call.call_id == call.tool_call_id and ctx.tool_call_approved:
                 await self._settle(await driver.resume(Approve()))
@@ -179,16 +208,16 @@ class RunkernelDurability(AbstractCapability[Any]):
             raise IntegrationError(f"tool call {call.tool_call_id!r} out of runkernel's order (it expects {action!r})")
 
     async def handle_deferred_tool_calls(self, ctx: Any, *, requests: DeferredToolRequests) -> DeferredToolResults | None:
-        await self._ready(ctx)
+        driver = await self._ready(ctx)
         results = DeferredToolResults()
         for part in [*requests.approvals, *requests.calls]:
             call_id, action = part.tool_call_id, self._action
-            committed = self._call(call_id)
+            committed = driver.call(call_id)
             if committed is not None and isinstance(committed.status, (CallCompleted, CallIndeterminate)):
                 answer = _deferred_answer(committed) if part in requests.approvals else _shown(committed)
             elif isinstance(action, (RunCall, CheckStatus)) and action.call_id == call_id:
                 answer = ToolApproved()  # approved earlier: its attempt is durable, Pydantic AI runs it
-            elif (payload := self._answers.get(call_id)) is not None:
+            elif (payload := driver.answers_ahead.get(call_id)) is not None:
                 answer = _answer_of(payload)  # applied when runkernel's order reaches it
             else:
                 continue
@@ -197,6 +226,29 @@ class RunkernelDurability(AbstractCapability[Any]):
             else:
                 results.calls[call_id] = answer
         return results if results.approvals or results.calls else None
+
+    @property
+    def has_on_event(self) -> bool:
+        """Listen to the run's events only to checkpoint a stream (listening makes
+        Pydantic AI stream every model request)."""
+        return self.checkpoint_every > 0
+
+    def listens_to(self, event: AgentStreamEvent) -> bool:
+        return self.checkpoint_every > 0 and isinstance(event, (PartStartEvent, PartDeltaEvent))
+
+    async def on_event(self, ctx: Any, *, event: AgentStreamEvent) -> None:
+        """Every ``checkpoint_every`` text deltas of a streamed response, save the text so
+        far as the step's best-effort checkpoint (``Infer.partial`` after a crash; the
+        model is asked again all the same)."""
+        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+            self._streamed.append(event.part.content)
+        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+            self._streamed.append(event.delta.content_delta)
+        else:
+            return
+        due = len(self._streamed) % self.checkpoint_every == 0
+        if due and isinstance(self._action, Infer) and self._driver is not None:
+            await self._driver.checkpoint({"text": "".join(self._streamed)})
 
     # --- the gate (the driver asks it before each call) -------------------------------
 
@@ -245,25 +297,17 @@ class RunkernelDurability(AbstractCapability[Any]):
             self._tool_manager, self._ctx = ctx.tool_manager, ctx
         assert self._driver is not None
         if self._pick_up is not None:
-            (run_id, answers), self._pick_up = self._pick_up, None
-            self._answers = answers
+            run_id, self._pick_up = self._pick_up.run_id, None
             await self._driver.pick_up(run_id)
             await self._settle(await self._driver.next_action())
         return self._driver
 
-    def _call(self, call_id: str) -> ToolCall | None:
-        snapshot = self._driver.snapshot if self._driver is not None else None
-        batch = snapshot.batch if snapshot is not None else None
-        return batch.call(call_id) if batch is not None else None
-
     async def _settle(self, action: Action) -> None:
-        """Apply known answers to waits (ticket by ticket) and finish body-less calls."""
+        """Finish body-less calls (an external tool's answer is its result)."""
         assert self._driver is not None
         while True:
             self._action = action
-            if isinstance(action, WaitFor) and action.call.call_id in self._answers:
-                action = await self._driver.resume(_payload_for(action, self._answers.pop(action.call.call_id)))
-            elif isinstance(action, RunCall) and self._kind(action.tool) == "external":
+            if isinstance(action, RunCall) and self._kind(action.tool) == "external":
                 action = await self._driver.call_returned(action.call_id, action.resume_value)  # the answer
             elif isinstance(action, Done) and not action.redelivery:
                 raise self._ended(action)
@@ -271,9 +315,7 @@ class RunkernelDurability(AbstractCapability[Any]):
                 return
 
     def _ended(self, done: Done) -> RunEnded:
-        snapshot = self._driver.snapshot if self._driver is not None else None
-        calls = snapshot.batch.calls if snapshot is not None and snapshot.batch is not None else ()
-        unknown = tuple(c.operation_id for c in calls if isinstance(c.status, CallIndeterminate))
+        unknown = self._driver.unreconciled if self._driver is not None else ()
         return RunEnded(
             f"run {done.run_id!r} ended {done.cause.kind.value}; reconcile operation ids {list(unknown)} downstream",
             done.cause.kind,
@@ -290,7 +332,9 @@ class RunkernelDurability(AbstractCapability[Any]):
     async def _execute(self, action: RunCall, args: Any, handler: Any) -> Any:
         assert self._driver is not None
         driver, call_id = self._driver, action.call_id
-        token = _INVOCATION.set(Invocation(action.run_id, call_id, action.tool, action.operation_id, action.attempt))
+        token = _INVOCATION.set(
+            Invocation(action.run_id, call_id, action.tool, action.operation_id, action.attempt, action.lease_epoch)
+        )
         try:
             result = await handler(args)
         except (ApprovalRequired, CallDeferred) as deferral:
@@ -309,3 +353,30 @@ class RunkernelDurability(AbstractCapability[Any]):
             _INVOCATION.reset(token)
         await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
         return result
+
+
+@attrs.frozen
+class DurableAgentApp:
+    """A durable agent as the app of ``runkernel worker`` (an ``AsyncPushApp``); made by
+    ``RunkernelDurability.worker_app``. Each Run the worker hands it is resumed with the
+    worker's driver until it waits or ends; a Run the agent ended (a failure, or an
+    Indeterminate call under ``END_RUN``) is committed, so the worker goes on. ``tools``,
+    ``max_steps`` and ``on_indeterminate`` are the capability's, for the worker's driver."""
+
+    name: str
+    durability: RunkernelDurability = attrs.field(repr=False)
+    agent: Agent[Any, Any] = attrs.field(repr=False)
+    tools: Mapping[str, ToolPolicy] = attrs.field(repr=False)
+    max_steps: int = attrs.field(repr=False)
+    on_indeterminate: IndeterminateChoice = attrs.field(repr=False)
+
+    async def drive(self, driver: AsyncDriver, run_id: str) -> None:
+        """Resume ``run_id`` with ``driver`` (it holds the worker's lease) until it is quiet."""
+        try:
+            await self.durability.resume(self.agent, run_id, driver=driver)
+        except StillRunning:
+            return  # quiet for now: the worker asks again at a later poll
+        except Exception:
+            snapshot = driver.snapshot
+            if snapshot is None or not isinstance(snapshot.state, Ended):
+                raise  # a store failure or a lost lease: the worker counts it

@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextvars
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import attrs
 
-from runkernel import EndCauseKind, RunkernelError
+from runkernel import Answer, AsyncDriver, EndCauseKind, RunkernelError
+from runkernel.kernel.protocol import ResumePayload
 
 
 class IntegrationError(RunkernelError):
@@ -32,23 +32,39 @@ class RunEnded(IntegrationError):
         self.operation_ids = operation_ids
 
 
+class StillRunning(IntegrationError):
+    """A reconnect tool still said "running" after ``status_asks`` questions: nothing was
+    committed wrongly, the call stays Executing; resume the Run later (a worker does, at
+    its next poll)."""
+
+
 @attrs.frozen
 class Invocation:
     """The call a tool body runs for: ``operation_id`` is the idempotency key downstream,
-    the same for every attempt; ``attempt`` counts from 1."""
+    the same for every attempt; ``attempt`` counts from 1. ``lease_epoch`` is the fencing
+    token under a worker's lease (pass it downstream beside ``operation_id``: it rises
+    when another worker takes the Run over); None when no worker drives the Run."""
 
     run_id: str
     call_id: str
     tool: str
     operation_id: str
     attempt: int
+    lease_epoch: int | None = None
+
+
+@attrs.frozen
+class PickUp:
+    """The Run ``resume`` asks the next agent run to pick up: its answers by call id, and
+    the driver to use (a worker's, holding the lease) or None for a fresh one."""
+
+    run_id: str
+    answers: dict[str, ResumePayload | Answer]
+    driver: AsyncDriver | None = None
 
 
 _INVOCATION: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar("runkernel_invocation", default=None)
-#: The Run ``resume`` asks the next agent run to pick up, with its answers as payloads.
-_PICK_UP: contextvars.ContextVar[tuple[str, dict[str, Any]] | None] = contextvars.ContextVar(
-    "runkernel_pick_up", default=None
-)
+_PICK_UP: contextvars.ContextVar[PickUp | None] = contextvars.ContextVar("runkernel_pick_up", default=None)
 
 
 def current_invocation() -> Invocation:

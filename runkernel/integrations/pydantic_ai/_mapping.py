@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import attrs
 from pydantic_ai import DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.exceptions import ModelRetry, ToolFailed, ToolRetryError
 from pydantic_ai.messages import (
@@ -26,8 +25,7 @@ from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset, Wrapp
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
-    Approve, CallCompleted, CallIndeterminate, Deny, ExternalResult, JsonValue, Message, ProvideInput, ResultKind,
-    Role, ToolCall, WaitFor, WaitKind,
+    Answer, Approve, CallCompleted, CallIndeterminate, Deny, JsonValue, Message, ResultKind, Role, ToolCall,
 )
 from runkernel.integrations.pydantic_ai._context import IntegrationError
 from runkernel.kernel.protocol import ResumePayload
@@ -86,12 +84,12 @@ def _deferred_answer(call: ToolCall) -> Any:
     return ToolApproved()  # it ran (or may have) after its approval: wrap_tool_execute shows the result
 
 
-def _payloads(results: DeferredToolResults | None) -> dict[str, ResumePayload | _Answer]:
+def _payloads(results: DeferredToolResults | None) -> dict[str, ResumePayload | Answer]:
     """Each answer as the payload its ticket will get. Answers runkernel cannot commit as
     given are refused here, before anything is applied."""
     if results is None:
         return {}
-    payloads: dict[str, ResumePayload | _Answer] = {}
+    payloads: dict[str, ResumePayload | Answer] = {}
     for call_id, answer in results.to_tool_call_results().items():
         if isinstance(answer, ToolApproved) and answer.override_args is not None:
             raise IntegrationError(
@@ -105,24 +103,11 @@ def _payloads(results: DeferredToolResults | None) -> dict[str, ResumePayload | 
         elif isinstance(answer, ToolDenied):
             payloads[call_id] = Deny(answer.message)
         else:
-            payloads[call_id] = _Answer(to_jsonable_python(getattr(answer, "return_value", answer)))
+            payloads[call_id] = Answer(to_jsonable_python(getattr(answer, "return_value", answer)))
     return payloads
 
 
-@attrs.frozen
-class _Answer:
-    """An external or input answer whose wait kind is known only when its ticket is."""
-
-    value: JsonValue
-
-
-def _payload_for(wait: WaitFor, answer: ResumePayload | _Answer) -> ResumePayload:
-    if not isinstance(answer, _Answer):
-        return answer
-    return ProvideInput(answer.value) if wait.wait.kind is WaitKind.INPUT else ExternalResult(answer.value)
-
-
-def _answer_of(payload: ResumePayload | _Answer) -> Any:
+def _answer_of(payload: ResumePayload | Answer) -> Any:
     if isinstance(payload, Approve):
         return ToolApproved()
     if isinstance(payload, Deny):
