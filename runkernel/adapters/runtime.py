@@ -464,16 +464,16 @@ class Runtime:
         answer = self.gate.check(state.run_id, effect.call)
         match answer:
             case Permit():
-                return GateVerdict(effect.call.call_id, Allow())
+                return GateVerdict(effect.call.call_id, Allow(), effect.allowed)
             case Refuse():
-                return GateVerdict(effect.call.call_id, Block(answer.reason))
+                return GateVerdict(effect.call.call_id, Block(answer.reason), effect.allowed)
             case Provide():
-                return GateVerdict(effect.call.call_id, Supply(answer.value))
+                return GateVerdict(effect.call.call_id, Supply(answer.value), effect.allowed)
             case Hold():
                 wait = RequireWait(
                     answer.kind, self.ids.ticket_id(), answer.request, answer.expires_at, answer.due_at
                 )
-                return GateVerdict(effect.call.call_id, wait)
+                return GateVerdict(effect.call.call_id, wait, effect.allowed)
             case _:
                 assert_never(answer)
 

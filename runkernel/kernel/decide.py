@@ -13,10 +13,11 @@ from typing import assert_never
 import attrs
 
 from runkernel.kernel.delegation import (
-    child_identity,
     executing_delegations,
+    gate_round,
+    gate_target,
     is_group_call,
-    next_to_gate,
+    start_member,
 )
 from runkernel.kernel.effects_plan import next_step_effects
 from runkernel.kernel.history import NO_HISTORY, History
@@ -325,40 +326,29 @@ def _gate(
     state: RunSnapshot, event: GateVerdict, policies: Policies, history: History
 ) -> Decision | Rejection:
     batch = state.open_batch
-    gated = next_to_gate(batch, policies) if batch is not None else None
-    if gated is None or gated.call_id != event.call_id:
-        call = _current_call(state, event.call_id)
-        if isinstance(call, Rejection):
-            return call
-        gated = call
-    call = gated
-    if not isinstance(call.status, CallRequested) or not isinstance(state.state, Running):
+    call = gate_target(batch, policies, event.allowed) if batch is not None else None
+    if call is None or call.call_id != event.call_id or not isinstance(state.state, Running):
+        after = f" after the allowed members {list(event.allowed)}" if event.allowed else ""
         return Rejection(
-            Rule.UNEXPECTED_INPUT, f"can't gate call {call.call_id!r}: it is not Requested"
+            Rule.CALL_ORDER,
+            f"call {event.call_id!r} is not the call whose gate answer is due{after} "
+            f"({call.call_id if call is not None else 'none'!r})",
         )
     assert batch is not None
     verdict = event.verdict
-    running = executing_delegations(batch)
     match verdict:
         case Allow():
             if is_group_call(call, policies):
-                return _start_delegation(state, batch, call, policies)
+                return _allow_member(state, batch, call, event.allowed, policies)
             new = replace_status(batch, call, CallExecuting(1))
             return settle(state, new, policies, follow_up=(execute_effect(call, 1),))
         case Block():
             result = ToolResult(ResultKind.BLOCKED, verdict.reason)
-            return settle(state, replace_status(batch, call, CallCompleted(0, result)), policies)
+            return _complete_at_gate(state, batch, call, CallCompleted(0, result), event.allowed, policies)
         case Supply():
             result = ToolResult(ResultKind.SUPPLIED, verdict.value)
-            return settle(state, replace_status(batch, call, CallCompleted(0, result)), policies)
+            return _complete_at_gate(state, batch, call, CallCompleted(0, result), event.allowed, policies)
         case RequireWait():
-            if running:
-                return Rejection(
-                    Rule.CALL_ORDER,
-                    f"call {call.call_id!r} cannot wait while concurrent delegations run "
-                    f"({', '.join(repr(c.call_id) for c in running)}): a Run with a running "
-                    "delegation is Running and cannot become Awaiting",
-                )
             if verdict.kind in (WaitKind.DELEGATION,):
                 return Rejection(
                     Rule.EDGE_CONDITION, "a gate cannot start a delegation wait; tools delegate"
@@ -366,25 +356,58 @@ def _gate(
             wait = Wait(
                 verdict.kind, verdict.ticket_id, due_at=verdict.due_at, expires_at=verdict.expires_at
             )
+            # a wait ends a group's gate round: the allows held so far are dropped
             return _suspend(state, batch, call, CallAwaiting(0, wait), policies, history)
         case _:
             assert_never(verdict)
 
 
-def _start_delegation(
-    state: RunSnapshot, batch: ActiveToolBatch, call: ToolCall, policies: Policies
-) -> Decision | Rejection:
-    """Executing{1} with the child's identity fixed, then the child's activation (its
-    executor) and the gate of the group's next call: the group runs concurrently."""
-    child = child_identity(state.run_id, call.operation_id, concurrent=True)
-    started = attrs.evolve(call, status=CallExecuting(1), delegation=child)
-    new = batch.replace_call(started)
-    parent = ParentCall(state.thread_id, state.run_id, call.call_id)
-    follow: tuple[Effect, ...] = (StartChild(call.call_id, 1, child, parent, call.arguments),)
-    upcoming = next_to_gate(new, policies)
-    if upcoming is not None:
-        follow += (RunGate(upcoming),)
-    return settle(state, new, policies, follow_up=follow)
+def _allow_member(
+    state: RunSnapshot, batch: ActiveToolBatch, call: ToolCall, allowed: tuple[str, ...], policies: Policies
+) -> Decision:
+    """An Allow in a group's gate round commits nothing until every Requested member is
+    allowed; then they all start in one commit, so no crash leaves a started group with
+    a member still to gate (which might then have to wait)."""
+    held = allowed + (call.call_id,)
+    rest = gate_round(batch, policies)[len(held):]
+    if rest:
+        return Decision(state, (RunGate(rest[0], held),))
+    return _start_group(state, batch, held, policies)
+
+
+def _complete_at_gate(
+    state: RunSnapshot,
+    batch: ActiveToolBatch,
+    call: ToolCall,
+    status: CallCompleted,
+    allowed: tuple[str, ...],
+    policies: Policies,
+) -> Decision:
+    """A blocked or supplied call is terminal at once; in a gate round the round goes on
+    with the allows it holds, and the last member's answer starts the allowed ones."""
+    new = replace_status(batch, call, status)
+    if not is_group_call(call, policies):
+        return settle(state, new, policies)
+    rest = gate_round(batch, policies)[len(allowed) + 1 :]
+    if rest:
+        return settle(state, new, policies, follow_up=(RunGate(rest[0], allowed),))
+    if allowed:
+        return _start_group(state, new, allowed, policies)
+    return settle(state, new, policies)
+
+
+def _start_group(
+    state: RunSnapshot, batch: ActiveToolBatch, members: tuple[str, ...], policies: Policies
+) -> Decision:
+    """Executing{1} for every allowed member with its child fixed, in one commit; then the
+    children's activations (their executors): the group runs concurrently."""
+    follow: list[Effect] = []
+    for call_id in members:
+        call = batch.call(call_id)
+        assert call is not None
+        batch, start = start_member(state.thread_id, state.run_id, batch, call, 1)
+        follow.append(start)
+    return settle(state, batch, policies, follow_up=tuple(follow))
 
 
 def _child_ended(state: RunSnapshot, event: ChildEnded, policies: Policies) -> Decision | Rejection:

@@ -38,6 +38,7 @@ class Rule(enum.Enum):
     BATCH_NEW = "batch-complete-and-requested"
     BATCH_IDENTITY = "batch-identity-stable"
     CALL_ORDER = "calls-one-at-a-time-in-order"
+    GROUP_GATE = "group-gated-before-it-starts"
     INFERENCE_OPEN_BATCH = "no-inference-with-open-batch"
     FINALIZE = "finalize-when-all-terminal"
     PUBLISH = "publish-one-result-per-call"
