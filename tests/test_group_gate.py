@@ -134,7 +134,8 @@ class _World:
 
     def children_running(self) -> list[str]:
         batch = self.parent().batch
-        assert batch is not None
+        if batch is None:
+            return []
         return [
             c.delegation.run_id for c in batch.calls
             if c.delegation is not None and isinstance(c.status, CallExecuting)
