@@ -38,7 +38,6 @@ class Rule(enum.Enum):
     BATCH_NEW = "batch-complete-and-requested"
     BATCH_IDENTITY = "batch-identity-stable"
     CALL_ORDER = "calls-one-at-a-time-in-order"
-    GROUP_GATE = "group-gated-before-it-starts"
     INFERENCE_OPEN_BATCH = "no-inference-with-open-batch"
     FINALIZE = "finalize-when-all-terminal"
     PUBLISH = "publish-one-result-per-call"
@@ -49,6 +48,7 @@ class Rule(enum.Enum):
     DELEGATION_FIXED = "delegation-child-fixed"
     CHILD_ONCE = "child-activated-once"
     CHILD_TERMINUS = "result-is-child-terminus"
+    GROUP_GATE = "group-gated-before-it-starts"
     # inputs to decide (I14 and the driver's protocol)
     RUN_NOT_AWAITING = "run-not-awaiting"
     TICKET_MISMATCH = "ticket-mismatch"
