@@ -94,8 +94,8 @@ class Profile:
     delegations: bool = False
     """The concurrent-delegation bound: the tool step is two terminal-only delegations
     and one ordinary call (of each recovery policy in turn); children may end, crash
-    once and be cancelled; the gate allows or blocks (a wait cannot start while a
-    delegation runs)."""
+    once and be cancelled; the gate allows, blocks, supplies or (with ``gate_waits``)
+    holds a call, a group member too (its gate round, ``CONCURRENCY_RULE``)."""
     max_child_crashes: int = 1
     hash_compaction: bool = False
     """Remember visited states by a 64-bit hash of their key instead of the key (much
@@ -131,7 +131,7 @@ PROFILES: dict[str, Profile] = {
         max_steps=2,
         tool_steps=1,
         max_crashes=1,
-        gate_waits=(),
+        gate_waits=(WaitKind.APPROVAL,),  # a member the gate holds: one approval wait per call
         approval_deadline=False,
         tool_waits=False,
         delegations=True,
