@@ -40,7 +40,6 @@ BLOCK_REASON = "blocked-by-gate"
 SUPPLIED = "supplied-by-plugin"
 STATUS_DONE = "status-done"
 STATUS_FAILED = "status-failed"
-CHILD_RUN = "child-run"
 CHILD_FINAL = "child-final"
 #: A terminal-only delegation (the second CI bound).
 TOOL_DELEGATE = "delegate"
@@ -104,11 +103,18 @@ class Profile:
     def policies(self) -> Policies:
         return Policies(
             tools={
+                # each may also delegate to a child that talks back (a sequential
+                # delegation), so each is declared one: its child is fixed when it starts
                 TOOL_REPLAY: ToolPolicy(
-                    ToolRecoveryPolicy(RecoveryMode.REPLAY, max_attempts=2), RetryPolicy(2)
+                    ToolRecoveryPolicy(RecoveryMode.REPLAY, max_attempts=2), RetryPolicy(2),
+                    sequential_delegation=self.tool_waits,
                 ),
-                TOOL_RECONNECT: ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT)),
-                TOOL_INDETERMINATE: ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)),
+                TOOL_RECONNECT: ToolPolicy(
+                    ToolRecoveryPolicy(RecoveryMode.RECONNECT), sequential_delegation=self.tool_waits
+                ),
+                TOOL_INDETERMINATE: ToolPolicy(
+                    ToolRecoveryPolicy(RecoveryMode.INDETERMINATE), sequential_delegation=self.tool_waits
+                ),
                 TOOL_DELEGATE: ToolPolicy(terminal_only_delegation=True),
             },
             max_steps=self.max_steps,

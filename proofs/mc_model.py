@@ -291,7 +291,8 @@ def _execute(ctx: Context, state: State, effect: Execute) -> list[Transition]:
     outcomes.append(("tool lost", ToolOutcomeLost()))
     ticket = _ticket(ctx, state.history, call.call_id)
     if ctx.profile.tool_waits and ticket is not None:
-        outcomes.append(("tool delegates", ToolDelegated(ticket, cfg.CHILD_RUN)))
+        if call.delegation is not None and not call.delegation.concurrent:  # a sequential delegation
+            outcomes.append(("tool delegates", ToolDelegated(ticket)))
         outcomes.append(("tool schedules", ToolScheduled(ticket, cfg.DUE_AT)))
     out = [
         _answer(ctx, ran, ToolFinished(call.call_id, effect.attempt, outcome), label)

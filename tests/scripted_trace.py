@@ -109,7 +109,7 @@ def scripted_trace() -> tuple[ThreadCommit, ...]:
     a.start("run-a2").feed(
         propose_tools("b3", ("c6", "send_email"), ("c7", "charge_card")),
         GateVerdict("c6", Allow()),
-        ToolFinished("c6", 1, ToolDelegated("ticket-3", "child-run")),
+        ToolFinished("c6", 1, ToolDelegated("ticket-3")),
         ResumeCommand("run-a2", "ticket-3", WaitKind.DELEGATION, DelegationResult("child says hi")),
         GateVerdict("c7", Block("over budget")),
         InferenceResult("done", end=EndCauseKind.COMPLETED),

@@ -132,7 +132,7 @@ def any_input(draw: st.DrawFn, state: RunSnapshot, history: RunHistory) -> Input
         ToolOutput(1),
         ToolFailure("e", True),
         ToolFailure("e", False),
-        ToolDelegated("ticket-d", "child"),
+        ToolDelegated("ticket-d"),
         ToolScheduled("ticket-s", DUE_AT),
         ToolOutcomeLost(),
     ]

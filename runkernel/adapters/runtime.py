@@ -494,6 +494,7 @@ class Runtime:
                 effect.arguments,
                 effect.resume_value,
                 None if lease is None else lease.epoch,
+                _delegation_of(state, effect.call_id),
             )
             with invocation_scope(invocation):
                 reply = tool.run(invocation)
@@ -503,8 +504,13 @@ class Runtime:
                     outcome = ToolOutput(reply.value)
                 case Failed():
                     outcome = ToolFailure(reply.error, reply.retryable)
+                case Delegate() if invocation.delegation is not None:
+                    outcome = ToolDelegated(self.ids.ticket_id())
                 case Delegate():
-                    outcome = ToolDelegated(self.ids.ticket_id(), reply.child_run_id)
+                    outcome = ToolFailure({
+                        "type": "UndeclaredDelegation",
+                        "message": f"tool {effect.tool!r} delegated but is not declared a sequential delegation",
+                    })
                 case Schedule():
                     outcome = ToolScheduled(self.ids.ticket_id(), reply.due_at)
                 case Lost():
@@ -620,6 +626,12 @@ class Runtime:
         history = self.store.history(state.run_id)
         verdict = decide(state, expired, self.policies, history, self_check=self.self_check)
         return None if isinstance(verdict, Rejection) else verdict
+
+
+def _delegation_of(state: RunSnapshot, call_id: str) -> Delegation | None:
+    """The child a sequential delegation's Executing commit fixed (None for others)."""
+    call = state.open_batch.call(call_id) if state.open_batch is not None else None
+    return None if call is None or call.delegation is None or call.delegation.concurrent else call.delegation
 
 
 __all__ = [

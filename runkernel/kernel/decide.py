@@ -13,6 +13,7 @@ from typing import assert_never
 import attrs
 
 from runkernel.kernel.delegation import (
+    begin_attempt,
     executing_delegations,
     gate_round,
     gate_target,
@@ -340,7 +341,7 @@ def _gate(
         case Allow():
             if is_group_call(call, policies):
                 return _allow_member(state, batch, call, event.allowed, policies)
-            new = replace_status(batch, call, CallExecuting(1))
+            new = batch.replace_call(begin_attempt(call, 1, state.run_id, policies))
             return settle(state, new, policies, follow_up=(execute_effect(call, 1),))
         case Block():
             result = ToolResult(ResultKind.BLOCKED, verdict.reason)
@@ -495,7 +496,14 @@ def _tool_finished(
                 status = CallCompleted(attempt, ToolResult(ResultKind.ERROR, outcome.error))
                 decision = settle(state, replace_status(batch, ends, status), policies)
         case ToolDelegated():
-            wait = Wait(WaitKind.DELEGATION, outcome.ticket_id, child=outcome.child)
+            child = call.delegation
+            if child is None or child.concurrent:
+                return Rejection(
+                    Rule.EDGE_CONDITION,
+                    f"call {call.call_id!r} cannot delegate: its tool {call.tool!r} is not declared a "
+                    "sequential delegation (ToolPolicy(sequential_delegation=True)), so no child is fixed",
+                )
+            wait = Wait(WaitKind.DELEGATION, outcome.ticket_id, child=child.run_id)
             decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
         case ToolScheduled():
             wait = Wait(WaitKind.SCHEDULED, outcome.ticket_id, due_at=outcome.due_at)

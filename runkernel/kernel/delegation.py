@@ -111,6 +111,17 @@ def gate_round(batch: ActiveToolBatch, policies: Policies) -> tuple[ToolCall, ..
     return tuple(c for c in members if isinstance(c.status, CallRequested))
 
 
+def begin_attempt(call: ToolCall, attempt: int, run_id: str, policies: Policies) -> ToolCall:
+    """``call`` Executing ``attempt``. A sequential delegation's child is fixed by the
+    call's first Executing commit (DESIGN.md: every delegation's child, sequential ones
+    too, has an identity derived from the parent Run id and the operation id)."""
+    status = CallExecuting(attempt)
+    if call.delegation is None and call.policy_or(policies.for_tool(call.tool)).sequential_delegation:
+        child = child_identity(run_id, call.operation_id, concurrent=False)
+        return attrs.evolve(call, status=status, delegation=child)
+    return attrs.evolve(call, status=status)
+
+
 def _first_open(calls: Sequence[ToolCall]) -> int | None:
     for index, call in enumerate(calls):
         if not is_terminal(call.status):

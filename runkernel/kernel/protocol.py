@@ -169,10 +169,10 @@ class ToolFailure:
 
 @frozen
 class ToolDelegated:
-    """The tool started a child Run and waits for it."""
+    """The tool handed its work to the call's child Run (the one its Executing commit
+    fixed in the call's ``delegation``) and waits for it to talk back."""
 
     ticket_id: str = attrs.field(validator=_valid_id)
-    child: str
 
 
 @frozen

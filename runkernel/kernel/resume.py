@@ -10,7 +10,7 @@ from __future__ import annotations
 import hmac
 from typing import assert_never
 
-from runkernel.kernel.delegation import is_group_call, start_member
+from runkernel.kernel.delegation import begin_attempt, is_group_call, start_member
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.planning import execute_effect, replace_status, settle
 from runkernel.kernel.policies import Policies
@@ -138,12 +138,12 @@ def _apply_resume(
         return settle(state, new, policies, events=(resumed,), follow_up=(start,))
     match payload:
         case Approve() | TimerFired():
-            new = replace_status(batch, call, CallExecuting(attempt + 1))
+            new = batch.replace_call(begin_attempt(call, attempt + 1, state.run_id, policies))
             return settle(
                 state, new, policies, events=(resumed,), follow_up=(execute_effect(call, attempt + 1, state.input_for(call.call_id)),)
             )
         case ProvideInput():
-            new = replace_status(batch, call, CallExecuting(attempt + 1))
+            new = batch.replace_call(begin_attempt(call, attempt + 1, state.run_id, policies))
             effect = execute_effect(call, attempt + 1, payload.value)
             return settle(state, new, policies, events=(resumed,), follow_up=(effect,))
         case Deny():

@@ -37,7 +37,7 @@ from runkernel.kernel.state import (
     is_concurrent_delegation,
     is_terminal,
 )
-from runkernel.kernel.values import IndeterminateReason, ResultKind, Role
+from runkernel.kernel.values import IndeterminateReason, ResultKind, Role, WaitKind
 
 
 class Illegal(Exception):
@@ -153,6 +153,24 @@ def check_delegation(old: ToolCall | None, new: ToolCall) -> None:
             Rule.DELEGATION_FIXED,
             lambda: f"call {new.call_id!r}: a delegation's child is fixed by the commit that moves the "
             f"call to Executing, not by one that leaves it {call_phase(new.status).value}",
+        )
+    policy = new.policy
+    if policy is not None and isinstance(new.status, CallExecuting):
+        # a declared delegation runs only with its child fixed, of its declared kind
+        kind = True if policy.terminal_only_delegation else False if policy.sequential_delegation else None
+        require(
+            kind is None or (new.delegation is not None and new.delegation.concurrent is kind),
+            Rule.DELEGATION_FIXED,
+            lambda: f"call {new.call_id!r} is a {'terminal-only' if kind else 'sequential'} delegation: its "
+            f"Executing commit fixes its child (`delegation` with concurrent {str(kind).lower()})",
+        )
+    status = new.status
+    if new.delegation is not None and isinstance(status, CallAwaiting) and status.wait.kind is WaitKind.DELEGATION:
+        require(
+            status.wait.child == new.delegation.run_id,
+            Rule.DELEGATION_FIXED,
+            lambda: f"call {new.call_id!r} waits for child {status.wait.child!r}, not the child "
+            f"{new.delegation.run_id if new.delegation else ''!r} its Executing commit fixed",
         )
     if new.delegation is not None and new.delegation.concurrent:
         require(

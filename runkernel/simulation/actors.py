@@ -149,7 +149,12 @@ class SimTool:
     ) -> None:
         self.name = name
         self.world = world
-        self._policy = ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retry_attempts), delegation)
+        self._policy = ToolPolicy(
+            ToolRecoveryPolicy(mode, max_attempts),
+            RetryPolicy(retry_attempts),
+            terminal_only_delegation=delegation,
+            sequential_delegation=DELEGATE in replies,  # it hands work to a child that talks back
+        )
         self.replies = tuple(replies)
         self.status_script = tuple(status_script)
 
@@ -178,7 +183,7 @@ class SimTool:
         if behaviour == LOST:
             return Lost()
         if behaviour == DELEGATE:
-            return Delegate(f"child-{invocation.operation_id}")
+            return Delegate()
         if behaviour == SCHEDULE:
             return Schedule("2026-06-01T00:05:00.000000Z")
         raise ValueError(f"unknown tool behaviour {behaviour!r}")
