@@ -146,14 +146,17 @@ class SimTool:
         replies: Sequence[str] = (OK,),
         status_script: Sequence[str] = (TRUTH,),
         delegation: bool = False,
+        sequential_delegation: bool | None = None,
     ) -> None:
+        """``sequential_delegation`` declares that the tool may delegate to a child that
+        talks back (default: whether ``replies`` ever delegates)."""
         self.name = name
         self.world = world
         self._policy = ToolPolicy(
             ToolRecoveryPolicy(mode, max_attempts),
             RetryPolicy(retry_attempts),
             terminal_only_delegation=delegation,
-            sequential_delegation=DELEGATE in replies,  # it hands work to a child that talks back
+            sequential_delegation=DELEGATE in replies if sequential_delegation is None else sequential_delegation,
         )
         self.replies = tuple(replies)
         self.status_script = tuple(status_script)
