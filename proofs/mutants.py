@@ -74,6 +74,9 @@ COMMITTED_POLICY_UNIT = unit(
     "tests/test_resume_judge.py::test_recover_reads_the_committed_policy_not_the_workers_configuration"
 )
 GROUP_ROUND_UNIT = unit("tests/test_group_gate.py::test_every_gate_answer_on_every_member_position[allow-d1]")
+GROUP_STATE_UNIT = unit(
+    "tests/test_group_gate.py::test_the_judge_refuses_a_member_waiting_while_another_starts_in_the_same_commit"
+)
 
 
 def example(name: str) -> Detector:
@@ -238,7 +241,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "runkernel/kernel/validate_calls.py",
         "            not (executing and waiting),\n",
         "            True,\n",
-        example("group-gated-before-it-starts"),
+        GROUP_STATE_UNIT,
     ),
 )
 

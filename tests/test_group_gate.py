@@ -298,3 +298,19 @@ def test_the_judge_refuses_members_started_one_commit_at_a_time() -> None:
         call.update(status="requested", attempt=0)
     finding = check_lines([json.dumps(line).encode() for line in lines[: batch_open + 1] + [first]])
     assert (finding.verdict, finding.line, finding.rule) == (Verdict.ILLEGAL, batch_open + 2, "group-gated-before-it-starts")
+
+
+def test_the_judge_refuses_a_member_waiting_while_another_starts_in_the_same_commit() -> None:
+    world = _World("d1", "allow")
+    world.runtime().start("t", PARENT, (Message(Role.USER, "go"),))
+    lines = [commit_to_json(c) for c in world.store.commits("t")]
+    batch_open = next(i for i, line in enumerate(lines) if line["batch"] is not None)
+    bad = json.loads(json.dumps(lines[batch_open + 1]))  # the group's start commit
+    calls = bad["batch"]["calls"]
+    calls[1] = {k: v for k, v in calls[1].items() if k != "delegation"} | {
+        "status": "awaiting", "attempt": 0, "wait": {"kind": "approval", "correlation": "tk-planted-0002"},
+    }
+    # d1 and d3 start while d2 waits: no member is left Requested, so only the state says it
+    bad["disposition"] = {"state": "awaiting", "ticket": {"ticket_id": "tk-planted-0002", "wait": "approval", "call_id": "d2"}}
+    finding = check_lines([json.dumps(line).encode() for line in lines[: batch_open + 1] + [bad]])
+    assert (finding.verdict, finding.line, finding.rule) == (Verdict.ILLEGAL, batch_open + 2, "group-gated-before-it-starts")
