@@ -231,7 +231,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a group member the gate allowed starts before the gate round is over",
-        "runkernel/kernel/decide.py",
+        "runkernel/kernel/gate.py",
         "    if rest:\n        return Decision(state, (RunGate(rest[0], held),))\n",
         "    if rest:\n        return _start_group(state, batch, held, policies)\n",
         GROUP_ROUND_UNIT,

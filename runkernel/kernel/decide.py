@@ -12,15 +12,9 @@ from typing import assert_never
 
 import attrs
 
-from runkernel.kernel.delegation import (
-    begin_attempt,
-    executing_delegations,
-    gate_round,
-    gate_target,
-    is_group_call,
-    start_member,
-)
+from runkernel.kernel.delegation import executing_delegations
 from runkernel.kernel.effects_plan import next_step_effects
+from runkernel.kernel.gate import gate
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.planning import (
     KernelBug,
@@ -31,30 +25,27 @@ from runkernel.kernel.planning import (
     redeliver,
     replace_status,
     settle,
+    suspend,
 )
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
     Activate,
-    Allow,
     Block,
     ChildEnded,
     Commit,
     DeadlinePassed,
     Decision,
-    Effect,
     EndRequest,
     GateVerdict,
     Hook,
     InferenceResult,
     Input,
-    NotifyWait,
     OperationStatus,
     QueryStatus,
     RequireWait,
     ResumeCommand,
     RunGate,
     RunHook,
-    StartChild,
     StatusReport,
     Supply,
     ToolDelegated,
@@ -79,8 +70,6 @@ from runkernel.kernel.state import (
     Ended,
     Event,
     Message,
-    ParentCall,
-    ResumeTicket,
     Running,
     RunSnapshot,
     ThreadCommit,
@@ -152,7 +141,7 @@ def _decide(
         case InferenceResult():
             return _inference(state, event, policies, history)
         case GateVerdict():
-            return _gate(state, event, policies, history)
+            return gate(state, event, policies, history)
         case ToolFinished():
             return _tool_finished(state, event, policies, history)
         case StatusReport():
@@ -323,94 +312,6 @@ def _current_call(state: RunSnapshot, call_id: str) -> ToolCall | Rejection:
     return current
 
 
-def _gate(
-    state: RunSnapshot, event: GateVerdict, policies: Policies, history: History
-) -> Decision | Rejection:
-    batch = state.open_batch
-    call = gate_target(batch, policies, event.allowed) if batch is not None else None
-    if call is None or call.call_id != event.call_id or not isinstance(state.state, Running):
-        after = f" after the allowed members {list(event.allowed)}" if event.allowed else ""
-        return Rejection(
-            Rule.CALL_ORDER,
-            f"call {event.call_id!r} is not the call whose gate answer is due{after} "
-            f"({call.call_id if call is not None else 'none'!r})",
-        )
-    assert batch is not None
-    verdict = event.verdict
-    match verdict:
-        case Allow():
-            if is_group_call(call, policies):
-                return _allow_member(state, batch, call, event.allowed, policies)
-            new = batch.replace_call(begin_attempt(call, 1, state.run_id, policies))
-            return settle(state, new, policies, follow_up=(execute_effect(call, 1),))
-        case Block():
-            result = ToolResult(ResultKind.BLOCKED, verdict.reason)
-            return _complete_at_gate(state, batch, call, CallCompleted(0, result), event.allowed, policies)
-        case Supply():
-            result = ToolResult(ResultKind.SUPPLIED, verdict.value)
-            return _complete_at_gate(state, batch, call, CallCompleted(0, result), event.allowed, policies)
-        case RequireWait():
-            if verdict.kind in (WaitKind.DELEGATION,):
-                return Rejection(
-                    Rule.EDGE_CONDITION, "a gate cannot start a delegation wait; tools delegate"
-                )
-            wait = Wait(
-                verdict.kind, verdict.ticket_id, due_at=verdict.due_at, expires_at=verdict.expires_at
-            )
-            # a wait ends a group's gate round: the allows held so far are dropped
-            return _suspend(state, batch, call, CallAwaiting(0, wait), policies, history)
-        case _:
-            assert_never(verdict)
-
-
-def _allow_member(
-    state: RunSnapshot, batch: ActiveToolBatch, call: ToolCall, allowed: tuple[str, ...], policies: Policies
-) -> Decision:
-    """An Allow in a group's gate round commits nothing until every Requested member is
-    allowed; then they all start in one commit, so no crash leaves a started group with
-    a member still to gate (which might then have to wait)."""
-    held = allowed + (call.call_id,)
-    rest = gate_round(batch, policies)[len(held):]
-    if rest:
-        return Decision(state, (RunGate(rest[0], held),))
-    return _start_group(state, batch, held, policies)
-
-
-def _complete_at_gate(
-    state: RunSnapshot,
-    batch: ActiveToolBatch,
-    call: ToolCall,
-    status: CallCompleted,
-    allowed: tuple[str, ...],
-    policies: Policies,
-) -> Decision:
-    """A blocked or supplied call is terminal at once; in a gate round the round goes on
-    with the allows it holds, and the last member's answer starts the allowed ones."""
-    new = replace_status(batch, call, status)
-    if not is_group_call(call, policies):
-        return settle(state, new, policies)
-    rest = gate_round(batch, policies)[len(allowed) + 1 :]
-    if rest:
-        return settle(state, new, policies, follow_up=(RunGate(rest[0], allowed),))
-    if allowed:
-        return _start_group(state, new, allowed, policies)
-    return settle(state, new, policies)
-
-
-def _start_group(
-    state: RunSnapshot, batch: ActiveToolBatch, members: tuple[str, ...], policies: Policies
-) -> Decision:
-    """Executing{1} for every allowed member with its child fixed, in one commit; then the
-    children's activations (their executors): the group runs concurrently."""
-    follow: list[Effect] = []
-    for call_id in members:
-        call = batch.call(call_id)
-        assert call is not None
-        batch, start = start_member(state.thread_id, state.run_id, batch, call, 1)
-        follow.append(start)
-    return settle(state, batch, policies, follow_up=tuple(follow))
-
-
 def _child_ended(state: RunSnapshot, event: ChildEnded, policies: Policies) -> Decision | Rejection:
     batch = state.open_batch
     call = batch.call(event.call_id) if batch is not None else None
@@ -427,27 +328,6 @@ def _child_ended(state: RunSnapshot, event: ChildEnded, policies: Policies) -> D
         )
     result = ToolResult(ResultKind.OUTPUT, event.terminus)  # the child's terminus (I15)
     return settle(state, replace_status(batch, call, CallCompleted(event.attempt, result)), policies)
-
-
-def _suspend(
-    state: RunSnapshot,
-    batch: ActiveToolBatch,
-    call: ToolCall,
-    status: CallAwaiting,
-    policies: Policies,
-    history: History,
-) -> Decision | Rejection:
-    ticket_id = status.wait.correlation
-    if history.ticket_used(ticket_id):
-        return Rejection(Rule.TICKET_REUSED, f"ticket {ticket_id!r} was already used")
-    ticket = ResumeTicket(ticket_id, status.wait.kind, call.call_id)
-    return settle(
-        state,
-        replace_status(batch, call, status),
-        policies,
-        disposition=Awaiting(ticket),
-        follow_up=(NotifyWait(ticket, status.wait),),
-    )
 
 
 def _executing_call(state: RunSnapshot, call_id: str, attempt: int) -> ToolCall | Rejection:
@@ -504,10 +384,10 @@ def _tool_finished(
                     "sequential delegation (ToolPolicy(sequential_delegation=True)), so no child is fixed",
                 )
             wait = Wait(WaitKind.DELEGATION, outcome.ticket_id, child=child.run_id)
-            decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
+            decision = suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
         case ToolScheduled():
             wait = Wait(WaitKind.SCHEDULED, outcome.ticket_id, due_at=outcome.due_at)
-            decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
+            decision = suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
         case ToolOutcomeLost():
             status = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
             decision = settle(state, replace_status(batch, ends, status), policies)

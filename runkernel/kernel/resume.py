@@ -33,7 +33,6 @@ from runkernel.kernel.state import (
     Awaiting,
     CallAwaiting,
     CallCompleted,
-    CallExecuting,
     CallStatus,
     Ended,
     Event,
