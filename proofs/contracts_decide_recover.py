@@ -124,7 +124,7 @@ def decode_input(snapshot: RunSnapshot, kind: int, target: int, attempt: int, va
         elif variant == 2:
             outcome = ToolFailure("bad", retryable=False)
         elif variant == 3:
-            outcome = ToolDelegated(ticket_id, "child-run")
+            outcome = ToolDelegated(ticket_id)
         elif variant == 4:
             outcome = ToolScheduled(ticket_id, EXPIRES_AT)
         else:

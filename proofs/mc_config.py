@@ -40,7 +40,6 @@ BLOCK_REASON = "blocked-by-gate"
 SUPPLIED = "supplied-by-plugin"
 STATUS_DONE = "status-done"
 STATUS_FAILED = "status-failed"
-CHILD_RUN = "child-run"
 CHILD_FINAL = "child-final"
 #: A terminal-only delegation (the second CI bound).
 TOOL_DELEGATE = "delegate"
@@ -94,8 +93,8 @@ class Profile:
     delegations: bool = False
     """The concurrent-delegation bound: the tool step is two terminal-only delegations
     and one ordinary call (of each recovery policy in turn); children may end, crash
-    once and be cancelled; the gate allows or blocks (a wait cannot start while a
-    delegation runs)."""
+    once and be cancelled; the gate allows, blocks, supplies or (with ``gate_waits``)
+    holds a call, a group member too (its gate round, ``CONCURRENCY_RULE``)."""
     max_child_crashes: int = 1
     hash_compaction: bool = False
     """Remember visited states by a 64-bit hash of their key instead of the key (much
@@ -104,11 +103,18 @@ class Profile:
     def policies(self) -> Policies:
         return Policies(
             tools={
+                # each may also delegate to a child that talks back (a sequential
+                # delegation), so each is declared one: its child is fixed when it starts
                 TOOL_REPLAY: ToolPolicy(
-                    ToolRecoveryPolicy(RecoveryMode.REPLAY, max_attempts=2), RetryPolicy(2)
+                    ToolRecoveryPolicy(RecoveryMode.REPLAY, max_attempts=2), RetryPolicy(2),
+                    sequential_delegation=self.tool_waits,
                 ),
-                TOOL_RECONNECT: ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT)),
-                TOOL_INDETERMINATE: ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)),
+                TOOL_RECONNECT: ToolPolicy(
+                    ToolRecoveryPolicy(RecoveryMode.RECONNECT), sequential_delegation=self.tool_waits
+                ),
+                TOOL_INDETERMINATE: ToolPolicy(
+                    ToolRecoveryPolicy(RecoveryMode.INDETERMINATE), sequential_delegation=self.tool_waits
+                ),
                 TOOL_DELEGATE: ToolPolicy(terminal_only_delegation=True),
             },
             max_steps=self.max_steps,
@@ -131,7 +137,7 @@ PROFILES: dict[str, Profile] = {
         max_steps=2,
         tool_steps=1,
         max_crashes=1,
-        gate_waits=(),
+        gate_waits=(WaitKind.APPROVAL,),  # a member the gate holds: one approval wait per call
         approval_deadline=False,
         tool_waits=False,
         delegations=True,

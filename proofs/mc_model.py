@@ -18,7 +18,7 @@ from itertools import product
 from runkernel.adapters.crash import Boundary, Position, position_of
 from runkernel.kernel.history import RunHistory
 from runkernel.kernel.policies import RecoveryMode
-from runkernel.kernel.delegation import executing_delegations, next_to_gate
+from runkernel.kernel.delegation import executing_delegations, gate_target
 from runkernel.kernel.protocol import (
     Activate,
     ChildEnded,
@@ -241,28 +241,27 @@ def _infer(ctx: Context, state: State, effect: RequestInference) -> list[Transit
 
 def _gate(ctx: Context, state: State, effect: RunGate) -> list[Transition]:
     snap = state.snap
-    batch = snap.open_batch if snap is not None else None
-    upcoming = next_to_gate(batch, ctx.policies) if batch is not None else None
-    if upcoming is not None and upcoming.call_id == effect.call.call_id and snap is not None and isinstance(snap.state, Running):
-        call = upcoming  # the first open call, or the next member of a running group (I8)
-    else:
-        snap, call = _current(state, effect.call.call_id, "gate")
-    if call != effect.call or not isinstance(call.status, CallRequested):
-        raise Violation("I8", f"gate for call {call.call_id!r}, which is not the committed Requested call")
+    if snap is None or not isinstance(snap.state, Running) or snap.open_batch is None:
+        raise Violation("I5", f"gate for call {effect.call.call_id!r} while the committed run is not Running")
+    # the first open call, or the next member of a group's gate round (I8)
+    call = gate_target(snap.open_batch, ctx.policies, effect.allowed)
+    if call != effect.call or call is None or not isinstance(call.status, CallRequested):
+        raise Violation("I8", f"gate for call {effect.call.call_id!r}, which is not the committed Requested call due")
+    held = effect.allowed
     verdicts: list[tuple[str, GateVerdict]] = [
-        ("gate allow", GateVerdict(call.call_id, Allow())),
-        ("gate block", GateVerdict(call.call_id, Block(cfg.BLOCK_REASON))),
-        ("gate supply", GateVerdict(call.call_id, Supply(cfg.SUPPLIED))),
+        ("gate allow", GateVerdict(call.call_id, Allow(), held)),
+        ("gate block", GateVerdict(call.call_id, Block(cfg.BLOCK_REASON), held)),
+        ("gate supply", GateVerdict(call.call_id, Supply(cfg.SUPPLIED), held)),
     ]
     ticket = _ticket(ctx, state.history, call.call_id)
     if ticket is not None:
         for kind in ctx.profile.gate_waits:
             due = cfg.DUE_AT if kind is WaitKind.SCHEDULED else None
             wait = RequireWait(kind, ticket, due_at=due)
-            verdicts.append((f"gate wait {kind.value}", GateVerdict(call.call_id, wait)))
+            verdicts.append((f"gate wait {kind.value}", GateVerdict(call.call_id, wait, held)))
         if ctx.profile.approval_deadline and WaitKind.APPROVAL in ctx.profile.gate_waits:
             expiring = RequireWait(WaitKind.APPROVAL, ticket, expires_at=cfg.EXPIRES_AT)
-            verdicts.append(("gate wait approval expiring", GateVerdict(call.call_id, expiring)))
+            verdicts.append(("gate wait approval expiring", GateVerdict(call.call_id, expiring, held)))
     return [_answer(ctx, state, v, label) for label, v in verdicts] + _interrupt(ctx, state)
 
 
@@ -292,7 +291,8 @@ def _execute(ctx: Context, state: State, effect: Execute) -> list[Transition]:
     outcomes.append(("tool lost", ToolOutcomeLost()))
     ticket = _ticket(ctx, state.history, call.call_id)
     if ctx.profile.tool_waits and ticket is not None:
-        outcomes.append(("tool delegates", ToolDelegated(ticket, cfg.CHILD_RUN)))
+        if call.delegation is not None and not call.delegation.concurrent:  # a sequential delegation
+            outcomes.append(("tool delegates", ToolDelegated(ticket)))
         outcomes.append(("tool schedules", ToolScheduled(ticket, cfg.DUE_AT)))
     out = [
         _answer(ctx, ran, ToolFinished(call.call_id, effect.attempt, outcome), label)

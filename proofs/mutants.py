@@ -73,6 +73,10 @@ SLOPPY_TICKET_UNIT = unit("tests/test_resume_judge.py::test_a_resume_naming_a_sl
 COMMITTED_POLICY_UNIT = unit(
     "tests/test_resume_judge.py::test_recover_reads_the_committed_policy_not_the_workers_configuration"
 )
+GROUP_ROUND_UNIT = unit("tests/test_group_gate.py::test_every_gate_answer_on_every_member_position[allow-d1]")
+GROUP_STATE_UNIT = unit(
+    "tests/test_group_gate.py::test_the_judge_refuses_a_member_waiting_while_another_starts_in_the_same_commit"
+)
 
 
 def example(name: str) -> Detector:
@@ -224,6 +228,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "        recovery = call.policy_or(policies.for_tool(call.tool)).recovery\n",
         "        recovery = policies.for_tool(call.tool).recovery\n",
         COMMITTED_POLICY_UNIT,
+    ),
+    Mutant(
+        "a group member the gate allowed starts before the gate round is over",
+        "runkernel/kernel/gate.py",
+        "    if rest:\n        return Decision(state, (RunGate(rest[0], held),))\n",
+        "    if rest:\n        return _start_group(state, batch, held, policies)\n",
+        GROUP_ROUND_UNIT,
+    ),
+    Mutant(
+        "the judge lets a group member wait while another member runs",
+        "runkernel/kernel/validate_calls.py",
+        "            not (executing and waiting),\n",
+        "            True,\n",
+        GROUP_STATE_UNIT,
     ),
 )
 

@@ -284,7 +284,7 @@ class Driver:
         if kind == "failure":
             return ToolFailure({"error": "boom"}, retryable=self.draw(st.sampled_from([True, False])))
         if kind == "delegated":
-            return ToolDelegated(self.ids("ticket"), self.ids("child-run"))
+            return ToolDelegated(self.ids("ticket"))
         if kind == "scheduled":
             return ToolScheduled(self.ids("ticket"), DUE_AT)
         return ToolOutcomeLost()

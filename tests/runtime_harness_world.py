@@ -80,6 +80,7 @@ def build_registry(world: World, max_steps: int | None, choice: IndeterminateCho
             max_attempts=spec.max_attempts,
             retry_attempts=spec.retry,
             status_script=spec.status,
+            sequential_delegation=True,  # a call's arguments may make any tool delegate
         )
         for spec in TOOL_SPECS
     }

@@ -82,6 +82,7 @@ SCRIPT_POLICIES = Policies(
         "search": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY, 2), RetryPolicy(2)),
         "send_email": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT)),
         "charge_card": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)),
+        "ask_agent": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT), sequential_delegation=True),
     }
 )
 
@@ -107,9 +108,9 @@ def scripted_trace() -> tuple[ThreadCommit, ...]:
     )
     a_first = len(a.commits)
     a.start("run-a2").feed(
-        propose_tools("b3", ("c6", "send_email"), ("c7", "charge_card")),
+        propose_tools("b3", ("c6", "ask_agent"), ("c7", "charge_card")),
         GateVerdict("c6", Allow()),
-        ToolFinished("c6", 1, ToolDelegated("ticket-3", "child-run")),
+        ToolFinished("c6", 1, ToolDelegated("ticket-3")),
         ResumeCommand("run-a2", "ticket-3", WaitKind.DELEGATION, DelegationResult("child says hi")),
         GateVerdict("c7", Block("over budget")),
         InferenceResult("done", end=EndCauseKind.COMPLETED),

@@ -132,7 +132,7 @@ def any_input(draw: st.DrawFn, state: RunSnapshot, history: RunHistory) -> Input
         ToolOutput(1),
         ToolFailure("e", True),
         ToolFailure("e", False),
-        ToolDelegated("ticket-d", "child"),
+        ToolDelegated("ticket-d"),
         ToolScheduled("ticket-s", DUE_AT),
         ToolOutcomeLost(),
     ]
@@ -185,7 +185,7 @@ def fuzz_input(draw: st.DrawFn, state: RunSnapshot | None, history: RunHistory =
     outcomes: st.SearchStrategy[ToolOutcome] = st.one_of(
         st.builds(ToolOutput, value),
         st.builds(ToolFailure, value, st.booleans()),
-        st.builds(ToolDelegated, ids, ids),
+        st.builds(ToolDelegated, ids),
         st.builds(ToolScheduled, ids, ids),
         st.just(ToolOutcomeLost()),
     )
@@ -216,7 +216,7 @@ def fuzz_input(draw: st.DrawFn, state: RunSnapshot | None, history: RunHistory =
             end = draw(st.none() | st.sampled_from(EndCauseKind))
             return InferenceResult(draw(value), draw(calls), draw(st.none() | ids), end)
         if kind == "gate":
-            return GateVerdict(draw(ids), draw(verdicts))
+            return GateVerdict(draw(ids), draw(verdicts), draw(st.lists(ids, max_size=2).map(tuple)))
         if kind == "finished":
             return ToolFinished(draw(ids), draw(st.integers(-1, 4)), draw(outcomes))
         if kind == "status":

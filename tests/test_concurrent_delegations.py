@@ -138,12 +138,13 @@ class _CrashOnce:
         return True
 
 
-@pytest.mark.parametrize("skip", [0, 1])
-def test_a_crash_while_children_start_reconnects_to_the_same_children(skip: int) -> None:
+@pytest.mark.parametrize("position, skip", [(Position.CALL_START, 0), (Position.ACTIVATION, 1), (Position.ACTIVATION, 2)])
+def test_a_crash_while_children_start_reconnects_to_the_same_children(position: Position, skip: int) -> None:
     store = MemoryStore()
     tools, _, _ = _registry()
-    # crash after the first (or second) child's Executing commit, before its activation
-    crashing = Runtime(store, _Model(), tools, crash=_CrashOnce(Boundary.AFTER_WRITE, Position.CALL_START, skip), self_check=True)
+    # crash after the group's one Executing commit (before any activation), or after the
+    # first or second child's activation (the parent's own activation is the first)
+    crashing = Runtime(store, _Model(), tools, crash=_CrashOnce(Boundary.AFTER_WRITE, position, skip), self_check=True)
     with pytest.raises(SimulatedCrash):
         crashing.start("t", PARENT, (Message(Role.USER, "go"),))
     Runtime(store, _Model(), tools, self_check=True).drive(PARENT)

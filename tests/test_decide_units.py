@@ -65,6 +65,7 @@ from runkernel.kernel.state import (
     ToolResult,
     TypedError,
 )
+from runkernel.kernel.delegation import child_identity
 from runkernel.kernel.validate import validate_commit
 from runkernel.kernel.values import (
     EndCauseKind,
@@ -79,6 +80,7 @@ POLICIES = Policies(
         "fetch": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY, 2), RetryPolicy(2)),
         "job": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT)),
         "pay": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)),
+        "ask": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE), sequential_delegation=True),
     }
 )
 
@@ -251,12 +253,25 @@ def test_a_lost_outcome_can_end_the_run_when_the_host_says_so() -> None:
 
 
 def test_a_delegation_waits_with_its_own_ticket_and_child() -> None:
-    verdict = decide(executing("pay"), ToolFinished("c0", 1, ToolDelegated("tk-child", "child-run")), POLICIES)
+    started = executing("ask")
+    assert started.batch is not None
+    child = started.batch.calls[0].delegation  # fixed by the Executing commit, derived
+    assert child == child_identity("r", "op0", concurrent=False)
+    verdict = decide(started, ToolFinished("c0", 1, ToolDelegated("tk-child")), POLICIES)
     assert not isinstance(verdict, Rejection)
     assert isinstance(verdict.state.state, Awaiting)
     assert verdict.state.batch is not None
     status = verdict.state.batch.calls[0].status
-    assert isinstance(status, CallAwaiting) and status.attempt == 1 and status.wait.child == "child-run"
+    assert isinstance(status, CallAwaiting) and status.attempt == 1 and status.wait.child == child.run_id
+    assert verdict.state.batch.calls[0].delegation == child
+
+
+def test_a_tool_not_declared_a_delegation_cannot_delegate() -> None:
+    started = executing("pay")
+    assert started.batch is not None and started.batch.calls[0].delegation is None
+    verdict = decide(started, ToolFinished("c0", 1, ToolDelegated("tk-child")), POLICIES)
+    assert isinstance(verdict, Rejection) and verdict.rule is Rule.EDGE_CONDITION
+    assert "not declared a sequential delegation" in verdict.message
 
 
 def test_an_outcome_for_the_wrong_call_or_attempt_is_rejected() -> None:

@@ -86,7 +86,7 @@ def test_a_resume_command_without_canonical_json_is_refused(command: ResumeComma
     [
         lambda: RequireWait(WaitKind.APPROVAL, ""),
         lambda: RequireWait(WaitKind.APPROVAL, "\ud800"),
-        lambda: ToolDelegated("", "child"),
+        lambda: ToolDelegated(""),
         lambda: ToolScheduled("", "2030-01-01T00:00:00Z"),
         lambda: DeadlinePassed("\ud800", "2030-01-01T00:00:00Z"),
         lambda: Activate("", "run", 0, ()),

@@ -90,6 +90,12 @@ def decide_states() -> dict[str, tuple[RunPhase | None, RunSnapshot | None, RunH
         GateVerdict("c1", Allow()),
         delegating,
     )
+    sequential = Policies(tools={"tool": ToolPolicy(sequential_delegation=True)})
+    handing_over = _d(  # a sequential delegation Executing, its child fixed: it may delegate
+        _d(idle, InferenceResult("t", calls=(ProposedCall("c1", "tool", {}, "op1"),), batch_id="b1"), sequential),
+        GateVerdict("c1", Allow()),
+        sequential,
+    )
     awaiting = _d(requested, GateVerdict("c1", RequireWait(WaitKind.APPROVAL, TICKET_OLD, expires_at=EXPIRES)))
     resumed_then_ended = _d(_d(awaiting, APPROVE), EndRequest(cause(EndCauseKind.CANCELLED)))
     reached: dict[str, tuple[RunPhase | None, Reached]] = {
@@ -98,6 +104,7 @@ def decide_states() -> dict[str, tuple[RunPhase | None, RunSnapshot | None, RunH
         "running-requested": (RunPhase.RUNNING, requested),
         "running-executing": (RunPhase.RUNNING, executing),
         "running-delegating": (RunPhase.RUNNING, delegated),
+        "running-sequential-delegation": (RunPhase.RUNNING, handing_over),
         "awaiting": (RunPhase.AWAITING, awaiting),
         "ended-while-awaiting": (RunPhase.ENDED, _d(awaiting, EndRequest(cause(EndCauseKind.STOPPED)))),
         "ended-after-resume": (RunPhase.ENDED, resumed_then_ended),
@@ -125,7 +132,7 @@ def inputs_of(kind: type, state: RunSnapshot | None) -> list[Input]:
     if kind is ToolFinished:
         return [
             ToolFinished("c1", 1, outcome)
-            for outcome in (ToolOutput(1), ToolFailure("e"), ToolOutcomeLost(), ToolDelegated(TICKET_NEW, "child"))
+            for outcome in (ToolOutput(1), ToolFailure("e"), ToolOutcomeLost(), ToolDelegated(TICKET_NEW))
         ]
     if kind is StatusReport:
         reports: list[Input] = [StatusReport("c1", 1, s, "v") for s in OperationStatus]

@@ -26,7 +26,7 @@ ILLEGAL = sorted((DATA / "illegal").glob("*.jsonl"))
 MANIFEST: dict[str, dict[str, Any]] = json.loads((DATA / "manifest.json").read_text("utf-8"))
 
 _ALL_RULES = list(Rule)
-#: The rules a commit log can break: IDENTITY .. CHILD_TERMINUS. The rest are about
+#: The rules a commit log can break: IDENTITY .. GROUP_GATE. The rest are about
 #: inputs to ``decide`` and never appear in a trace verdict.
 COMMIT_LOG_RULES = _ALL_RULES[: _ALL_RULES.index(Rule.RUN_NOT_AWAITING)]
 
@@ -111,9 +111,10 @@ def test_every_commit_log_rule_has_a_legal_and_an_illegal_example(rule: Rule) ->
 
 def test_commit_log_rules_are_the_first_group() -> None:
     values = [rule.value for rule in COMMIT_LOG_RULES]
-    assert values[0] == "identity" and values[-1] == "result-is-child-terminus"
-    # the 23 of runkernel/1, the three resume rules of I14 and the three delegation rules of I15
-    assert len(values) == 29
+    assert values[0] == "identity" and values[-1] == "group-gated-before-it-starts"
+    # the 23 of runkernel/1, the three resume rules of I14, the three delegation rules of
+    # I15 and the gate round of a group of concurrent delegations (I8)
+    assert len(values) == 30
 
 
 def test_several_files_exit_with_the_highest_code(

@@ -152,7 +152,7 @@ def requested_straight_to_output(ctx: Context) -> Iterator[Site]:
             if isinstance(old.status, CallRequested) and old.status != new.status:
                 def edit(lines: Lines, k: int = k, j: int = j) -> None:
                     target = lines[k]["batch"]["calls"][j]
-                    for key in ("wait", "reason"):
+                    for key in ("wait", "reason", "delegation"):
                         target.pop(key, None)
                     target.update(status="completed", attempt=0, result={"kind": "output", "value": 1})
                 yield Site(edit, k + 1, Rule.EDGE_CONDITION)

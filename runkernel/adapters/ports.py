@@ -17,6 +17,7 @@ from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
 from runkernel.kernel.protocol import Hook, OperationStatus
 from runkernel.kernel.state import (
     ActiveToolBatch,
+    Delegation,
     Message,
     ResumeTicket,
     Staged,
@@ -86,7 +87,9 @@ class ModelPort(Protocol):
 class ToolInvocation:
     """One executor attempt. ``operation_id`` is the idempotency key of every attempt;
     ``lease_epoch`` the fencing token when a worker's lease drives the Run (None when
-    no lease does): it only rises, so a downstream may refuse a lower one than it saw."""
+    no lease does): it only rises, so a downstream may refuse a lower one than it saw.
+    ``delegation`` is the child Run a sequential delegation hands its work to (None for
+    a tool not declared one)."""
 
     run_id: str
     call_id: str
@@ -95,6 +98,7 @@ class ToolInvocation:
     arguments: JsonValue
     resume_value: JsonValue = None
     lease_epoch: int | None = None
+    delegation: Delegation | None = None
 
 
 @frozen
@@ -114,9 +118,9 @@ class Failed:
 
 @frozen
 class Delegate:
-    """Start a child Run and wait for it."""
-
-    child_run_id: str
+    """Hand the work to the call's child Run and wait for it: the child is
+    ``ToolInvocation.delegation``, derived and committed before the tool started (only
+    a tool declared ``ToolPolicy(sequential_delegation=True)`` has one)."""
 
 
 @frozen

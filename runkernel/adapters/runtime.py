@@ -458,16 +458,16 @@ class Runtime:
         answer = self.gate.check(state.run_id, effect.call)
         match answer:
             case Permit():
-                return GateVerdict(effect.call.call_id, Allow())
+                return GateVerdict(effect.call.call_id, Allow(), effect.allowed)
             case Refuse():
-                return GateVerdict(effect.call.call_id, Block(answer.reason))
+                return GateVerdict(effect.call.call_id, Block(answer.reason), effect.allowed)
             case Provide():
-                return GateVerdict(effect.call.call_id, Supply(answer.value))
+                return GateVerdict(effect.call.call_id, Supply(answer.value), effect.allowed)
             case Hold():
                 wait = RequireWait(
                     answer.kind, self.ids.ticket_id(), answer.request, answer.expires_at, answer.due_at
                 )
-                return GateVerdict(effect.call.call_id, wait)
+                return GateVerdict(effect.call.call_id, wait, effect.allowed)
             case _:
                 assert_never(answer)
 
@@ -488,6 +488,7 @@ class Runtime:
                 effect.arguments,
                 effect.resume_value,
                 None if lease is None else lease.epoch,
+                _delegation_of(state, effect.call_id),
             )
             with invocation_scope(invocation):
                 reply = tool.run(invocation)
@@ -497,8 +498,13 @@ class Runtime:
                     outcome = ToolOutput(reply.value)
                 case Failed():
                     outcome = ToolFailure(reply.error, reply.retryable)
+                case Delegate() if invocation.delegation is not None:
+                    outcome = ToolDelegated(self.ids.ticket_id())
                 case Delegate():
-                    outcome = ToolDelegated(self.ids.ticket_id(), reply.child_run_id)
+                    outcome = ToolFailure({
+                        "type": "UndeclaredDelegation",
+                        "message": f"tool {effect.tool!r} delegated but is not declared a sequential delegation",
+                    })
                 case Schedule():
                     outcome = ToolScheduled(self.ids.ticket_id(), reply.due_at)
                 case Lost():
@@ -603,6 +609,12 @@ class Runtime:
         history = self.store.history(state.run_id)
         verdict = decide(state, expired, self.policies, history, self_check=self.self_check)
         return None if isinstance(verdict, Rejection) else verdict
+
+
+def _delegation_of(state: RunSnapshot, call_id: str) -> Delegation | None:
+    """The child a sequential delegation's Executing commit fixed (None for others)."""
+    call = state.open_batch.call(call_id) if state.open_batch is not None else None
+    return None if call is None or call.delegation is None or call.delegation.concurrent else call.delegation
 
 
 __all__ = [

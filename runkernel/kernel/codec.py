@@ -128,6 +128,8 @@ def policy_to_json(policy: ToolPolicy) -> dict[str, JsonValue]:
     }
     if policy.terminal_only_delegation:
         out["delegation"] = "terminal_only"  # an extra field: the format allows it
+    elif policy.sequential_delegation:
+        out["delegation"] = "sequential"
     return out
 
 
@@ -415,8 +417,15 @@ def _decode_policy(obj: Mapping[str, Any], path: str) -> ToolPolicy:
     retries = _non_negative(_field(obj, "retries", int, path), f"{path}.retries")
     if max_attempts < 1:
         raise TraceFormatError(f"{path}.max_attempts", f"must be >= 1, got {max_attempts}")
-    delegation = obj.get("delegation") == "terminal_only"
-    return ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retries + 1), delegation)
+    kind = obj.get("delegation")
+    if kind not in (None, "terminal_only", "sequential"):
+        raise TraceFormatError(f"{path}.delegation", f"must be 'terminal_only' or 'sequential', got {kind!r}")
+    return ToolPolicy(
+        ToolRecoveryPolicy(mode, max_attempts),
+        RetryPolicy(retries + 1),
+        terminal_only_delegation=kind == "terminal_only",
+        sequential_delegation=kind == "sequential",
+    )
 
 
 def _call_at(value: Any, where: str) -> ToolCall:

@@ -12,13 +12,9 @@ from typing import assert_never
 
 import attrs
 
-from runkernel.kernel.delegation import (
-    child_identity,
-    executing_delegations,
-    is_group_call,
-    next_to_gate,
-)
+from runkernel.kernel.delegation import executing_delegations
 from runkernel.kernel.effects_plan import next_step_effects
+from runkernel.kernel.gate import gate
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.planning import (
     KernelBug,
@@ -29,30 +25,27 @@ from runkernel.kernel.planning import (
     redeliver,
     replace_status,
     settle,
+    suspend,
 )
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
     Activate,
-    Allow,
     Block,
     ChildEnded,
     Commit,
     DeadlinePassed,
     Decision,
-    Effect,
     EndRequest,
     GateVerdict,
     Hook,
     InferenceResult,
     Input,
-    NotifyWait,
     OperationStatus,
     QueryStatus,
     RequireWait,
     ResumeCommand,
     RunGate,
     RunHook,
-    StartChild,
     StatusReport,
     Supply,
     ToolDelegated,
@@ -77,8 +70,6 @@ from runkernel.kernel.state import (
     Ended,
     Event,
     Message,
-    ParentCall,
-    ResumeTicket,
     Running,
     RunSnapshot,
     ThreadCommit,
@@ -150,7 +141,7 @@ def _decide(
         case InferenceResult():
             return _inference(state, event, policies, history)
         case GateVerdict():
-            return _gate(state, event, policies, history)
+            return gate(state, event, policies, history)
         case ToolFinished():
             return _tool_finished(state, event, policies, history)
         case StatusReport():
@@ -321,72 +312,6 @@ def _current_call(state: RunSnapshot, call_id: str) -> ToolCall | Rejection:
     return current
 
 
-def _gate(
-    state: RunSnapshot, event: GateVerdict, policies: Policies, history: History
-) -> Decision | Rejection:
-    batch = state.open_batch
-    gated = next_to_gate(batch, policies) if batch is not None else None
-    if gated is None or gated.call_id != event.call_id:
-        call = _current_call(state, event.call_id)
-        if isinstance(call, Rejection):
-            return call
-        gated = call
-    call = gated
-    if not isinstance(call.status, CallRequested) or not isinstance(state.state, Running):
-        return Rejection(
-            Rule.UNEXPECTED_INPUT, f"can't gate call {call.call_id!r}: it is not Requested"
-        )
-    assert batch is not None
-    verdict = event.verdict
-    running = executing_delegations(batch)
-    match verdict:
-        case Allow():
-            if is_group_call(call, policies):
-                return _start_delegation(state, batch, call, policies)
-            new = replace_status(batch, call, CallExecuting(1))
-            return settle(state, new, policies, follow_up=(execute_effect(call, 1),))
-        case Block():
-            result = ToolResult(ResultKind.BLOCKED, verdict.reason)
-            return settle(state, replace_status(batch, call, CallCompleted(0, result)), policies)
-        case Supply():
-            result = ToolResult(ResultKind.SUPPLIED, verdict.value)
-            return settle(state, replace_status(batch, call, CallCompleted(0, result)), policies)
-        case RequireWait():
-            if running:
-                return Rejection(
-                    Rule.CALL_ORDER,
-                    f"call {call.call_id!r} cannot wait while concurrent delegations run "
-                    f"({', '.join(repr(c.call_id) for c in running)}): a Run with a running "
-                    "delegation is Running and cannot become Awaiting",
-                )
-            if verdict.kind in (WaitKind.DELEGATION,):
-                return Rejection(
-                    Rule.EDGE_CONDITION, "a gate cannot start a delegation wait; tools delegate"
-                )
-            wait = Wait(
-                verdict.kind, verdict.ticket_id, due_at=verdict.due_at, expires_at=verdict.expires_at
-            )
-            return _suspend(state, batch, call, CallAwaiting(0, wait), policies, history)
-        case _:
-            assert_never(verdict)
-
-
-def _start_delegation(
-    state: RunSnapshot, batch: ActiveToolBatch, call: ToolCall, policies: Policies
-) -> Decision | Rejection:
-    """Executing{1} with the child's identity fixed, then the child's activation (its
-    executor) and the gate of the group's next call: the group runs concurrently."""
-    child = child_identity(state.run_id, call.operation_id, concurrent=True)
-    started = attrs.evolve(call, status=CallExecuting(1), delegation=child)
-    new = batch.replace_call(started)
-    parent = ParentCall(state.thread_id, state.run_id, call.call_id)
-    follow: tuple[Effect, ...] = (StartChild(call.call_id, 1, child, parent, call.arguments),)
-    upcoming = next_to_gate(new, policies)
-    if upcoming is not None:
-        follow += (RunGate(upcoming),)
-    return settle(state, new, policies, follow_up=follow)
-
-
 def _child_ended(state: RunSnapshot, event: ChildEnded, policies: Policies) -> Decision | Rejection:
     batch = state.open_batch
     call = batch.call(event.call_id) if batch is not None else None
@@ -403,27 +328,6 @@ def _child_ended(state: RunSnapshot, event: ChildEnded, policies: Policies) -> D
         )
     result = ToolResult(ResultKind.OUTPUT, event.terminus)  # the child's terminus (I15)
     return settle(state, replace_status(batch, call, CallCompleted(event.attempt, result)), policies)
-
-
-def _suspend(
-    state: RunSnapshot,
-    batch: ActiveToolBatch,
-    call: ToolCall,
-    status: CallAwaiting,
-    policies: Policies,
-    history: History,
-) -> Decision | Rejection:
-    ticket_id = status.wait.correlation
-    if history.ticket_used(ticket_id):
-        return Rejection(Rule.TICKET_REUSED, f"ticket {ticket_id!r} was already used")
-    ticket = ResumeTicket(ticket_id, status.wait.kind, call.call_id)
-    return settle(
-        state,
-        replace_status(batch, call, status),
-        policies,
-        disposition=Awaiting(ticket),
-        follow_up=(NotifyWait(ticket, status.wait),),
-    )
 
 
 def _executing_call(state: RunSnapshot, call_id: str, attempt: int) -> ToolCall | Rejection:
@@ -472,11 +376,18 @@ def _tool_finished(
                 status = CallCompleted(attempt, ToolResult(ResultKind.ERROR, outcome.error))
                 decision = settle(state, replace_status(batch, ends, status), policies)
         case ToolDelegated():
-            wait = Wait(WaitKind.DELEGATION, outcome.ticket_id, child=outcome.child)
-            decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
+            child = call.delegation
+            if child is None or child.concurrent:
+                return Rejection(
+                    Rule.EDGE_CONDITION,
+                    f"call {call.call_id!r} cannot delegate: its tool {call.tool!r} is not declared a "
+                    "sequential delegation (ToolPolicy(sequential_delegation=True)), so no child is fixed",
+                )
+            wait = Wait(WaitKind.DELEGATION, outcome.ticket_id, child=child.run_id)
+            decision = suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
         case ToolScheduled():
             wait = Wait(WaitKind.SCHEDULED, outcome.ticket_id, due_at=outcome.due_at)
-            decision = _suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
+            decision = suspend(state, batch, call, CallAwaiting(attempt, wait), policies, history)
         case ToolOutcomeLost():
             status = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
             decision = settle(state, replace_status(batch, ends, status), policies)

@@ -4,13 +4,19 @@ child's derived identity, and its terminus. Pure helpers for ``decide`` and ``re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import attrs
+
 from runkernel.kernel.policies import Policies
+from runkernel.kernel.protocol import StartChild
 from runkernel.kernel.state import (
     ActiveToolBatch,
     CallExecuting,
     CallRequested,
     Delegation,
     EndCause,
+    ParentCall,
     ToolCall,
     is_concurrent_delegation,
     is_terminal,
@@ -22,12 +28,21 @@ from runkernel.kernel.values import JsonValue
 #: batch may be in progress together (I8) and what a concurrent delegation is (I15).
 CONCURRENCY_RULE: tuple[str, ...] = (
     "Ordinary calls run one at a time, in call order: a call starts only when every earlier call is terminal.",
-    "Consecutive calls of tools declared terminal-only delegations form a group. The group starts when every "
-    "call before it is terminal; its calls start in order without waiting for each other; a call after the "
-    "group starts when every call of the group is terminal.",
+    "Consecutive calls of tools declared terminal-only delegations (committed policy `delegation: "
+    "terminal_only`) form a group. The group is reached when every call before it is terminal; a call after "
+    "the group starts when every call of the group is terminal.",
+    "Gate round: while no member of the group is Executing, the gate is asked for each Requested member in "
+    "call order. An Allow is not committed: it is held for the round (after a crash the gate is asked again "
+    "from the first Requested member). A Block or Supply completes its member at once (Requested -> "
+    "Completed). A wait ends the round: the member waits like an ordinary call (Run Awaiting) and the allows "
+    "held so far are dropped. When every Requested member of the round is allowed, they all start in one "
+    "commit (Requested -> Executing{1}, each child fixed) and only then are their children activated.",
+    "A member resumed from its wait to Executing runs alone, like an ordinary call: no other member of its "
+    "group leaves Requested until it is terminal; then a new gate round starts. A denied or externally "
+    "completed member is terminal at once and a new gate round starts.",
     "Only concurrent delegations may be Executing together; an ordinary call is never started alongside "
-    "another started call. While a concurrent delegation is Executing the Run is Running and cannot become "
-    "Awaiting (a delegation the gate holds waits like an ordinary call, before its group starts).",
+    "another started call. While a member of a group is Executing, no member of the group waits (the Run is "
+    "Running and cannot become Awaiting) and no other member leaves Requested except when the Run ends.",
     "Each delegation's child has a Thread and Run id derived from the parent Run id and the call's operation "
     "id, fixed in the call's `delegation` by its Executing commit; the child's activation names its parent "
     "(thread, Run, call) and happens only after that commit; a child is activated once.",
@@ -69,25 +84,82 @@ def executing_delegations(batch: ActiveToolBatch) -> tuple[ToolCall, ...]:
     )
 
 
-def next_to_gate(batch: ActiveToolBatch, policies: Policies) -> ToolCall | None:
-    """The Requested call that may go to the gate now: the first open call, or while a
-    group of concurrent delegations runs, its next member (calls of a group start in
-    order without waiting for each other; a call after the group waits for all of it)."""
+def group_span(calls: Sequence[ToolCall], index: int, policies: Policies) -> range:
+    """The indices of the group that holds ``calls[index]`` (empty if it is ordinary)."""
+    if not is_group_call(calls[index], policies):
+        return range(index, index)
+    first = index
+    while first > 0 and is_group_call(calls[first - 1], policies):
+        first -= 1
+    last = index + 1
+    while last < len(calls) and is_group_call(calls[last], policies):
+        last += 1
+    return range(first, last)
+
+
+def gate_round(batch: ActiveToolBatch, policies: Policies) -> tuple[ToolCall, ...]:
+    """The Requested members of the current group, in call order, while it is in its gate
+    round (no member in progress); empty when the current call is not a group's."""
     calls = batch.calls
-    start = 0
-    while start < len(calls) and is_terminal(calls[start].status):
-        start += 1
-    if start == len(calls):
-        return None
-    if isinstance(calls[start].status, CallRequested):
-        return calls[start]
-    if not is_concurrent_delegation(calls[start]):
-        return None
-    index = start
-    while index < len(calls) and not isinstance(calls[index].status, CallRequested):
-        index += 1
-    if index == len(calls):
-        return None
-    if all(is_group_call(c, policies) for c in calls[start : index + 1]):
-        return calls[index]
+    index = _first_open(calls)
+    if index is None:
+        return ()
+    span = group_span(calls, index, policies)
+    members = [calls[i] for i in span]
+    if not members or any(not is_terminal(c.status) and not isinstance(c.status, CallRequested) for c in members):
+        return ()
+    return tuple(c for c in members if isinstance(c.status, CallRequested))
+
+
+def begin_attempt(call: ToolCall, attempt: int, run_id: str, policies: Policies) -> ToolCall:
+    """``call`` Executing ``attempt``. A sequential delegation's child is fixed by the
+    call's first Executing commit (DESIGN.md: every delegation's child, sequential ones
+    too, has an identity derived from the parent Run id and the operation id)."""
+    status = CallExecuting(attempt)
+    if call.delegation is None and call.policy_or(policies.for_tool(call.tool)).sequential_delegation:
+        child = child_identity(run_id, call.operation_id, concurrent=False)
+        return attrs.evolve(call, status=status, delegation=child)
+    return attrs.evolve(call, status=status)
+
+
+def _first_open(calls: Sequence[ToolCall]) -> int | None:
+    for index, call in enumerate(calls):
+        if not is_terminal(call.status):
+            return index
     return None
+
+
+def start_member(
+    thread_id: str, run_id: str, batch: ActiveToolBatch, call: ToolCall, attempt: int
+) -> tuple[ActiveToolBatch, StartChild]:
+    """``batch`` with the group member ``call`` of the parent Run ``run_id`` Executing
+    ``attempt`` with its child fixed, and the child's activation (its executor), to
+    carry out after that commit."""
+    child = child_identity(run_id, call.operation_id, concurrent=True)
+    parent = ParentCall(thread_id, run_id, call.call_id)
+    started = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt), delegation=child))
+    return started, StartChild(call.call_id, attempt, child, parent, call.arguments)
+
+
+def next_to_gate(batch: ActiveToolBatch, policies: Policies) -> ToolCall | None:
+    """The Requested call that may go to the gate now, starting a fresh round: the first
+    open call, unless it belongs to a group with a member in progress (a member resumed
+    from its wait runs alone; a started group runs to its end)."""
+    open_call = batch.first_open_call()
+    if open_call is None or not isinstance(open_call.status, CallRequested):
+        return None
+    if is_group_call(open_call, policies):
+        round_ = gate_round(batch, policies)
+        return round_[0] if round_ else None
+    return open_call
+
+
+def gate_target(batch: ActiveToolBatch, policies: Policies, allowed: Sequence[str]) -> ToolCall | None:
+    """The call whose gate answer may come next, given the members ``allowed`` so far in
+    this round (see ``CONCURRENCY_RULE``), or None if ``allowed`` is not this round's."""
+    if not allowed:
+        return next_to_gate(batch, policies)
+    round_ = gate_round(batch, policies)
+    if len(round_) <= len(allowed) or tuple(c.call_id for c in round_[: len(allowed)]) != tuple(allowed):
+        return None
+    return round_[len(allowed)]

@@ -29,15 +29,17 @@ from runkernel.kernel.protocol import (
     Effect,
     Execute,
     Hook,
+    NotifyWait,
     PublishResults,
     RunGate,
     RunHook,
 )
-from runkernel.kernel.rules import Rejection
+from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
     ActiveToolBatch,
+    Awaiting,
+    CallAwaiting,
     CallIndeterminate,
-    CallRequested,
     CallStatus,
     EndCause,
     Ended,
@@ -48,6 +50,7 @@ from runkernel.kernel.state import (
     RunSnapshot,
     Staged,
     ThreadCommit,
+    ResumeTicket,
     ThreadHead,
     ToolCall,
 )
@@ -184,6 +187,28 @@ def settle(
         if next_call is not None:
             effects += (RunGate(next_call),)
     return Decision(after, effects)
+
+
+def suspend(
+    state: RunSnapshot,
+    batch: ActiveToolBatch,
+    call: ToolCall,
+    status: CallAwaiting,
+    policies: Policies,
+    history: History,
+) -> Decision | Rejection:
+    """Commit ``call`` Awaiting with the Run Awaiting its one ticket (never reused)."""
+    ticket_id = status.wait.correlation
+    if history.ticket_used(ticket_id):
+        return Rejection(Rule.TICKET_REUSED, f"ticket {ticket_id!r} was already used")
+    ticket = ResumeTicket(ticket_id, status.wait.kind, call.call_id)
+    return settle(
+        state,
+        replace_status(batch, call, status),
+        policies,
+        disposition=Awaiting(ticket),
+        follow_up=(NotifyWait(ticket, status.wait),),
+    )
 
 
 def end_run(

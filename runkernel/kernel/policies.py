@@ -50,7 +50,16 @@ class ToolPolicy:
     #: a terminal-only delegation: each call hands its work to a child Run in a Thread
     #: of its own, runs concurrently with the rest of its group, and its result is the
     #: child's terminus (DESIGN.md, Step and ToolBatch)
-    terminal_only_delegation: bool = False
+    terminal_only_delegation: bool = attrs.field(default=False)
+    #: a sequential delegation: the tool hands its work to a child Run that talks back,
+    #: through an Awaiting(delegation) wait; the child's identity is derived and fixed by
+    #: the call's first Executing commit, so a tool of this kind is declared up front
+    sequential_delegation: bool = False
+
+    @terminal_only_delegation.validator
+    def _one_kind(self, _attribute: object, value: bool) -> None:
+        if value and self.sequential_delegation:
+            raise ValueError("a tool is a terminal-only or a sequential delegation, not both")
 
 
 class IndeterminateChoice(enum.Enum):

@@ -142,10 +142,14 @@ GateOutcome: TypeAlias = Allow | Block | Supply | RequireWait
 
 @frozen
 class GateVerdict:
-    """Answer of the permission and Plugin gate for one call."""
+    """Answer of the permission and Plugin gate for one call. ``allowed`` is copied from
+    the ``RunGate`` it answers: the earlier members of the call's group that the gate
+    allowed in this round (an Allow is never committed on its own, see
+    ``CONCURRENCY_RULE``)."""
 
     call_id: str
     verdict: GateOutcome
+    allowed: tuple[str, ...] = ()
 
 
 @frozen
@@ -165,10 +169,10 @@ class ToolFailure:
 
 @frozen
 class ToolDelegated:
-    """The tool started a child Run and waits for it."""
+    """The tool handed its work to the call's child Run (the one its Executing commit
+    fixed in the call's ``delegation``) and waits for it to talk back."""
 
     ticket_id: str = attrs.field(validator=_valid_id)
-    child: str
 
 
 @frozen
@@ -422,9 +426,12 @@ class RequestInference:
 
 @frozen
 class RunGate:
-    """Run the permission and Plugin gate for a call; answer with ``GateVerdict``."""
+    """Run the permission and Plugin gate for a call; answer with ``GateVerdict``,
+    copying ``allowed`` into it (a group member's gate round: the call ids of the
+    earlier members the gate allowed, not yet committed)."""
 
     call: ToolCall
+    allowed: tuple[str, ...] = ()
 
 
 @frozen

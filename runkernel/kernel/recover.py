@@ -29,7 +29,6 @@ from runkernel.kernel.state import (
     ParentCall,
     Running,
     RunSnapshot,
-    is_concurrent_delegation,
     is_terminal,
 )
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason
@@ -151,9 +150,12 @@ def _plan(row: RecoveryRow, state: RunSnapshot, policies: Policies) -> Decision:
         # Every call is terminal but the batch was never finalized: finalize it now.
         return settle(state, batch, policies)
     if row is RecoveryRow.CALL_AWAITING:
-        assert isinstance(state.state, Awaiting) and isinstance(call.status, CallAwaiting)
-        return Decision(state, (NotifyWait(state.state.ticket, call.status.wait),))
-    if row is RecoveryRow.CALL_EXECUTING and is_concurrent_delegation(call):
+        # the waiting call may be a group member after Requested ones (its gate round)
+        assert isinstance(state.state, Awaiting)
+        waiting = batch.call(state.state.ticket.call_id)
+        assert waiting is not None and isinstance(waiting.status, CallAwaiting)
+        return Decision(state, (NotifyWait(state.state.ticket, waiting.status.wait),))
+    if row is RecoveryRow.CALL_EXECUTING and executing_delegations(batch):
         # reconnect against the store: an ended child completes the call, a running one
         # keeps the parent quiet, one never activated is activated (same attempt, same ids)
         effects: tuple[Effect, ...] = tuple(

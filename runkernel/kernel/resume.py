@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 from typing import assert_never
 
+from runkernel.kernel.delegation import begin_attempt, is_group_call, start_member
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.planning import execute_effect, replace_status, settle
 from runkernel.kernel.policies import Policies
@@ -32,7 +33,6 @@ from runkernel.kernel.state import (
     Awaiting,
     CallAwaiting,
     CallCompleted,
-    CallExecuting,
     CallStatus,
     Ended,
     Event,
@@ -131,14 +131,18 @@ def _apply_resume(
         RESUMED_EVENT,
         {"ticket_id": ticket.ticket_id, "call_id": call.call_id, "command": command_json, "digest": digest},
     )
+    if isinstance(payload, (Approve, TimerFired, ProvideInput)) and is_group_call(call, policies):
+        # a group member resumed from its gate wait runs alone, like an ordinary call
+        new, start = start_member(state.thread_id, state.run_id, batch, call, attempt + 1)
+        return settle(state, new, policies, events=(resumed,), follow_up=(start,))
     match payload:
         case Approve() | TimerFired():
-            new = replace_status(batch, call, CallExecuting(attempt + 1))
+            new = batch.replace_call(begin_attempt(call, attempt + 1, state.run_id, policies))
             return settle(
                 state, new, policies, events=(resumed,), follow_up=(execute_effect(call, attempt + 1, state.input_for(call.call_id)),)
             )
         case ProvideInput():
-            new = replace_status(batch, call, CallExecuting(attempt + 1))
+            new = batch.replace_call(begin_attempt(call, attempt + 1, state.run_id, policies))
             effect = execute_effect(call, attempt + 1, payload.value)
             return settle(state, new, policies, events=(resumed,), follow_up=(effect,))
         case Deny():

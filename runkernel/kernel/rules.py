@@ -48,6 +48,7 @@ class Rule(enum.Enum):
     DELEGATION_FIXED = "delegation-child-fixed"
     CHILD_ONCE = "child-activated-once"
     CHILD_TERMINUS = "result-is-child-terminus"
+    GROUP_GATE = "group-gated-before-it-starts"
     # inputs to decide (I14 and the driver's protocol)
     RUN_NOT_AWAITING = "run-not-awaiting"
     TICKET_MISMATCH = "ticket-mismatch"

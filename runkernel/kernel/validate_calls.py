@@ -37,7 +37,7 @@ from runkernel.kernel.state import (
     is_concurrent_delegation,
     is_terminal,
 )
-from runkernel.kernel.values import IndeterminateReason, ResultKind, Role
+from runkernel.kernel.values import IndeterminateReason, ResultKind, Role, WaitKind
 
 
 class Illegal(Exception):
@@ -90,6 +90,7 @@ def check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Thr
         )
     if not ending:
         check_order(batch.calls)
+        check_group_moves(prev_batch, batch)
     if batch.finalized:
         still_open = batch.first_open_call()
         require(
@@ -152,6 +153,24 @@ def check_delegation(old: ToolCall | None, new: ToolCall) -> None:
             Rule.DELEGATION_FIXED,
             lambda: f"call {new.call_id!r}: a delegation's child is fixed by the commit that moves the "
             f"call to Executing, not by one that leaves it {call_phase(new.status).value}",
+        )
+    policy = new.policy
+    if policy is not None and isinstance(new.status, CallExecuting):
+        # a declared delegation runs only with its child fixed, of its declared kind
+        kind = True if policy.terminal_only_delegation else False if policy.sequential_delegation else None
+        require(
+            kind is None or (new.delegation is not None and new.delegation.concurrent is kind),
+            Rule.DELEGATION_FIXED,
+            lambda: f"call {new.call_id!r} is a {'terminal-only' if kind else 'sequential'} delegation: its "
+            f"Executing commit fixes its child (`delegation` with concurrent {str(kind).lower()})",
+        )
+    status = new.status
+    if new.delegation is not None and isinstance(status, CallAwaiting) and status.wait.kind is WaitKind.DELEGATION:
+        require(
+            status.wait.child == new.delegation.run_id,
+            Rule.DELEGATION_FIXED,
+            lambda: f"call {new.call_id!r} waits for child {status.wait.child!r}, not the child "
+            f"{new.delegation.run_id if new.delegation else ''!r} its Executing commit fixed",
         )
     if new.delegation is not None and new.delegation.concurrent:
         require(
@@ -271,14 +290,32 @@ def check_edge_condition(
 
 
 def check_order(calls: Sequence[ToolCall]) -> None:
-    """Calls are terminal, then at most one ordinary call in progress or a group of
-    concurrent delegations (Executing or terminal), then Requested (I8)."""
+    """Calls are terminal, then at most one ordinary call in progress or the current group
+    of concurrent delegations, then Requested (I8). Inside the group no member waits while
+    another is Executing, and an Executing member is a concurrent delegation."""
     index = 0
     while index < len(calls) and is_terminal(calls[index].status):
         index += 1
-    if index < len(calls) and _concurrent_executing(calls[index]):
-        while index < len(calls) and (is_terminal(calls[index].status) or _concurrent_executing(calls[index])):
-            index += 1
+    if index < len(calls) and is_group_member(calls[index]):
+        end = index
+        while end < len(calls) and is_group_member(calls[end]):
+            end += 1
+        executing = [c for c in calls[index:end] if isinstance(c.status, CallExecuting)]
+        for member in executing:
+            require(
+                is_concurrent_delegation(member),
+                Rule.DELEGATION_FIXED,
+                lambda: f"call {member.call_id!r} is a terminal-only delegation Executing without its child "
+                "fixed (`delegation` with concurrent true)",
+            )
+        waiting = [c for c in calls[index:end] if isinstance(c.status, CallAwaiting)]
+        require(
+            not (executing and waiting),
+            Rule.GROUP_GATE,
+            lambda: f"call {waiting[0].call_id!r} waits while {executing[0].call_id!r} of its group is Executing: "
+            "while a concurrent delegation runs the Run is Running and cannot become Awaiting",
+        )
+        index = end
     elif index < len(calls) and isinstance(calls[index].status, (CallExecuting, CallAwaiting)):
         index += 1
     for later in calls[index:]:
@@ -290,8 +327,49 @@ def check_order(calls: Sequence[ToolCall]) -> None:
         )
 
 
-def _concurrent_executing(call: ToolCall) -> bool:
-    return isinstance(call.status, CallExecuting) and is_concurrent_delegation(call)
+def check_group_moves(prev_batch: ActiveToolBatch, batch: ActiveToolBatch) -> None:
+    """A group's gate round (``CONCURRENCY_RULE``): while a member is Executing no other
+    member leaves Requested; members leave Requested for Executing only all together,
+    in one commit that leaves none of its group Requested. Not for the commit that ends
+    the Run, which closes every open call."""
+    old_calls, new_calls = prev_batch.calls, batch.calls
+    index = 0
+    while index < len(new_calls):
+        if not is_group_member(new_calls[index]):
+            index += 1
+            continue
+        end = index
+        while end < len(new_calls) and is_group_member(new_calls[end]):
+            end += 1
+        span = range(index, end)
+        leaving = [i for i in span if isinstance(old_calls[i].status, CallRequested)
+                   and not isinstance(new_calls[i].status, CallRequested)]
+        if leaving:
+            running = [old_calls[i] for i in span if isinstance(old_calls[i].status, CallExecuting)]
+            require(
+                not running,
+                Rule.GROUP_GATE,
+                lambda: f"call {new_calls[leaving[0]].call_id!r} leaves Requested while {running[0].call_id!r} "
+                "of its group is Executing (a gate answer is handled before its group starts)",
+            )
+            started = [i for i in leaving if isinstance(new_calls[i].status, CallExecuting)]
+            still = [new_calls[i] for i in span if isinstance(new_calls[i].status, CallRequested)]
+            require(
+                not (started and still),
+                Rule.GROUP_GATE,
+                lambda: f"call {new_calls[started[0]].call_id!r} starts while {still[0].call_id!r} of its group "
+                "is still Requested: the allowed members of a group start together, in one commit",
+            )
+        index = end
+
+
+def is_group_member(call: ToolCall) -> bool:
+    """Whether the call's committed policy declares a terminal-only delegation (or, for a
+    runtime that records no policy, whether it runs as a concurrent delegation)."""
+    policy = call.policy
+    if policy is not None and policy.terminal_only_delegation:
+        return True
+    return is_concurrent_delegation(call)
 
 
 def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:

@@ -146,10 +146,18 @@ class SimTool:
         replies: Sequence[str] = (OK,),
         status_script: Sequence[str] = (TRUTH,),
         delegation: bool = False,
+        sequential_delegation: bool | None = None,
     ) -> None:
+        """``sequential_delegation`` declares that the tool may delegate to a child that
+        talks back (default: whether ``replies`` ever delegates)."""
         self.name = name
         self.world = world
-        self._policy = ToolPolicy(ToolRecoveryPolicy(mode, max_attempts), RetryPolicy(retry_attempts), delegation)
+        self._policy = ToolPolicy(
+            ToolRecoveryPolicy(mode, max_attempts),
+            RetryPolicy(retry_attempts),
+            terminal_only_delegation=delegation,
+            sequential_delegation=DELEGATE in replies if sequential_delegation is None else sequential_delegation,
+        )
         self.replies = tuple(replies)
         self.status_script = tuple(status_script)
 
@@ -178,7 +186,7 @@ class SimTool:
         if behaviour == LOST:
             return Lost()
         if behaviour == DELEGATE:
-            return Delegate(f"child-{invocation.operation_id}")
+            return Delegate()
         if behaviour == SCHEDULE:
             return Schedule("2026-06-01T00:05:00.000000Z")
         raise ValueError(f"unknown tool behaviour {behaviour!r}")

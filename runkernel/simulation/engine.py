@@ -269,9 +269,9 @@ class ScenarioRun:
         assert isinstance(state.state, Awaiting) and batch is not None
         call = batch.call(state.state.ticket.call_id)
         assert call is not None and isinstance(call.status, CallAwaiting)
-        child_run = call.status.wait.child or f"{state.run_id}-child"
+        assert call.delegation is not None  # fixed by its Executing commit, derived from the operation id
+        child_thread, child_run = call.delegation.thread_id, call.delegation.run_id
         self.scripts.setdefault(child_run, (StepScript("child done", end=EndCauseKind.COMPLETED),))
-        child_thread = f"{self.thread_id}-child-{child_run}"
         if child_thread not in self.trial.thread_ids:
             self.trial.thread_ids.append(child_thread)
             self.trial.run_ids.append(child_run)

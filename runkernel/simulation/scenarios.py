@@ -264,6 +264,15 @@ def catalogue() -> tuple[Scenario, ...]:
             hooks=True,
         ),
         Scenario(
+            # the gate holds the group's middle member: it waits before its group starts,
+            # runs alone once approved, then the other two start together
+            "gated_delegation_in_group",
+            (_calls("research", "review", "research", "fetch"), _end()),
+            (ToolSpec("research", delegation=True), ToolSpec("review", delegation=True), _tool("fetch", _R)),
+            gate={"review": Hold(WaitKind.APPROVAL, {"prompt": "review?"})},
+            operator=(ANSWER,),
+        ),
+        Scenario(
             "concurrent_delegations_cancelled",
             (_calls("research", "research", "fetch"), _end()),
             (ToolSpec("research", delegation=True), _tool("fetch", _R)),

@@ -84,7 +84,7 @@ def trace_line_schema() -> Schema:
                         "recovery": {"enum": _values(RecoveryMode)},
                         "max_attempts": {"type": "integer", "minimum": 1},
                         "retries": _COUNT,
-                    }),
+                    }, {"delegation": {"enum": ["terminal_only", "sequential"]}}),
                     "delegation": _object({"thread_id": _STRING, "run_id": _STRING, "concurrent": {"type": "boolean"}}),
                 },
             ),

@@ -20,7 +20,8 @@ from example_log import (
     tools,
     wait,
 )
-from runkernel.kernel.policies import IndeterminateChoice, Policies
+from runkernel.kernel.delegation import child_identity
+from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
 from runkernel.kernel.protocol import (
     Approve,
     DeadlinePassed,
@@ -34,7 +35,7 @@ from runkernel.kernel.protocol import (
     ToolOutcomeLost,
     ToolScheduled,
 )
-from runkernel.kernel.state import TypedError
+from runkernel.kernel.state import ParentCall, TypedError
 from runkernel.kernel.values import EndCauseKind, WaitKind
 
 
@@ -89,25 +90,32 @@ def big_retries() -> list[Line]:
 
 
 def big_delegation() -> list[Line]:
+    """A sequential delegation: its child, derived from the parent Run id and the call's
+    operation id, is fixed by the Executing commit and names its parent call."""
     log = Log()
+    child = child_identity("run-parent", "op-research", concurrent=False)
     log.activate("thread-parent", "run-parent", "Research three vendors and pick one.")
     log.feed("run-parent", tools("batch-research", call("research", "delegate",
-                                                          {"task": "compare vendors"})))
-    log.feed("run-parent", allow("research"))
-    log.feed("run-parent", finished("research", 1, ToolDelegated(ticket("parent/child"),
-                                                                 "run-child")))
-    log.activate("thread-child", "run-child", "Compare vendors A, B and C.")
-    log.feed("run-child", tools("batch-child", call("c-1", "web.search", {"q": "vendor A"}),
-                                call("c-2", "web.search", {"q": "vendor B"}),
-                                call("c-3", "web.search", {"q": "vendor C"})))
+                                                          {"task": "compare vendors"})), SEQUENTIAL)
+    log.feed("run-parent", allow("research"), SEQUENTIAL)
+    log.feed("run-parent", finished("research", 1, ToolDelegated(ticket("parent/child"))), SEQUENTIAL)
+    log.activate_child(child.thread_id, child.run_id, "Compare vendors A, B and C.",
+                       ParentCall("thread-parent", "run-parent", "research"))
+    log.feed(child.run_id, tools("batch-child", call("c-1", "web.search", {"q": "vendor A"}),
+                                 call("c-2", "web.search", {"q": "vendor B"}),
+                                 call("c-3", "web.search", {"q": "vendor C"})))
     for cid in ("c-1", "c-2", "c-3"):
-        log.feed("run-child", allow(cid))
-        log.feed("run-child", done(cid, 1, {"hits": 10}))
-    log.feed("run-child", text("B is cheapest with good support.", EndCauseKind.COMPLETED))
+        log.feed(child.run_id, allow(cid))
+        log.feed(child.run_id, done(cid, 1, {"hits": 10}))
+    log.feed(child.run_id, text("B is cheapest with good support.", EndCauseKind.COMPLETED))
     log.resume("run-parent", "parent/child", WaitKind.DELEGATION,
-               DelegationResult({"choice": "B"}))
-    log.feed("run-parent", text("Vendor B it is.", EndCauseKind.COMPLETED))
+               DelegationResult({"choice": "B"}), SEQUENTIAL)
+    log.feed("run-parent", text("Vendor B it is.", EndCauseKind.COMPLETED), SEQUENTIAL)
     return log.lines
+
+
+#: the parent's "delegate" tool hands its work to a child that talks back
+SEQUENTIAL = Policies(tools={"delegate": ToolPolicy(sequential_delegation=True)})
 
 
 def big_cancel_while_awaiting() -> list[Line]:

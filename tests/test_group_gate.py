@@ -1,0 +1,316 @@
+"""Gate answers for members of a group of concurrent delegations (DESIGN.md, Step and
+ToolBatch; ``CONCURRENCY_RULE``), with the pull-mode runtime: every answer kind on the
+first, middle and last member. A member the gate does not allow outright is handled
+before its group starts; the allowed members start together, in one commit; the judge
+finds every Thread (parent and children together) legal."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from runkernel.adapters.inbox import submit_resume
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.ports import (
+    GateAnswer,
+    Hold,
+    InferenceRequest,
+    ModelCall,
+    ModelReply,
+    Permit,
+    Provide,
+    Refuse,
+    Returned,
+    StatusReply,
+    ToolInvocation,
+    ToolRegistry,
+    ToolReply,
+)
+from runkernel.adapters.runtime import Runtime
+from runkernel.kernel.codec import commit_to_json
+from runkernel.kernel.policies import ToolPolicy
+from runkernel.kernel.protocol import (
+    Approve,
+    Deny,
+    ExternalResult,
+    ProvideInput,
+    ResumeCommand,
+    ResumePayload,
+)
+from runkernel.kernel.state import (
+    Awaiting,
+    CallAwaiting,
+    CallCompleted,
+    CallExecuting,
+    CallRequested,
+    Ended,
+    Message,
+    RunSnapshot,
+    ToolCall,
+)
+from runkernel.kernel.values import EndCauseKind, JsonValue, ResultKind, Role, WaitKind
+from runkernel.specs.checker import Verdict, check_lines
+
+PARENT = "parent"
+MEMBERS = ("d1", "d2", "d3")
+PAST = "2020-01-01T00:00:00Z"
+
+
+class _Model:
+    """The parent asks for three delegations, then one ordinary call; children answer."""
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        if request.run_id == PARENT:
+            if request.step == 1:
+                calls = tuple(ModelCall("research", {"topic": m}, m) for m in MEMBERS)
+                return ModelReply("", calls + (ModelCall("fetch", {"q": 1}, "o4"),))
+            return ModelReply("summary", end=EndCauseKind.COMPLETED)
+        return ModelReply(f"answer {request.messages[0].content}", end=EndCauseKind.COMPLETED)
+
+
+class _Tool:
+    def __init__(self, policy: ToolPolicy) -> None:
+        self.policy = policy
+        self.runs = 0
+
+    def run(self, invocation: ToolInvocation) -> ToolReply:
+        self.runs += 1
+        return Returned({"ran": invocation.call_id})
+
+    def status(self, operation_id: str) -> StatusReply:
+        raise AssertionError("not a reconnect tool")
+
+
+class _Gate:
+    """Answers ``answer`` for one call every time it is asked, Permit for the others."""
+
+    def __init__(self, call_id: str, answer: GateAnswer) -> None:
+        self.call_id, self.answer = call_id, answer
+        self.asked: Counter[str] = Counter()
+
+    def check(self, run_id: str, call: ToolCall) -> GateAnswer:
+        if run_id != PARENT:
+            return Permit()
+        self.asked[call.call_id] += 1
+        return self.answer if call.call_id == self.call_id else Permit()
+
+
+HOLDS: dict[str, tuple[GateAnswer, ResumePayload | None]] = {
+    "approve": (Hold(WaitKind.APPROVAL), Approve()),
+    "deny": (Hold(WaitKind.APPROVAL), Deny("no")),
+    "input": (Hold(WaitKind.INPUT), ProvideInput("more")),
+    "external": (Hold(WaitKind.EXTERNAL), ExternalResult({"found": 1})),
+    "scheduled": (Hold(WaitKind.SCHEDULED, due_at=PAST), None),  # the runtime fires the timer
+}
+OUTRIGHT: dict[str, GateAnswer] = {"allow": Permit(), "block": Refuse("policy"), "supply": Provide({"cached": 2})}
+KINDS = sorted(OUTRIGHT) + sorted(HOLDS)
+
+
+class _World:
+    def __init__(self, held: str, kind: str) -> None:
+        answer = OUTRIGHT[kind] if kind in OUTRIGHT else HOLDS[kind][0]
+        self.store = MemoryStore()
+        self.research, self.fetch = _Tool(ToolPolicy(terminal_only_delegation=True)), _Tool(ToolPolicy())
+        self.tools = ToolRegistry({"research": self.research, "fetch": self.fetch})
+        self.gate = _Gate(held, answer)
+
+    def runtime(self) -> Runtime:
+        return Runtime(self.store, _Model(), self.tools, gate=self.gate, self_check=True)
+
+    def parent(self) -> RunSnapshot:
+        snapshot = self.store.run(PARENT)
+        assert snapshot is not None
+        return snapshot
+
+    def lines(self) -> list[bytes]:
+        return [json.dumps(commit_to_json(c)).encode() for t in self.store.thread_ids() for c in self.store.commits(t)]
+
+    def judged_legal(self) -> None:
+        finding = check_lines(self.lines())
+        assert finding.verdict is Verdict.LEGAL, finding.report("store")
+
+    def children_running(self) -> list[str]:
+        batch = self.parent().batch
+        if batch is None:
+            return []
+        return [
+            c.delegation.run_id for c in batch.calls
+            if c.delegation is not None and isinstance(c.status, CallExecuting)
+        ]
+
+    def finish(self) -> None:
+        """Drive children and parent until the parent ends (a bounded number of rounds)."""
+        for _ in range(8):
+            if isinstance(self.parent().state, Ended):
+                return
+            self.runtime().drive(PARENT)  # first: it activates children a crash left unactivated
+            for child in self.children_running():
+                self.runtime().drive(child)
+        raise AssertionError("the parent did not end in 8 rounds")
+
+
+def _statuses(snapshot: RunSnapshot) -> list[type]:
+    assert snapshot.batch is not None
+    return [type(c.status) for c in snapshot.batch.calls]
+
+
+def _group_start_commits(world: _World) -> list[list[str]]:
+    """For each parent commit that starts members from Requested, which ones it starts."""
+    starts, before = [], None
+    for commit in world.store.commits("t"):
+        batch = commit.batch
+        if batch is not None and before is not None and before.batch_id == batch.batch_id:
+            moved = [
+                n.call_id for o, n in zip(before.calls, batch.calls)
+                if isinstance(o.status, CallRequested) and isinstance(n.status, CallExecuting) and n.tool == "research"
+            ]
+            if moved:
+                starts.append(moved)
+        before = batch
+    return starts
+
+
+@pytest.mark.parametrize("held", MEMBERS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_gate_answer_on_every_member_position(held: str, kind: str) -> None:
+    world = _World(held, kind)
+    outcome = world.runtime().start("t", PARENT, (Message(Role.USER, "go"),))
+    others = [m for m in MEMBERS if m != held]
+    if kind in HOLDS:
+        # the round ended at the held member: it waits like an ordinary call, nothing started
+        state = world.store.run(PARENT)
+        assert state is not None
+        payload = HOLDS[kind][1]
+        if payload is None:  # a due timer fires in the same drive: the member runs alone
+            assert isinstance(state.state, type(outcome.snapshot.state))
+        else:
+            assert isinstance(state.state, Awaiting) and state.state.ticket.call_id == held
+            assert _statuses(state) == [
+                CallAwaiting if m == held else CallRequested for m in MEMBERS
+            ] + [CallRequested]
+            assert world.store.thread_ids() == ["t"]  # no child activated before the group starts
+            ticket = state.state.ticket
+            command = ResumeCommand(PARENT, ticket.ticket_id, ticket.wait, payload)
+            assert isinstance(submit_resume(world.store, command), int)
+            world.runtime().drive(PARENT)
+        resumed = world.parent()
+        assert resumed.batch is not None
+        call = resumed.batch.call(held)
+        assert call is not None
+        if kind in ("deny", "external"):
+            assert isinstance(call.status, CallCompleted)  # terminal at once: a new round started
+        else:
+            # resumed to Executing: the member runs alone, its siblings still Requested
+            assert isinstance(call.status, CallExecuting) and call.delegation is not None
+            assert all(isinstance(c.status, CallRequested) for c in resumed.batch.calls if c.call_id != held)
+            assert world.children_running() == [call.delegation.run_id]
+    world.finish()
+    final = world.parent()
+    assert isinstance(final.state, Ended) and final.state.cause.kind is EndCauseKind.COMPLETED
+    finalized = [c.batch for c in world.store.commits("t") if c.batch is not None and c.batch.finalized][0]
+    results = {c.call_id: c.status for c in finalized.calls}
+    assert all(isinstance(s, CallCompleted) for s in results.values())
+    held_status = results[held]
+    assert isinstance(held_status, CallCompleted)
+    expected_kind = {
+        "block": ResultKind.BLOCKED, "supply": ResultKind.SUPPLIED, "deny": ResultKind.DENIED,
+        "external": ResultKind.EXTERNAL,
+    }.get(kind, ResultKind.OUTPUT)
+    assert held_status.result.kind is expected_kind
+    # the allowed members started together, in one commit, after the held one was handled
+    starts = _group_start_commits(world)
+    if kind == "allow":
+        assert starts == [list(MEMBERS)]
+    elif kind in ("block", "supply", "deny", "external"):
+        assert starts == [others]
+    else:
+        assert starts == [others]  # the resumed member started by its resume commit
+    assert world.fetch.runs == 1 and world.research.runs == 0
+    assert world.gate.asked[held] == 1
+    tool_messages = [m.call_id for m in world.store.messages("t") if m.role is Role.TOOL]
+    assert tool_messages == list(MEMBERS) + ["o4"]
+    children = [t for t in world.store.thread_ids() if t != "t"]
+    expected_children = 3 if kind in ("allow", "approve", "input", "scheduled") else 2
+    assert len(children) == expected_children
+    for thread in children:
+        assert len([c for c in world.store.commits(thread) if c.parent is not None]) == 1  # activated once
+    world.judged_legal()
+    print(f"{kind}@{held}: gate asked {dict(world.gate.asked)}, group starts {starts}, {len(world.lines())} lines")
+
+
+class _CrashAt:
+    def __init__(self, boundary: Boundary, position: Position) -> None:
+        self.boundary, self.position, self.fired = boundary, position, False
+
+    def crash_here(self, boundary: Boundary, position: Position) -> bool:
+        if self.fired or (boundary, position) != (self.boundary, self.position):
+            return False
+        self.fired = True
+        return True
+
+
+@pytest.mark.parametrize("held, position", [("d1", Position.CALL_RESULT), ("d2", Position.CALL_RESULT), ("d3", Position.CALL_START)])
+def test_a_crash_after_a_block_in_the_round_asks_the_gate_again_from_the_first_member(held: str, position: Position) -> None:
+    # an Allow is not committed: after a crash the gate is asked again for every member
+    # still Requested, and the group still starts in one commit (the last member's block
+    # is committed with the start of the allowed ones: nothing is asked again)
+    world = _World(held, "block")
+    crashing = Runtime(world.store, _Model(), world.tools, gate=world.gate, self_check=True,
+                       crash=_CrashAt(Boundary.AFTER_WRITE, position))
+    with pytest.raises(SimulatedCrash):
+        crashing.start("t", PARENT, (Message(Role.USER, "go"),))
+    assert world.store.thread_ids() == ["t"]
+    world.finish()
+    assert _group_start_commits(world) == [[m for m in MEMBERS if m != held]]
+    again = MEMBERS[: MEMBERS.index(held)] if position is Position.CALL_RESULT else ()
+    assert {m: world.gate.asked[m] for m in MEMBERS} == {m: 2 if m in again else 1 for m in MEMBERS}
+    world.judged_legal()
+
+
+def test_the_judge_refuses_a_run_awaiting_while_a_member_of_its_group_runs() -> None:
+    world = _World("d1", "allow")
+    world.runtime().start("t", PARENT, (Message(Role.USER, "go"),))
+    lines = [commit_to_json(c) for c in world.store.commits("t")]
+    batch_open = next(i for i, line in enumerate(lines) if line["batch"] is not None)
+    bad = json.loads(json.dumps(lines[batch_open + 1]))  # the group's start commit
+    assert [c["status"] for c in bad["batch"]["calls"]] == ["executing"] * 3 + ["requested"]
+    wait: JsonValue = {"kind": "approval", "correlation": "tk-planted-0001"}
+    bad["batch"]["calls"][2] = {
+        k: v for k, v in bad["batch"]["calls"][2].items() if k != "delegation"
+    } | {"status": "awaiting", "attempt": 0, "wait": wait}
+    bad["disposition"] = {"state": "awaiting", "ticket": {"ticket_id": "tk-planted-0001", "wait": "approval", "call_id": "d3"}}
+    kept = lines[: batch_open + 1] + [bad]
+    finding = check_lines([json.dumps(line).encode() for line in kept])
+    assert (finding.verdict, finding.line, finding.rule) == (Verdict.ILLEGAL, batch_open + 2, "group-gated-before-it-starts")
+
+
+def test_the_judge_refuses_members_started_one_commit_at_a_time() -> None:
+    world = _World("d1", "allow")
+    world.runtime().start("t", PARENT, (Message(Role.USER, "go"),))
+    lines = [commit_to_json(c) for c in world.store.commits("t")]
+    batch_open = next(i for i, line in enumerate(lines) if line["batch"] is not None)
+    first = json.loads(json.dumps(lines[batch_open + 1]))
+    for call in first["batch"]["calls"][1:3]:
+        call.pop("delegation")
+        call.update(status="requested", attempt=0)
+    finding = check_lines([json.dumps(line).encode() for line in lines[: batch_open + 1] + [first]])
+    assert (finding.verdict, finding.line, finding.rule) == (Verdict.ILLEGAL, batch_open + 2, "group-gated-before-it-starts")
+
+
+def test_the_judge_refuses_a_member_waiting_while_another_starts_in_the_same_commit() -> None:
+    world = _World("d1", "allow")
+    world.runtime().start("t", PARENT, (Message(Role.USER, "go"),))
+    lines = [commit_to_json(c) for c in world.store.commits("t")]
+    batch_open = next(i for i, line in enumerate(lines) if line["batch"] is not None)
+    bad = json.loads(json.dumps(lines[batch_open + 1]))  # the group's start commit
+    calls = bad["batch"]["calls"]
+    calls[1] = {k: v for k, v in calls[1].items() if k != "delegation"} | {
+        "status": "awaiting", "attempt": 0, "wait": {"kind": "approval", "correlation": "tk-planted-0002"},
+    }
+    # d1 and d3 start while d2 waits: no member is left Requested, so only the state says it
+    bad["disposition"] = {"state": "awaiting", "ticket": {"ticket_id": "tk-planted-0002", "wait": "approval", "call_id": "d2"}}
+    finding = check_lines([json.dumps(line).encode() for line in lines[: batch_open + 1] + [bad]])
+    assert (finding.verdict, finding.line, finding.rule) == (Verdict.ILLEGAL, batch_open + 2, "group-gated-before-it-starts")
