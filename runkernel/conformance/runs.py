@@ -98,8 +98,8 @@ DELEGATING_POLICIES = Policies(tools={"research": ToolPolicy(terminal_only_deleg
 class DelegatingRun:
     """A parent whose batch holds two concurrent delegations (``d1``, ``d2``) and an
     ordinary call (``o3``), and its two children, as commits in the order a store gets
-    them: ``opened`` (activation, batch, d1 Executing: not quiet, d2 may start),
-    ``quiet`` (d2 Executing: the parent waits only for its children), each child's
+    them: ``opened`` (activation, batch: not quiet, the group is still to start),
+    ``quiet`` (d1 and d2 start together: the parent waits only for its children), each child's
     ``activations`` and ``child_ends`` (index 0 for d1), ``second_done`` (d2 Completed
     with its child's terminus: quiet again, for d1 alone) and ``first_done`` (d1
     Completed: o3 may start, so the parent is no longer quiet)."""
@@ -133,8 +133,9 @@ def delegating_run(thread_id: str, run_id: str, *, app: str | None = None) -> De
         for call_id, tool in (("d1", "research"), ("d2", "research"), ("o3", "fetch"))
     )
     decision = commit(step(decision.state, InferenceResult("", calls, f"{run_id}-b1"), policies))
-    decision = commit(step(decision.state, GateVerdict("d1", Allow()), policies))
-    decision = commit(step(decision.state, GateVerdict("d2", Allow()), policies))
+    held = step(decision.state, GateVerdict("d1", Allow()), policies)
+    assert held.commit is None  # an Allow in a group's gate round is held, not committed
+    decision = commit(step(held.state, GateVerdict("d2", Allow(), allowed=("d1",)), policies))
     parent = decision.state
     assert parent.batch is not None
     delegations = [c.delegation for c in parent.batch.calls[:2]]
@@ -157,12 +158,12 @@ def delegating_run(thread_id: str, run_id: str, *, app: str | None = None) -> De
     return DelegatingRun(
         thread_id,
         run_id,
-        tuple(made[:3]),
-        made[3],
+        tuple(made[:2]),
+        made[2],
         (children[0], children[1]),
         (ParentCall(thread_id, run_id, "d1"), ParentCall(thread_id, run_id, "d2")),
         (activations[0], activations[1]),
         (ends[0], ends[1]),
+        made[3],
         made[4],
-        made[5],
     )

@@ -459,7 +459,7 @@ class StoreContract:
         run = delegating_run("tp", "parent", app="a")
         first, second = run.children
         append_all(store, list(run.opened))
-        assert store.runs_with_work("a") == ["parent"]  # d2 may still start: not quiet
+        assert store.runs_with_work("a") == ["parent"]  # the group is still to start: not quiet
         store.append(run.quiet)
         assert store.runs_with_work("a") == ["parent"]  # quiet, but no child was activated
         store.append(run.activations[0])
