@@ -27,9 +27,36 @@ from pathlib import Path
 
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Store
+from runkernel.adapters.store import Lease, Settlement, Store
+from runkernel.kernel.state import RunSnapshot, ThreadCommit
 from runtime_harness_invariants import RuntimeInvariants
 from runtime_harness_rules import RuntimeRules
+
+
+class _OrderedMemoryStore(MemoryStore):
+    """A memory store that records the order of its appends across Threads."""
+
+    def __init__(self, appended: list[tuple[str, int]]) -> None:
+        super().__init__()
+        self.appended = appended
+
+    def append(self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None) -> RunSnapshot:
+        stored = super().append(commit, settle, lease=lease)
+        self.appended.append((commit.thread_id, commit.version))
+        return stored
+
+
+class _OrderedSqliteStore(SqliteStore):
+    """A SQLite store that records the order of its appends across Threads."""
+
+    def __init__(self, path: Path, appended: list[tuple[str, int]]) -> None:
+        super().__init__(path)
+        self.appended = appended
+
+    def append(self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None) -> RunSnapshot:
+        stored = super().append(commit, settle, lease=lease)
+        self.appended.append((commit.thread_id, commit.version))
+        return stored
 
 
 class RuntimeMachine(RuntimeRules, RuntimeInvariants):
@@ -47,7 +74,7 @@ class MemoryMachine(RuntimeMachine):
     memory: MemoryStore
 
     def open_store(self) -> Store:
-        self.memory = MemoryStore()
+        self.memory = _OrderedMemoryStore(self.appended)
         return self.memory
 
     def fail_appends(self, failing: bool) -> None:
@@ -79,7 +106,7 @@ class SqliteMachine(RuntimeMachine):
 
     def open_store(self) -> Store:
         self.directory = Path(tempfile.mkdtemp(prefix="rk-stateful-"))
-        self.sqlite = SqliteStore(self.directory / "store.db")
+        self.sqlite = _OrderedSqliteStore(self.directory / "store.db", self.appended)
         return self.sqlite
 
     def fail_appends(self, failing: bool) -> None:
@@ -98,5 +125,8 @@ class SqliteMachine(RuntimeMachine):
         return self.sqlite.fail_checkpoints
 
     def teardown(self) -> None:
-        self.sqlite.close()
+        try:
+            super().teardown()
+        finally:
+            self.sqlite.close()
         shutil.rmtree(self.directory, ignore_errors=True)

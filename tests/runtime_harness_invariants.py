@@ -9,6 +9,7 @@ import collections
 
 from hypothesis.stateful import invariant
 
+from runkernel.adapters.export import export_lines
 from runkernel.adapters.serial import resume_from_json
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.policies import RecoveryMode
@@ -26,9 +27,15 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.values import IndeterminateReason, Role
 from runkernel.simulation.contents import check_contents
-from runkernel.specs.checker import TraceJudge, Verdict, check_commits
+from runkernel.specs.checker import Verdict, check_commits, check_lines
+from runtime_harness_hooks import CONTEXT_MARK
 from runtime_harness_state import RuntimeMachineState
 from runtime_harness_world import PAST
+
+
+def parents_first(logs: dict[str, list[ThreadCommit]]) -> list[str]:
+    """Thread ids, those of child Runs (whose first commit names a parent) last."""
+    return sorted(logs, key=lambda t: bool(logs[t]) and logs[t][0].parent is not None)
 
 
 class RuntimeInvariants(RuntimeMachineState):
@@ -40,6 +47,8 @@ class RuntimeInvariants(RuntimeMachineState):
     def committed_facts_hold(self) -> None:
         logs = {t: list(self.store.commits(t)) for t in self.store.thread_ids()}
         snapshots = self.snapshots()
+        self.discover_children(snapshots)
+        self.parents_down(snapshots)
         problems = list(self.problems)
         problems += self.check_logs(logs)
         problems += self.check_acknowledged(logs)
@@ -50,6 +59,10 @@ class RuntimeInvariants(RuntimeMachineState):
         problems += self.check_commands(logs)
         problems += check_contents(self.world, logs)
         for run_id, snapshot in snapshots.items():
+            if self.recovered.get(run_id) == snapshot.version:
+                continue  # judged at this version already: recover() is a function of it
+            self.recovered[run_id] = snapshot.version
+            problems += self.ledger.staged_problems(run_id, snapshot.staged)
             if recover(snapshot, self.registry.policies) != recover(snapshot, self.registry.policies):
                 problems.append(f"I11 recover() of {run_id} v{snapshot.version} is not deterministic")
             again = self.store.run(run_id)
@@ -58,32 +71,59 @@ class RuntimeInvariants(RuntimeMachineState):
         assert not problems, "\n".join(problems)
 
     def check_logs(self, logs: dict[str, list[ThreadCommit]]) -> list[str]:
-        """I1-I4, I6-I8, I13 with the trace checker, for every Thread; no ticket twice.
+        """I1-I8, I13 and I15 with the trace checker on the exported lines of every
+        Thread, parents and children together; what each new commit says about staged
+        hooks and delegations (the ledger); no ticket twice.
 
-        Same verdicts as ``check_commits(log)`` on the whole log, but incremental: a
-        Thread whose judged commits are unchanged only has its new commits judged (the
-        judge's state depends on nothing else); any other log is judged from scratch."""
+        Same verdicts as ``check_commits`` on every commit in the order the store took
+        them, but incremental: one judge is fed only the commits it has not seen (its
+        state depends on nothing else); if a Thread's judged commits changed, every
+        Thread is judged again from scratch to say where. What is exported (and that no
+        request-only context is in it) is judged once per example, at teardown."""
         problems = []
         tickets: collections.Counter[str] = collections.Counter()
-        for thread_id, log in logs.items():
-            judged, judge = self.judged.get(thread_id, ([], TraceJudge()))
+        order = parents_first(logs)
+        for thread_id in order:
+            log, judged = logs[thread_id], self.judged.get(thread_id, [])
             if log[: len(judged)] != judged:
-                finding = check_commits(log)
-                where = f"v{finding.line}: {finding.rule}: {finding.message}"
+                finding = check_commits(c for t in order for c in logs[t])
+                where = f"commit {finding.line}: {finding.rule}: {finding.message}"
                 if finding.verdict is Verdict.LEGAL:
                     where = "its judged commits changed"
-                problems.append(f"I1-I8/I12/I13 {thread_id} {where}")
-            else:
-                for number, commit in enumerate(log[len(judged) :], start=len(judged) + 1):
-                    rejection = judge.feed(commit)
-                    if rejection is not None:
-                        problems.append(f"I1-I8/I13 {thread_id} v{number}: {rejection}")
-                        break
-                else:
-                    self.judged[thread_id] = (log, judge)
+                return [f"I1-I8/I12/I13/I15 {thread_id} {where}"]
             tickets.update(c.disposition.ticket.ticket_id for c in log if isinstance(c.disposition, Awaiting))
+        hooks = self.hooks if self.hooks_on else None
+        for thread_id, version in self.appended[self.fed :]:
+            log = logs.get(thread_id, [])
+            if version > len(log):
+                problems.append(f"I12 {thread_id} v{version} was appended and is gone")
+                break
+            commit = log[version - 1]
+            rejection = self.trace.feed(commit)
+            if rejection is not None:
+                problems.append(f"I1-I8/I13/I15 {thread_id} v{version}: {rejection}")
+                break
+            problems += self.ledger.feed(commit, hooks)
+            self.judged.setdefault(thread_id, []).append(commit)
+            self.fed += 1
+        problems += [
+            f"{thread_id} holds {len(log)} commits, {len(self.judged.get(thread_id, []))} of them appended"
+            for thread_id, log in logs.items()
+            if len(log) != len(self.judged.get(thread_id, [])) and not problems
+        ]
         problems += [f"I14 ticket {t} was committed {n} times" for t, n in tickets.items() if n > 1]
         return problems
+
+    def check_export(self) -> None:
+        """Every Thread exported as ``runkernel export`` writes it, parents first, and
+        judged together as ``check-trace`` judges a file (once per example: teardown)."""
+        order = parents_first({t: list(self.store.commits(t)) for t in self.store.thread_ids()})
+        lines = [line.encode("utf-8") for t in order for line in export_lines(self.store, t, redact=False)]
+        if not lines:
+            return
+        assert not any(CONTEXT_MARK.encode("utf-8") in line for line in lines), "request-only context exported"
+        finding = check_lines(lines)
+        assert finding.verdict is Verdict.LEGAL, finding.report("export")
 
     def check_acknowledged(self, logs: dict[str, list[ThreadCommit]]) -> list[str]:
         problems = []
@@ -236,3 +276,9 @@ class RuntimeInvariants(RuntimeMachineState):
             for digest in set(self.valid_entries.values())
             if resumed[digest] and digest not in settled_by_commit
         ]
+
+    def teardown(self) -> None:
+        try:
+            self.check_export()
+        finally:
+            super().teardown()

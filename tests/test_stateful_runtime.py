@@ -19,8 +19,11 @@ shrinking so the first failure is reported at once:
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_end
@@ -32,7 +35,8 @@ from runkernel.kernel.protocol import EndRequest, OperationStatus
 from runkernel.kernel.state import EndCause, Ended, Message
 from runkernel.kernel.values import EndCauseKind, Role
 from runkernel.simulation.actors import CountingIds, ScriptedModel, SimTool, StepScript, World
-from runtime_harness import MemoryMachine, SqliteMachine
+from runtime_harness import MemoryMachine, RuntimeMachine, SqliteMachine
+from runtime_harness_state import SCENARIO_TALLY, SCENARIOS
 
 
 def _settings(*, share: int, steps: int) -> settings:
@@ -40,11 +44,38 @@ def _settings(*, share: int, steps: int) -> settings:
     return settings(base, max_examples=max(1, base.max_examples // share), stateful_step_count=steps)
 
 
-TestStatefulMemory = MemoryMachine.TestCase
-TestStatefulMemory.settings = _settings(share=1, steps=40)
+def _run_counted(machine: type[RuntimeMachine], budget: settings) -> collections.Counter[str]:
+    """Run the machine under ``budget`` and say in how many examples each staged-hook
+    and concurrent-delegation scenario occurred (printed: ``pytest -s`` shows it)."""
+    SCENARIO_TALLY.clear()
+    run_state_machine_as_test(machine, settings=budget)
+    tally = collections.Counter(SCENARIO_TALLY)
+    print(f"\n{machine.__name__}: {budget.max_examples} examples; examples reaching each scenario:")
+    for scenario in SCENARIOS:
+        print(f"  {tally[scenario]:4d}  {scenario}")
+    return tally
 
-TestStatefulSqlite = SqliteMachine.TestCase
-TestStatefulSqlite.settings = _settings(share=3, steps=30)
+
+def _unreached(tally: collections.Counter[str], budget: settings) -> list[str]:
+    """Scenarios no example reached, when the budget is at least the ci profile's (a
+    smaller one may miss some)."""
+    if budget.max_examples < settings.get_profile("ci").max_examples:
+        return []
+    return [scenario for scenario in SCENARIOS if tally[scenario] == 0]
+
+
+def test_stateful_memory() -> None:
+    """The machine on the memory store; every staged-hook and concurrent-delegation
+    scenario is reached within the example budget."""
+    budget = _settings(share=1, steps=40)
+    tally = _run_counted(MemoryMachine, budget)
+    assert not _unreached(tally, budget), f"scenarios never reached: {_unreached(tally, budget)}"
+
+
+def test_stateful_sqlite() -> None:
+    """The machine on SQLite, with a third of the examples (its scenario counts are
+    printed, not required: a third of the budget may miss one)."""
+    _run_counted(SqliteMachine, _settings(share=3, steps=30))
 
 
 # --- liveness of reconnect polling ---------------------------------------------------------
