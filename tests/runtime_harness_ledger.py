@@ -129,7 +129,7 @@ class CommitLedger:
         where = f"{commit.thread_id} v{commit.version} call {call.call_id}"
         problems = []
         if call.reaction is not None:
-            attempt = call.status.attempt  # type: ignore[union-attr]
+            attempt = call.status.attempt
             expected = hooks.reactions.get((commit.run_id, call.call_id, attempt)) if hooks is not None else None
             if call.reaction != expected:
                 problems.append(f"reaction: {where} commits {call.reaction!r}, its AfterTool answered {expected!r}")

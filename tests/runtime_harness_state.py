@@ -40,6 +40,7 @@ from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
     Awaiting,
     CallExecuting,
+    CallStatus,
     Ended,
     Message,
     Running,
@@ -116,12 +117,22 @@ class RuntimeMachineState(RuleBasedStateMachine):
         self.ledger = CommitLedger(self.store, self.note)
         self.step_versions: Versions | None = None
         self.write_failures = 0
+        self.failures_seen = 0
         #: one judge for every Thread (parents and children together), fed in append order
         self.trace = TraceJudge()
         self.judged: dict[str, list[ThreadCommit]] = {}
         self.fed = 0
         #: run -> the version whose snapshot the invariants last judged
         self.recovered: dict[str, int] = {}
+        #: what the invariants learnt from the commits they have seen (incremental)
+        self.acked = 0
+        self.acknowledged_ends: set[str] = set()
+        self.policy_statuses: dict[tuple[str, str, str], CallStatus] = {}
+        self.uses: dict[str, collections.Counter[str]] = {}
+        self.results: dict[str, collections.Counter[str]] = {}
+        self.tickets: collections.Counter[str] = collections.Counter()
+        #: the invariants found a problem: teardown leaves the export alone
+        self.broken = False
 
     # --- store-specific hooks ----------------------------------------------------------
 
@@ -348,6 +359,11 @@ class RuntimeMachineState(RuleBasedStateMachine):
                 if found is not None:
                     self.adopt(child.run_id, run_id, call.call_id)
                     snapshots[child.run_id] = found
+
+    @staticmethod
+    def is_child(log: list[ThreadCommit]) -> bool:
+        """Whether the Thread is a child Run's (its first commit names a parent)."""
+        return bool(log) and log[0].parent is not None
 
     def children_running(self) -> bool:
         """Whether some child Run has not ended while its parent has not either."""
