@@ -1,6 +1,8 @@
 """The invariants of the stateful test's machine (``runtime_harness.py``): after every
-step, I1-I14 and each tool's policies are judged from what the store and the World say,
-never from what a runtime believed.
+step, I1-I15 and each tool's policies are judged from what the store and the World say,
+never from what a runtime believed; each commit is judged once, when first seen, so a
+step costs what it added, not the history (teardown re-reads every log and judges the
+export as a whole).
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ import collections
 from hypothesis.stateful import invariant
 
 from runkernel.adapters.export import export_lines
-from runkernel.adapters.serial import resume_from_json
+from runkernel.adapters.serial import inbox_to_input, resume_from_json
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.policies import RecoveryMode
-from runkernel.kernel.protocol import Deny
+from runkernel.kernel.protocol import Deny, EndRequest
 from runkernel.kernel.recover import recover
 from runkernel.kernel.state import (
     RESUMED_EVENT,
@@ -29,7 +31,7 @@ from runkernel.kernel.values import IndeterminateReason, Role
 from runkernel.simulation.contents import check_contents
 from runkernel.specs.checker import Verdict, check_commits, check_lines
 from runtime_harness_hooks import CONTEXT_MARK
-from runtime_harness_state import RuntimeMachineState
+from runtime_harness_state import CHILD_CANCELLED, RuntimeMachineState
 from runtime_harness_world import PAST
 
 
@@ -56,6 +58,7 @@ class RuntimeInvariants(RuntimeMachineState):
         problems += self.check_executions()
         problems += self.check_recoveries()
         problems += self.check_ended(snapshots)
+        problems += self.check_cancels()
         problems += self.check_commands(logs)
         # a Thread's messages judged once stay true (what was answered only grows); the
         # children's Threads come along for the termini their parents' results name
@@ -262,6 +265,36 @@ class RuntimeInvariants(RuntimeMachineState):
             batch = snapshot.batch
             if batch is not None and (not batch.finalized or not all(is_terminal(c.status) for c in batch.calls)):
                 problems.append(f"I13 {run_id} Ended with an open batch: {batch}")
+        return problems
+
+    def check_cancels(self) -> list[str]:
+        """A parent that ends while children run sends each of them a cancel once its
+        drive has carried out the end's effects. A drive that died or was set aside
+        after the end commit (or before acknowledging it) lost them: that is the known
+        runtime bug of ``test_a_crash_after_the_parents_end_commit_still_cancels_its_running_children``,
+        so those children are left alone."""
+        problems, due = [], []
+        for parent, child in self.ledger.cancel_due:
+            snapshot = self.store.run(child)
+            if snapshot is None or isinstance(snapshot.state, Ended):
+                continue
+            drive = self.ending.get(parent)
+            if drive is not None and drive.outcome is None and drive is self.live():
+                due.append((parent, child))  # still carrying out the end's effects
+                continue
+            if drive is None or drive.outcome is None:
+                continue
+            sent = False
+            for entry in self.store.pending_commands(child):
+                try:
+                    sent = sent or isinstance(inbox_to_input(entry.body), EndRequest)
+                except TraceFormatError:
+                    continue
+            if not sent:
+                problems.append(f"child {child} of {parent}, which ended while it ran, was sent no cancel")
+            else:
+                self.note(CHILD_CANCELLED)
+        self.ledger.cancel_due = due
         return problems
 
     def check_commands(self, logs: dict[str, list[ThreadCommit]]) -> list[str]:

@@ -46,6 +46,9 @@ CallKey = tuple[str, str, str]  # (run, batch, call)
 
 
 class CommitLedger:
+    """Fed each commit once, in the order the store took them; ``feed`` says what is
+    wrong with it, ``note`` hears which scenarios it shows."""
+
     def __init__(self, store: Store, note: Callable[[str], None]) -> None:
         self.store = store
         self.note = note
@@ -55,6 +58,8 @@ class CommitLedger:
         self.status: dict[CallKey, CallStatus] = {}
         self.terminal: dict[CallKey, tuple[CallStatus, JsonValue]] = {}
         self.activations: collections.Counter[str] = collections.Counter()
+        #: (parent run, child run) of each child whose parent ended while it ran
+        self.cancel_due: list[tuple[str, str]] = []
 
     def feed(self, commit: ThreadCommit, hooks: RecordingHooks | None) -> list[str]:
         problems = self.staging(commit, hooks)
@@ -140,6 +145,7 @@ class CommitLedger:
         if isinstance(call.status, CallIndeterminate) and isinstance(before, CallExecuting):
             if call.status.reason is IndeterminateReason.OUTCOME_UNKNOWN and isinstance(commit.disposition, Ended):
                 self.note(PARENT_ENDED)
+                self.cancel_due.append((commit.run_id, call.delegation.run_id))
         if not isinstance(call.status, CallCompleted):
             return problems
         child = self.store.run(call.delegation.run_id)

@@ -55,6 +55,7 @@ from runkernel.specs.checker import TraceJudge
 CRASH_WITH_CHILDREN = "crash while children run"
 CHILD_CRASHED = "child crashed"
 CHILD_ENDED_PARENT_DOWN = "child ended while its parent was down"
+CHILD_CANCELLED = "child of an ended parent sent a cancel"
 #: The staged-hook and concurrent-delegation scenarios, each counted once per example
 #: that reaches it (``note``).
 SCENARIOS = (
@@ -68,6 +69,7 @@ SCENARIOS = (
     CHILD_CRASHED,
     CHILD_ENDED_PARENT_DOWN,
     PARENT_ENDED,
+    CHILD_CANCELLED,
 )
 #: Examples that reached each scenario, over every example run in this process (the
 #: test resets it before a run and reads it after).
@@ -115,6 +117,8 @@ class RuntimeMachineState(RuleBasedStateMachine):
         #: child run -> (parent run, call) of every concurrent delegation's activated child
         self.children: dict[str, tuple[str, str]] = {}
         self.ledger = CommitLedger(self.store, self.note)
+        #: run -> the drive that committed its end (it sends the running children a cancel)
+        self.ending: dict[str, Drive | None] = {}
         self.step_versions: Versions | None = None
         self.write_failures = 0
         self.failures_seen = 0
@@ -187,6 +191,8 @@ class RuntimeMachineState(RuleBasedStateMachine):
                 parent = event.commit.parent
                 if parent is not None:
                     self.adopt(event.commit.run_id, parent.run_id, parent.call_id)
+                if isinstance(event.commit.disposition, Ended):
+                    self.ending[event.commit.run_id] = self.drive
             case Recovered():
                 self.recoveries.append((event.snapshot, len(self.world.executions)))
             case CommandSettled():

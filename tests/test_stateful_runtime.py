@@ -1,13 +1,20 @@
 """Stateful crash-injection tests of the reference runtime, on the memory and SQLite stores.
 
 The machine lives in ``runtime_harness.py``: drawn Runs (text, tool batches over every
-recovery policy, every tool behaviour and gate answer), single effects, crashes at every
-boundary kind, failing store writes and checkpoint writes, recoveries with fresh
-runtimes, and good and bad commands through ``submit_resume``/``submit_end`` and the raw
-inbox; I1-I14 are checked after every step.
+recovery policy, every tool behaviour and gate answer, batches of two terminal-only
+delegations and an ordinary call), hooks that stage state, hand request-only context
+and react to tool results, single effects, crashes at every boundary kind, failing
+store writes and checkpoint writes, recoveries with fresh runtimes, child Runs driven
+while their parent is down, parents ended while their children run, and good and bad
+commands through ``submit_resume``/``submit_end`` and the raw inbox; I1-I15 are checked
+after every step, and every example's export (parents and children together) is judged
+as ``check-trace`` judges it.
 
 Settings come from the loaded Hypothesis profile (``HYPOTHESIS_PROFILE``, default
-``ci``); only the number of steps (and SQLite's share of examples) is set here.
+``ci``); only the number of steps (and SQLite's share of examples) is set here. Each
+run prints in how many examples each staged-hook and concurrent-delegation scenario
+occurred (``pytest -s``; ``--hypothesis-show-statistics`` lists them as events), and
+the memory run fails if one of them never occurs within the ci budget.
 
 Mutant testing: the memory machine is the detector for runtime bugs such as running a
 tool before Executing is committed (I5) or re-running a non-replay tool on recovery
