@@ -8,7 +8,6 @@ from __future__ import annotations
 import collections
 import itertools
 
-from hypothesis import event as hypothesis_event
 from hypothesis.stateful import RuleBasedStateMachine
 from history_facts import logged_history
 from runtime_harness_hooks import STAGING_REDERIVED, HookedModel, RecordingHooks
@@ -173,8 +172,6 @@ class RuntimeMachineState(RuleBasedStateMachine):
         self.seen.add(scenario)
 
     def teardown(self) -> None:
-        for scenario in sorted(self.seen):
-            hypothesis_event(scenario)
         SCENARIO_TALLY.update(self.seen)
 
     def versions(self) -> Versions:

@@ -13,8 +13,8 @@ as ``check-trace`` judges it.
 Settings come from the loaded Hypothesis profile (``HYPOTHESIS_PROFILE``, default
 ``ci``); only the number of steps (and SQLite's share of examples) is set here. Each
 run prints in how many examples each staged-hook and concurrent-delegation scenario
-occurred (``pytest -s``; ``--hypothesis-show-statistics`` lists them as events), and
-the memory run fails if one of them never occurs within the ci budget.
+occurred (``pytest -s`` shows it), and the memory run fails if one of them never
+occurs within the ci budget.
 
 Mutant testing: the memory machine is the detector for runtime bugs such as running a
 tool before Executing is committed (I5) or re-running a non-replay tool on recovery
