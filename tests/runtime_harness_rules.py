@@ -13,10 +13,10 @@ from history_facts import logged_history
 from runkernel.adapters.crash import Boundary
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.serial import end_to_inbox, resume_from_json, resume_to_inbox
+from runkernel.kernel.delegation import executing_delegations
 from runkernel.kernel.policies import IndeterminateChoice
 from runkernel.kernel.protocol import Approve, Deny, EndRequest, ResumeCommand, ResumePayload
 from runkernel.kernel.rules import Rejection, Rule
-from runkernel.kernel.delegation import executing_delegations
 from runkernel.kernel.state import RESUMED_EVENT, Awaiting, CallExecuting, EndCause, Ended, Message, RunSnapshot
 from runkernel.kernel.values import AWAITING_END_CAUSES, Role, WaitKind
 from runkernel.simulation.actors import StepScript
