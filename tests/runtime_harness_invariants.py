@@ -11,8 +11,7 @@ import collections
 
 from hypothesis.stateful import invariant
 
-from runkernel.adapters.export import export_lines
-from runkernel.adapters.serial import inbox_to_input, resume_from_json
+from runkernel.adapters.serial import commit_text, inbox_to_input, resume_from_json
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import Deny, EndRequest
@@ -141,14 +140,14 @@ class RuntimeInvariants(RuntimeMachineState):
         return problems
 
     def check_export(self) -> None:
-        """Every log is what was judged; every Thread exported as ``runkernel export``
-        writes it, parents first, and judged together as ``check-trace`` judges a file
-        (once per example: teardown)."""
+        """Every log is what was judged; every Thread's export (the lines ``runkernel
+        export`` writes), parents first, is judged together as ``check-trace`` judges a
+        file (once per example: teardown)."""
         logs = {t: list(self.store.commits(t)) for t in self.store.thread_ids()}
         changed = [t for t, log in logs.items() if log[: len(self.judged.get(t, ()))] != self.judged.get(t, [])]
         assert not changed, f"I12 judged commits of {changed} changed or vanished"
-        order = parents_first(logs)
-        lines = [line.encode("utf-8") for t in order for line in export_lines(self.store, t, redact=False)]
+        # the store's commits, encoded as export_lines encodes them, without reading twice
+        lines = [commit_text(c).encode("utf-8") for t in parents_first(logs) for c in logs[t]]
         if not lines:
             return
         assert not any(CONTEXT_MARK.encode("utf-8") in line for line in lines), "request-only context exported"
