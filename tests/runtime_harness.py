@@ -4,7 +4,7 @@ The machine plays everything outside the runtime: it starts Runs with drawn scri
 advances the current ``Drive`` one effect at a time, kills runtimes at drawn crash
 boundaries or with failing store writes, recovers with fresh runtimes that know only
 the store, and sends good and bad commands through the CLI path (``submit_resume`` /
-``submit_end``) and straight into the inbox. After every step it checks I1-I14 from
+``submit_end``) and straight into the inbox. After every step it checks I1-I15 from
 what the store and the downstream World say, never from what a runtime believed.
 
 Every rule is always applicable and does nothing when it cannot act (no preconditions:
@@ -14,9 +14,19 @@ worker pick up the Run that needs it most when no drive is live, a crash stays a
 until some drive reaches a boundary of its kind, and scripts, gate answers and tool
 behaviours are weighted towards executing tools. Besides the trace checker, the
 invariants judge each tool's fixed retry and recovery policies from the commits
-(``check_policies``): an Executing{n} -> Executing{n+1} edge that is neither a retry, a
+(``policy_problems``): an Executing{n} -> Executing{n+1} edge that is neither a retry, a
 replay of a replay tool nor a reconnect answered ``not_found`` breaks I9 even when the
 executor has not started yet.
+
+Staged hooks and concurrent delegations: most examples run with hooks that stage state,
+hand request-only context and react (``runtime_harness_hooks.py``); scripts draw batches
+of two terminal-only delegations and an ordinary call, whose children (their script is
+named in the call's arguments) the machine adopts as Runs of its own once activated. A
+quiet parent ranks like an Awaiting Run (only its child's end wakes it); rules drive a
+child while its parent is down and end a parent while its children run. One judge is fed
+every commit in the order the store took it (parents and children together, so I15 is
+judged across Threads), and ``runtime_harness_ledger.py`` checks what each new commit
+says about staged state, reactions and children's termini.
 """
 
 from __future__ import annotations
@@ -27,9 +37,36 @@ from pathlib import Path
 
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Store
+from runkernel.adapters.store import Lease, Settlement, Store
+from runkernel.kernel.state import RunSnapshot, ThreadCommit
 from runtime_harness_invariants import RuntimeInvariants
 from runtime_harness_rules import RuntimeRules
+
+
+class _OrderedMemoryStore(MemoryStore):
+    """A memory store that records the order of its appends across Threads."""
+
+    def __init__(self, appended: list[tuple[str, int]]) -> None:
+        super().__init__()
+        self.appended = appended
+
+    def append(self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None) -> RunSnapshot:
+        stored = super().append(commit, settle, lease=lease)
+        self.appended.append((commit.thread_id, commit.version))
+        return stored
+
+
+class _OrderedSqliteStore(SqliteStore):
+    """A SQLite store that records the order of its appends across Threads."""
+
+    def __init__(self, path: Path, appended: list[tuple[str, int]]) -> None:
+        super().__init__(path)
+        self.appended = appended
+
+    def append(self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None) -> RunSnapshot:
+        stored = super().append(commit, settle, lease=lease)
+        self.appended.append((commit.thread_id, commit.version))
+        return stored
 
 
 class RuntimeMachine(RuntimeRules, RuntimeInvariants):
@@ -47,7 +84,7 @@ class MemoryMachine(RuntimeMachine):
     memory: MemoryStore
 
     def open_store(self) -> Store:
-        self.memory = MemoryStore()
+        self.memory = _OrderedMemoryStore(self.appended)
         return self.memory
 
     def fail_appends(self, failing: bool) -> None:
@@ -79,7 +116,7 @@ class SqliteMachine(RuntimeMachine):
 
     def open_store(self) -> Store:
         self.directory = Path(tempfile.mkdtemp(prefix="rk-stateful-"))
-        self.sqlite = SqliteStore(self.directory / "store.db")
+        self.sqlite = _OrderedSqliteStore(self.directory / "store.db", self.appended)
         return self.sqlite
 
     def fail_appends(self, failing: bool) -> None:
@@ -98,5 +135,8 @@ class SqliteMachine(RuntimeMachine):
         return self.sqlite.fail_checkpoints
 
     def teardown(self) -> None:
-        self.sqlite.close()
+        try:
+            super().teardown()
+        finally:
+            self.sqlite.close()
         shutil.rmtree(self.directory, ignore_errors=True)

@@ -13,10 +13,11 @@ from history_facts import logged_history
 from runkernel.adapters.crash import Boundary
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.serial import end_to_inbox, resume_from_json, resume_to_inbox
+from runkernel.kernel.delegation import executing_delegations
 from runkernel.kernel.policies import IndeterminateChoice
 from runkernel.kernel.protocol import Approve, Deny, EndRequest, ResumeCommand, ResumePayload
 from runkernel.kernel.rules import Rejection, Rule
-from runkernel.kernel.state import RESUMED_EVENT, Awaiting, EndCause, Ended, Message, RunSnapshot
+from runkernel.kernel.state import RESUMED_EVENT, Awaiting, CallExecuting, EndCause, Ended, Message, RunSnapshot
 from runkernel.kernel.values import AWAITING_END_CAUSES, Role, WaitKind
 from runkernel.simulation.actors import StepScript
 from runtime_harness_scripts import (
@@ -25,6 +26,7 @@ from runtime_harness_scripts import (
     END_CAUSES,
     PAYLOAD_FOR_WAIT,
     SCRIPTS,
+    choose,
     valid_payload,
     wrong_payload,
 )
@@ -41,11 +43,16 @@ class RuntimeRules(RuntimeMachineState):
     @initialize(
         max_steps=st.sampled_from([None, 3]),
         choice=st.sampled_from(IndeterminateChoice),
+        hooks=st.sampled_from([True, True, False]),
         script=SCRIPTS,
     )
-    def configure(self, max_steps: int | None, choice: IndeterminateChoice, script: tuple[StepScript, ...]) -> None:
-        """Host policies for the whole example, and a first Run (not driven yet)."""
+    def configure(
+        self, max_steps: int | None, choice: IndeterminateChoice, hooks: bool, script: tuple[StepScript, ...]
+    ) -> None:
+        """Host policies and hooks (staging, reacting, or none) for the whole example, and
+        a first Run (not driven yet)."""
         self.registry = build_registry(self.world, max_steps, choice)
+        self.hooks_on = hooks
         self.start_run(False, 0, script)
 
     @rule(same_thread=st.booleans(), pick=st.integers(0, 7), script=SCRIPTS)
@@ -263,6 +270,49 @@ class RuntimeRules(RuntimeMachineState):
         snapshot = self.pick_run(pick)
         if snapshot is None:
             return
+        self.send_end(snapshot, cause, via_inbox)
+
+    @rule(pick=st.integers(0, 7), cause=st.sampled_from(END_CAUSES[:3]), drive=st.booleans())
+    def end_parent(self, pick: int, cause: EndCause, drive: bool) -> None:
+        """Cancel, stop or fail a parent while its children run; with ``drive``, a
+        worker applies it at once (the children are sent a cancel), otherwise whoever
+        drives the parent next does, perhaps after some children ended."""
+        parents = [
+            (0 if self.delegating_rank(s) == 2 else 1, s)
+            for s in self.snapshots().values()
+            if s.open_batch is not None and executing_delegations(s.open_batch)
+        ]
+        snapshot = choose(parents, pick)
+        if snapshot is None:
+            return
+        self.send_end(snapshot, cause, via_inbox=False)
+        if drive:
+            self.drive = None  # a live drive of another Run is set aside (its process dies)
+            self.revive(snapshot.run_id)
+            self.run_to_stop()
+
+    @rule(pick=st.integers(0, 7))
+    def drive_child(self, pick: int) -> None:
+        """A worker drives a child Run up to its stop while its parent is down (a live
+        drive dies first): mostly a child whose parent's call still waits for it."""
+        ranked = []
+        snapshots = self.snapshots()
+        for child, (parent, call_id) in self.children.items():
+            snapshot = snapshots.get(child)
+            if snapshot is None or isinstance(snapshot.state, Ended):
+                continue
+            owner = snapshots.get(parent)
+            batch = owner.open_batch if owner is not None else None
+            call = batch.call(call_id) if batch is not None else None
+            ranked.append((0 if call is not None and isinstance(call.status, CallExecuting) else 1, child))
+        run_id = choose(ranked, pick)
+        if run_id is None:
+            return
+        self.drive = None
+        self.revive(run_id)
+        self.run_to_stop()
+
+    def send_end(self, snapshot: RunSnapshot, cause: EndCause, via_inbox: bool) -> None:
         request = EndRequest(cause)
         if via_inbox:
             self.store.put_command(snapshot.run_id, end_to_inbox(request))

@@ -24,7 +24,7 @@ from runkernel.kernel.protocol import (
 from runkernel.kernel.state import EndCause, TypedError
 from runkernel.kernel.values import EndCauseKind, WaitKind
 from runkernel.simulation.actors import DELEGATE, FAIL, LOST, OK, RETRY, SCHEDULE, StepScript
-from runtime_harness_world import GATE_ANSWERS, TOOL_SPECS
+from runtime_harness_world import DELEGATE_TOOL, GATE_ANSWERS, TOOL_SPECS
 
 
 # --- scripts -------------------------------------------------------------------------
@@ -52,11 +52,45 @@ CALLS = st.tuples(TOOLS, st.lists(ATTEMPTS, min_size=1, max_size=3), GATES)
 TOOL_STEPS = st.lists(CALLS, min_size=1, max_size=3).map(_tool_step)
 TEXT_CONTINUE = StepScript("thinking")
 TEXT_END = StepScript("all done", end=EndCauseKind.COMPLETED)
+
+#: What a delegation's child Run does, named in the call's arguments (``"child"``), which
+#: are its activation message: end at once, call a tool first, wait for input (the child
+#: is Awaiting while its parent is quiet), or think for a step first.
+CHILD_SCRIPTS: dict[str, tuple[StepScript, ...]] = {
+    "end": (StepScript("child done", end=EndCauseKind.COMPLETED),),
+    "tool": (StepScript("child calling", (("replay", {"n": 0, "replies": [OK], "gate": "permit"}),)), TEXT_END),
+    "input": (StepScript("child asking", (("replay", {"n": 0, "replies": [OK], "gate": "hold:input"}),)), TEXT_END),
+    "steps": (TEXT_CONTINUE, TEXT_END),
+}
+CHILDREN = st.sampled_from(("end", "end", "tool", "tool", "input", "steps"))
+#: The first member of a group may be held, refused or supplied by the gate; the others
+#: are allowed outright (the gate may not hold a member whose siblings already run).
+FIRST_MEMBER_GATES = st.sampled_from(("permit",) * 6 + ("hold:approval", "refuse", "provide"))
+
+
+def _delegation_step(first: tuple[str, str], second: str, ordinary: tuple[str, list[str], str]) -> StepScript:
+    tool, replies, gate = ordinary
+    return StepScript(
+        "delegating",
+        (
+            (DELEGATE_TOOL, {"n": 0, "child": first[0], "gate": first[1]}),
+            (DELEGATE_TOOL, {"n": 1, "child": second, "gate": "permit"}),
+            (tool, {"n": 2, "replies": replies, "gate": gate}),
+        ),
+    )
+
+
+#: A batch of two terminal-only delegations (a group) and an ordinary call after it.
+DELEGATION_STEPS = st.builds(_delegation_step, st.tuples(CHILDREN, FIRST_MEMBER_GATES), CHILDREN, CALLS)
 #: One to four steps, mostly tool batches; past its script the model ends the Run
 #: with a text result (``ScriptedModel``), so every script ends with a text step.
-STEPS = st.sampled_from(["tools", "tools", "tools", "continue", "end"]).flatmap(
-    lambda kind: TOOL_STEPS if kind == "tools" else st.just(TEXT_CONTINUE if kind == "continue" else TEXT_END)
-)
+_STEP_KINDS: dict[str, st.SearchStrategy[StepScript]] = {
+    "tools": TOOL_STEPS,
+    "delegations": DELEGATION_STEPS,
+    "continue": st.just(TEXT_CONTINUE),
+    "end": st.just(TEXT_END),
+}
+STEPS = st.sampled_from(["tools", "tools", "tools", "delegations", "continue", "end"]).flatmap(_STEP_KINDS.__getitem__)
 SCRIPTS = st.lists(STEPS, min_size=1, max_size=4).map(tuple)
 
 #: One payload of the type each wait kind takes.

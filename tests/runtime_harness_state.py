@@ -5,14 +5,18 @@ World, the runtime a worker would build, and what the machine saw for the invari
 
 from __future__ import annotations
 
+import collections
 import itertools
 
 from hypothesis.stateful import RuleBasedStateMachine
 from history_facts import logged_history
+from runtime_harness_hooks import STAGING_REDERIVED, HookedModel, RecordingHooks
+from runtime_harness_ledger import AFTER_GROUP, PARENT_ENDED, PUBLISHED, REACTED, STAGED, TOGETHER, CommitLedger
 from runtime_harness_scripts import Versions, choose
 from runtime_harness_world import NOW, ArmedCrash, ScriptedGate, build_registry
 
 from runkernel.adapters.crash import SimulatedCrash
+from runkernel.adapters.delegations import ended_children
 from runkernel.adapters.inbox import ALREADY_APPLIED_BY, APPLIED_OUTCOMES
 from runkernel.adapters.runtime import (
     ALREADY_COMMITTED,
@@ -27,20 +31,48 @@ from runkernel.adapters.runtime import (
 from runkernel.adapters.serial import inbox_to_input
 from runkernel.adapters.store import Store, StoreUnavailable
 from runkernel.kernel.codec import TraceFormatError
+from runkernel.kernel.delegation import executing_delegations, next_to_gate
 from runkernel.kernel.policies import IndeterminateChoice
 from runkernel.kernel.protocol import EndRequest, ResumeCommand
 from runkernel.kernel.recover import RecoveryRow, classify
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
     Awaiting,
+    CallExecuting,
+    CallStatus,
     Ended,
     Message,
     Running,
     RunSnapshot,
     ThreadCommit,
 )
-from runkernel.simulation.actors import CountingIds, ScriptedModel, StepScript, World
+from runkernel.simulation.actors import CountingIds, StepScript, World
 from runkernel.specs.checker import TraceJudge
+
+# --- scenarios ---------------------------------------------------------------------
+
+CRASH_WITH_CHILDREN = "crash while children run"
+CHILD_CRASHED = "child crashed"
+CHILD_ENDED_PARENT_DOWN = "child ended while its parent was down"
+CHILD_CANCELLED = "child of an ended parent sent a cancel"
+#: The staged-hook and concurrent-delegation scenarios, each counted once per example
+#: that reaches it (``note``).
+SCENARIOS = (
+    STAGED,
+    STAGING_REDERIVED,
+    REACTED,
+    TOGETHER,
+    AFTER_GROUP,
+    PUBLISHED,
+    CRASH_WITH_CHILDREN,
+    CHILD_CRASHED,
+    CHILD_ENDED_PARENT_DOWN,
+    PARENT_ENDED,
+    CHILD_CANCELLED,
+)
+#: Examples that reached each scenario, over every example run in this process (the
+#: test resets it before a run and reads it after).
+SCENARIO_TALLY: collections.Counter[str] = collections.Counter()
 
 # --- the machine -----------------------------------------------------------------------
 
@@ -53,13 +85,19 @@ class RuntimeMachineState(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
+        #: (thread, version) of every append, in the order the store took them
+        self.appended: list[tuple[str, int]] = []
         self.store = self.open_store()
         self.world = World.new(self.store)
         self.registry = build_registry(self.world, None, IndeterminateChoice.PUBLISH)
         self.crash = ArmedCrash()
         self.ids = CountingIds("m")
         self.scripts: dict[str, tuple[StepScript, ...]] = {}
-        self.model = ScriptedModel(self.scripts, self.world)
+        self.problems: list[str] = []
+        self.seen: set[str] = set()
+        self.hooks_on = False
+        self.hooks = RecordingHooks(self.store, self.problems, self.note)
+        self.model = HookedModel(self.scripts, self.world, lambda: self.hooks if self.hooks_on else None, self.problems)
         self.gate = ScriptedGate()
         self.serial = itertools.count(1)
         self.drive: Drive | None = None
@@ -75,10 +113,29 @@ class RuntimeMachineState(RuleBasedStateMachine):
         #: inbox entry id -> digest of each valid resume submitted
         self.valid_entries: dict[int, str] = {}
         self.ended: dict[str, RunSnapshot] = {}
-        self.problems: list[str] = []
+        #: child run -> (parent run, call) of every concurrent delegation's activated child
+        self.children: dict[str, tuple[str, str]] = {}
+        self.ledger = CommitLedger(self.store, self.note)
+        #: run -> the drive that committed its end (it sends the running children a cancel)
+        self.ending: dict[str, Drive | None] = {}
         self.step_versions: Versions | None = None
         self.write_failures = 0
-        self.judged: dict[str, tuple[list[ThreadCommit], TraceJudge]] = {}
+        self.failures_seen = 0
+        #: one judge for every Thread (parents and children together), fed in append order
+        self.trace = TraceJudge()
+        self.judged: dict[str, list[ThreadCommit]] = {}
+        self.fed = 0
+        #: run -> the version whose snapshot the invariants last judged
+        self.recovered: dict[str, int] = {}
+        #: what the invariants learnt from the commits they have seen (incremental)
+        self.acked = 0
+        self.acknowledged_ends: set[str] = set()
+        self.policy_statuses: dict[tuple[str, str, str], CallStatus] = {}
+        self.uses: dict[str, collections.Counter[str]] = {}
+        self.results: dict[str, collections.Counter[str]] = {}
+        self.tickets: collections.Counter[str] = collections.Counter()
+        #: the invariants found a problem: teardown leaves the export alone
+        self.broken = False
 
     # --- store-specific hooks ----------------------------------------------------------
 
@@ -108,7 +165,14 @@ class RuntimeMachineState(RuleBasedStateMachine):
             crash=self.crash,
             on_event=self.on_event,
             self_check=True,
+            hooks=self.hooks if self.hooks_on else None,
         )
+
+    def note(self, scenario: str) -> None:
+        self.seen.add(scenario)
+
+    def teardown(self) -> None:
+        SCENARIO_TALLY.update(self.seen)
 
     def versions(self) -> Versions:
         versions: Versions = {}
@@ -121,6 +185,11 @@ class RuntimeMachineState(RuleBasedStateMachine):
         match event:
             case Acknowledged():
                 self.acknowledged.append(event.commit)
+                parent = event.commit.parent
+                if parent is not None:
+                    self.adopt(event.commit.run_id, parent.run_id, parent.call_id)
+                if isinstance(event.commit.disposition, Ended):
+                    self.ending[event.commit.run_id] = self.drive
             case Recovered():
                 self.recoveries.append((event.snapshot, len(self.world.executions)))
             case CommandSettled():
@@ -186,8 +255,10 @@ class RuntimeMachineState(RuleBasedStateMachine):
             return drive.step()
         except SimulatedCrash:
             self.drive = None  # the runtime died: only the store survives
+            self.died(drive.decision.state.run_id)
             return True
         except StoreUnavailable as error:
+            self.died(drive.decision.state.run_id)
             self.write_failures += 1
             self.fail_appends(False)  # only the next append fails
             self.drive = None  # a failed write kills the drive like a crash
@@ -223,13 +294,28 @@ class RuntimeMachineState(RuleBasedStateMachine):
                 head = self.store.thread_head(self.starts[run_id][0])
                 if head is None or head.active_run_id is None:
                     ranked.append((1, run_id))
-            elif self.store.pending_commands(run_id) or classify(snapshot) is RecoveryRow.CALL_EXECUTING:
+            elif self.store.pending_commands(run_id):
+                ranked.append((0, run_id))
+            elif (rank := self.delegating_rank(snapshot)) is not None:
+                ranked.append((rank, run_id))
+            elif classify(snapshot) is RecoveryRow.CALL_EXECUTING:
                 ranked.append((0, run_id))
             elif isinstance(snapshot.state, Ended):
                 ranked.append((3, run_id))
             else:
                 ranked.append((1 if isinstance(snapshot.state, Running) else 2, run_id))
         return sorted(ranked, key=lambda item: item[0])
+
+    def delegating_rank(self, snapshot: RunSnapshot) -> int | None:
+        """A parent whose open work is concurrent delegations: 0 once a child has ended
+        (or was never activated), 2 while it is quiet (only a child's end wakes it, as a
+        command wakes an Awaiting Run); None for any other Run."""
+        batch = snapshot.open_batch
+        if batch is None or not executing_delegations(batch):
+            return None
+        if ended_children(self.store, snapshot.run_id):
+            return 0
+        return 2 if next_to_gate(batch, self.registry.policies) is None else None
 
     def pick_to_drive(self, pick: int) -> str | None:
         """A Run worth driving, mostly one that needs it most (see ``ranked_runs``)."""
@@ -255,3 +341,58 @@ class RuntimeMachineState(RuleBasedStateMachine):
             self.problems.append(f"I14 {what} refused with {result}, expected {sorted(r.value for r in rules)}")
         if self.versions() != before:
             self.problems.append(f"I14 refusing {what} changed committed versions")
+
+    # --- concurrent delegations -----------------------------------------------------
+
+    def adopt(self, child_run_id: str, parent_run_id: str, call_id: str) -> None:
+        """A child Run joins the Runs the machine drives, picks and checks."""
+        if child_run_id not in self.children:
+            self.children[child_run_id] = (parent_run_id, call_id)
+            self.runs.append(child_run_id)
+
+    def discover_children(self, snapshots: dict[str, RunSnapshot]) -> None:
+        """Adopt the activated children of every delegation: an activation whose
+        runtime died before acknowledging it is only found in the store."""
+        for run_id, snapshot in list(snapshots.items()):
+            for call in snapshot.batch.calls if snapshot.batch is not None else ():
+                child = call.delegation
+                if child is None or not child.concurrent or child.run_id in self.children:
+                    continue
+                found = self.store.run(child.run_id)
+                if found is not None:
+                    self.adopt(child.run_id, run_id, call.call_id)
+                    snapshots[child.run_id] = found
+
+    @staticmethod
+    def is_child(log: list[ThreadCommit]) -> bool:
+        """Whether the Thread is a child Run's (its first commit names a parent)."""
+        return bool(log) and log[0].parent is not None
+
+    def children_running(self) -> bool:
+        """Whether some child Run has not ended while its parent has not either."""
+        for child, (parent, _) in self.children.items():
+            child_snapshot, parent_snapshot = self.store.run(child), self.store.run(parent)
+            if child_snapshot is None or parent_snapshot is None:
+                continue
+            if not isinstance(child_snapshot.state, Ended) and not isinstance(parent_snapshot.state, Ended):
+                return True
+        return False
+
+    def died(self, run_id: str) -> None:
+        """A drive died (a crash or a failed write): note what was running then."""
+        if run_id in self.children:
+            self.note(CHILD_CRASHED)
+        if self.children_running():
+            self.note(CRASH_WITH_CHILDREN)
+
+    def parents_down(self, snapshots: dict[str, RunSnapshot]) -> None:
+        """Note an Ended child whose parent's call still waits for it: the child ended
+        while its parent was not driving (the parent takes the terminus when it wakes)."""
+        for child, (parent, call_id) in self.children.items():
+            child_snapshot, parent_snapshot = snapshots.get(child), snapshots.get(parent)
+            if child_snapshot is None or parent_snapshot is None or not isinstance(child_snapshot.state, Ended):
+                continue
+            batch = parent_snapshot.open_batch
+            call = batch.call(call_id) if batch is not None else None
+            if call is not None and isinstance(call.status, CallExecuting):
+                self.note(CHILD_ENDED_PARENT_DOWN)

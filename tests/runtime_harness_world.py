@@ -61,6 +61,11 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
 )
 
 
+#: The terminal-only delegation tool: its calls of a batch run together, each with a
+#: child Run (its executor is the child's activation, never ``run``).
+DELEGATE_TOOL = "delegate"
+
+
 class ScriptedTool(SimTool):
     """A SimTool whose per-attempt behaviours come with each call's arguments."""
 
@@ -84,6 +89,7 @@ def build_registry(world: World, max_steps: int | None, choice: IndeterminateCho
         )
         for spec in TOOL_SPECS
     }
+    tools[DELEGATE_TOOL] = ScriptedTool(DELEGATE_TOOL, world, delegation=True)
     return ToolRegistry(tools, max_steps=max_steps, on_indeterminate=choice)
 
 
