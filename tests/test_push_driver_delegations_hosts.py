@@ -150,11 +150,6 @@ class CrashAtParentEnd:
         return self.armed and (boundary, position) == (Boundary.AFTER_WRITE, Position.END)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DESIGN.md: an Ended Run only redelivers its terminus, so a child's cancel lost with "
-    "a crash right after the parent's end commit is never sent again (kernel: recover/redeliver)",
-)
 def test_a_crash_right_after_the_parents_end_still_cancels_its_running_children() -> None:
     plan = CrashAtParentEnd()
     store = CrashingStore(plan)

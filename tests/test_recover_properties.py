@@ -14,6 +14,7 @@ from hypothesis import given
 from driver_history import History
 from runkernel.kernel.policies import Policies, RecoveryMode
 from runkernel.kernel.protocol import (
+    CancelChild,
     Commit,
     DeliverTerminus,
     Execute,
@@ -48,7 +49,10 @@ def check_recovery(state: RunSnapshot, policies: Policies) -> None:
     commits = [e.commit for e in effects if isinstance(e, Commit)]
     if isinstance(state.state, Ended):
         assert first.row is RecoveryRow.ENDED
-        assert effects == (DeliverTerminus(state.state.cause, redelivery=True),)
+        *cancels, last = effects
+        assert last == DeliverTerminus(state.state.cause, redelivery=True)
+        # the cancels its end owed to children that may still run, sent again
+        assert all(isinstance(e, CancelChild) for e in cancels)
         return
     for effect in effects:
         if isinstance(effect, RequestInference):

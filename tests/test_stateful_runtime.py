@@ -156,9 +156,8 @@ def test_a_cancel_is_applied_while_a_reconnect_operation_keeps_running() -> None
 #
 # Found while adding the concurrent-delegation scenarios: the cancel each running child
 # is sent (DESIGN.md, "The parent ends first") is an effect after the parent's end commit;
-# a crash between the two loses it, and recovering an Ended parent only redelivers its
-# terminus. The machine counts "parent ended while children run" but does not require
-# the cancel, which this test shows is lost.
+# a crash between the two lost it, until recovering an Ended parent sent the owed cancels
+# again (``planning.redeliver``).
 
 
 class _CrashAfterEnd:
@@ -166,11 +165,6 @@ class _CrashAfterEnd:
         return boundary is Boundary.AFTER_WRITE and position is Position.END
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: CancelChild follows the parent's end commit, and nothing sends it again "
-    "after a crash in between (recovery of an Ended parent only redelivers its terminus)",
-)
 def test_a_crash_after_the_parents_end_commit_still_cancels_its_running_children() -> None:
     store = MemoryStore()
     world = World.new(store)
@@ -190,3 +184,6 @@ def test_a_crash_after_the_parents_end_commit_still_cancels_its_running_children
     uncancelled = [child.run_id for child in children if not store.pending_commands(child.run_id)]
     print(f"children with no cancel in their inbox after the parent's recovery: {uncancelled}")
     assert not uncancelled
+    Runtime(store, model, tools, self_check=True).drive("parent")  # asked to continue again
+    queued = {child.run_id: len(store.pending_commands(child.run_id)) for child in children}
+    assert set(queued.values()) == {1}, f"a child was sent its owed cancel more than once: {queued}"

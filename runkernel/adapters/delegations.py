@@ -14,12 +14,15 @@ from collections.abc import Collection, Iterable
 
 from attrs import frozen
 
+from runkernel.adapters.inbox import submit_end
+from runkernel.adapters.serial import inbox_to_input
 from runkernel.adapters.store import Store
+from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.delegation import executing_delegations, next_to_gate, terminus
 from runkernel.kernel.policies import Policies
-from runkernel.kernel.protocol import Activate, ChildTerminus, StartChild
-from runkernel.kernel.state import ActiveToolBatch, Delegation, Ended, Message, ParentCall
-from runkernel.kernel.values import JsonValue, Role
+from runkernel.kernel.protocol import Activate, ChildTerminus, EndRequest, StartChild
+from runkernel.kernel.state import ActiveToolBatch, Delegation, EndCause, Ended, Message, ParentCall
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
 
 def parent_of(store: Store, child_run_id: str) -> ParentCall | None:
@@ -103,3 +106,21 @@ def is_quiet(batch: ActiveToolBatch, policies: Policies, running: Collection[str
         and next_to_gate(batch, policies) is None
         and all(call.call_id in running for call in executing)
     )
+
+
+def cancel_child(store: Store, child: Delegation) -> None:
+    """Send a running child the cancel its parent's end owes it, once: a child with an
+    end request already queued (sent before a crash, then owed again on recovery of its
+    Ended parent) gets no second one; a child that ended or was never activated is
+    refused by its inbox and needs none."""
+    for entry in store.pending_commands(child.run_id):
+        if isinstance(_command_of(entry.body), EndRequest):
+            return
+    submit_end(store, child.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
+
+
+def _command_of(body: JsonValue) -> object:
+    try:
+        return inbox_to_input(body)
+    except TraceFormatError:
+        return None

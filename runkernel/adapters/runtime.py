@@ -58,8 +58,8 @@ from runkernel.adapters.runtime_events import (
     RuntimeEvent,
     RuntimeProtocolError,
 )
-from runkernel.adapters.delegations import child_termini, find_child, is_quiet
-from runkernel.adapters.inbox import exact_refusal, submit_end
+from runkernel.adapters.delegations import cancel_child, child_termini, find_child, is_quiet
+from runkernel.adapters.inbox import exact_refusal
 from runkernel.adapters.pending import due_timer
 from runkernel.adapters.invocation import invocation_scope
 from runkernel.adapters.worker_lease import APPEND_RETRIES, LeaseKeeper
@@ -119,13 +119,12 @@ from runkernel.kernel.state import (
     CallAwaiting,
     CallExecuting,
     Delegation,
-    EndCause,
     Ended,
     Message,
     RunSnapshot,
     ThreadCommit,
 )
-from runkernel.kernel.values import EndCauseKind, JsonValue, Role, WaitKind, json_problem
+from runkernel.kernel.values import JsonValue, Role, WaitKind, json_problem
 
 MAX_STATUS_POLLS = 5
 
@@ -373,7 +372,7 @@ class Runtime:
             case StartChild():
                 return self._start_child(effect)
             case CancelChild():
-                submit_end(self.store, effect.child.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
+                cancel_child(self.store, effect.child)
             case _:
                 assert_never(effect)
         return None

@@ -53,6 +53,7 @@ from runkernel.kernel.state import (
     ResumeTicket,
     ThreadHead,
     ToolCall,
+    is_concurrent_delegation,
 )
 from runkernel.kernel.validate import successor, validate_commit
 from runkernel.kernel.values import (
@@ -259,8 +260,18 @@ def execute_effect(call: ToolCall, attempt: int, resume_value: JsonValue = None)
 
 
 def redeliver(state: RunSnapshot) -> Decision:
-    """What an Ended Run does when asked to continue: redeliver its terminus, nothing else."""
+    """What an Ended Run does when asked to continue: commit nothing, redeliver its
+    terminus, and send again the cancels its end owed to children still running (a
+    crash may have fallen between the end commit and those cancels; a cancel to a
+    child that has ended since is refused by its inbox, so sending it again is safe)."""
     assert isinstance(state.state, Ended)
-    return Decision(state, (DeliverTerminus(state.state.cause, redelivery=True),))
+    owed: tuple[Effect, ...] = ()
+    if state.batch is not None:
+        owed = tuple(
+            CancelChild(c.delegation)
+            for c in state.batch.calls
+            if c.delegation is not None and is_concurrent_delegation(c) and isinstance(c.status, CallIndeterminate)
+        )
+    return Decision(state, owed + (DeliverTerminus(state.state.cause, redelivery=True),))
 
 
