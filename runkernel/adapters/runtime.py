@@ -45,6 +45,7 @@ from runkernel.adapters.ports import (
     SecretIds,
     ToolInvocation,
     ToolRegistry,
+    ToolReply,
     utc_now,
 )
 from runkernel.adapters.runtime_events import (
@@ -54,6 +55,7 @@ from runkernel.adapters.runtime_events import (
     CommandSettled,
     CommitRetried,
     Recovered,
+    ToolRaised,
     RunOutcome,
     RuntimeEvent,
     RuntimeProtocolError,
@@ -72,6 +74,7 @@ from runkernel.adapters.store import (
     StoreUnavailable,
     UnknownRun,
 )
+from runkernel.errors import RunkernelError
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import (
@@ -113,6 +116,7 @@ from runkernel.kernel.protocol import (
 )
 from runkernel.kernel.recover import RecoveryDecision, recover
 from runkernel.kernel.resume import has_passed
+from runkernel.kernel.policies import RecoveryMode, ToolPolicy
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import (
     Awaiting,
@@ -123,6 +127,7 @@ from runkernel.kernel.state import (
     Message,
     RunSnapshot,
     ThreadCommit,
+    TypedError,
 )
 from runkernel.kernel.values import JsonValue, Role, WaitKind, json_problem
 
@@ -490,7 +495,12 @@ class Runtime:
                 _delegation_of(state, effect.call_id),
             )
             with invocation_scope(invocation):
-                reply = tool.run(invocation)
+                try:
+                    reply = tool.run(invocation)
+                except (SimulatedCrash, RunkernelError):
+                    raise  # the runtime's own death or refusal, not the tool's outcome
+                except Exception as error:
+                    reply = self._raised(state.run_id, effect, tool.policy, error)
             reaction = self.hooks.after_tool(state.run_id, effect.call_id, effect.attempt, reply)
             match reply:
                 case Returned():
@@ -517,6 +527,15 @@ class Runtime:
         if self.crash.crash_here(Boundary.AFTER_EFFECT, Position.CALL_RESULT):
             raise SimulatedCrash(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
         return ToolFinished(effect.call_id, effect.attempt, outcome, reaction)
+
+    def _raised(self, run_id: str, effect: Execute, policy: ToolPolicy, error: Exception) -> ToolReply:
+        """A tool that raised: its exception is reported, and the call is a retryable
+        error for a replay tool, an unknown outcome otherwise (see ``ToolRaised``)."""
+        typed = TypedError(type(error).__name__, str(error))
+        self.on_event(ToolRaised(run_id, effect.call_id, effect.attempt, typed))
+        if policy.recovery.mode is RecoveryMode.REPLAY:
+            return Failed({"type": typed.type, "message": typed.message}, retryable=True)
+        return Lost()
 
     def _query(self, effect: QueryStatus) -> Input:
         self._polls[effect.operation_id] = self._polls.get(effect.operation_id, 0) + 1

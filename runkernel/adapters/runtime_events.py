@@ -11,7 +11,7 @@ from runkernel.errors import RunkernelError
 from runkernel.kernel.protocol import EndRequest, ResumeCommand
 from runkernel.kernel.recover import RecoveryRow
 from runkernel.kernel.rules import Rejection, Rule
-from runkernel.kernel.state import Ended, RunSnapshot, ThreadCommit
+from runkernel.kernel.state import Ended, RunSnapshot, ThreadCommit, TypedError
 
 
 class RuntimeProtocolError(RunkernelError, RuntimeError):
@@ -75,7 +75,20 @@ class CommitRetried:
     error: str
 
 
-RuntimeEvent = Recovered | Acknowledged | CommandSettled | CheckpointLost | CommitRetried
+@frozen
+class ToolRaised:
+    """A tool raised instead of returning a ``ToolReply``. What happened downstream is
+    unknown, so the call's outcome is taken as lost (Indeterminate, its operation id for
+    reconciliation), except for a replay tool, whose exception is a retryable error under
+    its fixed retry policy. Return ``Failed`` for errors known to have changed nothing."""
+
+    run_id: str
+    call_id: str
+    attempt: int
+    error: TypedError
+
+
+RuntimeEvent = Recovered | Acknowledged | CommandSettled | CheckpointLost | CommitRetried | ToolRaised
 
 
 ALREADY_COMMITTED = "applied before: already committed"
