@@ -9,6 +9,11 @@ leases, so a commit that loses or a lease that is gone stops that Run at once.
 
 ``shutdown()`` (what SIGTERM and SIGINT call) lets the commit in flight finish, starts
 nothing new, releases every lease, and ``run()`` returns.
+
+An exception the host's model, tools or push host raise never stops the worker: the
+drive is counted in ``failures`` and handed to ``on_failure``, the lease is released,
+and the Run waits its turn behind the others (not again in the same ``run_once()``;
+skipped by ``run()`` for 1, 2, 4 ... polls after each failure in a row).
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.kernel.protocol import Commit, Execute, QueryStatus, RequestInference, RunGate
 from runkernel.kernel.state import Running
 
+#: Called by a worker when driving a Run failed (the host raised, or the store failed),
+#: with the Run's id and the exception; the worker itself neither prints nor logs.
+OnFailure = Callable[[str, BaseException], None]
+
+#: The most polls ``run()`` skips a Run that keeps failing (doubled from 1 per failure).
+MAX_SKIPPED_POLLS = 64
+
 #: Called by a worker with every Run it looks for beside ``runs_with_work``: the hook
 #: for work the store finds another way (e.g. parents whose concurrent children ended,
 #: issue 12). Returns Run ids; the worker leases and drives each like any other.
@@ -51,7 +63,8 @@ class WorkerReport:
     conflicts: int = 0
     #: drives stopped because the lease was gone
     leases_lost: int = 0
-    #: drives stopped by a store or app failure (the Run is picked up again later)
+    #: drives stopped by a store failure or an exception the host's model, tools or
+    #: push host raised (the Run is picked up again later)
     failures: int = 0
 
 
@@ -66,6 +79,8 @@ class Worker:
     ``Worker(store, app, worker_id=..., lease_duration=30.0, poll_interval=1.0)``;
     ``run_once()`` drives until nothing is runnable, ``run()`` polls until
     ``shutdown()``. One worker per thread of control (its store is its own).
+    ``on_failure(run_id, error)`` hears of every failed drive (``runkernel worker``
+    prints one line for it).
     """
 
     def __init__(
@@ -82,6 +97,7 @@ class Worker:
         clock: Clock = utc_now,
         extra_work: ExtraWork | None = None,
         on_event: Callable[[RuntimeEvent], None] | None = None,
+        on_failure: OnFailure | None = None,
     ) -> None:
         self.store = store
         self.app = app
@@ -94,6 +110,7 @@ class Worker:
         self.extra_work = extra_work
         self.report = WorkerReport()
         self._on_event = on_event
+        self._on_failure = on_failure
         self._stopping = threading.Event()
         self._runtime = self._make_runtime() if isinstance(app, RuntimeApp) else None
 
@@ -114,17 +131,22 @@ class Worker:
         Runs that made no progress in this call (a reconnect tool still running) are
         not retried by it."""
         stalled: dict[str, int] = {}
+        failed: set[str] = set()
         try:
             while not self.stopping:
-                found = [r for r in self._work() if r not in stalled or self._version(r) != stalled[r]]
+                found = [
+                    r for r in self._work()
+                    if r not in failed and (r not in stalled or self._version(r) != stalled[r])
+                ]
                 if not found:
                     break
                 for run_id in found:
                     if self.stopping:
                         break
                     before = self._version(run_id)
-                    self.drive(run_id)
-                    if self._version(run_id) == before:
+                    if not self._drive_counted(run_id):
+                        failed.add(run_id)
+                    elif self._version(run_id) == before:
                         stalled[run_id] = before
         finally:
             self.leases.release_all()
@@ -137,14 +159,18 @@ class Worker:
         waiter: Callable[[float], object] | None = getattr(self.store, "wait_for_work", None)
         if waiter is not None:
             waiter(0.0)  # start listening before the first poll, so no wake-up is missed
+        backoff = _Backoff()
         try:
             while not self.stopping:
                 progressed = False
+                backoff.next_poll()
                 for run_id in self._work():
                     if self.stopping:
                         break
+                    if backoff.skips(run_id):
+                        continue
                     before = self._version(run_id)
-                    self.drive(run_id)
+                    backoff.record(run_id, failed=not self._drive_counted(run_id))
                     progressed = progressed or self._version(run_id) != before
                 if not progressed and not self.stopping:
                     # nothing to do, or only Runs that cannot move yet (a reconnect
@@ -167,8 +193,8 @@ class Worker:
         except LeaseHeld:
             self.report.contended += 1
             return
-        except StoreError:
-            self.report.failures += 1
+        except StoreError as error:
+            self._failed(run_id, error)
             return
         if lease.epoch > 1 and self._taken_over(run_id):
             self.report.takeovers += 1
@@ -183,10 +209,23 @@ class Worker:
         except LeaseLost:
             self.report.leases_lost += 1
             self.leases.forget(run_id)
-        except (LeaseHeld, StoreError):
-            self.report.failures += 1
+        except (LeaseHeld, StoreError) as error:
+            self._failed(run_id, error)
+        except Exception as error:  # the host's model, tool or push host raised
+            self._failed(run_id, error)
         finally:
             self.leases.release(run_id)
+
+    def _drive_counted(self, run_id: str) -> bool:
+        """``drive(run_id)``; False if it failed."""
+        before = self.report.failures
+        self.drive(run_id)
+        return self.report.failures == before
+
+    def _failed(self, run_id: str, error: BaseException) -> None:
+        self.report.failures += 1
+        if self._on_failure is not None:
+            self._on_failure(run_id, error)
 
     # --- driving ----------------------------------------------------------------------
 
@@ -251,6 +290,31 @@ class Worker:
             return False
         writer = self.store.writer_of(snapshot.thread_id, snapshot.version)
         return writer is not None and writer.worker_id != self.worker_id
+
+
+class _Backoff:
+    """Which Runs ``run()`` skips this poll: after its n-th failure in a row a Run sits
+    out the next 2**(n-1) polls (at most ``MAX_SKIPPED_POLLS``); one good drive clears it."""
+
+    def __init__(self) -> None:
+        self.poll = 0
+        self.failures: dict[str, int] = {}
+        self.until: dict[str, int] = {}
+
+    def next_poll(self) -> None:
+        self.poll += 1
+
+    def skips(self, run_id: str) -> bool:
+        return self.until.get(run_id, 0) >= self.poll
+
+    def record(self, run_id: str, *, failed: bool) -> None:
+        if not failed:
+            self.failures.pop(run_id, None)
+            self.until.pop(run_id, None)
+            return
+        count = self.failures.get(run_id, 0) + 1
+        self.failures[run_id] = count
+        self.until[run_id] = self.poll + min(2 ** (count - 1), MAX_SKIPPED_POLLS)
 
 
 def _commit_next(effects: tuple[object, ...], index: int) -> bool:
