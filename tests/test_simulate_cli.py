@@ -72,7 +72,7 @@ def test_a_store_failure_stops_simulate_with_one_line_and_no_violations(
     captured = capsys.readouterr()
     assert code == 1
     [line] = captured.err.strip().splitlines()
-    assert line.startswith("store unavailable: ") and "disk is full" in line
+    assert line.startswith("runkernel simulate: store unavailable: ") and "disk is full" in line
     assert "violations                  0" in captured.out
     assert "verdict: INCOMPLETE, the store failed after" in captured.out
     print(line)
