@@ -30,6 +30,8 @@ def _spec(args: argparse.Namespace) -> int:
 
 
 def _check_trace(args: argparse.Namespace) -> int:
+    if args.files.count("-") > 1:
+        raise CliError("- (standard input) may be given once: a second read finds it empty", EXIT_USAGE)
     worst = Verdict.LEGAL
     try:
         for name in args.files:

@@ -7,11 +7,13 @@ import contextlib
 import json
 import math
 import os
+import signal
 import socket
 import sys
 import time
 import unicodedata
 from collections.abc import Iterator
+from types import FrameType
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -48,6 +50,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process it killed
 
 RECONCILE_OUTCOMES = ("applied", "not_applied", "compensated", "unknown")
 
@@ -180,13 +183,15 @@ def _simulate(args: argparse.Namespace) -> int:
             export.mkdir(parents=True, exist_ok=True)  # only once the store is ours
             _clear_export(export)
         progress = None if args.no_progress else ProgressBar(sys.stderr)
-        report = simulate(store, args.runs, args.seed, progress)
+        terminated: list[int] = []
+        with _sigterm_interrupts(terminated):
+            report = simulate(store, args.runs, args.seed, progress)
         if progress is not None and progress.tty and not report.complete:
             sys.stderr.write("\n")  # the partial report starts on a line of its own
         if report.store_failure is not None:
             print(f"runkernel simulate: store unavailable: {report.store_failure}", file=sys.stderr)
         elif report.interrupted:
-            print("runkernel simulate: interrupted", file=sys.stderr)
+            print(f"runkernel simulate: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
         if export is not None and report.complete:
             for thread_id in report.thread_ids:
                 with (export / f"{thread_id}.jsonl").open("w", encoding="utf-8", newline="\n") as out:
@@ -195,8 +200,28 @@ def _simulate(args: argparse.Namespace) -> int:
         if export is not None and report.complete:
             print(f"exported {plural(len(report.thread_ids), 'thread')} to {args.export}")
         if report.interrupted:
-            return EXIT_INTERRUPTED
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
         return EXIT_OK if report.complete and not report.violations else EXIT_FAILURE
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts(terminated: list[int]) -> Iterator[None]:
+    """While the simulation runs, SIGTERM stops it like Ctrl-C (a partial report) and
+    is noted in ``terminated``, for exit 143 instead of 130."""
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: no handler can be set, nothing to restore
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _export_target(directory: Path, *, reset: bool) -> Path:

@@ -357,3 +357,8 @@ def test_counts_in_messages_are_plural_only_when_they_are_many(tmp_path: Path, c
     assert main(["runs", "--store", url(other)]) == 2
     line = _one_line(capsys.readouterr().err)
     assert "holds foo but" in line and "[" not in line, line
+
+
+def test_check_trace_refuses_standard_input_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-trace", "-", str(_legal_trace(tmp_path)), "-"]) == 2
+    assert "- (standard input) may be given once" in _one_line(capsys.readouterr().err)
