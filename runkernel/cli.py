@@ -74,7 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
     spec = commands.add_parser(
         "spec", help="print the machines and the recovery table, generated from the code"
     )
-    spec.add_argument("--format", choices=FORMATS, default="markdown", help="output format (default: markdown)")
+    spec.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="markdown",
+        help=(
+            "output format (default: markdown); mermaid is the two state diagrams as fenced "
+            "```mermaid blocks (Markdown), without the recovery table that markdown and json hold"
+        ),
+    )
     spec.set_defaults(handler=_spec)
 
     check = commands.add_parser(
