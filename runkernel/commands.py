@@ -77,15 +77,22 @@ def printable(text: str, *, keep_newlines: bool = False) -> str:
     committed data (a model's message, an id) cannot drive the operator's terminal."""
     if text.isprintable() and not keep_newlines:
         return text
-    out: list[str] = []
-    for char in text:
-        if char == "\n" and keep_newlines:
-            out.append(char)
-        elif unicodedata.category(char) == "Cc" or char in _BIDI:
-            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(char) or f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
-        else:
-            out.append(char)
-    return "".join(out)
+    return "".join(
+        char if (char == "\n" and keep_newlines) or not _is_control(char) else _escape(char) for char in text
+    )
+
+
+_NAMED_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _is_control(char: str) -> bool:
+    return unicodedata.category(char) == "Cc" or char in _BIDI
+
+
+def _escape(char: str) -> str:
+    if char in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[char]
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
 
 
 def require_id(value: str, name: str, *, plain: bool = False) -> str:
@@ -93,7 +100,7 @@ def require_id(value: str, name: str, *, plain: bool = False) -> str:
     (ids this command mints into the store) no control characters either."""
     if not value.strip():
         raise CliError(f"{name} must not be empty", EXIT_USAGE)
-    if plain and any(unicodedata.category(c) == "Cc" or c in _BIDI for c in value):
+    if plain and any(_is_control(c) for c in value):
         raise CliError(f"{name} must not hold control characters: {printable(value)}", EXIT_USAGE)
     return value
 
