@@ -17,7 +17,8 @@ from runkernel import __version__
 from runkernel.adapters.store import SchemaError, StoreError
 from runkernel.adapters.urls import BadStoreUrl, redacted
 from runkernel.db_command import register_db
-from runkernel.commands import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError, register
+from runkernel.cli_text import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError
+from runkernel.commands import register
 from runkernel.run_commands import register_runs
 from runkernel.specs.checker import Verdict, check_file
 from runkernel.specs.export import FORMATS, render

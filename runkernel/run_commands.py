@@ -12,17 +12,8 @@ from runkernel.adapters.ports import SecretIds
 from runkernel.adapters.worker import Worker, WorkerReport
 from runkernel.adapters.worker_app import AppLoadError, load_app
 from runkernel.adapters.work import RunSummary
-from runkernel.commands import (
-    EXIT_OK,
-    EXIT_USAGE,
-    CliError,
-    _opened,
-    _store_option,
-    plural,
-    positive_seconds,
-    printable,
-    require_id,
-)
+from runkernel.cli_text import EXIT_OK, EXIT_USAGE, CliError, plural, positive_seconds, printable, require_id
+from runkernel.commands import _opened, _store_option
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import Activate
 from runkernel.kernel.rules import Rejection

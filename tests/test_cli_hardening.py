@@ -338,7 +338,7 @@ def test_simulate_refuses_before_it_creates_the_export_directory(
 
 
 def test_counts_in_messages_are_plural_only_when_they_are_many(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from runkernel.commands import plural
+    from runkernel.cli_text import plural
 
     assert (plural(1, "thread"), plural(2, "thread"), plural(0, "entry", "entries")) == (
         "1 thread", "2 threads", "0 entries",
