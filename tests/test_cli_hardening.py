@@ -362,3 +362,20 @@ def test_counts_in_messages_are_plural_only_when_they_are_many(tmp_path: Path, c
 def test_check_trace_refuses_standard_input_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check-trace", "-", str(_legal_trace(tmp_path)), "-"]) == 2
     assert "- (standard input) may be given once" in _one_line(capsys.readouterr().err)
+
+
+def test_inspect_labels_a_timers_due_time_apart_from_a_deadline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from runkernel.kernel.values import WaitKind
+
+    path = tmp_path / "timer.db"
+    store = SqliteStore(path)
+    for commit in awaiting_run("t1", "r1", "tk-timer", kind=WaitKind.SCHEDULED, due_at="2099-01-01T00:00:00Z")[0]:
+        store.append(commit)
+    for commit in awaiting_run("t2", "r2", "tk-approve", expires_at="2098-01-01T00:00:00Z")[0]:
+        store.append(commit)
+    store.close()
+    assert main(["inspect", "--store", url(path), "r1"]) == 0
+    shown = capsys.readouterr().out
+    assert "  due at: 2099-01-01T00:00:00Z" in shown and "deadline:" not in shown
+    assert main(["inspect", "--store", url(path), "r2"]) == 0
+    assert "  deadline: 2098-01-01T00:00:00Z" in capsys.readouterr().out

@@ -177,8 +177,10 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
             f"accepts: {' | '.join(ticket['accepts'])}"
         )
         out.append(f"  the call: {ticket['tool']} arguments={_json(ticket['arguments'])}")
-        if ticket["expires_at"] or ticket["due_at"]:
-            out.append(f"  deadline: {ticket['expires_at'] or ''}{ticket['due_at'] or ''}")
+        if ticket["expires_at"]:
+            out.append(f"  deadline: {ticket['expires_at']}")
+        if ticket["due_at"]:
+            out.append(f"  due at: {ticket['due_at']}")  # a timer fires then; nothing expires
     out += ["", "Has displayed text become Thread truth?  (committed messages of this Run)"]
     for message in view["messages"]:
         raw = message.get("content")
@@ -188,7 +190,10 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
     if view["indeterminate"]:
         out += ["", "Indeterminate calls (reconcile downstream by operation id):"]
         for entry in view["indeterminate"]:
-            recorded = ", ".join(r["outcome"] for r in entry["reconciliations"]) or "not reconciled"
+            recorded = ", ".join(
+                f"{number}. {r['outcome']}" + (f" ({r['note']})" if r["note"] else "")
+                for number, r in enumerate(entry["reconciliations"], 1)
+            ) or "not reconciled"
             out.append(f"  - {entry['call_id']}  operation={entry['operation_id']}  {recorded}")
     if view["pending_commands"]:
         out += ["", f"Pending commands in the inbox: {len(view['pending_commands'])}"]
