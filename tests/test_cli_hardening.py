@@ -379,3 +379,19 @@ def test_inspect_labels_a_timers_due_time_apart_from_a_deadline(tmp_path: Path, 
     assert "  due at: 2099-01-01T00:00:00Z" in shown and "deadline:" not in shown
     assert main(["inspect", "--store", url(path), "r2"]) == 0
     assert "  deadline: 2098-01-01T00:00:00Z" in capsys.readouterr().out
+
+
+def test_inspect_numbers_pending_commands_as_resume_printed_them(
+    waiting_store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["resume", "--store", url(waiting_store), "r1", "--ticket", "ticket-approval-0001"]
+    assert main([*base, "--approve"]) == 0
+    assert main([*base, "--deny", "--reason", "too pricey"]) == 0
+    numbers = [line.split()[2] for line in capsys.readouterr().out.splitlines()]
+    assert main(["inspect", "--store", url(waiting_store), "r1"]) == 0
+    shown = capsys.readouterr().out
+    assert f'  - command {numbers[0]}: {{"type":"resume"' in shown and f"  - command {numbers[1]}: " in shown, shown
+    assert main(["inspect", "--store", url(waiting_store), "r1", "--format", "json"]) == 0
+    pending = json.loads(capsys.readouterr().out)["pending_commands"]
+    assert [str(p["entry_id"]) for p in pending] == numbers
+    assert pending[1]["command"]["command"]["payload"] == {"type": "deny", "reason": "too pricey"}
