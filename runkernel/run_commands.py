@@ -28,6 +28,9 @@ def _start(args: argparse.Namespace) -> int:
     require_id(args.app, "--app", plain=True)
     if args.run is not None:
         require_id(args.run, "--run", plain=True)
+    for text in args.message:
+        if not text.strip():
+            raise CliError("MESSAGE must not be empty: a user message says something", EXIT_USAGE)
     run_id = args.run if args.run is not None else SecretIds().new_id("run")
     messages = tuple(Message(Role.USER, text) for text in args.message)
     with _opened(args.store, create=True, command="start") as store:

@@ -105,6 +105,7 @@ def test_a_tool_that_raises_is_one_line_and_the_worker_drives_the_other_runs(
         (["start", "--thread", "t", "--run", "", "--app", "demo", "hello"], "--run must not be empty"),
         (["start", "--thread", "t", "--run", " ", "--app", "demo", "hello"], "--run must not be empty"),
         (["start", "--thread", "t", "--app", "", "hello"], "--app must not be empty"),
+        (["start", "--thread", "t", "--app", "demo", "hello", ""], "MESSAGE must not be empty"),
         (["start", "--thread", "t\x1b[2J", "--app", "demo", "hello"], "--thread must not hold control characters"),
         (["worker", "--app", "examples.demo_app:app", "--once", "--lease", "0"], "--lease must be"),
         (["worker", "--app", "examples.demo_app:app", "--once", "--lease", "-1"], "--lease must be"),
