@@ -209,9 +209,7 @@ class Worker:
         except LeaseLost:
             self.report.leases_lost += 1
             self.leases.forget(run_id)
-        except (LeaseHeld, StoreError) as error:
-            self._failed(run_id, error)
-        except Exception as error:  # the host's model, tool or push host raised
+        except Exception as error:  # a store failure, or the host's model, tool or push host raised
             self._failed(run_id, error)
         finally:
             self.leases.release(run_id)
@@ -303,6 +301,11 @@ class _Backoff:
 
     def next_poll(self) -> None:
         self.poll += 1
+        # a Run whose last failure is long past (it ended, or another worker drove it)
+        # is forgotten, so what this keeps is bounded by the Runs failing now
+        for run_id in [r for r, until in self.until.items() if until + MAX_SKIPPED_POLLS < self.poll]:
+            del self.until[run_id]
+            del self.failures[run_id]
 
     def skips(self, run_id: str) -> bool:
         return self.until.get(run_id, 0) >= self.poll
