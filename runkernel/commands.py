@@ -219,7 +219,6 @@ def _claim(store: Store, url: str, *, reset: bool) -> Iterator[None]:
         if isinstance(store, SqliteStore):
             refused = store.claim_empty(owner, reset=reset)
         else:
-            refused = None
             if url.startswith(("postgresql://", "postgres://")):
                 from runkernel.adapters.postgres_claim import SimulateClaim
 
@@ -229,11 +228,10 @@ def _claim(store: Store, url: str, *, reset: bool) -> Iterator[None]:
                         "ends); wait for it, or choose another --store",
                         EXIT_USAGE,
                     )
-            if refused is None:
-                count = len(store.thread_ids())
-                if count and reset:
-                    store.reset()
-                refused = f"already holds {plural(count, 'thread')}" if count and not reset else None
+            count = len(store.thread_ids())
+            if count and reset:
+                store.reset()
+            refused = f"already holds {plural(count, 'thread')}" if count and not reset else None
         if refused is not None:
             raise CliError(
                 f"store {url} {refused}; pass --reset to delete what it holds, or choose another --store",
