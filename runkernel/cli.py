@@ -7,15 +7,18 @@ expected failures into one line on stderr and a non-zero exit code.
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from runkernel import __version__
-from runkernel.adapters.store import StoreError
+from runkernel.adapters.store import SchemaError, StoreError
+from runkernel.adapters.urls import BadStoreUrl, redacted
 from runkernel.db_command import register_db
-from runkernel.commands import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError, register
+from runkernel.cli_text import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError
+from runkernel.commands import register
 from runkernel.run_commands import register_runs
 from runkernel.specs.checker import Verdict, check_file
 from runkernel.specs.export import FORMATS, render
@@ -28,13 +31,23 @@ def _spec(args: argparse.Namespace) -> int:
 
 
 def _check_trace(args: argparse.Namespace) -> int:
+    if args.files.count("-") > 1:
+        raise CliError("- (standard input) may be given once: a second read finds it empty", EXIT_USAGE)
     worst = Verdict.LEGAL
-    for name in args.files:
-        finding = check_file(Path(name))
-        stream = sys.stdout if finding.verdict is Verdict.LEGAL else sys.stderr
-        if finding.verdict is not Verdict.LEGAL or not args.quiet:
-            print(finding.report(_printable(name)), file=stream)
-        worst = max(worst, finding.verdict)
+    try:
+        for name in args.files:
+            finding = check_file(Path(name))
+            stream = sys.stdout if finding.verdict is Verdict.LEGAL else sys.stderr
+            if finding.verdict is not Verdict.LEGAL or not args.quiet:
+                print(finding.report(_printable(name)), file=stream)
+            worst = max(worst, finding.verdict)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        # the verdicts are fine but could not be told: not "illegal" (1), whose exit
+        # code a CI script reads as a verdict, but a failure of this run (2)
+        raise CliError(f"cannot write the report: {error.strerror or error}", EXIT_USAGE) from None
     return int(worst)
 
 
@@ -62,7 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
     spec = commands.add_parser(
         "spec", help="print the machines and the recovery table, generated from the code"
     )
-    spec.add_argument("--format", choices=FORMATS, default="markdown", help="output format (default: markdown)")
+    spec.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="markdown",
+        help=(
+            "output format (default: markdown); mermaid is the two state diagrams as fenced "
+            "```mermaid blocks (Markdown), without the recovery table that markdown and json hold"
+        ),
+    )
     spec.set_defaults(handler=_spec)
 
     check = commands.add_parser(
@@ -72,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Judge every commit of each FILE with the kernel's commit validation. The first "
             "illegal line is reported as FILE:LINE: RULE: message on stderr. Exit 0 if every "
             "file is legal, 1 if a line is illegal, 2 if a file is not a trace; with several "
-            "files the highest code wins."
+            "files the highest code wins. If the report cannot be written: 141 when standard "
+            "output is a closed pipe (like a tool killed by SIGPIPE), 2 otherwise (a full disk)."
         ),
     )
     check.add_argument("files", nargs="+", metavar="FILE", help="a runkernel/2 JSON Lines file; - reads standard input")
@@ -90,35 +112,71 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: What a positional argument is called in messages (its metavar, as --help shows it).
+_POSITIONALS = {
+    "run_id": "RUN_ID",
+    "thread_id": "THREAD_ID",
+    "operation_id": "OPERATION_ID",
+    "message": "MESSAGE",
+}
+
+#: The exit code of a process killed by SIGPIPE, as a shell reports it.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     for name, value in vars(args).items():
-        if isinstance(value, str) and not _is_text(value):
-            print(f"runkernel {args.command}: --{name.replace('_', '-')} is not valid UTF-8", file=sys.stderr)
+        if name == "files":
+            continue  # file names are bytes; _printable shows them whatever they are
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not _is_text(v) for v in values):
+            shown = _POSITIONALS.get(name) or f"--{name.replace('_', '-')}"
+            print(f"runkernel {args.command}: {shown} is not valid UTF-8", file=sys.stderr)
             return EXIT_USAGE
     try:
         code: int = args.handler(args)
+        sys.stdout.flush()  # a write that fails fails here, inside the handling below
         return code
     except CliError as error:
-        print(f"runkernel {args.command}: {error}", file=sys.stderr)
-        return error.code
+        return _fail(args, str(error), error.code)
+    except (BadStoreUrl, SchemaError) as error:  # a bad URL, or a file that is not a store
+        return _fail(args, str(error), EXIT_USAGE)
     except StoreError as error:
-        print(f"runkernel {args.command}: {error}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _fail(args, str(error), EXIT_FAILURE)
     except sqlite3.Error as error:  # stores wrap these; a store failure is never a traceback
-        print(f"runkernel {args.command}: store failure: {error}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _fail(args, f"store failure: {error}", EXIT_FAILURE)
     except BrokenPipeError:
-        return EXIT_FAILURE
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except OSError as error:
         where = f": {error.filename}" if error.filename else ""
-        print(f"runkernel {args.command}: {error.strerror or error}{where}", file=sys.stderr)
-        return EXIT_FAILURE
+        return _fail(args, f"{error.strerror or error}{where}", EXIT_FAILURE)
     except KeyboardInterrupt:
         print(f"runkernel {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _fail(args: argparse.Namespace, message: str, code: int) -> int:
+    """One line on stderr, with the store URL's passwords masked wherever it appears."""
+    store = getattr(args, "store", None)
+    if isinstance(store, str) and store:
+        message = message.replace(store, redacted(store))
+    print(f"runkernel {args.command}: {message}", file=sys.stderr)
+    return code
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe, point stdout at /dev/null so the interpreter's last flush
+    does not complain again on stderr."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass  # no real file descriptor (an embedding host, a test's capture)
 
 
 def _is_text(value: str) -> bool:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
+import signal
 import socket
 import sys
 import time
 from collections.abc import Iterator
+from types import FrameType
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -23,7 +26,7 @@ from runkernel.adapters.inspect_view import (
 )
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import Reconciliation, SchemaError, Store
-from runkernel.adapters.urls import DEFAULT_STORE_URL, BadStoreUrl, open_store
+from runkernel.adapters.urls import DEFAULT_STORE_URL, BadStoreUrl, open_store, redacted
 from runkernel.kernel.protocol import (
     Approve,
     DelegationResult,
@@ -35,27 +38,25 @@ from runkernel.kernel.protocol import (
     ResumePayload,
     TimerFired,
 )
+from runkernel.cli_text import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    CliError,
+    plural,
+    printable,
+    require_id,
+)
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import EndCause
-from runkernel.kernel.values import EndCauseKind, WaitKind
+from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
 
 if TYPE_CHECKING:
     from runkernel.simulation.simulate import Report
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-
 RECONCILE_OUTCOMES = ("applied", "not_applied", "compensated", "unknown")
-
-
-class CliError(Exception):
-    """An expected failure: printed as one line on stderr, with an exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 #: Commands that read or change what a store keeps between processes: an in-process
@@ -68,7 +69,8 @@ def _opened(url: str, *, create: bool = False, read_only: bool = False, command:
     """The store a URL names, closed afterwards. A bad URL, or a file that is not a
     runkernel store of this schema, is a usage error (exit 2); a store that cannot be
     reached (locked, full, read-only, I/O) or is damaged is a failure (exit 1). Only
-    ``simulate`` creates a store; read commands open it read-only."""
+    ``simulate`` and ``start`` create a SQLite file (``create``); every other command
+    refuses a missing one; read commands open it read-only."""
     if url == "memory:" and command in _PERSISTENT_ONLY:
         raise CliError(
             f"memory: holds nothing outside one process, so {command} has nothing to work on; "
@@ -88,8 +90,7 @@ def _opened(url: str, *, create: bool = False, read_only: bool = False, command:
 def _queued(result: Rejection | int, what: str, run_id: str) -> int:
     """Report an inbox submission: the typed rejection, or where the command went."""
     if isinstance(result, Rejection):
-        print(f"refused: {result}", file=sys.stderr)
-        return EXIT_FAILURE
+        raise CliError(f"refused: {result}")
     print(f"queued {what} {result} for run {run_id}; the runtime driving it applies it")
     return EXIT_OK
 
@@ -131,40 +132,62 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.runs < 1:
         raise CliError("--runs must be at least 1", EXIT_USAGE)
     export = None if args.export is None else _export_target(Path(args.export), reset=args.reset)
-    with _opened(args.store, create=True) as store:
-        _claim(store, args.store, reset=args.reset)
+    with _opened(args.store, create=True) as store, _claim(store, args.store, reset=args.reset):
         if export is not None:
+            export.mkdir(parents=True, exist_ok=True)  # only once the store is ours
             _clear_export(export)
         progress = None if args.no_progress else ProgressBar(sys.stderr)
-        report = simulate(store, args.runs, args.seed, progress)
+        terminated: list[int] = []
+        with _sigterm_interrupts(terminated):
+            report = simulate(store, args.runs, args.seed, progress)
         if progress is not None and progress.tty and not report.complete:
             sys.stderr.write("\n")  # the partial report starts on a line of its own
         if report.store_failure is not None:
-            print(f"store unavailable: {report.store_failure}", file=sys.stderr)
+            print(f"runkernel simulate: store unavailable: {report.store_failure}", file=sys.stderr)
         elif report.interrupted:
-            print("runkernel simulate: interrupted", file=sys.stderr)
+            print(f"runkernel simulate: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
         if export is not None and report.complete:
             for thread_id in report.thread_ids:
                 with (export / f"{thread_id}.jsonl").open("w", encoding="utf-8", newline="\n") as out:
                     out.writelines(line + "\n" for line in export_lines(store, thread_id, redact=False))
         sys.stdout.write(format_report(report))
         if export is not None and report.complete:
-            print(f"exported {len(report.thread_ids)} threads to {args.export}")
+            print(f"exported {plural(len(report.thread_ids), 'thread')} to {args.export}")
         if report.interrupted:
-            return EXIT_INTERRUPTED
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
         return EXIT_OK if report.complete and not report.violations else EXIT_FAILURE
 
 
+@contextlib.contextmanager
+def _sigterm_interrupts(terminated: list[int]) -> Iterator[None]:
+    """While the simulation runs, SIGTERM stops it like Ctrl-C (a partial report) and
+    is noted in ``terminated``, for exit 143 instead of 130."""
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: no handler can be set, nothing to restore
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _export_target(directory: Path, *, reset: bool) -> Path:
-    """Check ``--export DIR`` before anything runs: a directory (created if missing)
-    that is empty, or whose old traces ``--reset`` may replace."""
+    """Check ``--export DIR`` before anything runs: missing (made once the store is
+    claimed), or a directory that is empty or whose old traces ``--reset`` may replace."""
     if directory.exists() and not directory.is_dir():
         raise CliError(f"--export {directory} exists and is not a directory", EXIT_USAGE)
     if directory.is_dir():
         kept = sorted(p.name for p in directory.iterdir())
         if kept and not reset:
             raise CliError(
-                f"--export {directory} is not empty ({len(kept)} entries); pass --reset to replace "
+                f"--export {directory} is not empty ({plural(len(kept), 'entry', 'entries')}); pass --reset to replace "
                 "its .jsonl traces, or choose an empty directory",
                 EXIT_USAGE,
             )
@@ -175,7 +198,6 @@ def _export_target(directory: Path, *, reset: bool) -> Path:
                 "choose an empty directory",
                 EXIT_USAGE,
             )
-    directory.mkdir(parents=True, exist_ok=True)
     return directory
 
 
@@ -185,27 +207,44 @@ def _clear_export(directory: Path) -> None:
         old.unlink()
 
 
-def _claim(store: Store, url: str, *, reset: bool) -> None:
-    """Refuse a store that already holds Threads unless ``--reset``; on SQLite the check
-    and the claim are one transaction, so two simulations cannot both pass it."""
-    if isinstance(store, SqliteStore):
-        refused = store.claim_empty(f"simulate pid {os.getpid()} on {socket.gethostname()}", reset=reset)
-    else:
-        held = len(store.thread_ids())
-        if held and reset:
-            store.reset()
-        refused = f"already holds {held} threads" if held and not reset else None
-    if refused is not None:
-        raise CliError(
-            f"store {url} {refused}; pass --reset to delete what it holds, or choose another --store",
-            EXIT_USAGE,
-        )
+@contextlib.contextmanager
+def _claim(store: Store, url: str, *, reset: bool) -> Iterator[None]:
+    """Refuse a store that already holds Threads unless ``--reset``, and hold it while
+    the simulation runs: the check and the claim are one step, so two simulations
+    cannot both pass it (on SQLite one transaction that writes a claim row; on
+    PostgreSQL a session advisory lock on the store's schema, taken before the check
+    and held until the simulation ends)."""
+    owner = f"simulate pid {os.getpid()} on {socket.gethostname()}"
+    with contextlib.ExitStack() as held:
+        if isinstance(store, SqliteStore):
+            refused = store.claim_empty(owner, reset=reset)
+        else:
+            if url.startswith(("postgresql://", "postgres://")):
+                from runkernel.adapters.postgres_claim import SimulateClaim
+
+                if not held.enter_context(SimulateClaim(url)).taken:
+                    raise CliError(
+                        f"store {url} is in use by another simulate (it holds the store's claim until it "
+                        "ends); wait for it, or choose another --store",
+                        EXIT_USAGE,
+                    )
+            count = len(store.thread_ids())
+            if count and reset:
+                store.reset()
+            refused = f"already holds {plural(count, 'thread')}" if count and not reset else None
+        if refused is not None:
+            raise CliError(
+                f"store {url} {refused}; pass --reset to delete what it holds, or choose another --store",
+                EXIT_USAGE,
+            )
+        yield
 
 
 # --- inspect, export ----------------------------------------------------------------------
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    require_id(args.run_id, "RUN_ID")
     with _opened(args.store, read_only=True, command="inspect") as store:
         snapshot = store.run(args.run_id)
         if snapshot is None:
@@ -214,11 +253,12 @@ def _inspect(args: argparse.Namespace) -> int:
         if args.format == "json":
             print(json.dumps(inspect_json(store, snapshot), indent=2, ensure_ascii=False))
         else:
-            sys.stdout.write(inspect_text(store, snapshot))
+            sys.stdout.write(printable(inspect_text(store, snapshot), keep_newlines=True))
         return EXIT_OK
 
 
 def _export(args: argparse.Namespace) -> int:
+    require_id(args.thread_id, "THREAD_ID")
     with _opened(args.store, read_only=True, command="export") as store:
         if store.thread_head(args.thread_id) is None:
             raise CliError(f"no thread {args.thread_id!r} in {args.store}")
@@ -232,6 +272,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _payload(args: argparse.Namespace) -> tuple[WaitKind, ResumePayload]:
+    if args.reason is not None and not args.deny:
+        raise CliError("--reason only with --deny", EXIT_USAGE)
     if args.approve:
         return WaitKind.APPROVAL, Approve()
     if args.deny:
@@ -240,21 +282,47 @@ def _payload(args: argparse.Namespace) -> tuple[WaitKind, ResumePayload]:
         return WaitKind.INPUT, ProvideInput(args.input)
     if args.timer:
         return WaitKind.SCHEDULED, TimerFired()
-    raw = args.external if args.external is not None else args.delegation
-    try:
-        value = json.loads(raw, parse_constant=_no_constant)
-    except json.JSONDecodeError as error:
-        raise CliError(f"the result must be JSON: {error}", EXIT_USAGE) from None
+    if args.input_json is not None:
+        return WaitKind.INPUT, ProvideInput(_json_value(args.input_json))
     if args.external is not None:
-        return WaitKind.EXTERNAL, ExternalResult(value)
-    return WaitKind.DELEGATION, DelegationResult(value)
+        return WaitKind.EXTERNAL, ExternalResult(_json_value(args.external))
+    return WaitKind.DELEGATION, DelegationResult(_json_value(args.delegation))
+
+
+def _json_value(raw: str) -> JsonValue:
+    """A JSON value as traces take it: finite numbers, no duplicate keys."""
+    try:
+        value: JsonValue = json.loads(
+            raw, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique_keys
+        )
+    except json.JSONDecodeError as error:
+        raise CliError(f"the value must be JSON: {error}", EXIT_USAGE) from None
+    return value
 
 
 def _no_constant(name: str) -> object:
-    raise CliError(f"the result must be JSON; {name} is not", EXIT_USAGE)
+    raise CliError(f"the value must be JSON; {name} is not", EXIT_USAGE)
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise CliError(f"the value must be JSON with finite numbers; {text} is not a finite number", EXIT_USAGE)
+    return number
+
+
+def _unique_keys(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
+    found: dict[str, JsonValue] = {}
+    for key, value in pairs:
+        if key in found:
+            raise CliError(f"the value must be JSON without repeated keys; duplicate key {key!r}", EXIT_USAGE)
+        found[key] = value
+    return found
 
 
 def _resume(args: argparse.Namespace) -> int:
+    require_id(args.run_id, "RUN_ID")
+    require_id(args.ticket, "--ticket")
     kind, payload = _payload(args)
     with _opened(args.store, command="resume") as store:
         command = ResumeCommand(args.run_id, args.ticket, kind, payload)
@@ -262,12 +330,14 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
+    require_id(args.run_id, "RUN_ID")
     with _opened(args.store, command="cancel") as store:
         result = submit_end(store, args.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
         return _queued(result, "cancel", args.run_id)
 
 
 def _reconcile(args: argparse.Namespace) -> int:
+    require_id(args.operation_id, "OPERATION_ID")
     with _opened(args.store, command="reconcile") as store:
         found = find_indeterminate(store, args.operation_id)
         if found is None:
@@ -304,7 +374,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "Play scripted agent Runs (text, batches, every wait kind, retries, every recovery "
             "policy, cancel/stop/failure, the step limit), crash the runtime at every commit "
             "boundary kind and position, recover with fresh runtimes from the store alone, and "
-            "check invariants I1-I14 after each Run. Exit 0 only with zero violations."
+            "check invariants I1-I15 after each Run. Exit 0 only with zero violations."
         ),
     )
     sim.add_argument("--runs", type=int, default=1600, metavar="N", help="runs to play (default: 1600)")
@@ -339,11 +409,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     payload = resume.add_mutually_exclusive_group(required=True)
     payload.add_argument("--approve", action="store_true", help="approve an approval wait")
     payload.add_argument("--deny", action="store_true", help="deny an approval wait (see --reason)")
-    payload.add_argument("--input", metavar="VALUE", help="answer an input wait")
+    payload.add_argument("--input", metavar="TEXT", help="answer an input wait with TEXT, sent as a string")
+    payload.add_argument(
+        "--input-json", metavar="JSON", help="answer an input wait with a JSON value (a number, a list, an object ...)"
+    )
     payload.add_argument("--external", metavar="JSON", help="complete an external wait with a result")
     payload.add_argument("--delegation", metavar="JSON", help="complete a delegation wait with the child's result")
     payload.add_argument("--timer", action="store_true", help="fire a scheduled wait")
-    resume.add_argument("--reason", help="why, with --deny")
+    resume.add_argument("--reason", help="why, with --deny only")
     resume.set_defaults(handler=_resume)
 
     cancel = commands.add_parser("cancel", help="queue a cancel for a Run that is not Ended")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 
 from runkernel.adapters.sqlite_migrate import migrate_sqlite
-from runkernel.adapters.urls import BadStoreUrl
+from runkernel.adapters.sqlite_open import Access, check_path
+from runkernel.adapters.urls import BadStoreUrl, redacted
 
 EXIT_OK = 0
 
@@ -30,13 +31,15 @@ def _migrate(args: argparse.Namespace) -> int:
 
         before, after = migrate_postgres(url)
     elif url.startswith("sqlite:///") and url[len("sqlite:///"):]:
-        before, after = migrate_sqlite(url[len("sqlite:///"):])
+        path = url[len("sqlite:///"):]
+        check_path(path, Access.WRITE)  # a missing file, a directory, a FIFO: refused as elsewhere
+        before, after = migrate_sqlite(path)
     else:
         raise BadStoreUrl(f"{url!r}: only a SQLite (sqlite:///path.db) or PostgreSQL store has a schema to migrate")
     if before == after:
-        print(f"{url}: schema version {after}, nothing to migrate")
+        print(f"{redacted(url)}: schema version {after}, nothing to migrate")
     else:
-        print(f"{url}: migrated schema version {before} to {after}")
+        print(f"{redacted(url)}: migrated schema version {before} to {after}")
     return EXIT_OK
 
 
@@ -45,10 +48,10 @@ def _init(args: argparse.Namespace) -> int:
     if not url.startswith(_POSTGRES):
         raise BadStoreUrl(
             f"{url!r}: db init is for server stores (postgresql://...); a SQLite file is created "
-            "by the first command that writes to it"
+            "by `runkernel start` or `runkernel simulate`"
         )
     _require_psycopg()
-    from runkernel.adapters.postgres_schema import SCHEMA_VERSION, init_postgres, redacted
+    from runkernel.adapters.postgres_schema import SCHEMA_VERSION, init_postgres
 
     made = init_postgres(url)
     state = "created" if made else "already initialized"

@@ -9,10 +9,12 @@ import sys
 from types import FrameType
 
 from runkernel.adapters.ports import SecretIds
+from runkernel.adapters.runtime_events import RuntimeEvent, ToolRaised
 from runkernel.adapters.worker import Worker, WorkerReport
 from runkernel.adapters.worker_app import AppLoadError, load_app
 from runkernel.adapters.work import RunSummary
-from runkernel.commands import EXIT_OK, EXIT_USAGE, CliError, _opened, _store_option
+from runkernel.cli_text import EXIT_OK, EXIT_USAGE, CliError, plural, positive_seconds, printable, require_id
+from runkernel.commands import _opened, _store_option
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import Activate
 from runkernel.kernel.rules import Rejection
@@ -23,7 +25,14 @@ STATES = ("running", "awaiting", "ended")
 
 
 def _start(args: argparse.Namespace) -> int:
-    run_id = args.run or SecretIds().new_id("run")
+    require_id(args.thread, "--thread", plain=True)
+    require_id(args.app, "--app", plain=True)
+    if args.run is not None:
+        require_id(args.run, "--run", plain=True)
+    for text in args.message:
+        if not text.strip():
+            raise CliError("MESSAGE must not be empty: a user message says something", EXIT_USAGE)
+    run_id = args.run if args.run is not None else SecretIds().new_id("run")
     messages = tuple(Message(Role.USER, text) for text in args.message)
     with _opened(args.store, create=True, command="start") as store:
         head = store.thread_head(args.thread)
@@ -38,17 +47,24 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    positive_seconds(args.lease, "--lease")
+    positive_seconds(args.poll, "--poll")
+    if args.worker_id is not None:
+        require_id(args.worker_id, "--worker-id", plain=True)
     try:
         app = load_app(args.app)
     except AppLoadError as error:
         raise CliError(str(error), EXIT_USAGE) from None
-    with _opened(args.store, create=True, command="worker") as store:
+    # a worker never has work in a new store: a missing file is a typo, refused
+    with _opened(args.store, command="worker") as store:
         worker = Worker(
             store,
             app,
             worker_id=args.worker_id,
             lease_duration=args.lease,
             poll_interval=args.poll,
+            on_failure=_tell_failure,
+            on_event=_tell_tool_raised,
         )
 
         def stop(_signum: int, _frame: FrameType | None) -> None:
@@ -64,23 +80,55 @@ def _worker(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _tell_failure(run_id: str, error: BaseException) -> None:
+    """One line for the operator per failed drive; the worker goes on with other Runs."""
+    lines = str(error).strip().splitlines()
+    what = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    print(
+        f"runkernel worker: run {printable(run_id)}: {printable(what)} (lease released; the Run is tried again later)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _tell_tool_raised(event: RuntimeEvent) -> None:
+    """One line per tool that raised: its call is committed (a retryable error for a
+    replay tool, an unknown outcome otherwise), and the operator hears why."""
+    if isinstance(event, ToolRaised):
+        what = f"{event.error.type}: {(event.error.message.strip().splitlines() or [''])[0]}"
+        print(
+            f"runkernel worker: run {printable(event.run_id)}: tool call {printable(event.call_id)} attempt "
+            f"{event.attempt} raised {printable(what)} (committed as the call's outcome)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def _report_line(worker_id: str, report: WorkerReport) -> str:
     return (
-        f"worker {worker_id}: {report.drives} drives, {report.commits} commits, "
-        f"{report.takeovers} take-overs, {report.contended} contended, {report.conflicts} conflicts, "
-        f"{report.leases_lost} leases lost, {report.failures} failures"
+        f"worker {worker_id}: {plural(report.drives, 'drive')}, {plural(report.commits, 'commit')}, "
+        f"{plural(report.takeovers, 'take-over')}, {report.contended} contended, "
+        f"{plural(report.conflicts, 'conflict')}, {plural(report.leases_lost, 'lease', 'leases')} lost, "
+        f"{plural(report.failures, 'failure')}"
     )
 
 
 def _runs(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 0:
+        raise CliError(f"--limit must be 0 or more, not {args.limit}", EXIT_USAGE)
+    if args.thread is not None:
+        require_id(args.thread, "--thread")
     with _opened(args.store, read_only=True, command="runs") as store:
         listed = store.list_runs(state=args.state, thread_id=args.thread, limit=args.limit)
     if args.format == "json":
         print(json.dumps([_summary_json(s) for s in listed], indent=2, ensure_ascii=False))
         return EXIT_OK
-    rows = [("RUN", "THREAD", "STATE", "STEP", "VERSION", "APP", "WAITING FOR")]
+    rows: list[tuple[str, ...]] = [("RUN", "THREAD", "STATE", "STEP", "VERSION", "APP", "WAITING FOR")]
     rows += [
-        (s.run_id, s.thread_id, s.state, str(s.step), str(s.version), s.app or "-", s.waiting_for or "-")
+        tuple(
+            printable(cell)
+            for cell in (s.run_id, s.thread_id, s.state, str(s.step), str(s.version), s.app or "-", s.waiting_for or "-")
+        )
         for s in listed
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -137,6 +185,10 @@ def register_runs(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     worker.add_argument("--lease", type=float, default=30.0, metavar="SECONDS", help="lease duration (default 30)")
     worker.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)")
     worker.add_argument("--worker-id", metavar="ID", help="this worker's id (default: host:pid:random)")
+    worker.epilog = (
+        "An exception raised by the app's model or tools is one line on stderr, counted in the "
+        "report's failures; the lease is released and the worker goes on with the other Runs."
+    )
     worker.set_defaults(handler=_worker)
 
     runs = commands.add_parser("runs", help="list Runs, newest first")

@@ -96,8 +96,10 @@ def test_inspect_lists_indeterminate_calls_for_reconciliation(tmp_path: Path, ca
     operation = text.split("operation=")[-1].split()[0]
     assert main(["reconcile", "--store", url(db), operation, "--outcome", "applied", "--note", "ledger"]) == 0
     assert "committed facts are unchanged" in capsys.readouterr().out
+    assert main(["reconcile", "--store", url(db), operation, "--outcome", "not_applied"]) == 0
     assert main(["inspect", "--store", url(db), run_id]) == 0
-    assert "applied" in capsys.readouterr().out.split("Indeterminate calls")[1]
+    # every record, in the order recorded, with its note: contradictory ones can be told apart
+    assert "1. applied (ledger), 2. not_applied" in capsys.readouterr().out.split("Indeterminate calls")[1]
     assert main(["reconcile", "--store", url(db), "op-nobody", "--outcome", "applied"]) == 1
     assert "no Indeterminate call" in capsys.readouterr().err
 

@@ -9,7 +9,10 @@ import pytest
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
 sql = psycopg.sql
 
-from postgres_support import fresh_url, postgres_url
+import subprocess
+import sys
+
+from postgres_support import fresh_url, postgres_url, with_schema
 from runkernel.cli import main
 from runkernel.conformance import append_all, text_run
 
@@ -72,9 +75,10 @@ def test_another_applications_tables_are_not_a_store(capsys: pytest.CaptureFixtu
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         conn.execute(sql.SQL("CREATE TABLE {}.orders (id int)").format(sql.Identifier(schema)))
     try:
-        assert main(["db", "init", "--store", url]) == 1
+        # exit 2 like every other command on it: a store that is not one is bad input
+        assert main(["db", "init", "--store", url]) == 2
         err = capsys.readouterr().err
-        assert "is not a runkernel store" in err and len(err.strip().splitlines()) == 1
+        assert "holds orders but is not a runkernel store" in err and len(err.strip().splitlines()) == 1
         assert _tables(url) == ["orders"]
     finally:
         drop_store(url)
@@ -117,3 +121,45 @@ def test_workers_are_woken_by_a_new_run_and_by_an_inbox_command(postgres_url: st
     assert worker.wait_for_work(5) == ["r1"]
     worker.close()
     client.close()
+
+
+def test_simulate_refuses_a_store_another_simulate_holds(postgres_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from runkernel.adapters.postgres_claim import SimulateClaim
+
+    with SimulateClaim(postgres_url) as claim:
+        assert claim.taken
+        assert main(["simulate", "--store", postgres_url, "--runs", "2", "--no-progress"]) == 2
+        captured = capsys.readouterr()
+        assert "is in use by another simulate" in captured.err and len(captured.err.strip().splitlines()) == 1
+        assert captured.out == ""
+    # the claim ends with its session: the store is free again
+    assert main(["simulate", "--store", postgres_url, "--runs", "2", "--no-progress"]) == 0
+
+
+def test_two_simulations_started_together_on_postgres_do_not_both_run() -> None:
+    from runkernel.adapters.postgres_schema import drop_store, init_postgres
+
+    for attempt in range(3):
+        url = fresh_url("race")
+        init_postgres(url)
+        try:
+            argv = [sys.executable, "-m", "runkernel.cli", "simulate", "--runs", "20", "--store", url, "--no-progress"]
+            processes = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+            results = [(p.wait(timeout=600), p.communicate()) for p in processes]
+        finally:
+            drop_store(url)
+        codes = sorted(code for code, _ in results)
+        refused = [err for code, (_, err) in results if code != 0]
+        print(f"attempt {attempt}: exit codes {codes}, the loser said {refused}")
+        assert codes == [0, 2], results
+        assert ("in use by another simulate" in refused[0] or "already holds" in refused[0]) and "Traceback" not in refused[0]
+
+
+def test_a_bad_url_parameter_is_bad_usage_and_a_query_password_is_masked(capsys: pytest.CaptureFixture[str]) -> None:
+    from postgres_support import dsn
+
+    assert main(["runs", "--store", with_schema(dsn(), "x") + "&foo=bar"]) == 2
+    assert 'invalid URI query parameter: "foo"' in capsys.readouterr().err
+    assert main(["runs", "--store", with_schema(dsn(), "rk_none_here") + "&password=s3cret"]) == 2
+    err = capsys.readouterr().err
+    assert "holds no runkernel store" in err and "s3cret" not in err and "password=***" in err

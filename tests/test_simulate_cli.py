@@ -72,7 +72,7 @@ def test_a_store_failure_stops_simulate_with_one_line_and_no_violations(
     captured = capsys.readouterr()
     assert code == 1
     [line] = captured.err.strip().splitlines()
-    assert line.startswith("store unavailable: ") and "disk is full" in line
+    assert line.startswith("runkernel simulate: store unavailable: ") and "disk is full" in line
     assert "violations                  0" in captured.out
     assert "verdict: INCOMPLETE, the store failed after" in captured.out
     print(line)
@@ -199,3 +199,24 @@ def test_production_ids_keep_at_least_128_random_bits() -> None:
     assert len(batch.removeprefix("batch_")) * 4 >= 128  # hex digits
     assert len(ticket.removeprefix("tk_")) * 6 >= 128  # url-safe base64 characters
     assert len({ids.ticket_id() for _ in range(100)}) == 100
+
+
+def test_sigterm_gives_the_partial_report_and_exits_143(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "runkernel.cli", "simulate", "--runs", "100000", "--store", url(tmp_path / "s.db")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stderr is not None
+    try:
+        first = process.stderr.readline()
+        assert first.startswith("simulate: "), first
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    print(f"simulate under SIGTERM: exit {process.returncode}, {out.splitlines()[-1:]}")
+    assert process.returncode == 143, err
+    assert "Traceback" not in err and err.splitlines()[-1] == "runkernel simulate: terminated"
+    assert "verdict: INCOMPLETE, interrupted after" in out

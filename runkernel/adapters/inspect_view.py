@@ -100,7 +100,9 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
         "batches": batch_histories(log),
         "messages": [message_to_json(m) for c in log for m in c.messages],
         "indeterminate": indeterminate,
-        "pending_commands": [e.body for e in store.pending_commands(snapshot.run_id)],
+        "pending_commands": [
+            {"entry_id": e.entry_id, "command": e.body} for e in store.pending_commands(snapshot.run_id)
+        ],
         "settled_commands": [
             {"entry_id": e.entry_id, "command": e.body, "outcome": e.outcome}
             for e in store.commands(snapshot.run_id)
@@ -177,8 +179,10 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
             f"accepts: {' | '.join(ticket['accepts'])}"
         )
         out.append(f"  the call: {ticket['tool']} arguments={_json(ticket['arguments'])}")
-        if ticket["expires_at"] or ticket["due_at"]:
-            out.append(f"  deadline: {ticket['expires_at'] or ''}{ticket['due_at'] or ''}")
+        if ticket["expires_at"]:
+            out.append(f"  deadline: {ticket['expires_at']}")
+        if ticket["due_at"]:
+            out.append(f"  due at: {ticket['due_at']}")  # a timer fires then; nothing expires
     out += ["", "Has displayed text become Thread truth?  (committed messages of this Run)"]
     for message in view["messages"]:
         raw = message.get("content")
@@ -188,11 +192,15 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
     if view["indeterminate"]:
         out += ["", "Indeterminate calls (reconcile downstream by operation id):"]
         for entry in view["indeterminate"]:
-            recorded = ", ".join(r["outcome"] for r in entry["reconciliations"]) or "not reconciled"
+            recorded = ", ".join(
+                f"{number}. {r['outcome']}" + (f" ({r['note']})" if r["note"] else "")
+                for number, r in enumerate(entry["reconciliations"], 1)
+            ) or "not reconciled"
             out.append(f"  - {entry['call_id']}  operation={entry['operation_id']}  {recorded}")
     if view["pending_commands"]:
         out += ["", f"Pending commands in the inbox: {len(view['pending_commands'])}"]
-        out += [f"  - {_json(body)}" for body in view["pending_commands"]]
+        # numbered as `runkernel resume` printed them ("queued command N")
+        out += [f"  - command {e['entry_id']}: {_json(e['command'])}" for e in view["pending_commands"]]
     if view["settled_commands"]:
         out += ["", "Settled commands (an Ended Run keeps only the applied ones):"]
         out += [f"  - command {e['entry_id']}: {e['outcome']}" for e in view["settled_commands"]]

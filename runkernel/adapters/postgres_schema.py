@@ -17,6 +17,8 @@ from psycopg import sql
 
 from runkernel.adapters.serial import snapshot_from_json
 from runkernel.adapters.store import SchemaError, StoreUnavailable
+from runkernel.adapters.urls import BadStoreUrl
+from runkernel.adapters.urls import redacted as redacted  # the other PostgreSQL modules take it from here
 from runkernel.adapters.work import activation_parent, awaited_children, parent_columns
 
 SCHEMA_NAME = "runkernel-postgres"
@@ -98,18 +100,13 @@ def split_url(url: str) -> tuple[str, str]:
     if not _IDENTIFIER.fullmatch(schema):
         raise SchemaError(f"schema={schema!r} in the store URL is not a plain SQL identifier")
     conninfo = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(rest)))
+    try:
+        psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as error:
+        # a URL libpq cannot parse (an unknown parameter, a bad port) is bad usage,
+        # not a store that is unavailable
+        raise BadStoreUrl(f"{redacted(url)}: {str(error).strip().splitlines()[0]}") from None
     return conninfo, schema
-
-
-def redacted(url: str) -> str:
-    """The URL without a password, for messages."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    user = parts.username or ""
-    port = f":{parts.port}" if parts.port else ""
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
 
 
 def unavailable(url: str, doing: str, error: BaseException) -> StoreUnavailable:
@@ -128,7 +125,7 @@ def found_version(conn: psycopg.Connection[tuple[object, ...]], url: str, schema
     if "meta" not in tables:
         if tables:
             raise SchemaError(
-                f"{redacted(url)}: schema {schema!r} holds {sorted(tables)[:5]} but is not a runkernel store"
+                f"{redacted(url)}: schema {schema!r} holds {', '.join(sorted(tables)[:5])} but is not a runkernel store"
             )
         return None
     found = {str(k): str(v) for k, v in conn.execute(sql.SQL("SELECT key, value FROM {}.meta").format(

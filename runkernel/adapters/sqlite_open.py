@@ -224,7 +224,7 @@ def recognize(db: sqlite3.Connection, path: str, layout: Layout, *, allow_older:
     tables = {name for kind, name in objects if kind == "table"}
     if "meta" not in tables:
         names = sorted(name for _, name in objects)
-        raise SchemaError(f"{path} holds {names} but is not a runkernel store")
+        raise SchemaError(f"{path} holds {', '.join(names[:5])} but is not a runkernel store")
     try:
         found = {str(k): str(v) for k, v in db.execute("SELECT key, value FROM meta").fetchall()}
     except sqlite3.OperationalError as error:

@@ -712,7 +712,7 @@ class SqliteStore:
                 claim = self._db.execute("SELECT value FROM meta WHERE key = 'claimed_by'").fetchone()
                 if threads or claim:
                     self._db.execute("ROLLBACK")
-                    return f"already holds {threads} threads" if threads else f"is in use by {claim[0]}"
+                    return f"already holds {threads} thread{'' if threads == 1 else 's'}" if threads else f"is in use by {claim[0]}"
                 self._db.execute("INSERT INTO meta (key, value) VALUES ('claimed_by', ?)", (owner,))
                 self._db.execute("COMMIT")
                 return None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import urllib.parse
+
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import Store, StoreError
@@ -11,6 +14,27 @@ DEFAULT_STORE_URL = "sqlite:///runkernel.sqlite"
 
 class BadStoreUrl(StoreError):
     """The URL names no store this runkernel can open."""
+
+
+#: libpq takes a password in the query too (``password=``, ``sslpassword=``)
+_QUERY_SECRET = re.compile(r"(?i)(^|&)([^=&]*password)=[^&]*")
+
+
+def redacted(url: str) -> str:
+    """The URL without its passwords (user-info and query parameters), for messages."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password = parts.password
+    except ValueError:  # a port that is not a number: keep what can be kept
+        return _QUERY_SECRET.sub(r"\1\2=***", url)
+    netloc = parts.netloc
+    if password is not None:
+        user_info, _, host = netloc.rpartition("@")
+        netloc = f"{user_info.partition(':')[0]}:***@{host}"
+    query = _QUERY_SECRET.sub(r"\1\2=***", parts.query)
+    if (netloc, query) == (parts.netloc, parts.query):
+        return url  # urlunsplit would also rewrite sqlite:///a.db as sqlite:/a.db
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def open_store(url: str, *, create: bool = True, read_only: bool = False) -> Store:

@@ -13,6 +13,11 @@ that Run at once.
 
 ``shutdown()`` (what SIGTERM and SIGINT call) lets the commit in flight finish, starts
 nothing new, releases every lease, and ``run()`` returns.
+
+An exception the host's model, tools or push host raise never stops the worker: the
+drive is counted in ``failures`` and handed to ``on_failure``, the lease is released,
+and the Run waits its turn behind the others (not again in the same ``run_once()``;
+skipped by ``run()`` for 1, 2, 4 ... polls after each failure in a row).
 """
 
 from __future__ import annotations
@@ -40,6 +45,13 @@ from runkernel.kernel.state import Running
 #: What a push app may set on the driver the worker builds for it (as ``Driver`` takes them).
 _DRIVER_OPTIONS = ("gate", "max_steps", "on_indeterminate")
 
+#: Called by a worker when driving a Run failed (the host raised, or the store failed),
+#: with the Run's id and the exception; the worker itself neither prints nor logs.
+OnFailure = Callable[[str, BaseException], None]
+
+#: The most polls ``run()`` skips a Run that keeps failing (doubled from 1 per failure).
+MAX_SKIPPED_POLLS = 64
+
 
 @define
 class WorkerReport:
@@ -55,7 +67,8 @@ class WorkerReport:
     conflicts: int = 0
     #: drives stopped because the lease was gone
     leases_lost: int = 0
-    #: drives stopped by a store or app failure (the Run is picked up again later)
+    #: drives stopped by a store failure or an exception the host's model, tools or
+    #: push host raised (the Run is picked up again later)
     failures: int = 0
 
 
@@ -70,6 +83,8 @@ class Worker:
     ``Worker(store, app, worker_id=..., lease_duration=30.0, poll_interval=1.0)``;
     ``run_once()`` drives until nothing is runnable, ``run()`` polls until
     ``shutdown()``. One worker per thread of control (its store is its own).
+    ``on_failure(run_id, error)`` hears of every failed drive (``runkernel worker``
+    prints one line for it).
     """
 
     def __init__(
@@ -85,6 +100,7 @@ class Worker:
         ids: IdSource | None = None,
         clock: Clock = utc_now,
         on_event: Callable[[RuntimeEvent], None] | None = None,
+        on_failure: OnFailure | None = None,
     ) -> None:
         self.store = store
         self.app = app
@@ -96,6 +112,7 @@ class Worker:
         self.clock = clock
         self.report = WorkerReport()
         self._on_event = on_event
+        self._on_failure = on_failure
         self._stopping = threading.Event()
         self._runtime = self._make_runtime() if isinstance(app, RuntimeApp) else None
 
@@ -116,16 +133,23 @@ class Worker:
         Runs that made no progress in this call (a reconnect tool still running) are
         not retried by it."""
         stalled: dict[str, int] = {}
+        failed: set[str] = set()
         try:
             while not self.stopping:
-                found = [r for r in self._work() if r not in stalled or self._version(r) != stalled[r]]
+                found = [
+                    r for r in self._work()
+                    if r not in failed and (r not in stalled or self._version(r) != stalled[r])
+                ]
                 if not found:
                     break
                 for run_id in found:
                     if self.stopping:
                         break
                     before = self._version(run_id)
-                    if not self._drive_moved(run_id):
+                    moved, failure = self._drive_tracked(run_id)
+                    if failure:
+                        failed.add(run_id)
+                    elif not moved:
                         stalled[run_id] = before
         finally:
             self.leases.release_all()
@@ -138,13 +162,19 @@ class Worker:
         waiter: Callable[[float], object] | None = getattr(self.store, "wait_for_work", None)
         if waiter is not None:
             waiter(0.0)  # start listening before the first poll, so no wake-up is missed
+        backoff = _Backoff()
         try:
             while not self.stopping:
                 progressed = False
+                backoff.next_poll()
                 for run_id in self._work():
                     if self.stopping:
                         break
-                    progressed = self._drive_moved(run_id) or progressed
+                    if backoff.skips(run_id):
+                        continue
+                    moved, failure = self._drive_tracked(run_id)
+                    backoff.record(run_id, failed=failure)
+                    progressed = moved or progressed
                 if not progressed and not self.stopping:
                     # nothing to do, or only Runs that cannot move yet (a reconnect
                     # tool still running): wait a poll instead of spinning on them
@@ -166,8 +196,8 @@ class Worker:
         except LeaseHeld:
             self.report.contended += 1
             return
-        except StoreError:
-            self.report.failures += 1
+        except StoreError as error:
+            self._failed(run_id, error)
             return
         if lease.epoch > 1 and self._taken_over(run_id):
             self.report.takeovers += 1
@@ -182,19 +212,26 @@ class Worker:
         except LeaseLost:
             self.report.leases_lost += 1
             self.leases.forget(run_id)
-        except (LeaseHeld, StoreError):
-            self.report.failures += 1
+        except Exception as error:  # a store failure, or the host's model, tool or push host raised
+            self._failed(run_id, error)
         finally:
             # the Run's lease, and those its drive took on the children it activated:
             # the children are work for the next poll (this worker's or another's)
             self.leases.release_all()
 
-    def _drive_moved(self, run_id: str) -> bool:
-        """Drive ``run_id``; whether anything was committed: to the Run, or to another
-        (a quiet parent's drive commits only its children's activations)."""
-        version, commits = self._version(run_id), self.report.commits
+    def _drive_tracked(self, run_id: str) -> tuple[bool, bool]:
+        """Drive ``run_id``; whether anything was committed (to the Run, or to another:
+        a quiet parent's drive commits only its children's activations), and whether
+        the drive failed."""
+        version, commits, failures = self._version(run_id), self.report.commits, self.report.failures
         self.drive(run_id)
-        return self._version(run_id) != version or self.report.commits != commits
+        moved = self._version(run_id) != version or self.report.commits != commits
+        return moved, self.report.failures != failures
+
+    def _failed(self, run_id: str, error: BaseException) -> None:
+        self.report.failures += 1
+        if self._on_failure is not None:
+            self._on_failure(run_id, error)
 
     # --- driving ----------------------------------------------------------------------
 
@@ -235,7 +272,7 @@ class Worker:
             cause = stopped.__cause__
             if isinstance(cause, (CommitConflict, LeaseLost)):
                 raise cause from None
-            self.report.failures += 1
+            raise  # counted and reported by ``drive``, like any other failure
         finally:
             self.report.commits += driver.commits if driver is not None else 0
 
@@ -261,6 +298,36 @@ class Worker:
             return False
         writer = self.store.writer_of(snapshot.thread_id, snapshot.version)
         return writer is not None and writer.worker_id != self.worker_id
+
+
+class _Backoff:
+    """Which Runs ``run()`` skips this poll: after its n-th failure in a row a Run sits
+    out the next 2**(n-1) polls (at most ``MAX_SKIPPED_POLLS``); one good drive clears it."""
+
+    def __init__(self) -> None:
+        self.poll = 0
+        self.failures: dict[str, int] = {}
+        self.until: dict[str, int] = {}
+
+    def next_poll(self) -> None:
+        self.poll += 1
+        # a Run whose last failure is long past (it ended, or another worker drove it)
+        # is forgotten, so what this keeps is bounded by the Runs failing now
+        for run_id in [r for r, until in self.until.items() if until + MAX_SKIPPED_POLLS < self.poll]:
+            del self.until[run_id]
+            del self.failures[run_id]
+
+    def skips(self, run_id: str) -> bool:
+        return self.until.get(run_id, 0) >= self.poll
+
+    def record(self, run_id: str, *, failed: bool) -> None:
+        if not failed:
+            self.failures.pop(run_id, None)
+            self.until.pop(run_id, None)
+            return
+        count = self.failures.get(run_id, 0) + 1
+        self.failures[run_id] = count
+        self.until[run_id] = self.poll + min(2 ** (count - 1), MAX_SKIPPED_POLLS)
 
 
 def _commit_next(effects: tuple[object, ...], index: int) -> bool:

@@ -22,6 +22,7 @@ Runs whose app is its app's name.
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -111,17 +112,31 @@ def load_app(spec: str) -> WorkerApp:
         found: object = importlib.import_module(module_name)
     except ImportError as error:
         raise AppLoadError(f"--app {spec!r}: cannot import {module_name!r}: {error}") from None
+    except TypeError:  # a relative name ("../x", ".x"): importlib needs a package for it
+        raise AppLoadError(f"--app {spec!r}: {module_name!r} is not a module name (a dotted name, no path)") from None
     for part in attr.split("."):
         try:
             found = getattr(found, part)
         except AttributeError:
             raise AppLoadError(f"--app {spec!r}: {module_name!r} has no attribute {attr!r}") from None
-    if not isinstance(found, (RuntimeApp, PushApp, AsyncPushApp)) and callable(found):
+    if not isinstance(found, (RuntimeApp, PushApp, AsyncPushApp)) and callable(found) and _takes_no_arguments(found):
         found = found()
     if isinstance(found, (RuntimeApp, PushApp, AsyncPushApp)):
         return found
     raise AppLoadError(
         f"--app {spec!r} is a {type(found).__name__}, not a worker app: "
-        "give a runkernel.RuntimeApp or an object with name, tools and serve(driver, action)"
-        " (or async drive(driver, run_id))"
+        "give a runkernel.RuntimeApp, an object with name, tools and serve(driver, action) "
+        "(or async drive(driver, run_id)), or a factory of one that takes no arguments"
     )
+
+
+def _takes_no_arguments(factory: object) -> bool:
+    """Whether ``factory()`` can be called: an app factory takes no arguments, and a
+    callable that needs some (``json:loads``) is not one."""
+    try:
+        inspect.signature(factory).bind()  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (some builtins): try it as a factory
+        return True
+    return True

@@ -1,0 +1,129 @@
+"""A host's tool or model that raises must not stop a worker (probe F1): the drive is
+counted as a failure and told to ``on_failure``, the lease is released, and the failing
+Run does not starve the others (``run_once`` does not try it again in the same call,
+``run`` skips it for a growing number of polls)."""
+
+from __future__ import annotations
+
+import pytest
+
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.ports import InferenceRequest, ModelReply, ToolInvocation, ToolRegistry, ToolReply
+from runkernel.adapters.worker import Worker
+from runkernel.adapters.worker_app import RuntimeApp
+from runkernel.kernel.state import Ended
+from test_worker import OneCall, Recording, _activate
+
+
+class Exploding(Recording):
+    """A tool that raises instead of answering for the Run ``bad``."""
+
+    def run(self, invocation: ToolInvocation) -> ToolReply:
+        if invocation.run_id == "bad":
+            self.starts.append(invocation)
+            raise RuntimeError("tool exploded")
+        return super().run(invocation)
+
+
+class ExplodingModel:
+    """A model that raises for the Runs of one thread and answers for the others."""
+
+    def __init__(self, bad_thread: str) -> None:
+        self.bad_thread = bad_thread
+        self.calls: list[str] = []
+        self.good = OneCall()
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        self.calls.append(request.thread_id)
+        if request.thread_id == self.bad_thread:
+            raise ValueError("model exploded")
+        return self.good.infer(request)
+
+
+class PollCounting(MemoryStore):
+    """Counts the worker's polls (each wait) and stops it after ``polls`` of them."""
+
+    def __init__(self, polls: int) -> None:
+        super().__init__()
+        self.polls = polls
+        self.waits = 0
+        self.worker: Worker | None = None
+
+    def wait_for_work(self, timeout: float) -> list[str]:
+        if timeout > 0:
+            self.waits += 1
+            if self.waits >= self.polls and self.worker is not None:
+                self.worker.shutdown()
+        return []
+
+
+def _ended(store: MemoryStore, run_id: str) -> bool:
+    snapshot = store.run(run_id)
+    return snapshot is not None and isinstance(snapshot.state, Ended)
+
+
+@pytest.mark.parametrize("where", ["tool", "model"])
+def test_run_once_counts_a_hosts_exception_releases_the_lease_and_drives_the_others(where: str) -> None:
+    store = MemoryStore()
+    _activate(store, "bad", thread="t-bad")
+    _activate(store, "good", thread="t-good")
+    if where == "tool":
+        tool: Recording = Exploding()
+        app = RuntimeApp("test", OneCall(), ToolRegistry({"work": tool}))
+    else:
+        tool = Recording()
+        app = RuntimeApp("test", ExplodingModel("t-bad"), ToolRegistry({"work": tool}))
+    told: list[tuple[str, str]] = []
+    worker = Worker(store, app, worker_id="w1", on_failure=lambda run_id, error: told.append((run_id, repr(error))))
+    report = worker.run_once()
+    assert told == [("bad", "RuntimeError('tool exploded')" if where == "tool" else "ValueError('model exploded')")]
+    assert report.failures == 1
+    assert store.current_lease("bad") is None
+    assert _ended(store, "good")
+    print(f"{where}: {report}")
+
+
+def test_run_once_drives_a_failing_run_once_and_every_other_run_to_its_end() -> None:
+    store = MemoryStore()
+    _activate(store, "bad", thread="t-bad")
+    for index in range(3):
+        _activate(store, f"good{index}", thread=f"t-good{index}")
+    model = ExplodingModel("t-bad")
+    worker = Worker(store, RuntimeApp("test", model, ToolRegistry({"work": Recording()})), worker_id="w1")
+    report = worker.run_once()
+    assert model.calls.count("t-bad") == 1
+    assert all(_ended(store, f"good{index}") for index in range(3))
+    assert report.failures == 1
+    print(f"run_once: {report}")
+
+
+def test_run_skips_a_failing_run_for_a_growing_number_of_polls() -> None:
+    store = PollCounting(polls=20)
+    _activate(store, "bad", thread="t-bad")
+    model = ExplodingModel("t-bad")
+    worker = Worker(store, RuntimeApp("test", model, ToolRegistry({"work": Recording()})), worker_id="w1")
+    store.worker = worker
+    report = worker.run()
+    attempts = model.calls.count("t-bad")
+    # tried at polls 1, 3, 6, 11 and 20: it sat out 1, 2, 4 and 8 polls in between
+    assert attempts == 5, attempts
+    assert report.failures == attempts
+    assert store.current_lease("bad") is None
+    print(f"run: {store.waits} polls, the failing Run tried {attempts} times")
+
+
+def test_a_run_that_stops_failing_is_driven_again_at_once() -> None:
+    store = PollCounting(polls=30)
+    _activate(store, "bad", thread="t-bad")
+    model = ExplodingModel("t-bad")
+
+    def heal(_run_id: str, _error: BaseException) -> None:
+        if model.calls.count("t-bad") == 3:
+            model.bad_thread = "none"
+
+    app = RuntimeApp("test", model, ToolRegistry({"work": Recording()}))
+    worker = Worker(store, app, worker_id="w1", on_failure=heal)
+    store.worker = worker
+    worker.run()
+    assert _ended(store, "bad")
+    assert worker.report.failures == 3
