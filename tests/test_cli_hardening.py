@@ -43,7 +43,14 @@ BOOM_APP = textwrap.dedent(
         def status(self, op):
             return StatusReply(OperationStatus.UNKNOWN)
 
+    class BadModel(Model):
+        def infer(self, request):
+            if request.run_id == "rb":
+                raise ValueError("model exploded")
+            return super().infer(request)
+
     app = RuntimeApp(name="boom", model=Model(), tools=ToolRegistry({"boom": Boom()}, max_steps=5))
+    badmodel = RuntimeApp(name="boom", model=BadModel(), tools=ToolRegistry({"boom": Boom()}, max_steps=5))
     """
 )
 
@@ -72,7 +79,7 @@ def _one_line(err: str) -> str:
 # --- F1 ---------------------------------------------------------------------------------
 
 
-def test_a_tool_that_raises_is_one_line_and_the_worker_drives_the_other_runs(
+def test_a_tool_that_raises_is_one_line_its_call_is_committed_and_every_run_ends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "boomapp.py").write_text(BOOM_APP)
@@ -85,14 +92,37 @@ def test_a_tool_that_raises_is_one_line_and_the_worker_drives_the_other_runs(
     assert main(["worker", "--store", store_url, "--app", "boomapp:app", "--once"]) == 0
     captured = capsys.readouterr()
     line = _one_line(captured.err)
-    assert line.startswith("runkernel worker: run rb: ") and "RuntimeError: tool exploded" in line, line
-    assert "1 failure" in captured.out and captured.out.startswith("worker "), captured.out
+    assert line.startswith("runkernel worker: run rb: tool call ") and "raised RuntimeError: tool exploded" in line, line
+    assert "0 failures" in captured.out and captured.out.startswith("worker "), captured.out
+    store = SqliteStore(tmp_path / "boom.db")
+    for run_id in ("rb", "rb2"):  # the replay tool's exception is its call's error: the Run goes on
+        ended = store.run(run_id)
+        assert ended is not None and type(ended.state).__name__ == "Ended", run_id
+    assert store.current_lease("rb") is None
+    store.close()
+    print(f"worker with a raising tool: {captured.out.strip()} / {line}")
+
+
+def test_a_model_that_raises_is_one_line_and_the_worker_drives_the_other_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "boomapp.py").write_text(BOOM_APP)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    store_url = url(tmp_path / "boom.db")
+    assert main(["start", "--store", store_url, "--thread", "tb", "--run", "rb", "--app", "boom", "go"]) == 0
+    assert main(["start", "--store", store_url, "--thread", "tb2", "--run", "rb2", "--app", "boom", "go"]) == 0
+    capsys.readouterr()
+    assert main(["worker", "--store", store_url, "--app", "boomapp:badmodel", "--once"]) == 0
+    captured = capsys.readouterr()
+    line = _one_line(captured.err)
+    assert line.startswith("runkernel worker: run rb: ") and "ValueError: model exploded" in line, line
+    assert "1 failure" in captured.out, captured.out
     store = SqliteStore(tmp_path / "boom.db")
     ended = store.run("rb2")
     assert ended is not None and type(ended.state).__name__ == "Ended"
     assert store.current_lease("rb") is None
     store.close()
-    print(f"worker with a raising tool: {captured.out.strip()} / {line}")
 
 
 # --- F2, F14: user errors before anything is made ----------------------------------------

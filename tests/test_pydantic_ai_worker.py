@@ -103,7 +103,7 @@ def test_a_killed_worker_is_taken_over_and_the_tools_see_the_epoch_rise(world: W
     store = world.store
     taken = _worker(world, "approval")
     assert taken.returncode == 0, taken.stderr
-    assert " 1 take-overs" in taken.stdout, taken.stdout
+    assert " 1 take-over," in taken.stdout, taken.stdout
     ticket = _ticket(world, "r1")
     searches = world.starts("search")
     print("search starts:", [(s["attempt"], s["lease_epoch"]) for s in searches])
