@@ -79,48 +79,47 @@ def _one_line(err: str) -> str:
 # --- F1 ---------------------------------------------------------------------------------
 
 
-def test_a_tool_that_raises_is_one_line_its_call_is_committed_and_every_run_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _two_boom_runs_worked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], app: str
+) -> tuple[str, str, SqliteStore]:
+    """Runs ``rb`` and ``rb2`` started, one ``worker --once`` with ``boomapp:APP``: its
+    stdout, its one stderr line, and the store."""
     (tmp_path / "boomapp.py").write_text(BOOM_APP)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     store_url = url(tmp_path / "boom.db")
-    assert main(["start", "--store", store_url, "--thread", "tb", "--run", "rb", "--app", "boom", "go"]) == 0
-    assert main(["start", "--store", store_url, "--thread", "tb2", "--run", "rb2", "--app", "boom", "go"]) == 0
+    for thread, run in (("tb", "rb"), ("tb2", "rb2")):
+        assert main(["start", "--store", store_url, "--thread", thread, "--run", run, "--app", "boom", "go"]) == 0
     capsys.readouterr()
-    assert main(["worker", "--store", store_url, "--app", "boomapp:app", "--once"]) == 0
+    assert main(["worker", "--store", store_url, "--app", f"boomapp:{app}", "--once"]) == 0
     captured = capsys.readouterr()
-    line = _one_line(captured.err)
+    return captured.out, _one_line(captured.err), SqliteStore(tmp_path / "boom.db")
+
+
+def _ended(store: SqliteStore, run_id: str) -> bool:
+    snapshot = store.run(run_id)
+    return snapshot is not None and type(snapshot.state).__name__ == "Ended"
+
+
+def test_a_tool_that_raises_is_one_line_its_call_is_committed_and_every_run_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, line, store = _two_boom_runs_worked(tmp_path, monkeypatch, capsys, "app")
     assert line.startswith("runkernel worker: run rb: tool call ") and "raised RuntimeError: tool exploded" in line, line
-    assert "0 failures" in captured.out and captured.out.startswith("worker "), captured.out
-    store = SqliteStore(tmp_path / "boom.db")
-    for run_id in ("rb", "rb2"):  # the replay tool's exception is its call's error: the Run goes on
-        ended = store.run(run_id)
-        assert ended is not None and type(ended.state).__name__ == "Ended", run_id
+    assert "0 failures" in out and out.startswith("worker "), out
+    assert _ended(store, "rb") and _ended(store, "rb2")  # the replay tool's exception is its call's error
     assert store.current_lease("rb") is None
     store.close()
-    print(f"worker with a raising tool: {captured.out.strip()} / {line}")
+    print(f"worker with a raising tool: {out.strip()} / {line}")
 
 
 def test_a_model_that_raises_is_one_line_and_the_worker_drives_the_other_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "boomapp.py").write_text(BOOM_APP)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    store_url = url(tmp_path / "boom.db")
-    assert main(["start", "--store", store_url, "--thread", "tb", "--run", "rb", "--app", "boom", "go"]) == 0
-    assert main(["start", "--store", store_url, "--thread", "tb2", "--run", "rb2", "--app", "boom", "go"]) == 0
-    capsys.readouterr()
-    assert main(["worker", "--store", store_url, "--app", "boomapp:badmodel", "--once"]) == 0
-    captured = capsys.readouterr()
-    line = _one_line(captured.err)
+    out, line, store = _two_boom_runs_worked(tmp_path, monkeypatch, capsys, "badmodel")
     assert line.startswith("runkernel worker: run rb: ") and "ValueError: model exploded" in line, line
-    assert "1 failure" in captured.out, captured.out
-    store = SqliteStore(tmp_path / "boom.db")
-    ended = store.run("rb2")
-    assert ended is not None and type(ended.state).__name__ == "Ended"
+    assert "1 failure" in out, out
+    assert _ended(store, "rb2") and not _ended(store, "rb")
     assert store.current_lease("rb") is None
     store.close()
 
