@@ -12,7 +12,6 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 from postgres_support import postgres_url
 from runkernel.cli import main
 from runkernel.kernel.state import Awaiting, Ended
+from worker_processes import report_figure, spawn_worker
 
 __all__ = ["postgres_url"]
 
@@ -35,19 +35,7 @@ SEED = 10
 
 
 def _worker(url: str, env: dict[str, str], n: int, generation: int) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "runkernel.cli", "worker", "--store", url, "--app", "examples.demo_app:app",
-         "--lease", str(LEASE), "--poll", "0.1", "--worker-id", f"w{n}-g{generation}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-
-
-def _figure(report: str, name: str) -> int:
-    """A count from a worker's report line (``..., 3 conflicts, ...``)."""
-    for part in report.split(", "):
-        if part.endswith(" " + name):
-            return int(part.split(" ")[-2])
-    return 0
+    return spawn_worker(url, "examples.demo_app:app", env, f"w{n}-g{generation}", lease=LEASE, poll=0.1)
 
 
 def _approve_waiting(store: object, url: str, answered: set[str]) -> int:
@@ -147,8 +135,8 @@ def test_killed_and_stalled_workers_finish_every_run_once(
     fenced = ledger.execute("SELECT count(*) FROM starts WHERE refused = 1").fetchone()[0]
     ledger.close()
     ended = sum(1 for s in snapshots if s is not None and isinstance(s.state, Ended))
-    conflicts = sum(_figure(r, "conflicts") for r in reports)
-    takeovers = sum(_figure(r, "take-overs") for r in reports)
+    conflicts = sum(report_figure(r, "conflicts") for r in reports)
+    takeovers = sum(report_figure(r, "take-overs") for r in reports)
     with capsys.disabled():
         print(
             f"\nworkers on PostgreSQL: workers {WORKERS}, runs {RUNS}, kills {kills}, stalls {stalls}, "

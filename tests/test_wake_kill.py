@@ -14,7 +14,6 @@ import random
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from postgres_support import fresh_url
 from runkernel.adapters.store import Store
 from runkernel.cli import main
 from runkernel.kernel.state import Ended
+from worker_processes import report_figure, spawn_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = 3
@@ -85,19 +85,7 @@ def _lease_epochs(url: str) -> dict[str, int]:
 
 
 def _worker(url: str, env: dict[str, str], n: int, generation: int) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "runkernel.cli", "worker", "--store", url, "--app", "delegating_app:app",
-         "--lease", str(LEASE), "--poll", str(POLL), "--worker-id", f"w{n}-g{generation}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-
-
-def _figure(report: str, name: str) -> int:
-    """A count from a worker's report line (``..., 3 drives, ...``)."""
-    for part in report.split(", "):
-        if part.endswith(" " + name):
-            return int(part.split(" ")[-2])
-    return 0
+    return spawn_worker(url, "delegating_app:app", env, f"w{n}-g{generation}", lease=LEASE, poll=POLL)
 
 
 def _children_running(store: Store) -> int:
@@ -167,7 +155,7 @@ def test_killed_workers_finish_every_parent_with_its_childrens_termini(
     verdict = capsys.readouterr()
     epochs = _lease_epochs(url)
     parent_leases = sum(epochs.get(p, 0) for p in _PARENT_IDS)
-    drives = sum(_figure(r, "drives") for r in reports)
+    drives = sum(report_figure(r, "drives") for r in reports)
     twice = [run_id for run_id, count in activations.items() if count > 1]
     with capsys.disabled():
         print(

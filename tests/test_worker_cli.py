@@ -15,6 +15,7 @@ import pytest
 
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.cli import main
+from worker_processes import report_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -126,3 +127,10 @@ def test_inspect_shows_every_call_of_every_batch_as_json_with_its_history(
     assert 'pay  arguments={"amount":20,"currency":"EUR"}' in text
     assert 'result={"kind":"output","value":{"paid":20,"currency":"EUR"}}' in text
     assert 'resumed with {"type":"approve"}' in text
+
+
+def test_report_figure_reads_singular_and_plural_counts() -> None:
+    line = "worker w1: 1 drive, 3 commits, 1 take-over, 0 contended, 2 conflicts, 1 lease lost, 0 failures"
+    assert [report_figure(line, n) for n in ("drives", "commits", "take-overs", "conflicts", "leases lost")] == [
+        1, 3, 1, 2, 1,
+    ]
