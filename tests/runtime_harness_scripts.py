@@ -63,25 +63,29 @@ CHILD_SCRIPTS: dict[str, tuple[StepScript, ...]] = {
     "steps": (TEXT_CONTINUE, TEXT_END),
 }
 CHILDREN = st.sampled_from(("end", "end", "tool", "tool", "input", "steps"))
-#: The first member of a group may be held, refused or supplied by the gate; the others
-#: are allowed outright (the gate may not hold a member whose siblings already run).
-FIRST_MEMBER_GATES = st.sampled_from(("permit",) * 6 + ("hold:approval", "refuse", "provide"))
+#: Any member of a group may be held, refused or supplied by the gate: the gate round asks
+#: every member before any starts, and a held one waits alone (``CONCURRENCY_RULE``).
+MEMBER_GATES = st.sampled_from(("permit",) * 6 + ("hold:approval", "refuse", "provide"))
 
 
-def _delegation_step(first: tuple[str, str], second: str, ordinary: tuple[str, list[str], str]) -> StepScript:
+def _delegation_step(
+    first: tuple[str, str], second: tuple[str, str], ordinary: tuple[str, list[str], str]
+) -> StepScript:
     tool, replies, gate = ordinary
     return StepScript(
         "delegating",
         (
             (DELEGATE_TOOL, {"n": 0, "child": first[0], "gate": first[1]}),
-            (DELEGATE_TOOL, {"n": 1, "child": second, "gate": "permit"}),
+            (DELEGATE_TOOL, {"n": 1, "child": second[0], "gate": second[1]}),
             (tool, {"n": 2, "replies": replies, "gate": gate}),
         ),
     )
 
 
 #: A batch of two terminal-only delegations (a group) and an ordinary call after it.
-DELEGATION_STEPS = st.builds(_delegation_step, st.tuples(CHILDREN, FIRST_MEMBER_GATES), CHILDREN, CALLS)
+DELEGATION_STEPS = st.builds(
+    _delegation_step, st.tuples(CHILDREN, MEMBER_GATES), st.tuples(CHILDREN, MEMBER_GATES), CALLS
+)
 #: One to four steps, mostly tool batches; past its script the model ends the Run
 #: with a text result (``ScriptedModel``), so every script ends with a text step.
 _STEP_KINDS: dict[str, st.SearchStrategy[StepScript]] = {
