@@ -165,6 +165,8 @@ class Reply:
     content: JsonValue
     calls: tuple[tuple[str, JsonValue], ...] = ()
     end: EndCauseKind | None = None
+    #: the calls' ids, in order, where a test names them (the driver mints the others)
+    call_ids: tuple[str, ...] = ()
 
 
 class ApprovalGate:
@@ -242,7 +244,8 @@ def play_until_quiet(driver: Shell, action: Action, world: World) -> WaitFor | C
         match action:
             case Infer():
                 reply = world.infer(action)
-                calls = [CallRequest(tool, args) for tool, args in reply.calls]
+                named = reply.call_ids + (None,) * (len(reply.calls) - len(reply.call_ids))
+                calls = [CallRequest(tool, args, call_id) for (tool, args), call_id in zip(reply.calls, named)]
                 action = driver.inferred(reply.content, calls, end=reply.end)
             case RunCall():
                 outcome, value = world.run(action)

@@ -199,7 +199,7 @@ class DriverCore:
                         break
                     case RunGate():
                         if not (yield from self._commands_waiting()):
-                            following = yield from self._gate(effect.call)
+                            following = yield from self._gate(effect)
                         break
                     case Execute():
                         following = yield from self._ask(self._run_call(effect))
@@ -342,12 +342,14 @@ class DriverCore:
         )
         return InferenceResult(report.content, calls, ids.new_id("batch"), report.end, report.staged)
 
-    def _gate(self, call: ToolCall) -> Generator[Operation, Any, Decision]:
-        state = self._snapshot()
+    def _gate(self, effect: RunGate) -> Generator[Operation, Any, Decision]:
+        """The gate's answer for one call. In a group's gate round an Allow is held, not
+        committed: the decision then carries only the next member's ``RunGate`` (with the
+        allows so far), and the state is the one already committed."""
+        state, call = self._snapshot(), effect.call
         answer: GateAnswer = yield AskGate(state.run_id, call)
-        verdict = decide(
-            state, gate_verdict(call.call_id, answer, self.settings.ids.ticket_id()), self.policies, self.lookups
-        )
+        made = attrs.evolve(gate_verdict(call.call_id, answer, self.settings.ids.ticket_id()), allowed=effect.allowed)
+        verdict = decide(state, made, self.policies, self.lookups)
         if isinstance(verdict, Rejection):
             raise HostProtocolError(f"the gate's answer for call {call.call_id!r} was refused: {verdict}", verdict)
         return verdict
