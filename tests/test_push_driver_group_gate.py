@@ -30,6 +30,7 @@ from runkernel.adapters.driver_actions import Action, ChildrenRunning, Done, Wai
 from runkernel.adapters.ports import GateAnswer
 from runkernel.kernel.state import CallAwaiting, CallCompleted, CallRequested, RunSnapshot, ToolCall
 from runkernel.kernel.values import EndCauseKind, ResultKind, Role
+from runkernel.simulation.engine import CrashTargets
 
 MEMBERS = pull.MEMBERS
 ORDINARY = "o4"
@@ -79,7 +80,7 @@ def host(kind: str, held: str, answer: str, plan: CrashPlan | None = None) -> Tr
     """Start the parent; resume a wait with the pull tests' payload, drive every running
     child, until the parent ends; after a crash start again from the store alone."""
     store = DelegationStore(plan or NeverCrash())
-    world = DelegatingWorld(SCRIPT, store=store)
+    world = DelegatingWorld(SCRIPT, crash=plan, store=store)
     gate = _gate(held, answer)
     quiet: list[Quiet] = []
     crashes = 0
@@ -208,3 +209,37 @@ def test_a_crash_after_a_block_in_the_round_asks_the_gate_again_from_the_first_m
     assert len(trial.store.activations) == len(set(trial.store.activations)) == 2
     assert judged_legal(trial.store) == ""
     print(f"push [{shell}] crash after block@{held} ({position.value}): gate asked {dict(trial.gate.asked)}")
+
+
+def _outcome(trial: Trial) -> list[tuple[str | None, object]]:
+    """The parent's results by call, without the children's ids (they derive from
+    operation ids, which a crash before the batch commit mints again)."""
+    finalized = finalized_batch(trial.store)
+    return [
+        (c.call_id, c.status.result.kind if isinstance(c.status, CallCompleted) else type(c.status))
+        for c in finalized.calls
+    ]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("kind", ["allow", "block", "approve", "scheduled"])
+def test_a_crash_at_every_boundary_of_a_gate_round_is_picked_up(shell: str, kind: str) -> None:
+    baseline = host(shell, "d2", kind)
+    plan = CrashTargets(())
+    host(shell, "d2", kind, plan)
+    total = plan.seen
+    fired: set[Position] = set()
+    for target in range(total):
+        crashing = CrashTargets((target,))
+        trial = host(shell, "d2", kind, crashing)
+        assert trial.crashes == 1, f"boundary {target} of {total} was never reached"
+        fired.update(position for _, position in crashing.fired)
+        assert judged_legal(trial.store) == "", f"crash at boundary {target}"
+        assert _outcome(trial) == _outcome(baseline), f"crash at boundary {target}"
+        assert len(trial.store.activations) == len(set(trial.store.activations)) == len(baseline.store.activations)
+        assert trial.world.repeated_starts() == {}, f"crash at boundary {target}"
+        # every start of the group is one commit, a crash or not
+        assert group_starts(trial.store, "t1") == group_starts(baseline.store, "t1")
+    assert {Position.ACTIVATION, Position.CALL_START, Position.CALL_RESULT, Position.END} <= fired
+    print(f"push [{shell}] {kind}@d2: {total} boundaries, {total} crashes, 0 problems, "
+          f"positions {sorted(p.value for p in fired)}")
