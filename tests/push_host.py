@@ -72,6 +72,8 @@ class Shell(Protocol):
 
     def call_lost(self, call_id: str) -> Action: ...
 
+    def call_delegated(self, call_id: str) -> Action: ...
+
     def status(self, call_id: str, status: OperationStatus, value: JsonValue = None) -> Action: ...
 
     def resume(self, payload: ResumePayload) -> Action: ...
@@ -132,6 +134,9 @@ class BlockingAsync:
 
     def call_lost(self, call_id: str) -> Action:
         return self._run(self.driver.call_lost(call_id))
+
+    def call_delegated(self, call_id: str) -> Action:
+        return self._run(self.driver.call_delegated(call_id))
 
     def status(self, call_id: str, status: OperationStatus, value: JsonValue = None) -> Action:
         return self._run(self.driver.status(call_id, status, value))

@@ -89,6 +89,8 @@ from runkernel.kernel.protocol import (
     RunHook,
     StartChild,
     StatusReport,
+    ToolDelegated,
+    ToolFailure,
     ToolFinished,
 )
 from runkernel.kernel.recover import recover
@@ -310,7 +312,14 @@ class DriverCore:
             case Infer(), Inferred():
                 return self._inference(report)
             case RunCall(), CallEnded() if report.call_id == action.call_id:
-                return ToolFinished(action.call_id, action.attempt, report.outcome, report.reaction)
+                outcome = report.outcome
+                if isinstance(outcome, ToolDelegated) and action.delegation is None:
+                    # the pull-mode runtime's answer too: only a declared tool has a child
+                    outcome = ToolFailure({
+                        "type": "UndeclaredDelegation",
+                        "message": f"tool {action.tool!r} delegated but is not declared a sequential delegation",
+                    })
+                return ToolFinished(action.call_id, action.attempt, outcome, report.reaction)
             case CheckStatus(), Status() if report.call_id == action.call_id:
                 return StatusReport(action.call_id, action.attempt, report.status, report.value)
             case WaitFor(), Resume():
@@ -398,14 +407,19 @@ class DriverCore:
         return Infer(state.run_id, step, HistoryView(self.history), partial, state.staged)
 
     def _run_call(self, effect: Execute) -> RunCall:
+        state = self._snapshot()
+        batch = state.open_batch
+        call = batch.call(effect.call_id) if batch is not None else None
+        child = call.delegation if call is not None else None
         return RunCall(
-            self._snapshot().run_id,
+            state.run_id,
             effect.call_id,
             effect.tool,
             effect.arguments,
             effect.operation_id,
             effect.attempt,
             effect.resume_value,
+            delegation=None if child is None or child.concurrent else child,
         )
 
     def _check_status(self, effect: QueryStatus) -> CheckStatus:
