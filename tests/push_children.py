@@ -15,7 +15,7 @@ from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.store import Lease, Settlement, Store
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import ToolPolicy
-from runkernel.kernel.state import ActiveToolBatch, CallExecuting, RunSnapshot, ThreadCommit
+from runkernel.kernel.state import ActiveToolBatch, CallExecuting, CallRequested, RunSnapshot, ThreadCommit
 from runkernel.kernel.values import EndCauseKind
 from runkernel.specs.checker import Verdict, check_lines
 
@@ -97,6 +97,24 @@ def parent_batch(store: MemoryStore) -> RunSnapshot:
 def finalized_batch(store: MemoryStore) -> ActiveToolBatch:
     """The parent's first batch, as its finalizing commit left it."""
     return [c.batch for c in store.commits("t1") if c.batch is not None and c.batch.finalized][0]
+
+
+def group_starts(store: MemoryStore, thread_id: str) -> list[list[str]]:
+    """For each commit of the Thread that starts delegations from Requested, which ones:
+    a group's allowed members start together, in one commit."""
+    starts, before = [], None
+    for commit in store.commits(thread_id):
+        batch = commit.batch
+        if batch is not None and before is not None and before.batch_id == batch.batch_id:
+            moved = [
+                n.call_id for o, n in zip(before.calls, batch.calls)
+                if isinstance(o.status, CallRequested) and isinstance(n.status, CallExecuting)
+                and n.delegation is not None and n.delegation.concurrent
+            ]
+            if moved:
+                starts.append(moved)
+        before = batch
+    return starts
 
 
 def quiet_parent(kind: str, store: MemoryStore, app: str | None = None) -> tuple[Shell, ChildrenRunning, World]:

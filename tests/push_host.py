@@ -72,6 +72,8 @@ class Shell(Protocol):
 
     def call_lost(self, call_id: str) -> Action: ...
 
+    def call_delegated(self, call_id: str) -> Action: ...
+
     def status(self, call_id: str, status: OperationStatus, value: JsonValue = None) -> Action: ...
 
     def resume(self, payload: ResumePayload) -> Action: ...
@@ -133,6 +135,9 @@ class BlockingAsync:
     def call_lost(self, call_id: str) -> Action:
         return self._run(self.driver.call_lost(call_id))
 
+    def call_delegated(self, call_id: str) -> Action:
+        return self._run(self.driver.call_delegated(call_id))
+
     def status(self, call_id: str, status: OperationStatus, value: JsonValue = None) -> Action:
         return self._run(self.driver.status(call_id, status, value))
 
@@ -165,6 +170,8 @@ class Reply:
     content: JsonValue
     calls: tuple[tuple[str, JsonValue], ...] = ()
     end: EndCauseKind | None = None
+    #: the calls' ids, in order, where a test names them (the driver mints the others)
+    call_ids: tuple[str, ...] = ()
 
 
 class ApprovalGate:
@@ -242,7 +249,8 @@ def play_until_quiet(driver: Shell, action: Action, world: World) -> WaitFor | C
         match action:
             case Infer():
                 reply = world.infer(action)
-                calls = [CallRequest(tool, args) for tool, args in reply.calls]
+                named = reply.call_ids + (None,) * (len(reply.calls) - len(reply.call_ids))
+                calls = [CallRequest(tool, args, call_id) for (tool, args), call_id in zip(reply.calls, named)]
                 action = driver.inferred(reply.content, calls, end=reply.end)
             case RunCall():
                 outcome, value = world.run(action)

@@ -44,6 +44,7 @@ from runkernel.adapters.store import StoreError
 from runkernel.kernel.protocol import (
     OperationStatus,
     ResumePayload,
+    ToolDelegated,
     ToolFailure,
     ToolOutcomeLost,
     ToolOutput,
@@ -135,6 +136,13 @@ class Driver(Shell):
     def call_scheduled(self, call_id: str, due_at: str) -> Action:
         """Answer ``RunCall``: run this call again at ``due_at`` (a durable timer wait)."""
         return self._advance(CallEnded(call_id, ToolScheduled(self.settings.ids.ticket_id(), due_at), None))
+
+    def call_delegated(self, call_id: str, *, reaction: JsonValue = None) -> Action:
+        """Answer ``RunCall`` of a sequential delegation: its work is handed to the child
+        Run in ``RunCall.delegation``; the Run waits for the child's answer (``WaitFor``,
+        resumed with ``DelegationResult``). A tool without a ``delegation`` (not declared
+        ``sequential_delegation=True``) fails with ``UndeclaredDelegation``."""
+        return self._advance(CallEnded(call_id, ToolDelegated(self.settings.ids.ticket_id()), None, reaction))
 
     def status(self, call_id: str, status: OperationStatus, value: JsonValue = None) -> Action:
         """Answer ``CheckStatus`` with the tool's ``status(operation_id)``."""
@@ -278,6 +286,13 @@ class AsyncDriver(Shell):
     async def call_scheduled(self, call_id: str, due_at: str) -> Action:
         """Answer ``RunCall``: run this call again at ``due_at`` (a durable timer wait)."""
         return await self._advance(CallEnded(call_id, ToolScheduled(self.settings.ids.ticket_id(), due_at), None))
+
+    async def call_delegated(self, call_id: str, *, reaction: JsonValue = None) -> Action:
+        """Answer ``RunCall`` of a sequential delegation: its work is handed to the child
+        Run in ``RunCall.delegation``; the Run waits for the child's answer (``WaitFor``,
+        resumed with ``DelegationResult``). A tool without a ``delegation`` (not declared
+        ``sequential_delegation=True``) fails with ``UndeclaredDelegation``."""
+        return await self._advance(CallEnded(call_id, ToolDelegated(self.settings.ids.ticket_id()), None, reaction))
 
     async def status(self, call_id: str, status: OperationStatus, value: JsonValue = None) -> Action:
         """Answer ``CheckStatus`` with the tool's ``status(operation_id)``."""

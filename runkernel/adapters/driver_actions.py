@@ -32,7 +32,7 @@ from runkernel.adapters.message_log import MessagesSoFar
 from runkernel.errors import RunkernelError
 from runkernel.kernel.protocol import ExternalResult, ProvideInput, ResumePayload
 from runkernel.kernel.rules import Rejection
-from runkernel.kernel.state import EndCause, Message, ResumeTicket, ToolCall, Wait
+from runkernel.kernel.state import Delegation, EndCause, Message, ResumeTicket, ToolCall, Wait
 from runkernel.kernel.values import JsonValue, WaitKind
 
 #: The step limit a driver applies when the host names none: a model that never says
@@ -70,7 +70,8 @@ class RunCall:
 
     ``operation_id`` is the same for every attempt of the call: pass it downstream as the
     idempotency key. ``resume_value`` is an operator's committed answer to an input wait.
-    Answer with ``call_returned``, ``call_failed``, ``call_lost`` or ``call_scheduled``.
+    Answer with ``call_returned``, ``call_failed``, ``call_lost`` or ``call_scheduled``
+    (or ``call_delegated`` if it has a ``delegation``).
     """
 
     run_id: str
@@ -83,6 +84,11 @@ class RunCall:
     #: the fencing token when a worker's lease drives the Run (pass it downstream beside
     #: ``operation_id``); None without leases
     lease_epoch: int | None = None
+    #: the child Run a sequential delegation hands its work to (a tool declared
+    #: ``ToolPolicy(sequential_delegation=True)``: its Executing commit fixed it, derived
+    #: from the Run and ``operation_id``); answer ``call_delegated`` once the work is
+    #: handed over. None for every other tool.
+    delegation: Delegation | None = None
 
 
 @frozen

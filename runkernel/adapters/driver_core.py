@@ -89,6 +89,8 @@ from runkernel.kernel.protocol import (
     RunHook,
     StartChild,
     StatusReport,
+    ToolDelegated,
+    ToolFailure,
     ToolFinished,
 )
 from runkernel.kernel.recover import recover
@@ -199,7 +201,7 @@ class DriverCore:
                         break
                     case RunGate():
                         if not (yield from self._commands_waiting()):
-                            following = yield from self._gate(effect.call)
+                            following = yield from self._gate(effect)
                         break
                     case Execute():
                         following = yield from self._ask(self._run_call(effect))
@@ -310,7 +312,14 @@ class DriverCore:
             case Infer(), Inferred():
                 return self._inference(report)
             case RunCall(), CallEnded() if report.call_id == action.call_id:
-                return ToolFinished(action.call_id, action.attempt, report.outcome, report.reaction)
+                outcome = report.outcome
+                if isinstance(outcome, ToolDelegated) and action.delegation is None:
+                    # the pull-mode runtime's answer too: only a declared tool has a child
+                    outcome = ToolFailure({
+                        "type": "UndeclaredDelegation",
+                        "message": f"tool {action.tool!r} delegated but is not declared a sequential delegation",
+                    })
+                return ToolFinished(action.call_id, action.attempt, outcome, report.reaction)
             case CheckStatus(), Status() if report.call_id == action.call_id:
                 return StatusReport(action.call_id, action.attempt, report.status, report.value)
             case WaitFor(), Resume():
@@ -342,12 +351,14 @@ class DriverCore:
         )
         return InferenceResult(report.content, calls, ids.new_id("batch"), report.end, report.staged)
 
-    def _gate(self, call: ToolCall) -> Generator[Operation, Any, Decision]:
-        state = self._snapshot()
+    def _gate(self, effect: RunGate) -> Generator[Operation, Any, Decision]:
+        """The gate's answer for one call. In a group's gate round an Allow is held, not
+        committed: the decision then carries only the next member's ``RunGate`` (with the
+        allows so far), and the state is the one already committed."""
+        state, call = self._snapshot(), effect.call
         answer: GateAnswer = yield AskGate(state.run_id, call)
-        verdict = decide(
-            state, gate_verdict(call.call_id, answer, self.settings.ids.ticket_id()), self.policies, self.lookups
-        )
+        made = attrs.evolve(gate_verdict(call.call_id, answer, self.settings.ids.ticket_id()), allowed=effect.allowed)
+        verdict = decide(state, made, self.policies, self.lookups)
         if isinstance(verdict, Rejection):
             raise HostProtocolError(f"the gate's answer for call {call.call_id!r} was refused: {verdict}", verdict)
         return verdict
@@ -396,14 +407,19 @@ class DriverCore:
         return Infer(state.run_id, step, HistoryView(self.history), partial, state.staged)
 
     def _run_call(self, effect: Execute) -> RunCall:
+        state = self._snapshot()
+        batch = state.open_batch
+        call = batch.call(effect.call_id) if batch is not None else None
+        child = call.delegation if call is not None else None
         return RunCall(
-            self._snapshot().run_id,
+            state.run_id,
             effect.call_id,
             effect.tool,
             effect.arguments,
             effect.operation_id,
             effect.attempt,
             effect.resume_value,
+            delegation=None if child is None or child.concurrent else child,
         )
 
     def _check_status(self, effect: QueryStatus) -> CheckStatus:
