@@ -25,7 +25,7 @@ from runkernel.adapters.driver_actions import (
     WaitFor,
 )
 from runkernel.adapters.driver_core import DriverCore, Settings
-from runkernel.adapters.delegations import find_child
+from runkernel.adapters.delegations import cancel_child, find_child
 from runkernel.adapters.driver_protocol import (
     ActivateChild,
     Append,
@@ -57,11 +57,10 @@ from runkernel.adapters.ports import (
     SecretIds,
     utc_now,
 )
-from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.store import CommitConflict, Store, StoreError, StoreUnavailable
 from runkernel.adapters.worker_lease import APPEND_RETRIES, LeaseKeeper
 from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
-from runkernel.kernel.protocol import EndRequest, ResumePayload
+from runkernel.kernel.protocol import ResumePayload
 from runkernel.kernel.state import CallIndeterminate, EndCause, Message, RunSnapshot, Staged, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
@@ -308,8 +307,8 @@ class Shell:
                 except CommitConflict:
                     return None  # activated by another writer: the same child, checked on identity
             case SendCancel():
-                submit_end(store, op.child.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
-                return None  # a child that ended or was never activated needs no cancel
+                cancel_child(store, op.child)
+                return None
         raise AssertionError(f"not a store operation: {op!r}")
 
     def _leased_append(self, op: Append) -> Any:
