@@ -134,3 +134,26 @@ def test_a_run_that_stops_failing_is_driven_again_at_once() -> None:
     worker.run()
     assert _ended(store, "bad")
     assert worker.report.failures == 3
+
+
+class ExplodingModels(ExplodingModel):
+    """A model that raises for every thread whose name starts with ``t-bad``."""
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        if request.thread_id.startswith("t-bad"):
+            self.calls.append(request.thread_id)
+            raise ValueError("model exploded")
+        return self.good.infer(request)
+
+
+@pytest.mark.parametrize("loop", ["run_once", "run"])
+def test_failing_runs_that_fill_the_stores_batch_do_not_hide_the_runs_behind_them(loop: str) -> None:
+    store = PollCounting(polls=6)
+    for index in range(2):  # the oldest Runs with work, as many as the worker lists at once
+        _activate(store, f"bad{index}", thread=f"t-bad{index}")
+    _activate(store, "good", thread="t-good")
+    app = RuntimeApp("test", ExplodingModels("none"), ToolRegistry({"work": Recording()}))
+    worker = Worker(store, app, worker_id="w1", batch=2)
+    store.worker = worker
+    report = worker.run_once() if loop == "run_once" else worker.run()
+    assert _ended(store, "good"), f"{loop}: the healthy Run behind two failing ones was never driven ({report})"

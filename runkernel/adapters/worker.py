@@ -27,7 +27,7 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from attrs import define
@@ -136,10 +136,9 @@ class Worker:
         failed: set[str] = set()
         try:
             while not self.stopping:
-                found = [
-                    r for r in self._work()
-                    if r not in failed and (r not in stalled or self._version(r) != stalled[r])
-                ]
+                for run_id in [r for r, version in stalled.items() if self._version(r) != version]:
+                    del stalled[run_id]  # it moved since (a command, another worker): work again
+                found = self._work(failed | stalled.keys())
                 if not found:
                     break
                 for run_id in found:
@@ -167,11 +166,9 @@ class Worker:
             while not self.stopping:
                 progressed = False
                 backoff.next_poll()
-                for run_id in self._work():
+                for run_id in self._work(backoff.skipped()):
                     if self.stopping:
                         break
-                    if backoff.skips(run_id):
-                        continue
                     moved, failure = self._drive_tracked(run_id)
                     backoff.record(run_id, failed=failure)
                     progressed = moved or progressed
@@ -284,8 +281,12 @@ class Worker:
 
     # --- discovery ----------------------------------------------------------------------
 
-    def _work(self) -> list[str]:
-        return self.store.runs_with_work(self.app.name, self.batch)
+    def _work(self, passed: Collection[str] = ()) -> list[str]:
+        """Up to ``batch`` Runs with work, none of ``passed`` (Runs this worker sets aside:
+        failing, or unable to move yet). The store lists the oldest first, so it is asked
+        for as many more as are set aside: they never hide the Runs behind them."""
+        found = self.store.runs_with_work(self.app.name, self.batch + len(passed))
+        return [r for r in found if r not in passed][: self.batch]
 
     def _version(self, run_id: str) -> int:
         snapshot = self.store.run(run_id)
@@ -317,8 +318,9 @@ class _Backoff:
             del self.until[run_id]
             del self.failures[run_id]
 
-    def skips(self, run_id: str) -> bool:
-        return self.until.get(run_id, 0) >= self.poll
+    def skipped(self) -> set[str]:
+        """The Runs that sit out this poll."""
+        return {run_id for run_id, until in self.until.items() if until >= self.poll}
 
     def record(self, run_id: str, *, failed: bool) -> None:
         if not failed:
