@@ -39,7 +39,7 @@ from runkernel.adapters.ports import ToolRegistry
 from runkernel.adapters.runtime import MAX_STATUS_POLLS, Drive, Runtime
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import EndRequest, OperationStatus
-from runkernel.kernel.state import EndCause, Ended, Message
+from runkernel.kernel.state import Delegation, EndCause, Ended, Message
 from runkernel.kernel.values import EndCauseKind, Role
 from runkernel.simulation.actors import CountingIds, ScriptedModel, SimTool, StepScript, World
 from runtime_harness import MemoryMachine, RuntimeMachine, SqliteMachine
@@ -165,7 +165,11 @@ class _CrashAfterEnd:
         return boundary is Boundary.AFTER_WRITE and position is Position.END
 
 
-def test_a_crash_after_the_parents_end_commit_still_cancels_its_running_children() -> None:
+def _parent_ended_by_a_crash_before_its_cancels() -> (
+    tuple[MemoryStore, ScriptedModel, ToolRegistry, list[Delegation]]
+):
+    """A parent with two running children, cancelled; its runtime dies right after the
+    end commit, before the children's cancels."""
     store = MemoryStore()
     world = World.new(store)
     tools = ToolRegistry({"research": SimTool("research", world, delegation=True), "fetch": SimTool("fetch", world)})
@@ -179,6 +183,12 @@ def test_a_crash_after_the_parents_end_commit_still_cancels_its_running_children
     assert isinstance(submit_end(store, "parent", EndRequest(EndCause(EndCauseKind.CANCELLED))), int)
     with pytest.raises(SimulatedCrash):
         Runtime(store, model, tools, crash=_CrashAfterEnd(), self_check=True).drive("parent")
+    assert not any(store.pending_commands(child.run_id) for child in children)
+    return store, model, tools, children
+
+
+def test_a_crash_after_the_parents_end_commit_still_cancels_its_running_children() -> None:
+    store, model, tools, children = _parent_ended_by_a_crash_before_its_cancels()
     ended = Runtime(store, model, tools, self_check=True).drive("parent")
     assert isinstance(ended.snapshot.state, Ended)
     uncancelled = [child.run_id for child in children if not store.pending_commands(child.run_id)]
@@ -187,3 +197,13 @@ def test_a_crash_after_the_parents_end_commit_still_cancels_its_running_children
     Runtime(store, model, tools, self_check=True).drive("parent")  # asked to continue again
     queued = {child.run_id: len(store.pending_commands(child.run_id)) for child in children}
     assert set(queued.values()) == {1}, f"a child was sent its owed cancel more than once: {queued}"
+
+
+def test_children_of_a_parent_that_ended_before_its_cancels_are_cancelled_when_picked_up() -> None:
+    # nobody recovers an Ended parent (a worker finds no work in it): its children,
+    # which are work, learn of the end at their own pick-up
+    store, model, tools, children = _parent_ended_by_a_crash_before_its_cancels()
+    for child in children:
+        outcome = Runtime(store, model, tools, self_check=True).drive(child.run_id)
+        assert isinstance(outcome.snapshot.state, Ended), child.run_id
+        assert outcome.snapshot.state.cause.kind is EndCauseKind.CANCELLED, outcome.snapshot.state

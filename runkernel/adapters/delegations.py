@@ -108,15 +108,29 @@ def is_quiet(batch: ActiveToolBatch, policies: Policies, running: Collection[str
     )
 
 
-def cancel_child(store: Store, child: Delegation) -> None:
+def cancel_child(store: Store, child_run_id: str) -> None:
     """Send a running child the cancel its parent's end owes it, once: a child with an
     end request already queued (sent before a crash, then owed again on recovery of its
     Ended parent) gets no second one; a child that ended or was never activated is
     refused by its inbox and needs none."""
-    for entry in store.pending_commands(child.run_id):
+    for entry in store.pending_commands(child_run_id):
         if isinstance(_command_of(entry.body), EndRequest):
             return
-    submit_end(store, child.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
+    submit_end(store, child_run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
+
+
+def cancel_if_parent_ended(store: Store, run_id: str) -> bool:
+    """At a child's pick-up: if the parent it was activated for has ended, queue the
+    cancel the parent's end owed it (a crash right after the parent's end commit, before
+    its cancels, would otherwise leave the child running for nobody). True if owed."""
+    parent = store.parent_of(run_id)
+    if parent is None:
+        return False
+    own, ended = store.run(run_id), store.run(parent.run_id)
+    if own is None or isinstance(own.state, Ended) or ended is None or not isinstance(ended.state, Ended):
+        return False
+    cancel_child(store, run_id)
+    return True
 
 
 def _command_of(body: JsonValue) -> object:

@@ -25,7 +25,7 @@ from runkernel.adapters.driver_actions import (
     WaitFor,
 )
 from runkernel.adapters.driver_core import DriverCore, Settings
-from runkernel.adapters.delegations import cancel_child, find_child
+from runkernel.adapters.delegations import cancel_child, cancel_if_parent_ended, find_child
 from runkernel.adapters.driver_protocol import (
     ActivateChild,
     Append,
@@ -220,6 +220,14 @@ class Shell:
         self._close()
         self._core = None
 
+    def _owed_cancel(self, run_id: str) -> None:
+        """A child whose parent ended is sent the cancel the parent's end owed it (see
+        ``cancel_if_parent_ended``), before it is picked up."""
+        try:
+            cancel_if_parent_ended(self.store, run_id)
+        except StoreError as error:
+            raise DriverStopped(f"stopped driving run {run_id!r}: {error}; pick_up() tries again") from error
+
     def _stopped(self, error: StoreError) -> DriverStopped:
         self._forget()
         return DriverStopped(f"stopped driving run {self._run_id!r}: {error}; next_action() picks it up again")
@@ -307,7 +315,7 @@ class Shell:
                 except CommitConflict:
                     return None  # activated by another writer: the same child, checked on identity
             case SendCancel():
-                cancel_child(store, op.child)
+                cancel_child(store, op.child.run_id)
                 return None
         raise AssertionError(f"not a store operation: {op!r}")
 

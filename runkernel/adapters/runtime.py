@@ -60,7 +60,7 @@ from runkernel.adapters.runtime_events import (
     RuntimeEvent,
     RuntimeProtocolError,
 )
-from runkernel.adapters.delegations import cancel_child, child_termini, find_child, is_quiet
+from runkernel.adapters.delegations import cancel_child, cancel_if_parent_ended, child_termini, find_child, is_quiet
 from runkernel.adapters.inbox import exact_refusal
 from runkernel.adapters.pending import due_timer
 from runkernel.adapters.invocation import invocation_scope
@@ -283,6 +283,7 @@ class Runtime:
         holds it), so the state read next cannot change under this worker."""
         if self.leases is not None and self.leases.held(run_id) is None:
             self.leases.take(run_id)
+        cancel_if_parent_ended(self.store, run_id)  # applied from the inbox like any cancel
         state = self.store.run(run_id)
         if state is None:
             raise UnknownRun(f"no committed state for run {run_id!r}")
@@ -377,7 +378,7 @@ class Runtime:
             case StartChild():
                 return self._start_child(effect)
             case CancelChild():
-                cancel_child(self.store, effect.child)
+                cancel_child(self.store, effect.child.run_id)
             case _:
                 assert_never(effect)
         return None
