@@ -22,6 +22,8 @@ from runkernel.adapters.ports import (
     ToolReply,
 )
 from runkernel.adapters.runtime import Runtime
+from runkernel.adapters.store import LeaseLost
+from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import EndRequest
@@ -229,3 +231,31 @@ def test_children_name_their_parent_and_a_quiet_parent_is_woken_by_a_childs_end(
     assert ended_children(store, PARENT) == ["d2"]
     assert parents_to_wake(store, [PARENT, "nobody"]) == [PARENT]
 
+
+
+class _LateModel(_Model):
+    """The parent's first inference takes so long that its lease is too close to its
+    expiry to start an executor once the batch is committed (it is still good for commits)."""
+
+    def __init__(self, now: list[float]) -> None:
+        self.now = now
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        if request.run_id == PARENT and request.step == 1:
+            self.now[0] = 6.0
+        return super().infer(request)
+
+
+def test_a_leased_runtime_rechecks_the_parents_lease_before_it_activates_a_child() -> None:
+    # W1: a concurrent delegation's executor is its child's activation
+    now = [0.0]
+    store = MemoryStore(clock=lambda: now[0])
+    keeper = LeaseKeeper(store, "w1", duration=10.0, margin=5.0, monotonic=lambda: 0.0)
+    tools, _, _ = _registry()
+    runtime = Runtime(store, _LateModel(now), tools, leases=keeper, self_check=True)
+    with pytest.raises(LeaseLost):
+        runtime.start("t1", PARENT, (Message(Role.USER, "go"),))
+    snapshot = store.run(PARENT)
+    assert snapshot is not None and snapshot.batch is not None
+    assert any(isinstance(c.status, CallExecuting) for c in snapshot.batch.calls)
+    assert [child for child in _children(store) if store.run(child) is not None] == []  # nothing activated

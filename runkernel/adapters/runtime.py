@@ -558,6 +558,10 @@ class Runtime:
         child's terminus if it has ended; a running child leaves the parent quiet."""
         self._watched.add((effect.parent.run_id, effect.call_id))
         if self.store.run(effect.child.run_id) is None:
+            if self.leases is not None:
+                # W1: the activation is the delegation's executor, started only under a
+                # lease still valid past its margin (as the push driver does)
+                self.leases.before_executor(effect.parent.run_id)
             head = self.store.thread_head(effect.child.thread_id)
             activation = decide(
                 None,
