@@ -314,3 +314,27 @@ def test_the_judge_refuses_a_member_waiting_while_another_starts_in_the_same_com
     bad["disposition"] = {"state": "awaiting", "ticket": {"ticket_id": "tk-planted-0002", "wait": "approval", "call_id": "d2"}}
     finding = check_lines([json.dumps(line).encode() for line in lines[: batch_open + 1] + [bad]])
     assert (finding.verdict, finding.line, finding.rule) == (Verdict.ILLEGAL, batch_open + 2, "group-gated-before-it-starts")
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["no crash", "crash after the resume commit"])
+def test_a_members_input_answer_reaches_its_child(crash: bool) -> None:
+    world = _World("d2", "input")
+    world.runtime().start("t", PARENT, (Message(Role.USER, "go"),))
+    state = world.parent()
+    assert isinstance(state.state, Awaiting)
+    ticket = state.state.ticket
+    answer = ResumeCommand(PARENT, ticket.ticket_id, ticket.wait, ProvideInput("more"))
+    assert isinstance(submit_resume(world.store, answer), int)
+    if crash:  # the member is Executing, its child not activated yet: recovery activates it
+        crash_at = _CrashAt(Boundary.AFTER_WRITE, Position.RESUME)
+        runtime = Runtime(world.store, _Model(), world.tools, gate=world.gate, crash=crash_at, self_check=True)
+        with pytest.raises(SimulatedCrash):
+            runtime.drive(PARENT)
+        assert world.children_running() and all(world.store.run(c) is None for c in world.children_running())
+    world.finish()
+    batches = [c.batch for c in world.store.commits("t") if c.batch is not None]
+    member = batches[-1].call("d2")  # the parent has ended: its last batch, as committed
+    assert member is not None and member.delegation is not None
+    activation = next(iter(world.store.commits(member.delegation.thread_id)))
+    assert [m.content for m in activation.messages] == [member.arguments, "more"]
+    world.judged_legal()

@@ -65,10 +65,13 @@ class ChildFound:
 
 def child_activation(effect: StartChild, head_version: int, app: str | None) -> Activate:
     """The activation of a concurrent delegation's child: its derived identity, the call's
-    arguments as its first user message, the parent call it answers to, and ``app`` (the
+    arguments as its first user message (then the input answer its gate wait committed,
+    if any), the parent call it answers to, and ``app`` (the
     parent's, so a worker of that app drives the child)."""
-    first = Message(Role.USER, effect.arguments)
-    return Activate(effect.child.thread_id, effect.child.run_id, head_version, (first,), app, effect.parent)
+    messages: tuple[Message, ...] = (Message(Role.USER, effect.arguments),)
+    if effect.resume_value is not None:
+        messages += (Message(Role.USER, effect.resume_value),)  # the member's input answer
+    return Activate(effect.child.thread_id, effect.child.run_id, head_version, messages, app, effect.parent)
 
 
 def find_child(store: Store, child: Delegation) -> ChildFound:

@@ -60,7 +60,14 @@ from runkernel.adapters.runtime_events import (
     RuntimeEvent,
     RuntimeProtocolError,
 )
-from runkernel.adapters.delegations import cancel_child, cancel_if_parent_ended, child_termini, find_child, is_quiet
+from runkernel.adapters.delegations import (
+    cancel_child,
+    cancel_if_parent_ended,
+    child_activation,
+    child_termini,
+    find_child,
+    is_quiet,
+)
 from runkernel.adapters.inbox import exact_refusal
 from runkernel.adapters.pending import due_timer
 from runkernel.adapters.invocation import invocation_scope
@@ -563,17 +570,8 @@ class Runtime:
                 # lease still valid past its margin (as the push driver does)
                 self.leases.before_executor(effect.parent.run_id)
             head = self.store.thread_head(effect.child.thread_id)
-            activation = decide(
-                None,
-                Activate(
-                    effect.child.thread_id,
-                    effect.child.run_id,
-                    head.version if head else 0,
-                    (Message(Role.USER, effect.arguments),),
-                    self.app,  # the parent's app: its workers drive the child too
-                    parent=effect.parent,
-                ),
-            )
+            # the parent's app: its workers drive the child too
+            activation = decide(None, child_activation(effect, head.version if head else 0, self.app))
             if isinstance(activation, Rejection):
                 raise RuntimeProtocolError(activation)
             assert activation.commit is not None

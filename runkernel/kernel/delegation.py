@@ -130,7 +130,7 @@ def _first_open(calls: Sequence[ToolCall]) -> int | None:
 
 
 def start_member(
-    thread_id: str, run_id: str, batch: ActiveToolBatch, call: ToolCall, attempt: int
+    thread_id: str, run_id: str, batch: ActiveToolBatch, call: ToolCall, attempt: int, resume_value: JsonValue = None
 ) -> tuple[ActiveToolBatch, StartChild]:
     """``batch`` with the group member ``call`` of the parent Run ``run_id`` Executing
     ``attempt`` with its child fixed, and the child's activation (its executor), to
@@ -138,7 +138,7 @@ def start_member(
     child = child_identity(run_id, call.operation_id, concurrent=True)
     parent = ParentCall(thread_id, run_id, call.call_id)
     started = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt), delegation=child))
-    return started, StartChild(call.call_id, attempt, child, parent, call.arguments)
+    return started, StartChild(call.call_id, attempt, child, parent, call.arguments, resume_value)
 
 
 def next_to_gate(batch: ActiveToolBatch, policies: Policies) -> ToolCall | None:

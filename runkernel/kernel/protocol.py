@@ -468,6 +468,9 @@ class StartChild:
     child: Delegation
     parent: ParentCall
     arguments: JsonValue
+    #: the committed input answer of the member's gate wait (an input wait resumed with
+    #: ``ProvideInput``), given to the child after its arguments; None without one
+    resume_value: JsonValue = None
 
 
 @frozen

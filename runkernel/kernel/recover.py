@@ -159,7 +159,14 @@ def _plan(row: RecoveryRow, state: RunSnapshot, policies: Policies) -> Decision:
         # reconnect against the store: an ended child completes the call, a running one
         # keeps the parent quiet, one never activated is activated (same attempt, same ids)
         effects: tuple[Effect, ...] = tuple(
-            StartChild(c.call_id, c.status.attempt, c.delegation, ParentCall(state.thread_id, state.run_id, c.call_id), c.arguments)
+            StartChild(
+                c.call_id,
+                c.status.attempt,
+                c.delegation,
+                ParentCall(state.thread_id, state.run_id, c.call_id),
+                c.arguments,
+                state.input_for(c.call_id),
+            )
             for c in executing_delegations(batch)
             if c.delegation is not None and isinstance(c.status, CallExecuting)
         )

@@ -133,7 +133,8 @@ def _apply_resume(
     )
     if isinstance(payload, (Approve, TimerFired, ProvideInput)) and is_group_call(call, policies):
         # a group member resumed from its gate wait runs alone, like an ordinary call
-        new, start = start_member(state.thread_id, state.run_id, batch, call, attempt + 1)
+        answer = payload.value if isinstance(payload, ProvideInput) else None
+        new, start = start_member(state.thread_id, state.run_id, batch, call, attempt + 1, answer)
         return settle(state, new, policies, events=(resumed,), follow_up=(start,))
     match payload:
         case Approve() | TimerFired():
