@@ -23,11 +23,7 @@ from runkernel.adapters.ports import (
     Permit,
     Provide,
     Refuse,
-    Returned,
-    StatusReply,
-    ToolInvocation,
     ToolRegistry,
-    ToolReply,
 )
 from runkernel.adapters.runtime import Runtime
 from runkernel.kernel.codec import commit_to_json
@@ -53,6 +49,7 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.values import EndCauseKind, JsonValue, ResultKind, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_lines
+from test_concurrent_delegations import _Tool
 
 PARENT = "parent"
 MEMBERS = ("d1", "d2", "d3")
@@ -69,19 +66,6 @@ class _Model:
                 return ModelReply("", calls + (ModelCall("fetch", {"q": 1}, "o4"),))
             return ModelReply("summary", end=EndCauseKind.COMPLETED)
         return ModelReply(f"answer {request.messages[0].content}", end=EndCauseKind.COMPLETED)
-
-
-class _Tool:
-    def __init__(self, policy: ToolPolicy) -> None:
-        self.policy = policy
-        self.runs = 0
-
-    def run(self, invocation: ToolInvocation) -> ToolReply:
-        self.runs += 1
-        return Returned({"ran": invocation.call_id})
-
-    def status(self, operation_id: str) -> StatusReply:
-        raise AssertionError("not a reconnect tool")
 
 
 class _Gate:

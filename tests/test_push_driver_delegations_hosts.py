@@ -151,30 +151,29 @@ class CrashAtParentEnd:
         return self.armed and (boundary, position) == (Boundary.AFTER_WRITE, Position.END)
 
 
-def test_a_crash_right_after_the_parents_end_still_cancels_its_running_children() -> None:
+def _parent_cancelled_and_crashed_right_after_its_end() -> tuple[CrashingStore, ChildrenRunning]:
+    """The quiet parent cancelled by its host, its writer dying right after the end
+    commit landed, before the children's cancels: the store, and the children it had running."""
     plan = CrashAtParentEnd()
     store = CrashingStore(plan)
-    driver, quiet, world = quiet_parent("sync", store)
+    driver, quiet, _ = quiet_parent("sync", store)
     plan.armed = True
     with pytest.raises(SimulatedCrash):
         driver.cancel()
     plan.armed = False
+    assert not any(store.pending_commands(child.run_id) for child in quiet.children)
+    return store, quiet
+
+
+def test_a_crash_right_after_the_parents_end_still_cancels_its_running_children() -> None:
+    store, quiet = _parent_cancelled_and_crashed_right_after_its_end()
     again = make_shell("sync", store, ids=SeededIds("again"), tools=TOOLS)
     assert isinstance(again.pick_up(PARENT), Done)
     assert all(store.pending_commands(child.run_id) for child in quiet.children)
 
 
 def test_a_child_of_a_parent_that_ended_before_its_cancels_is_cancelled_when_picked_up() -> None:
-    plan = CrashAtParentEnd()
-    store = CrashingStore(plan)
-    _, quiet, _ = quiet_parent("sync", store)
-    plan.armed = True
-    with pytest.raises(SimulatedCrash):
-        quiet_parent_driver = make_shell("sync", store, ids=SeededIds("end"), tools=TOOLS)
-        quiet_parent_driver.pick_up(PARENT)
-        quiet_parent_driver.cancel()
-    plan.armed = False
-    assert not any(store.pending_commands(child.run_id) for child in quiet.children)
+    store, quiet = _parent_cancelled_and_crashed_right_after_its_end()
     for child in quiet.children:  # nobody recovers the Ended parent: the children are work
         picked = make_shell("sync", store, ids=SeededIds(child.run_id), tools=TOOLS).pick_up(child.run_id)
         assert isinstance(picked, Done) and picked.cause.kind is EndCauseKind.CANCELLED, picked
