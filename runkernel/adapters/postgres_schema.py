@@ -19,7 +19,7 @@ from runkernel.adapters.serial import snapshot_from_json
 from runkernel.adapters.store import SchemaError, StoreUnavailable
 from runkernel.adapters.urls import BadStoreUrl
 from runkernel.adapters.urls import redacted as redacted  # the other PostgreSQL modules take it from here
-from runkernel.adapters.work import activation_parent, awaited_children, parent_columns
+from runkernel.adapters.work import STORE_TABLES, activation_parent, awaited_children, parent_columns
 
 SCHEMA_NAME = "runkernel-postgres"
 SCHEMA_VERSION = 2
@@ -27,20 +27,7 @@ SCHEMA_VERSION = 2
 #: An advisory lock key that serializes ``db init`` and ``db migrate`` runs.
 _SCHEMA_LOCK = 0x72756E6B  # "runk"
 
-_TABLES = (
-    "meta",
-    "threads",
-    "runs",
-    "commits",
-    "tickets",
-    "closed_batches",
-    "applied_resumes",
-    "inbox",
-    "checkpoints",
-    "reconciliations",
-    "leases",
-    "awaited_children",
-)
+_TABLES = STORE_TABLES
 
 #: What schema 2 adds (``db migrate`` runs these on a schema-1 store; a new store has
 #: them in its ``_SCHEMA``): work discovery finds a quiet parent by key.

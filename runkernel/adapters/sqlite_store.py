@@ -37,6 +37,7 @@ from runkernel.adapters.sqlite_open import (
 )
 from runkernel.adapters.leases import LeaseRow, acquired, commit_writer, is_own_landed_commit, require_held
 from runkernel.adapters.work import (
+    STORE_TABLES,
     RunSummary,
     awaited_children,
     listing_query,
@@ -146,20 +147,7 @@ CREATE TABLE leases (
 );
 """
 
-_TABLES = (
-    "meta",
-    "threads",
-    "runs",
-    "commits",
-    "tickets",
-    "closed_batches",
-    "applied_resumes",
-    "inbox",
-    "checkpoints",
-    "reconciliations",
-    "leases",
-    "awaited_children",
-)
+_TABLES = STORE_TABLES
 LAYOUT = Layout(SCHEMA_NAME, SCHEMA_VERSION, _TABLES)
 
 

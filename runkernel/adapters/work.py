@@ -27,6 +27,23 @@ from runkernel.kernel.policies import Policies, ToolPolicy
 from runkernel.kernel.state import Awaiting, CallAwaiting, Ended, ParentCall, Running, RunSnapshot
 from runkernel.kernel.values import WaitKind, instant
 
+#: The tables of a runkernel store, the same on SQLite and PostgreSQL (each store module
+#: gives their dialect's definitions; a store holding anything else is not opened).
+STORE_TABLES = (
+    "meta",
+    "threads",
+    "runs",
+    "commits",
+    "tickets",
+    "closed_batches",
+    "applied_resumes",
+    "inbox",
+    "checkpoints",
+    "reconciliations",
+    "leases",
+    "awaited_children",
+)
+
 #: How a store reads a call committed without a policy when it judges quietness: as a
 #: delegation that may start now. A store has no host policies, and taking such a Run
 #: for not quiet only costs a drive, where the other reading could leave it undriven.
