@@ -82,26 +82,26 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _tell_failure(run_id: str, error: BaseException) -> None:
     """One line for the operator per failed drive; the worker goes on with other Runs."""
-    lines = str(error).strip().splitlines()
-    what = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
-    print(
-        f"runkernel worker: run {printable(run_id)}: {printable(what)} (lease released; the Run is tried again later)",
-        file=sys.stderr,
-        flush=True,
-    )
+    what = _first_line(type(error).__name__, str(error))
+    _tell(run_id, f"{what} (lease released; the Run is tried again later)")
 
 
 def _tell_tool_raised(event: RuntimeEvent) -> None:
     """One line per tool that raised: its call is committed (a retryable error for a
     replay tool, an unknown outcome otherwise), and the operator hears why."""
     if isinstance(event, ToolRaised):
-        what = f"{event.error.type}: {(event.error.message.strip().splitlines() or [''])[0]}"
-        print(
-            f"runkernel worker: run {printable(event.run_id)}: tool call {printable(event.call_id)} attempt "
-            f"{event.attempt} raised {printable(what)} (committed as the call's outcome)",
-            file=sys.stderr,
-            flush=True,
-        )
+        what = _first_line(event.error.type, event.error.message)
+        call = f"tool call {event.call_id} attempt {event.attempt}"
+        _tell(event.run_id, f"{call} raised {what} (committed as the call's outcome)")
+
+
+def _first_line(kind: str, message: str) -> str:
+    lines = message.strip().splitlines()
+    return f"{kind}: {lines[0]}" if lines else kind
+
+
+def _tell(run_id: str, what: str) -> None:
+    print(f"runkernel worker: run {printable(run_id)}: {printable(what)}", file=sys.stderr, flush=True)
 
 
 def _report_line(worker_id: str, report: WorkerReport) -> str:
