@@ -77,6 +77,12 @@ GROUP_ROUND_UNIT = unit("tests/test_group_gate.py::test_every_gate_answer_on_eve
 GROUP_STATE_UNIT = unit(
     "tests/test_group_gate.py::test_the_judge_refuses_a_member_waiting_while_another_starts_in_the_same_commit"
 )
+SQLITE_LEASE_RACE_UNIT = unit(
+    "tests/test_lease_race.py::test_processes_taking_one_runs_lease_at_one_instant_are_granted_it_once"
+)
+MEMORY_LEASE_RACE_UNIT = unit(
+    "tests/test_lease_race.py::test_threads_taking_one_runs_lease_at_one_instant_are_granted_it_once"
+)
 
 
 def example(name: str) -> Detector:
@@ -242,6 +248,26 @@ MUTANTS: tuple[Mutant, ...] = (
         "            not (executing and waiting),\n",
         "            True,\n",
         GROUP_STATE_UNIT,
+    ),
+    Mutant(
+        "the SQLite store reads a Run's lease before its write transaction",
+        "runkernel/adapters/sqlite_store.py",
+        "        with self._immediate(\"taking a lease\"):\n"
+        "            lease = acquired(run_id, self._lease_row(run_id), worker_id, duration, self._clock())\n",
+        "        row = self._lease_row(run_id)\n"
+        "        with self._immediate(\"taking a lease\"):\n"
+        "            lease = acquired(run_id, row, worker_id, duration, self._clock())\n",
+        SQLITE_LEASE_RACE_UNIT,
+    ),
+    Mutant(
+        "the memory store reads a Run's lease outside its lock",
+        "runkernel/adapters/memory_store.py",
+        "        with self._lock:\n"
+        "            lease = acquired(run_id, self._leases.get(run_id), worker_id, duration, self._clock())\n",
+        "        row = self._leases.get(run_id)\n"
+        "        with self._lock:\n"
+        "            lease = acquired(run_id, row, worker_id, duration, self._clock())\n",
+        MEMORY_LEASE_RACE_UNIT,
     ),
 )
 
