@@ -84,6 +84,19 @@ MEMORY_LEASE_RACE_UNIT = unit(
     "tests/test_lease_race.py::test_threads_taking_one_runs_lease_at_one_instant_are_granted_it_once"
 )
 
+PG_LOST_ACK_WRITER_UNIT = unit(
+    "tests/test_postgres_lost_ack.py::"
+    "test_a_lost_acknowledgement_adopts_the_identical_commit_only_if_this_writer_wrote_it[another worker]"
+)
+PG_RESEND_WRITER_UNIT = unit(
+    "tests/test_postgres_lost_ack.py::"
+    "test_an_identical_commit_landing_between_the_lookup_and_the_resend_is_a_conflict[another worker]"
+)
+LOST_REPLY_EPOCH_UNIT = unit(
+    "tests/test_store_conformance.py::"
+    "test_a_retry_after_a_lost_reply_adopts_the_identical_commit_only_if_this_writer_wrote_it"
+    "[sqlite-this worker id at a later epoch]"
+)
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -268,6 +281,34 @@ MUTANTS: tuple[Mutant, ...] = (
         "        with self._lock:\n"
         "            lease = acquired(run_id, row, worker_id, duration, self._clock())\n",
         MEMORY_LEASE_RACE_UNIT,
+    ),
+    Mutant(
+        "a lost acknowledgement adopts another writer's identical commit",
+        "runkernel/adapters/postgres_store.py",
+        "                if sent and stored[:2] == (sent[-1][1], None if lease is None else lease.writer):\n",
+        "                if sent and stored[0] == sent[-1][1]:\n",
+        PG_LOST_ACK_WRITER_UNIT,
+    ),
+    Mutant(
+        "a resend after a lost connection adopts an identical commit before its writer is compared",
+        "runkernel/adapters/postgres_store.py",
+        "        if not mine or writer != (None if lease is None else lease.writer):\n"
+        "            return None\n"
+        "        if lost and sent:\n",
+        "        if lost and sent and mine:\n"
+        "            self.adopted_after_lost_ack += 1\n"
+        "            return sent[-1][0]\n"
+        "        if not mine or writer != (None if lease is None else lease.writer):\n"
+        "            return None\n"
+        "        if lost and sent:\n",
+        PG_RESEND_WRITER_UNIT,
+    ),
+    Mutant(
+        "a retried commit is recognized by worker id, not by its lease epoch",
+        "runkernel/adapters/leases.py",
+        "        and stored_writer == lease.writer\n",
+        "        and stored_writer is not None and stored_writer.worker_id == lease.worker_id\n",
+        LOST_REPLY_EPOCH_UNIT,
     ),
 )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
@@ -20,12 +20,16 @@ from runkernel.adapters.store import (
     Checkpoint,
     CommitConflict,
     IllegalCommit,
+    Lease,
+    LeaseLost,
     Reconciliation,
     SchemaError,
+    Settlement,
     Store,
+    StoreUnavailable,
 )
 from runkernel.kernel.rules import Rule
-from runkernel.kernel.state import Awaiting, Ended, ThreadCommit
+from runkernel.kernel.state import Awaiting, Ended, RunSnapshot, ThreadCommit
 from runkernel.specs.checker import Verdict, check_commits
 
 
@@ -37,6 +41,108 @@ class TestRunkernelStores(StoreContract):
         made: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "store.db")
         yield made
         made.close()
+
+
+# --- W4 on the in-process stores: a retry after a lost reply ---------------------------
+
+
+class _LosesOneReply:
+    """Append number ``lose_at`` (1-based) reports ``StoreUnavailable``, as a connection
+    dropped around the commit would: after it landed when ``instead`` is None (only the
+    reply was lost), else without it landing, ``instead`` running in its place (what
+    another writer did meanwhile)."""
+
+    lose_at: int
+    instead: Callable[[], None] | None
+    appends: int
+
+    def append(
+        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+    ) -> RunSnapshot:
+        self.appends += 1
+        if self.appends != self.lose_at:
+            stored: RunSnapshot = super().append(commit, settle, lease=lease)  # type: ignore[misc]
+            return stored
+        if self.instead is None:
+            super().append(commit, settle, lease=lease)  # type: ignore[misc]
+        else:
+            self.instead()
+        raise StoreUnavailable("the connection dropped around the commit (injected)")
+
+
+class _MemoryLosesOneReply(_LosesOneReply, MemoryStore):
+    def __init__(self, lose_at: int) -> None:
+        super().__init__()
+        self.lose_at, self.instead, self.appends = lose_at, None, 0
+
+
+class _SqliteLosesOneReply(_LosesOneReply, SqliteStore):
+    def __init__(self, path: Path, lose_at: int) -> None:
+        super().__init__(path)
+        self.lose_at, self.instead, self.appends = lose_at, None, 0
+
+
+#: who committed the identical commit at the version whose reply worker-a (epoch 1)
+#: lost: the worker id the taker of the lease acquires it as, or None for worker-a's own
+WHO_WROTE_IT = {"this writer": None, "another worker": "worker-b", "this worker id at a later epoch": "worker-a"}
+
+
+@pytest.mark.parametrize("wrote_it", list(WHO_WROTE_IT))
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_retry_after_a_lost_reply_adopts_the_identical_commit_only_if_this_writer_wrote_it(
+    kind: str, wrote_it: str, tmp_path: Path
+) -> None:
+    """W4 by writer, on the stores with no connection to drop: the caller retries a
+    commit whose reply it lost, as the runtime and the driver do (``StoreUnavailable``,
+    then the same append under the same lease), and the store alone recognizes it. Its
+    own landed commit is adopted; the very same ThreadCommit committed at that version by
+    a taker of the lease (another worker, or this worker id at a later epoch) is refused,
+    never adopted, and the row stays the taker's."""
+    lose_at = 3  # the activation and one step land first
+    store: _MemoryLosesOneReply | _SqliteLosesOneReply = (
+        _MemoryLosesOneReply(lose_at) if kind == "memory" else _SqliteLosesOneReply(tmp_path / "s.db", lose_at)
+    )
+    commits = text_run("t1", "r1", 2)
+    taker_id = WHO_WROTE_IT[wrote_it]
+    lease = store.acquire_lease("r1", "worker-a", 600.0)
+    takers: list[object] = []
+
+    def the_taker_commits_it() -> None:
+        # worker-a's lease ends (in life it expires while worker-a stalls); the taker
+        # acquires a later epoch and commits the identical commit, replaying the step
+        assert taker_id is not None
+        store.release_lease(lease)
+        taker = store.acquire_lease("r1", taker_id, 600.0)
+        store.append(commits[2], lease=taker)
+        takers.append(taker.writer)
+
+    store.instead = None if taker_id is None else the_taker_commits_it
+    store.append(commits[0], lease=lease)
+    store.append(commits[1], lease=lease)
+    with pytest.raises(StoreUnavailable):
+        store.append(commits[2], lease=lease)
+    answer: RunSnapshot | CommitConflict | LeaseLost
+    try:
+        answer = store.append(commits[2], lease=lease)  # the retry, as it is
+    except (CommitConflict, LeaseLost) as refusal:
+        answer = refusal
+    stored = list(store.commits("t1"))
+    writer = store.writer_of("t1", 3)
+    at_three = [c.version for c in stored].count(3)
+    print(
+        f"{kind}, reply lost, identical commit by {wrote_it}: appends {store.appends}, "
+        f"answer {type(answer).__name__}, rows at version 3: {at_three}, writer {writer}"
+    )
+    assert stored == commits and at_three == 1  # never written twice, nothing lost
+    if taker_id is None:
+        assert answer == store.run("r1")
+        assert writer == lease.writer
+    else:
+        assert takers == [writer] and writer != lease.writer
+        # refused, whichever check says it first: worker-a's lease is gone (LeaseLost)
+        # or the version is taken (CommitConflict); never adopted as worker-a's own
+        assert isinstance(answer, (CommitConflict, LeaseLost)), "another writer's identical commit was adopted"
+    store.close()
 
 
 # --- SQLite specifics ------------------------------------------------------------------
