@@ -1,10 +1,10 @@
 """Stores that force what happens around a driver's Executing commit, the commit an
 executor start follows, so a test reaches its race by construction, never by timing:
 
-- ``before_executing`` runs once, just before the first Executing commit is written: a
-  rival's write lands between this driver's decision and its own write;
-- ``after_executing`` runs once, right after the first Executing commit landed and
-  before its reply returns: the lease is lost at that instant;
+- ``before_executing(commit)`` runs once, just before the first Executing commit is
+  written: a rival's write lands between this driver's decision and its own write;
+- ``after_executing(commit)`` runs once, right after the first Executing commit landed
+  and before its reply returns: the lease is lost at that instant;
 - ``refuse_executing`` answers ``CommitConflict`` once, to the first Executing commit,
   and writes nothing (a store that says another writer won).
 
@@ -39,11 +39,10 @@ def starts_a_call(commit: ThreadCommit) -> bool:
 class InterleavedStore(Store, Protocol):
     """A store with the hooks above."""
 
-    before_executing: Callable[[], None] | None
-    after_executing: Callable[[], None] | None
+    before_executing: Callable[[ThreadCommit], None] | None
+    after_executing: Callable[[ThreadCommit], None] | None
     refuse_executing: bool
-    #: Executing commits this store was asked to write, and the conflicts it made up
-    executing_appends: int
+    #: the conflicts this store made up
     conflicts_answered: int
 
     def close(self) -> None: ...
@@ -52,10 +51,9 @@ class InterleavedStore(Store, Protocol):
 class _AtExecuting:
     """The hooks, mixed into a real store (each fires once, then is cleared)."""
 
-    before_executing: Callable[[], None] | None = None
-    after_executing: Callable[[], None] | None = None
+    before_executing: Callable[[ThreadCommit], None] | None = None
+    after_executing: Callable[[ThreadCommit], None] | None = None
     refuse_executing = False
-    executing_appends = 0
     conflicts_answered = 0
 
     def append(
@@ -63,18 +61,17 @@ class _AtExecuting:
     ) -> RunSnapshot:
         if not starts_a_call(commit):
             return super().append(commit, settle, lease=lease)  # type: ignore[misc, no-any-return]
-        self.executing_appends += 1
         if self.refuse_executing:
             self.refuse_executing = False
             self.conflicts_answered += 1
             raise CommitConflict(Rejection(Rule.VERSION, "another writer won this version (injected)"))
         before, self.before_executing = self.before_executing, None
         if before is not None:
-            before()
+            before(commit)
         stored: RunSnapshot = super().append(commit, settle, lease=lease)  # type: ignore[misc]
         after, self.after_executing = self.after_executing, None
         if after is not None:
-            after()
+            after(commit)
         return stored
 
 
