@@ -22,7 +22,15 @@ from postgres_support import postgres_url
 from push_host import POLICIES, SHELLS, Reply, SeededIds, World, make_shell, play
 from runkernel.adapters.driver import Driver
 from runkernel.adapters.driver_actions import Action, Done, DriverStopped, RunCall
-from runkernel.adapters.ports import InferenceRequest, ModelCall, ModelReply, Returned, StatusReply, ToolInvocation, ToolRegistry
+from runkernel.adapters.ports import (
+    InferenceRequest,
+    ModelCall,
+    ModelReply,
+    Returned,
+    StatusReply,
+    ToolInvocation,
+    ToolRegistry,
+)
 from runkernel.adapters.runtime import Runtime
 from runkernel.adapters.store import CommitConflict, Store
 from runkernel.kernel.policies import Policies, ToolPolicy
@@ -151,7 +159,8 @@ def test_a_push_driver_whose_executing_commit_loses_to_another_driver_hands_out_
     commits = legal(rival_store)
     print(
         f"lost commit, push [{kind}/{store_kind}]: Executing{{2}} decided by 2 drivers, written by 1; "
-        f"RunCalls handed by the loser {len(handed_by_loser)}, by the winner {len(won)}; starts {world.starts}; commits {commits}"
+        f"RunCalls handed by the loser {len(handed_by_loser)}, by the winner {len(won)}; "
+        f"starts {world.starts}; commits {commits}"
     )
 
 
