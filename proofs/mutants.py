@@ -83,6 +83,16 @@ SQLITE_LEASE_RACE_UNIT = unit(
 MEMORY_LEASE_RACE_UNIT = unit(
     "tests/test_lease_race.py::test_threads_taking_one_runs_lease_at_one_instant_are_granted_it_once"
 )
+PUSH_LEASE_LOSS_UNIT = unit(
+    "tests/test_push_driver_lease_loss.py::"
+    "test_a_push_driver_whose_lease_is_lost_after_its_executing_commit_hands_out_no_run_call"
+)
+PUSH_LOST_COMMIT_UNIT = unit(
+    "tests/test_lost_commit_stops.py::test_a_push_driver_whose_executing_commit_loses_to_another_driver_hands_out_nothing"
+)
+PULL_LOST_COMMIT_UNIT = unit(
+    "tests/test_lost_commit_stops.py::test_a_runtime_whose_executing_commit_loses_to_another_runtime_starts_nothing"
+)
 
 PG_LOST_ACK_WRITER_UNIT = unit(
     "tests/test_postgres_lost_ack.py::"
@@ -309,6 +319,37 @@ MUTANTS: tuple[Mutant, ...] = (
         "        and stored_writer == lease.writer\n",
         "        and stored_writer is not None and stored_writer.worker_id == lease.worker_id\n",
         LOST_REPLY_EPOCH_UNIT,
+    ),
+    Mutant(
+        "the push driver hands out RunCall without re-checking its lease",
+        "runkernel/adapters/driver_shell.py",
+        "                lease = self.leases.before_executor(action.run_id)\n",
+        "                lease = self.leases.held(action.run_id)\n",
+        PUSH_LEASE_LOSS_UNIT,
+    ),
+    Mutant(
+        "the push driver carries on after its commit lost to another writer",
+        "runkernel/adapters/driver_shell.py",
+        "            case Append():\n"
+        "                stored = store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n",
+        "            case Append():\n"
+        "                try:\n"
+        "                    stored = store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n"
+        "                except CommitConflict:\n"
+        "                    stored = store.run(op.commit.run_id)  # another writer got there: carry on from its state\n",
+        PUSH_LOST_COMMIT_UNIT,
+    ),
+    Mutant(
+        "the pull runtime carries on after its commit lost to another writer",
+        "runkernel/adapters/runtime.py",
+        "        stored = self._append(commit, settle)\n",
+        "        from runkernel.adapters.store import CommitConflict\n"
+        "\n"
+        "        try:\n"
+        "            stored = self._append(commit, settle)\n"
+        "        except CommitConflict:\n"
+        "            stored = self.store.run(commit.run_id)  # another writer got there: carry on from its state\n",
+        PULL_LOST_COMMIT_UNIT,
     ),
 )
 

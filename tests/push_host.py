@@ -30,6 +30,7 @@ from runkernel.adapters.driver_actions import (
 )
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.store import Lease, Settlement, Store
+from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, Permit, utc_now
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus, ResumePayload
@@ -324,11 +325,21 @@ def make_shell(
     clock: Clock = utc_now,
     tools: Mapping[str, ToolPolicy] = POLICIES,
     app: str | None = None,
+    leases: LeaseKeeper | None = None,
 ) -> Shell:
     """A ``Driver`` or a blocking ``AsyncDriver`` with the test tools' policies."""
     if kind == "sync":
-        return Driver(store, tools, gate=gate or ApprovalGate(), max_steps=max_steps, ids=ids, clock=clock, app=app)
+        return Driver(
+            store, tools, gate=gate or ApprovalGate(), max_steps=max_steps, ids=ids, clock=clock, app=app, leases=leases
+        )
     driver = AsyncDriver(
-        store, tools, gate=gate or AsyncApprovalGate(), max_steps=max_steps, ids=ids, clock=clock, app=app
+        store,
+        tools,
+        gate=gate or AsyncApprovalGate(),
+        max_steps=max_steps,
+        ids=ids,
+        clock=clock,
+        app=app,
+        leases=leases,
     )
     return BlockingAsync(driver)
