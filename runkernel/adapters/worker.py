@@ -245,6 +245,7 @@ class Worker:
             on_event=self._event,
             leases=self.leases,
             app=self.app.name,
+            hooks=self.app.hooks,
         )
 
     def _drive_pull(self, run_id: str) -> None:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from attrs import frozen
 
-from runkernel.adapters.ports import GatePort, ModelPort, Observer, ToolRegistry
+from runkernel.adapters.ports import GatePort, HookPort, ModelPort, Observer, ToolRegistry
 from runkernel.errors import RunkernelError
 from runkernel.kernel.policies import ToolPolicy
 
@@ -45,13 +45,15 @@ class AppLoadError(RunkernelError):
 
 @frozen
 class RuntimeApp:
-    """A worker app for the pull-mode runtime: its name and its ports."""
+    """A worker app for the pull-mode runtime: its name and its ports (``hooks`` answer
+    StepStart/BeforeInference and AfterTool, as ``Runtime`` takes them)."""
 
     name: str
     model: ModelPort
     tools: ToolRegistry
     gate: GatePort | None = None
     observer: Observer | None = None
+    hooks: HookPort | None = None
 
 
 @runtime_checkable
