@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 from attrs import define, field, frozen
@@ -29,12 +30,13 @@ from runkernel.adapters.driver_actions import (
     WaitFor,
 )
 from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import Lease, Settlement, Store
 from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, Permit, utc_now
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus, ResumePayload
-from runkernel.kernel.state import CallExecuting, Message, RunSnapshot, ThreadCommit, ToolCall, TypedError
+from runkernel.kernel.state import CallExecuting, Message, RunSnapshot, Staged, ThreadCommit, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
 
 T = TypeVar("T")
@@ -61,6 +63,7 @@ class Shell(Protocol):
         *,
         end: EndCauseKind | None = None,
         metadata: JsonValue = None,
+        staged: Staged | None = None,
     ) -> Action: ...
 
     def checkpoint(self, partial: JsonValue) -> Action: ...
@@ -119,8 +122,9 @@ class BlockingAsync:
         *,
         end: EndCauseKind | None = None,
         metadata: JsonValue = None,
+        staged: Staged | None = None,
     ) -> Action:
-        return self._run(self.driver.inferred(content, calls, end=end, metadata=metadata))
+        return self._run(self.driver.inferred(content, calls, end=end, metadata=metadata, staged=staged))
 
     def checkpoint(self, partial: JsonValue) -> Action:
         return self._run(self.driver.checkpoint(partial))
@@ -278,24 +282,63 @@ def assert_durable(store: MemoryStore, action: RunCall) -> None:
 
 
 
-class CrashingStore(MemoryStore):
-    """A memory store whose writer dies at the plan's boundary: before a write lands, or
-    after it landed but before the driver heard back."""
+#: What a dying write raises, given where it died: the writer's death by default, or a
+#: store failure (``StoreUnavailable``, ``CommitConflict``) the writer lives through.
+Failure = Callable[[Boundary, Position], Exception]
 
-    def __init__(self, plan: CrashPlan) -> None:
-        super().__init__()
-        self.plan = plan
+
+class _FailingAppends:
+    """The append of a store whose writer dies at the plan's boundary: before a write
+    lands, or after it landed but before the writer heard back."""
+
+    plan: CrashPlan
+    failure: Failure
 
     def append(
         self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
     ) -> RunSnapshot:
-        position = position_of(self.run(commit.run_id), commit)
+        position = position_of(self.run(commit.run_id), commit)  # type: ignore[attr-defined]
         if self.plan.crash_here(Boundary.BEFORE_WRITE, position):
-            raise SimulatedCrash(Boundary.BEFORE_WRITE, position)
-        stored = super().append(commit, settle, lease=lease)
+            raise self.failure(Boundary.BEFORE_WRITE, position)
+        stored: RunSnapshot = super().append(commit, settle, lease=lease)  # type: ignore[misc]
         if self.plan.crash_here(Boundary.AFTER_WRITE, position):
-            raise SimulatedCrash(Boundary.AFTER_WRITE, position)
+            raise self.failure(Boundary.AFTER_WRITE, position)
         return stored
+
+
+class CrashingStore(_FailingAppends, MemoryStore):
+    """A memory store whose writer dies (or whose write fails) at the plan's boundary."""
+
+    def __init__(self, plan: CrashPlan, failure: Failure = SimulatedCrash) -> None:
+        super().__init__()
+        self.plan = plan
+        self.failure = failure
+
+
+class SqliteCrashingStore(_FailingAppends, SqliteStore):
+    """The same on a SQLite file: a write that fails after it landed is committed."""
+
+    def __init__(self, path: Path, plan: CrashPlan, failure: Failure = SimulatedCrash) -> None:
+        super().__init__(path)
+        self.plan = plan
+        self.failure = failure
+
+
+class FailAt:
+    """A plan that fires at the first ``times`` ``boundary`` boundaries of commits at
+    ``position`` (a write retried as it is meets the same boundary again)."""
+
+    def __init__(self, boundary: Boundary, position: Position, times: int = 1) -> None:
+        self.boundary, self.position = boundary, position
+        self.left = times
+        self.fired = 0
+
+    def crash_here(self, boundary: Boundary, position: Position) -> bool:
+        if self.left == 0 or (boundary, position) != (self.boundary, self.position):
+            return False
+        self.left -= 1
+        self.fired += 1
+        return True
 
 
 class SeededIds:

@@ -1,0 +1,274 @@
+"""Hooks in a runtime that lives on after a failed commit (DESIGN.md, Step and ToolBatch:
+hooks): "Staging that was not committed before a crash is lost and re-derived by
+running the hook again: a hook's answer is never truth until committed."
+
+The stateful test and the simulator build a fresh runtime for every drive. Here the
+same pull-mode ``Runtime``, the same ``Worker`` (which keeps one runtime) and the same
+push-mode ``Driver`` drive the Run again after the commit that would have carried the
+hook's staged state S1 failed: the hook must run again, and the staged state committed
+is its new answer S2, never S1; the request-only context reaches only its own inference
+request and never a commit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from push_host import SHELLS, CrashingStore, Failure, FailAt, SeededIds, SqliteCrashingStore, make_shell
+from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from runkernel.adapters.driver_actions import CallRequest, Done, DriverStopped, Infer, RunCall
+from runkernel.adapters.ports import (
+    InferenceRequest,
+    ModelCall,
+    ModelReply,
+    Returned,
+    Staging,
+    StatusReply,
+    ToolInvocation,
+    ToolRegistry,
+    ToolReply,
+)
+from runkernel.adapters.runtime import Runtime
+from runkernel.adapters.store import CommitConflict, Store, StoreUnavailable
+from runkernel.adapters.worker import Worker
+from runkernel.adapters.worker_app import RuntimeApp
+from runkernel.adapters.worker_lease import APPEND_RETRIES
+from runkernel.conformance.runs import step
+from runkernel.kernel.codec import commit_to_json
+from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
+from runkernel.kernel.protocol import Activate, OperationStatus
+from runkernel.kernel.rules import Rejection, Rule
+from runkernel.kernel.state import Ended, Message, Staged
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role
+from runkernel.specs.checker import Verdict, check_lines
+
+#: In every request-only context: no committed or exported line may ever contain it.
+CONTEXT_MARK = "request-only-context"
+REPLAY = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY))
+
+
+def _conflict(boundary: Boundary, position: Position) -> Exception:
+    return CommitConflict(Rejection(Rule.VERSION, f"another writer won at {position.value} (injected)"))
+
+
+def _unavailable(boundary: Boundary, position: Position) -> Exception:
+    return StoreUnavailable(f"database restarted at {position.value} (injected)")
+
+
+#: How the commit that would carry S1 fails, and what the driving object raises for it.
+FAILURES: dict[str, tuple[Failure, type[Exception]]] = {
+    "writer_died": (SimulatedCrash, SimulatedCrash),
+    "store_unavailable": (_unavailable, StoreUnavailable),
+    "commit_conflict": (_conflict, CommitConflict),
+}
+
+
+class CountingHooks:
+    """Each BeforeInference answer is new: staged state ``{"step", "answer": n}`` and a
+    request-only context naming the same serial ``n``. Keeps what it was handed."""
+
+    def __init__(self) -> None:
+        self.answers = 0
+        #: (step, the staged state it was handed) per call
+        self.seen: list[tuple[int, JsonValue]] = []
+        self.reactions = 0
+
+    def before_inference(self, run_id: str, step: int, staged: JsonValue) -> Staging:
+        self.answers += 1
+        self.seen.append((step, staged))
+        return Staging(
+            Staged({"step": step, "answer": self.answers}),
+            context={"mark": CONTEXT_MARK, "answer": self.answers},
+        )
+
+    def after_tool(self, run_id: str, call_id: str, attempt: int, reply: ToolReply) -> JsonValue:
+        self.reactions += 1
+        return {"reacted": call_id, "attempt": attempt, "reaction": self.reactions}
+
+
+class OneCallModel:
+    """Step 1 calls ``fetch``; step 2 ends. Keeps each request's request-only context."""
+
+    def __init__(self) -> None:
+        self.contexts: list[tuple[int, JsonValue]] = []
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        self.contexts.append((request.step, request.context))
+        if request.step == 1:
+            return ModelReply("fetching", (ModelCall("fetch", {"q": 1}, "c1"),))
+        return ModelReply("done", end=EndCauseKind.COMPLETED)
+
+
+class Fetch:
+    policy = REPLAY
+
+    def run(self, invocation: ToolInvocation) -> ToolReply:
+        return Returned({"got": invocation.arguments})
+
+    def status(self, operation_id: str) -> StatusReply:
+        return StatusReply(OperationStatus.NOT_FOUND)
+
+
+def _store(kind: str, tmp_path: Path, plan: FailAt, failure: Failure) -> CrashingStore | SqliteCrashingStore:
+    if kind == "memory":
+        return CrashingStore(plan, failure)
+    return SqliteCrashingStore(tmp_path / "hooks.db", plan, failure)
+
+
+def _batch_open_fails(times: int = 1) -> FailAt:
+    """The first commit of Step 1 (the batch, with the hook's staged state) is not written."""
+    return FailAt(Boundary.BEFORE_WRITE, Position.BATCH_OPEN, times)
+
+
+def _answer(n: int) -> dict[str, JsonValue]:
+    return {"step": 1, "answer": n}
+
+
+def _assert_only_the_second_answer_was_committed(store: Store, thread_id: str) -> None:
+    """Step 1's batch carries the hook's second answer; the first is in no commit, and no
+    request-only context is in any line."""
+    commits = list(store.commits(thread_id))
+    opened = [c for c in commits if c.step == 1 and any(m.role is Role.ASSISTANT for m in c.messages)]
+    assert [c.staged for c in opened] == [Staged(_answer(2))]
+    lines = [json.dumps(commit_to_json(c)) for c in commits]
+    assert not any(json.dumps(_answer(1)) in line for line in lines), "the uncommitted answer was committed"
+    assert not any(CONTEXT_MARK in line for line in lines), "a request-only context was committed"
+    finding = check_lines([line.encode() for line in lines])
+    assert finding.verdict is Verdict.LEGAL, finding
+
+
+# --- the pull-mode runtime, reused -------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("failure", sorted(FAILURES))
+def test_a_runtime_reused_after_a_failed_commit_runs_the_hook_again(
+    failure: str, kind: str, tmp_path: Path
+) -> None:
+    inject, raised = FAILURES[failure]
+    plan = _batch_open_fails()
+    store = _store(kind, tmp_path, plan, inject)
+    hooks, model = CountingHooks(), OneCallModel()
+    runtime = Runtime(store, model, ToolRegistry({"fetch": Fetch()}), hooks=hooks, self_check=True)
+    with pytest.raises(raised):
+        runtime.start("t", "r", (Message(Role.USER, "go"),))
+    assert plan.fired == 1
+    before = store.run("r")
+    assert before is not None and before.version == 1 and before.staged is None
+    outcome = runtime.drive("r")  # the same runtime object drives the Run again
+    assert isinstance(outcome.snapshot.state, Ended)
+    # Step 1's hook ran again, handed the committed staged state (none), not its lost answer
+    assert hooks.seen == [(1, None), (1, None), (2, _answer(2))]
+    # each inference request carries the context its own hook call just answered
+    assert model.contexts == [
+        (1, {"mark": CONTEXT_MARK, "answer": 1}),
+        (1, {"mark": CONTEXT_MARK, "answer": 2}),
+        (2, {"mark": CONTEXT_MARK, "answer": 3}),
+    ]
+    _assert_only_the_second_answer_was_committed(store, "t")
+    assert outcome.snapshot.staged == {"step": 2, "answer": 3}
+    print(f"runtime reused after {failure} ({kind}): hook asked {hooks.answers} times, committed answer 2 of step 1")
+    store.close()
+
+
+@pytest.mark.parametrize("failure", sorted(FAILURES))
+def test_a_runtime_reused_after_a_lost_result_commits_the_reaction_of_the_attempt_it_commits(failure: str) -> None:
+    """AfterTool's reaction is staged beside the call's terminal result: when that commit
+    fails, the replayed attempt's reaction is the one committed, never the lost one."""
+    inject, raised = FAILURES[failure]
+    plan = FailAt(Boundary.BEFORE_WRITE, Position.FINALIZE)  # the one call's result finalizes its batch
+    store = CrashingStore(plan, inject)
+    hooks = CountingHooks()
+    runtime = Runtime(store, OneCallModel(), ToolRegistry({"fetch": Fetch()}), hooks=hooks, self_check=True)
+    with pytest.raises(raised):
+        runtime.start("t", "r", (Message(Role.USER, "go"),))
+    assert plan.fired == 1 and hooks.reactions == 1
+    outcome = runtime.drive("r")  # replays the call (Executing{2}): AfterTool runs again
+    assert isinstance(outcome.snapshot.state, Ended)
+    assert hooks.reactions == 2
+    finalized = [c.batch for c in store.commits("t") if c.batch is not None and c.batch.finalized]
+    assert [b.calls[0].reaction for b in finalized] == [{"reacted": "c1", "attempt": 2, "reaction": 2}]
+    lines = [json.dumps(commit_to_json(c)) for c in store.commits("t")]
+    assert not any('"reaction": 1' in line for line in lines), "the lost attempt's reaction was committed"
+    assert check_lines([line.encode() for line in lines]).verdict is Verdict.LEGAL
+
+
+# --- the worker, which keeps one runtime -----------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("failure", ["writer_died", "store_down_through_every_retry", "commit_conflict"])
+def test_a_worker_that_drives_again_after_a_failed_commit_runs_the_hook_again(
+    failure: str, kind: str, tmp_path: Path
+) -> None:
+    # under a lease a write that failed is retried as it is (W4): the store must stay
+    # down through every retry for the drive to fail
+    inject: Failure
+    if failure == "store_down_through_every_retry":
+        plan, inject = _batch_open_fails(APPEND_RETRIES + 1), _unavailable
+    else:
+        plan, inject = _batch_open_fails(), FAILURES[failure][0]
+    store = _store(kind, tmp_path, plan, inject)
+    activation = step(None, Activate("t", "r", 0, (Message(Role.USER, "go"),), "hooked"))
+    assert activation.commit is not None
+    store.append(activation.commit)
+    hooks, model = CountingHooks(), OneCallModel()
+    app = RuntimeApp("hooked", model, ToolRegistry({"fetch": Fetch()}), hooks=hooks)
+    worker = Worker(store, app, worker_id="w1")
+    first = worker.run_once()
+    stopped = (first.conflicts, first.failures)
+    assert stopped == ((1, 0) if failure == "commit_conflict" else (0, 1)) and plan.left == 0
+    snapshot = store.run("r")
+    assert snapshot is not None and snapshot.version == 1 and snapshot.staged is None
+    # the same worker, and so the same runtime, drives the Run again (by name: after a
+    # conflict its lease stays in the store until it expires, so no poll finds it)
+    worker.drive("r")
+    second = worker.report
+    snapshot = store.run("r")
+    assert snapshot is not None and isinstance(snapshot.state, Ended)
+    assert hooks.seen == [(1, None), (1, None), (2, _answer(2))]
+    assert [context for _, context in model.contexts] == [
+        {"mark": CONTEXT_MARK, "answer": n} for n in (1, 2, 3)
+    ]
+    _assert_only_the_second_answer_was_committed(store, "t")
+    print(
+        f"worker after {failure} ({kind}): {plan.fired} failed writes, drives {second.drives}, "
+        f"failures {second.failures}, conflicts {second.conflicts}, hook asked {hooks.answers} times"
+    )
+    store.close()
+
+
+# --- the push-mode driver, reused ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("failure", sorted(FAILURES))
+def test_a_push_driver_reused_after_a_failed_commit_asks_for_the_staging_again(failure: str, shell: str) -> None:
+    inject, _ = FAILURES[failure]
+    plan = _batch_open_fails()
+    store = CrashingStore(plan, inject)
+    hooks = CountingHooks()  # the host's own hooks: a push-mode host runs them itself
+    driver = make_shell(shell, store, ids=SeededIds(), tools={"fetch": REPLAY})
+    action = driver.start(["go"], thread_id="t", run_id="r")
+    assert isinstance(action, Infer) and action.staged is None
+    staging = hooks.before_inference("r", action.step, action.staged)
+    with pytest.raises((DriverStopped, SimulatedCrash)):
+        driver.inferred("fetching", [CallRequest("fetch", {"q": 1}, "c1")], staged=staging.staged)
+    assert plan.fired == 1
+    picked = driver.next_action()  # the same driver picks the Run up again
+    # the Step is asked again with the committed staged state, not the lost answer
+    assert isinstance(picked, Infer) and picked.step == 1 and picked.staged is None
+    staging = hooks.before_inference("r", picked.step, picked.staged)
+    action = driver.inferred("fetching", [CallRequest("fetch", {"q": 1}, "c1")], staged=staging.staged)
+    assert isinstance(action, RunCall)
+    action = driver.call_returned(action.call_id, {"got": 1})
+    assert isinstance(action, Infer) and action.step == 2 and action.staged == _answer(2)
+    staging = hooks.before_inference("r", action.step, action.staged)
+    done = driver.inferred("done", end=EndCauseKind.COMPLETED, staged=staging.staged)
+    assert isinstance(done, Done)
+    assert hooks.seen == [(1, None), (1, None), (2, _answer(2))]
+    _assert_only_the_second_answer_was_committed(store, "t")
+    print(f"push driver [{shell}] reused after {failure}: Infer of step 1 handed twice, committed answer 2")
