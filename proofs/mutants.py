@@ -93,6 +93,23 @@ PUSH_LOST_COMMIT_UNIT = unit(
 PULL_LOST_COMMIT_UNIT = unit(
     "tests/test_lost_commit_stops.py::test_a_runtime_whose_executing_commit_loses_to_another_runtime_starts_nothing"
 )
+STAGING_REUSED_UNIT = unit(
+    "tests/test_hooks_after_a_failed_commit.py::test_a_runtime_reused_after_a_failed_commit_runs_the_hook_again"
+)
+REACTION_REUSED_UNIT = unit(
+    "tests/test_hooks_after_a_failed_commit.py::"
+    "test_a_runtime_reused_after_a_lost_result_commits_the_reaction_of_the_attempt_it_commits"
+)
+PUSH_SETTLED_AFTER_UNIT = unit(
+    "tests/test_push_inbox_settlement.py::test_a_push_driver_that_dies_right_after_applying_a_command_leaves_it_settled"
+)
+PUSH_SETTLED_BEFORE_UNIT = unit(
+    "tests/test_push_inbox_settlement.py::"
+    "test_a_command_whose_applying_commit_fails_stays_pending_and_is_applied_by_the_next_pick_up"
+)
+COMMITTED_RETRIES_UNIT = unit(
+    "tests/test_committed_retries.py::test_a_pull_mode_continuation_retries_as_the_batch_committed"
+)
 
 PG_LOST_ACK_WRITER_UNIT = unit(
     "tests/test_postgres_lost_ack.py::"
@@ -350,6 +367,53 @@ MUTANTS: tuple[Mutant, ...] = (
         "        except CommitConflict:\n"
         "            stored = self.store.run(commit.run_id)  # another writer got there: carry on from its state\n",
         PULL_LOST_COMMIT_UNIT,
+    ),
+    Mutant(
+        "a runtime reuses a hook's uncommitted staging in its next drive",
+        "runkernel/adapters/runtime.py",
+        "        staging = self.hooks.before_inference(state.run_id, effect.step, state.staged)\n",
+        "        answers = self.__dict__.setdefault(\"_staging_by_step\", {})  # the hooks run once per Step\n"
+        "        if (state.run_id, effect.step) not in answers:\n"
+        "            answers[(state.run_id, effect.step)] = self.hooks.before_inference(state.run_id, effect.step, state.staged)\n"
+        "        staging = answers[(state.run_id, effect.step)]\n",
+        STAGING_REUSED_UNIT,
+    ),
+    Mutant(
+        "a runtime reuses a lost attempt's AfterTool reaction",
+        "runkernel/adapters/runtime.py",
+        "            reaction = self.hooks.after_tool(state.run_id, effect.call_id, effect.attempt, reply)\n",
+        "            reactions = self.__dict__.setdefault(\"_reactions\", {})  # AfterTool runs once per call\n"
+        "            if (state.run_id, effect.call_id) not in reactions:\n"
+        "                reactions[(state.run_id, effect.call_id)] = self.hooks.after_tool(state.run_id, effect.call_id, effect.attempt, reply)\n"
+        "            reaction = reactions[(state.run_id, effect.call_id)]\n",
+        REACTION_REUSED_UNIT,
+    ),
+    Mutant(
+        "the push driver settles an inbox command after its commit, not in it",
+        "runkernel/adapters/driver_core.py",
+        "        settle = None if self.entry is None else Settlement(self.entry.entry_id, \"applied\")\n"
+        "        stored: RunSnapshot = yield Append(commit, settle)\n",
+        "        stored: RunSnapshot = yield Append(commit, None)\n"
+        "        if self.entry is not None:\n"
+        "            yield Settle(self.entry.entry_id, \"applied\")\n",
+        PUSH_SETTLED_AFTER_UNIT,
+    ),
+    Mutant(
+        "the push driver settles an inbox command before its commit, not in it",
+        "runkernel/adapters/driver_core.py",
+        "        settle = None if self.entry is None else Settlement(self.entry.entry_id, \"applied\")\n"
+        "        stored: RunSnapshot = yield Append(commit, settle)\n",
+        "        if self.entry is not None:\n"
+        "            yield Settle(self.entry.entry_id, \"applied\")\n"
+        "        stored: RunSnapshot = yield Append(commit, None)\n",
+        PUSH_SETTLED_BEFORE_UNIT,
+    ),
+    Mutant(
+        "retries follow the worker's configuration instead of the committed policy",
+        "runkernel/kernel/decide.py",
+        "            retry = call.policy_or(policies.for_tool(call.tool)).retry\n",
+        "            retry = policies.for_tool(call.tool).retry\n",
+        COMMITTED_RETRIES_UNIT,
     ),
 )
 
