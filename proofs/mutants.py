@@ -243,6 +243,27 @@ MUTANTS: tuple[Mutant, ...] = (
         "            True,\n",
         GROUP_STATE_UNIT,
     ),
+    Mutant(
+        "the judge accepts a resumed event on a commit that is not a resume",
+        "runkernel/kernel/validate.py",
+        "            not resumed,\n            Rule.RESUME,\n",
+        "            True,\n            Rule.RESUME,\n",
+        example("resume-matches-ticket--resumed-on-a-running-commit"),
+    ),
+    Mutant(
+        "the judge accepts a resumed event on a Run's activation",
+        "runkernel/kernel/validate.py",
+        "        not _resumed_events(commit.events),\n",
+        "        True,\n",
+        example("resume-matches-ticket--resumed-on-the-activation"),
+    ),
+    Mutant(
+        "the judge takes every commit leaving Awaiting for a resume",
+        "runkernel/kernel/validate.py",
+        "    if source is RunPhase.AWAITING and target is RunPhase.RUNNING:\n",
+        "    if source is RunPhase.AWAITING:\n",
+        example("resume-matches-ticket--resumed-on-the-cancel-of-an-awaiting-run"),
+    ),
 )
 
 
