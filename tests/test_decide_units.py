@@ -66,7 +66,7 @@ from runkernel.kernel.state import (
     TypedError,
 )
 from runkernel.kernel.delegation import child_identity
-from runkernel.kernel.validate import validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, validate_commit
 from runkernel.kernel.values import (
     EndCauseKind,
     IndeterminateReason,
@@ -389,7 +389,7 @@ def test_a_first_commit_carries_at_most_one_inference_result() -> None:
         None,
         (Message(Role.USER, "task"), Message(Role.ASSISTANT, "first"), Message(Role.ASSISTANT, "second")),
     )
-    verdict = validate_commit(None, None, two)
+    verdict = validate_commit(None, None, two, ticket_seen=NO_TICKETS_SEEN)
     assert isinstance(verdict, Rejection) and verdict.rule is Rule.FIRST_COMMIT
 
 
@@ -499,5 +499,5 @@ def test_a_wait_completes_only_with_the_result_its_kind_allows(kind: WaitKind, r
     commit = ThreadCommit(
         "t", "r", state.version, state.step, Running(), batch, (Message(Role.TOOL, "x", call_id="c0"),), (resumed,)
     )
-    verdict = validate_commit(ThreadHead("t", state.version, "r"), state, commit)
+    verdict = validate_commit(ThreadHead("t", state.version, "r"), state, commit, ticket_seen=NO_TICKETS_SEEN)
     assert isinstance(verdict, Rejection) and verdict.rule is Rule.EDGE_CONDITION, verdict
