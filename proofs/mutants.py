@@ -78,6 +78,14 @@ GROUP_STATE_UNIT = unit(
     "tests/test_group_gate.py::test_the_judge_refuses_a_member_waiting_while_another_starts_in_the_same_commit"
 )
 
+TICKET_SEEN_REQUIRED_UNIT = unit("tests/test_ticket_reuse.py::test_validate_commit_has_no_default_for_the_used_tickets")
+TICKET_SEEN_ASKED_UNIT = unit("tests/test_ticket_reuse.py::test_validate_commit_refuses_a_ticket_its_ticket_seen_knows")
+TRACE_JUDGE_TICKETS_UNIT = unit(
+    "tests/test_ticket_reuse.py::test_the_trace_judge_refuses_the_reused_ticket_when_fed_commits"
+)
+STORE_TICKETS_UNIT = unit(
+    "tests/test_store_conformance.py::TestRunkernelStores::test_a_ticket_of_an_earlier_run_of_the_thread_is_never_reused"
+)
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -263,6 +271,41 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if source is RunPhase.AWAITING and target is RunPhase.RUNNING:\n",
         "    if source is RunPhase.AWAITING:\n",
         example("resume-matches-ticket--resumed-on-the-cancel-of-an-awaiting-run"),
+    ),
+    Mutant(
+        "validate_commit silently accepts a reused ticket when ticket_seen is omitted",
+        "runkernel/kernel/validate.py",
+        "    ticket_seen: TicketSeen,\n) -> Accepted | Rejection:\n",
+        "    ticket_seen: TicketSeen = NO_TICKETS_SEEN,\n) -> Accepted | Rejection:\n",
+        TICKET_SEEN_REQUIRED_UNIT,
+    ),
+    Mutant(
+        "validate_commit ignores the used tickets it is given",
+        "runkernel/kernel/validate.py",
+        "                not ticket_seen(ticket_id),\n",
+        "                True,\n",
+        TICKET_SEEN_ASKED_UNIT,
+    ),
+    Mutant(
+        "the trace judge asks only open Runs for used tickets",
+        "runkernel/specs/checker.py",
+        "            ticket_seen=self._ticket_seen,\n",
+        "            ticket_seen=lambda t: any(h.ticket_used(t) for h in self.histories.values()),\n",
+        TRACE_JUDGE_TICKETS_UNIT,
+    ),
+    Mutant(
+        "the memory store asks only the Run's own history for used tickets",
+        "runkernel/adapters/memory_store.py",
+        "                self._tickets.__contains__,\n",
+        "                self._stored_history(commit.run_id).ticket_used,\n",
+        STORE_TICKETS_UNIT,
+    ),
+    Mutant(
+        "the SQLite store asks only the Run's own history for used tickets",
+        "runkernel/adapters/sqlite_store.py",
+        "                self._ticket_known,\n",
+        "                self.history(commit.run_id).ticket_used,\n",
+        STORE_TICKETS_UNIT,
     ),
 )
 
