@@ -86,6 +86,7 @@ TRACE_JUDGE_TICKETS_UNIT = unit(
 STORE_TICKETS_UNIT = unit(
     "tests/test_store_conformance.py::TestRunkernelStores::test_a_ticket_of_an_earlier_run_of_the_thread_is_never_reused"
 )
+NEAR_TICKET_UNIT = unit("tests/test_decide_units.py::test_decide_refuses_a_ticket_id_that_only_nearly_matches")
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -306,6 +307,27 @@ MUTANTS: tuple[Mutant, ...] = (
         "                self._ticket_known,\n",
         "                self.history(commit.run_id).ticket_used,\n",
         STORE_TICKETS_UNIT,
+    ),
+    Mutant(
+        "the kernel's resume compares ticket ids case-folded and trimmed",
+        "runkernel/kernel/resume.py",
+        "    if not hmac.compare_digest(ticket.ticket_id.encode(), command.ticket_id.encode()):\n",
+        "    if ticket.ticket_id.strip().lower() != command.ticket_id.strip().lower():\n",
+        NEAR_TICKET_UNIT,
+    ),
+    Mutant(
+        "the kernel's resume matches ticket ids by prefix",
+        "runkernel/kernel/resume.py",
+        "    if not hmac.compare_digest(ticket.ticket_id.encode(), command.ticket_id.encode()):\n",
+        "    if not (ticket.ticket_id.startswith(command.ticket_id) or command.ticket_id.startswith(ticket.ticket_id)):\n",
+        NEAR_TICKET_UNIT,
+    ),
+    Mutant(
+        "the kernel's approval deadline compares ticket ids case-folded and trimmed",
+        "runkernel/kernel/resume.py",
+        "    if not hmac.compare_digest(ticket.ticket_id.encode(), event.ticket_id.encode()):\n",
+        "    if ticket.ticket_id.strip().lower() != event.ticket_id.strip().lower():\n",
+        NEAR_TICKET_UNIT,
     ),
 )
 
