@@ -87,6 +87,11 @@ STORE_TICKETS_UNIT = unit(
     "tests/test_store_conformance.py::TestRunkernelStores::test_a_ticket_of_an_earlier_run_of_the_thread_is_never_reused"
 )
 NEAR_TICKET_UNIT = unit("tests/test_decide_units.py::test_decide_refuses_a_ticket_id_that_only_nearly_matches")
+CHECK_TRACE_EXIT_UNIT = unit(
+    "tests/test_cli_hardening.py::test_check_trace_exits_with_the_worst_verdict_of_its_files_in_every_order"
+)
+FAST_PATH_TEXT_UNIT = unit("tests/test_resume_judge.py::test_the_fast_path_on_non_ascii_text_is_rfc8785s_form_and_digest")
+ASTRAL_KEYS_UNIT = unit("tests/test_resume_judge.py::test_keys_outside_the_bmp_leave_the_fast_path_and_sort_by_utf16")
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -328,6 +333,41 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if not hmac.compare_digest(ticket.ticket_id.encode(), event.ticket_id.encode()):\n",
         "    if ticket.ticket_id.strip().lower() != event.ticket_id.strip().lower():\n",
         NEAR_TICKET_UNIT,
+    ),
+    Mutant(
+        "check-trace exits with its first file's verdict",
+        "runkernel/cli.py",
+        "            worst = max(worst, finding.verdict)\n",
+        "            worst = finding.verdict if name == args.files[0] else worst\n",
+        CHECK_TRACE_EXIT_UNIT,
+    ),
+    Mutant(
+        "check-trace exits with its last file's verdict",
+        "runkernel/cli.py",
+        "            worst = max(worst, finding.verdict)\n",
+        "            worst = finding.verdict\n",
+        CHECK_TRACE_EXIT_UNIT,
+    ),
+    Mutant(
+        "the canonical fast path escapes non-ASCII text",
+        "runkernel/kernel/canonical.py",
+        "ensure_ascii=False).encode(\"utf-8\")",
+        "ensure_ascii=True).encode(\"utf-8\")",
+        FAST_PATH_TEXT_UNIT,
+    ),
+    Mutant(
+        "the canonical fast path escapes U+2028 as JavaScript-safe JSON does",
+        "runkernel/kernel/canonical.py",
+        "ensure_ascii=False).encode(\"utf-8\")",
+        "ensure_ascii=False).replace(\"\\u2028\", \"\\\\u2028\").encode(\"utf-8\")",
+        FAST_PATH_TEXT_UNIT,
+    ),
+    Mutant(
+        "the canonical fast path takes keys outside the BMP",
+        "runkernel/kernel/canonical.py",
+        "max(key) > \"\\uffff\"",
+        "max(key) > \"\\U0010ffff\"",
+        ASTRAL_KEYS_UNIT,
     ),
 )
 
