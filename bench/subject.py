@@ -45,7 +45,7 @@ from runkernel.kernel.protocol import (
 from runkernel.kernel.recover import recover
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
-from runkernel.kernel.validate import validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, validate_commit
 from runkernel.kernel.values import EndCauseKind, Role
 from runkernel.specs.checker import Verdict, check_file
 from runkernel.specs.machines import ToolCallMachine
@@ -222,7 +222,7 @@ def decide_and_validate_events(state: RunSnapshot, events: list[Input]) -> None:
         assert not isinstance(verdict, Rejection)
         commit = verdict.commit
         if commit is not None:
-            judged = validate_commit(head, state, commit)
+            judged = validate_commit(head, state, commit, ticket_seen=NO_TICKETS_SEEN)
             assert not isinstance(judged, Rejection)
             head = judged.head
         state = verdict.state

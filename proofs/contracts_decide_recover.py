@@ -75,7 +75,7 @@ from runkernel.kernel.state import (
     ToolResult,
     TypedError,
 )
-from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
 
 
@@ -199,7 +199,7 @@ def check_decide_activation(user: bool, assistant: bool, tool: bool, expected_ve
     failed: tuple[str, ...] = ("bad_activation_accepted",) if assistant or tool else ()
     commits = commits_of(result.effects)
     head = ThreadHead(THREAD, expected_version, None) if expected_version else None
-    verdict = validate_commit(head, None, commits[0]) if len(commits) == 1 else None
+    verdict = validate_commit(head, None, commits[0], ticket_seen=NO_TICKETS_SEEN) if len(commits) == 1 else None
     if not isinstance(verdict, Accepted) or verdict.run != result.state:
         failed += ("first_commit_accepted",)
     if not (isinstance(result.state.state, Running) and result.state.step == 0 and result.state.batch is None):

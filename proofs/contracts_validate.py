@@ -59,7 +59,7 @@ from runkernel.kernel.state import (
     is_terminal,
 )
 from runkernel.kernel.history import NO_KEYS
-from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
 from runkernel.kernel.edges import RESULTS_BY_WAIT
 from runkernel.kernel.values import (
     EndCauseKind,
@@ -102,7 +102,7 @@ def check_validate_accepts_identity(shape: int, two: bool, s0: int, a0: int, v0:
     post: __return__ == (True, True)
     """
     before = identity_snapshot(shape, two, s0, a0, v0, s1, a1, v1)
-    verdict = validate_commit(head_of(before), before, commit_on(before, before.batch), history_of(before))
+    verdict = validate_commit(head_of(before), before, commit_on(before, before.batch), history_of(before), ticket_seen=NO_TICKETS_SEEN)
     if not isinstance(verdict, Accepted):
         return False, False
     after = verdict.run
@@ -134,7 +134,7 @@ def check_validate_first_commit(assistants: int, with_batch: bool, step: int, us
         messages.append(Message(Role.ASSISTANT, f"answer {index}", tool_calls=uses))
     batch = ActiveToolBatch(BATCH, max(step, 1), False, (make_call(0, CallRequested()),)) if with_batch else None
     commit = ThreadCommit(THREAD, RUN, 0, step, Running(), batch, tuple(messages), (Event("activated"),))
-    return isinstance(validate_commit(None, None, commit), Accepted)
+    return isinstance(validate_commit(None, None, commit, ticket_seen=NO_TICKETS_SEEN), Accepted)
 
 
 def changed_terminal(status: CallStatus, change: int) -> CallStatus:
@@ -212,7 +212,7 @@ def check_validate_rejects_terminal_change(
         commit = commit_on(snapshot, closed, Ended(EndCause(EndCauseKind.STOPPED)), publish(closed))
     else:
         commit = commit_on(snapshot, changed)
-    verdict = validate_commit(head_of(snapshot), snapshot, commit, history_of(snapshot))
+    verdict = validate_commit(head_of(snapshot), snapshot, commit, history_of(snapshot), ticket_seen=NO_TICKETS_SEEN)
     return verdict.rule if isinstance(verdict, Rejection) else None
 
 
@@ -233,7 +233,7 @@ def check_validate_rejects_executing_to_requested(attempt: int, two: bool, endin
         commit = commit_on(snapshot, final, Ended(EndCause(EndCauseKind.STOPPED)), publish(final))
     else:
         commit = commit_on(snapshot, back)
-    verdict = validate_commit(head_of(snapshot), snapshot, commit, history_of(snapshot))
+    verdict = validate_commit(head_of(snapshot), snapshot, commit, history_of(snapshot), ticket_seen=NO_TICKETS_SEEN)
     return verdict.rule if isinstance(verdict, Rejection) else None
 
 
@@ -278,7 +278,7 @@ def check_validate_rejects_foreign_resume(other: int, outcome: bool, two: bool, 
     post: __return__ is Rule.RESUME
     """
     snapshot = awaiting_snapshot(two, attempt, variant)
-    verdict = validate_commit(head_of(snapshot), snapshot, resume_commit(snapshot, TICKETS[other], outcome), history_of(snapshot))
+    verdict = validate_commit(head_of(snapshot), snapshot, resume_commit(snapshot, TICKETS[other], outcome), history_of(snapshot), ticket_seen=NO_TICKETS_SEEN)
     return verdict.rule if isinstance(verdict, Rejection) else None
 
 
@@ -290,7 +290,7 @@ def check_validate_accepts_matching_resume(outcome: bool, two: bool, attempt: in
     """
     snapshot = awaiting_snapshot(two, attempt, variant)
     assert isinstance(snapshot.state, Awaiting)
-    verdict = validate_commit(head_of(snapshot), snapshot, resume_commit(snapshot, snapshot.state.ticket.ticket_id, outcome), history_of(snapshot))
+    verdict = validate_commit(head_of(snapshot), snapshot, resume_commit(snapshot, snapshot.state.ticket.ticket_id, outcome), history_of(snapshot), ticket_seen=NO_TICKETS_SEEN)
     return isinstance(verdict, Accepted) and isinstance(verdict.run.state, Running)
 
 
@@ -349,5 +349,5 @@ def check_validate_single_call_edges(old: int, old_attempt: int, old_variant: in
     if after.all_terminal():
         after = batch_of((after_status,), finalized=True)
         messages = publish(after)
-    verdict = validate_commit(head_of(snapshot), snapshot, commit_on(snapshot, after, state, messages, events), history_of(snapshot))
+    verdict = validate_commit(head_of(snapshot), snapshot, commit_on(snapshot, after, state, messages, events), history_of(snapshot), ticket_seen=NO_TICKETS_SEEN)
     return not isinstance(verdict, Accepted) or edge_legal(before, after_status)

@@ -21,7 +21,7 @@ from runkernel.kernel.state import (
     ToolCall,
     is_terminal,
 )
-from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
 
 
 # --- properties of a decision (decide and recover) ---------------------------------------
@@ -38,7 +38,7 @@ def commits_chain_accepted(before: RunSnapshot, decision: Decision) -> bool:
     accepted commit's keys."""
     snapshot, history = before, history_of(before)
     for commit in commits_of(decision.effects):
-        verdict = validate_commit(head_of(snapshot), snapshot, commit, history)
+        verdict = validate_commit(head_of(snapshot), snapshot, commit, history, ticket_seen=NO_TICKETS_SEEN)
         if not isinstance(verdict, Accepted):
             return False
         snapshot, history = verdict.run, history.plus(verdict.keys)

@@ -18,7 +18,7 @@ from runkernel.kernel.protocol import Decision, Effect, Input
 from runkernel.kernel.recover import RecoveryDecision
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Ended, RunSnapshot, ThreadCommit, ThreadHead
-from runkernel.kernel.validate import Accepted
+from runkernel.kernel.validate import Accepted, TicketSeen
 
 from mc_config import Profile
 from mc_encode import Key, enc_commit, enc_effect, enc_history, enc_snapshot
@@ -39,10 +39,20 @@ class DecideFn(Protocol):
 
 
 RecoverFn: TypeAlias = Callable[[RunSnapshot, Policies], RecoveryDecision]
-ValidateFn: TypeAlias = Callable[
-    [ThreadHead | None, RunSnapshot | None, ThreadCommit, History, Callable[[str], bool] | None],
-    Accepted | Rejection,
-]
+
+
+class ValidateFn(Protocol):
+    """``validate_commit``'s signature, the required ``ticket_seen`` included."""
+
+    def __call__(
+        self,
+        head: ThreadHead | None,
+        run: RunSnapshot | None,
+        commit: ThreadCommit,
+        history: History,
+        *,
+        ticket_seen: TicketSeen,
+    ) -> Accepted | Rejection: ...
 
 
 @dataclass(frozen=True)
@@ -76,10 +86,10 @@ class Kernel:
         run: RunSnapshot | None,
         commit: ThreadCommit,
         history: History,
-        ticket_seen: Callable[[str], bool] | None,
+        ticket_seen: TicketSeen,
     ) -> Accepted | Rejection:
-        fn = self.validate_commit or validate_module.validate_commit
-        return fn(head, run, commit, history, ticket_seen)
+        fn: ValidateFn = self.validate_commit or validate_module.validate_commit
+        return fn(head, run, commit, history, ticket_seen=ticket_seen)
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,20 @@ LOST_REPLY_EPOCH_UNIT = unit(
     "test_a_retry_after_a_lost_reply_adopts_the_identical_commit_only_if_this_writer_wrote_it"
     "[sqlite-this worker id at a later epoch]"
 )
+TICKET_SEEN_REQUIRED_UNIT = unit("tests/test_ticket_reuse.py::test_validate_commit_has_no_default_for_the_used_tickets")
+TICKET_SEEN_ASKED_UNIT = unit("tests/test_ticket_reuse.py::test_validate_commit_refuses_a_ticket_its_ticket_seen_knows")
+TRACE_JUDGE_TICKETS_UNIT = unit(
+    "tests/test_ticket_reuse.py::test_the_trace_judge_refuses_the_reused_ticket_when_fed_commits"
+)
+STORE_TICKETS_UNIT = unit(
+    "tests/test_store_conformance.py::TestRunkernelStores::test_a_ticket_of_an_earlier_run_of_the_thread_is_never_reused"
+)
+NEAR_TICKET_UNIT = unit("tests/test_decide_units.py::test_decide_refuses_a_ticket_id_that_only_nearly_matches")
+CHECK_TRACE_EXIT_UNIT = unit(
+    "tests/test_cli_hardening.py::test_check_trace_exits_with_the_worst_verdict_of_its_files_in_every_order"
+)
+FAST_PATH_TEXT_UNIT = unit("tests/test_resume_judge.py::test_the_fast_path_on_non_ascii_text_is_rfc8785s_form_and_digest")
+ASTRAL_KEYS_UNIT = unit("tests/test_resume_judge.py::test_keys_outside_the_bmp_leave_the_fast_path_and_sort_by_utf16")
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -414,6 +428,118 @@ MUTANTS: tuple[Mutant, ...] = (
         "            retry = call.policy_or(policies.for_tool(call.tool)).retry\n",
         "            retry = policies.for_tool(call.tool).retry\n",
         COMMITTED_RETRIES_UNIT,
+    ),
+    Mutant(
+        "the judge accepts a resumed event on a commit that is not a resume",
+        "runkernel/kernel/validate.py",
+        "            not resumed,\n            Rule.RESUME,\n",
+        "            True,\n            Rule.RESUME,\n",
+        example("resume-matches-ticket--resumed-on-a-running-commit"),
+    ),
+    Mutant(
+        "the judge accepts a resumed event on a Run's activation",
+        "runkernel/kernel/validate.py",
+        "        not _resumed_events(commit.events),\n",
+        "        True,\n",
+        example("resume-matches-ticket--resumed-on-the-activation"),
+    ),
+    Mutant(
+        "the judge takes every commit leaving Awaiting for a resume",
+        "runkernel/kernel/validate.py",
+        "    if source is RunPhase.AWAITING and target is RunPhase.RUNNING:\n",
+        "    if source is RunPhase.AWAITING:\n",
+        example("resume-matches-ticket--resumed-on-the-cancel-of-an-awaiting-run"),
+    ),
+    Mutant(
+        "validate_commit silently accepts a reused ticket when ticket_seen is omitted",
+        "runkernel/kernel/validate.py",
+        "    ticket_seen: TicketSeen,\n) -> Accepted | Rejection:\n",
+        "    ticket_seen: TicketSeen = NO_TICKETS_SEEN,\n) -> Accepted | Rejection:\n",
+        TICKET_SEEN_REQUIRED_UNIT,
+    ),
+    Mutant(
+        "validate_commit ignores the used tickets it is given",
+        "runkernel/kernel/validate.py",
+        "                not ticket_seen(ticket_id),\n",
+        "                True,\n",
+        TICKET_SEEN_ASKED_UNIT,
+    ),
+    Mutant(
+        "the trace judge asks only open Runs for used tickets",
+        "runkernel/specs/checker.py",
+        "            ticket_seen=self._ticket_seen,\n",
+        "            ticket_seen=lambda t: any(h.ticket_used(t) for h in self.histories.values()),\n",
+        TRACE_JUDGE_TICKETS_UNIT,
+    ),
+    Mutant(
+        "the memory store asks only the Run's own history for used tickets",
+        "runkernel/adapters/memory_store.py",
+        "                self._tickets.__contains__,\n",
+        "                self._stored_history(commit.run_id).ticket_used,\n",
+        STORE_TICKETS_UNIT,
+    ),
+    Mutant(
+        "the SQLite store asks only the Run's own history for used tickets",
+        "runkernel/adapters/sqlite_store.py",
+        "                self._ticket_known,\n",
+        "                self.history(commit.run_id).ticket_used,\n",
+        STORE_TICKETS_UNIT,
+    ),
+    Mutant(
+        "the kernel's resume compares ticket ids case-folded and trimmed",
+        "runkernel/kernel/resume.py",
+        "    if not hmac.compare_digest(ticket.ticket_id.encode(), command.ticket_id.encode()):\n",
+        "    if ticket.ticket_id.strip().lower() != command.ticket_id.strip().lower():\n",
+        NEAR_TICKET_UNIT,
+    ),
+    Mutant(
+        "the kernel's resume matches ticket ids by prefix",
+        "runkernel/kernel/resume.py",
+        "    if not hmac.compare_digest(ticket.ticket_id.encode(), command.ticket_id.encode()):\n",
+        "    if not (ticket.ticket_id.startswith(command.ticket_id) or command.ticket_id.startswith(ticket.ticket_id)):\n",
+        NEAR_TICKET_UNIT,
+    ),
+    Mutant(
+        "the kernel's approval deadline compares ticket ids case-folded and trimmed",
+        "runkernel/kernel/resume.py",
+        "    if not hmac.compare_digest(ticket.ticket_id.encode(), event.ticket_id.encode()):\n",
+        "    if ticket.ticket_id.strip().lower() != event.ticket_id.strip().lower():\n",
+        NEAR_TICKET_UNIT,
+    ),
+    Mutant(
+        "check-trace exits with its first file's verdict",
+        "runkernel/cli.py",
+        "            worst = max(worst, finding.verdict)\n",
+        "            worst = finding.verdict if name == args.files[0] else worst\n",
+        CHECK_TRACE_EXIT_UNIT,
+    ),
+    Mutant(
+        "check-trace exits with its last file's verdict",
+        "runkernel/cli.py",
+        "            worst = max(worst, finding.verdict)\n",
+        "            worst = finding.verdict\n",
+        CHECK_TRACE_EXIT_UNIT,
+    ),
+    Mutant(
+        "the canonical fast path escapes non-ASCII text",
+        "runkernel/kernel/canonical.py",
+        "ensure_ascii=False).encode(\"utf-8\")",
+        "ensure_ascii=True).encode(\"utf-8\")",
+        FAST_PATH_TEXT_UNIT,
+    ),
+    Mutant(
+        "the canonical fast path escapes U+2028 as JavaScript-safe JSON does",
+        "runkernel/kernel/canonical.py",
+        "ensure_ascii=False).encode(\"utf-8\")",
+        "ensure_ascii=False).replace(\"\\u2028\", \"\\\\u2028\").encode(\"utf-8\")",
+        FAST_PATH_TEXT_UNIT,
+    ),
+    Mutant(
+        "the canonical fast path takes keys outside the BMP",
+        "runkernel/kernel/canonical.py",
+        "max(key) > \"\\uffff\"",
+        "max(key) > \"\\U0010ffff\"",
+        ASTRAL_KEYS_UNIT,
     ),
 )
 

@@ -25,7 +25,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
             (
                 'runkernel.kernel',
                 (
-                    'decide', 'recover', 'validate_commit', 'check_resume', 'Accepted',
+                    'decide', 'recover', 'validate_commit', 'NO_TICKETS_SEEN', 'check_resume', 'Accepted',
                     'RecoveryDecision', 'RecoveryRow', 'Rejection', 'Rule', 'Policies',
                     'ToolPolicy', 'ToolRecoveryPolicy', 'RecoveryMode', 'RetryPolicy',
                     'IndeterminateChoice',
@@ -433,6 +433,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         decide as decide,
         recover as recover,
         validate_commit as validate_commit,
+        NO_TICKETS_SEEN as NO_TICKETS_SEEN,
     )
     from runkernel.kernel.protocol import (
         Activate as Activate,

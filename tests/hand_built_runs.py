@@ -39,7 +39,7 @@ from runkernel.kernel.state import (
     Wait,
 )
 from runkernel.kernel.history import NO_HISTORY, RunHistory
-from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
 from runkernel.kernel.validate_resume import payload_for, resumed_event
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
 
@@ -64,7 +64,7 @@ class Chain:
     history: RunHistory = NO_HISTORY
 
     def judge(self, commit: ThreadCommit) -> Accepted | Rejection:
-        return validate_commit(self.head, self.run, commit, self.history)
+        return validate_commit(self.head, self.run, commit, self.history, ticket_seen=NO_TICKETS_SEEN)
 
     def then(self, commit: ThreadCommit) -> Chain:
         verdict = self.judge(commit)

@@ -17,7 +17,7 @@ from runkernel.kernel.protocol import (
 )
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
-from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
 from runkernel.kernel.validate_calls import require
 from runkernel.kernel.values import EndCauseKind, Role
 
@@ -66,14 +66,14 @@ def test_validating_legal_commits_formats_no_message() -> None:
     Loud.formatted = 0
     for prev, commit in commits:
         head = None if prev is None else ThreadHead(prev.thread_id, prev.version, prev.run_id)
-        verdict = validate_commit(head, prev, commit, history)
+        verdict = validate_commit(head, prev, commit, history, ticket_seen=NO_TICKETS_SEEN)
         assert isinstance(verdict, Accepted), verdict
         history = history.plus(verdict.keys)
     assert Loud.formatted == 0, f"{Loud.formatted} ids formatted while every rule passed"
     # a failing rule does build its message, naming the id
     prev, commit = commits[1]
     assert prev is not None
-    reused = validate_commit(ThreadHead(prev.thread_id, prev.version, prev.run_id), prev, commit, history)
+    reused = validate_commit(ThreadHead(prev.thread_id, prev.version, prev.run_id), prev, commit, history, ticket_seen=NO_TICKETS_SEEN)
     assert isinstance(reused, Rejection) and reused.rule is Rule.BATCH_IDENTITY
     assert Loud.formatted > 0 and "batch-1" in reused.message
 

@@ -5,6 +5,7 @@ control characters never reach the terminal as they are."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -387,6 +388,28 @@ def test_counts_in_messages_are_plural_only_when_they_are_many(tmp_path: Path, c
     assert main(["runs", "--store", url(other)]) == 2
     line = _one_line(capsys.readouterr().err)
     assert "holds foo but" in line and "[" not in line, line
+
+
+def test_check_trace_exits_with_the_worst_verdict_of_its_files_in_every_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # README: 0 legal, 1 illegal, 2 not a trace; with several files the highest wins
+    legal = _legal_trace(tmp_path)
+    lines = legal.read_bytes().splitlines(keepends=True)
+    illegal = tmp_path / "illegal.jsonl"
+    illegal.write_bytes(b"".join(lines) + lines[-1])  # the last version committed twice
+    not_a_trace = tmp_path / "not-a-trace.jsonl"
+    not_a_trace.write_bytes(lines[0][: len(lines[0]) // 2] + b"\n")  # a line cut in half
+    verdicts = {legal: 0, illegal: 1, not_a_trace: 2}
+    orders = list(itertools.product(verdicts, repeat=2)) + list(itertools.permutations(verdicts))
+    for files in orders:
+        code = main(["check-trace", *(str(f) for f in files)])
+        captured = capsys.readouterr()
+        assert code == max(verdicts[f] for f in files), [f.name for f in files]
+        # every file is judged and reported once, the legal ones on stdout
+        assert captured.out.count("\n") == sum(verdicts[f] == 0 for f in files)
+        assert captured.err.count("\n") == sum(verdicts[f] > 0 for f in files)
+    print(f"check-trace over {len(orders)} orders of 2 and 3 files: each exited with its worst verdict")
 
 
 def test_check_trace_refuses_standard_input_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 import pytest
 from support import activate, step
@@ -28,6 +30,7 @@ from runkernel.kernel.protocol import (
     ExternalResult,
     GateVerdict,
     InferenceResult,
+    Input,
     OperationStatus,
     ProposedCall,
     ProvideInput,
@@ -66,7 +69,7 @@ from runkernel.kernel.state import (
     TypedError,
 )
 from runkernel.kernel.delegation import child_identity
-from runkernel.kernel.validate import validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, validate_commit
 from runkernel.kernel.values import (
     EndCauseKind,
     IndeterminateReason,
@@ -126,6 +129,42 @@ def test_a_resume_for_another_ticket_or_run_is_rejected() -> None:
     assert isinstance(forged, Rejection) and forged.rule is Rule.TICKET_MISMATCH
     elsewhere = decide(state, ResumeCommand("other", "tk-0001", WaitKind.APPROVAL, Approve()), POLICIES)
     assert isinstance(elsewhere, Rejection) and elsewhere.rule is Rule.WRONG_RUN
+
+
+#: Ticket ids that a sloppy comparison (case-folded, trimmed, by prefix) would take for
+#: NEAR_TICKET; the kernel compares exact strings, so each is another ticket.
+NEAR_TICKET = "4f0c8a9d2b7e41c6a3d5e8f90b1c2d3e"
+NEAR_MISSES = {
+    "upper-case": NEAR_TICKET.upper(),
+    "one-letter-upper": NEAR_TICKET.replace("f", "F", 1),
+    "leading-space": " " + NEAR_TICKET,
+    "trailing-newline": NEAR_TICKET + "\n",
+    "prefix": NEAR_TICKET[:16],
+    "extended": NEAR_TICKET + "0",
+    "shared-prefix": NEAR_TICKET[:-1] + "f",
+}
+NEAR_INPUTS: dict[str, Callable[[str], Input]] = {
+    "resume": lambda ticket_id: ResumeCommand("r", ticket_id, WaitKind.APPROVAL, Approve()),
+    "deadline": lambda ticket_id: DeadlinePassed(ticket_id, "2030-01-01T00:00:00Z"),
+}
+
+
+@pytest.mark.parametrize("near_miss", list(NEAR_MISSES.values()), ids=list(NEAR_MISSES))
+@pytest.mark.parametrize("make", list(NEAR_INPUTS.values()), ids=list(NEAR_INPUTS))
+def test_decide_refuses_a_ticket_id_that_only_nearly_matches(near_miss: str, make: Callable[[str], Input]) -> None:
+    # an approval whose deadline has passed, so that both a resume and the deadline apply
+    state = step(
+        with_batch("pay"),
+        GateVerdict("c0", RequireWait(WaitKind.APPROVAL, NEAR_TICKET, expires_at="2000-01-01T00:00:00Z")),
+        POLICIES,
+    ).state
+    exact = decide(state, make(NEAR_TICKET), POLICIES)
+    assert not isinstance(exact, Rejection) and exact.commit is not None, exact
+    verdict = decide(state, make(near_miss), POLICIES)
+    # a typed rejection: no commit, no effect, the Run stays Awaiting its ticket
+    assert isinstance(verdict, Rejection), f"{near_miss!r} was taken for {NEAR_TICKET!r}: {verdict}"
+    assert verdict.rule is Rule.TICKET_MISMATCH
+    assert isinstance(state.state, Awaiting) and state.state.ticket.ticket_id == NEAR_TICKET
 
 
 def test_a_resume_while_running_is_rejected() -> None:
@@ -389,7 +428,7 @@ def test_a_first_commit_carries_at_most_one_inference_result() -> None:
         None,
         (Message(Role.USER, "task"), Message(Role.ASSISTANT, "first"), Message(Role.ASSISTANT, "second")),
     )
-    verdict = validate_commit(None, None, two)
+    verdict = validate_commit(None, None, two, ticket_seen=NO_TICKETS_SEEN)
     assert isinstance(verdict, Rejection) and verdict.rule is Rule.FIRST_COMMIT
 
 
@@ -499,5 +538,5 @@ def test_a_wait_completes_only_with_the_result_its_kind_allows(kind: WaitKind, r
     commit = ThreadCommit(
         "t", "r", state.version, state.step, Running(), batch, (Message(Role.TOOL, "x", call_id="c0"),), (resumed,)
     )
-    verdict = validate_commit(ThreadHead("t", state.version, "r"), state, commit)
+    verdict = validate_commit(ThreadHead("t", state.version, "r"), state, commit, ticket_seen=NO_TICKETS_SEEN)
     assert isinstance(verdict, Rejection) and verdict.rule is Rule.EDGE_CONDITION, verdict

@@ -13,6 +13,7 @@ import io
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 
 from driver_history import History
 from runkernel.adapters.export import redact_lines, redacted_ticket, ticket_ids
+import runkernel.kernel.canonical as canonical_module
 from runkernel.cli import main
 from runkernel.kernel.canonical import NotIJson, canonical_bytes, jcs_digest
 from runkernel.kernel.codec import commit_from_json, commit_to_json
@@ -352,3 +354,58 @@ def test_the_canonical_form_is_rfc8785s_on_every_i_json_value(value: Any) -> Non
 )
 def test_the_canonical_form_agrees_with_rfc8785_where_the_stdlib_would_not(value: Any) -> None:
     assert canonical_bytes(value) == rfc8785.dumps(value)
+
+
+#: Text beyond ASCII in keys and values where the fast path answers alone (no floats, no
+#: key outside the Basic Multilingual Plane): accents, other scripts, astral characters
+#: in values, control characters and the characters JSON escapes, separators JCS leaves
+#: raw, BMP keys whose order is by code point, a decomposed and a precomposed key.
+FAST_PATH_TEXT: list[Any] = [
+    {"name": "café", "ville": "Zürich"},
+    {"ключ": "значение", "中文": "日本語", "한국어": 1},
+    {"emoji": "\U0001f600 and \U0001f9ea", "edge": ["\U00010000", "\U0010ffff"]},
+    {"controls": "\x00\x01\x08\x0b\x1f\x7f\x80\x9f"},
+    {"escaped": "\"\\/\b\f\n\r\t", "quote\"key\\": "ok"},
+    {"separators": "\u2028\u2029", "bom": "\ufeff", "nonchar": "\uffff", "private": "\ue000"},
+    {"z": 1, "é": 2, "A": 3, "\ue000": 4, "\uffff": 5, "\u00ff": 6, "\u0100": 7},
+    {"e\u0301": "decomposed", "é": "precomposed"},
+    {"nested": [{"ü": {"\u2603": "\U0001f600\u0000"}}], "n": -(2**53) + 1},
+    "naïve \U0001f600 \x1f",
+]
+#: Keys outside the BMP, where UTF-16 order differs from code point order: the slow path.
+ASTRAL_KEYS: list[Any] = [
+    {"\U0001f600": 1, "\uffff": 2, "\ue000": 3},
+    {"a\U00010000": "x", "a\uffff": "y"},
+    {"outer": {"\U0010ffff": [1], "\U0001f9ea": "\u00e9"}},
+]
+
+
+@pytest.mark.parametrize("value", FAST_PATH_TEXT, ids=[str(i) for i in range(len(FAST_PATH_TEXT))])
+def test_the_fast_path_on_non_ascii_text_is_rfc8785s_form_and_digest(
+    value: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = rfc8785.dumps(value)
+
+    def not_consulted(_value: Any) -> bytes:
+        raise AssertionError("the fast path should answer this value alone")
+
+    monkeypatch.setattr(canonical_module, "rfc8785", SimpleNamespace(dumps=not_consulted))
+    assert canonical_bytes(value) == expected
+    assert jcs_digest(value) == hashlib.sha256(expected).hexdigest()
+
+
+@pytest.mark.parametrize("value", ASTRAL_KEYS, ids=[str(i) for i in range(len(ASTRAL_KEYS))])
+def test_keys_outside_the_bmp_leave_the_fast_path_and_sort_by_utf16(
+    value: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = rfc8785.dumps(value)
+    consulted: list[Any] = []
+
+    def spy(inner: Any) -> bytes:
+        consulted.append(inner)
+        return rfc8785.dumps(inner)
+
+    monkeypatch.setattr(canonical_module, "rfc8785", SimpleNamespace(dumps=spy))
+    assert canonical_bytes(value) == expected
+    assert consulted == [value]
+    assert jcs_digest(value) == hashlib.sha256(expected).hexdigest()

@@ -35,7 +35,7 @@ from runkernel.kernel.state import (
     ThreadHead,
     ToolResult,
 )
-from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
 from runkernel.kernel.values import EndCauseKind, ResultKind, Role
 from runkernel.simulation.actors import ScriptedModel, StepScript
 from runkernel.simulation.engine import ScenarioRun
@@ -143,7 +143,7 @@ def test_position_names_each_commit_point() -> None:
     head: ThreadHead | None = None
     for commit in log:
         positions.append(position_of(previous, commit))
-        verdict = validate_commit(head, previous, commit)
+        verdict = validate_commit(head, previous, commit, ticket_seen=NO_TICKETS_SEEN)
         assert isinstance(verdict, Accepted)
         head, previous = verdict.head, verdict.run
     assert positions[0] is Position.ACTIVATION

@@ -51,7 +51,7 @@ from runkernel.kernel.state import (
     ToolUse,
     Wait,
 )
-from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
 from runkernel.kernel.values import AWAITING_END_CAUSES, EndCauseKind, Role, WaitKind
 from runkernel.specs.machines import RunMachine, ToolCallMachine, spec_edges
 
@@ -223,7 +223,7 @@ def test_a_first_commit_is_accepted_only_when_running(target: RunPhase) -> None:
             )
     is_edge = (None, target.value) in SPEC_RUN_EDGES
     for commit in commits:
-        verdict = validate_commit(None, None, commit)
+        verdict = validate_commit(None, None, commit, ticket_seen=NO_TICKETS_SEEN)
         assert isinstance(verdict, Accepted) == is_edge, verdict
         if not is_edge:
             assert isinstance(verdict, Rejection) and verdict.rule is Rule.FIRST_COMMIT

@@ -45,7 +45,7 @@ from runkernel.kernel.protocol import (
 )
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import CallCompleted, Message, RunSnapshot, Staged, ThreadCommit, ThreadHead
-from runkernel.kernel.validate import validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, validate_commit
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 from runkernel.specs.checker import Verdict, check_lines
 
@@ -119,10 +119,10 @@ def test_a_reaction_is_committed_with_the_terminal_result_and_never_with_a_retry
 def _judge_next(commits: list[ThreadCommit], bad: ThreadCommit) -> Rejection:
     head, run = None, None
     for commit in commits:
-        verdict = validate_commit(head, run, commit)
+        verdict = validate_commit(head, run, commit, ticket_seen=NO_TICKETS_SEEN)
         assert not isinstance(verdict, Rejection), verdict
         head, run = verdict.head, verdict.run
-    rejected = validate_commit(head, run, bad)
+    rejected = validate_commit(head, run, bad, ticket_seen=NO_TICKETS_SEEN)
     assert isinstance(rejected, Rejection)
     return rejected
 
@@ -249,6 +249,6 @@ def driver_call(call_id: str) -> CallRequest:
 def test_thread_head_is_unchanged_by_staging() -> None:
     # staging is Run state, not Thread state: the head names the version and the Run only
     _, commits = _drive([InferenceResult("hello", staged=Staged([1, 2]))])
-    verdict = validate_commit(ThreadHead("t", 1, "r"), _drive([])[0], commits[1])
+    verdict = validate_commit(ThreadHead("t", 1, "r"), _drive([])[0], commits[1], ticket_seen=NO_TICKETS_SEEN)
     assert not isinstance(verdict, Rejection)
     assert verdict.head == ThreadHead("t", 2, "r")

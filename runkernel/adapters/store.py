@@ -184,7 +184,7 @@ def judge_append(
     problem = commit_json_problem(commit) if line is None else json_problem(line)
     if problem is not None:
         raise IllegalCommit(Rejection(Rule.JSON_VALUE, f"the commit holds a value that is not JSON: {problem}"))
-    verdict = validate_commit(head, run, commit, history, ticket_seen)
+    verdict = validate_commit(head, run, commit, history, ticket_seen=ticket_seen)
     if isinstance(verdict, Rejection):
         if verdict.rule in CONFLICT_RULES:
             raise CommitConflict(verdict)

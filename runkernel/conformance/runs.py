@@ -60,10 +60,12 @@ def awaiting_run(
     expires_at: str | None = None,
     kind: WaitKind = WaitKind.APPROVAL,
     due_at: str | None = None,
+    expected_version: int = 0,
 ) -> tuple[list[ThreadCommit], RunSnapshot]:
     """A run whose single call waits (for approval, unless ``kind`` says) under
-    ``ticket_id``; an approval may have a deadline, a scheduled wait a due time."""
-    decision = activate(thread_id, run_id, app=app)
+    ``ticket_id``; an approval may have a deadline, a scheduled wait a due time. A later
+    Run of a Thread starts at the Thread's ``expected_version``."""
+    decision = activate(thread_id, run_id, expected_version, app=app)
     commits = [decision.commit]
     call = ProposedCall(f"{run_id}-c1", "pay", {"amount": 1}, f"{run_id}-op1")
     decision = step(decision.state, InferenceResult("paying", (call,), f"{run_id}-b1"))

@@ -43,10 +43,10 @@ from runkernel.adapters.store import (
 from runkernel.conformance.runs import awaiting_run, delegating_run, step, text_run, tool_run
 from runkernel.kernel.canonical import jcs_digest
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
-from runkernel.kernel.protocol import Approve, ResumeCommand
+from runkernel.kernel.protocol import Approve, EndRequest, ResumeCommand
 from runkernel.kernel.rules import Rule
-from runkernel.kernel.state import RESUMED_EVENT, Awaiting, Ended, Event, Message, ThreadCommit, ToolUse
-from runkernel.kernel.values import Role, WaitKind
+from runkernel.kernel.state import RESUMED_EVENT, Awaiting, EndCause, Ended, Event, Message, ThreadCommit, ToolUse
+from runkernel.kernel.values import EndCauseKind, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_commits
 
 
@@ -133,6 +133,24 @@ class StoreContract:
         assert raised.value.rejection.rule is Rule.TICKET_REUSED
         snapshot = store.run("r2")
         assert snapshot is not None and not isinstance(snapshot.state, Awaiting)
+
+    def test_a_ticket_of_an_earlier_run_of_the_thread_is_never_reused(self, store: Store) -> None:
+        earlier, waiting = awaiting_run("t1", "r1", "ticket-shared-0002")
+        append_all(store, earlier)
+        cancelled = step(waiting, EndRequest(EndCause(EndCauseKind.CANCELLED))).commit
+        assert cancelled is not None
+        store.append(cancelled)
+        reused, _ = awaiting_run("t1", "r2", "ticket-shared-0002", expected_version=cancelled.version)
+        store.append(reused[0])
+        store.append(reused[1])
+        with pytest.raises(IllegalCommit) as raised:
+            store.append(reused[2])
+        assert raised.value.rejection.rule is Rule.TICKET_REUSED
+        assert len(list(store.commits("t1"))) == cancelled.version + 2
+        # the same commit with a fresh ticket is legal: only the reuse was refused
+        fresh, _ = awaiting_run("t1", "r2", "ticket-fresh-0002", expected_version=cancelled.version)
+        assert fresh[:2] == reused[:2]
+        assert isinstance(store.append(fresh[2]).state, Awaiting)
 
     def test_messages_are_the_deltas_in_order(self, store: Store) -> None:
         commits = tool_run("t1", "r1")

@@ -69,7 +69,7 @@ from runkernel.kernel.state import (
     TypedError,
     Wait,
 )
-from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, TicketSeen, validate_commit
 from runkernel.kernel.values import (
     EndCauseKind,
     IndeterminateReason,
@@ -81,6 +81,7 @@ from runkernel.kernel.values import (
 
 __all__ = [
     "NO_HISTORY",
+    "NO_TICKETS_SEEN",
     "CALL_EDGES",
     "CALL_TABLE",
     "RECOVERY_TABLE",
@@ -133,6 +134,7 @@ __all__ = [
     "Running",
     "ThreadCommit",
     "ThreadHead",
+    "TicketSeen",
     "ToolCall",
     "ToolPolicy",
     "ToolRecoveryPolicy",

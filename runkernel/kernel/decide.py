@@ -81,7 +81,7 @@ from runkernel.kernel.state import (
     has_unknown_outcome,
     is_concurrent_delegation,
 )
-from runkernel.kernel.validate import validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, validate_commit
 from runkernel.kernel.values import (
     EndCauseKind,
     IndeterminateReason,
@@ -216,7 +216,8 @@ def _activate(event: Activate) -> Decision | Rejection:
         if event.expected_version
         else None
     )
-    verdict = validate_commit(head, None, commit)
+    # an activation commits Running, never a ticket: no other Run's tickets matter
+    verdict = validate_commit(head, None, commit, ticket_seen=NO_TICKETS_SEEN)
     if isinstance(verdict, Rejection):
         return verdict  # the commit holds the input's messages as given: refuse the input
     return Decision(verdict.run, (Commit(commit),) + next_step_effects(verdict.run))

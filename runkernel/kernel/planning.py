@@ -55,7 +55,7 @@ from runkernel.kernel.state import (
     ToolCall,
     is_concurrent_delegation,
 )
-from runkernel.kernel.validate import successor, validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN, successor, validate_commit
 from runkernel.kernel.values import (
     EndCauseKind,
     JsonValue,
@@ -105,7 +105,8 @@ def check_decision(prev: RunSnapshot, history: History, decision: Decision) -> D
         if not isinstance(effect, Commit):
             continue
         head = ThreadHead(state.thread_id, state.version, state.run_id)
-        verdict = validate_commit(head, state, effect.commit, facts)
+        # the kernel sees one Run: a ticket reused from another Run is the store's to refuse
+        verdict = validate_commit(head, state, effect.commit, facts, ticket_seen=NO_TICKETS_SEEN)
         if isinstance(verdict, Rejection):
             raise KernelBug(f"kernel built an illegal commit: {verdict}")
         state, facts = verdict.run, _grown(facts, verdict.keys)

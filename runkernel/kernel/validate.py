@@ -59,7 +59,16 @@ class Accepted:
     keys: HistoryKeys = NO_KEYS
 
 
+#: Answers whether a ticket id was used before, by any Run of any Thread.
 TicketSeen = Callable[[str], bool]
+
+
+def NO_TICKETS_SEEN(ticket_id: str) -> bool:
+    """The ``ticket_seen`` of a caller that judges one Run in isolation and knows no
+    other Run's tickets (the kernel's self-check, a proof that builds one Run): no ticket
+    id counts as used outside the Run's own ``history``. Whoever keeps several Runs (a
+    store, the trace judge) must answer from all of them instead."""
+    return False
 
 
 def validate_commit(
@@ -67,14 +76,17 @@ def validate_commit(
     run: RunSnapshot | None,
     commit: ThreadCommit,
     history: History = NO_HISTORY,
-    ticket_seen: TicketSeen | None = None,
+    *,
+    ticket_seen: TicketSeen,
 ) -> Accepted | Rejection:
     """Judge ``commit`` against the Thread head and the committed snapshot of its Run.
 
     ``run`` is the latest snapshot of ``commit.run_id`` (None if the Run has no commit
     yet) and ``history`` the keyed history of that Run. ``ticket_seen`` answers whether
-    a ticket id was used anywhere before (ticket ids are never reused across Runs);
-    without it only the Run's own tickets count.
+    a ticket id was used anywhere before, by any Run of any Thread (ticket ids are never
+    reused); a commit entering Awaiting on such a ticket is refused under
+    ``ticket-never-reused``. It is required: a caller that judges one Run alone passes
+    ``NO_TICKETS_SEEN`` and so says that reuse across Runs is checked elsewhere.
     """
     try:
         new_head = _check_thread(head, run, commit)
@@ -82,7 +94,7 @@ def validate_commit(
             snapshot, keys = _check_first(commit), NO_KEYS
         else:
             snapshot, keys = _check_next(run, history, commit)
-        if isinstance(commit.disposition, Awaiting) and ticket_seen is not None:
+        if isinstance(commit.disposition, Awaiting):
             ticket_id = commit.disposition.ticket.ticket_id
             require(
                 not ticket_seen(ticket_id),

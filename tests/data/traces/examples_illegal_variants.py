@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from example_log import Line, Log, allow, call, done, mutated, text, tools
-from examples_run_rules import ex_ticket_reused_across_runs
+from examples_run_rules import ex_ticket_reused_across_runs, ex_ticket_reused_by_a_later_run_of_the_thread
 
 
 # --- extra illegal variants (named <rule>--<variant>.jsonl) ----------------------------
@@ -57,6 +57,9 @@ VARIANTS: dict[str, Callable[[], tuple[list[Line], str, str]]] = {
     "ticket-never-reused--across-runs": lambda: (
         ex_ticket_reused_across_runs(), "ticket-never-reused",
         "run-b's wait reuses the ticket id run-a already used in another thread."),
+    "ticket-never-reused--by-a-later-run-of-the-thread": lambda: (
+        ex_ticket_reused_by_a_later_run_of_the_thread(), "ticket-never-reused",
+        "run-2 waits on the ticket id run-1 of the same thread used before it was cancelled."),
     "batch-complete-and-requested--tool-use-without-batch": var_tool_use_without_batch,
     "terminal-result-immutable--number-becomes-boolean": var_result_type_changed,
     "batch-identity-stable--arguments-number-becomes-boolean": var_arguments_type_changed,

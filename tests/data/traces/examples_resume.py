@@ -2,7 +2,9 @@
 trace and an illegal one, and each edit of a ``resumed`` event that issue 7 lists (a
 deny whose call goes on executing, an input command on an approval ticket, a command
 naming another Run or ticket, a digest of zeros, command and digest removed), each an
-illegal example at its line.
+illegal example at its line; and a well-formed ``resumed`` event on each kind of commit
+that is not a resume (DESIGN.md, Trace format: "a RESUMED event on any other commit is
+illegal").
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from example_log import (
 
     call,
     done,
+    end,
     mutated,
     text,
     ticket,
@@ -228,6 +231,57 @@ def _big_integer(line: Line) -> None:
     _resumed(line)["digest"] = "0" * 64
 
 
+# --- a resumed event on a commit that is not a resume ------------------------------------
+
+
+def _with_resumed(line: Line, resumed: dict[str, Any]) -> Line:
+    """``line`` carrying a copy of the well-formed ``resumed`` event ``resumed`` as well."""
+    return mutated(line, lambda ln: ln["events"].append(copy.deepcopy(resumed)))
+
+
+def var_resumed_on_running_commit() -> Variant:
+    # the resume is applied once; the next commit (Running -> Running, the tool's
+    # result) carries the same event again, as a replayed resume would
+    log = _awaiting(WaitKind.APPROVAL, "misplaced/running")
+    applied = _resumed(log.resume("run-1", "misplaced/running", WaitKind.APPROVAL, Approve()))
+    bad = _with_resumed(log.peek("run-1", done("call-1", 1, {"ok": True})), applied)
+    return (log.lines + [bad], "resume-matches-ticket",
+            "the tool's result (Running -> Running) carries the resume's 'resumed' event a second time.")
+
+
+def var_resumed_on_commit_entering_awaiting() -> Variant:
+    # the commit that parks the Run already carries an approval of its own ticket
+    log = Log()
+    log.activate("thread-1", "run-1", "Please deploy.")
+    log.feed("run-1", tools("batch-1", call("call-1", "deploy", {"target": "prod"})))
+    command = _command(WaitKind.APPROVAL, "misplaced/entering", Approve())
+    preapproved = {"type": "resumed", "ticket_id": command.ticket_id, "call_id": "call-1",
+                   "command": command.to_json(), "digest": command.digest()}
+    bad = _with_resumed(log.peek("run-1", wait("call-1", WaitKind.APPROVAL, "misplaced/entering")), preapproved)
+    return (log.lines + [bad], "resume-matches-ticket",
+            "the commit entering Awaiting carries a 'resumed' event for the ticket it commits.")
+
+
+def var_resumed_on_activation() -> Variant:
+    # run-2 of the thread starts with run-1's resume copied into its activation
+    log = _awaiting(WaitKind.APPROVAL, "misplaced/activation")
+    applied = _resumed(log.resume("run-1", "misplaced/activation", WaitKind.APPROVAL, Approve()))
+    _finish_executing(log, 1)
+    prefix = list(log.lines)
+    activation = _with_resumed(log.activate("thread-1", "run-2", "Deploy again."), applied)
+    return (prefix + [activation], "resume-matches-ticket",
+            "run-2's activation (its first commit) carries run-1's 'resumed' event.")
+
+
+def var_resumed_on_cancel_of_awaiting_run() -> Variant:
+    # Awaiting -> Ended leaves Awaiting like a resume does, but is not one
+    log = _awaiting(WaitKind.APPROVAL, "misplaced/cancel")
+    resume = log.peek("run-1", _command(WaitKind.APPROVAL, "misplaced/cancel", Approve()))
+    bad = _with_resumed(log.peek("run-1", end(EndCauseKind.CANCELLED)), _resumed(resume))
+    return (log.lines + [bad], "resume-matches-ticket",
+            "the cancel of the Awaiting run (Awaiting -> Ended) carries a 'resumed' event.")
+
+
 RESUME_VARIANTS: dict[str, Callable[[], Variant]] = {
     "resume-matches-ticket--command-names-another-run": lambda: (
         _bad_resume(WaitKind.APPROVAL, "edit/run", Approve(), _other_run), "resume-matches-ticket",
@@ -255,6 +309,8 @@ RESUME_VARIANTS: dict[str, Callable[[], Variant]] = {
     "resume-payload-fits-wait--integer-outside-i-json": lambda: (
         _bad_resume(WaitKind.EXTERNAL, "row/external", ExternalResult(1), _big_integer, "legal.sign"),
         "resume-payload-fits-wait", "the external answer 2^53 is outside I-JSON, so no digest is portable."),
+    "resume-matches-ticket--resumed-on-a-running-commit": var_resumed_on_running_commit,
+    "resume-matches-ticket--resumed-on-the-commit-entering-awaiting": var_resumed_on_commit_entering_awaiting,
+    "resume-matches-ticket--resumed-on-the-activation": var_resumed_on_activation,
+    "resume-matches-ticket--resumed-on-the-cancel-of-an-awaiting-run": var_resumed_on_cancel_of_awaiting_run,
 }
-
-

@@ -195,6 +195,18 @@ def ex_ticket_reused_across_runs() -> list[Line]:
     return log.lines
 
 
+def ex_ticket_reused_by_a_later_run_of_the_thread() -> list[Line]:
+    log = Log()
+    log.activate("thread-1", "run-1", "Pay supplier A.")
+    log.feed("run-1", tools("batch-1", call("call-1", "pay", {"to": "A"})))
+    log.feed("run-1", wait("call-1", WaitKind.APPROVAL, "thread/shared"))
+    log.feed("run-1", end(EndCauseKind.CANCELLED))
+    log.activate("thread-1", "run-2", "Pay supplier A after all.")
+    log.feed("run-2", tools("batch-1", call("call-1", "pay", {"to": "A"})))
+    log.add(log.peek("run-2", wait("call-1", WaitKind.APPROVAL, "thread/shared")))
+    return log.lines
+
+
 def ex_resume() -> Example:
     log = Log()
     log.activate("thread-1", "run-1", "Get the signed contract from legal.")
