@@ -280,7 +280,9 @@ def test_an_indeterminate_call_is_shown_to_the_model_with_its_operation_id(kind:
     fresh = make_shell(kind, store)
     action = fresh.pick_up("r1")
     assert isinstance(action, Infer)
-    assert action.messages[-1].content == {"indeterminate": "outcome_unknown", "operation_id": first.operation_id}
+    assert action.messages[-1].content == {
+        "kind": "indeterminate", "reason": "outcome_unknown", "operation_id": first.operation_id
+    }
     assert isinstance(play(fresh, action, world), Done)
     assert world.starts == {first.operation_id: [1]}
     legal(store)

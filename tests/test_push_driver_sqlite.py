@@ -71,7 +71,7 @@ def test_another_process_picks_up_a_host_killed_mid_call(tmp_path: Path, tool: s
     assert isinstance(action, Infer)
     last = action.messages[-1].content
     if tool == "email":
-        assert last == {"indeterminate": "outcome_unknown", "operation_id": operation_id}
+        assert last == {"kind": "indeterminate", "reason": "outcome_unknown", "operation_id": operation_id}
     else:
         assert isinstance(last, dict) and last["kind"] == "output"
     done = driver.inferred("finished", end=runkernel.EndCauseKind.COMPLETED)

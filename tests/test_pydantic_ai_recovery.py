@@ -57,7 +57,7 @@ def test_crash_inside_an_indeterminate_tool(world: World) -> None:
     assert len(world.starts("note")) == 1, "an indeterminate tool never runs again"
     assert status_of(world.call("indeterminate_crash", "n1")) == ("indeterminate", "outcome_unknown")
     shown = [m.content for m in world.store.messages("thread-indeterminate_crash") if m.role is Role.TOOL]
-    assert shown and isinstance(shown[0], dict) and shown[0]["indeterminate"] == "outcome_unknown"
+    assert shown and isinstance(shown[0], dict) and shown[0]["kind"] == "indeterminate" and shown[0]["reason"] == "outcome_unknown"
     assert "operation_id" in shown[0], "the model sees the operation id for reconciliation"
     world.check("indeterminate_crash")
 

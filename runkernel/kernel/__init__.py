@@ -4,6 +4,7 @@ arrive as inputs, and everything that touches the world is an effect.
 """
 
 from runkernel.kernel.decide import KernelBug, check_resume, decide
+from runkernel.kernel.effects_plan import tool_result_content
 from runkernel.kernel.edges import (
     CALL_EDGES,
     CALL_TABLE,
@@ -80,6 +81,7 @@ from runkernel.kernel.values import (
 )
 
 __all__ = [
+    "tool_result_content",
     "NO_HISTORY",
     "NO_TICKETS_SEEN",
     "CALL_EDGES",

@@ -43,19 +43,30 @@ def close_batch(batch: ActiveToolBatch) -> ActiveToolBatch:
     return ActiveToolBatch(batch.batch_id, batch.step, True, calls)
 
 
-def result_content(status: CallStatus, operation_id: str) -> JsonValue:
-    """The tool-result message body the model sees for a terminal call."""
+def tool_result_content(status: CallStatus, operation_id: str) -> JsonValue:
+    """The tool-result message body the model sees for a terminal call: one shape per
+    outcome kind, told apart by ``kind``.
+
+    - a completed call: ``{"kind": K, "value": V}``, K one of ``output``, ``error``,
+      ``denied`` (V the deny's reason or null), ``blocked``, ``supplied``, ``external``;
+    - an Indeterminate call: ``{"kind": "indeterminate", "reason": R, "operation_id": O}``,
+      R one of ``run_ended``, ``outcome_unknown``, ``attempts_exhausted``, and O the id
+      to reconcile the call by downstream.
+
+    Traces written before 0.2 carry ``{"indeterminate": R, "operation_id": O}`` for an
+    Indeterminate call; the judge never reads a tool message's content, so both stay legal.
+    """
     if isinstance(status, CallCompleted):
         return {"kind": status.result.kind.value, "value": status.result.value}
     if isinstance(status, CallIndeterminate):
-        return {"indeterminate": status.reason.value, "operation_id": operation_id}
+        return {"kind": "indeterminate", "reason": status.reason.value, "operation_id": operation_id}
     raise ValueError("only terminal calls publish a result")
 
 
 def publish_messages(batch: ActiveToolBatch) -> tuple[Message, ...]:
     """One tool-result message per call, in call order."""
     return tuple(
-        Message(Role.TOOL, result_content(c.status, c.operation_id), call_id=c.call_id)
+        Message(Role.TOOL, tool_result_content(c.status, c.operation_id), call_id=c.call_id)
         for c in batch.calls
     )
 

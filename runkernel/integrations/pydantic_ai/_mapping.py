@@ -28,6 +28,7 @@ from runkernel import (
     Answer, Approve, CallCompleted, CallIndeterminate, Deny, JsonValue, Message, ResultKind, Role, ToolCall,
 )
 from runkernel.integrations.pydantic_ai._context import IntegrationError
+from runkernel.kernel import tool_result_content
 from runkernel.kernel.protocol import ResumePayload
 
 
@@ -63,7 +64,7 @@ def _shown(call: ToolCall) -> Any:
     """A committed terminal result as the tool's return (or its retry/failure) to Pydantic AI."""
     status = call.status
     if isinstance(status, CallIndeterminate):
-        return {"indeterminate": status.reason.value, "operation_id": call.operation_id}
+        return tool_result_content(status, call.operation_id)  # what the model sees of it
     assert isinstance(status, CallCompleted)
     value = status.result.value
     if status.result.kind is ResultKind.ERROR:
@@ -155,4 +156,6 @@ def _return_part(tool: str, call_id: str, content: JsonValue) -> ModelRequestPar
         return ToolReturnPart(tool, str(message), call_id, outcome="failed")
     if kind == ResultKind.DENIED.value:
         return ToolReturnPart(tool, value if isinstance(value, str) else ToolDenied().message, call_id, outcome="denied")
+    if kind == "indeterminate" or "indeterminate" in body:  # the whole body: reason and operation id
+        return ToolReturnPart(tool, content, call_id)
     return ToolReturnPart(tool, value if kind is not None else content, call_id)
