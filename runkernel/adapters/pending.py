@@ -41,6 +41,8 @@ def next_command(
     policies: Policies,
     history: History = NO_HISTORY,
     termini: tuple[ChildTerminus, ...] = (),
+    *,
+    self_check: bool = False,
 ) -> InboxVerdict:
     """Try the pending commands oldest first, up to the first the kernel accepts. An end
     request carries ``termini``: those the Run's running children already committed."""
@@ -53,7 +55,7 @@ def next_command(
             continue
         if isinstance(command, EndRequest) and termini:
             command = attrs.evolve(command, child_termini=termini)
-        verdict = decide(state, command, policies, history)
+        verdict = decide(state, command, policies, history, self_check=self_check)
         if isinstance(verdict, Rejection):
             refused.append((entry, refusal_outcome(state, command, verdict)))
             continue
@@ -128,7 +130,9 @@ def has_deadline(state: RunSnapshot) -> bool:
     return call is not None and isinstance(call.status, CallAwaiting) and call.status.wait.expires_at is not None
 
 
-def due_timer(state: RunSnapshot, now: str, policies: Policies, history: History = NO_HISTORY) -> Decision | None:
+def due_timer(
+    state: RunSnapshot, now: str, policies: Policies, history: History = NO_HISTORY, *, self_check: bool = False
+) -> Decision | None:
     """The resume a due timer becomes at ``now`` (a scheduled wait whose ``due_at``
     passed resumes its call, as its ticket's timer command would), or None."""
     if not isinstance(state.state, Awaiting) or state.open_batch is None:
@@ -140,16 +144,19 @@ def due_timer(state: RunSnapshot, now: str, policies: Policies, history: History
     if wait.kind is not WaitKind.SCHEDULED or not has_passed(wait.due_at, now):
         return None
     fired = ResumeCommand(state.run_id, state.state.ticket.ticket_id, WaitKind.SCHEDULED, TimerFired())
-    verdict = decide(state, fired, policies, history)
+    verdict = decide(state, fired, policies, history, self_check=self_check)
     return None if isinstance(verdict, Rejection) else verdict
 
 
-def expiry(state: RunSnapshot, now: str, policies: Policies) -> Decision | None:
+def expiry(
+    state: RunSnapshot, now: str, policies: Policies, history: History = NO_HISTORY, *, self_check: bool = False
+) -> Decision | None:
     """The deny an expired approval becomes at ``now``, or None (none expired)."""
     if not has_deadline(state):
         return None
     assert isinstance(state.state, Awaiting)
-    verdict = decide(state, DeadlinePassed(state.state.ticket.ticket_id, now), policies)
+    expired = DeadlinePassed(state.state.ticket.ticket_id, now)
+    verdict = decide(state, expired, policies, history, self_check=self_check)
     return None if isinstance(verdict, Rejection) else verdict
 
 
