@@ -159,8 +159,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "a stream checkpoint becomes the committed reply",
         "runkernel/adapters/runtime.py",
-        "            return InferenceResult(reply.content, end=reply.end, staged=staging.staged)\n",
-        "            return InferenceResult(reply.content if partial is None else partial, end=reply.end, staged=staging.staged)\n",
+        "        return Inferred(reply.content, calls, None if calls else reply.end, None, staging.staged)\n",
+        "        content = reply.content if calls or action.partial is None else action.partial\n"
+        "        return Inferred(content, calls, None if calls else reply.end, None, staging.staged)\n",
         STATEFUL,
     ),
     Mutant(
@@ -247,18 +248,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "an inbox command is settled after its commit, not in it",
-        "runkernel/adapters/runtime.py",
-        "                self._commit(drive.state, effect.commit, decision.state, settle)\n"
-        "                drive.messages.extend(effect.commit.messages)\n"
-        "                drive.state = decision.state\n"
-        "                if entry is not None:\n"
-        "                    # settled in the commit's own transaction: no crash falls in between\n"
-        "                    self.on_event(CommandSettled(entry, \"applied\"))\n",
-        "                self._commit(drive.state, effect.commit, decision.state, None)\n"
-        "                drive.messages.extend(effect.commit.messages)\n"
-        "                drive.state = decision.state\n"
-        "                if entry is not None:\n"
-        "                    self._settle(entry, \"applied\")\n",
+        "runkernel/adapters/driver_core.py",
+        "        settle = None if self.entry is None else Settlement(self.entry.entry_id, \"applied\")\n"
+        "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)\n"
+        "        self.entry = None\n",
+        "        stored: RunSnapshot = yield Append(commit, None, self.state, None)\n"
+        "        if self.entry is not None:\n"
+        "            yield Settle(self.entry, \"applied\")\n"
+        "        self.entry = None\n",
         SETTLE_UNIT,
     ),
     Mutant(

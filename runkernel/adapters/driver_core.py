@@ -1,10 +1,12 @@
-"""The push-mode driver's sans-IO core: one generator per Run that both shells drive.
+"""The one effect interpreter: a sans-IO generator per Run that every host drives.
 
 The core never touches a store, a gate or the host itself. It *yields* what it needs
 (``Append`` a commit, ``ReadRun``, ``Pending`` inbox commands, ``AskGate``, ``Hand`` an
 action to the host, ...) and is sent the answer, the way psycopg's protocol generators
-yield "wait for read". ``Driver`` performs those operations synchronously and
-``AsyncDriver`` awaits them; neither holds any logic of its own, so the two cannot drift.
+yield "wait for read". The push-mode ``Driver`` performs those operations synchronously
+and ``AsyncDriver`` awaits them; the pull-mode ``Runtime`` answers each handed-out action
+by calling its ports. None of them holds effect logic of its own (their store operations
+are one ``StoreOps``), so the modes cannot drift.
 
 Every decision comes from the kernel: ``decide`` for what the host reports, ``recover``
 when a Run is picked up or reaches a quiet point. An operation that follows an ``Append``

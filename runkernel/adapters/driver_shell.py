@@ -122,11 +122,13 @@ class Shell:
         clock: Clock = utc_now,
         leases: LeaseKeeper | None = None,
         app: str | None = None,
+        on_event: Callable[[RuntimeEvent], None] | None = None,
     ) -> None:
         # leases: a worker's LeaseKeeper (see StoreOps); a RunCall is handed out only
         # after the lease is re-checked with its margin (W1), carrying its epoch.
         self.store = store
         self.leases = leases
+        self.on_event = on_event
         self.ops = StoreOps(store, leases, self._event)
         self.settings = _settings(tools, max_steps, on_indeterminate, ids, clock, app)
         self.gate: AnyGate = gate or AllowAll()
@@ -286,6 +288,8 @@ class Shell:
             self.commits += 1
         elif isinstance(event, CheckpointLost):
             self.checkpoints_lost += 1  # best effort: only partial recovery is lost
+        if self.on_event is not None:
+            self.on_event(event)
 
     def _opening(
         self, messages: Sequence[Message | str], thread_id: str | None, run_id: str | None

@@ -1,5 +1,5 @@
-"""What a driver does at a quiet point with the store's inbox and a wait's deadline, as
-pure functions both drivers can share (the caller reads the inbox and settles entries).
+"""What the driver core does at a quiet point with the store's inbox and a wait's
+deadline, as pure functions (the core reads the inbox and settles entries).
 
 At a quiet point the pending commands are tried oldest first: each one the kernel
 refuses is settled with its refusal, and the first one it accepts is applied; its entry
@@ -71,23 +71,10 @@ ALREADY_APPLIED_BY = "refused: already applied by command {entry_id}"
 APPLIED_OUTCOMES = ("applied", ALREADY_COMMITTED)
 
 
-def exact_outcome(
-    state: RunSnapshot,
-    entry: InboxEntry,
-    command: ResumeCommand | EndRequest,
-    rejection: Rejection,
-    commands: list[InboxEntry],
-) -> str:
-    """How a refused inbox command is settled, exactly, whichever driver applies it:
-    ``refused: RULE: ...``; or, when the committed state already holds what it asks,
-    ``applied before`` if no other of the Run's ``commands`` was settled as its
-    application (its commit was written before a crash), and otherwise ``refused:
-    already applied by command N`` naming that command."""
-    outcome = refusal_outcome(state, command, rejection)
-    return outcome if outcome != ALREADY_COMMITTED else _applied_before(entry, command, commands)
-
-
 def _applied_before(entry: InboxEntry, command: ResumeCommand | EndRequest, commands: list[InboxEntry]) -> str:
+    """``applied before`` if no other of the Run's ``commands`` was settled as the
+    application of ``command`` (its commit was written before a crash), and otherwise
+    ``refused: already applied by command N`` naming that command."""
     for other in commands:
         if other.entry_id != entry.entry_id and other.outcome in APPLIED_OUTCOMES and _same(other, command):
             return ALREADY_APPLIED_BY.format(entry_id=other.entry_id)
@@ -103,8 +90,8 @@ def needs_settled_commands(refused: tuple[tuple[InboxEntry, str], ...]) -> bool:
 def exact_outcomes(
     refused: tuple[tuple[InboxEntry, str], ...], commands: list[InboxEntry]
 ) -> tuple[tuple[InboxEntry, str], ...]:
-    """``next_command``'s refusals with each "applied before" made exact, as
-    ``exact_outcome`` makes it, given the Run's ``commands``."""
+    """``next_command``'s refusals with each "applied before" made exact, given the
+    Run's ``commands`` (see ``_applied_before``)."""
     exact: list[tuple[InboxEntry, str]] = []
     for entry, outcome in refused:
         if outcome == ALREADY_COMMITTED:
@@ -165,7 +152,6 @@ __all__ = [
     "APPLIED_OUTCOMES",
     "InboxVerdict",
     "due_timer",
-    "exact_outcome",
     "exact_outcomes",
     "expiry",
     "has_deadline",

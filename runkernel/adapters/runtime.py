@@ -134,10 +134,10 @@ class Drive:
                     return self._stop()
                 self._next = self._send(report)
                 return False
-            following = self._send(self.runtime.perform(op))
+            following = self._send(self.runtime._perform(op))
             if isinstance(op, _EFFECTS):
                 while isinstance(following, DropCheckpoint):  # the commit's own cleanup
-                    following = self._send(self.runtime.perform(following))
+                    following = self._send(self.runtime._perform(following))
                 self._next = following
                 return False
             op = following
@@ -179,9 +179,9 @@ class Drive:
             case Infer():
                 return self._infer(action)
             case RunCall():
-                return self.runtime.run_call(action)
+                return self.runtime._run_call(action)
             case CheckStatus():
-                return self.runtime.check_status(action)
+                return self.runtime._check_status(action)
             case WaitFor() | ChildrenRunning() | Done():
                 return None  # a resume, a child's end or nothing wakes it: a later drive
         raise AssertionError(f"not an action: {action!r}")
@@ -198,11 +198,11 @@ class Drive:
         calls = tuple(CallRequest(call.tool, call.arguments, call.call_id) for call in reply.calls)
         return Inferred(reply.content, calls, None if calls else reply.end, None, staging.staged)
 
-    def checkpoint(self, partial: JsonValue) -> None:
+    def _checkpoint(self, partial: JsonValue) -> None:
         """The model's output so far, while it infers: the core saves it, best effort."""
         op = self._send(Partial(partial))
         while not isinstance(op, Hand):
-            op = self._send(self.runtime.perform(op))
+            op = self._send(self.runtime._perform(op))
         if op.refused is not None:
             raise op.refused
 
@@ -215,7 +215,7 @@ class _Stream:
         self.drive.runtime.observer.delta(self.run_id, data)
 
     def checkpoint(self, partial: JsonValue) -> None:
-        self.drive.checkpoint(partial)
+        self.drive._checkpoint(partial)
 
 
 class _RuntimeOps(StoreOps):
@@ -315,13 +315,13 @@ class Runtime:
 
     # --- the ports ------------------------------------------------------------------
 
-    def perform(self, op: Operation) -> Any:
+    def _perform(self, op: Operation) -> Any:
         """Carry out one of the core's operations other than handing out an action."""
         if isinstance(op, AskGate):
             return self.gate.check(op.run_id, op.call)
         return self.ops.perform(op)
 
-    def run_call(self, action: RunCall) -> CallEnded:
+    def _run_call(self, action: RunCall) -> CallEnded:
         """Run the tool's attempt (its Executing commit is durable) under the lease
         re-checked with its margin (W1); a tool that raised is reported (``ToolRaised``)."""
         tool = self.tools.get(action.tool)
@@ -363,7 +363,7 @@ class Runtime:
             return Failed({"type": typed.type, "message": typed.message}, retryable=True)
         return Lost()
 
-    def check_status(self, action: CheckStatus) -> Status | None:
+    def _check_status(self, action: CheckStatus) -> Status | None:
         """Ask a reconnect tool about its operation; None (stop driving) once it was
         asked ``MAX_STATUS_POLLS`` times by this runtime: a later drive asks again."""
         polled = self._polls.get(action.operation_id, 0)
