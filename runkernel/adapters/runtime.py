@@ -38,7 +38,15 @@ from runkernel.adapters.driver_protocol import (
     Inferred,
     Observe,
     Operation,
+    LoadCheckpoint,
     Partial,
+    Pending,
+    ReadChild,
+    ReadCommands,
+    ReadHead,
+    ReadLookups,
+    ReadMessages,
+    ReadRun,
     Report,
     SendCancel,
     Status,
@@ -84,7 +92,7 @@ from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.errors import RunkernelError
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import OperationStatus, ToolFailure, ToolOutcome
-from runkernel.kernel.state import Message, RunSnapshot, TypedError
+from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, TypedError
 from runkernel.kernel.values import JsonValue
 
 #: How often one runtime asks a reconnect tool about an operation that is still running
@@ -93,6 +101,8 @@ MAX_STATUS_POLLS = 5
 
 #: The core's operations that carry out an effect: a step ends after one of them.
 _EFFECTS = (Append, ActivateChild, SendCancel, Observe, AskGate)
+#: What a new drive does before its first step: it reads, and reports its recovery.
+_READS = (ReadRun, ReadHead, ReadMessages, ReadLookups, LoadCheckpoint, Pending, ReadCommands, ReadChild, Tell)
 
 
 class Drive:
@@ -108,14 +118,24 @@ class Drive:
         self.run_id = run_id
         self._core = core
         self._steps = steps
-        #: the core's next operation, yielded already (None before the first step)
-        self._next: Operation | None = None
         self.outcome: RunOutcome | None = None
+        # up to the first effect: what the drive will commit or ask first is decided now
+        op = self._send(None)
+        while isinstance(op, _READS):
+            op = self._send(runtime._perform(op))
+        #: the core's next operation, yielded already
+        self._next: Operation = op
 
     @property
     def state(self) -> RunSnapshot | None:
         """The Run's latest acknowledged snapshot (None before its activation)."""
         return self._core.state
+
+    @property
+    def next_commit(self) -> ThreadCommit | None:
+        """The commit this drive writes next, decided already (None if it does something
+        else first)."""
+        return self._next.commit if isinstance(self._next, Append) else None
 
     def commit_next(self) -> bool:
         """Whether what this drive does next is a commit already decided (or a
@@ -126,7 +146,7 @@ class Drive:
         """Advance by one effect. True once driving has stopped (see ``outcome``)."""
         if self.outcome is not None:
             return True
-        op = self._next if self._next is not None else self._send(None)
+        op = self._next
         while True:
             if isinstance(op, Hand):
                 report = self._answer(op)
