@@ -159,8 +159,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "a stream checkpoint becomes the committed reply",
         "runkernel/adapters/runtime.py",
-        "            return InferenceResult(reply.content, end=reply.end, staged=staging.staged)\n",
-        "            return InferenceResult(reply.content if partial is None else partial, end=reply.end, staged=staging.staged)\n",
+        "        return Inferred(reply.content, calls, None if calls else reply.end, None, staging.staged)\n",
+        "        content = reply.content if calls or action.partial is None else action.partial\n"
+        "        return Inferred(content, calls, None if calls else reply.end, None, staging.staged)\n",
         STATEFUL,
     ),
     Mutant(
@@ -247,18 +248,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "an inbox command is settled after its commit, not in it",
-        "runkernel/adapters/runtime.py",
-        "                self._commit(drive.state, effect.commit, decision.state, settle)\n"
-        "                drive.messages.extend(effect.commit.messages)\n"
-        "                drive.state = decision.state\n"
-        "                if entry is not None:\n"
-        "                    # settled in the commit's own transaction: no crash falls in between\n"
-        "                    self.on_event(CommandSettled(entry, \"applied\"))\n",
-        "                self._commit(drive.state, effect.commit, decision.state, None)\n"
-        "                drive.messages.extend(effect.commit.messages)\n"
-        "                drive.state = decision.state\n"
-        "                if entry is not None:\n"
-        "                    self._settle(entry, \"applied\")\n",
+        "runkernel/adapters/driver_core.py",
+        "        settle = None if self.entry is None else Settlement(self.entry.entry_id, \"applied\")\n"
+        "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)\n"
+        "        self.entry = None\n",
+        "        stored: RunSnapshot = yield Append(commit, None, self.state, None)\n"
+        "        if self.entry is not None:\n"
+        "            yield Settle(self.entry, \"applied\")\n"
+        "        self.entry = None\n",
         SETTLE_UNIT,
     ),
     Mutant(
@@ -354,72 +351,68 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "the push driver hands out RunCall without re-checking its lease",
         "runkernel/adapters/driver_shell.py",
-        "                lease = self.leases.before_executor(action.run_id)\n",
-        "                lease = self.leases.held(action.run_id)\n",
+        "        return attrs.evolve(action, lease_epoch=self.leases.before_executor(action.run_id).epoch)\n",
+        "        return attrs.evolve(action, lease_epoch=self.leases.held(action.run_id).epoch)  # type: ignore[union-attr]\n",
         PUSH_LEASE_LOSS_UNIT,
     ),
     Mutant(
         "the push driver carries on after its commit lost to another writer",
         "runkernel/adapters/driver_shell.py",
-        "            case Append():\n"
-        "                stored = store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n",
-        "            case Append():\n"
-        "                try:\n"
-        "                    stored = store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n"
-        "                except CommitConflict:\n"
-        "                    stored = store.run(op.commit.run_id)  # another writer got there: carry on from its state\n",
+        "        stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n",
+        "        try:\n"
+        "            stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n"
+        "        except CommitConflict:\n"
+        "            stored = self.store.run(op.commit.run_id)  # another writer got there: carry on from its state\n",
         PUSH_LOST_COMMIT_UNIT,
     ),
     Mutant(
         "the pull runtime carries on after its commit lost to another writer",
-        "runkernel/adapters/runtime.py",
-        "        stored = self._append(commit, settle)\n",
-        "        from runkernel.adapters.store import CommitConflict\n"
-        "\n"
+        "runkernel/adapters/driver_shell.py",
+        "        stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n",
         "        try:\n"
-        "            stored = self._append(commit, settle)\n"
+        "            stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n"
         "        except CommitConflict:\n"
-        "            stored = self.store.run(commit.run_id)  # another writer got there: carry on from its state\n",
+        "            stored = self.store.run(op.commit.run_id)  # another writer got there: carry on from its state\n",
         PULL_LOST_COMMIT_UNIT,
     ),
     Mutant(
         "a runtime reuses a hook's uncommitted staging in its next drive",
         "runkernel/adapters/runtime.py",
-        "        staging = self.hooks.before_inference(state.run_id, effect.step, state.staged)\n",
-        "        answers = self.__dict__.setdefault(\"_staging_by_step\", {})  # the hooks run once per Step\n"
-        "        if (state.run_id, effect.step) not in answers:\n"
-        "            answers[(state.run_id, effect.step)] = self.hooks.before_inference(state.run_id, effect.step, state.staged)\n"
-        "        staging = answers[(state.run_id, effect.step)]\n",
+        "        staging = runtime.hooks.before_inference(action.run_id, action.step, action.staged)\n",
+        "        answers = runtime.__dict__.setdefault(\"_staging_by_step\", {})  # the hooks run once per Step\n"
+        "        if (action.run_id, action.step) not in answers:\n"
+        "            answers[(action.run_id, action.step)] = runtime.hooks.before_inference(action.run_id, action.step, action.staged)\n"
+        "        staging = answers[(action.run_id, action.step)]\n",
         STAGING_REUSED_UNIT,
     ),
     Mutant(
         "a runtime reuses a lost attempt's AfterTool reaction",
         "runkernel/adapters/runtime.py",
-        "            reaction = self.hooks.after_tool(state.run_id, effect.call_id, effect.attempt, reply)\n",
+        "            reaction = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)\n",
         "            reactions = self.__dict__.setdefault(\"_reactions\", {})  # AfterTool runs once per call\n"
-        "            if (state.run_id, effect.call_id) not in reactions:\n"
-        "                reactions[(state.run_id, effect.call_id)] = self.hooks.after_tool(state.run_id, effect.call_id, effect.attempt, reply)\n"
-        "            reaction = reactions[(state.run_id, effect.call_id)]\n",
+        "            if (action.run_id, action.call_id) not in reactions:\n"
+        "                reactions[(action.run_id, action.call_id)] = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)\n"
+        "            reaction = reactions[(action.run_id, action.call_id)]\n",
         REACTION_REUSED_UNIT,
     ),
     Mutant(
         "the push driver settles an inbox command after its commit, not in it",
         "runkernel/adapters/driver_core.py",
         "        settle = None if self.entry is None else Settlement(self.entry.entry_id, \"applied\")\n"
-        "        stored: RunSnapshot = yield Append(commit, settle)\n",
-        "        stored: RunSnapshot = yield Append(commit, None)\n"
+        "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)\n",
+        "        stored: RunSnapshot = yield Append(commit, None, self.state, None)\n"
         "        if self.entry is not None:\n"
-        "            yield Settle(self.entry.entry_id, \"applied\")\n",
+        "            yield Settle(self.entry, \"applied\")\n",
         PUSH_SETTLED_AFTER_UNIT,
     ),
     Mutant(
         "the push driver settles an inbox command before its commit, not in it",
         "runkernel/adapters/driver_core.py",
         "        settle = None if self.entry is None else Settlement(self.entry.entry_id, \"applied\")\n"
-        "        stored: RunSnapshot = yield Append(commit, settle)\n",
+        "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)\n",
         "        if self.entry is not None:\n"
-        "            yield Settle(self.entry.entry_id, \"applied\")\n"
-        "        stored: RunSnapshot = yield Append(commit, None)\n",
+        "            yield Settle(self.entry, \"applied\")\n"
+        "        stored: RunSnapshot = yield Append(commit, None, self.state, None)\n",
         PUSH_SETTLED_BEFORE_UNIT,
     ),
     Mutant(

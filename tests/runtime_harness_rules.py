@@ -150,7 +150,7 @@ class RuntimeRules(RuntimeMachineState):
         is the one continued; otherwise a Run that needs work, Ended ones last. A Run
         whose activation never committed is started again, as a host would."""
         live = self.live()
-        run_id = live.decision.state.run_id if live is not None else self.pick_to_drive(pick)
+        run_id = live.run_id if live is not None else self.pick_to_drive(pick)
         if run_id is None:
             return
         self.drive = None

@@ -255,10 +255,10 @@ class RuntimeMachineState(RuleBasedStateMachine):
             return drive.step()
         except SimulatedCrash:
             self.drive = None  # the runtime died: only the store survives
-            self.died(drive.decision.state.run_id)
+            self.died(drive.run_id)
             return True
         except StoreUnavailable as error:
-            self.died(drive.decision.state.run_id)
+            self.died(drive.run_id)
             self.write_failures += 1
             self.fail_appends(False)  # only the next append fails
             self.drive = None  # a failed write kills the drive like a crash

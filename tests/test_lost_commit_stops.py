@@ -34,7 +34,7 @@ from runkernel.adapters.ports import (
 from runkernel.adapters.runtime import Runtime
 from runkernel.adapters.store import CommitConflict, Store
 from runkernel.kernel.policies import Policies, ToolPolicy
-from runkernel.kernel.protocol import Allow, Commit, GateVerdict, InferenceResult, OperationStatus, ProposedCall
+from runkernel.kernel.protocol import Allow, GateVerdict, InferenceResult, OperationStatus, ProposedCall
 from runkernel.kernel.state import CallExecuting, CallRequested, Ended, ThreadCommit, ToolCall
 from runkernel.kernel.values import EndCauseKind
 from runkernel.specs.checker import Verdict, check_commits
@@ -209,8 +209,8 @@ def test_a_runtime_whose_executing_commit_loses_to_another_runtime_starts_nothin
     winner, winner_model, winner_tool = runtime(rival_store)
     losing = loser.begin_drive("r1")
     winning = winner.begin_drive("r1")
-    decided = winning.decision.effects[0]
-    assert isinstance(decided, Commit) and losing.decision.effects[0] == decided, "both decide Executing{2}"
+    decided = winning.next_commit
+    assert decided is not None and losing.next_commit == decided, "both decide Executing{2}"
     assert not winning.step()  # the winner's Executing{2} lands first
     stopped = raised_by(losing.run)
     assert loser_tool.starts == [] and loser_model.asked == [], "the loser started something after its commit lost"

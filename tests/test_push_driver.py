@@ -573,3 +573,29 @@ def test_a_driver_whose_commit_loses_stops_and_picks_up_what_the_winner_wrote(ki
     assert [m.content for m in again.messages] == ["go", "second wins"]
     assert first.snapshot == snapshot(store)
     legal(store)
+
+
+def test_a_driver_tells_on_event_what_it_did_as_the_runtime_does() -> None:
+    """The push driver reports through ``on_event`` what the pull-mode runtime reports
+    (both carry out the core's store operations the same way): each acknowledged commit
+    with its position, each settled inbox command, each recovery."""
+    from runkernel.adapters.crash import Position
+    from runkernel.adapters.runtime_events import Acknowledged, CommandSettled, Recovered, RuntimeEvent
+    from runkernel.adapters.serial import end_to_inbox
+
+    store = MemoryStore()
+    events: list[RuntimeEvent] = []
+    driver = Driver(store, {}, on_event=events.append)
+    driver.start(["go"], thread_id="t1", run_id="r1")
+    assert isinstance(driver.inferred("done", end=EndCauseKind.COMPLETED), Done)
+    assert [(type(e), getattr(e, "position", None)) for e in events] == [
+        (Acknowledged, Position.ACTIVATION),
+        (Acknowledged, Position.END),
+    ]
+    assert driver.commits == 2
+    store.put_command("r1", end_to_inbox(EndRequest(EndCause(EndCauseKind.CANCELLED))))
+    events.clear()
+    Driver(store, {}, on_event=events.append).pick_up("r1")
+    recovered, settled = events
+    assert isinstance(recovered, Recovered) and isinstance(recovered.snapshot.state, Ended)
+    assert isinstance(settled, CommandSettled) and settled.outcome.startswith("refused")

@@ -20,7 +20,7 @@ from runkernel.adapters.store import Store
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.delegation import executing_delegations, next_to_gate, terminus
 from runkernel.kernel.policies import Policies
-from runkernel.kernel.protocol import Activate, ChildTerminus, EndRequest, StartChild
+from runkernel.kernel.protocol import Activate, EndRequest, StartChild
 from runkernel.kernel.state import ActiveToolBatch, Delegation, EndCause, Ended, Message, ParentCall
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
@@ -51,7 +51,7 @@ def parents_to_wake(store: Store, run_ids: Iterable[str]) -> list[str]:
     return [run_id for run_id in run_ids if ended_children(store, run_id)]
 
 
-# --- what both drivers read of a child (the pull-mode runtime and the push-mode driver) --
+# --- what the driver reads of a child ---------------------------------------------------
 
 
 @frozen
@@ -86,18 +86,6 @@ def find_child(store: Store, child: Delegation) -> ChildFound:
         if message.role is Role.ASSISTANT:
             final = message.content
     return ChildFound(True, terminus(child.thread_id, child.run_id, snapshot.state.cause, final))
-
-
-def child_termini(store: Store, batch: ActiveToolBatch) -> tuple[ChildTerminus, ...]:
-    """The committed termini of the children of ``batch``'s Executing concurrent
-    delegations that have ended: what an end request of their parent carries."""
-    found = []
-    for call in executing_delegations(batch):
-        assert call.delegation is not None
-        ended = find_child(store, call.delegation).terminus
-        if ended is not None:
-            found.append(ChildTerminus(call.call_id, ended))
-    return tuple(found)
 
 
 def is_quiet(batch: ActiveToolBatch, policies: Policies, running: Collection[str]) -> bool:

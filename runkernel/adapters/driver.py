@@ -65,8 +65,11 @@ class Driver(Shell):
     call, operation and ticket ids the host does not give (``SecretIds``: from
     ``secrets``); ``clock`` gives "now" for approval deadlines. ``app`` is recorded on
     the activation of each Run it starts and of each child Run it activates for a
-    concurrent delegation. One driver drives one Run at a time; each method returns the
-    next ``Action``. A refused answer raises ``HostProtocolError`` and changes nothing.
+    concurrent delegation. ``on_event`` is told what the driver did, as the pull-mode
+    runtime's is (``Acknowledged`` commits, ``CommandSettled``, ``Recovered``,
+    ``CheckpointLost``, ``CommitRetried``). One driver drives one Run at a time; each
+    method returns the next ``Action``. A refused answer raises ``HostProtocolError``
+    and changes nothing.
     """
 
     def start(

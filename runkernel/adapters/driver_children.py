@@ -21,7 +21,13 @@ from runkernel.kernel.state import RunSnapshot, ThreadHead
 
 
 def start_child(
-    effect: StartChild, state: RunSnapshot, policies: Policies, lookups: History, app: str | None
+    effect: StartChild,
+    state: RunSnapshot,
+    policies: Policies,
+    lookups: History,
+    app: str | None,
+    *,
+    self_check: bool = False,
 ) -> Generator[Operation, Any, Decision | None]:
     """The executor of a concurrent delegation (its Executing commit is durable):
     reconnect to its child by its fixed identity. An ended child completes the call (the
@@ -30,7 +36,7 @@ def start_child(
     found: ChildFound = yield ReadChild(effect.child)
     if found.terminus is not None:
         ended = ChildEnded(effect.call_id, effect.attempt, found.terminus)
-        verdict = decide(state, ended, policies, lookups)
+        verdict = decide(state, ended, policies, lookups, self_check=self_check)
         if isinstance(verdict, Rejection):
             raise DriverError(f"the end of child run {effect.child.run_id!r} was refused: {verdict}")
         return verdict

@@ -1,10 +1,12 @@
-"""The push-mode driver's sans-IO core: one generator per Run that both shells drive.
+"""The one effect interpreter: a sans-IO generator per Run that every host drives.
 
 The core never touches a store, a gate or the host itself. It *yields* what it needs
 (``Append`` a commit, ``ReadRun``, ``Pending`` inbox commands, ``AskGate``, ``Hand`` an
 action to the host, ...) and is sent the answer, the way psycopg's protocol generators
-yield "wait for read". ``Driver`` performs those operations synchronously and
-``AsyncDriver`` awaits them; neither holds any logic of its own, so the two cannot drift.
+yield "wait for read". The push-mode ``Driver`` performs those operations synchronously
+and ``AsyncDriver`` awaits them; the pull-mode ``Runtime`` answers each handed-out action
+by calling its ports. None of them holds effect logic of its own (their store operations
+are one ``StoreOps``), so the modes cannot drift.
 
 Every decision comes from the kernel: ``decide`` for what the host reports, ``recover``
 when a Run is picked up or reaches a quiet point. An operation that follows an ``Append``
@@ -40,11 +42,13 @@ from runkernel.adapters.driver_protocol import (
     Append,
     AskGate,
     CallEnded,
+    Compact,
     DropCheckpoint,
     End,
     Hand,
     Inferred,
     LoadCheckpoint,
+    Observe,
     Operation,
     Partial,
     Pending,
@@ -61,10 +65,12 @@ from runkernel.adapters.driver_protocol import (
     Settle,
     Status,
     Steps,
+    Tell,
 )
 from runkernel.adapters.pending import due_timer, exact_outcomes, expiry, has_deadline, needs_settled_commands, next_command
 from runkernel.adapters.port_inputs import gate_verdict
 from runkernel.adapters.ports import Clock, GateAnswer, IdSource
+from runkernel.adapters.runtime_events import Recovered
 from runkernel.adapters.store import Checkpoint, InboxEntry, Settlement, UnknownRun
 from runkernel.kernel.decide import decide
 from runkernel.kernel.history import NO_HISTORY, History
@@ -93,7 +99,7 @@ from runkernel.kernel.protocol import (
     ToolFailure,
     ToolFinished,
 )
-from runkernel.kernel.recover import recover
+from runkernel.kernel.recover import RecoveryDecision, recover
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import (
     Awaiting,
@@ -122,6 +128,12 @@ class Settings:
     #: each child Run it activates for a concurrent delegation (a worker of that app
     #: drives the child)
     app: str | None = None
+    #: make ``decide`` and ``recover`` judge each commit they build before the store
+    #: judges it again (tests and the simulator; off in production)
+    self_check: bool = False
+    #: refuse a model reply that calls a tool without a declared policy (``UnknownTool``);
+    #: off, such a call is committed and its host fails it
+    refuse_unknown_tools: bool = True
 
 
 class DriverCore:
@@ -172,7 +184,13 @@ class DriverCore:
         self.saved = yield LoadCheckpoint(run_id)
         self.checkpointed = self.saved is not None
         self.state = state
-        yield from self._drive(recover(state, self.policies).decision)
+        if self.checkpointed and isinstance(state.state, Ended):
+            # a crash came between the end commit and the checkpoint's cleanup
+            self.checkpointed, self.saved = False, None
+            yield DropCheckpoint(run_id)
+        plan = self._recover(state)
+        yield Tell(Recovered(plan.row, state))
+        yield from self._drive(plan.decision)
 
     def _read_history(self, thread_id: str) -> Generator[Operation, Any, None]:
         messages: list[Message] = yield ReadMessages(thread_id)
@@ -192,7 +210,7 @@ class DriverCore:
                     case Commit():
                         yield from self._commit(effect.commit, decision.state)
                     case RunHook() | PublishResults() | NotifyWait():
-                        pass  # observations; a push-mode host runs its own hooks
+                        yield Observe(decision.state.run_id, effect)
                     case DeliverTerminus():
                         self.terminus = effect
                     case RequestInference():
@@ -212,7 +230,9 @@ class DriverCore:
                         break
                     case StartChild():
                         state, app = self._snapshot(), self.settings.app
-                        following = yield from start_child(effect, state, self.policies, self.lookups, app)
+                        following = yield from start_child(
+                            effect, state, self.policies, self.lookups, app, self_check=self.settings.self_check
+                        )
                         if following is not None:
                             break
                         self.children_running.add(effect.call_id)
@@ -242,19 +262,26 @@ class DriverCore:
                 expired = self._expiry(state)
                 if expired is not None:
                     return expired
+            if isinstance(state.state, Ended):
+                yield Compact(state.run_id)  # every command is settled: keep only the applied
             if isinstance(state.state, (Awaiting, Ended)):
                 action = self._wait_for(state) if isinstance(state.state, Awaiting) else self._done(state)
                 answered = yield from self._ask(action)
                 if answered is not None:
                     return answered
                 continue
-            return recover(state, self.policies).decision
+            return self._recover(state).decision
+
+    def _recover(self, state: RunSnapshot) -> RecoveryDecision:
+        if not self.settings.self_check:
+            return recover(state, self.policies)
+        return recover(state, self.policies, self_check=True, history=self.lookups)
 
     def _commit(self, commit: ThreadCommit, expected: RunSnapshot) -> Generator[Operation, Any, None]:
         commit = self._with_metadata(commit)
         # the inbox command this commit applies is settled in the commit's own transaction
         settle = None if self.entry is None else Settlement(self.entry.entry_id, "applied")
-        stored: RunSnapshot = yield Append(commit, settle)
+        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)
         self.entry = None
         if stored != expected:
             raise DriverError(f"store and kernel disagree after version {commit.version}")
@@ -295,12 +322,15 @@ class DriverCore:
                 continue
             if isinstance(made, EndRequest):
                 made = attrs.evolve(made, child_termini=(yield from ended_children(self._snapshot())))
-            verdict = decide(self._snapshot(), made, self.policies, self.lookups)
+            verdict = self._decide(made)
             if isinstance(verdict, Rejection):
                 refused = HostProtocolError(f"refused {type(report).__name__.lower()}: {verdict}", verdict, action)
                 continue
             self._keep_metadata(report)
             return verdict
+
+    def _decide(self, made: Input) -> Decision | Rejection:
+        return decide(self._snapshot(), made, self.policies, self.lookups, self_check=self.settings.self_check)
 
     def _input(self, action: Action, report: Report) -> Input | DriverError:
         """The kernel input a report stands for, if it answers ``action``."""
@@ -335,7 +365,7 @@ class DriverCore:
 
     def _inference(self, report: Inferred) -> InferenceResult | DriverError:
         unknown = sorted({c.tool for c in report.calls} - set(self.policies.tools))
-        if unknown:
+        if unknown and self.settings.refuse_unknown_tools:
             return UnknownTool(
                 f"no policy for tool(s) {', '.join(map(repr, unknown))}: declare each tool's "
                 "recovery policy (Driver(store, tools={name: ToolPolicy(...)}))"
@@ -357,8 +387,8 @@ class DriverCore:
         allows so far), and the state is the one already committed."""
         state, call = self._snapshot(), effect.call
         answer: GateAnswer = yield AskGate(state.run_id, call)
-        made = attrs.evolve(gate_verdict(call.call_id, answer, self.settings.ids.ticket_id()), allowed=effect.allowed)
-        verdict = decide(state, made, self.policies, self.lookups)
+        made = attrs.evolve(gate_verdict(call.call_id, answer, self.settings.ids), allowed=effect.allowed)
+        verdict = self._decide(made)
         if isinstance(verdict, Rejection):
             raise HostProtocolError(f"the gate's answer for call {call.call_id!r} was refused: {verdict}", verdict)
         return verdict
@@ -374,25 +404,24 @@ class DriverCore:
         if not pending:
             return None
         termini = yield from ended_children(state)
-        verdict = next_command(state, pending, self.policies, self.lookups, termini)
+        verdict = next_command(state, pending, self.policies, self.lookups, termini, self_check=self.settings.self_check)
         refused = verdict.refused
         if needs_settled_commands(refused):
             commands: list[InboxEntry] = yield ReadCommands(state.run_id)
             refused = exact_outcomes(refused, commands)
         for entry, outcome in refused:
-            yield Settle(entry.entry_id, outcome)
+            yield Settle(entry, outcome)
         if verdict.accepted is None:
             return None
         decision, self.entry = verdict.accepted
         return decision
 
     def _expiry(self, state: RunSnapshot) -> Decision | None:
-        """An expired approval's deny, or a due timer's resume (the same function as the
-        pull-mode runtime's)."""
-        now = self.settings.clock()
+        """An expired approval's deny, or a due timer's resume."""
+        now, check = self.settings.clock(), self.settings.self_check
         if has_deadline(state):
-            return expiry(state, now, self.policies)
-        return due_timer(state, now, self.policies, self.lookups)
+            return expiry(state, now, self.policies, self.lookups, self_check=check)
+        return due_timer(state, now, self.policies, self.lookups, self_check=check)
 
     # --- actions --------------------------------------------------------------------
 

@@ -13,9 +13,10 @@ from typing import Any, TypeAlias
 from attrs import frozen
 
 from runkernel.adapters.driver_actions import Action, CallRequest, DriverError
-from runkernel.adapters.store import Checkpoint, Settlement
-from runkernel.kernel.protocol import OperationStatus, ResumePayload, ToolOutcome
-from runkernel.kernel.state import Delegation, EndCause, Staged, ThreadCommit, ToolCall
+from runkernel.adapters.runtime_events import Recovered
+from runkernel.adapters.store import Checkpoint, InboxEntry, Settlement
+from runkernel.kernel.protocol import NotifyWait, OperationStatus, PublishResults, ResumePayload, RunHook, ToolOutcome
+from runkernel.kernel.state import Delegation, EndCause, RunSnapshot, Staged, ThreadCommit, ToolCall
 from runkernel.kernel.values import EndCauseKind, JsonValue
 
 # --- operations the core yields ------------------------------------------------------
@@ -24,10 +25,14 @@ from runkernel.kernel.values import EndCauseKind, JsonValue
 @frozen
 class Append:
     """Write the commit (settling ``settle``'s inbox command in the same transaction);
-    answer with the store's new snapshot."""
+    answer with the store's new snapshot. ``prev`` is the Run's snapshot before it (None
+    for an activation), which names the commit's position; ``applies`` is the inbox
+    command ``settle`` settles."""
 
     commit: ThreadCommit
     settle: Settlement | None = None
+    prev: RunSnapshot | None = None
+    applies: InboxEntry | None = None
 
 
 @frozen
@@ -77,8 +82,16 @@ class ReadCommands:
 class Settle:
     """Record what became of an inbox command; answer with None."""
 
-    entry_id: int
+    entry: InboxEntry
     outcome: str
+
+
+@frozen
+class Compact:
+    """The Run is Ended and its inbox settled: keep only the commands that were applied
+    (``Store.compact_commands``); answer with None."""
+
+    run_id: str
 
 
 @frozen
@@ -127,6 +140,22 @@ class SendCancel:
 
 
 @frozen
+class Observe:
+    """An observation the kernel planned (a hook ran, a wait began, results were
+    published): for the host's observer, never read back; answer with None."""
+
+    run_id: str
+    effect: RunHook | NotifyWait | PublishResults
+
+
+@frozen
+class Tell:
+    """What the core did that a host may report (``on_event``); answer with None."""
+
+    event: Recovered
+
+
+@frozen
 class AskGate:
     """Ask the permission gate about a call; answer with its ``GateAnswer``."""
 
@@ -152,12 +181,15 @@ Operation: TypeAlias = (
     | Pending
     | ReadCommands
     | Settle
+    | Compact
     | LoadCheckpoint
     | SaveCheckpoint
     | DropCheckpoint
     | ReadChild
     | ActivateChild
     | SendCancel
+    | Observe
+    | Tell
     | AskGate
     | Hand
 )
@@ -233,11 +265,13 @@ __all__ = [
     "Append",
     "AskGate",
     "CallEnded",
+    "Compact",
     "DropCheckpoint",
     "End",
     "Hand",
     "Inferred",
     "LoadCheckpoint",
+    "Observe",
     "Operation",
     "Partial",
     "Pending",
@@ -255,4 +289,5 @@ __all__ = [
     "Settle",
     "Status",
     "Steps",
+    "Tell",
 ]

@@ -10,8 +10,8 @@ from types import MappingProxyType
 
 import attrs
 
-from collections.abc import Awaitable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, assert_never
 
 from runkernel.adapters.driver_actions import (
     DEFAULT_MAX_STEPS,
@@ -26,15 +26,18 @@ from runkernel.adapters.driver_actions import (
 )
 from runkernel.adapters.driver_core import DriverCore, Settings
 from runkernel.adapters.delegations import cancel_child, cancel_if_parent_ended, find_child
+from runkernel.adapters.crash import Position, position_of
 from runkernel.adapters.driver_protocol import (
     ActivateChild,
     Append,
+    Compact,
     ReadLookups,
     DropCheckpoint,
     End,
     Hand,
     Inferred,
     LoadCheckpoint,
+    Observe,
     Operation,
     Pending,
     Poll,
@@ -48,19 +51,29 @@ from runkernel.adapters.driver_protocol import (
     SendCancel,
     Settle,
     Steps,
+    Tell,
 )
 from runkernel.adapters.ports import (
     AllowAll,
     Clock,
     GateAnswer,
     IdSource,
+    NullObserver,
+    Observer,
     SecretIds,
     utc_now,
+)
+from runkernel.adapters.runtime_events import (
+    Acknowledged,
+    CheckpointLost,
+    CommandSettled,
+    CommitRetried,
+    RuntimeEvent,
 )
 from runkernel.adapters.store import CommitConflict, Store, StoreError, StoreUnavailable
 from runkernel.adapters.worker_lease import APPEND_RETRIES, LeaseKeeper
 from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
-from runkernel.kernel.protocol import ResumePayload
+from runkernel.kernel.protocol import NotifyWait, PublishResults, ResumePayload, RunHook
 from runkernel.kernel.state import CallIndeterminate, EndCause, Message, RunSnapshot, Staged, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
@@ -109,12 +122,14 @@ class Shell:
         clock: Clock = utc_now,
         leases: LeaseKeeper | None = None,
         app: str | None = None,
+        on_event: Callable[[RuntimeEvent], None] | None = None,
     ) -> None:
-        # leases: a worker's LeaseKeeper. The Run is leased when it is started or picked
-        # up, every commit names the lease, and a RunCall is handed out only after the
-        # lease is re-checked with its margin (W1), carrying the epoch as fencing token.
+        # leases: a worker's LeaseKeeper (see StoreOps); a RunCall is handed out only
+        # after the lease is re-checked with its margin (W1), carrying its epoch.
         self.store = store
         self.leases = leases
+        self.on_event = on_event
+        self.ops = StoreOps(store, leases, self._event)
         self.settings = _settings(tools, max_steps, on_indeterminate, ids, clock, app)
         self.gate: AnyGate = gate or AllowAll()
         self._core: DriverCore | None = None
@@ -206,8 +221,7 @@ class Shell:
 
     def _attach(self, run_id: str, opening: Steps, core: DriverCore) -> None:
         self._close()
-        if self.leases is not None and self.leases.held(run_id) is None:
-            self.leases.take(run_id)  # LeaseHeld: another worker drives it
+        self.ops.lease(run_id)
         self._run_id, self._core, self._steps = run_id, core, opening
 
     def _close(self) -> None:
@@ -221,10 +235,9 @@ class Shell:
         self._core = None
 
     def _owed_cancel(self, run_id: str) -> None:
-        """A child whose parent ended is sent the cancel the parent's end owed it (see
-        ``cancel_if_parent_ended``), before it is picked up."""
+        """``StoreOps.owed_cancel``, stopping the driver if the store fails."""
         try:
-            cancel_if_parent_ended(self.store, run_id)
+            self.ops.owed_cancel(run_id)
         except StoreError as error:
             raise DriverStopped(f"stopped driving run {run_id!r}: {error}; pick_up() tries again") from error
 
@@ -257,24 +270,86 @@ class Shell:
 
     def _handed(self, hand: Hand) -> Action:
         action = hand.action
-        if self.leases is not None and isinstance(action, RunCall) and hand.refused is None:
+        if isinstance(action, RunCall) and hand.refused is None:
             try:
-                lease = self.leases.before_executor(action.run_id)
+                action = self.ops.before_run_call(action)
             except StoreError as error:
                 raise self._stopped(error) from error
-            action = attrs.evolve(action, lease_epoch=lease.epoch)
         self._action = action
         if hand.refused is not None:
             raise hand.refused
         return action
 
     def _perform_store(self, op: Operation) -> Any:
+        return self.ops.perform(op)
+
+    def _event(self, event: RuntimeEvent) -> None:
+        if isinstance(event, Acknowledged):
+            self.commits += 1
+        elif isinstance(event, CheckpointLost):
+            self.checkpoints_lost += 1  # best effort: only partial recovery is lost
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _opening(
+        self, messages: Sequence[Message | str], thread_id: str | None, run_id: str | None
+    ) -> tuple[str, Steps, DriverCore]:
+        ids = self.settings.ids
+        run = run_id or ids.new_id("run")
+        core = DriverCore(self.settings)
+        return run, core.start(thread_id or ids.new_id("thread"), run, _messages(messages)), core
+
+class StoreOps:
+    """Carries out the core's store operations, for every host of the core (the push
+    driver's shells and the pull-mode runtime): the leased write and its retry, the
+    child's activation under the parent's lease check (W1), checkpoints best effort,
+    inbox settlements, and what each reports to ``on_event``. ``before_write`` and
+    ``after_write`` are where a host that injects crashes (the runtime's crash plan)
+    steps in around each commit."""
+
+    def __init__(
+        self,
+        store: Store,
+        leases: LeaseKeeper | None,
+        on_event: Callable[[RuntimeEvent], None],
+        observer: Observer | None = None,
+    ) -> None:
+        # leases: a worker's LeaseKeeper. The Run is leased when it is started or picked
+        # up, every commit names the lease, and an executor starts only after the lease
+        # is re-checked with its margin (W1), its epoch the fencing token.
+        self.store = store
+        self.leases = leases
+        self.on_event = on_event
+        self.observer = observer or NullObserver()
+
+    def lease(self, run_id: str) -> None:
+        """Take the Run's lease before it is driven (``LeaseHeld``: another worker drives it)."""
+        if self.leases is not None and self.leases.held(run_id) is None:
+            self.leases.take(run_id)
+
+    def owed_cancel(self, run_id: str) -> None:
+        """A child whose parent ended is sent the cancel the parent's end owed it (see
+        ``cancel_if_parent_ended``), before it is picked up."""
+        cancel_if_parent_ended(self.store, run_id)
+
+    def before_run_call(self, action: RunCall) -> RunCall:
+        """W1: the lease re-checked, with its margin, immediately before an executor
+        starts; the call carries its epoch as fencing token."""
+        if self.leases is None:
+            return action
+        return attrs.evolve(action, lease_epoch=self.leases.before_executor(action.run_id).epoch)
+
+    def before_write(self, position: Position) -> None:
+        """Called just before a commit is written."""
+
+    def after_write(self, position: Position) -> None:
+        """Called once a commit is written, before it is acknowledged."""
+
+    def perform(self, op: Operation) -> Any:
         store = self.store
         match op:
             case Append():
-                stored = store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)
-                self.commits += 1
-                return stored
+                return self._append(op)
             case ReadLookups():
                 return store.history(op.run_id)
             case ReadRun():
@@ -288,55 +363,89 @@ class Shell:
             case ReadCommands():
                 return store.commands(op.run_id)
             case Settle():
-                store.settle_command(op.entry_id, op.outcome)
+                store.settle_command(op.entry.entry_id, op.outcome)
+                self.on_event(CommandSettled(op.entry, op.outcome))
+                return None
+            case Compact():
+                store.compact_commands(op.run_id)
                 return None
             case LoadCheckpoint():
                 return store.load_checkpoint(op.run_id)
             case SaveCheckpoint():
                 try:
                     store.save_checkpoint(op.checkpoint)
-                except StoreUnavailable:
-                    self.checkpoints_lost += 1  # best effort: only partial recovery is lost
+                except StoreUnavailable as error:
+                    self.on_event(CheckpointLost(op.checkpoint.run_id, str(error)))
                 return None
             case DropCheckpoint():
                 try:
                     store.delete_checkpoint(op.run_id)
-                except StoreUnavailable:
-                    pass  # a stale checkpoint is never truth; the next save replaces it
+                except StoreUnavailable as error:
+                    # a stale checkpoint is never truth: it names a step that has passed
+                    self.on_event(CheckpointLost(op.run_id, str(error)))
                 return None
             case ReadChild():
                 return find_child(store, op.child)
             case ActivateChild():
-                if self.leases is not None and op.commit.parent is not None:
-                    # W1: a concurrent delegation's executor is its child's activation
-                    self.leases.before_executor(op.commit.parent.run_id)
-                try:
-                    return store.append(op.commit)
-                except CommitConflict:
-                    return None  # activated by another writer: the same child, checked on identity
+                return self._activate_child(op)
             case SendCancel():
                 cancel_child(store, op.child.run_id)
                 return None
+            case Observe():
+                self._observe(op)
+                return None
+            case Tell():
+                self.on_event(op.event)
+                return None
         raise AssertionError(f"not a store operation: {op!r}")
 
-    def _leased_append(self, op: Append) -> Any:
-        """W4: a leased write whose reply was lost is retried as it is; the store adopts
-        it if it had landed, so it is never written twice."""
+    def _append(self, op: Append) -> RunSnapshot:
+        position = position_of(op.prev, op.commit)
+        self.before_write(position)
+        stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)
+        self.after_write(position)
+        self.on_event(Acknowledged(op.commit, position))
+        if op.applies is not None:
+            # settled in the commit's own transaction: no crash falls in between
+            self.on_event(CommandSettled(op.applies, "applied"))
+        return stored
+
+    def _leased_append(self, op: Append) -> RunSnapshot:
+        """W4: a leased write whose reply was lost (the store became unavailable) is
+        retried as it is; the store adopts it if it had landed, so it is never written
+        twice."""
         assert self.leases is not None
         for _ in range(APPEND_RETRIES):
             try:
                 return self.store.append(op.commit, op.settle, lease=self.leases.for_commit(op.commit.run_id))
-            except StoreUnavailable:
-                continue
+            except StoreUnavailable as error:
+                self.on_event(CommitRetried(op.commit, str(error)))
         return self.store.append(op.commit, op.settle, lease=self.leases.for_commit(op.commit.run_id))
 
-    def _opening(
-        self, messages: Sequence[Message | str], thread_id: str | None, run_id: str | None
-    ) -> tuple[str, Steps, DriverCore]:
-        ids = self.settings.ids
-        run = run_id or ids.new_id("run")
-        core = DriverCore(self.settings)
-        return run, core.start(thread_id or ids.new_id("thread"), run, _messages(messages)), core
+    def _activate_child(self, op: ActivateChild) -> RunSnapshot | None:
+        if self.leases is not None and op.commit.parent is not None:
+            # W1: a concurrent delegation's executor is its child's activation
+            self.leases.before_executor(op.commit.parent.run_id)
+        self.before_write(Position.ACTIVATION)
+        try:
+            stored = self.store.append(op.commit)
+        except CommitConflict:
+            return None  # activated by another writer: the same child, checked on identity
+        self.after_write(Position.ACTIVATION)
+        self.on_event(Acknowledged(op.commit, Position.ACTIVATION))
+        return stored
+
+    def _observe(self, op: Observe) -> None:
+        effect = op.effect
+        match effect:
+            case RunHook():
+                self.observer.hook(op.run_id, effect.hook, effect.call_id)
+            case NotifyWait():
+                self.observer.notify(op.run_id, effect.ticket, effect.wait)
+            case PublishResults():
+                self.observer.publish(op.run_id, effect.batch)
+            case _:
+                assert_never(effect)
 
 
 def inferred_report(
@@ -353,4 +462,4 @@ def end_report(kind: EndCauseKind, error: TypedError | None) -> Report:
     return End(EndCause(kind, error))
 
 
-__all__ = ["AnyGate", "Shell", "end_report", "inferred_report"]
+__all__ = ["AnyGate", "Shell", "StoreOps", "end_report", "inferred_report"]

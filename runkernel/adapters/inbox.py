@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from runkernel.adapters.pending import ALREADY_APPLIED_BY as ALREADY_APPLIED_BY
 from runkernel.adapters.pending import APPLIED_OUTCOMES as APPLIED_OUTCOMES
-from runkernel.adapters.pending import exact_outcome
-from runkernel.adapters.runtime_events import ALREADY_COMMITTED, refusal_outcome
 from runkernel.adapters.serial import end_to_inbox, resume_to_inbox
-from runkernel.adapters.store import InboxEntry, Store
+from runkernel.adapters.store import Store
 from runkernel.kernel.decide import check_resume
 from runkernel.kernel.protocol import EndRequest, ResumeCommand
 from runkernel.kernel.rules import Rejection, Rule
-from runkernel.kernel.state import Awaiting, Ended, RunSnapshot
+from runkernel.kernel.state import Awaiting, Ended
 from runkernel.kernel.values import AWAITING_END_CAUSES
 
 
@@ -47,14 +45,3 @@ def submit_end(store: Store, run_id: str, request: EndRequest) -> Rejection | in
         )
     return store.put_command(run_id, end_to_inbox(request))
 
-
-def exact_refusal(
-    store: Store, state: RunSnapshot, entry: InboxEntry, command: ResumeCommand | EndRequest, rejection: Rejection
-) -> str:
-    """How the pull-mode runtime settles a refused inbox command: ``exact_outcome``
-    (``adapters/pending.py``), the same function the push-mode driver uses, given the
-    Run's commands as the store keeps them."""
-    outcome = refusal_outcome(state, command, rejection)
-    if outcome != ALREADY_COMMITTED:
-        return outcome  # no need to read the inbox
-    return exact_outcome(state, entry, command, rejection, store.commands(entry.run_id))

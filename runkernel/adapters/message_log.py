@@ -1,13 +1,14 @@
-"""A driver's copy of a Thread's messages: read once, then grown by each commit's delta.
+"""A view of a driver's copy of a Thread's messages: read once, then grown by each
+commit's delta.
 
 DESIGN.md, Cost model: a driver never re-reads or re-decodes a Thread's history per
-step. ``MessageLog`` is append-only, so the messages an inference sees are a prefix of
-it, handed out as a read-only ``MessagesSoFar`` view in constant time.
+step. Its log is append-only, so the messages an inference sees are a prefix of it,
+handed out as a read-only ``MessagesSoFar`` view in constant time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import overload
 
 from runkernel.kernel.state import Message
@@ -57,17 +58,3 @@ class MessagesSoFar(Sequence[Message]):
     def __repr__(self) -> str:
         return f"MessagesSoFar({self._length} messages)"  # cheap at any length
 
-
-class MessageLog:
-    """The messages of one Thread as a driver holds them."""
-
-    def __init__(self, messages: Iterable[Message] = ()) -> None:
-        self._messages = list(messages)
-
-    def extend(self, delta: Sequence[Message]) -> None:
-        """Append an acknowledged commit's messages."""
-        self._messages.extend(delta)
-
-    def so_far(self) -> MessagesSoFar:
-        """What an inference sees now; later appends do not change it."""
-        return MessagesSoFar(self._messages)

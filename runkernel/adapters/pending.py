@@ -1,5 +1,5 @@
-"""What a driver does at a quiet point with the store's inbox and a wait's deadline, as
-pure functions both drivers can share (the caller reads the inbox and settles entries).
+"""What the driver core does at a quiet point with the store's inbox and a wait's
+deadline, as pure functions (the core reads the inbox and settles entries).
 
 At a quiet point the pending commands are tried oldest first: each one the kernel
 refuses is settled with its refusal, and the first one it accepts is applied; its entry
@@ -41,6 +41,8 @@ def next_command(
     policies: Policies,
     history: History = NO_HISTORY,
     termini: tuple[ChildTerminus, ...] = (),
+    *,
+    self_check: bool = False,
 ) -> InboxVerdict:
     """Try the pending commands oldest first, up to the first the kernel accepts. An end
     request carries ``termini``: those the Run's running children already committed."""
@@ -53,7 +55,7 @@ def next_command(
             continue
         if isinstance(command, EndRequest) and termini:
             command = attrs.evolve(command, child_termini=termini)
-        verdict = decide(state, command, policies, history)
+        verdict = decide(state, command, policies, history, self_check=self_check)
         if isinstance(verdict, Rejection):
             refused.append((entry, refusal_outcome(state, command, verdict)))
             continue
@@ -69,23 +71,10 @@ ALREADY_APPLIED_BY = "refused: already applied by command {entry_id}"
 APPLIED_OUTCOMES = ("applied", ALREADY_COMMITTED)
 
 
-def exact_outcome(
-    state: RunSnapshot,
-    entry: InboxEntry,
-    command: ResumeCommand | EndRequest,
-    rejection: Rejection,
-    commands: list[InboxEntry],
-) -> str:
-    """How a refused inbox command is settled, exactly, whichever driver applies it:
-    ``refused: RULE: ...``; or, when the committed state already holds what it asks,
-    ``applied before`` if no other of the Run's ``commands`` was settled as its
-    application (its commit was written before a crash), and otherwise ``refused:
-    already applied by command N`` naming that command."""
-    outcome = refusal_outcome(state, command, rejection)
-    return outcome if outcome != ALREADY_COMMITTED else _applied_before(entry, command, commands)
-
-
 def _applied_before(entry: InboxEntry, command: ResumeCommand | EndRequest, commands: list[InboxEntry]) -> str:
+    """``applied before`` if no other of the Run's ``commands`` was settled as the
+    application of ``command`` (its commit was written before a crash), and otherwise
+    ``refused: already applied by command N`` naming that command."""
     for other in commands:
         if other.entry_id != entry.entry_id and other.outcome in APPLIED_OUTCOMES and _same(other, command):
             return ALREADY_APPLIED_BY.format(entry_id=other.entry_id)
@@ -101,8 +90,8 @@ def needs_settled_commands(refused: tuple[tuple[InboxEntry, str], ...]) -> bool:
 def exact_outcomes(
     refused: tuple[tuple[InboxEntry, str], ...], commands: list[InboxEntry]
 ) -> tuple[tuple[InboxEntry, str], ...]:
-    """``next_command``'s refusals with each "applied before" made exact, as
-    ``exact_outcome`` makes it, given the Run's ``commands``."""
+    """``next_command``'s refusals with each "applied before" made exact, given the
+    Run's ``commands`` (see ``_applied_before``)."""
     exact: list[tuple[InboxEntry, str]] = []
     for entry, outcome in refused:
         if outcome == ALREADY_COMMITTED:
@@ -128,7 +117,9 @@ def has_deadline(state: RunSnapshot) -> bool:
     return call is not None and isinstance(call.status, CallAwaiting) and call.status.wait.expires_at is not None
 
 
-def due_timer(state: RunSnapshot, now: str, policies: Policies, history: History = NO_HISTORY) -> Decision | None:
+def due_timer(
+    state: RunSnapshot, now: str, policies: Policies, history: History = NO_HISTORY, *, self_check: bool = False
+) -> Decision | None:
     """The resume a due timer becomes at ``now`` (a scheduled wait whose ``due_at``
     passed resumes its call, as its ticket's timer command would), or None."""
     if not isinstance(state.state, Awaiting) or state.open_batch is None:
@@ -140,16 +131,19 @@ def due_timer(state: RunSnapshot, now: str, policies: Policies, history: History
     if wait.kind is not WaitKind.SCHEDULED or not has_passed(wait.due_at, now):
         return None
     fired = ResumeCommand(state.run_id, state.state.ticket.ticket_id, WaitKind.SCHEDULED, TimerFired())
-    verdict = decide(state, fired, policies, history)
+    verdict = decide(state, fired, policies, history, self_check=self_check)
     return None if isinstance(verdict, Rejection) else verdict
 
 
-def expiry(state: RunSnapshot, now: str, policies: Policies) -> Decision | None:
+def expiry(
+    state: RunSnapshot, now: str, policies: Policies, history: History = NO_HISTORY, *, self_check: bool = False
+) -> Decision | None:
     """The deny an expired approval becomes at ``now``, or None (none expired)."""
     if not has_deadline(state):
         return None
     assert isinstance(state.state, Awaiting)
-    verdict = decide(state, DeadlinePassed(state.state.ticket.ticket_id, now), policies)
+    expired = DeadlinePassed(state.state.ticket.ticket_id, now)
+    verdict = decide(state, expired, policies, history, self_check=self_check)
     return None if isinstance(verdict, Rejection) else verdict
 
 
@@ -158,7 +152,6 @@ __all__ = [
     "APPLIED_OUTCOMES",
     "InboxVerdict",
     "due_timer",
-    "exact_outcome",
     "exact_outcomes",
     "expiry",
     "has_deadline",

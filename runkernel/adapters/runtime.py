@@ -1,34 +1,66 @@
-"""The reference runtime: carries out the kernel's effects against a store and ports.
+"""The reference runtime (pull mode): a host of the one effect interpreter.
 
-It holds no truth of its own. Every decision comes from ``decide`` or ``recover`` on
-the latest committed snapshot; every effect that touches the world happens only after
-the commit the kernel put before it is acknowledged. A runtime that crashes is thrown
-away, and a fresh one continues from the store alone with ``drive``.
+It holds no truth and no effect logic of its own. It drives the push-mode driver's core
+(``DriverCore``): the core decides with ``decide`` and ``recover``, applies inbox
+commands and expired deadlines, commits before any effect that touches the world, and
+hands out actions; this host answers each action by calling a port (``Infer`` the model,
+with the hooks and stream checkpoints; ``RunCall`` the tool; ``CheckStatus`` the tool's
+status; the gate through the core's ``AskGate``) and stops where the core would wait
+(``WaitFor``, ``ChildrenRunning``, ``Done``). Store operations go through the same
+``StoreOps`` as the push driver's. A runtime that crashes is thrown away, and a fresh one
+continues from the store alone with ``drive``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import assert_never
+from typing import Any
 
-import attrs
-
-from runkernel.adapters.crash import (
-    Boundary,
-    CrashPlan,
-    NeverCrash,
-    Position,
-    SimulatedCrash,
-    position_of,
+from runkernel.adapters.crash import Boundary, CrashPlan, NeverCrash, Position, SimulatedCrash
+from runkernel.adapters.driver_actions import (
+    CallRequest,
+    CheckStatus,
+    ChildrenRunning,
+    Done,
+    HostProtocolError,
+    Infer,
+    RunCall,
+    WaitFor,
 )
-from runkernel.adapters.message_log import MessageLog
+from runkernel.adapters.driver_core import DriverCore, Settings
+from runkernel.adapters.driver_protocol import (
+    ActivateChild,
+    Append,
+    AskGate,
+    CallEnded,
+    DropCheckpoint,
+    Hand,
+    Inferred,
+    Observe,
+    Operation,
+    LoadCheckpoint,
+    Partial,
+    Pending,
+    ReadChild,
+    ReadCommands,
+    ReadHead,
+    ReadLookups,
+    ReadMessages,
+    ReadRun,
+    Report,
+    SendCancel,
+    Status,
+    Steps,
+    Tell,
+)
+from runkernel.adapters.driver_shell import StoreOps
+from runkernel.adapters.invocation import invocation_scope
+from runkernel.adapters.port_inputs import tool_outcome
 from runkernel.adapters.ports import (
     AllowAll,
     Clock,
-    Delegate,
     Failed,
     GatePort,
-    Hold,
     HookPort,
     IdSource,
     InferenceRequest,
@@ -37,11 +69,6 @@ from runkernel.adapters.ports import (
     NoHooks,
     NullObserver,
     Observer,
-    Permit,
-    Provide,
-    Refuse,
-    Returned,
-    Schedule,
     SecretIds,
     ToolInvocation,
     ToolRegistry,
@@ -55,144 +82,85 @@ from runkernel.adapters.runtime_events import (
     CommandSettled,
     CommitRetried,
     Recovered,
-    ToolRaised,
     RunOutcome,
     RuntimeEvent,
     RuntimeProtocolError,
+    ToolRaised,
 )
-from runkernel.adapters.delegations import (
-    cancel_child,
-    cancel_if_parent_ended,
-    child_activation,
-    child_termini,
-    find_child,
-    is_quiet,
-)
-from runkernel.adapters.inbox import exact_refusal
-from runkernel.adapters.pending import due_timer
-from runkernel.adapters.invocation import invocation_scope
-from runkernel.adapters.worker_lease import APPEND_RETRIES, LeaseKeeper
-from runkernel.adapters.serial import inbox_to_input
-from runkernel.adapters.store import (
-    Checkpoint,
-    InboxEntry,
-    Settlement,
-    Store,
-    StoreUnavailable,
-    UnknownRun,
-)
+from runkernel.adapters.store import Store
+from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.errors import RunkernelError
-from runkernel.kernel.codec import TraceFormatError
-from runkernel.kernel.decide import decide
-from runkernel.kernel.protocol import (
-    Activate,
-    Allow,
-    Block,
-    CancelChild,
-    ChildEnded,
-    Commit,
-    DeadlinePassed,
-    Decision,
-    DeliverTerminus,
-    Effect,
-    EndRequest,
-    Execute,
-    GateVerdict,
-    InferenceResult,
-    Input,
-    NotifyWait,
-    OperationStatus,
-    ProposedCall,
-    PublishResults,
-    QueryStatus,
-    RequestInference,
-    RequireWait,
-    ResumeCommand,
-    RunGate,
-    RunHook,
-    StartChild,
-    StatusReport,
-    Supply,
-    ToolDelegated,
-    ToolFailure,
-    ToolFinished,
-    ToolOutcome,
-    ToolOutcomeLost,
-    ToolOutput,
-    ToolScheduled,
-)
-from runkernel.kernel.recover import RecoveryDecision, recover
-from runkernel.kernel.resume import has_passed
-from runkernel.kernel.policies import RecoveryMode, ToolPolicy
-from runkernel.kernel.rules import Rejection
-from runkernel.kernel.state import (
-    Awaiting,
-    CallAwaiting,
-    CallExecuting,
-    Delegation,
-    Ended,
-    Message,
-    RunSnapshot,
-    ThreadCommit,
-    TypedError,
-)
-from runkernel.kernel.values import JsonValue, Role, WaitKind, json_problem
+from runkernel.kernel.policies import RecoveryMode
+from runkernel.kernel.protocol import OperationStatus, ToolFailure, ToolOutcome
+from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, TypedError
+from runkernel.kernel.values import JsonValue
 
+#: How often one runtime asks a reconnect tool about an operation that is still running
+#: before it stops driving and leaves the call to a later drive.
 MAX_STATUS_POLLS = 5
+
+#: The core's operations that carry out an effect: a step ends after one of them.
+_EFFECTS = (Append, ActivateChild, SendCancel, Observe, AskGate)
+#: What a new drive does before its first step: it reads, and reports its recovery.
+_READS = (ReadRun, ReadHead, ReadMessages, ReadLookups, LoadCheckpoint, Pending, ReadCommands, ReadChild, Tell)
 
 
 class Drive:
     """One runtime's progress on one Run, one effect at a time.
 
-    ``step()`` carries out exactly one effect (or, with nothing queued, takes the next
-    decision at a quiet point) and says whether driving is over for now.
+    ``step()`` carries out one effect (a commit, a hook or notification, a port call, a
+    child's activation or cancel) with whatever reads lead up to it, and says whether
+    driving is over for now (see ``outcome``).
     """
 
-    def __init__(
-        self, runtime: Runtime, state: RunSnapshot | None, decision: Decision, messages: MessageLog
-    ) -> None:
+    def __init__(self, runtime: Runtime, run_id: str, core: DriverCore, steps: Steps) -> None:
         self.runtime = runtime
-        self.state = state
-        self.decision = decision
-        #: the Thread's messages, read once at pick-up and grown by each acknowledged commit
-        self.messages = messages
-        self.index = 0
-        self.entry: InboxEntry | None = None
+        self.run_id = run_id
+        self._core = core
+        self._steps = steps
         self.outcome: RunOutcome | None = None
+        # up to the first effect: what the drive will commit or ask first is decided now
+        op = self._send(None)
+        while isinstance(op, _READS):
+            op = self._send(runtime._perform(op))
+        #: the core's next operation, yielded already
+        self._next: Operation = op
 
-    def interrupt(self) -> None:
-        """Drop the rest of the current decision's effects (recover() can replan them)."""
-        self.index = len(self.decision.effects)
+    @property
+    def state(self) -> RunSnapshot | None:
+        """The Run's latest acknowledged snapshot (None before its activation)."""
+        return self._core.state
+
+    @property
+    def next_commit(self) -> ThreadCommit | None:
+        """The commit this drive writes next, decided already (None if it does something
+        else first)."""
+        return self._next.commit if isinstance(self._next, Append) else None
+
+    def commit_next(self) -> bool:
+        """Whether what this drive does next is a commit already decided (or a
+        notification before it): a worker that stops finishes it and starts nothing new."""
+        return isinstance(self._next, (Append, Observe, Tell))
 
     def step(self) -> bool:
         """Advance by one effect. True once driving has stopped (see ``outcome``)."""
         if self.outcome is not None:
             return True
-        if self.index < len(self.decision.effects):
-            effect = self.decision.effects[self.index]
-            self.index += 1
-            produced = self.runtime.carry_out(self, effect)
-            if produced is not None:
-                self.state = self.decision.state
-                history = self.runtime.store.history(self.state.run_id)
-                verdict = decide(
-                    self.state, produced, self.runtime.policies, history, self_check=self.runtime.self_check
-                )
-                if isinstance(verdict, Rejection):
-                    raise RuntimeProtocolError(verdict)
-                self._follow(verdict, None)
-            return False
-        state = self.decision.state
-        self.state = state
-        follow = self.runtime.quiet_point(state)
-        if follow is None:
-            self.outcome = RunOutcome(state.run_id, state)
-            return True
-        self._follow(*follow)
-        return False
-
-    def _follow(self, decision: Decision, entry: InboxEntry | None) -> None:
-        self.decision, self.index, self.entry = decision, 0, entry
+        op = self._next
+        while True:
+            if isinstance(op, Hand):
+                report = self._answer(op)
+                if report is None:
+                    return self._stop()
+                self._next = self._send(report)
+                return False
+            following = self._send(self.runtime._perform(op))
+            if isinstance(op, _EFFECTS):
+                while isinstance(following, DropCheckpoint):  # the commit's own cleanup
+                    following = self._send(self.runtime._perform(following))
+                self._next = following
+                return False
+            op = following
 
     def run(self) -> RunOutcome:
         """Step until driving stops."""
@@ -201,20 +169,96 @@ class Drive:
         assert self.outcome is not None
         return self.outcome
 
+    # --- the core ------------------------------------------------------------------
+
+    def _send(self, value: object) -> Operation:
+        try:
+            return self._steps.send(value)
+        except HostProtocolError as refused:
+            if refused.rejection is None:
+                raise
+            raise RuntimeProtocolError(refused.rejection) from refused
+
+    def _stop(self) -> bool:
+        state = self._core.state
+        assert state is not None
+        self.outcome = RunOutcome(state.run_id, state)
+        self._steps.close()
+        return True
+
+    # --- answering the core's actions with the ports ---------------------------------
+
+    def _answer(self, hand: Hand) -> Report | None:
+        """The report a port gives for the action handed out; None stops driving."""
+        if hand.refused is not None:
+            if isinstance(hand.refused, HostProtocolError) and hand.refused.rejection is not None:
+                raise RuntimeProtocolError(hand.refused.rejection) from hand.refused
+            raise hand.refused
+        action = hand.action
+        match action:
+            case Infer():
+                return self._infer(action)
+            case RunCall():
+                return self.runtime._run_call(action)
+            case CheckStatus():
+                return self.runtime._check_status(action)
+            case WaitFor() | ChildrenRunning() | Done():
+                return None  # a resume, a child's end or nothing wakes it: a later drive
+        raise AssertionError(f"not an action: {action!r}")
+
+    def _infer(self, action: Infer) -> Inferred:
+        runtime, state = self.runtime, self._core.state
+        assert state is not None
+        staging = runtime.hooks.before_inference(action.run_id, action.step, action.staged)
+        stream = _Stream(self, action.run_id)
+        request = InferenceRequest(
+            state.thread_id, action.run_id, action.step, action.messages, action.partial, stream, staging.context
+        )
+        reply = runtime.model.infer(request)
+        calls = tuple(CallRequest(call.tool, call.arguments, call.call_id) for call in reply.calls)
+        return Inferred(reply.content, calls, None if calls else reply.end, None, staging.staged)
+
+    def _checkpoint(self, partial: JsonValue) -> None:
+        """The model's output so far, while it infers: the core saves it, best effort."""
+        op = self._send(Partial(partial))
+        while not isinstance(op, Hand):
+            op = self._send(self.runtime._perform(op))
+        if op.refused is not None:
+            raise op.refused
+
 
 class _Stream:
-    def __init__(self, runtime: Runtime, run_id: str, step: int) -> None:
-        self.runtime, self.run_id, self.step = runtime, run_id, step
+    def __init__(self, drive: Drive, run_id: str) -> None:
+        self.drive, self.run_id = drive, run_id
 
     def delta(self, data: JsonValue) -> None:
-        self.runtime.observer.delta(self.run_id, data)
+        self.drive.runtime.observer.delta(self.run_id, data)
 
     def checkpoint(self, partial: JsonValue) -> None:
-        self.runtime.checkpointed.add(self.run_id)  # a failed write may still have landed
-        try:
-            self.runtime.store.save_checkpoint(Checkpoint(self.run_id, self.step, partial))
-        except StoreUnavailable as error:
-            self.runtime.on_event(CheckpointLost(self.run_id, str(error)))
+        self.drive._checkpoint(partial)
+
+
+class _RuntimeOps(StoreOps):
+    """The store operations, with the crash plan's boundaries around each write."""
+
+    def __init__(
+        self,
+        store: Store,
+        leases: LeaseKeeper | None,
+        on_event: Callable[[RuntimeEvent], None],
+        observer: Observer,
+        crash: CrashPlan,
+    ) -> None:
+        super().__init__(store, leases, on_event, observer)
+        self.crash = crash
+
+    def before_write(self, position: Position) -> None:
+        if self.crash.crash_here(Boundary.BEFORE_WRITE, position):
+            raise SimulatedCrash(Boundary.BEFORE_WRITE, position)
+
+    def after_write(self, position: Position) -> None:
+        if self.crash.crash_here(Boundary.AFTER_WRITE, position):
+            raise SimulatedCrash(Boundary.AFTER_WRITE, position)
 
 
 class Runtime:
@@ -258,13 +302,12 @@ class Runtime:
         self.leases = leases
         self.app = app
         self.hooks = hooks or NoHooks()
-        self.terminus: DeliverTerminus | None = None
+        # a tool the model names without a registered one is committed, and its call fails
+        self.settings = Settings(
+            self.policies, self.ids, clock, app, self_check=self_check, refuse_unknown_tools=False
+        )
+        self.ops = _RuntimeOps(store, leases, lambda event: self.on_event(event), self.observer, self.crash)
         self._polls: dict[str, int] = {}
-        #: (parent run, call) of concurrent delegations whose child this drive saw running
-        self._watched: set[tuple[str, str]] = set()
-        #: Runs that may have a stream checkpoint in the store (saved or found by this
-        #: runtime): only those get a delete, so a Step without one writes nothing extra
-        self.checkpointed: set[str] = set()
 
     # --- entry points -------------------------------------------------------------
 
@@ -278,229 +321,45 @@ class Runtime:
 
     def begin_start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> Drive:
         """A Drive that activates a new Run; advance it with ``step()``."""
-        head = self.store.thread_head(thread_id)
-        decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages, self.app))
-        assert isinstance(decision, Decision)
-        earlier = self.store.messages(thread_id) if head is not None else ()
-        return Drive(self, None, decision, MessageLog(earlier))
+        core = DriverCore(self.settings)
+        return Drive(self, run_id, core, core.start(thread_id, run_id, messages))
 
     def begin_drive(self, run_id: str) -> Drive:
         """A Drive that recovers a Run from the store alone; advance it with ``step()``.
         With leases, the Run's lease is taken first (``LeaseHeld`` if another worker
         holds it), so the state read next cannot change under this worker."""
-        if self.leases is not None and self.leases.held(run_id) is None:
-            self.leases.take(run_id)
-        cancel_if_parent_ended(self.store, run_id)  # applied from the inbox like any cancel
-        state = self.store.run(run_id)
-        if state is None:
-            raise UnknownRun(f"no committed state for run {run_id!r}")
-        if self.store.load_checkpoint(run_id) is not None:
-            # left by a runtime that died: deleted when its step is committed, or now if
-            # the crash hit between the end commit and the checkpoint cleanup
-            self.checkpointed.add(run_id)
-            if isinstance(state.state, Ended):
-                self._drop_checkpoint(run_id)
-        self._watched = {key for key in self._watched if key[0] != run_id}  # ask the store again
-        plan = self._recover(state)
-        self.on_event(Recovered(plan.row, state))
-        return Drive(self, state, plan.decision, MessageLog(self.store.messages(state.thread_id)))
+        self.ops.lease(run_id)
+        self.ops.owed_cancel(run_id)  # applied from the inbox like any cancel
+        core = DriverCore(self.settings)
+        return Drive(self, run_id, core, core.pick_up(run_id))
 
-    def quiet_point(self, state: RunSnapshot) -> tuple[Decision, InboxEntry | None] | None:
-        """Nothing queued: apply an inbox command, expire a wait, or plan the next step."""
-        if isinstance(state.state, Ended):
-            # an Ended run refuses every command: this settles what is left in the inbox
-            accepted = self._next_command(state)
-            assert accepted is None, "decide accepted a command for an Ended run"
-            self.store.compact_commands(state.run_id)  # keep only what was applied
-            return None
-        command = self._next_command(state)
-        if command is not None:
-            return command
-        if isinstance(state.state, Awaiting):
-            expired = self._expiry(state)
-            return None if expired is None else (expired, None)
-        if state.open_batch is not None and self._quiet_parent(state):
-            return None  # only running children remain: a child's end wakes this Run
-        call = state.open_batch.first_open_call() if state.open_batch else None
-        if call is not None and isinstance(call.status, CallExecuting):
-            if self._polls.get(call.operation_id, 0) >= MAX_STATUS_POLLS:
-                return None  # a reconnect tool still running: leave it for a later drive
-        return self._recover(state).decision, None
+    # --- the ports ------------------------------------------------------------------
 
-    def _quiet_parent(self, state: RunSnapshot) -> bool:
-        """Whether the Run's only open work is concurrent delegations whose children
-        this runtime found running (it asks the store once per drive)."""
-        assert state.open_batch is not None
-        watched = {call_id for run_id, call_id in self._watched if run_id == state.run_id}
-        return is_quiet(state.open_batch, self.policies, watched)
+    def _perform(self, op: Operation) -> Any:
+        """Carry out one of the core's operations other than handing out an action."""
+        if isinstance(op, AskGate):
+            return self.gate.check(op.run_id, op.call)
+        return self.ops.perform(op)
 
-    def _recover(self, state: RunSnapshot) -> RecoveryDecision:
-        if not self.self_check:
-            return recover(state, self.policies)
-        return recover(state, self.policies, self_check=True, history=self.store.history(state.run_id))
-
-    def carry_out(self, drive: Drive, effect: Effect) -> Input | None:
-        """Carry out one effect; an effect that asks the world returns its answer as input."""
-        decision = drive.decision
-        run_id = decision.state.run_id
-        match effect:
-            case Commit():
-                entry = drive.entry
-                settle = Settlement(entry.entry_id, "applied") if entry is not None else None
-                self._commit(drive.state, effect.commit, decision.state, settle)
-                drive.messages.extend(effect.commit.messages)
-                drive.state = decision.state
-                if entry is not None:
-                    # settled in the commit's own transaction: no crash falls in between
-                    self.on_event(CommandSettled(entry, "applied"))
-                    drive.entry = None
-            case RunHook():
-                self.observer.hook(run_id, effect.hook, effect.call_id)
-            case RequestInference():
-                if self.store.pending_commands(run_id):
-                    drive.interrupt()  # apply the command first; recover() replans this
-                    return None
-                return self._infer(decision.state, effect, drive.messages)
-            case RunGate():
-                if self.store.pending_commands(run_id):
-                    drive.interrupt()
-                    return None
-                return self._gate(decision.state, effect)
-            case Execute():
-                return self._execute(decision.state, effect)
-            case QueryStatus():
-                polled = self._polls.get(effect.operation_id, 0)
-                if self.store.pending_commands(run_id) or polled >= MAX_STATUS_POLLS:
-                    # a command goes first; an operation still running after the poll
-                    # limit is left for a later drive (quiet_point stops driving)
-                    drive.interrupt()
-                    return None
-                return self._query(effect)
-            case NotifyWait():
-                self.observer.notify(run_id, effect.ticket, effect.wait)
-            case PublishResults():
-                self.observer.publish(run_id, effect.batch)
-            case DeliverTerminus():
-                self.terminus = effect
-            case StartChild():
-                return self._start_child(effect)
-            case CancelChild():
-                cancel_child(self.store, effect.child.run_id)
-            case _:
-                assert_never(effect)
-        return None
-
-    def _commit(
-        self,
-        prev: RunSnapshot | None,
-        commit: ThreadCommit,
-        expected: RunSnapshot,
-        settle: Settlement | None = None,
-    ) -> None:
-        """One durable transaction: the commit, with the inbox command it applies settled."""
-        position = position_of(prev, commit)
-        if self.crash.crash_here(Boundary.BEFORE_WRITE, position):
-            raise SimulatedCrash(Boundary.BEFORE_WRITE, position)
-        stored = self._append(commit, settle)
-        if stored != expected:
-            raise AssertionError(f"store and kernel disagree after version {commit.version}")
-        if self.crash.crash_here(Boundary.AFTER_WRITE, position):
-            raise SimulatedCrash(Boundary.AFTER_WRITE, position)
-        self.on_event(Acknowledged(commit, position))
-        if position in (Position.INFERENCE_TEXT, Position.BATCH_OPEN, Position.END):
-            self._drop_checkpoint(commit.run_id)
-
-    def _append(self, commit: ThreadCommit, settle: Settlement | None) -> RunSnapshot:
-        """The store write. Under a lease, a write whose reply was lost (the store
-        became unavailable) is retried as it is: the store adopts it if it had landed
-        (W4) or writes it now, never twice."""
-        if self.leases is None:
-            return self.store.append(commit, settle)
-        for _ in range(APPEND_RETRIES):
-            lease = self.leases.for_commit(commit.run_id)
-            try:
-                return self.store.append(commit, settle, lease=lease)
-            except StoreUnavailable as error:
-                self.on_event(CommitRetried(commit, str(error)))
-        return self.store.append(commit, settle, lease=self.leases.for_commit(commit.run_id))
-
-    def _drop_checkpoint(self, run_id: str) -> None:
-        """Best effort: a checkpoint left behind names a step that has passed, so no
-        inference ever uses it."""
-        if run_id not in self.checkpointed:
-            return
-        self.checkpointed.discard(run_id)
-        try:
-            self.store.delete_checkpoint(run_id)
-        except StoreUnavailable as error:
-            self.on_event(CheckpointLost(run_id, str(error)))
-
-    # --- effects that produce inputs -------------------------------------------------
-
-    def _infer(self, state: RunSnapshot, effect: RequestInference, messages: MessageLog) -> Input:
-        saved = self.store.load_checkpoint(state.run_id)
-        if saved is not None:
-            self.checkpointed.add(state.run_id)
-        partial = saved.data if saved is not None and saved.step == effect.step else None
-        staging = self.hooks.before_inference(state.run_id, effect.step, state.staged)
-        request = InferenceRequest(
-            state.thread_id,
-            state.run_id,
-            effect.step,
-            messages.so_far(),
-            partial,
-            _Stream(self, state.run_id, effect.step),
-            staging.context,
-        )
-        reply = self.model.infer(request)
-        if not reply.calls:
-            return InferenceResult(reply.content, end=reply.end, staged=staging.staged)
-        calls = tuple(
-            ProposedCall(
-                call.call_id or self.ids.new_id("call"),
-                call.tool,
-                call.arguments,
-                self.ids.new_id("op"),
-            )
-            for call in reply.calls
-        )
-        return InferenceResult(reply.content, calls, self.ids.new_id("batch"), staged=staging.staged)
-
-    def _gate(self, state: RunSnapshot, effect: RunGate) -> Input:
-        answer = self.gate.check(state.run_id, effect.call)
-        match answer:
-            case Permit():
-                return GateVerdict(effect.call.call_id, Allow(), effect.allowed)
-            case Refuse():
-                return GateVerdict(effect.call.call_id, Block(answer.reason), effect.allowed)
-            case Provide():
-                return GateVerdict(effect.call.call_id, Supply(answer.value), effect.allowed)
-            case Hold():
-                wait = RequireWait(
-                    answer.kind, self.ids.ticket_id(), answer.request, answer.expires_at, answer.due_at
-                )
-                return GateVerdict(effect.call.call_id, wait, effect.allowed)
-            case _:
-                assert_never(answer)
-
-    def _execute(self, state: RunSnapshot, effect: Execute) -> Input:
-        tool = self.tools.get(effect.tool)
+    def _run_call(self, action: RunCall) -> CallEnded:
+        """Run the tool's attempt (its Executing commit is durable) under the lease
+        re-checked with its margin (W1); a tool that raised is reported (``ToolRaised``)."""
+        tool = self.tools.get(action.tool)
         outcome: ToolOutcome
         reaction: JsonValue = None
         if tool is None:
-            outcome = ToolFailure({"type": "UnknownTool", "message": f"no tool named {effect.tool!r}"})
+            outcome = ToolFailure({"type": "UnknownTool", "message": f"no tool named {action.tool!r}"})
         else:
-            # W1: the lease is re-checked, with its margin, immediately before the start
-            lease = self.leases.before_executor(state.run_id) if self.leases is not None else None
+            action = self.ops.before_run_call(action)
             invocation = ToolInvocation(
-                state.run_id,
-                effect.call_id,
-                effect.operation_id,
-                effect.attempt,
-                effect.arguments,
-                effect.resume_value,
-                None if lease is None else lease.epoch,
-                _delegation_of(state, effect.call_id),
+                action.run_id,
+                action.call_id,
+                action.operation_id,
+                action.attempt,
+                action.arguments,
+                action.resume_value,
+                action.lease_epoch,
+                action.delegation,
             )
             with invocation_scope(invocation):
                 try:
@@ -508,134 +367,34 @@ class Runtime:
                 except (SimulatedCrash, RunkernelError):
                     raise  # the runtime's own death or refusal, not the tool's outcome
                 except Exception as error:
-                    reply = self._raised(state.run_id, effect, tool.policy, error)
-            reaction = self.hooks.after_tool(state.run_id, effect.call_id, effect.attempt, reply)
-            match reply:
-                case Returned():
-                    outcome = ToolOutput(reply.value)
-                case Failed():
-                    outcome = ToolFailure(reply.error, reply.retryable)
-                case Delegate() if invocation.delegation is not None:
-                    outcome = ToolDelegated(self.ids.ticket_id())
-                case Delegate():
-                    outcome = ToolFailure({
-                        "type": "UndeclaredDelegation",
-                        "message": f"tool {effect.tool!r} delegated but is not declared a sequential delegation",
-                    })
-                case Schedule():
-                    outcome = ToolScheduled(self.ids.ticket_id(), reply.due_at)
-                case Lost():
-                    outcome = ToolOutcomeLost()
-                case _:
-                    assert_never(reply)
-        carried = outcome.value if isinstance(outcome, ToolOutput) else getattr(outcome, "error", None)
-        problem = json_problem(carried)
-        if problem is not None:
-            outcome = ToolFailure({"type": "NotJson", "message": f"the tool returned a value that is not JSON: {problem}"})
+                    reply = self._raised(action, tool.policy.recovery.mode, error)
+            reaction = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)
+            outcome = tool_outcome(reply, self.ids)
         if self.crash.crash_here(Boundary.AFTER_EFFECT, Position.CALL_RESULT):
             raise SimulatedCrash(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
-        return ToolFinished(effect.call_id, effect.attempt, outcome, reaction)
+        return CallEnded(action.call_id, outcome, None, reaction)
 
-    def _raised(self, run_id: str, effect: Execute, policy: ToolPolicy, error: Exception) -> ToolReply:
+    def _raised(self, action: RunCall, mode: RecoveryMode, error: Exception) -> ToolReply:
         """A tool that raised: its exception is reported, and the call is a retryable
         error for a replay tool, an unknown outcome otherwise (see ``ToolRaised``)."""
         typed = TypedError(type(error).__name__, str(error))
-        self.on_event(ToolRaised(run_id, effect.call_id, effect.attempt, typed))
-        if policy.recovery.mode is RecoveryMode.REPLAY:
+        self.on_event(ToolRaised(action.run_id, action.call_id, action.attempt, typed))
+        if mode is RecoveryMode.REPLAY:
             return Failed({"type": typed.type, "message": typed.message}, retryable=True)
         return Lost()
 
-    def _query(self, effect: QueryStatus) -> Input:
-        self._polls[effect.operation_id] = self._polls.get(effect.operation_id, 0) + 1
-        tool = self.tools.get(effect.tool)
+    def _check_status(self, action: CheckStatus) -> Status | None:
+        """Ask a reconnect tool about its operation; None (stop driving) once it was
+        asked ``MAX_STATUS_POLLS`` times by this runtime: a later drive asks again."""
+        polled = self._polls.get(action.operation_id, 0)
+        if polled >= MAX_STATUS_POLLS:
+            return None
+        self._polls[action.operation_id] = polled + 1
+        tool = self.tools.get(action.tool)
         if tool is None:
-            return StatusReport(effect.call_id, effect.attempt, OperationStatus.UNKNOWN)
-        reply = tool.status(effect.operation_id)
-        return StatusReport(effect.call_id, effect.attempt, reply.status, reply.value)
-
-    # --- concurrent delegations ---------------------------------------------------
-
-    def _child_terminus(self, child: Delegation) -> JsonValue | None:
-        """The child's committed terminus, or None while it has not ended."""
-        return find_child(self.store, child).terminus
-
-    def _start_child(self, effect: StartChild) -> Input | None:
-        """The executor of a concurrent delegation: activate its child (by its fixed
-        identity, so doing it again after a crash is the same effect), or report the
-        child's terminus if it has ended; a running child leaves the parent quiet."""
-        self._watched.add((effect.parent.run_id, effect.call_id))
-        if self.store.run(effect.child.run_id) is None:
-            if self.leases is not None:
-                # W1: the activation is the delegation's executor, started only under a
-                # lease still valid past its margin (as the push driver does)
-                self.leases.before_executor(effect.parent.run_id)
-            head = self.store.thread_head(effect.child.thread_id)
-            # the parent's app: its workers drive the child too
-            activation = decide(None, child_activation(effect, head.version if head else 0, self.app))
-            if isinstance(activation, Rejection):
-                raise RuntimeProtocolError(activation)
-            assert activation.commit is not None
-            self._commit(None, activation.commit, activation.state)
-            return None
-        ended = self._child_terminus(effect.child)
-        if ended is None:
-            return None
-        return ChildEnded(effect.call_id, effect.attempt, ended)
-
-    def _with_child_termini(
-        self, state: RunSnapshot, command: ResumeCommand | EndRequest
-    ) -> ResumeCommand | EndRequest:
-        """An end request carries the termini its running children already committed."""
-        if not isinstance(command, EndRequest) or state.open_batch is None:
-            return command
-        found = child_termini(self.store, state.open_batch)
-        return attrs.evolve(command, child_termini=found) if found else command
-
-    # --- inbox and deadlines ------------------------------------------------------
-
-    def _next_command(self, state: RunSnapshot) -> tuple[Decision, InboxEntry] | None:
-        for entry in self.store.pending_commands(state.run_id):
-            try:
-                command = inbox_to_input(entry.body)
-            except TraceFormatError as error:
-                self._settle(entry, f"refused: malformed command: {error}")
-                continue
-            command = self._with_child_termini(state, command)
-            history = self.store.history(state.run_id)
-            verdict = decide(state, command, self.policies, history, self_check=self.self_check)
-            if isinstance(verdict, Rejection):
-                self._settle(entry, exact_refusal(self.store, state, entry, command, verdict))
-                continue
-            return verdict, entry
-        return None
-
-    def _settle(self, entry: InboxEntry, outcome: str) -> None:
-        self.store.settle_command(entry.entry_id, outcome)
-        self.on_event(CommandSettled(entry, outcome))
-
-    def _expiry(self, state: RunSnapshot) -> Decision | None:
-        assert isinstance(state.state, Awaiting)
-        batch = state.open_batch
-        call = batch.call(state.state.ticket.call_id) if batch else None
-        if call is None or not isinstance(call.status, CallAwaiting):
-            return None
-        now = self.clock()
-        wait = call.status.wait
-        if wait.kind is WaitKind.SCHEDULED:
-            # the push-mode driver fires due timers with the same function
-            return due_timer(state, now, self.policies, self.store.history(state.run_id))
-        if not has_passed(wait.expires_at, now):
-            return None
-        expired = DeadlinePassed(state.state.ticket.ticket_id, now)
-        history = self.store.history(state.run_id)
-        verdict = decide(state, expired, self.policies, history, self_check=self.self_check)
-        return None if isinstance(verdict, Rejection) else verdict
-
-
-def _delegation_of(state: RunSnapshot, call_id: str) -> Delegation | None:
-    """The child a sequential delegation's Executing commit fixed (None for others)."""
-    call = state.open_batch.call(call_id) if state.open_batch is not None else None
-    return None if call is None or call.delegation is None or call.delegation.concurrent else call.delegation
+            return Status(action.call_id, OperationStatus.UNKNOWN, None)
+        reply = tool.status(action.operation_id)
+        return Status(action.call_id, reply.status, reply.value)
 
 
 __all__ = [

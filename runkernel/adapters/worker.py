@@ -39,7 +39,6 @@ from runkernel.adapters.runtime import Acknowledged, Runtime, RuntimeEvent
 from runkernel.adapters.store import CommitConflict, LeaseHeld, LeaseLost, Store, StoreError
 from runkernel.adapters.worker_app import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
 from runkernel.adapters.worker_lease import LeaseKeeper
-from runkernel.kernel.protocol import Commit, Execute, QueryStatus, RequestInference, RunGate
 from runkernel.kernel.state import Running
 
 #: What a push app may set on the driver the worker builds for it (as ``Driver`` takes them).
@@ -252,7 +251,7 @@ class Worker:
         assert self._runtime is not None
         drive = self._runtime.begin_drive(run_id)
         while not drive.step():
-            if self.stopping and not _commit_next(drive.decision.effects, drive.index):
+            if self.stopping and not drive.commit_next():
                 return  # the commit in flight is done; start nothing new
 
     def _drive_push(self, app: PushApp | AsyncPushApp, run_id: str) -> None:
@@ -332,13 +331,3 @@ class _Backoff:
         self.failures[run_id] = count
         self.until[run_id] = self.poll + min(2 ** (count - 1), MAX_SKIPPED_POLLS)
 
-
-def _commit_next(effects: tuple[object, ...], index: int) -> bool:
-    """Whether a commit of the current decision is still to be made before anything
-    that asks the world (hooks and sinks before it are only notifications)."""
-    for effect in effects[index:]:
-        if isinstance(effect, Commit):
-            return True
-        if isinstance(effect, (Execute, RequestInference, RunGate, QueryStatus)):
-            return False
-    return False
