@@ -102,7 +102,7 @@ def problems(trial: Trial, baseline: Trial) -> list[str]:
     if len(got) != len(want):
         found.append(f"{len(got)} parent messages instead of {len(want)}")
     for (role, content), expected in zip(got, want):
-        indeterminate = role is Role.TOOL and isinstance(content, dict) and "indeterminate" in content
+        indeterminate = role is Role.TOOL and isinstance(content, dict) and content.get("kind") == "indeterminate"
         if (role, content) != expected and not indeterminate:
             found.append(f"parent message differs from the crash-free play: {content} vs {expected[1]}")
     return found
