@@ -31,16 +31,12 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from attrs import frozen
 
 from runkernel.adapters.ports import GatePort, HookPort, ModelPort, Observer, ToolRegistry
-from runkernel.errors import RunkernelError
+from runkernel.errors import AppLoadError as AppLoadError
 from runkernel.kernel.policies import ToolPolicy
 
 if TYPE_CHECKING:
     from runkernel.adapters.driver import AsyncDriver, Driver
     from runkernel.adapters.driver_actions import Action
-
-
-class AppLoadError(RunkernelError):
-    """``MODULE:ATTR`` does not name a worker app."""
 
 
 @frozen

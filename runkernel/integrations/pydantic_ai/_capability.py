@@ -21,9 +21,9 @@ from pydantic_ai.tools import RunContext
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
-    Action, Approve, AsyncDriver, CallCompleted, CallIndeterminate, CallRequest, CheckStatus, Done, DriverStopped,
-    EndCauseKind, Ended, Hold, IndeterminateChoice, Infer, JsonValue, Message, Permit, RecoveryMode, Role, RunCall,
-    StatusReply, Store, StoreError, ToolCall, ToolPolicy, TypedError, WaitFor, WaitKind, open_store,
+    Action, Approve, AsyncDriver, CallCompleted, CallIndeterminate, CallRequest, CheckStatus, Done, EndCauseKind,
+    Ended, Hold, IllegalCommit, IndeterminateChoice, Infer, JsonValue, Message, Permit, RecoveryMode, Role, RunCall,
+    StatusReply, Store, StoreError, ToolCall, ToolPolicy, TypedError, UnknownRun, WaitFor, WaitKind, open_store,
 )
 from runkernel.integrations.pydantic_ai._context import (
     _INVOCATION, _PICK_UP, DeferredAfterStart, IntegrationError, Invocation, PickUp, RunEnded, StillRunning,
@@ -151,8 +151,8 @@ class RunkernelDurability(AbstractCapability[Any]):
             with ToolManager.parallel_execution_mode("sequential"):
                 result = await handler()
             await self._ready(None)
-        except (StoreError, DriverStopped, RunEnded, StillRunning, asyncio.CancelledError):
-            raise  # the Run stays as committed: resume() continues it
+        except (StoreError, IllegalCommit, UnknownRun, RunEnded, StillRunning, asyncio.CancelledError):
+            raise  # the Run stays as committed: resume() continues it (DriverStopped is a StoreError)
         except Exception as error:
             if not isinstance(self._action, Done):
                 await driver.end(EndCauseKind.FAILED, TypedError(type(error).__name__, str(error)))
