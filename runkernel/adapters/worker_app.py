@@ -62,8 +62,9 @@ class PushApp(Protocol):
         ...
 
     @property
-    def tools(self) -> Mapping[str, ToolPolicy]:
-        """Every tool the model may call, with its recovery policy."""
+    def tools(self) -> Mapping[str, ToolPolicy | str]:
+        """Every tool the model may call, with its recovery policy (a ``ToolPolicy``, or
+        ``"replay"``, ``"reconnect"`` or ``"indeterminate"``)."""
         ...
 
     def serve(self, driver: Driver, action: Action) -> None:
@@ -83,8 +84,9 @@ class AsyncPushApp(Protocol):
         ...
 
     @property
-    def tools(self) -> Mapping[str, ToolPolicy]:
-        """Every tool the model may call, with its recovery policy."""
+    def tools(self) -> Mapping[str, ToolPolicy | str]:
+        """Every tool the model may call, with its recovery policy (a ``ToolPolicy``, or
+        ``"replay"``, ``"reconnect"`` or ``"indeterminate"``)."""
         ...
 
     async def drive(self, driver: AsyncDriver, run_id: str) -> None:

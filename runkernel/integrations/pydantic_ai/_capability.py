@@ -31,6 +31,7 @@ from runkernel.integrations.pydantic_ai._context import (
 from runkernel.integrations.pydantic_ai._mapping import (
     _answer_of, _approval_functions, _deferred_answer, _error_value, _payloads, _shown, to_model_messages,
 )
+from runkernel.kernel.policies import tool_policies
 
 #: A reconnect tool's ``status(operation_id)``, sync or async.
 StatusFunction = Callable[[str], StatusReply | Awaitable[StatusReply]]
@@ -41,14 +42,15 @@ class RunkernelDurability(AbstractCapability[Any]):
     """Attach to an ``Agent`` (``capabilities=[...]``) to make its runs durable Runs.
 
     ``store`` is a URL (``sqlite:///agent.db``) or an open ``Store``; ``tools`` gives every
-    tool the model may call its ``ToolPolicy`` (declared external tools included);
+    tool the model may call its ``ToolPolicy`` or one of ``"replay"``, ``"reconnect"``,
+    ``"indeterminate"`` (declared external tools included);
     ``status`` gives each reconnect tool its ``status(operation_id) -> StatusReply``;
     ``questions`` names the external tools a person answers (an input wait). The Thread is
     the run's ``conversation_id``, a new Run's id its ``run_id``.
     """
 
     store: str | Store
-    tools: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    tools: Mapping[str, ToolPolicy | str] = field(default_factory=dict)
     status: Mapping[str, StatusFunction] = field(default_factory=dict)
     questions: frozenset[str] = frozenset()
     max_steps: int = 50
@@ -62,7 +64,9 @@ class RunkernelDurability(AbstractCapability[Any]):
     _opened: list[Store] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
-        for name, policy in self.tools.items():
+        policies = tool_policies(self.tools)  # "replay" and the like become their ToolPolicy
+        self.tools = policies
+        for name, policy in policies.items():
             if policy.recovery.mode is RecoveryMode.RECONNECT and name not in self.status:
                 raise ValueError(f"tool {name!r} reconnects after a crash: give it status={{{name!r}: fn}}")
         self._reset()
@@ -366,7 +370,7 @@ class DurableAgentApp:
     name: str
     durability: RunkernelDurability = attrs.field(repr=False)
     agent: Agent[Any, Any] = attrs.field(repr=False)
-    tools: Mapping[str, ToolPolicy] = attrs.field(repr=False)
+    tools: Mapping[str, ToolPolicy | str] = attrs.field(repr=False)
     max_steps: int = attrs.field(repr=False)
     on_indeterminate: IndeterminateChoice = attrs.field(repr=False)
 
