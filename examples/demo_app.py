@@ -40,7 +40,7 @@ from runkernel.adapters.ports import (
     ToolReply,
 )
 from runkernel.adapters.worker_app import RuntimeApp
-from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
+from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import OperationStatus
 from runkernel.kernel.state import ToolCall
 from runkernel.kernel.values import EndCauseKind, WaitKind
@@ -103,7 +103,7 @@ class ScriptedModel:
 class Lookup:
     """A read-only search: replayed after a crash (at-least-once is harmless)."""
 
-    policy: ToolPolicy = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY))
+    policy: ToolPolicy = ToolPolicy.replay()
 
     def run(self, invocation: ToolInvocation) -> ToolReply:
         if not record_start(invocation, "lookup"):
@@ -120,7 +120,7 @@ class Reserve:
     """Holds a table: never run twice. After a crash the runtime asks ``status``,
     answered from the ledger (the downstream system's own record)."""
 
-    policy: ToolPolicy = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT))
+    policy: ToolPolicy = ToolPolicy.reconnect()
 
     def run(self, invocation: ToolInvocation) -> ToolReply:
         if not record_start(invocation, "reserve"):
@@ -146,7 +146,7 @@ class Pay:
     """Pays a deposit; the gate holds it for approval first. Indeterminate after a
     crash: nobody can tell whether the money moved, so an operator reconciles it."""
 
-    policy: ToolPolicy = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE))
+    policy: ToolPolicy = ToolPolicy.indeterminate()
 
     def run(self, invocation: ToolInvocation) -> ToolReply:
         if not record_start(invocation, "pay"):

@@ -138,6 +138,12 @@ CHECK_TRACE_EXIT_UNIT = unit(
 )
 FAST_PATH_TEXT_UNIT = unit("tests/test_resume_judge.py::test_the_fast_path_on_non_ascii_text_is_rfc8785s_form_and_digest")
 ASTRAL_KEYS_UNIT = unit("tests/test_resume_judge.py::test_keys_outside_the_bmp_leave_the_fast_path_and_sort_by_utf16")
+BAD_POLICY_STRING_UNIT = unit("tests/test_tool_policies.py::test_a_driver_refuses_a_bad_policy_string_naming_the_tool")
+REPLAY_STRING_UNIT = unit("tests/test_tool_policies.py::test_a_replay_string_commits_replay_and_the_call_is_run_again")
+ONE_CALL_RETRIES_UNIT = unit("tests/test_tool_policies.py::test_replay_in_one_call_sets_every_field")
+ERROR_TREE_UNIT = unit("tests/test_errors.py::test_every_exception_runkernel_defines_is_in_the_tree_under_one_branch")
+ERROR_BRANCH_UNIT = unit("tests/test_errors.py::test_each_public_error_is_on_the_branch_of_whose_fault_it_is")
+ABSTRACT_BRANCH_UNIT = unit("tests/test_errors.py::test_the_root_and_the_branches_cannot_be_raised")
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -533,6 +539,50 @@ MUTANTS: tuple[Mutant, ...] = (
         "max(key) > \"\\uffff\"",
         "max(key) > \"\\U0010ffff\"",
         ASTRAL_KEYS_UNIT,
+    ),
+    Mutant(
+        "a misspelt policy string silently becomes the safe default",
+        "runkernel/kernel/policies.py",
+        "    if named is None:\n"
+        "        raise BadToolPolicy(tool, policy)\n"
+        "    return named\n",
+        "    return named or SAFE_DEFAULT\n",
+        BAD_POLICY_STRING_UNIT,
+    ),
+    Mutant(
+        "the string \"replay\" stands for another policy",
+        "runkernel/kernel/policies.py",
+        "        \"replay\": ToolPolicy.replay(),\n",
+        "        \"replay\": ToolPolicy.indeterminate(),\n",
+        REPLAY_STRING_UNIT,
+    ),
+    Mutant(
+        "the one-call form's retries count every attempt, not those after the first",
+        "runkernel/kernel/policies.py",
+        "    return RetryPolicy(retries + 1)\n",
+        "    return RetryPolicy(max(retries, 1))\n",
+        ONE_CALL_RETRIES_UNIT,
+    ),
+    Mutant(
+        "an error runkernel raises on purpose is outside the error tree",
+        "runkernel/errors.py",
+        "class NotATrace(PeerError):\n",
+        "class NotATrace(Exception):\n",
+        ERROR_TREE_UNIT,
+    ),
+    Mutant(
+        "an error is under no branch of whose fault it is",
+        "runkernel/errors.py",
+        "class UnknownRun(UsageError):\n",
+        "class UnknownRun(RunkernelError):\n",
+        ERROR_BRANCH_UNIT,
+    ),
+    Mutant(
+        "a branch of the error tree can be raised itself",
+        "runkernel/errors.py",
+        "frozenset({RunkernelError, UsageError, PeerError, StoreError, LeaseError})",
+        "frozenset({RunkernelError, UsageError, PeerError, LeaseError})",
+        ABSTRACT_BRANCH_UNIT,
     ),
 )
 

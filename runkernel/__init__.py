@@ -84,15 +84,13 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
             (
                 'runkernel.adapters.urls',
                 (
-                    'open_store', 'BadStoreUrl',
+                    'open_store',
                 ),
             ),
             (
                 'runkernel.adapters.store',
                 (
-                    'Store', 'InboxEntry', 'StoreError', 'CommitConflict', 'IllegalCommit',
-                    'StoreUnavailable', 'SchemaError', 'UnknownRun',
-                    'Lease', 'Writer', 'LeaseError', 'LeaseHeld', 'LeaseLost',
+                    'Store', 'InboxEntry', 'Lease', 'Writer',
                 ),
             ),
             (
@@ -153,8 +151,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                 (
                     'Action', 'Infer', 'RunCall', 'CheckStatus', 'WaitFor', 'ChildrenRunning', 'ChildRun',
                     'Done', 'CallRequest',
-                    'Answer', 'HistoryView', 'DEFAULT_MAX_STEPS', 'DriverError', 'UnknownTool',
-                    'HostProtocolError', 'DriverStopped', 'MetadataUnsupported',
+                    'Answer', 'HistoryView', 'DEFAULT_MAX_STEPS',
                 ),
             ),
         ),
@@ -165,7 +162,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
             (
                 'runkernel.adapters.runtime',
                 (
-                    'Runtime', 'RunOutcome', 'RuntimeProtocolError',
+                    'Runtime', 'RunOutcome',
                 ),
             ),
             (
@@ -181,7 +178,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
             (
                 'runkernel.adapters.invocation',
                 (
-                    'current_invocation', 'invocation_scope', 'NoInvocation',
+                    'current_invocation', 'invocation_scope',
                 ),
             ),
         ),
@@ -198,7 +195,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
             (
                 'runkernel.adapters.worker_app',
                 (
-                    'RuntimeApp', 'PushApp', 'AsyncPushApp', 'load_app', 'AppLoadError',
+                    'RuntimeApp', 'PushApp', 'AsyncPushApp', 'load_app',
                 ),
             ),
             (
@@ -210,7 +207,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
         ),
     ),
     (
-        'Checking traces and errors',
+        'Checking traces',
         (
             (
                 'runkernel.specs.check',
@@ -224,16 +221,22 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
                     'Finding', 'Verdict',
                 ),
             ),
+        ),
+    ),
+    (
+        "Errors: one root, three branches by whose fault it is",
+        (
             (
                 'runkernel.errors',
                 (
                     'RunkernelError',
-                ),
-            ),
-            (
-                'runkernel.kernel',
-                (
-                    'RejectedError', 'KernelBug',
+                    'UsageError', 'DriverError', 'UnknownTool', 'MetadataUnsupported',
+                    'HostProtocolError', 'BadToolPolicy', 'BadStoreUrl', 'UnknownRun',
+                    'AppLoadError', 'NoInvocation',
+                    'PeerError', 'RejectedError', 'IllegalCommit', 'RuntimeProtocolError',
+                    'StoreError', 'CommitConflict', 'StoreUnavailable', 'SchemaError',
+                    'LeaseError', 'LeaseHeld', 'LeaseLost', 'DriverStopped',
+                    'KernelBug',
                 ),
             ),
         ),
@@ -275,14 +278,9 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         ChildrenRunning as ChildrenRunning,
         DEFAULT_MAX_STEPS as DEFAULT_MAX_STEPS,
         Done as Done,
-        DriverError as DriverError,
-        DriverStopped as DriverStopped,
         HistoryView as HistoryView,
-        HostProtocolError as HostProtocolError,
         Infer as Infer,
-        MetadataUnsupported as MetadataUnsupported,
         RunCall as RunCall,
-        UnknownTool as UnknownTool,
         WaitFor as WaitFor,
     )
     from runkernel.adapters.delegations import (
@@ -327,7 +325,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         ToolRegistry as ToolRegistry,
     )
     from runkernel.adapters.invocation import (
-        NoInvocation as NoInvocation,
         current_invocation as current_invocation,
         invocation_scope as invocation_scope,
     )
@@ -336,7 +333,6 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         WorkerReport as WorkerReport,
     )
     from runkernel.adapters.worker_app import (
-        AppLoadError as AppLoadError,
         AsyncPushApp as AsyncPushApp,
         PushApp as PushApp,
         RuntimeApp as RuntimeApp,
@@ -355,35 +351,47 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
     from runkernel.adapters.runtime import (
         RunOutcome as RunOutcome,
         Runtime as Runtime,
-        RuntimeProtocolError as RuntimeProtocolError,
     )
     from runkernel.adapters.sqlite_store import (
         SqliteStore as SqliteStore,
     )
     from runkernel.adapters.store import (
-        CommitConflict as CommitConflict,
-        IllegalCommit as IllegalCommit,
         InboxEntry as InboxEntry,
         Lease as Lease,
-        LeaseError as LeaseError,
-        LeaseHeld as LeaseHeld,
-        LeaseLost as LeaseLost,
-        SchemaError as SchemaError,
         Store as Store,
-        StoreError as StoreError,
-        StoreUnavailable as StoreUnavailable,
-        UnknownRun as UnknownRun,
         Writer as Writer,
     )
     from runkernel.adapters.work import (
         RunSummary as RunSummary,
     )
     from runkernel.adapters.urls import (
-        BadStoreUrl as BadStoreUrl,
         open_store as open_store,
     )
     from runkernel.errors import (
+        AppLoadError as AppLoadError,
+        BadStoreUrl as BadStoreUrl,
+        BadToolPolicy as BadToolPolicy,
+        CommitConflict as CommitConflict,
+        DriverError as DriverError,
+        DriverStopped as DriverStopped,
+        HostProtocolError as HostProtocolError,
+        IllegalCommit as IllegalCommit,
+        KernelBug as KernelBug,
+        LeaseError as LeaseError,
+        LeaseHeld as LeaseHeld,
+        LeaseLost as LeaseLost,
+        MetadataUnsupported as MetadataUnsupported,
+        NoInvocation as NoInvocation,
+        PeerError as PeerError,
+        RejectedError as RejectedError,
         RunkernelError as RunkernelError,
+        RuntimeProtocolError as RuntimeProtocolError,
+        SchemaError as SchemaError,
+        StoreError as StoreError,
+        StoreUnavailable as StoreUnavailable,
+        UnknownRun as UnknownRun,
+        UnknownTool as UnknownTool,
+        UsageError as UsageError,
     )
     from runkernel.kernel import (
         Accepted as Accepted,
@@ -401,13 +409,11 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         IndeterminateChoice as IndeterminateChoice,
         IndeterminateReason as IndeterminateReason,
         JsonValue as JsonValue,
-        KernelBug as KernelBug,
         Message as Message,
         Policies as Policies,
         RecoveryDecision as RecoveryDecision,
         RecoveryMode as RecoveryMode,
         RecoveryRow as RecoveryRow,
-        RejectedError as RejectedError,
         Rejection as Rejection,
         ResultKind as ResultKind,
         ResumeTicket as ResumeTicket,

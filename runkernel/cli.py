@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from runkernel import __version__
-from runkernel.adapters.store import SchemaError, StoreError
+from runkernel.adapters.store import IllegalCommit, SchemaError, StoreError, UnknownRun
 from runkernel.adapters.urls import BadStoreUrl, redacted
 from runkernel.db_command import register_db
 from runkernel.cli_text import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError
@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, str(error), error.code)
     except (BadStoreUrl, SchemaError) as error:  # a bad URL, or a file that is not a store
         return _fail(args, str(error), EXIT_USAGE)
-    except StoreError as error:
+    except (StoreError, IllegalCommit, UnknownRun) as error:  # the last two were StoreErrors once: same exit
         return _fail(args, str(error), EXIT_FAILURE)
     except sqlite3.Error as error:  # stores wrap these; a store failure is never a traceback
         return _fail(args, f"store failure: {error}", EXIT_FAILURE)

@@ -366,7 +366,7 @@ def make_shell(
     max_steps: int | None = DEFAULT_MAX_STEPS,
     ids: IdSource | None = None,
     clock: Clock = utc_now,
-    tools: Mapping[str, ToolPolicy] = POLICIES,
+    tools: Mapping[str, ToolPolicy | str] = POLICIES,
     app: str | None = None,
     leases: LeaseKeeper | None = None,
 ) -> Shell:

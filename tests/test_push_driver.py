@@ -439,7 +439,7 @@ def test_the_async_driver_takes_a_sync_gate_too() -> None:
 
 def test_bad_configuration_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="ToolPolicy"):
-        Driver(MemoryStore(), {"x": "replay"})  # type: ignore[dict-item]
+        Driver(MemoryStore(), {"x": "sometimes"})  # "replay" is a policy now; this is not
     with pytest.raises(ValueError, match="max_steps"):
         Driver(MemoryStore(), {}, max_steps=0)
     with pytest.raises(DriverError, match="start"):

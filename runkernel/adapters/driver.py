@@ -57,7 +57,7 @@ from runkernel.kernel.values import EndCauseKind, JsonValue
 class Driver(Shell):
     """The push-mode driver for synchronous hosts.
 
-    ``Driver(store, tools={"search": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY))})``;
+    ``Driver(store, tools={"search": ToolPolicy.replay(), "send_email": "indeterminate"})``;
     every tool the model may call needs its policy (an unknown one is ``UnknownTool``).
     ``max_steps`` defaults to ``DEFAULT_MAX_STEPS``; ``gate`` defaults to allowing every
     call (the ``gate`` attribute may be replaced between calls, e.g. by a host that

@@ -29,9 +29,8 @@ import attrs
 from attrs import frozen
 
 from runkernel.adapters.message_log import MessagesSoFar
-from runkernel.errors import RunkernelError
+from runkernel.errors import DriverError, DriverStopped, HostProtocolError, MetadataUnsupported, UnknownTool
 from runkernel.kernel.protocol import ExternalResult, ProvideInput, ResumePayload
-from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Delegation, EndCause, Message, ResumeTicket, ToolCall, Wait
 from runkernel.kernel.values import JsonValue, WaitKind
 
@@ -183,38 +182,6 @@ class CallRequest:
     arguments: JsonValue
     call_id: str | None = None
     operation_id: str | None = None
-
-
-# --- errors ---------------------------------------------------------------------------
-
-
-class DriverError(RunkernelError):
-    """The push-mode driver was configured or used in a way it refuses."""
-
-
-class UnknownTool(DriverError, ValueError):
-    """The model asked for a tool the driver has no policy for. Nothing was committed:
-    every tool needs a declared recovery policy, because recovery applies it later."""
-
-
-class MetadataUnsupported(DriverError):
-    """Message metadata was given, but this build's ``Message`` has no ``metadata`` field."""
-
-
-class DriverStopped(DriverError):
-    """A store call failed or lost (the exception is the ``__cause__``); the driver
-    dropped everything it believed. ``next_action()`` picks the Run up again from the
-    store alone, exactly as a fresh driver would."""
-
-
-class HostProtocolError(DriverError):
-    """The host's answer does not fit the action it was given, or the kernel refused it
-    (``rejection`` says which rule). Nothing was committed; the same action stands."""
-
-    def __init__(self, message: str, rejection: Rejection | None = None, action: Action | None = None) -> None:
-        super().__init__(message)
-        self.rejection = rejection
-        self.action = action
 
 
 __all__ = [

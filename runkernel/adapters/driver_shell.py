@@ -86,16 +86,13 @@ class AnyGate(Protocol):
 
 
 def _settings(
-    tools: Mapping[str, ToolPolicy],
+    tools: Mapping[str, ToolPolicy | str],
     max_steps: int | None,
     on_indeterminate: IndeterminateChoice,
     ids: IdSource | None,
     clock: Clock,
     app: str | None = None,
 ) -> Settings:
-    for name, policy in tools.items():
-        if not isinstance(policy, ToolPolicy):
-            raise ValueError(f"tool {name!r}: expected a ToolPolicy, got {type(policy).__name__}")
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
     policies = Policies(tools=dict(tools), max_steps=max_steps, on_indeterminate=on_indeterminate)
@@ -113,7 +110,7 @@ class Shell:
     def __init__(
         self,
         store: Store,
-        tools: Mapping[str, ToolPolicy],
+        tools: Mapping[str, ToolPolicy | str],
         *,
         gate: AnyGate | None = None,
         max_steps: int | None = DEFAULT_MAX_STEPS,

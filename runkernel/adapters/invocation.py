@@ -11,15 +11,11 @@ import contextvars
 from collections.abc import Iterator
 
 from runkernel.adapters.ports import ToolInvocation
-from runkernel.errors import RunkernelError
+from runkernel.errors import NoInvocation as NoInvocation
 
 _CURRENT: contextvars.ContextVar[ToolInvocation | None] = contextvars.ContextVar(
     "runkernel_current_invocation", default=None
 )
-
-
-class NoInvocation(RunkernelError):
-    """``current_invocation()`` was called outside an executor runkernel started."""
 
 
 def current_invocation() -> ToolInvocation:

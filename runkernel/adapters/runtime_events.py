@@ -7,19 +7,11 @@ from attrs import frozen
 
 from runkernel.adapters.crash import Position
 from runkernel.adapters.store import InboxEntry
-from runkernel.errors import RunkernelError
+from runkernel.errors import RuntimeProtocolError as RuntimeProtocolError
 from runkernel.kernel.protocol import EndRequest, ResumeCommand
 from runkernel.kernel.recover import RecoveryRow
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Ended, RunSnapshot, ThreadCommit, TypedError
-
-
-class RuntimeProtocolError(RunkernelError, RuntimeError):
-    """A port answered something the kernel refused (a bug in a port, not a crash)."""
-
-    def __init__(self, rejection: Rejection) -> None:
-        super().__init__(str(rejection))
-        self.rejection = rejection
 
 
 @frozen

@@ -21,79 +21,24 @@ from typing import Protocol
 from attrs import frozen
 
 from runkernel.adapters.work import RunSummary
-from runkernel.errors import RunkernelError
+from runkernel.errors import (  # the store's errors, importable from here as before
+    CommitConflict as CommitConflict,
+    DamagedStore as DamagedStore,
+    IllegalCommit as IllegalCommit,
+    LeaseError as LeaseError,
+    LeaseHeld as LeaseHeld,
+    LeaseLost as LeaseLost,
+    SchemaError as SchemaError,
+    StoreError as StoreError,
+    StoreUnavailable as StoreUnavailable,
+    UnknownRun as UnknownRun,
+)
 from runkernel.kernel.codec import commit_json_problem
 from runkernel.kernel.history import History
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, ParentCall, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.validate import Accepted, validate_commit
 from runkernel.kernel.values import JsonValue, json_problem
-
-
-class StoreError(RunkernelError):
-    """Base class of every error a store raises on purpose."""
-
-
-class CommitConflict(StoreError):
-    """Identity or expected version did not match: another writer won. Nothing was written."""
-
-    def __init__(self, rejection: Rejection) -> None:
-        super().__init__(str(rejection))
-        self.rejection = rejection
-
-
-class IllegalCommit(StoreError):
-    """The commit is not a legal successor of the committed state. Nothing was written."""
-
-    def __init__(self, rejection: Rejection) -> None:
-        super().__init__(str(rejection))
-        self.rejection = rejection
-
-
-class StoreUnavailable(StoreError):
-    """The store could not be reached or failed mid-write; the write did not happen."""
-
-
-class SchemaError(StoreError):
-    """The database is not a runkernel store, or has a schema this version does not know."""
-
-
-class DamagedStore(StoreError):
-    """A stored value cannot be decoded, or the stored facts contradict each other (a gap
-    or repeat in a Thread's versions, a snapshot that disagrees with the log). The
-    message names the row; nothing is answered from a damaged store."""
-
-
-class LeaseError(StoreError):
-    """Base class of the lease refusals: the caller must stop driving the Run."""
-
-
-class LeaseHeld(LeaseError):
-    """Another worker holds a valid lease on the Run (by the store's clock): it may not
-    be taken over, and no commit without that lease is accepted. Nothing was written."""
-
-    def __init__(self, holder: Lease) -> None:
-        super().__init__(
-            f"lease-held: run {holder.run_id!r} is leased to {holder.worker_id!r} "
-            f"(epoch {holder.epoch}) until store time {holder.expires_at:.3f}"
-        )
-        self.holder = holder
-
-
-class LeaseLost(LeaseError):
-    """The caller's lease is no longer valid: it expired, was released, or another
-    worker took the Run over (a higher epoch). Nothing was written."""
-
-    def __init__(self, lease: Lease, why: str) -> None:
-        super().__init__(
-            f"lease-lost: the lease of {lease.worker_id!r} on run {lease.run_id!r} "
-            f"(epoch {lease.epoch}) is gone: {why}"
-        )
-        self.lease = lease
-
-
-class UnknownRun(StoreError):
-    """No commit exists for the named Run."""
 
 
 @frozen

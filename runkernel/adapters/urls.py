@@ -7,13 +7,10 @@ import urllib.parse
 
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Store, StoreError
+from runkernel.adapters.store import Store
+from runkernel.errors import BadStoreUrl as BadStoreUrl
 
 DEFAULT_STORE_URL = "sqlite:///runkernel.sqlite"
-
-
-class BadStoreUrl(StoreError):
-    """The URL names no store this runkernel can open."""
 
 
 #: libpq takes a password in the query too (``password=``, ``sslpassword=``)

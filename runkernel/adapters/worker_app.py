@@ -31,16 +31,12 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from attrs import frozen
 
 from runkernel.adapters.ports import GatePort, HookPort, ModelPort, Observer, ToolRegistry
-from runkernel.errors import RunkernelError
+from runkernel.errors import AppLoadError as AppLoadError
 from runkernel.kernel.policies import ToolPolicy
 
 if TYPE_CHECKING:
     from runkernel.adapters.driver import AsyncDriver, Driver
     from runkernel.adapters.driver_actions import Action
-
-
-class AppLoadError(RunkernelError):
-    """``MODULE:ATTR`` does not name a worker app."""
 
 
 @frozen
@@ -66,8 +62,9 @@ class PushApp(Protocol):
         ...
 
     @property
-    def tools(self) -> Mapping[str, ToolPolicy]:
-        """Every tool the model may call, with its recovery policy."""
+    def tools(self) -> Mapping[str, ToolPolicy | str]:
+        """Every tool the model may call, with its recovery policy (a ``ToolPolicy``, or
+        ``"replay"``, ``"reconnect"`` or ``"indeterminate"``)."""
         ...
 
     def serve(self, driver: Driver, action: Action) -> None:
@@ -87,8 +84,9 @@ class AsyncPushApp(Protocol):
         ...
 
     @property
-    def tools(self) -> Mapping[str, ToolPolicy]:
-        """Every tool the model may call, with its recovery policy."""
+    def tools(self) -> Mapping[str, ToolPolicy | str]:
+        """Every tool the model may call, with its recovery policy (a ``ToolPolicy``, or
+        ``"replay"``, ``"reconnect"`` or ``"indeterminate"``)."""
         ...
 
     async def drive(self, driver: AsyncDriver, run_id: str) -> None:

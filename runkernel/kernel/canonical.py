@@ -21,11 +21,8 @@ import math
 
 import rfc8785
 
+from runkernel.errors import NotIJson as NotIJson
 from runkernel.kernel.values import IJSON_MAX_INTEGER, JsonValue
-
-
-class NotIJson(ValueError):
-    """The value is outside I-JSON (RFC 7493): it has no canonical form to digest."""
 
 
 def _scan(value: JsonValue) -> tuple[str | None, bool]:

@@ -11,6 +11,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from runkernel.errors import IllegalShape as IllegalShape, TraceFormatError as TraceFormatError
 from runkernel.kernel.canonical import jcs_digest
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.rules import Rule
@@ -58,23 +59,6 @@ OLD_TRACE_FORMAT = "runkernel/1"
 
 E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
-
-
-class TraceFormatError(ValueError):
-    """The input is not a ``runkernel/2`` line; ``path`` names the offending field."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}" if path else message)
-        self.path = path
-
-
-class IllegalShape(TraceFormatError):
-    """A well-typed line whose shape breaks a rule (a ticket on a Running disposition,
-    duplicate call ids, a Requested call with an attempt): illegal, not unreadable."""
-
-    def __init__(self, rule: Rule, path: str, message: str) -> None:
-        super().__init__(path, message)
-        self.rule = rule
 
 
 # --- encoding -----------------------------------------------------------------------

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from runkernel.errors import RunkernelError
+from runkernel.errors import KernelBug as KernelBug
 from runkernel.kernel.delegation import executing_delegations, next_to_gate
 from runkernel.kernel.effects_plan import (
     close_batch,
@@ -60,11 +60,6 @@ from runkernel.kernel.values import (
     EndCauseKind,
     JsonValue,
 )
-
-
-class KernelBug(RunkernelError, AssertionError):
-    """``decide`` or ``recover`` built a commit that commit validation rejects."""
-
 
 
 # --- commit building ------------------------------------------------------------------

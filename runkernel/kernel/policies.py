@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import enum
+import types
 from collections.abc import Mapping
+from typing import cast
 
 import attrs
 from attrs import frozen
+
+from runkernel.errors import BadToolPolicy
 
 
 class RecoveryMode(enum.Enum):
@@ -43,7 +47,12 @@ class RetryPolicy:
 
 @frozen
 class ToolPolicy:
-    """Everything the kernel needs to know about one tool."""
+    """Everything the kernel needs to know about one tool. Build one in one call:
+    ``ToolPolicy.replay(max_attempts=3)``, ``ToolPolicy.reconnect()`` or
+    ``ToolPolicy.indeterminate()`` (the default, ``ToolPolicy()``); wherever a mapping of
+    tool name to policy is taken, the strings ``"replay"``, ``"reconnect"`` and
+    ``"indeterminate"`` stand for those calls with their defaults. A delegation is
+    declared with the constructor (``ToolPolicy(terminal_only_delegation=True)``)."""
 
     recovery: ToolRecoveryPolicy = ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)
     retry: RetryPolicy = RetryPolicy()
@@ -61,6 +70,64 @@ class ToolPolicy:
         if value and self.sequential_delegation:
             raise ValueError("a tool is a terminal-only or a sequential delegation, not both")
 
+    @classmethod
+    def replay(cls, max_attempts: int = 3, *, retries: int = 0) -> ToolPolicy:
+        """A tool that may run again: after a crash mid-call it runs again with the same
+        operation id (attempt n+1 committed first), up to ``max_attempts`` attempts, then
+        the call is ``Indeterminate(attempts_exhausted)``. For reads, or writes through an
+        idempotency key the downstream honours. ``retries``: how many attempts after the
+        first a tool error reported retryable may use (on the same attempt counter)."""
+        return cls(ToolRecoveryPolicy(RecoveryMode.REPLAY, max_attempts), _retry(retries))
+
+    @classmethod
+    def reconnect(cls, *, retries: int = 0) -> ToolPolicy:
+        """A tool whose work can be looked up by operation id: after a crash mid-call it
+        is never started again blindly; its ``status(operation_id)`` is asked, and only a
+        provable ``not_found`` runs the next attempt. ``retries`` as for ``replay``."""
+        return cls(ToolRecoveryPolicy(RecoveryMode.RECONNECT), _retry(retries))
+
+    @classmethod
+    def indeterminate(cls, *, retries: int = 0) -> ToolPolicy:
+        """A tool that must never run twice (the default): after a crash mid-call the call
+        becomes ``Indeterminate(outcome_unknown)``, to reconcile by operation id.
+        ``retries`` as for ``replay``."""
+        return cls(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE), _retry(retries))
+
+
+def _retry(retries: int) -> RetryPolicy:
+    if retries < 0:
+        raise ValueError(f"retries must be >= 0, got {retries}")
+    return RetryPolicy(retries + 1)
+
+
+#: The strings a mapping of tool name to policy takes, and the policy each stands for.
+POLICY_NAMES: Mapping[str, ToolPolicy] = types.MappingProxyType(
+    {
+        "replay": ToolPolicy.replay(),
+        "reconnect": ToolPolicy.reconnect(),
+        "indeterminate": ToolPolicy.indeterminate(),
+    }
+)
+
+
+def tool_policy(tool: str, policy: ToolPolicy | str) -> ToolPolicy:
+    """``policy`` as a ``ToolPolicy``: one of ``POLICY_NAMES`` stands for its policy;
+    anything else that is not a ``ToolPolicy`` raises ``BadToolPolicy`` naming ``tool``."""
+    if isinstance(policy, ToolPolicy):
+        return policy
+    named = POLICY_NAMES.get(policy) if isinstance(policy, str) else None
+    if named is None:
+        raise BadToolPolicy(tool, policy)
+    return named
+
+
+def tool_policies(tools: Mapping[str, ToolPolicy | str]) -> Mapping[str, ToolPolicy]:
+    """Every tool's policy as a ``ToolPolicy`` (see ``tool_policy``). A mapping that holds
+    only ``ToolPolicy`` values is returned as it is."""
+    if all(isinstance(policy, ToolPolicy) for policy in tools.values()):
+        return cast(Mapping[str, ToolPolicy], tools)
+    return {name: tool_policy(name, policy) for name, policy in tools.items()}
+
 
 class IndeterminateChoice(enum.Enum):
     """The host's choice for an Indeterminate call: publish it (default) or end the Run."""
@@ -75,9 +142,10 @@ SAFE_DEFAULT = ToolPolicy()
 
 @frozen
 class Policies:
-    """Host policies. Tools not listed get ``default`` (indeterminate recovery)."""
+    """Host policies. Tools not listed get ``default`` (indeterminate recovery). ``tools``
+    also takes the strings ``"replay"``, ``"reconnect"``, ``"indeterminate"``."""
 
-    tools: Mapping[str, ToolPolicy] = attrs.field(factory=dict, hash=False)
+    tools: Mapping[str, ToolPolicy] = attrs.field(factory=dict, hash=False, converter=tool_policies)
     default: ToolPolicy = SAFE_DEFAULT
     max_steps: int | None = None
     on_indeterminate: IndeterminateChoice = IndeterminateChoice.PUBLISH

@@ -11,7 +11,7 @@ import enum
 
 from attrs import frozen
 
-from runkernel.errors import RunkernelError
+from runkernel.errors import RejectedError as RejectedError
 
 
 class Rule(enum.Enum):
@@ -73,11 +73,3 @@ class Rejection:
 
     def __str__(self) -> str:
         return f"{self.rule.value}: {self.message}"
-
-
-class RejectedError(RunkernelError):
-    """Raised by the convenience wrappers that turn a Rejection into an exception."""
-
-    def __init__(self, rejection: Rejection) -> None:
-        super().__init__(str(rejection))
-        self.rejection = rejection

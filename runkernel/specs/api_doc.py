@@ -67,7 +67,7 @@ def _signature(value: Any) -> str:
     parts = []
     star_done = False
     for parameter in signature.parameters.values():
-        if parameter.name == "self":
+        if parameter.name in ("self", "cls"):
             continue
         if parameter.kind is parameter.KEYWORD_ONLY and not star_done:
             parts.append("*")
@@ -105,6 +105,8 @@ def _members(cls: type) -> list[str]:
         if isinstance(member, property):
             if member.__doc__:
                 lines.append(f"- `{name}` (property): {_first_line(member.__doc__)}")
+        elif isinstance(member, classmethod) and (doc := member.__func__.__doc__):
+            lines.append(f"- `{name}{_signature(member.__func__)}` (classmethod): {_first_line(doc)}")
         elif inspect.isfunction(member) and member.__doc__:
             prefix = "async " if inspect.iscoroutinefunction(member) else ""
             lines.append(f"- `{prefix}{name}{_signature(member)}`: {_first_line(member.__doc__)}")

@@ -21,6 +21,7 @@ import attrs
 import msgspec
 from attrs import frozen
 
+from runkernel.errors import NotATrace as NotATrace
 from runkernel.kernel.codec import IllegalShape, TraceFormatError, commit_from_json
 from runkernel.kernel.history import NO_HISTORY, HistoryKeys
 from runkernel.kernel.delegation import terminus
@@ -67,10 +68,6 @@ class Finding:
             return f"{name}: legal: {self.commits} commits in {self.threads} threads"
         where = f"{name}:{self.line}" if self.line else name
         return f"{where}: {self.rule}: {self.message}"
-
-
-class NotATrace(Exception):
-    """The bytes cannot be a ``runkernel/2`` line."""
 
 
 #: Ids up to this many characters are kept as they are; longer ones by their SHA-256,

@@ -2,7 +2,7 @@
 
 ::
 
-    durable = RunkernelDurability("sqlite:///agent.db", tools={"search": REPLAY, ...})
+    durable = RunkernelDurability("sqlite:///agent.db", tools={"search": "replay", ...})
     agent = Agent(model, output_type=[str, DeferredToolRequests], capabilities=[durable])
     result = await agent.run("...")                    # a Run in the Thread = conversation id
     result = await durable.resume(agent, run_id)       # after a crash, or with answers

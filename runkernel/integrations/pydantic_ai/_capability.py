@@ -21,9 +21,9 @@ from pydantic_ai.tools import RunContext
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
-    Action, Approve, AsyncDriver, CallCompleted, CallIndeterminate, CallRequest, CheckStatus, Done, DriverStopped,
-    EndCauseKind, Ended, Hold, IndeterminateChoice, Infer, JsonValue, Message, Permit, RecoveryMode, Role, RunCall,
-    StatusReply, Store, StoreError, ToolCall, ToolPolicy, TypedError, WaitFor, WaitKind, open_store,
+    Action, Approve, AsyncDriver, CallCompleted, CallIndeterminate, CallRequest, CheckStatus, Done, EndCauseKind,
+    Ended, Hold, IllegalCommit, IndeterminateChoice, Infer, JsonValue, Message, Permit, RecoveryMode, Role, RunCall,
+    StatusReply, Store, StoreError, ToolCall, ToolPolicy, TypedError, UnknownRun, WaitFor, WaitKind, open_store,
 )
 from runkernel.integrations.pydantic_ai._context import (
     _INVOCATION, _PICK_UP, DeferredAfterStart, IntegrationError, Invocation, PickUp, RunEnded, StillRunning,
@@ -31,6 +31,7 @@ from runkernel.integrations.pydantic_ai._context import (
 from runkernel.integrations.pydantic_ai._mapping import (
     _answer_of, _approval_functions, _deferred_answer, _error_value, _payloads, _shown, to_model_messages,
 )
+from runkernel.kernel.policies import tool_policies
 
 #: A reconnect tool's ``status(operation_id)``, sync or async.
 StatusFunction = Callable[[str], StatusReply | Awaitable[StatusReply]]
@@ -41,14 +42,15 @@ class RunkernelDurability(AbstractCapability[Any]):
     """Attach to an ``Agent`` (``capabilities=[...]``) to make its runs durable Runs.
 
     ``store`` is a URL (``sqlite:///agent.db``) or an open ``Store``; ``tools`` gives every
-    tool the model may call its ``ToolPolicy`` (declared external tools included);
+    tool the model may call its ``ToolPolicy`` or one of ``"replay"``, ``"reconnect"``,
+    ``"indeterminate"`` (declared external tools included);
     ``status`` gives each reconnect tool its ``status(operation_id) -> StatusReply``;
     ``questions`` names the external tools a person answers (an input wait). The Thread is
     the run's ``conversation_id``, a new Run's id its ``run_id``.
     """
 
     store: str | Store
-    tools: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    tools: Mapping[str, ToolPolicy | str] = field(default_factory=dict)
     status: Mapping[str, StatusFunction] = field(default_factory=dict)
     questions: frozenset[str] = frozenset()
     max_steps: int = 50
@@ -62,7 +64,9 @@ class RunkernelDurability(AbstractCapability[Any]):
     _opened: list[Store] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
-        for name, policy in self.tools.items():
+        policies = tool_policies(self.tools)  # "replay" and the like become their ToolPolicy
+        self.tools = policies
+        for name, policy in policies.items():
             if policy.recovery.mode is RecoveryMode.RECONNECT and name not in self.status:
                 raise ValueError(f"tool {name!r} reconnects after a crash: give it status={{{name!r}: fn}}")
         self._reset()
@@ -151,8 +155,8 @@ class RunkernelDurability(AbstractCapability[Any]):
             with ToolManager.parallel_execution_mode("sequential"):
                 result = await handler()
             await self._ready(None)
-        except (StoreError, DriverStopped, RunEnded, StillRunning, asyncio.CancelledError):
-            raise  # the Run stays as committed: resume() continues it
+        except (StoreError, IllegalCommit, UnknownRun, RunEnded, StillRunning, asyncio.CancelledError):
+            raise  # the Run stays as committed: resume() continues it (DriverStopped is a StoreError)
         except Exception as error:
             if not isinstance(self._action, Done):
                 await driver.end(EndCauseKind.FAILED, TypedError(type(error).__name__, str(error)))
@@ -366,7 +370,7 @@ class DurableAgentApp:
     name: str
     durability: RunkernelDurability = attrs.field(repr=False)
     agent: Agent[Any, Any] = attrs.field(repr=False)
-    tools: Mapping[str, ToolPolicy] = attrs.field(repr=False)
+    tools: Mapping[str, ToolPolicy | str] = attrs.field(repr=False)
     max_steps: int = attrs.field(repr=False)
     on_indeterminate: IndeterminateChoice = attrs.field(repr=False)
 

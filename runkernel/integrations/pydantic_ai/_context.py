@@ -8,23 +8,27 @@ from contextlib import asynccontextmanager
 
 import attrs
 
-from runkernel import Answer, AsyncDriver, EndCauseKind, RunkernelError
+from runkernel import Answer, AsyncDriver, EndCauseKind, PeerError, UsageError
 from runkernel.kernel.protocol import ResumePayload
 
 
-class IntegrationError(RunkernelError):
-    """The agent did something its durable Run cannot commit; the message says what to use."""
+class IntegrationError(UsageError):
+    """The host's fault: the agent did something its durable Run cannot commit (a tool
+    without a policy, a call out of runkernel's order, a new Run without a prompt); the
+    message says what to use."""
 
 
 class DeferredAfterStart(IntegrationError):
-    """A tool body raised ``ApprovalRequired`` or ``CallDeferred`` after its Executing commit:
-    the seed has no Executing→Awaiting edge for it. Declare the wait instead."""
+    """The host's fault: a tool body raised ``ApprovalRequired`` or ``CallDeferred`` after
+    its Executing commit: the seed has no Executing→Awaiting edge for it. Declare the
+    wait instead."""
 
 
-class RunEnded(IntegrationError):
-    """The Run ended while the agent still ran (``on_indeterminate=END_RUN`` after an
-    Indeterminate call, or an end from outside): ``cause`` is committed, and
-    ``operation_ids`` names the Indeterminate calls to reconcile downstream."""
+class RunEnded(PeerError):
+    """Not the host's fault: the Run ended while the agent still ran (an end from
+    outside, such as ``runkernel cancel``, or ``on_indeterminate=END_RUN`` after a call
+    whose outcome nobody knows): ``cause`` is committed, and ``operation_ids`` names the
+    Indeterminate calls to reconcile downstream."""
 
     def __init__(self, message: str, cause: EndCauseKind, operation_ids: tuple[str, ...]) -> None:
         super().__init__(message)
@@ -32,10 +36,10 @@ class RunEnded(IntegrationError):
         self.operation_ids = operation_ids
 
 
-class StillRunning(IntegrationError):
-    """A reconnect tool still said "running" after ``status_asks`` questions: nothing was
-    committed wrongly, the call stays Executing; resume the Run later (a worker does, at
-    its next poll)."""
+class StillRunning(PeerError):
+    """Not the host's fault: a reconnect tool's downstream still said "running" after
+    ``status_asks`` questions: nothing was committed wrongly, the call stays Executing;
+    resume the Run later (a worker does, at its next poll)."""
 
 
 @attrs.frozen
