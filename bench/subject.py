@@ -12,15 +12,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from runkernel.adapters.driver_actions import CallRequest, RunCall
 from runkernel.adapters.export import export_lines
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import (
     InferenceRequest,
-    ModelCall,
     ModelReply,
     Returned,
     StatusReply,
-    ToolInvocation,
     ToolRegistry,
     ToolReply,
 )
@@ -103,7 +102,7 @@ class _ScriptedModel:
         step = self.made
         self.made += 1
         if step < self.steps:
-            return ModelReply("", (ModelCall(TOOL_NAME, tool_arguments(step)),))
+            return ModelReply("", (CallRequest(TOOL_NAME, tool_arguments(step)),))
         return ModelReply(FINAL_TEXT, end=EndCauseKind.COMPLETED)
 
 
@@ -112,7 +111,7 @@ class _LookupTool:
 
     policy = ToolPolicy()
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         arguments = invocation.arguments
         step = arguments.get("n", 0) if isinstance(arguments, dict) else 0
         return Returned(tool_result(step if isinstance(step, int) else 0))

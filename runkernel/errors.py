@@ -120,9 +120,10 @@ class AppLoadError(UsageError):
     app is."""
 
 
-class NoInvocation(UsageError):
+class NoInvocation(UsageError, LookupError):
     """The host's fault: ``current_invocation()`` was called outside an executor runkernel
-    started. Call it inside a tool body, or set one with ``invocation_scope`` (tests)."""
+    started. Call it inside a tool body, or set one with ``invocation_scope`` (tests). A
+    ``LookupError`` too, as the Pydantic AI integration's own accessor raised."""
 
 
 # --- a peer's fault -------------------------------------------------------------------

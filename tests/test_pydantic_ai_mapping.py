@@ -19,11 +19,10 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRe
 
 from pydantic_ai_app import Downstream, build  # noqa: E402
 from pydantic_ai_world import HAS_METADATA, ROOT, World, once_each, shown_results, status_of, world  # noqa: E402,F401 (world: the fixture)
-from runkernel import Awaiting, EndCauseKind, Ended, Role, check_trace  # noqa: E402
+from runkernel import Awaiting, EndCauseKind, Ended, Role, RunCall, check_trace  # noqa: E402
 from runkernel.integrations.pydantic_ai import (  # noqa: E402
     DeferredAfterStart,
     IntegrationError,
-    Invocation,
     current_invocation,
     invocation_scope,
 )
@@ -226,7 +225,7 @@ def test_current_invocation_outside_a_tool_and_the_test_helper() -> None:
         current_invocation()
 
     async def body() -> str:
-        async with invocation_scope(Invocation("run", "call", "search", "op-1", 1)):
+        async with invocation_scope(RunCall("run", "call", "search", None, "op-1", 1)):
             return current_invocation().operation_id
 
     assert asyncio.run(body()) == "op-1"

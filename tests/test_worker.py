@@ -120,7 +120,7 @@ def test_a_worker_hands_the_tool_its_lease_epoch_and_the_current_invocation() ->
 
 
 def test_invocation_scope_is_the_test_helper_for_calling_a_tool_directly() -> None:
-    invocation = ToolInvocation("r1", "c1", "op1", 1, {"n": 1}, lease_epoch=7)
+    invocation = RunCall("r1", "c1", "work", {"n": 1}, "op1", 1, lease_epoch=7)
     with invocation_scope(invocation):
         assert current_invocation() is invocation
     with pytest.raises(NoInvocation):

@@ -1,6 +1,6 @@
 """Pure translations from a port's vocabulary to kernel inputs, shared by the drivers.
 
-The ports (``adapters/ports.py``) speak without ids (``Permit``, ``Hold``, ``Delegate``,
+The ports (``adapters/ports.py``) speak without ids (``Permit``, ``Hold``, ``Delegated``,
 ...), because a gate or a tool should not have to mint tickets; the driver that asks
 them supplies the ids, and these functions make the kernel input.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from runkernel.adapters.ports import (
-    Delegate,
+    Delegated,
     Failed,
     GateAnswer,
     Hold,
@@ -20,7 +20,7 @@ from runkernel.adapters.ports import (
     Provide,
     Refuse,
     Returned,
-    Schedule,
+    Scheduled,
     ToolReply,
 )
 from runkernel.kernel.protocol import (
@@ -65,9 +65,9 @@ def tool_outcome(reply: ToolReply, ids: IdSource) -> ToolOutcome:
             outcome = ToolOutput(reply.value)
         case Failed():
             outcome = ToolFailure(reply.error, reply.retryable)
-        case Delegate():
+        case Delegated():
             outcome = ToolDelegated(ids.ticket_id())
-        case Schedule():
+        case Scheduled():
             outcome = ToolScheduled(ids.ticket_id(), reply.due_at)
         case Lost():
             outcome = ToolOutcomeLost()

@@ -1,18 +1,30 @@
-"""The ports the reference runtime drives: model, tools, gate, hooks, sinks, ids, clock.
+"""The ports the pull-mode runtime drives: model, tools, gate, hooks, sinks, ids, clock.
 
-A real provider, tool or approval UI implements these small protocols; the simulator
-and the tests plug in scripted ones.
+A real provider, tool or approval UI implements these small protocols (structurally: no
+need to subclass or import them); the simulator and the tests plug in scripted ones.
+
+They speak the host's vocabulary, the same in both modes: a tool runs the ``RunCall`` a
+push-mode host is handed, a model asks for calls with the ``CallRequest`` a push-mode
+host answers with, and a gate answers ``Permit``, ``Refuse``, ``Provide`` or ``Hold`` in
+both. Their answers carry no ids (``Returned``, ``Hold``, ``Scheduled``, ...), because a
+gate or a tool should not have to mint tickets: the driver that asks supplies them, and
+``port_inputs`` makes the kernel's input from each answer in one pure translation (the
+kernel's own names, ``Allow``, ``ToolOutput``, ``RequireWait`` ..., stay behind
+``runkernel.kernel``).
 """
 
 from __future__ import annotations
 
 import datetime
 import secrets
+import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from attrs import frozen
 
+from runkernel._deprecation import Moved, RenamedClass, moved_names, renamed_attribute
+from runkernel.adapters.driver_actions import CallRequest, RunCall
 from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
 from runkernel.kernel.protocol import Hook, OperationStatus
 from runkernel.kernel.state import (
@@ -41,34 +53,37 @@ class StreamSink(Protocol):
 
 @frozen
 class InferenceRequest:
-    """Everything a model needs for one step. ``checkpoint`` is a partial, never truth."""
+    """What the pull-mode runtime asks a model for one step (the push-mode host's
+    ``Infer``, plus where to stream): the Thread's ``messages`` so far and ``partial``,
+    the output a ``stream.checkpoint`` saved for this step before a crash (best effort,
+    never truth). Answer with a ``ModelReply``."""
 
     thread_id: str
     run_id: str
     step: int
     #: the Thread's messages so far (read-only; a view, not a copy, of the driver's log)
     messages: Sequence[Message]
-    checkpoint: JsonValue
+    #: what a checkpoint saved for this step before a crash (``Infer.partial``)
+    partial: JsonValue
     stream: StreamSink
     #: BeforeInference's request-only context: for this request only, never committed
     context: JsonValue = None
 
-
-@frozen
-class ModelCall:
-    """One tool call the model asks for."""
-
-    tool: str
-    arguments: JsonValue
-    call_id: str | None = None
+    @property
+    def checkpoint(self) -> JsonValue:
+        """Deprecated: ``partial`` (the name ``Infer`` has)."""
+        warnings.warn(renamed_attribute("InferenceRequest.checkpoint", "partial"), DeprecationWarning, stacklevel=2)
+        return self.partial
 
 
 @frozen
 class ModelReply:
-    """A complete inference result: text (optionally ending the Run) or tool calls."""
+    """A model's complete reply to an ``InferenceRequest`` (what a push-mode host gives
+    ``inferred``): text, optionally ending the Run with ``end``, or the tool calls it
+    asks for (each a ``CallRequest``; ``end`` is ignored with calls)."""
 
     content: JsonValue
-    calls: tuple[ModelCall, ...] = ()
+    calls: tuple[CallRequest, ...] = ()
     end: EndCauseKind | None = None
 
 
@@ -83,64 +98,78 @@ class ModelPort(Protocol):
 # --- tools ---------------------------------------------------------------------------
 
 
-@frozen
-class ToolInvocation:
-    """One executor attempt. ``operation_id`` is the idempotency key of every attempt;
-    ``lease_epoch`` the fencing token when a worker's lease drives the Run (None when
-    no lease does): it only rises, so a downstream may refuse a lower one than it saw.
-    ``delegation`` is the child Run a sequential delegation hands its work to (None for
-    a tool not declared one)."""
+def _tool_invocation(
+    run_id: str,
+    call_id: str,
+    operation_id: str,
+    attempt: int,
+    arguments: JsonValue,
+    resume_value: JsonValue = None,
+    lease_epoch: int | None = None,
+    delegation: Delegation | None = None,
+    *,
+    tool: str = "",
+) -> RunCall:
+    """The ``RunCall`` a ``ToolInvocation(...)`` of the old signature stands for (it
+    named no tool: ``tool`` is empty unless given)."""
+    return RunCall(run_id, call_id, tool, arguments, operation_id, attempt, resume_value, lease_epoch, delegation)
 
-    run_id: str
-    call_id: str
-    operation_id: str
-    attempt: int
-    arguments: JsonValue
-    resume_value: JsonValue = None
-    lease_epoch: int | None = None
-    delegation: Delegation | None = None
+
+class _ToolInvocation(metaclass=RenamedClass):
+    """Deprecated: the pull-mode tool's argument is the push-mode host's ``RunCall``.
+    ``isinstance(x, ToolInvocation)`` is ``isinstance(x, RunCall)``, and
+    ``ToolInvocation(run_id, call_id, operation_id, attempt, arguments, ...)`` (the old
+    field order) builds a ``RunCall``."""
+
+    __new_class__ = RunCall
+    __build__ = staticmethod(_tool_invocation)
 
 
 @frozen
 class Returned:
-    """The tool returned ``value``."""
+    """A tool's reply: it returned ``value`` (a push-mode host says ``call_returned``)."""
 
     value: JsonValue
 
 
 @frozen
 class Failed:
-    """The tool failed with ``error``; ``retryable`` lets its retry policy try again."""
+    """A tool's reply: it failed with ``error``, and changed nothing; ``retryable`` lets
+    its retry policy try again (a push-mode host says ``call_failed``)."""
 
     error: JsonValue
     retryable: bool = False
 
 
 @frozen
-class Delegate:
-    """Hand the work to the call's child Run and wait for it: the child is
-    ``ToolInvocation.delegation``, derived and committed before the tool started (only
-    a tool declared ``ToolPolicy(sequential_delegation=True)`` has one)."""
+class Delegated:
+    """A tool's reply: the work is handed to the call's child Run, and the Run waits for
+    it (a push-mode host says ``call_delegated``). The child is ``RunCall.delegation``,
+    derived and committed before the tool started (only a tool declared
+    ``ToolPolicy(sequential_delegation=True)`` has one)."""
 
 
 @frozen
-class Schedule:
-    """Run again at ``due_at``."""
+class Scheduled:
+    """A tool's reply: run the call again at ``due_at``, a durable timer wait (a
+    push-mode host says ``call_scheduled``)."""
 
     due_at: str
 
 
 @frozen
 class Lost:
-    """The executor cannot say what happened."""
+    """A tool's reply: nobody can say what happened; the call becomes Indeterminate (a
+    push-mode host says ``call_lost``)."""
 
 
-ToolReply: TypeAlias = Returned | Failed | Delegate | Schedule | Lost
+ToolReply: TypeAlias = Returned | Failed | Delegated | Scheduled | Lost
 
 
 @frozen
 class StatusReply:
-    """A reconnect tool's answer to ``status(operation_id)``."""
+    """A reconnect tool's answer to ``status(operation_id)`` (a push-mode host gives the
+    same two values to ``status``, or a function returning this to ``ask_status``)."""
 
     status: OperationStatus
     value: JsonValue = None
@@ -152,7 +181,10 @@ class Tool(Protocol):
     @property
     def policy(self) -> ToolPolicy: ...
 
-    def run(self, invocation: ToolInvocation) -> ToolReply: ...
+    def run(self, call: RunCall, /) -> ToolReply:
+        """Run one attempt (its Executing commit is durable); ``call.operation_id`` is
+        the idempotency key, ``call.lease_epoch`` the fencing token under a worker."""
+        ...
 
     def status(self, operation_id: str) -> StatusReply:
         """Only called for tools under the reconnect policy."""
@@ -160,7 +192,9 @@ class Tool(Protocol):
 
 
 class ToolRegistry:
-    """Tools by name, and the Policies they imply."""
+    """A pull-mode runtime's tools by name (``ToolRegistry({"search": Search()},
+    max_steps=20)``), and the ``Policies`` they imply: each tool's ``policy``, the step
+    limit and what an Indeterminate call does to the Run."""
 
     def __init__(
         self,
@@ -185,26 +219,30 @@ class ToolRegistry:
 
 @frozen
 class Permit:
-    """Gate: run the executor."""
+    """A gate's answer, in both modes: run the executor."""
 
 
 @frozen
 class Refuse:
-    """Gate: block the call at once."""
+    """A gate's answer, in both modes: complete the call at once, unrun; the model sees
+    it as ``{"kind": "blocked", "value": reason}``."""
 
     reason: JsonValue
 
 
 @frozen
 class Provide:
-    """Gate: a plugin supplies the result."""
+    """A gate's answer, in both modes: a plugin supplies the result without running the
+    tool; the model sees it as ``{"kind": "supplied", "value": value}``."""
 
     value: JsonValue
 
 
 @frozen
 class Hold:
-    """Gate: wait for approval, input, an external answer or a timer."""
+    """A gate's answer, in both modes: the call waits (``kind``: approval, input, an
+    external answer or a timer at ``due_at``) under a ticket the driver mints; the host
+    sees ``WaitFor`` and answers with ``resume``. ``expires_at`` bounds an approval."""
 
     kind: WaitKind
     request: JsonValue = None
@@ -222,7 +260,7 @@ class GatePort(Protocol):
 
 
 class AllowAll:
-    """A gate that permits every call."""
+    """A gate that permits every call (the default)."""
 
     def check(self, run_id: str, call: ToolCall) -> GateAnswer:
         return Permit()
@@ -325,3 +363,20 @@ Clock: TypeAlias = Callable[[], str]
 def utc_now() -> str:
     """UTC ISO-8601 with a fixed width, so timestamps compare as strings."""
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+if TYPE_CHECKING:  # type checkers see each old name as the one that replaced it
+    ToolInvocation = RunCall
+    ModelCall = CallRequest
+    Delegate = Delegated
+    Schedule = Scheduled
+else:
+    __getattr__ = moved_names(
+        __name__,
+        {
+            "ToolInvocation": Moved("runkernel", "RunCall", shim=(__name__, "_ToolInvocation")),
+            "ModelCall": Moved("runkernel", "CallRequest"),
+            "Delegate": Moved(__name__, "Delegated"),
+            "Schedule": Moved(__name__, "Scheduled"),
+        },
+    )

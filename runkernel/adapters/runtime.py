@@ -18,7 +18,6 @@ from typing import Any
 
 from runkernel.adapters.crash import Boundary, CrashPlan, NeverCrash, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import (
-    CallRequest,
     CheckStatus,
     ChildrenRunning,
     Done,
@@ -70,7 +69,6 @@ from runkernel.adapters.ports import (
     NullObserver,
     Observer,
     SecretIds,
-    ToolInvocation,
     ToolRegistry,
     ToolReply,
     utc_now,
@@ -215,7 +213,7 @@ class Drive:
             state.thread_id, action.run_id, action.step, action.messages, action.partial, stream, staging.context
         )
         reply = runtime.model.infer(request)
-        calls = tuple(CallRequest(call.tool, call.arguments, call.call_id) for call in reply.calls)
+        calls = tuple(reply.calls)
         return Inferred(reply.content, calls, None if calls else reply.end, None, staging.staged)
 
     def _checkpoint(self, partial: JsonValue) -> None:
@@ -262,7 +260,12 @@ class _RuntimeOps(StoreOps):
 
 
 class Runtime:
-    """Drives Runs: one instance per process of control; throw it away after a crash."""
+    """The pull-mode runtime: it drives Runs by calling the host's ports, answering each
+    action the push-mode core hands out (``Infer``: the model's ``infer``; ``RunCall``:
+    the tool's ``run``, given that very ``RunCall``; ``CheckStatus``: the tool's
+    ``status``; the gate's ``check``), and stops where a push-mode host would wait
+    (``WaitFor``, ``ChildrenRunning``, ``Done``). One instance per process of control;
+    throw it away after a crash and continue with ``drive(run_id)``."""
 
     def __init__(
         self,
@@ -351,19 +354,9 @@ class Runtime:
             outcome = ToolFailure({"type": "UnknownTool", "message": f"no tool named {action.tool!r}"})
         else:
             action = self.ops.before_run_call(action)
-            invocation = ToolInvocation(
-                action.run_id,
-                action.call_id,
-                action.operation_id,
-                action.attempt,
-                action.arguments,
-                action.resume_value,
-                action.lease_epoch,
-                action.delegation,
-            )
-            with invocation_scope(invocation):
+            with invocation_scope(action):  # the tool runs the RunCall a push host is handed
                 try:
-                    reply = tool.run(invocation)
+                    reply = tool.run(action)
                 except (SimulatedCrash, RunkernelError):
                     raise  # the runtime's own death or refusal, not the tool's outcome
                 except Exception as error:

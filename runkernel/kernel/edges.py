@@ -113,6 +113,7 @@ class CallEdgeRule:
     needs_resume: bool = False
 
 
+#: The Run machine's edges, declared once: validation, the spec and its export read them.
 RUN_TABLE: tuple[RunEdgeRule, ...] = (
     RunEdgeRule(RunEdge.ACTIVATE, None, RunPhase.RUNNING, "RunActivation"),
     RunEdgeRule(
@@ -131,6 +132,7 @@ _W = WaitKind
 _R = ResultKind
 _I = IndeterminateReason
 
+#: The Tool-call machine's edges with their conditions, declared once.
 CALL_TABLE: tuple[CallEdgeRule, ...] = (
     CallEdgeRule(
         CallEdge.CREATE, None, CallPhase.REQUESTED, "complete batch committed",
@@ -209,9 +211,11 @@ CALL_TABLE: tuple[CallEdgeRule, ...] = (
     ),
 )
 
+#: ``RUN_TABLE`` by (source, target) phase.
 RUN_EDGES: Mapping[tuple[RunPhase | None, RunPhase], RunEdgeRule] = {
     (rule.source, rule.target): rule for rule in RUN_TABLE
 }
+#: ``CALL_TABLE`` by (source, target) phase.
 CALL_EDGES: Mapping[tuple[CallPhase | None, CallPhase], CallEdgeRule] = {
     (rule.source, rule.target): rule for rule in CALL_TABLE
 }

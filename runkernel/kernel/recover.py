@@ -55,6 +55,8 @@ class RecoveryRule:
     external_action: str
 
 
+#: The seed's six-row recovery table as data, one ``RecoveryRule`` per row (docs and
+#: tests are generated from it).
 RECOVERY_TABLE: tuple[RecoveryRule, ...] = (
     RecoveryRule(
         RecoveryRow.RUNNING_NO_OPEN_BATCH,

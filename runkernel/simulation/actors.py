@@ -13,21 +13,20 @@ from collections.abc import Mapping, Sequence
 
 from attrs import define, field, frozen
 
+from runkernel.adapters.driver_actions import CallRequest, RunCall
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.ports import (
-    Delegate,
+    Delegated,
     Failed,
     GateAnswer,
     InferenceRequest,
     Lost,
-    ModelCall,
     ModelReply,
     Permit,
     Returned,
-    Schedule,
+    Scheduled,
     Staging,
     StatusReply,
-    ToolInvocation,
     ToolReply,
 )
 from runkernel.adapters.store import Store
@@ -90,7 +89,7 @@ class World:
     def new(cls, store: Store) -> World:
         return cls(store, [], {}, {}, set())
 
-    def record(self, tool: str, invocation: ToolInvocation) -> None:
+    def record(self, tool: str, invocation: RunCall) -> None:
         snapshot = self.store.run(invocation.run_id)
         call = snapshot.batch.call(invocation.call_id) if snapshot and snapshot.batch else None
         committed = (
@@ -165,7 +164,7 @@ class SimTool:
     def policy(self) -> ToolPolicy:
         return self._policy
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         self.world.record(self.name, invocation)
         behaviour = self.replies[min(invocation.attempt, len(self.replies)) - 1]
         value = {"tool": self.name, "operation_id": invocation.operation_id, "attempt": invocation.attempt}
@@ -186,9 +185,9 @@ class SimTool:
         if behaviour == LOST:
             return Lost()
         if behaviour == DELEGATE:
-            return Delegate()
+            return Delegated()
         if behaviour == SCHEDULE:
-            return Schedule("2026-06-01T00:05:00.000000Z")
+            return Scheduled("2026-06-01T00:05:00.000000Z")
         raise ValueError(f"unknown tool behaviour {behaviour!r}")
 
     def status(self, operation_id: str) -> StatusReply:
@@ -232,7 +231,7 @@ class ScriptedModel:
 
     def infer(self, request: InferenceRequest) -> ModelReply:
         self.inferences += 1
-        if request.checkpoint is not None:
+        if request.partial is not None:
             self.resumed_from_checkpoint += 1
         script = self.scripts.get(request.run_id, ())
         entry = (
@@ -246,7 +245,7 @@ class ScriptedModel:
         )
         request.stream.delta({"step": request.step, "text": entry.text})
         calls = tuple(
-            ModelCall(tool, arguments, f"{request.run_id}-s{request.step}-c{index}")
+            CallRequest(tool, arguments, f"{request.run_id}-s{request.step}-c{index}")
             for index, (tool, arguments) in enumerate(entry.calls)
         )
         reply = ModelReply(entry.text, calls, entry.end)

@@ -30,7 +30,9 @@ the store and runs the agent on it; the driver's pick-up decides what each call 
 (its committed result, a replay attempt, a status question). ``durable.worker_app(agent,
 name="NAME")`` makes the agent the app of ``runkernel worker --app MODULE:ATTR``, which
 resumes each Run of app NAME that has work under its lease; a tool body then finds the
-lease epoch, its fencing token, in ``current_invocation().lease_epoch``. With
+lease epoch, its fencing token, in ``current_invocation().lease_epoch``
+(``current_invocation()`` is runkernel's one accessor: it returns the attempt's
+``RunCall``, as a pull-mode tool and a push-mode host get it). With
 ``status_asks=N`` a reconnect tool still running after N questions ends the agent run
 with ``StillRunning`` and leaves the Run as committed (a worker goes on to other Runs).
 
@@ -43,23 +45,32 @@ so the batch is committed in that order (function calls, then deferred calls, ea
 model's order) and tools run one at a time (``parallel_execution_mode('sequential')``).
 """
 
+from typing import TYPE_CHECKING
+
+from runkernel._deprecation import Moved, moved_names
+from runkernel.adapters.invocation import current_invocation, invocation_scope
 from runkernel.integrations.pydantic_ai._capability import DurableAgentApp, RunkernelDurability, StatusFunction
 from runkernel.integrations.pydantic_ai._context import (
     DeferredAfterStart,
     IntegrationError,
-    Invocation,
     RunEnded,
     StillRunning,
-    current_invocation,
-    invocation_scope,
 )
 from runkernel.integrations.pydantic_ai._mapping import to_model_messages
+
+if TYPE_CHECKING:  # type checkers see the old name as the one that replaced it
+    from runkernel.adapters.driver_actions import RunCall
+
+    Invocation = RunCall
+else:
+    __getattr__ = moved_names(
+        __name__, {"Invocation": Moved("runkernel", "RunCall", shim=(f"{__name__}._context", "_Invocation"))}
+    )
 
 __all__ = [
     "DeferredAfterStart",
     "DurableAgentApp",
     "IntegrationError",
-    "Invocation",
     "RunEnded",
     "RunkernelDurability",
     "StatusFunction",

@@ -21,15 +21,22 @@ from pydantic_ai.tools import RunContext
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
-    Action, Approve, AsyncDriver, CallCompleted, CallIndeterminate, CallRequest, CheckStatus, Done, EndCauseKind,
-    Ended, Hold, IllegalCommit, IndeterminateChoice, Infer, JsonValue, Message, Permit, RecoveryMode, Role, RunCall,
-    StatusReply, Store, StoreError, ToolCall, ToolPolicy, TypedError, UnknownRun, WaitFor, WaitKind, open_store,
+    Approve, AsyncDriver, CallRequest, CheckStatus, Done, EndCauseKind, Hold, Infer, Permit, RunCall, StatusReply,
+    StoreError, ToolPolicy, WaitFor, WaitKind, open_store,
 )
+from runkernel.adapters.driver_actions import Action
+from runkernel.adapters.invocation import invocation_scope
+from runkernel.adapters.store import Store
+from runkernel.errors import IllegalCommit, UnknownRun
 from runkernel.integrations.pydantic_ai._context import (
-    _INVOCATION, _PICK_UP, DeferredAfterStart, IntegrationError, Invocation, PickUp, RunEnded, StillRunning,
+    _PICK_UP, DeferredAfterStart, IntegrationError, PickUp, RunEnded, StillRunning,
 )
 from runkernel.integrations.pydantic_ai._mapping import (
     _answer_of, _approval_functions, _deferred_answer, _error_value, _payloads, _shown, to_model_messages,
+)
+from runkernel.kernel import (
+    CallCompleted, CallIndeterminate, Ended, IndeterminateChoice, JsonValue, Message, RecoveryMode, Role, ToolCall,
+    TypedError,
 )
 from runkernel.kernel.policies import tool_policies
 
@@ -336,25 +343,21 @@ class RunkernelDurability(AbstractCapability[Any]):
     async def _execute(self, action: RunCall, args: Any, handler: Any) -> Any:
         assert self._driver is not None
         driver, call_id = self._driver, action.call_id
-        token = _INVOCATION.set(
-            Invocation(action.run_id, call_id, action.tool, action.operation_id, action.attempt, action.lease_epoch)
-        )
-        try:
-            result = await handler(args)
-        except (ApprovalRequired, CallDeferred) as deferral:
-            declaration = "requires_approval=True" if isinstance(deferral, ApprovalRequired) else "a declared external tool"
-            raise DeferredAfterStart(
-                f"tool {action.tool!r} raised {type(deferral).__name__} after its Executing commit; runkernel has"
-                f" no Executing→Awaiting edge for it: declare the wait with {declaration} instead"
-            ) from deferral
-        except (ModelRetry, ToolRetryError, ToolFailed, ToolFailedError) as error:
-            await self._settle(await driver.call_failed(call_id, _error_value(error)))
-            raise
-        except Exception as error:
-            await self._settle(await driver.call_failed(call_id, {"type": type(error).__name__, "message": str(error)}))
-            raise
-        finally:
-            _INVOCATION.reset(token)
+        with invocation_scope(action):  # the tool body's current_invocation() is this RunCall
+            try:
+                result = await handler(args)
+            except (ApprovalRequired, CallDeferred) as deferral:
+                declaration = "requires_approval=True" if isinstance(deferral, ApprovalRequired) else "a declared external tool"
+                raise DeferredAfterStart(
+                    f"tool {action.tool!r} raised {type(deferral).__name__} after its Executing commit; runkernel has"
+                    f" no Executing→Awaiting edge for it: declare the wait with {declaration} instead"
+                ) from deferral
+            except (ModelRetry, ToolRetryError, ToolFailed, ToolFailedError) as error:
+                await self._settle(await driver.call_failed(call_id, _error_value(error)))
+                raise
+            except Exception as error:
+                await self._settle(await driver.call_failed(call_id, {"type": type(error).__name__, "message": str(error)}))
+                raise
         await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
         return result
 

@@ -1,15 +1,15 @@
-"""What the integration raises, and the invocation a durable tool body runs for."""
+"""What the integration raises, and what it keeps for the run it serves."""
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import attrs
 
-from runkernel import Answer, AsyncDriver, EndCauseKind, PeerError, UsageError
-from runkernel.kernel.protocol import ResumePayload
+from runkernel import AsyncDriver, EndCauseKind, PeerError, RunCall, UsageError
+from runkernel._deprecation import RenamedClass
+from runkernel.adapters.driver_actions import Answer
+from runkernel.kernel import ResumePayload
 
 
 class IntegrationError(UsageError):
@@ -42,19 +42,22 @@ class StillRunning(PeerError):
     resume the Run later (a worker does, at its next poll)."""
 
 
-@attrs.frozen
-class Invocation:
-    """The call a tool body runs for: ``operation_id`` is the idempotency key downstream,
-    the same for every attempt; ``attempt`` counts from 1. ``lease_epoch`` is the fencing
-    token under a worker's lease (pass it downstream beside ``operation_id``: it rises
-    when another worker takes the Run over); None when no worker drives the Run."""
+def _invocation(
+    run_id: str, call_id: str, tool: str, operation_id: str, attempt: int, lease_epoch: int | None = None
+) -> RunCall:
+    """The ``RunCall`` an ``Invocation(...)`` of the old signature stands for (it carried
+    no arguments)."""
+    return RunCall(run_id, call_id, tool, None, operation_id, attempt, lease_epoch=lease_epoch)
 
-    run_id: str
-    call_id: str
-    tool: str
-    operation_id: str
-    attempt: int
-    lease_epoch: int | None = None
+
+class _Invocation(metaclass=RenamedClass):
+    """Deprecated: a durable tool body's ``current_invocation()`` is the ``RunCall`` of
+    its attempt, as everywhere in runkernel. ``isinstance(x, Invocation)`` is
+    ``isinstance(x, RunCall)``, and ``Invocation(run_id, call_id, tool, operation_id,
+    attempt, lease_epoch)`` builds a ``RunCall``."""
+
+    __new_class__ = RunCall
+    __build__ = staticmethod(_invocation)
 
 
 @attrs.frozen
@@ -67,23 +70,4 @@ class PickUp:
     driver: AsyncDriver | None = None
 
 
-_INVOCATION: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar("runkernel_invocation", default=None)
 _PICK_UP: contextvars.ContextVar[PickUp | None] = contextvars.ContextVar("runkernel_pick_up", default=None)
-
-
-def current_invocation() -> Invocation:
-    """The runkernel call the running tool body serves (for its idempotency key)."""
-    invocation = _INVOCATION.get()
-    if invocation is None:
-        raise LookupError("no runkernel invocation: current_invocation() works only inside a durable tool body")
-    return invocation
-
-
-@asynccontextmanager
-async def invocation_scope(invocation: Invocation) -> AsyncIterator[Invocation]:
-    """Test helper: run a tool body outside an agent as if runkernel had started it."""
-    token = _INVOCATION.set(invocation)
-    try:
-        yield invocation
-    finally:
-        _INVOCATION.reset(token)

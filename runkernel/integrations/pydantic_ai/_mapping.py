@@ -24,12 +24,13 @@ from pydantic_ai.messages import (
 from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset, WrapperToolset
 from pydantic_core import to_jsonable_python
 
-from runkernel import (
-    Answer, Approve, CallCompleted, CallIndeterminate, Deny, JsonValue, Message, ResultKind, Role, ToolCall,
-)
+from runkernel import Approve, Deny
+from runkernel.adapters.driver_actions import Answer
 from runkernel.integrations.pydantic_ai._context import IntegrationError
-from runkernel.kernel import tool_result_content
-from runkernel.kernel.protocol import ResumePayload
+from runkernel.kernel import (
+    CallCompleted, CallIndeterminate, JsonValue, Message, ResultKind, ResumePayload, Role, ToolCall,
+    tool_result_content,
+)
 
 
 def _approval_functions(toolset: AbstractToolset[Any], leaf: AbstractToolset[Any]) -> list[Callable[..., bool]]:
