@@ -1,8 +1,11 @@
 """``docs/api.md``: the public API reference, generated from the docstrings.
 
 ``python -m runkernel.specs.api_doc > docs/api.md`` after changing a public name or its
-docstring; a test fails while the page is stale. The page follows ``runkernel.SECTIONS``
-(the table ``__all__`` is built from), so a name cannot be public and undocumented.
+docstring; a test fails while the page is stale. The page documents, in this order:
+``runkernel`` (following ``runkernel.SECTIONS``, the table ``__all__`` is built from),
+``runkernel.kernel`` (following its ``SECTIONS``) and the other documented modules
+(``MODULES``), so a name cannot be public and undocumented, and every name
+``runkernel`` used to export is documented where it lives now.
 """
 
 from __future__ import annotations
@@ -12,11 +15,107 @@ import importlib
 import inspect
 import re
 import sys
+import types
+import typing
 from typing import Any
 
 import attrs
 
 import runkernel
+import runkernel.kernel
+
+#: The documented modules besides ``runkernel`` and ``runkernel.kernel``: (module, what it
+#: holds, the names documented). The stores and their contract live in theirs until
+#: ``adapters/`` gets rooms (then they move together, with the old paths kept working).
+MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "runkernel.errors",
+        "Every error runkernel raises on purpose, in one tree (see the module's docstring).",
+        (
+            "RunkernelError", "UsageError", "DriverError", "UnknownTool", "MetadataUnsupported",
+            "HostProtocolError", "BadToolPolicy", "BadStoreUrl", "UnknownRun", "AppLoadError", "NoInvocation",
+            "PeerError", "RejectedError", "IllegalCommit", "RuntimeProtocolError", "TraceFormatError",
+            "IllegalShape", "NotATrace", "NotIJson", "StoreError", "CommitConflict", "StoreUnavailable",
+            "SchemaError", "DamagedStore", "LeaseError", "LeaseHeld", "LeaseLost", "DriverStopped", "KernelBug",
+        ),
+    ),
+    (
+        "runkernel.adapters.store",
+        "The store contract every store keeps (``open_store`` opens one by URL).",
+        ("Store", "InboxEntry", "Lease", "Writer"),
+    ),
+    ("runkernel.adapters.memory_store", "The in-memory store (``memory:``).", ("MemoryStore",)),
+    ("runkernel.adapters.sqlite_store", "The embedded SQLite store (``sqlite:///path``).", ("SqliteStore",)),
+    ("runkernel.adapters.postgres_store", "The PostgreSQL store (the ``postgres`` extra).", ("PostgresStore",)),
+    (
+        "runkernel.adapters.postgres_schema",
+        "Creating and upgrading a PostgreSQL store's schema (``runkernel db``).",
+        ("init_postgres", "migrate_postgres"),
+    ),
+    ("runkernel.adapters.work", "What a store says about its Runs.", ("RunSummary",)),
+    (
+        "runkernel.adapters.inbox",
+        "Queueing a command in a store's inbox, for whoever drives the Run (``runkernel resume``).",
+        ("submit_resume", "submit_end"),
+    ),
+    (
+        "runkernel.adapters.delegations",
+        "A store's parent and child Runs (concurrent delegations).",
+        ("parent_of", "ended_children", "parents_to_wake"),
+    ),
+    (
+        "runkernel.conformance",
+        "The store contract suite, for a store of your own (needs ``pytest``).",
+        ("StoreContract",),
+    ),
+    (
+        "runkernel.adapters.driver_actions",
+        "The push-mode driver's actions and answers (the table of which action expects which "
+        "answer is in the module's docstring), beyond those ``runkernel`` exports.",
+        ("Action", "ChildRun", "Answer", "HistoryView", "DEFAULT_MAX_STEPS"),
+    ),
+    (
+        "runkernel.adapters.ports",
+        "The pull-mode runtime's ports: protocols a model, a tool, a gate, hooks and an observer "
+        "meet (structurally: no need to import them), and the rarer answers.",
+        (
+            "ModelPort", "StreamSink", "Tool", "ToolReply", "Lost", "Scheduled", "Delegated", "GatePort",
+            "GateAnswer", "AllowAll", "HookPort", "Staging", "NoHooks", "Observer", "NullObserver", "IdSource",
+            "SecretIds",
+        ),
+    ),
+    ("runkernel.adapters.runtime", "The pull-mode runtime's result.", ("RunOutcome",)),
+    (
+        "runkernel.adapters.invocation",
+        "The tool invocation in progress (``current_invocation``), and setting one in tests.",
+        ("invocation_scope",),
+    ),
+    ("runkernel.adapters.worker", "The worker's report.", ("WorkerReport",)),
+    (
+        "runkernel.adapters.worker_app",
+        "What ``runkernel worker --app MODULE:ATTR`` loads (a ``RuntimeApp`` is in ``runkernel``).",
+        ("PushApp", "AsyncPushApp", "load_app"),
+    ),
+    (
+        "runkernel.adapters.worker_lease",
+        "Leases for a push-mode host of your own (``Driver(..., leases=LeaseKeeper(store, worker_id))``).",
+        ("LeaseKeeper",),
+    ),
+    ("runkernel.specs.checker", "What ``check_trace`` answers.", ("Finding", "Verdict")),
+)
+
+#: The documented modules of the stores and their contract: with ``runkernel``,
+#: ``runkernel.kernel``, ``runkernel.testing`` and ``runkernel.integrations.<framework>``,
+#: the only modules the README, the docs and ``examples/`` may import
+#: (``tests/test_public_imports.py``).
+STORE_MODULES: tuple[str, ...] = (
+    "runkernel.adapters.store",
+    "runkernel.adapters.memory_store",
+    "runkernel.adapters.sqlite_store",
+    "runkernel.adapters.postgres_store",
+    "runkernel.adapters.postgres_schema",
+    "runkernel.conformance",
+)
 
 #: Type aliases carry no docstring of their own; their entry says what they are.
 ALIAS_DOCS: dict[str, str] = {
@@ -24,7 +123,28 @@ ALIAS_DOCS: dict[str, str] = {
     "push-mode driver returns (see the table in `runkernel.adapters.driver_actions`).",
     "JsonValue": "Any JSON value: `None`, `bool`, `int`, `float`, `str`, a list of them or a "
     "`dict` with `str` keys. Arguments, results and message contents are JSON values.",
+    "RunState": "`Running | Awaiting | Ended`: a Run's state.",
+    "CallStatus": "`CallRequested | CallExecuting | CallAwaiting | CallCompleted | CallIndeterminate`: "
+    "a tool call's status.",
+    "Input": "Every input `decide` takes: `Activate | InferenceResult | GateVerdict | ToolFinished | "
+    "StatusReport | ResumeCommand | DeadlinePassed | EndRequest | ChildEnded`.",
+    "Effect": "Every effect a `Decision` lists: `Commit | RunHook | RequestInference | RunGate | Execute | "
+    "QueryStatus | NotifyWait | PublishResults | DeliverTerminus | StartChild | CancelChild`.",
+    "GateOutcome": "`Allow | Block | Supply | RequireWait`: the kernel's words for a gate's `Permit`, "
+    "`Refuse`, `Provide` and `Hold`.",
+    "ToolOutcome": "`ToolOutput | ToolFailure | ToolDelegated | ToolScheduled | ToolOutcomeLost`: the "
+    "kernel's words for a tool's `Returned`, `Failed`, `Delegated`, `Scheduled` and `Lost`.",
+    "ResumePayload": "`Approve | Deny | ProvideInput | ExternalResult | DelegationResult | TimerFired`: "
+    "what answers a wait (`resume(payload)`).",
+    "ToolReply": "`Returned | Failed | Delegated | Scheduled | Lost`: what a pull-mode tool's `run` returns "
+    "(a push-mode host says the same with `call_returned`, `call_failed`, `call_delegated`, "
+    "`call_scheduled`, `call_lost`).",
+    "GateAnswer": "`Permit | Refuse | Provide | Hold`: what a gate's `check(run_id, call)` returns, in "
+    "both modes.",
 }
+
+#: A constant whose ``repr`` is longer than this is named by its type instead.
+_SHORT_REPR = 60
 
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
@@ -117,9 +237,18 @@ def _first_line(doc: str) -> str:
     return " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
 
 
-def _entry(name: str, value: Any) -> list[str]:
+def _is_alias(value: Any) -> bool:
+    """A type alias (``A | B``, ``Callable[...]``, ``Any``) rather than a class or a value."""
+    return isinstance(value, (types.UnionType, types.GenericAlias)) or (
+        not isinstance(value, type) and type(value).__module__ == typing.__name__
+    )
+
+
+def _entry(name: str, value: Any, module: str = "runkernel") -> list[str]:
     if name in ALIAS_DOCS:
         return [f"### `{name}`", "", ALIAS_DOCS[name], ""]
+    if _is_alias(value):
+        return [f"### `{name}`", "", _constant_doc(name, module), ""]
     if isinstance(value, type) and issubclass(value, enum.Enum):
         listed = ", ".join(f"`{m.name}` = `{m.value!r}`" for m in value)
         return [f"### `{name}` (enum)", "", _doc(value), "", f"Members: {listed}.", ""]
@@ -134,23 +263,35 @@ def _entry(name: str, value: Any) -> list[str]:
         return lines + (members + [""] if members else [])
     if callable(value):
         return [f"### `{name}{_signature(value)}`", "", _doc(value), ""]
-    return [f"### `{name} = {value!r}`", "", _constant_doc(name), ""]
+    shown = _ADDRESS.sub("", repr(value))
+    heading = f"`{name} = {shown}`" if len(shown) <= _SHORT_REPR else f"`{name}` ({type(value).__name__})"
+    return [f"### {heading}", "", _constant_doc(name, module), ""]
 
 
-def _constant_doc(name: str) -> str:
-    """A constant's ``#:`` comment in the module that defines it."""
-    module = sys.modules[runkernel.__dict__.get("_MODULE_OF", {}).get(name, "runkernel")]
-    source = inspect.getsource(module).splitlines()
-    for index, line in enumerate(source):
-        if line.startswith(f"{name} ") or line.startswith(f"{name}:"):
-            comments: list[str] = []
-            back = index - 1
-            while back >= 0 and source[back].startswith("#:"):
-                comments.insert(0, source[back][2:].strip())
-                back -= 1
-            if comments:
-                return " ".join(comments)
+def _constant_doc(name: str, module_name: str) -> str:
+    """A constant's (or alias's) ``#:`` comment in the module that defines it: ``module_name``
+    or, for a package, one of its modules."""
+    candidates = [module_name, *sorted(m for m in sys.modules if m.startswith(f"{module_name}."))]
+    for candidate in candidates:
+        source = inspect.getsource(sys.modules[candidate]).splitlines()
+        for index, line in enumerate(source):
+            if line.startswith(f"{name} ") or line.startswith(f"{name}:"):
+                comments: list[str] = []
+                back = index - 1
+                while back >= 0 and source[back].startswith("#:"):
+                    comments.insert(0, source[back][2:].strip())
+                    back -= 1
+                if comments:
+                    return " ".join(comments)
     raise ValueError(f"public constant {name!r} has no '#:' comment")
+
+
+def documented() -> dict[str, set[str]]:
+    """Every documented name, by the module it is documented in."""
+    found: dict[str, set[str]] = {"runkernel": set(runkernel.__all__), "runkernel.kernel": set(runkernel.kernel.__all__)}
+    for module_name, _purpose, names in MODULES:
+        found.setdefault(module_name, set()).update(names)
+    return found
 
 
 def render() -> str:
@@ -159,7 +300,13 @@ def render() -> str:
         "# runkernel API reference",
         "",
         "Generated from the docstrings by `python -m runkernel.specs.api_doc > docs/api.md`;",
-        "do not edit by hand. Every name is importable from `runkernel`.",
+        "do not edit by hand. The host's API is importable from `runkernel` (first part); the",
+        "kernel's vocabulary from `runkernel.kernel` (second part); the rest from the module",
+        "each entry of the third part names. A name `runkernel` exported before 0.2 and no",
+        "longer does still works from `runkernel` until 0.3, with a `DeprecationWarning` that",
+        "names its new import path (CHANGELOG.md lists them).",
+        "",
+        "# `runkernel`: the host's API",
         "",
     ]
     for title, groups in runkernel.SECTIONS:
@@ -167,7 +314,18 @@ def render() -> str:
         for module_name, names in groups:
             module = importlib.import_module(module_name)
             for name in names:
-                lines += _entry(name, getattr(module, name))
+                lines += _entry(name, getattr(module, name), module_name)
+    lines += ["# `runkernel.kernel`: the kernel's vocabulary", "", _first_line(runkernel.kernel.__doc__ or ""), ""]
+    for title, names in runkernel.kernel.SECTIONS:
+        lines += [f"## {title}", ""]
+        for name in names:
+            lines += _entry(name, getattr(runkernel.kernel, name), "runkernel.kernel")
+    lines += ["# Other documented modules", ""]
+    for module_name, purpose, names in MODULES:
+        module = importlib.import_module(module_name)
+        lines += [f"## `{module_name}`", "", purpose, ""]
+        for name in names:
+            lines += _entry(name, getattr(module, name), module_name)
     return "\n".join(lines).rstrip() + "\n"
 
 
