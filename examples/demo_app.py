@@ -25,25 +25,24 @@ import time
 
 from attrs import frozen
 
-from runkernel.adapters.ports import (
+from runkernel import (
+    CallRequest,
+    EndCauseKind,
     Failed,
-    GateAnswer,
     Hold,
     InferenceRequest,
-    ModelCall,
     ModelReply,
+    OperationStatus,
     Permit,
     Returned,
+    RunCall,
+    RuntimeApp,
     StatusReply,
-    ToolInvocation,
+    ToolPolicy,
     ToolRegistry,
-    ToolReply,
+    WaitKind,
 )
-from runkernel.adapters.worker_app import RuntimeApp
-from runkernel.kernel.policies import ToolPolicy
-from runkernel.kernel.protocol import OperationStatus
-from runkernel.kernel.state import ToolCall
-from runkernel.kernel.values import EndCauseKind, WaitKind
+from runkernel.kernel import ToolCall
 
 APP_NAME = "demo"
 
@@ -62,16 +61,16 @@ def _ledger() -> sqlite3.Connection:
     return db
 
 
-def record_start(invocation: ToolInvocation, tool: str) -> bool:
+def record_start(call: RunCall, tool: str) -> bool:
     """Record one executor start downstream; False if its fencing token is stale."""
     db = _ledger()
     try:
         db.execute("BEGIN IMMEDIATE")
-        (highest,) = db.execute("SELECT max(epoch) FROM starts WHERE run_id = ?", (invocation.run_id,)).fetchone()
-        stale = invocation.lease_epoch is not None and highest is not None and invocation.lease_epoch < highest
+        (highest,) = db.execute("SELECT max(epoch) FROM starts WHERE run_id = ?", (call.run_id,)).fetchone()
+        stale = call.lease_epoch is not None and highest is not None and call.lease_epoch < highest
         db.execute(
             "INSERT INTO starts VALUES (?, ?, ?, ?, ?, ?)",
-            (invocation.run_id, tool, invocation.operation_id, invocation.attempt, invocation.lease_epoch, int(stale)),
+            (call.run_id, tool, call.operation_id, call.attempt, call.lease_epoch, int(stale)),
         )
         db.execute("COMMIT")
         return not stale
@@ -92,10 +91,10 @@ class ScriptedModel:
         if request.step == 1:
             return ModelReply(
                 "Looking for a table.",
-                (ModelCall("lookup", {"cuisine": "thai"}), ModelCall("reserve", {"restaurant": "Baan", "seats": 2})),
+                (CallRequest("lookup", {"cuisine": "thai"}), CallRequest("reserve", {"restaurant": "Baan", "seats": 2})),
             )
         if request.step == 2:
-            return ModelReply("Paying the deposit.", (ModelCall("pay", {"amount": 20, "currency": "EUR"}),))
+            return ModelReply("Paying the deposit.", (CallRequest("pay", {"amount": 20, "currency": "EUR"}),))
         return ModelReply("Your table at Baan is booked for two.", end=EndCauseKind.COMPLETED)
 
 
@@ -105,8 +104,8 @@ class Lookup:
 
     policy: ToolPolicy = ToolPolicy.replay()
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
-        if not record_start(invocation, "lookup"):
+    def run(self, call: RunCall) -> Returned | Failed:
+        if not record_start(call, "lookup"):
             return Failed({"type": "Fenced", "message": "a newer lease drives this run"})
         _work()
         return Returned({"restaurant": "Baan", "rating": 4.6})
@@ -122,11 +121,11 @@ class Reserve:
 
     policy: ToolPolicy = ToolPolicy.reconnect()
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
-        if not record_start(invocation, "reserve"):
+    def run(self, call: RunCall) -> Returned | Failed:
+        if not record_start(call, "reserve"):
             return Failed({"type": "Fenced", "message": "a newer lease drives this run"})
         _work()
-        return Returned({"reservation": f"R-{invocation.operation_id}"})
+        return Returned({"reservation": f"R-{call.operation_id}"})
 
     def status(self, operation_id: str) -> StatusReply:
         db = _ledger()
@@ -148,8 +147,8 @@ class Pay:
 
     policy: ToolPolicy = ToolPolicy.indeterminate()
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
-        if not record_start(invocation, "pay"):
+    def run(self, call: RunCall) -> Returned | Failed:
+        if not record_start(call, "pay"):
             return Failed({"type": "Fenced", "message": "a newer lease drives this run"})
         _work()
         return Returned({"paid": 20, "currency": "EUR"})
@@ -161,7 +160,7 @@ class Pay:
 class ApprovePayments:
     """Payments wait for an operator's approval; everything else runs at once."""
 
-    def check(self, run_id: str, call: ToolCall) -> GateAnswer:
+    def check(self, run_id: str, call: ToolCall) -> Hold | Permit:
         if call.tool == "pay":
             return Hold(WaitKind.APPROVAL, {"prompt": f"pay {call.arguments}?"})
         return Permit()
