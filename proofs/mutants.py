@@ -144,6 +144,17 @@ ONE_CALL_RETRIES_UNIT = unit("tests/test_tool_policies.py::test_replay_in_one_ca
 ERROR_TREE_UNIT = unit("tests/test_errors.py::test_every_exception_runkernel_defines_is_in_the_tree_under_one_branch")
 ERROR_BRANCH_UNIT = unit("tests/test_errors.py::test_each_public_error_is_on_the_branch_of_whose_fault_it_is")
 ABSTRACT_BRANCH_UNIT = unit("tests/test_errors.py::test_the_root_and_the_branches_cannot_be_raised")
+OLD_NAME_WARNS_UNIT = unit(
+    "tests/test_deprecations.py::test_every_old_name_warns_once_with_its_new_path_and_is_the_same_object"
+)
+EACH_USE_WARNS_UNIT = unit("tests/test_deprecations.py::test_each_use_warns_again")
+ONE_IMPORT_ONE_WARNING_UNIT = unit("tests/test_deprecations.py::test_one_import_statement_warns_once")
+OLD_INVOCATION_UNIT = unit("tests/test_deprecations.py::test_the_old_tool_invocation_builds_the_same_run_call")
+LIBRARY_OLD_NAMES_UNIT = unit("tests/test_deprecations.py::test_the_library_itself_uses_no_old_name")
+ONE_RUN_CALL_UNIT = unit(
+    "tests/test_vocabulary.py::test_a_pull_mode_tool_runs_the_run_call_a_push_mode_host_is_handed"
+)
+PUBLIC_IMPORTS_UNIT = unit("tests/test_public_imports.py::test_users_copy_only_public_imports[examples/demo_app.py]")
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -583,6 +594,55 @@ MUTANTS: tuple[Mutant, ...] = (
         "frozenset({RunkernelError, UsageError, PeerError, StoreError, LeaseError})",
         "frozenset({RunkernelError, UsageError, PeerError, LeaseError})",
         ABSTRACT_BRANCH_UNIT,
+    ),
+    Mutant(
+        "an old name of runkernel resolves without a warning",
+        "runkernel/_deprecation.py",
+        "        warnings.warn(message(f\"{owner}.{name}\", moved), DeprecationWarning, stacklevel=depth + 2)\n",
+        "        pass\n",
+        OLD_NAME_WARNS_UNIT,
+    ),
+    Mutant(
+        "an old name is cached in runkernel, so its next use warns nothing",
+        "runkernel/__init__.py",
+        "        return resolve(__name__, name, MOVED)\n",
+        "        globals()[name] = resolve(__name__, name, MOVED)\n        return globals()[name]\n",
+        EACH_USE_WARNS_UNIT,
+    ),
+    Mutant(
+        "one import of an old name warns twice (the import system's probe warns too)",
+        "runkernel/_deprecation.py",
+        "    if not (asker.co_name == \"_handle_fromlist\" and \"importlib\" in asker.co_filename):\n",
+        "    if True:\n",
+        ONE_IMPORT_ONE_WARNING_UNIT,
+    ),
+    Mutant(
+        "the old ToolInvocation's arguments land in the operation id",
+        "runkernel/adapters/ports.py",
+        "    return RunCall(run_id, call_id, tool, arguments, operation_id, attempt, resume_value, lease_epoch, delegation)\n",
+        "    return RunCall(run_id, call_id, tool, operation_id, arguments, attempt, resume_value, lease_epoch, delegation)\n",
+        OLD_INVOCATION_UNIT,
+    ),
+    Mutant(
+        "the library reads a deprecated name (the simulator's model, InferenceRequest.checkpoint)",
+        "runkernel/simulation/actors.py",
+        "        if request.partial is not None:\n",
+        "        if request.checkpoint is not None:\n",
+        LIBRARY_OLD_NAMES_UNIT,
+    ),
+    Mutant(
+        "the pull runtime rebuilds the model's CallRequests without their operation ids",
+        "runkernel/adapters/runtime.py",
+        "        calls = tuple(reply.calls)\n",
+        "        calls = tuple(type(call)(call.tool, call.arguments, call.call_id) for call in reply.calls)\n",
+        ONE_RUN_CALL_UNIT,
+    ),
+    Mutant(
+        "an example imports a private module",
+        "examples/demo_app.py",
+        "from runkernel.kernel import ToolCall\n",
+        "from runkernel.kernel.state import ToolCall\n",
+        PUBLIC_IMPORTS_UNIT,
     ),
 )
 
