@@ -145,19 +145,12 @@ class KillsAndStalls:
         self.refused_after_stalls: list[int] = []
         self._stalled: list[tuple[Arrival, Process]] = []
 
-    def act(self) -> None:
-        """Act on every worker that reached a planned point, and continue every stalled
-        worker whose Run was taken over."""
-        for arrival in self.points.arrivals():
-            slot = next(n for n, w in enumerate(self.workers) if w.pid == arrival.pid)
-            if arrival.point in self.kill_points:
-                kill(self.workers[slot])
-                self.kills += 1
-                self.workers[slot] = self.spawn(slot)
-            else:
-                stop(self.workers[slot])
-                self.points.release(arrival)  # seen once it is continued
-                self._stalled.append((arrival, self.workers[slot]))
+    def act(self) -> list[Arrival]:
+        """Act on every worker that reached a planned point (returned), and continue
+        every stalled worker whose Run was taken over."""
+        arrivals = self.points.arrivals()
+        for arrival in arrivals:
+            self._act_on(arrival)
         for arrival, process in list(self._stalled):
             if not taken_over(self.store, arrival.run_id, arrival.lease_epoch):
                 continue
@@ -167,6 +160,19 @@ class KillsAndStalls:
             self.refused_after_stalls.append(self.finish(process))
             slot = self.workers.index(process)
             self.workers[slot] = self.spawn(slot)
+        return arrivals
+
+    def _act_on(self, arrival: Arrival) -> None:
+        """Kill, or stop and let go, the worker at ``arrival``."""
+        slot = next(n for n, w in enumerate(self.workers) if w.pid == arrival.pid)
+        if arrival.point in self.kill_points:
+            kill(self.workers[slot])
+            self.kills += 1
+            self.workers[slot] = self.spawn(slot)
+        else:
+            stop(self.workers[slot])
+            self.points.release(arrival)  # seen once it is continued
+            self._stalled.append((arrival, self.workers[slot]))
 
     @property
     def done(self) -> bool:
@@ -240,6 +246,14 @@ def held_app(app: RuntimeApp) -> RuntimeApp:
         gate=app.gate,
         observer=app.observer,
     )
+
+
+def delegating_app() -> RuntimeApp:
+    """What ``runkernel worker --app held_points:delegating_app`` loads: the delegating
+    app (``delegating_app:app``), holding at the planned points."""
+    from delegating_app import app
+
+    return held_app(app())
 
 
 def demo_app() -> RuntimeApp:
