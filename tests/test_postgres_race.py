@@ -11,7 +11,7 @@ import textwrap
 from collections import Counter
 
 from postgres_support import postgres_url
-from runkernel.conformance import append_all
+from runkernel.conformance import append_all, text_run
 from runkernel.conformance.runs import activate
 from runkernel.kernel.values import Role
 
@@ -94,3 +94,18 @@ def test_eight_processes_race_on_the_same_runs_and_lose_nothing(postgres_url: st
     assert len(wins) == RUNS * (TARGET_VERSION - 1)
     assert conflicts > 0  # they did race
     assert lost == 0 and duplicated == 0 and unknown == 0
+
+
+def test_a_writer_commits_again_after_another_writer_moved_its_thread(postgres_url: str) -> None:
+    from runkernel.adapters.postgres_store import PostgresStore
+
+    first, second, third, fourth, *_ = text_run("t1", "r1", 4)
+    mine, theirs = PostgresStore(postgres_url), PostgresStore(postgres_url)  # two processes' stores
+    append_all(mine, [first, second])
+    theirs.append(third)  # the Thread moved past mine's own last write
+    snapshot = mine.run("r1")
+    assert snapshot is not None and snapshot.version == third.version
+    mine.append(fourth)  # built on the latest version: it must win
+    assert [c.version for c in theirs.commits("t1")] == [1, 2, 3, 4]
+    mine.close()
+    theirs.close()
