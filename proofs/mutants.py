@@ -78,6 +78,10 @@ GROUP_STATE_UNIT = unit(
     "tests/test_group_gate.py::test_the_judge_refuses_a_member_waiting_while_another_starts_in_the_same_commit"
 )
 
+STALE_HEAD_UNIT = unit(
+    "tests/test_postgres_race.py::test_a_writer_commits_again_after_another_writer_moved_its_thread"
+)
+
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -242,6 +246,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "            not (executing and waiting),\n",
         "            True,\n",
         GROUP_STATE_UNIT,
+    ),
+    Mutant(
+        "a PostgreSQL store trusts its cached head after a conflict",
+        "runkernel/adapters/postgres_store.py",
+        "                if not fresh and self._written is not None:\n",
+        "                if False:\n",
+        STALE_HEAD_UNIT,
     ),
 )
 
