@@ -155,8 +155,8 @@ def test_killed_workers_finish_every_parent_with_its_childrens_termini(
         print(
             f"\nquiet parents under killed workers ({url.split(':')[0]}): workers {WORKERS}, "
             f"runs {len(summaries)} ({PARENTS} parents), kills {kills} ({kills_while_children_run} while children ran), "
-            f"drives (workers that exited) {drives}, parent leases {parent_leases} (wake-ups {PARENTS * (1 + DELEGATIONS)}, "
-            f"at most {PARENTS * (1 + DELEGATIONS) * WORKERS}), ended {len(summaries) - len(unfinished)}, "
+            f"drives (workers that exited) {drives}, parent leases {parent_leases} "
+            f"(wake-ups {PARENTS * (1 + DELEGATIONS)}, at most {PARENTS * (1 + DELEGATIONS) * WORKERS}), ended {len(summaries) - len(unfinished)}, "
             f"lost {versions_missing + len(unfinished)}, duplicated {duplicated_versions + len(twice)}"
         )
     assert kills == len(KILLS), "the Runs ended before every kill"
