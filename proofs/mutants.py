@@ -155,6 +155,10 @@ ONE_RUN_CALL_UNIT = unit(
     "tests/test_vocabulary.py::test_a_pull_mode_tool_runs_the_run_call_a_push_mode_host_is_handed"
 )
 PUBLIC_IMPORTS_UNIT = unit("tests/test_public_imports.py::test_users_copy_only_public_imports[examples/demo_app.py]")
+STALE_HEAD_UNIT = unit(
+    "tests/test_postgres_race.py::test_a_writer_commits_again_after_another_writer_moved_its_thread"
+)
+
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -643,6 +647,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "from runkernel.kernel import ToolCall\n",
         "from runkernel.kernel.state import ToolCall\n",
         PUBLIC_IMPORTS_UNIT,
+    ),
+    Mutant(
+        "a PostgreSQL store trusts its cached head after a conflict",
+        "runkernel/adapters/postgres_store.py",
+        "                if not fresh and self._written is not None:\n",
+        "                if False:\n",
+        STALE_HEAD_UNIT,
     ),
 )
 

@@ -1,7 +1,8 @@
 """One worker process of the race test: ``python race_worker.py STORE ACKS REPORT ID LEASE``.
 
-It drives the race app's Runs until SIGTERM (once REPORT.ready exists), appending each commit it saw acknowledged
-to ACKS (one unbuffered write per line, so a SIGKILL loses at most the line being
+It drives the race app's Runs (holding at the points the race planned: ``held_points``)
+until SIGTERM (once REPORT.ready exists), appending each commit it saw acknowledged to
+ACKS (one unbuffered write per line, so a SIGKILL loses at most the line being
 written) and, after a clean stop, its counts to REPORT.
 """
 
@@ -14,6 +15,7 @@ import sys
 
 import attrs
 
+from held_points import held_app
 from race_app import app
 from runkernel.adapters.runtime import Acknowledged, RuntimeEvent
 from runkernel.adapters.sqlite_store import SqliteStore
@@ -29,7 +31,7 @@ def main(store_path: str, acks_path: str, report_path: str, worker_id: str, leas
             os.write(acks, line.encode())
 
     store = SqliteStore(store_path, create=False)
-    worker = Worker(store, app, worker_id=worker_id, lease_duration=float(lease), poll_interval=0.05, on_event=on_event)
+    worker = Worker(store, held_app(app), worker_id=worker_id, lease_duration=float(lease), poll_interval=0.05, on_event=on_event)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: worker.shutdown())
     # from here a SIGTERM stops it cleanly: say so (before, it would just end the process)
     open(report_path + ".ready", "w").close()

@@ -32,7 +32,7 @@ from runtime_harness_world import DELEGATE_TOOL, GATE_ANSWERS, TOOL_SPECS
 BEHAVIOURS = (OK, FAIL, RETRY, LOST, DELEGATE, SCHEDULE)
 
 
-def _tool_step(calls: list[tuple[str, list[str], str]]) -> StepScript:
+def tool_step(calls: list[tuple[str, list[str], str]]) -> StepScript:
     return StepScript(
         "calling tools",
         tuple((tool, {"n": n, "replies": replies, "gate": gate}) for n, (tool, replies, gate) in enumerate(calls)),
@@ -49,7 +49,7 @@ ATTEMPTS = st.sampled_from((OK,) * 8 + tuple(b for b in BEHAVIOURS if b != OK))
 #: Gate answers, mostly ``permit``.
 GATES = st.sampled_from(("permit",) * 24 + tuple(g for g in GATE_ANSWERS if g != "permit"))
 CALLS = st.tuples(TOOLS, st.lists(ATTEMPTS, min_size=1, max_size=3), GATES)
-TOOL_STEPS = st.lists(CALLS, min_size=1, max_size=3).map(_tool_step)
+TOOL_STEPS = st.lists(CALLS, min_size=1, max_size=3).map(tool_step)
 TEXT_CONTINUE = StepScript("thinking")
 TEXT_END = StepScript("all done", end=EndCauseKind.COMPLETED)
 
@@ -68,7 +68,7 @@ CHILDREN = st.sampled_from(("end", "end", "tool", "tool", "input", "steps"))
 MEMBER_GATES = st.sampled_from(("permit",) * 6 + ("hold:approval", "refuse", "provide"))
 
 
-def _delegation_step(
+def delegation_step(
     first: tuple[str, str], second: tuple[str, str], ordinary: tuple[str, list[str], str]
 ) -> StepScript:
     tool, replies, gate = ordinary
@@ -84,7 +84,7 @@ def _delegation_step(
 
 #: A batch of two terminal-only delegations (a group) and an ordinary call after it.
 DELEGATION_STEPS = st.builds(
-    _delegation_step, st.tuples(CHILDREN, MEMBER_GATES), st.tuples(CHILDREN, MEMBER_GATES), CALLS
+    delegation_step, st.tuples(CHILDREN, MEMBER_GATES), st.tuples(CHILDREN, MEMBER_GATES), CALLS
 )
 #: One to four steps, mostly tool batches; past its script the model ends the Run
 #: with a text result (``ScriptedModel``), so every script ends with a text step.

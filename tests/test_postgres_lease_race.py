@@ -1,8 +1,16 @@
 """Leases across processes on PostgreSQL (W3, W4): six processes take the lease of one
-Run again and again (short leases, some released, some left to expire), commit under it
+Run again and again (released, and each one's last left to expire), commit under it
 and stop at the first LeaseLost or conflict. In the log, every epoch belongs to one
 worker, epochs never fall as versions rise (no commit under a lease that was taken
-over), and every win is there exactly once."""
+over), and every win is there exactly once.
+
+The race is made by construction, not by a time budget: the processes start together
+(each says it is ready, then all are told to go), and each goes on until it has
+committed under ROUNDS leases of its own, so more than PROCESSES epochs hold commits
+at any machine load (load only makes it slower: a commit too late for its lease is
+refused, and its process takes another lease). Each process then waits until another
+took its last lease over after its expiry (all but the last to finish are) and tries
+one more commit under it, which must be refused."""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from pathlib import Path
 
 from postgres_support import postgres_url
 from runkernel.conformance.runs import activate
@@ -19,7 +28,8 @@ from runkernel.kernel.values import Role
 __all__ = ["postgres_url"]
 
 PROCESSES = 6
-SECONDS = 3.0
+ROUNDS = 2  # leases each process commits under before it stops
+LEASE = 1.0  # seconds: how long the next process waits for a lease left to expire
 
 _HOLDER = textwrap.dedent(
     """
@@ -29,16 +39,20 @@ _HOLDER = textwrap.dedent(
     from runkernel.conformance.runs import step
     from runkernel.kernel.protocol import InferenceResult
 
-    url, me, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    from pathlib import Path
+
+    url, me, rounds, duration = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    done, processes = Path(sys.argv[5]), int(sys.argv[6])
     store = PostgresStore(url)
     wins, held, refused, lost, seq = [], 0, 0, 0, 0
-    started = time.monotonic()
-    while time.monotonic() - started < seconds:
+    print("ready", flush=True)
+    sys.stdin.readline()  # go: every process is ready
+    while len({epoch for _, epoch in wins}) < rounds:
         try:
-            lease = store.acquire_lease("r0", me, 0.15)
+            lease = store.acquire_lease("r0", me, duration)
         except LeaseHeld:
             refused += 1
-            time.sleep(0.005)
+            time.sleep(0.01)
             continue
         held += 1
         for _ in range(3):
@@ -50,15 +64,35 @@ _HOLDER = textwrap.dedent(
                 lost += 1
                 break
             wins.append([tag, lease.epoch])
-        if seq % 2:
-            store.release_lease(lease)  # else it is left to expire: a take-over by expiry
+        if len({epoch for _, epoch in wins}) < rounds:
+            store.release_lease(lease)  # the last is left to expire: a take-over by expiry
+    (done / me).touch()
+    late = "not taken over"  # the last process to finish: nobody is left to take it over
+    while True:
+        head = store.run("r0")
+        current, writer = store.current_lease("r0"), store.writer_of("t0", head.version)
+        taken = current is not None and current.epoch > lease.epoch
+        if taken or (writer is not None and writer.epoch > lease.epoch):
+            seq += 1
+            tag = f"{me}-{seq}"
+            try:
+                store.append(step(head, InferenceResult(tag)).commit, lease=lease)
+            except (LeaseLost, CommitConflict):
+                late = "refused"
+            else:
+                wins.append([tag, lease.epoch])
+                late = "accepted"
+            break
+        if len(list(done.iterdir())) == processes:
+            break
+        time.sleep(0.01)
     store.close()
-    print(json.dumps({"wins": wins, "held": held, "refused": refused, "lost": lost}))
+    print(json.dumps({"wins": wins, "held": held, "refused": refused, "lost": lost, "late": late}))
     """
 )
 
 
-def test_leases_taken_over_across_processes_never_overlap(postgres_url: str) -> None:
+def test_leases_taken_over_across_processes_never_overlap(postgres_url: str, tmp_path: Path) -> None:
     from runkernel.adapters.postgres_store import PostgresStore
 
     store = PostgresStore(postgres_url)
@@ -66,12 +100,24 @@ def test_leases_taken_over_across_processes_never_overlap(postgres_url: str) -> 
     assert decision.commit is not None
     store.append(decision.commit)
     holders = [
-        subprocess.Popen([sys.executable, "-c", _HOLDER, postgres_url, f"w{n}", str(SECONDS)], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, postgres_url, f"w{n}", str(ROUNDS), str(LEASE), str(tmp_path),
+             str(PROCESSES)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
         for n in range(PROCESSES)
     ]
+    for holder in holders:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+    for holder in holders:
+        assert holder.stdin is not None
+        holder.stdin.write("go\n")
+        holder.stdin.close()
     results = []
     for holder in holders:
-        out, _ = holder.communicate(timeout=120)
+        assert holder.stdout is not None
+        out = holder.stdout.read()
+        assert holder.wait(timeout=300) == 0
         assert holder.returncode == 0
         results.append(json.loads(out))
     commits = list(store.commits("t0"))
@@ -91,9 +137,12 @@ def test_leases_taken_over_across_processes_never_overlap(postgres_url: str) -> 
         f"lease race: processes {PROCESSES}, leases taken {sum(r['held'] for r in results)}, "
         f"refused while held {sum(r['refused'] for r in results)}, epochs with commits {len(owners)}, "
         f"commits {len(wins)}, stopped by a lost lease or conflict {sum(r['lost'] for r in results)}, "
+        f"late commits under a lease taken over {Counter(r['late'] for r in results)}, "
         f"lost {lost}, duplicated {duplicated}"
     )
     assert len(owners) > PROCESSES  # the lease changed hands many times
+    assert all(len({epoch for _, epoch in r["wins"]}) >= ROUNDS for r in results)
     assert all(len(ids) == 1 for ids in owners.values())  # one worker per epoch (W3)
     assert epochs == sorted(epochs)  # nothing committed under a lease already taken over
     assert lost == 0 and duplicated == 0 and len(wins) == len(commits) - 1
+    assert sorted(r["late"] for r in results) == ["not taken over"] + ["refused"] * (PROCESSES - 1)  # W3

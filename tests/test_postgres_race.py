@@ -1,6 +1,11 @@
 """Eight processes commit to the same Runs on PostgreSQL at once: each append either
 wins or gets a typed conflict, and the log holds every win exactly once (0 lost, 0
-duplicated), versions 1..n without gap."""
+duplicated), versions 1..n without gap.
+
+That they race is made by construction, not left to the scheduler: each process reads
+every Run at version 1 and builds its commit, says it is ready, and appends only once
+all are ready, so each Run's version 2 is won by one process and refused to the seven
+others; then they race freely to the target."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import textwrap
 from collections import Counter
 
 from postgres_support import postgres_url
-from runkernel.conformance import append_all
+from runkernel.conformance import append_all, text_run
 from runkernel.conformance.runs import activate
 from runkernel.kernel.values import Role
 
@@ -33,6 +38,19 @@ _RACER = textwrap.dedent(
     store = PostgresStore(url)
     wins, conflicts, seq = [], 0, 0
     done = set()
+    first = []  # each Run's version 2, built from version 1 before anyone appends
+    for index in range(runs):
+        seq += 1
+        first.append((f"{me}-{seq}", step(store.run(f"r{index}"), InferenceResult(f"{me}-{seq}")).commit))
+    print("ready", flush=True)
+    sys.stdin.readline()  # go: every process built its version 2s
+    for tag, commit in first:
+        try:
+            store.append(commit)
+        except CommitConflict:
+            conflicts += 1
+        else:
+            wins.append(tag)
     while len(done) < runs:
         for index in range(runs):
             run_id = f"r{index}"
@@ -66,15 +84,23 @@ def test_eight_processes_race_on_the_same_runs_and_lose_nothing(postgres_url: st
     racers = [
         subprocess.Popen(
             [sys.executable, "-c", _RACER, postgres_url, f"p{n}", str(RUNS), str(TARGET_VERSION)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         for n in range(PROCESSES)
     ]
+    for racer in racers:
+        assert racer.stdout is not None and racer.stdout.readline().strip() == "ready"
+    for racer in racers:
+        assert racer.stdin is not None
+        racer.stdin.write("go\n")
+        racer.stdin.close()
     results = []
     for racer in racers:
-        out, _ = racer.communicate(timeout=300)
-        assert racer.returncode == 0
+        assert racer.stdout is not None
+        out = racer.stdout.read()
+        assert racer.wait(timeout=300) == 0
         results.append(json.loads(out))
     wins = [tag for r in results for tag in r["wins"]]
     conflicts = sum(r["conflicts"] for r in results)
@@ -93,4 +119,20 @@ def test_eight_processes_race_on_the_same_runs_and_lose_nothing(postgres_url: st
     )
     assert len(wins) == RUNS * (TARGET_VERSION - 1)
     assert conflicts > 0  # they did race
+    assert conflicts >= RUNS * (PROCESSES - 1)  # every version 2 but one per Run
     assert lost == 0 and duplicated == 0 and unknown == 0
+
+
+def test_a_writer_commits_again_after_another_writer_moved_its_thread(postgres_url: str) -> None:
+    from runkernel.adapters.postgres_store import PostgresStore
+
+    first, second, third, fourth, *_ = text_run("t1", "r1", 4)
+    mine, theirs = PostgresStore(postgres_url), PostgresStore(postgres_url)  # two processes' stores
+    append_all(mine, [first, second])
+    theirs.append(third)  # the Thread moved past mine's own last write
+    snapshot = mine.run("r1")
+    assert snapshot is not None and snapshot.version == third.version
+    mine.append(fourth)  # built on the latest version: it must win
+    assert [c.version for c in theirs.commits("t1")] == [1, 2, 3, 4]
+    mine.close()
+    theirs.close()

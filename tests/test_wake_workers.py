@@ -180,7 +180,7 @@ def test_on_postgres_a_childs_end_wakes_the_workers_of_its_parent(postgres_url: 
     append_all(client, [*run.opened, run.quiet, *run.activations])
     assert worker.wait_for_work(0) == []  # starts listening
     client.append(run.child_ends[1])
-    assert worker.wait_for_work(5) == ["parent"]  # the parent, not the child, has work
+    assert worker.wait_for_work(60) == ["parent"]  # the parent, not the child, has work (60 s: a hang guard)
     assert worker.runs_with_work(NAME) == ["parent", run.children[0]]
     worker.close()
     client.close()

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from held_points import HeldPoints
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.cli import main
+from runkernel.kernel.state import CallCompleted
 from worker_processes import report_figure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,26 +63,30 @@ def test_a_signalled_worker_finishes_releases_its_leases_and_exits_0(tmp_path: P
     path = tmp_path / "s.db"
     for index in range(3):
         assert main(["start", "--store", f"sqlite:///{path}", "--thread", f"t{index}", "--app", "demo", "go"]) == 0
+    # signalled while it holds still after its first reserve, the reply not committed yet
+    points = HeldPoints(tmp_path / "points", ["reserve:after:1"])
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}",
         "RUNKERNEL_DEMO_LEDGER": str(tmp_path / "ledger.db"),
-        "RUNKERNEL_DEMO_TOOL_SECONDS": "0.3",
+        **points.env(),
     }
     worker = subprocess.Popen(
         [sys.executable, "-m", "runkernel.cli", "worker", "--store", f"sqlite:///{path}",
-         "--app", "examples.demo_app:app", "--lease", "30"],
+         "--app", "held_points:demo_app", "--lease", "30"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     store = SqliteStore(path, create=False)
     try:
-        for _ in range(600):  # until it holds a lease (a hang guard, not a budget)
-            if any(store.current_lease(s.run_id) for s in store.list_runs()):
-                break
-            time.sleep(0.02)
-        else:
-            pytest.fail("the worker never took a lease")
+        began = time.monotonic()
+        while not (arrivals := points.arrivals()):
+            assert worker.poll() is None, worker.communicate()
+            assert time.monotonic() - began < 300, "hang guard: the worker never reached its first reserve"
+            time.sleep(0.01)
+        [held] = arrivals
+        assert store.current_lease(held.run_id) is not None, "held mid-drive, it holds the Run's lease"
         worker.send_signal(sig)
+        points.release(held)  # its handler ran first: the signal was delivered before this
         out, err = worker.communicate(timeout=60)
     finally:
         if worker.poll() is None:
@@ -91,7 +97,16 @@ def test_a_signalled_worker_finishes_releases_its_leases_and_exits_0(tmp_path: P
     assert all(store.current_lease(s.run_id) is None for s in store.list_runs())
     for summary in store.list_runs():
         assert store.thread_head(summary.thread_id) is not None
-    print(f"{sig.name}: {out.strip()}")
+    # the commit in flight finished: the reserve's reply is committed; nothing new started
+    thread_id = store.thread_of(held.run_id)
+    assert thread_id is not None
+    reserves = [
+        call.status for c in store.commits(thread_id) if c.batch is not None for call in c.batch.calls
+        if call.tool == "reserve"
+    ]
+    assert isinstance(reserves[-1], CallCompleted), reserves[-1]
+    assert sorted(s.version for s in store.list_runs() if s.run_id != held.run_id) == [1, 1], "another Run was driven"
+    print(f"{sig.name} while held after a reserve: {out.strip()}")
     store.close()
 
 

@@ -125,13 +125,19 @@ class PostgresStore(PostgresLeases):
         sent: list[tuple[RunSnapshot, str]],
         lost: bool,
     ) -> RunSnapshot:
-        """Judge, then write in one transaction; a rival write found by the database
-        makes it judge once more against fresh rows (which names the conflict)."""
+        """Judge, then write in one transaction; a rival write found by the database,
+        or a conflict judged against this store's own last write, makes it judge once
+        more against fresh rows (which names the conflict)."""
         for fresh in (False, True):
             try:
                 head, before = self._before(commit, fresh)
                 accepted = judge_append(head, before, commit, self.history(commit.run_id), self._ticket_known)
             except CommitConflict:
+                if not fresh and self._written is not None:
+                    # judged against this store's own last write: another writer may
+                    # have moved the Thread since, so judge once more against its rows
+                    self._written = None
+                    continue
                 adopted = self._landed(commit, lease, sent, lost)
                 if adopted is not None:
                     return adopted

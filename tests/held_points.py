@@ -1,0 +1,264 @@
+"""Planned points where a worker process holds still until its test acts: how the kill
+and stall tests make every kill and stall land where they planned it, at any machine
+load, instead of hoping a timer falls inside a drive.
+
+A point is ``TOOL:WHEN:N``: the N-th executor start of ``TOOL`` (counted across every
+worker process of the test, retries included), ``before`` the tool's own work or
+``after`` it (its effect done downstream, its reply not yet committed). The test plans
+the points it acts on; a worker whose tool reaches one says so (a file naming its pid,
+the Run and the lease epoch of the drive) and waits there until the test lets it go,
+holding its lease. The test then SIGKILLs it (a crash at that very point) or SIGSTOPs it
+and lets it go, and continues it once another worker took the Run over (a stall past
+its lease).
+
+The worker side is ``held_app(app)``: the app with every tool wrapped, holding only at
+the points planned in the directory ``RUNKERNEL_TEST_HELD_POINTS`` names (nowhere when
+it is unset). The test side is ``HeldPoints``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from attrs import frozen
+
+from runkernel.adapters.ports import StatusReply, Tool, ToolInvocation, ToolRegistry, ToolReply
+from runkernel.adapters.store import Store
+from runkernel.adapters.worker_app import RuntimeApp
+from runkernel.kernel.policies import ToolPolicy
+
+ENV = "RUNKERNEL_TEST_HELD_POINTS"
+#: how often a held worker looks for its go-ahead, and the test for arrivals (a poll of
+#: a condition, never a guess at how long something takes)
+POLL = 0.005
+
+#: a worker process, its output read as text or not
+Process = subprocess.Popen[str] | subprocess.Popen[bytes]
+
+
+@frozen
+class Arrival:
+    """A worker holding at a planned point: its process, and the drive it holds."""
+
+    point: str
+    pid: int
+    run_id: str
+    lease_epoch: int | None
+
+
+class HeldPoints:
+    """The test's side: plans the points, hears each worker that reaches one, and lets
+    it go on."""
+
+    def __init__(self, directory: Path, planned: Iterable[str]) -> None:
+        self.directory = directory
+        self.planned = tuple(planned)
+        self._heard: set[str] = set()
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "plan.json").write_text(json.dumps(list(self.planned)))
+
+    def env(self) -> dict[str, str]:
+        """What a worker process's environment needs to hold at the planned points."""
+        return {ENV: str(self.directory)}
+
+    def arrivals(self) -> list[Arrival]:
+        """The workers that reached a planned point since the last call, in plan order."""
+        found = []
+        for point in self.planned:
+            path = self.directory / f"{point}.at"
+            if point in self._heard or not path.exists():
+                continue
+            self._heard.add(point)
+            found.append(Arrival(point=point, **json.loads(path.read_text())))
+        return found
+
+    def release(self, arrival: Arrival) -> None:
+        """Let the worker at ``arrival`` go on (it sees this at its next look)."""
+        (self.directory / f"{arrival.point}.go").touch()
+
+    def missing(self) -> list[str]:
+        """The planned points no worker has reached yet."""
+        return [p for p in self.planned if p not in self._heard]
+
+
+def kill(process: Process) -> None:
+    """SIGKILL ``process`` (held at a point) and reap it."""
+    process.kill()
+    process.wait()
+
+
+def stop(process: Process) -> None:
+    """SIGSTOP ``process`` and return once the kernel shows it stopped: a signal is
+    delivered asynchronously, and a worker let go before it stops would move on."""
+    process.send_signal(signal.SIGSTOP)
+    stat = Path(f"/proc/{process.pid}/stat")
+    while stat.read_text().rpartition(")")[2].split()[0] != "T":
+        time.sleep(POLL)
+
+
+def taken_over(store: Store, run_id: str, epoch: int | None) -> bool:
+    """Whether another lease than ``epoch`` drove ``run_id`` since: it holds the Run now,
+    or wrote its last commit (epochs only rise)."""
+    lease = store.current_lease(run_id)
+    if lease is not None and epoch is not None and lease.epoch > epoch:
+        return True
+    snapshot = store.run(run_id)
+    if snapshot is None:
+        return False
+    writer = store.writer_of(snapshot.thread_id, snapshot.version)
+    return writer is not None and epoch is not None and writer.epoch > epoch
+
+
+class KillsAndStalls:
+    """Carries a plan out over a pool of worker processes (``workers``, kept full): the
+    worker at a point of ``kills`` is SIGKILLed and replaced by ``spawn(slot)``; the
+    worker at any other planned point is SIGSTOPped and let go, and once ``store``
+    shows its Run taken over it is continued, and ``finish(process)`` stops it and
+    says how many of its commits were refused (it came back holding a lease that
+    another worker took over: W3), and it is replaced too."""
+
+    def __init__(
+        self,
+        points: HeldPoints,
+        kills: Iterable[str],
+        store: Store,
+        workers: list[Process],
+        spawn: Callable[[int], Process],
+        finish: Callable[[Process], int],
+    ) -> None:
+        self.points = points
+        self.kill_points = frozenset(kills)
+        self.store = store
+        self.workers = workers
+        self.spawn = spawn
+        self.finish = finish
+        self.kills = 0
+        self.stalls = 0
+        #: each stalled worker's refused commits, once it was continued and stopped
+        self.refused_after_stalls: list[int] = []
+        self._stalled: list[tuple[Arrival, Process]] = []
+
+    def act(self) -> list[Arrival]:
+        """Act on every worker that reached a planned point (returned), and continue
+        every stalled worker whose Run was taken over."""
+        arrivals = self.points.arrivals()
+        for arrival in arrivals:
+            self._act_on(arrival)
+        for arrival, process in list(self._stalled):
+            if not taken_over(self.store, arrival.run_id, arrival.lease_epoch):
+                continue
+            self._stalled.remove((arrival, process))
+            process.send_signal(signal.SIGCONT)
+            self.stalls += 1
+            self.refused_after_stalls.append(self.finish(process))
+            slot = self.workers.index(process)
+            self.workers[slot] = self.spawn(slot)
+        return arrivals
+
+    def _act_on(self, arrival: Arrival) -> None:
+        """Kill, or stop and let go, the worker at ``arrival``."""
+        slot = next(n for n, w in enumerate(self.workers) if w.pid == arrival.pid)
+        if arrival.point in self.kill_points:
+            kill(self.workers[slot])
+            self.kills += 1
+            self.workers[slot] = self.spawn(slot)
+        else:
+            stop(self.workers[slot])
+            self.points.release(arrival)  # seen once it is continued
+            self._stalled.append((arrival, self.workers[slot]))
+
+    @property
+    def done(self) -> bool:
+        """Every planned point reached and acted on, no worker left stopped."""
+        return not self.points.missing() and not self._stalled
+
+    def continue_all(self) -> None:
+        """SIGCONT every worker still stopped (a test that fails half-way)."""
+        for _arrival, process in self._stalled:
+            process.send_signal(signal.SIGCONT)
+
+
+# --- the worker's side ------------------------------------------------------------------
+
+
+def _hold(directory: Path, tool: str, when: str, invocation: ToolInvocation) -> None:
+    """Count this start at ``tool``/``when``; if its number is a planned point, say so
+    and wait for the test's go-ahead."""
+    descriptor = os.open(directory / f"count-{tool}-{when}", os.O_RDWR | os.O_CREAT, 0o644)
+    with os.fdopen(descriptor, "r+") as counter:
+        fcntl.flock(counter, fcntl.LOCK_EX)  # one count per start across processes; a kill unlocks it
+        number = int(counter.read() or "0") + 1
+        counter.seek(0)
+        counter.truncate()
+        counter.write(str(number))
+    point = f"{tool}:{when}:{number}"
+    if point not in json.loads((directory / "plan.json").read_text()):
+        return
+    arrival = {"pid": os.getpid(), "run_id": invocation.run_id, "lease_epoch": invocation.lease_epoch}
+    written = directory / f"{point}.at.{os.getpid()}"
+    written.write_text(json.dumps(arrival))
+    written.rename(directory / f"{point}.at")  # whole, or not there at all
+    go = directory / f"{point}.go"
+    while not go.exists():
+        time.sleep(POLL)
+
+
+@frozen
+class HeldTool:
+    """``inner``, holding at the planned points of its name."""
+
+    name: str
+    inner: Tool
+
+    @property
+    def policy(self) -> ToolPolicy:
+        return self.inner.policy
+
+    def run(self, invocation: ToolInvocation) -> ToolReply:
+        directory = os.environ.get(ENV)
+        if directory:
+            _hold(Path(directory), self.name, "before", invocation)
+        reply = self.inner.run(invocation)
+        if directory:
+            _hold(Path(directory), self.name, "after", invocation)
+        return reply
+
+    def status(self, operation_id: str) -> StatusReply:
+        return self.inner.status(operation_id)
+
+
+def held_app(app: RuntimeApp) -> RuntimeApp:
+    """``app`` with every tool a ``HeldTool``; its name, model, gate and policies kept."""
+    registry = app.tools
+    tools = {name: HeldTool(name, tool) for name, tool in registry.tools.items()}
+    policies = registry.policies
+    return RuntimeApp(
+        name=app.name,
+        model=app.model,
+        tools=ToolRegistry(tools, max_steps=policies.max_steps, on_indeterminate=policies.on_indeterminate),
+        gate=app.gate,
+        observer=app.observer,
+    )
+
+
+def delegating_app() -> RuntimeApp:
+    """What ``runkernel worker --app held_points:delegating_app`` loads: the delegating
+    app (``delegating_app:app``), holding at the planned points."""
+    from delegating_app import app
+
+    return held_app(app())
+
+
+def demo_app() -> RuntimeApp:
+    """What ``runkernel worker --app held_points:demo_app`` loads: the example app
+    (``examples.demo_app:app``), holding at the planned points."""
+    from examples.demo_app import app
+
+    return held_app(app)
