@@ -293,6 +293,7 @@ async def play(
 ) -> dict[str, Any]:
     """Start a Run of ``script`` (thread = the script's name) or resume ``run_id``."""
     agent, durable = build(store, record, script, checkpoint_every=int(os.environ.get("CHECKPOINT_EVERY", "0")))
+    STREAMED.clear()  # count this play's deltas only: earlier plays in this process streamed too
     if phase == "start":
         result = await agent.run("go", conversation_id=f"thread-{script}")
     elif phase == "stream":
