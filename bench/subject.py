@@ -262,7 +262,7 @@ def sample_commits(steps: int) -> list[ThreadCommit]:
 
 def simulate(store: Store, runs: int, seed: int) -> int:
     """``runkernel simulate``'s work on ``store``; returns the commits it made."""
-    from runkernel.simulation.simulate import simulate as run_simulation
+    from runkernel.testing.simulation.simulate import simulate as run_simulation
 
     report = run_simulation(store, runs, seed)
     if report.violations:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from itertools import product
 
-from runkernel.adapters.crash import Boundary, Position, position_of
+from runkernel.testing import Boundary, Position, position_of
 from runkernel.kernel.history import RunHistory
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.delegation import executing_delegations, gate_target

@@ -27,7 +27,7 @@ import time
 from array import array
 from collections.abc import Callable
 
-from runkernel.adapters.crash import Boundary, Position
+from runkernel.testing import Boundary, Position
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import IndeterminateChoice
 from runkernel.kernel.state import ThreadCommit

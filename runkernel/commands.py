@@ -54,7 +54,7 @@ from runkernel.kernel.state import EndCause
 from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
 
 if TYPE_CHECKING:
-    from runkernel.simulation.simulate import Report
+    from runkernel.testing.simulation.simulate import Report
 
 RECONCILE_OUTCOMES = ("applied", "not_applied", "compensated", "unknown")
 
@@ -127,7 +127,7 @@ class ProgressBar:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from runkernel.simulation.simulate import format_report, simulate
+    from runkernel.testing.simulation.simulate import format_report, simulate
 
     if args.runs < 1:
         raise CliError("--runs must be at least 1", EXIT_USAGE)

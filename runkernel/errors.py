@@ -22,9 +22,10 @@ Python base that callers caught before the tree existed (``UnknownTool`` is a
 Deliberately not ``RunkernelError``s, because none reaches a host as an error: the CLI's
 ``CliError`` (always turned into one line on stderr and an exit code), the judge's
 internal short-circuit ``Illegal`` (returned as a ``Rejection``), the PostgreSQL store's
-private ``_ConnectionLost``, and two test instruments meant to escape every handler of
-runkernel's own errors: ``SimulatedCrash`` (the death of a process) and the simulation's
-``EnvironmentFailure``. The integration's errors (``runkernel.integrations.pydantic_ai``)
+private ``_ConnectionLost``, and two test instruments of ``runkernel.testing`` meant to
+escape every handler of runkernel's own errors: ``SimulatedCrash`` (the death of a
+process, a ``BaseException`` so that no ``except Exception`` catches it either) and the
+simulation's ``EnvironmentFailure``. The integration's errors (``runkernel.integrations.pydantic_ai``)
 live in the integration, under the same branches.
 
 This module has no dependencies, so the pure kernel may import it.

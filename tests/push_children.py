@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from push_host import POLICIES, CrashingStore, Reply, SeededIds, Shell, World, make_shell, play_until_quiet
-from runkernel.adapters.crash import CrashPlan
+from push_host import POLICIES, Reply, Shell, World, make_shell, play_until_quiet
+from runkernel.testing import CountingIds, CrashPlan, CrashingStore
 from runkernel.adapters.driver_actions import ChildrenRunning, Done, Infer
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.store import Lease, Settlement, Store
@@ -48,7 +48,7 @@ class DelegationStore(CrashingStore):
     its call's Executing commit (naming that child) is durable."""
 
     def __init__(self, plan: CrashPlan) -> None:
-        super().__init__(plan)
+        super().__init__(MemoryStore(), plan)
         self.activations: list[str] = []
 
     def append(
@@ -77,7 +77,7 @@ def judged_legal(store: Store) -> str:
 
 
 def child_driver(kind: str, store: Store, run_id: str, app: str | None = None) -> Shell:
-    return make_shell(kind, store, ids=SeededIds(f"c-{run_id}"), tools=TOOLS, app=app)
+    return make_shell(kind, store, ids=CountingIds(f"c-{run_id}"), tools=TOOLS, app=app)
 
 
 def drive_child(kind: str, store: Store, world: World, run_id: str) -> Done:
@@ -88,18 +88,18 @@ def drive_child(kind: str, store: Store, world: World, run_id: str) -> Done:
     return ended
 
 
-def parent_batch(store: MemoryStore) -> RunSnapshot:
+def parent_batch(store: Store) -> RunSnapshot:
     state = store.run(PARENT)
     assert state is not None and state.batch is not None
     return state
 
 
-def finalized_batch(store: MemoryStore) -> ActiveToolBatch:
+def finalized_batch(store: Store) -> ActiveToolBatch:
     """The parent's first batch, as its finalizing commit left it."""
     return [c.batch for c in store.commits("t1") if c.batch is not None and c.batch.finalized][0]
 
 
-def group_starts(store: MemoryStore, thread_id: str) -> list[list[str]]:
+def group_starts(store: Store, thread_id: str) -> list[list[str]]:
     """For each commit of the Thread that starts delegations from Requested, which ones:
     a group's allowed members start together, in one commit."""
     starts, before = [], None
@@ -117,9 +117,9 @@ def group_starts(store: MemoryStore, thread_id: str) -> list[list[str]]:
     return starts
 
 
-def quiet_parent(kind: str, store: MemoryStore, app: str | None = None) -> tuple[Shell, ChildrenRunning, World]:
+def quiet_parent(kind: str, store: Store, app: str | None = None) -> tuple[Shell, ChildrenRunning, World]:
     world = DelegatingWorld(TWO_AND_ONE, store=store)
-    driver = make_shell(kind, store, ids=SeededIds(), tools=TOOLS, app=app)
+    driver = make_shell(kind, store, ids=CountingIds("id"), tools=TOOLS, app=app)
     quiet = play_until_quiet(driver, driver.start(["go"], thread_id="t1", run_id=PARENT), world)
     assert isinstance(quiet, ChildrenRunning)
     return driver, quiet, world

@@ -1,6 +1,7 @@
 """A scripted push-mode host for the driver tests: a model that answers by step, tools
-that keep a downstream record of every executor start, a gate, a store that dies at a
-chosen boundary, and one loop that plays the host against either shell.
+that keep a downstream record of every executor start, a gate, and one loop that plays
+the host against either shell (the store that dies at a chosen boundary is
+``runkernel.testing.CrashingStore``).
 
 ``BlockingAsync`` runs ``AsyncDriver`` on an event loop of its own behind the same
 methods as ``Driver``, so every scenario runs through both shells unchanged.
@@ -9,14 +10,11 @@ methods as ``Driver``, so every scenario runs through both shells unchanged.
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from attrs import define, field, frozen
 
-from runkernel.adapters.crash import Boundary, CrashPlan, Position, SimulatedCrash, position_of
 from runkernel.adapters.driver import AnyGate, AsyncDriver, Driver
 from runkernel.adapters.driver_actions import (
     DEFAULT_MAX_STEPS,
@@ -29,15 +27,14 @@ from runkernel.adapters.driver_actions import (
     RunCall,
     WaitFor,
 )
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Lease, Settlement, Store
+from runkernel.adapters.store import Store
 from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, Permit, utc_now
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus, ResumePayload
-from runkernel.kernel.state import CallExecuting, Message, RunSnapshot, Staged, ThreadCommit, ToolCall, TypedError
+from runkernel.kernel.state import CallExecuting, Message, RunSnapshot, Staged, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
+from runkernel.testing import Boundary, CrashPlan, Position, SimulatedCrash
 
 T = TypeVar("T")
 
@@ -200,7 +197,7 @@ class World:
 
     script: Mapping[int, Reply]
     crash: CrashPlan | None = None
-    store: MemoryStore | None = None
+    store: Store | None = None
     starts: dict[str, list[int]] = field(factory=dict)
     tool_of: dict[str, str] = field(factory=dict)
     done: dict[str, JsonValue] = field(factory=dict)
@@ -270,7 +267,7 @@ def play_until_quiet(driver: Shell, action: Action, world: World) -> WaitFor | C
                 return action
 
 
-def assert_durable(store: MemoryStore, action: RunCall) -> None:
+def assert_durable(store: Store, action: RunCall) -> None:
     """I5: attempt n runs only once its Executing{n} is committed."""
     snapshot = store.run(action.run_id)
     call = snapshot.open_batch.call(action.call_id) if snapshot and snapshot.open_batch else None
@@ -280,83 +277,8 @@ def assert_durable(store: MemoryStore, action: RunCall) -> None:
     )
 
 
-
-
-#: What a dying write raises, given where it died: the writer's death by default, or a
-#: store failure (``StoreUnavailable``, ``CommitConflict``) the writer lives through.
-Failure = Callable[[Boundary, Position], Exception]
-
-
-class _FailingAppends:
-    """The append of a store whose writer dies at the plan's boundary: before a write
-    lands, or after it landed but before the writer heard back."""
-
-    plan: CrashPlan
-    failure: Failure
-
-    def append(
-        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
-    ) -> RunSnapshot:
-        position = position_of(self.run(commit.run_id), commit)  # type: ignore[attr-defined]
-        if self.plan.crash_here(Boundary.BEFORE_WRITE, position):
-            raise self.failure(Boundary.BEFORE_WRITE, position)
-        stored: RunSnapshot = super().append(commit, settle, lease=lease)  # type: ignore[misc]
-        if self.plan.crash_here(Boundary.AFTER_WRITE, position):
-            raise self.failure(Boundary.AFTER_WRITE, position)
-        return stored
-
-
-class CrashingStore(_FailingAppends, MemoryStore):
-    """A memory store whose writer dies (or whose write fails) at the plan's boundary."""
-
-    def __init__(self, plan: CrashPlan, failure: Failure = SimulatedCrash) -> None:
-        super().__init__()
-        self.plan = plan
-        self.failure = failure
-
-
-class SqliteCrashingStore(_FailingAppends, SqliteStore):
-    """The same on a SQLite file: a write that fails after it landed is committed."""
-
-    def __init__(self, path: Path, plan: CrashPlan, failure: Failure = SimulatedCrash) -> None:
-        super().__init__(path)
-        self.plan = plan
-        self.failure = failure
-
-
-class FailAt:
-    """A plan that fires at the first ``times`` ``boundary`` boundaries of commits at
-    ``position`` (a write retried as it is meets the same boundary again)."""
-
-    def __init__(self, boundary: Boundary, position: Position, times: int = 1) -> None:
-        self.boundary, self.position = boundary, position
-        self.left = times
-        self.fired = 0
-
-    def crash_here(self, boundary: Boundary, position: Position) -> bool:
-        if self.left == 0 or (boundary, position) != (self.boundary, self.position):
-            return False
-        self.left -= 1
-        self.fired += 1
-        return True
-
-
-class SeededIds:
-    """Deterministic ids for everything, tickets included (tests only: real tickets need
-    128 random bits, which ``SecretIds`` gives)."""
-
-    def __init__(self, prefix: str = "id") -> None:
-        self.prefix = prefix
-        self._next = itertools.count(1)
-
-    def new_id(self, prefix: str) -> str:
-        return f"{prefix}-{self.prefix}-{next(self._next)}"
-
-    def ticket_id(self) -> str:
-        return f"tk-{self.prefix}-{next(self._next)}"
-
-
 SHELLS = ("sync", "async")
+
 
 def make_shell(
     kind: str,

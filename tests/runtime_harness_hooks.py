@@ -19,7 +19,7 @@ from runkernel.adapters.ports import InferenceRequest, ModelReply, Staging, Tool
 from runkernel.adapters.store import Store
 from runkernel.kernel.state import Staged
 from runkernel.kernel.values import JsonValue
-from runkernel.simulation.actors import ScriptedModel, StepScript, World
+from runkernel.testing import ScriptedModel, StepScript, World
 from runtime_harness_scripts import CHILD_SCRIPTS
 
 #: In every request-only context: no committed or exported line may ever contain it.

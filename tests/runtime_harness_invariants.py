@@ -27,7 +27,7 @@ from runkernel.kernel.state import (
     is_terminal,
 )
 from runkernel.kernel.values import IndeterminateReason, Role
-from runkernel.simulation.contents import check_contents
+from runkernel.testing.simulation.contents import check_contents
 from runkernel.specs.checker import Verdict, check_commits, check_lines
 from runtime_harness_hooks import CONTEXT_MARK
 from runtime_harness_state import CHILD_CANCELLED, RuntimeMachineState

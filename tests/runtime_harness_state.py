@@ -13,9 +13,9 @@ from history_facts import logged_history
 from runtime_harness_hooks import STAGING_REDERIVED, HookedModel, RecordingHooks
 from runtime_harness_ledger import AFTER_GROUP, PARENT_ENDED, PUBLISHED, REACTED, STAGED, TOGETHER, CommitLedger
 from runtime_harness_scripts import Versions, choose
-from runtime_harness_world import NOW, ArmedCrash, ScriptedGate, build_registry
+from runtime_harness_world import NOW, ArgumentGate, ArmedCrash, build_registry
 
-from runkernel.adapters.crash import SimulatedCrash
+from runkernel.testing import CrashingStore, SimulatedCrash, crashing_tools
 from runkernel.adapters.delegations import ended_children
 from runkernel.adapters.inbox import ALREADY_APPLIED_BY, APPLIED_OUTCOMES
 from runkernel.adapters.runtime import (
@@ -46,7 +46,7 @@ from runkernel.kernel.state import (
     RunSnapshot,
     ThreadCommit,
 )
-from runkernel.simulation.actors import CountingIds, StepScript, World
+from runkernel.testing import CountingIds, StepScript, World
 from runkernel.specs.checker import TraceJudge
 
 # --- scenarios ---------------------------------------------------------------------
@@ -98,7 +98,7 @@ class RuntimeMachineState(RuleBasedStateMachine):
         self.hooks_on = False
         self.hooks = RecordingHooks(self.store, self.problems, self.note)
         self.model = HookedModel(self.scripts, self.world, lambda: self.hooks if self.hooks_on else None, self.problems)
-        self.gate = ScriptedGate()
+        self.gate = ArgumentGate()
         self.serial = itertools.count(1)
         self.drive: Drive | None = None
         self.threads: list[str] = []
@@ -155,14 +155,14 @@ class RuntimeMachineState(RuleBasedStateMachine):
     # --- plumbing ---------------------------------------------------------------------
 
     def runtime(self) -> Runtime:
+        # the runtime dies where the armed plan says: around its writes, after its tools
         return Runtime(
-            self.store,
+            CrashingStore(self.store, self.crash),
             self.model,
-            self.registry,
+            crashing_tools(self.registry, self.crash),
             gate=self.gate,
             ids=self.ids,
             clock=lambda: NOW,
-            crash=self.crash,
             on_event=self.on_event,
             self_check=True,
             hooks=self.hooks if self.hooks_on else None,

@@ -5,7 +5,7 @@ call's arguments say, and the armed crash plan.
 
 from __future__ import annotations
 
-from runkernel.adapters.crash import Boundary, Position
+from runkernel.testing import Boundary, Position
 from runkernel.adapters.ports import (
     GateAnswer,
     Hold,
@@ -19,7 +19,7 @@ from runkernel.adapters.ports import (
 from runkernel.kernel.policies import IndeterminateChoice, RecoveryMode
 from runkernel.kernel.state import ToolCall
 from runkernel.kernel.values import WaitKind
-from runkernel.simulation.actors import OK, TRUTH, SimTool, World
+from runkernel.testing import OK, TRUTH, ScriptedTool, World
 
 PAST = "2026-01-01T00:00:00.000000Z"
 NOW = "2026-06-01T00:00:00.000000Z"
@@ -66,8 +66,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
 DELEGATE_TOOL = "delegate"
 
 
-class ScriptedTool(SimTool):
-    """A SimTool whose per-attempt behaviours come with each call's arguments."""
+class ArgumentTool(ScriptedTool):
+    """A ScriptedTool whose per-attempt behaviours come with each call's arguments."""
 
     def run(self, invocation: ToolInvocation) -> ToolReply:
         arguments = invocation.arguments
@@ -78,7 +78,7 @@ class ScriptedTool(SimTool):
 
 def build_registry(world: World, max_steps: int | None, choice: IndeterminateChoice) -> ToolRegistry:
     tools = {
-        spec.name: ScriptedTool(
+        spec.name: ArgumentTool(
             spec.name,
             world,
             mode=spec.mode,
@@ -89,7 +89,7 @@ def build_registry(world: World, max_steps: int | None, choice: IndeterminateCho
         )
         for spec in TOOL_SPECS
     }
-    tools[DELEGATE_TOOL] = ScriptedTool(DELEGATE_TOOL, world, delegation=True)
+    tools[DELEGATE_TOOL] = ArgumentTool(DELEGATE_TOOL, world, delegation=True)
     return ToolRegistry(tools, max_steps=max_steps, on_indeterminate=choice)
 
 
@@ -107,7 +107,7 @@ GATE_ANSWERS = (
 )
 
 
-class ScriptedGate:
+class ArgumentGate:
     """Answers each call as its arguments say (``permit`` when they say nothing)."""
 
     def check(self, run_id: str, call: ToolCall) -> GateAnswer:

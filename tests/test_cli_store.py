@@ -19,8 +19,8 @@ from runkernel.cli import main
 from runkernel.kernel.protocol import EndRequest
 from runkernel.kernel.state import Awaiting, EndCause
 from runkernel.kernel.values import EndCauseKind
-from runkernel.simulation.engine import ScenarioRun
-from runkernel.simulation.scenarios import catalogue
+from runkernel.testing.simulation.engine import ScenarioRun
+from runkernel.testing.simulation.scenarios import catalogue
 from support import awaiting_run, tool_run
 
 
@@ -211,7 +211,7 @@ def test_a_cancel_in_the_inbox_is_applied_by_the_runtime(tmp_path: Path) -> None
     assert isinstance(submit_end(store, "r1", EndRequest(EndCause(EndCauseKind.CANCELLED))), int)
     from runkernel.adapters.ports import ToolRegistry
     from runkernel.adapters.runtime import Runtime
-    from runkernel.simulation.actors import ScriptedModel
+    from runkernel.testing import ScriptedModel
 
     final = Runtime(store, ScriptedModel({}), ToolRegistry({})).drive("r1").snapshot
     assert final.state.__class__.__name__ == "Ended"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from push_host import SHELLS, CrashingStore, FailAt, SeededIds, make_shell
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from push_host import SHELLS, make_shell
+from runkernel.testing import Boundary, CountingIds, CrashAt, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import CallRequest, Done, Infer, RunCall
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import (
@@ -91,8 +91,8 @@ class OneCall:
         return ModelReply("done", end=EndCauseKind.COMPLETED)
 
 
-def _dies_after_the_batch_opens() -> FailAt:
-    return FailAt(Boundary.AFTER_WRITE, Position.BATCH_OPEN)
+def _dies_after_the_batch_opens() -> CrashAt:
+    return CrashAt(Boundary.AFTER_WRITE, Position.BATCH_OPEN)
 
 
 def _assert_the_call_ended(store: Store, thread_id: str, committed: int, attempt: int, kind: ResultKind) -> None:
@@ -112,8 +112,8 @@ def test_a_pull_mode_continuation_retries_as_the_batch_committed(case: str, host
     committed, configured, attempt, kind = CASES[case]
     downstream = Downstream()
     store = MemoryStore()
-    first = Runtime(store, OneCall(), ToolRegistry({"flaky": Flaky(committed, downstream)}),
-                    crash=_dies_after_the_batch_opens(), app="retrying")
+    first = Runtime(CrashingStore(store, _dies_after_the_batch_opens()), OneCall(),
+                    ToolRegistry({"flaky": Flaky(committed, downstream)}), app="retrying")
     with pytest.raises(SimulatedCrash):
         first.start("t", "r", (Message(Role.USER, "go"),))
     opened = store.run("r")
@@ -138,12 +138,12 @@ def test_a_pull_mode_continuation_retries_as_the_batch_committed(case: str, host
 def test_a_push_mode_continuation_retries_as_the_batch_committed(case: str, shell: str) -> None:
     committed, configured, attempt, kind = CASES[case]
     downstream = Downstream()
-    store = CrashingStore(_dies_after_the_batch_opens())
-    first = make_shell(shell, store, ids=SeededIds("first"), tools={"flaky": _policy(committed)})
+    store = CrashingStore(MemoryStore(), _dies_after_the_batch_opens())
+    first = make_shell(shell, store, ids=CountingIds("first"), tools={"flaky": _policy(committed)})
     assert isinstance(first.start(["go"], thread_id="t", run_id="r"), Infer)
     with pytest.raises(SimulatedCrash):
         first.inferred("calling", [CallRequest("flaky", {"n": 1}, "c1")])
-    driver = make_shell(shell, store, ids=SeededIds("second"), tools={"flaky": _policy(configured)})
+    driver = make_shell(shell, store, ids=CountingIds("second"), tools={"flaky": _policy(configured)})
     action = driver.pick_up("r")
     while isinstance(action, RunCall):
         worked, value = downstream.answer(action.attempt)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import (
@@ -126,27 +126,14 @@ def test_two_delegations_run_together_then_the_ordinary_call_then_results_in_ord
     _judged_legal(store)
 
 
-class _CrashOnce:
-    def __init__(self, boundary: Boundary, position: Position, skip: int = 0) -> None:
-        self.boundary, self.position, self.skip, self.fired = boundary, position, skip, False
-
-    def crash_here(self, boundary: Boundary, position: Position) -> bool:
-        if self.fired or (boundary, position) != (self.boundary, self.position):
-            return False
-        if self.skip:
-            self.skip -= 1
-            return False
-        self.fired = True
-        return True
-
-
 @pytest.mark.parametrize("position, skip", [(Position.CALL_START, 0), (Position.ACTIVATION, 1), (Position.ACTIVATION, 2)])
 def test_a_crash_while_children_start_reconnects_to_the_same_children(position: Position, skip: int) -> None:
     store = MemoryStore()
     tools, _, _ = _registry()
     # crash after the group's one Executing commit (before any activation), or after the
     # first or second child's activation (the parent's own activation is the first)
-    crashing = Runtime(store, _Model(), tools, crash=_CrashOnce(Boundary.AFTER_WRITE, position, skip), self_check=True)
+    dying = CrashingStore(store, CrashAt(Boundary.AFTER_WRITE, position, skip=skip))
+    crashing = Runtime(dying, _Model(), tools, self_check=True)
     with pytest.raises(SimulatedCrash):
         crashing.start("t", PARENT, (Message(Role.USER, "go"),))
     Runtime(store, _Model(), tools, self_check=True).drive(PARENT)

@@ -7,10 +7,10 @@ import attrs
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.kernel.state import Message, ThreadCommit
 from runkernel.kernel.values import Role
-from runkernel.simulation.actors import CHECKPOINT_MARK
-from runkernel.simulation.contents import check_contents
-from runkernel.simulation.engine import ScenarioRun, Trial
-from runkernel.simulation.scenarios import catalogue
+from runkernel.testing import CHECKPOINT_MARK
+from runkernel.testing.simulation.contents import check_contents
+from runkernel.testing.simulation.engine import ScenarioRun, Trial
+from runkernel.testing.simulation.scenarios import catalogue
 
 
 def played(name: str) -> tuple[Trial, dict[str, list[ThreadCommit]]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import warnings
 from types import ModuleType
 
 import pytest
@@ -27,8 +28,8 @@ NOT_IN_THE_TREE: dict[str, str] = {
     "runkernel.cli_text.CliError": "internal to the CLI: always one line on stderr and an exit code",
     "runkernel.kernel.validate_calls.Illegal": "the judge's internal short-circuit, returned as a Rejection",
     "runkernel.adapters.postgres_store._ConnectionLost": "private to the PostgreSQL store's retry loop",
-    "runkernel.adapters.crash.SimulatedCrash": "a simulated process death: must escape every handler of our errors",
-    "runkernel.simulation.failfast.EnvironmentFailure": "a simulation's verdict on its store: must escape them too",
+    "runkernel.testing.crash.SimulatedCrash": "a simulated process death: must escape every handler of our errors",
+    "runkernel.testing.simulation.failfast.EnvironmentFailure": "a simulation's verdict on its store: must escape them too",
 }
 
 #: Where each public error sits: a change here is a change of whose fault it is.
@@ -103,7 +104,9 @@ def _modules() -> tuple[list[ModuleType], list[str]]:
 
     for info in pkgutil.walk_packages(runkernel.__path__, "runkernel.", onerror=missing_extra):
         try:
-            found.append(importlib.import_module(info.name))
+            with warnings.catch_warnings():  # the deprecated aliases warn when imported
+                warnings.simplefilter("ignore", DeprecationWarning)
+                found.append(importlib.import_module(info.name))
         except ImportError as error:
             if (error.name or "").startswith("runkernel"):
                 raise  # our own import is broken: not a missing extra

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_resume
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import (
@@ -225,25 +225,14 @@ def test_every_gate_answer_on_every_member_position(held: str, kind: str) -> Non
     print(f"{kind}@{held}: gate asked {dict(world.gate.asked)}, group starts {starts}, {len(world.lines())} lines")
 
 
-class _CrashAt:
-    def __init__(self, boundary: Boundary, position: Position) -> None:
-        self.boundary, self.position, self.fired = boundary, position, False
-
-    def crash_here(self, boundary: Boundary, position: Position) -> bool:
-        if self.fired or (boundary, position) != (self.boundary, self.position):
-            return False
-        self.fired = True
-        return True
-
-
 @pytest.mark.parametrize("held, position", [("d1", Position.CALL_RESULT), ("d2", Position.CALL_RESULT), ("d3", Position.CALL_START)])
 def test_a_crash_after_a_block_in_the_round_asks_the_gate_again_from_the_first_member(held: str, position: Position) -> None:
     # an Allow is not committed: after a crash the gate is asked again for every member
     # still Requested, and the group still starts in one commit (the last member's block
     # is committed with the start of the allowed ones: nothing is asked again)
     world = _World(held, "block")
-    crashing = Runtime(world.store, _Model(), world.tools, gate=world.gate, self_check=True,
-                       crash=_CrashAt(Boundary.AFTER_WRITE, position))
+    dying = CrashingStore(world.store, CrashAt(Boundary.AFTER_WRITE, position))
+    crashing = Runtime(dying, _Model(), world.tools, gate=world.gate, self_check=True)
     with pytest.raises(SimulatedCrash):
         crashing.start("t", PARENT, (Message(Role.USER, "go"),))
     assert world.store.thread_ids() == ["t"]
@@ -310,8 +299,8 @@ def test_a_members_input_answer_reaches_its_child(crash: bool) -> None:
     answer = ResumeCommand(PARENT, ticket.ticket_id, ticket.wait, ProvideInput("more"))
     assert isinstance(submit_resume(world.store, answer), int)
     if crash:  # the member is Executing, its child not activated yet: recovery activates it
-        crash_at = _CrashAt(Boundary.AFTER_WRITE, Position.RESUME)
-        runtime = Runtime(world.store, _Model(), world.tools, gate=world.gate, crash=crash_at, self_check=True)
+        dying = CrashingStore(world.store, CrashAt(Boundary.AFTER_WRITE, Position.RESUME))
+        runtime = Runtime(dying, _Model(), world.tools, gate=world.gate, self_check=True)
         with pytest.raises(SimulatedCrash):
             runtime.drive(PARENT)
         assert world.children_running() and all(world.store.run(c) is None for c in world.children_running())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import Hold, ToolRegistry
@@ -20,28 +20,17 @@ from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import EndRequest
 from runkernel.kernel.state import Awaiting, EndCause, Ended, Message
 from runkernel.kernel.values import EndCauseKind, Role, WaitKind
-from runkernel.simulation.actors import OK, CountingIds, ScriptedGate, ScriptedModel, SimTool, StepScript, World
-from runkernel.simulation.simulate import simulate
+from runkernel.testing import OK, CountingIds, ScriptedGate, ScriptedModel, ScriptedTool, StepScript, World
+from runkernel.testing.simulation.simulate import simulate
 
 TASK = (Message(Role.USER, "do it"),)
 CANCEL = EndRequest(EndCause(EndCauseKind.CANCELLED))
 STEPS = (StepScript("calling", (("pay", {}),)), StepScript("done", end=EndCauseKind.COMPLETED))
 
 
-class CrashAfterEnd:
-    def __init__(self) -> None:
-        self.fired = False
-
-    def crash_here(self, boundary: Boundary, position: Position) -> bool:
-        if not self.fired and (boundary, position) == (Boundary.AFTER_WRITE, Position.END):
-            self.fired = True
-            return True
-        return False
-
-
-def runtime(store: Store, settled: list[tuple[int, str]], crash: CrashAfterEnd | None = None) -> Runtime:
+def runtime(store: Store, settled: list[tuple[int, str]]) -> Runtime:
     world = World.new(store)
-    tools = ToolRegistry({"pay": SimTool("pay", world, mode=RecoveryMode.INDETERMINATE, replies=(OK,))})
+    tools = ToolRegistry({"pay": ScriptedTool("pay", world, mode=RecoveryMode.INDETERMINATE, replies=(OK,))})
 
     def record(event: RuntimeEvent) -> None:
         if isinstance(event, CommandSettled):
@@ -49,7 +38,7 @@ def runtime(store: Store, settled: list[tuple[int, str]], crash: CrashAfterEnd |
 
     return Runtime(
         store, ScriptedModel({"r1": STEPS}), tools, gate=ScriptedGate({"pay": Hold(WaitKind.APPROVAL)}),
-        ids=CountingIds("t"), crash=crash, on_event=record,
+        ids=CountingIds("t"), on_event=record,
     )
 
 
@@ -87,7 +76,7 @@ def test_after_a_crash_the_committed_command_is_applied_before_and_its_duplicate
     awaiting(store)
     first, second = submit_end(store, "r1", CANCEL), submit_end(store, "r1", CANCEL)
     with pytest.raises(SimulatedCrash):
-        runtime(store, [], CrashAfterEnd()).drive("r1")
+        runtime(CrashingStore(store, CrashAt(Boundary.AFTER_WRITE, Position.END)), []).drive("r1")
     # the command was settled in the transaction of the commit that applied it, so the
     # crash after that commit leaves it applied, never pending
     assert isinstance(first, int)

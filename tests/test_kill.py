@@ -23,7 +23,7 @@ from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.kernel.state import Ended
 from runkernel.specs.checker import Verdict, check_commits
 from test_runtime_costs import EchoTool, _script
-from runkernel.simulation.actors import ScriptedModel
+from runkernel.testing import ScriptedModel
 
 STEPS = 120
 #: where each child is killed: at its N-th durable COMMIT, or after its N-th checkpoint
@@ -36,7 +36,7 @@ from runkernel.adapters.runtime import Runtime
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import Role
-from runkernel.simulation.actors import ScriptedModel
+from runkernel.testing import ScriptedModel
 from test_runtime_costs import EchoTool, _script
 
 where, planned = sys.argv[2], int(sys.argv[3])

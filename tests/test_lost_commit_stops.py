@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from postgres_support import postgres_url
-from push_host import POLICIES, SHELLS, Reply, SeededIds, World, make_shell, play
+from push_host import POLICIES, SHELLS, Reply, World, make_shell, play
 from runkernel.adapters.driver import Driver
 from runkernel.adapters.driver_actions import Action, Done, DriverStopped, RunCall
 from runkernel.adapters.ports import (
@@ -38,6 +38,7 @@ from runkernel.kernel.protocol import Allow, GateVerdict, InferenceResult, Opera
 from runkernel.kernel.state import CallExecuting, CallRequested, Ended, ThreadCommit, ToolCall
 from runkernel.kernel.values import EndCauseKind
 from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import CountingIds
 from store_interleavings import STORES, open_stores
 from support import activate, step
 
@@ -172,7 +173,7 @@ def test_a_push_driver_whose_executing_commit_is_answered_conflict_hands_out_not
     store, _ = open_stores(store_kind, tmp_path, request)
     store.refuse_executing = True
     world = World(SCRIPT)
-    driver = make_shell(kind, store, ids=SeededIds())
+    driver = make_shell(kind, store, ids=CountingIds("id"))
     first = driver.start(["go"], thread_id="t1", run_id="r1")
     # the host answers Infer with the call; a RunCall would start the tool
     stopped = raised_by(lambda: play(driver, first, world))

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import Hold, ToolRegistry
@@ -27,29 +26,23 @@ from runkernel.kernel.state import (
     RunSnapshot,
 )
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, Role, WaitKind
-from runkernel.simulation.actors import (
+from runkernel.testing import (
     OK,
+    Boundary,
     CountingIds,
+    CrashAt,
+    CrashingStore,
+    Position,
+    SimulatedCrash,
     ScriptedGate,
     ScriptedModel,
-    SimTool,
+    ScriptedTool,
     StepScript,
     World,
+    crashing_tools,
 )
 
 TASK = (Message(Role.USER, "do it"),)
-
-
-class CrashOnce:
-    def __init__(self, boundary: Boundary, position: Position) -> None:
-        self.want = (boundary, position)
-        self.fired = False
-
-    def crash_here(self, boundary: Boundary, position: Position) -> bool:
-        if not self.fired and (boundary, position) == self.want:
-            self.fired = True
-            return True
-        return False
 
 
 def make(
@@ -58,17 +51,17 @@ def make(
     tools: dict[str, RecoveryMode],
     *,
     gate: dict[str, Hold] | None = None,
-    crash: CrashOnce | None = None,
+    crash: CrashAt | None = None,
 ) -> tuple[Runtime, World]:
+    """A runtime with scripted ports; with ``crash``, its store and tools die there."""
     world = World.new(store)
-    registry = ToolRegistry({name: SimTool(name, world, mode=mode, replies=(OK,)) for name, mode in tools.items()})
+    registry = ToolRegistry({name: ScriptedTool(name, world, mode=mode, replies=(OK,)) for name, mode in tools.items()})
     runtime = Runtime(
-        store,
+        store if crash is None else CrashingStore(store, crash),
         ScriptedModel({"r1": steps}),
-        registry,
+        registry if crash is None else crashing_tools(registry, crash),
         gate=ScriptedGate(gate or {}),
         ids=CountingIds("t"),
-        crash=crash,
     )
     return runtime, world
 
@@ -81,7 +74,7 @@ END = StepScript("done", end=EndCauseKind.COMPLETED)
 
 
 def crash_then_recover(
-    store: Store, steps: tuple[StepScript, ...], tools: dict[str, RecoveryMode], crash: CrashOnce
+    store: Store, steps: tuple[StepScript, ...], tools: dict[str, RecoveryMode], crash: CrashAt
 ) -> tuple[RunSnapshot, World]:
     runtime, world = make(store, steps, tools, crash=crash)
     try:
@@ -98,7 +91,7 @@ def crash_then_recover(
 def test_a_tool_is_not_silently_rerun_after_a_worker_dies() -> None:
     """langgraph 7417, 7213: a long tool re-run from a checkpoint after a timeout."""
     store = MemoryStore()
-    crash = CrashOnce(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
+    crash = CrashAt(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
     final, world = crash_then_recover(store, (calls("transfer"), END), {"transfer": RecoveryMode.INDETERMINATE}, crash)
     assert [e.attempt for e in world.executions] == [1]
     batch = final.batch or next(c.batch for c in reversed(list(store.commits("t1"))) if c.batch)
@@ -109,7 +102,7 @@ def test_a_tool_is_not_silently_rerun_after_a_worker_dies() -> None:
 
 def test_a_replay_tool_reruns_with_a_new_attempt_and_the_same_operation_id() -> None:
     store = MemoryStore()
-    crash = CrashOnce(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
+    crash = CrashAt(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
     final, world = crash_then_recover(store, (calls("fetch"), END), {"fetch": RecoveryMode.REPLAY}, crash)
     assert [e.attempt for e in world.executions] == [1, 2]
     assert len({e.operation_id for e in world.executions}) == 1
@@ -186,14 +179,14 @@ def test_recovery_after_a_database_restart_mid_recovery_finishes(tmp_path: Path)
     path = tmp_path / "restart.db"
     store = SqliteStore(path)
     tools = {"fetch": RecoveryMode.REPLAY, "job": RecoveryMode.RECONNECT}
-    crash = CrashOnce(Boundary.AFTER_WRITE, Position.CALL_START)
+    crash = CrashAt(Boundary.AFTER_WRITE, Position.CALL_START)
     runtime, world = make(store, (calls("fetch", "job"), END), tools, crash=crash)
     try:
         runtime.start("t1", "r1", TASK)
     except SimulatedCrash:
         pass
     store.close()
-    recovery_crash = CrashOnce(Boundary.AFTER_WRITE, Position.CALL_RETRY)
+    recovery_crash = CrashAt(Boundary.AFTER_WRITE, Position.CALL_RETRY)
     for _ in range(2):  # recovery itself dies once, right after its replay commit
         reopened = SqliteStore(path)
         again, _ = make(reopened, (calls("fetch", "job"), END), tools, crash=recovery_crash)
@@ -229,12 +222,11 @@ def test_a_completed_call_is_not_rerun_when_its_step_is_recovered() -> None:
     store = MemoryStore()
     tools = {"fetch": RecoveryMode.REPLAY, "send": RecoveryMode.REPLAY}
     # let the first call finish, crash when the second one's start is written
-    runtime, world = make(store, (calls("fetch", "send"), END), tools)
-    runtime.crash = _SecondStart()
-    try:
+    second_start = CrashAt(Boundary.AFTER_WRITE, Position.CALL_START, skip=1)
+    runtime, world = make(store, (calls("fetch", "send"), END), tools, crash=second_start)
+    with pytest.raises(SimulatedCrash):
         runtime.start("t1", "r1", TASK)
-    except SimulatedCrash:
-        pass
+    assert second_start.fired == 1 and [(e.tool, e.attempt) for e in world.executions] == [("fetch", 1)]
     fresh, _ = make(store, (calls("fetch", "send"), END), tools)
     fresh.tools = runtime.tools
     final = fresh.drive("r1").snapshot
@@ -243,21 +235,10 @@ def test_a_completed_call_is_not_rerun_when_its_step_is_recovered() -> None:
     assert by_tool.count(("fetch", 1)) == 1 and ("fetch", 2) not in by_tool
 
 
-class _SecondStart:
-    def __init__(self) -> None:
-        self.starts = 0
-
-    def crash_here(self, boundary: Boundary, position: Position) -> bool:
-        if boundary is Boundary.AFTER_WRITE and position is Position.CALL_START:
-            self.starts += 1
-            return self.starts == 2
-        return False
-
-
 def test_checkpointed_tool_calls_are_never_executed_from_the_stream() -> None:
     """awaken 0.6 turns checkpointed, never-committed tool calls into executions."""
     store = MemoryStore()
-    crash = CrashOnce(Boundary.BEFORE_WRITE, Position.BATCH_OPEN)
+    crash = CrashAt(Boundary.BEFORE_WRITE, Position.BATCH_OPEN)
     runtime, world = make(store, (calls("fetch"), END), {"fetch": RecoveryMode.REPLAY}, crash=crash)
     try:
         runtime.start("t1", "r1", TASK)
@@ -303,7 +284,7 @@ def test_a_command_is_settled_in_the_transaction_of_the_commit_that_applies_it(
     entry = submit_end(store, "r1", EndRequest(EndCause(EndCauseKind.CANCELLED)))
     assert isinstance(entry, int)
     crashing, _ = make(store, (calls("pay"), END), {"pay": RecoveryMode.INDETERMINATE},
-                       crash=CrashOnce(Boundary.AFTER_WRITE, Position.END))
+                       crash=CrashAt(Boundary.AFTER_WRITE, Position.END))
     with pytest.raises(SimulatedCrash):
         crashing.drive("r1")
     snapshot = store.run("r1")

@@ -6,18 +6,7 @@ import asyncio
 
 import pytest
 
-from push_host import (
-    POLICIES,
-    SHELLS,
-    ApprovalGate,
-    AsyncApprovalGate,
-    Reply,
-    SeededIds,
-    Shell,
-    World,
-    make_shell,
-    play,
-)
+from push_host import POLICIES, SHELLS, ApprovalGate, AsyncApprovalGate, Reply, Shell, World, make_shell, play
 from runkernel.adapters.driver import AsyncDriver, Driver
 from runkernel.adapters.driver_actions import (
     DEFAULT_MAX_STEPS,
@@ -52,6 +41,7 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import CountingIds
 
 DONE = Reply("all done", end=EndCauseKind.COMPLETED)
 
@@ -68,7 +58,7 @@ def snapshot(store: MemoryStore, run_id: str = "r1") -> RunSnapshot:
 
 
 def started(kind: str, store: MemoryStore, world: World) -> tuple[Shell, WaitFor | Done]:
-    driver = make_shell(kind, store, ids=SeededIds())
+    driver = make_shell(kind, store, ids=CountingIds("id"))
     return driver, play(driver, driver.start(["go"], thread_id="t1", run_id="r1"), world)
 
 
@@ -115,7 +105,7 @@ def test_a_model_that_never_ends_stops_at_the_default_step_limit(kind: str) -> N
 def test_a_tool_batch_runs_in_call_order_and_publishes_every_result(kind: str) -> None:
     store = MemoryStore()
     world = World({1: Reply("tools", (("replay", 1), ("reconnect", 2), ("indeterminate", 3))), 2: DONE})
-    driver = make_shell(kind, store, ids=SeededIds())
+    driver = make_shell(kind, store, ids=CountingIds("id"))
     action = driver.start(["go"], thread_id="t1", run_id="r1")
     assert isinstance(action, Infer)
     action = driver.inferred("tools", [CallRequest(t, a) for t, a in world.script[1].calls])
@@ -579,7 +569,7 @@ def test_a_driver_tells_on_event_what_it_did_as_the_runtime_does() -> None:
     """The push driver reports through ``on_event`` what the pull-mode runtime reports
     (both carry out the core's store operations the same way): each acknowledged commit
     with its position, each settled inbox command, each recovery."""
-    from runkernel.adapters.crash import Position
+    from runkernel.testing import Position
     from runkernel.adapters.runtime_events import Acknowledged, CommandSettled, Recovered, RuntimeEvent
     from runkernel.adapters.serial import end_to_inbox
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from push_host import POLICIES, ApprovalGate, AsyncApprovalGate, SeededIds
+from push_host import POLICIES, ApprovalGate, AsyncApprovalGate
 from runkernel import Answer, AsyncPushApp, Worker
 from runkernel.adapters.driver import AsyncDriver, Driver
 from runkernel.adapters.driver_actions import Action, CallRequest, CheckStatus, Done, DriverError, Infer, RunCall, WaitFor
@@ -24,6 +24,7 @@ from runkernel.kernel.protocol import Activate, Approve, Deny, ExternalResult, O
 from runkernel.kernel.state import Awaiting, CallCompleted, Ended, Message, ToolCall
 from runkernel.kernel.values import EndCauseKind, ResultKind, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import CountingIds
 
 PAYS = [CallRequest("pay", {"n": n}, call_id=f"p{n}") for n in (1, 2, 3)]
 
@@ -40,7 +41,7 @@ def kinds_of_waits(store: MemoryStore) -> list[str]:
 
 def test_answers_given_ahead_are_applied_ticket_by_ticket_in_call_order() -> None:
     store = MemoryStore()
-    driver = Driver(store, POLICIES, gate=ApprovalGate(), ids=SeededIds())
+    driver = Driver(store, POLICIES, gate=ApprovalGate(), ids=CountingIds("id"))
     driver.start(["go"], thread_id="t1", run_id="r1")
     action = driver.inferred("paying", PAYS)
     assert isinstance(action, WaitFor) and action.call.call_id == "p1"
@@ -60,13 +61,13 @@ def test_answers_given_ahead_are_applied_ticket_by_ticket_in_call_order() -> Non
 
 def test_an_answer_ahead_waits_behind_an_inbox_command_and_a_wrong_payload_is_refused() -> None:
     store = MemoryStore()
-    driver = Driver(store, POLICIES, gate=ApprovalGate(), ids=SeededIds())
+    driver = Driver(store, POLICIES, gate=ApprovalGate(), ids=CountingIds("id"))
     driver.start(["go"], thread_id="t1", run_id="r1")
     wait = driver.inferred("paying", PAYS[:1])
     assert isinstance(wait, WaitFor)
     queued = submit_resume(store, ResumeCommand("r1", wait.ticket.ticket_id, WaitKind.APPROVAL, Deny("inbox")))
     assert isinstance(queued, int)
-    fresh = Driver(store, POLICIES, gate=ApprovalGate(), ids=SeededIds("b"))
+    fresh = Driver(store, POLICIES, gate=ApprovalGate(), ids=CountingIds("b"))
     fresh.answer_ahead({"p1": Approve()})
     action = fresh.pick_up("r1")
     assert isinstance(action, Infer), "the inbox denial went first; p1 is no longer waiting"
@@ -83,7 +84,7 @@ def test_an_answer_becomes_the_payload_of_the_wait_its_ticket_is(kind: WaitKind,
             return Hold(kind, {"q": "colour?"})
 
     async def scenario() -> tuple[Action, WaitFor]:
-        driver = AsyncDriver(MemoryStore(), POLICIES, gate=Holds(), ids=SeededIds())
+        driver = AsyncDriver(MemoryStore(), POLICIES, gate=Holds(), ids=CountingIds("id"))
         await driver.start(["go"], thread_id="t1", run_id="r1")
         wait = await driver.inferred("asking", [CallRequest("indeterminate", {}, call_id="q1")])
         assert isinstance(wait, WaitFor)
@@ -99,7 +100,7 @@ def test_an_answer_becomes_the_payload_of_the_wait_its_ticket_is(kind: WaitKind,
 
 
 def _reconnect_call_in_flight(store: MemoryStore) -> str:
-    driver = Driver(store, POLICIES, ids=SeededIds())
+    driver = Driver(store, POLICIES, ids=CountingIds("id"))
     driver.start(["go"], thread_id="t1", run_id="r1")
     action = driver.inferred("charging", [CallRequest("reconnect", {}, call_id="c1")])
     assert isinstance(action, RunCall)
@@ -116,7 +117,7 @@ def test_ask_status_asks_again_while_running_and_stops_at_its_limit() -> None:
         asked.append(operation_id)
         return replies[len(asked) - 1]
 
-    driver = Driver(store, POLICIES, ids=SeededIds("b"))
+    driver = Driver(store, POLICIES, ids=CountingIds("b"))
     assert isinstance(driver.pick_up("r1"), CheckStatus)
     with pytest.raises(DriverError, match="CheckStatus"):
         Driver(store, POLICIES).ask_status(status)  # nothing stands yet
@@ -138,7 +139,7 @@ def test_async_ask_status_takes_a_coroutine_and_unreconciled_names_the_lost_oper
         return StatusReply(OperationStatus.NOT_FOUND)
 
     async def scenario() -> tuple[Action, tuple[str, ...], int]:
-        driver = AsyncDriver(store, POLICIES, ids=SeededIds("b"))
+        driver = AsyncDriver(store, POLICIES, ids=CountingIds("b"))
         await driver.pick_up("r1")
         before = driver.unreconciled
         action = await driver.ask_status(status)
@@ -153,11 +154,11 @@ def test_async_ask_status_takes_a_coroutine_and_unreconciled_names_the_lost_oper
 
 def test_unreconciled_lists_indeterminate_calls() -> None:
     store = MemoryStore()
-    driver = Driver(store, POLICIES, ids=SeededIds())
+    driver = Driver(store, POLICIES, ids=CountingIds("id"))
     driver.start(["go"], thread_id="t1", run_id="r1")
     action = driver.inferred("noting", [CallRequest("indeterminate", {}, call_id="n1")])
     assert isinstance(action, RunCall)
-    fresh = Driver(store, POLICIES, ids=SeededIds("b"))
+    fresh = Driver(store, POLICIES, ids=CountingIds("b"))
     assert isinstance(fresh.pick_up("r1"), Infer)
     assert fresh.unreconciled == (action.operation_id,) and fresh.call("nope") is None
     assert fresh.commits == 1 and driver.commits == 3

@@ -20,8 +20,8 @@ from attrs import frozen
 from hypothesis import given
 from hypothesis import strategies as st
 
-from push_host import POLICIES, SHELLS, CrashingStore, Reply, SeededIds, World, make_shell, play
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from push_host import POLICIES, SHELLS, Reply, World, make_shell, play
+from runkernel.testing import Boundary, CountingIds, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import (
     DEFAULT_MAX_STEPS,
     Action,
@@ -33,6 +33,7 @@ from runkernel.adapters.driver_actions import (
     WaitFor,
 )
 from runkernel.adapters.inbox import submit_resume
+from runkernel.adapters.memory_store import MemoryStore
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
     Approve,
@@ -49,7 +50,7 @@ from runkernel.kernel.protocol import (
 from runkernel.kernel.recover import recover
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import EndCauseKind, Role
-from runkernel.simulation.engine import CrashTargets
+from runkernel.testing import CrashAtEncounters
 from runkernel.specs.checker import Verdict, check_commits
 
 DONE = Reply("all done", end=EndCauseKind.COMPLETED)
@@ -129,12 +130,12 @@ class Trial:
 
 
 def play_with_crashes(kind: str, scenario: Scenario, targets: Sequence[int]) -> Trial:
-    plan = CrashTargets(tuple(targets))  # the simulator's plan: both drivers crash by one rule
-    store = CrashingStore(plan)
+    plan = CrashAtEncounters(tuple(targets))  # the simulator's plan: both drivers crash by one rule
+    store = CrashingStore(MemoryStore(), plan)
     world = World(scenario.script, crash=plan, store=store)
     crashes = 0
     while True:
-        driver = make_shell(kind, store, ids=SeededIds(f"d{crashes}"))
+        driver = make_shell(kind, store, ids=CountingIds(f"d{crashes}"))
         try:
             action: Action
             if store.run("r1") is None:

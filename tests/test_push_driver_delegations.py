@@ -30,15 +30,15 @@ from push_children import (
     parent_batch,
     quiet_parent,
 )
-from push_host import SHELLS, Reply, SeededIds, World, make_shell, play_until_quiet
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from push_host import SHELLS, Reply, World, make_shell, play_until_quiet
+from runkernel.testing import Boundary, CountingIds, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import Action, ChildrenRunning, Done, HostProtocolError, RunCall, WaitFor
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.kernel.protocol import Approve, EndRequest
 from runkernel.kernel.state import CallCompleted, CallExecuting, CallIndeterminate, EndCause, Ended, Message
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, JsonValue, Role
-from runkernel.simulation.engine import CrashTargets
+from runkernel.testing import CrashAtEncounters
 
 
 # --- the whole host, with crashes ------------------------------------------------------
@@ -57,12 +57,12 @@ class Trial:
 def host(kind: str, script: Mapping[int, Reply], targets: Sequence[int] = ()) -> Trial:
     """Start the parent, drive every child whenever the parent is quiet, until the parent
     ends; after each crash, start again from the store alone."""
-    plan = CrashTargets(tuple(targets))
+    plan = CrashAtEncounters(tuple(targets))
     store = DelegationStore(plan)
     world = DelegatingWorld(script, crash=plan, store=store)
     crashes = 0
     while True:
-        driver = make_shell(kind, store, ids=SeededIds(f"d{crashes}"), tools=TOOLS)
+        driver = make_shell(kind, store, ids=CountingIds(f"d{crashes}"), tools=TOOLS)
         try:
             action: Action
             if store.run(PARENT) is None:
@@ -226,7 +226,7 @@ def test_a_child_that_ends_while_the_parent_is_down_completes_on_pick_up(kind: s
     _, quiet, world = quiet_parent(kind, store)  # the parent's driver goes down here
     first, second = quiet.children
     drive_child(kind, store, world, first.run_id)
-    driver = make_shell(kind, store, ids=SeededIds("again"), tools=TOOLS)
+    driver = make_shell(kind, store, ids=CountingIds("again"), tools=TOOLS)
     picked = driver.pick_up(PARENT)
     assert isinstance(picked, ChildrenRunning) and picked.children == (second,)
     state = parent_batch(store)

@@ -21,8 +21,8 @@ from push_children import (
     parent_batch,
     quiet_parent,
 )
-from push_host import SHELLS, CrashingStore, SeededIds, make_shell, play_until_quiet
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from push_host import SHELLS, make_shell, play_until_quiet
+from runkernel.testing import Boundary, CountingIds, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.driver import Driver
 from runkernel.adapters.driver_actions import Action, CallRequest, ChildrenRunning, Done, DriverStopped
 from runkernel.adapters.memory_store import MemoryStore
@@ -89,13 +89,13 @@ def test_on_sqlite_each_run_is_driven_from_the_file_alone(
     url = f"sqlite:///{tmp_path / 'agent.db'}"
     world = DelegatingWorld(TWO_AND_ONE)
     store = open_store(url)
-    driver = make_shell(kind, store, ids=SeededIds(), tools=TOOLS)
+    driver = make_shell(kind, store, ids=CountingIds("id"), tools=TOOLS)
     quiet = play_until_quiet(driver, driver.start(["go"], thread_id="t1", run_id=PARENT), world)
     assert isinstance(quiet, ChildrenRunning) and len(quiet.children) == 2
     for child in quiet.children:
         ended = drive_child(kind, open_store(url), world, child.run_id)
         assert ended.final == f"child answer for {child.arguments['topic']}"
-    again = make_shell(kind, open_store(url), ids=SeededIds("again"), tools=TOOLS)
+    again = make_shell(kind, open_store(url), ids=CountingIds("again"), tools=TOOLS)
     done = play_until_quiet(again, again.pick_up(PARENT), world)
     assert isinstance(done, Done) and done.cause.kind is EndCauseKind.COMPLETED
     reader = open_store(url)
@@ -123,7 +123,7 @@ def test_a_leased_driver_rechecks_its_lease_before_it_activates_a_child() -> Non
     now = [0.0]
     store = MemoryStore(clock=lambda: now[0])
     keeper = LeaseKeeper(store, "w1", duration=10.0, margin=5.0, monotonic=lambda: 0.0)
-    driver = Driver(store, TOOLS, leases=keeper, ids=SeededIds())
+    driver = Driver(store, TOOLS, leases=keeper, ids=CountingIds("id"))
     driver.start(["go"], thread_id="t1", run_id=PARENT)
     now[0] = 6.0  # still held for commits, no longer for starting an executor
     with pytest.raises(DriverStopped) as stopped:
@@ -135,7 +135,7 @@ def test_a_leased_driver_rechecks_its_lease_before_it_activates_a_child() -> Non
     assert isinstance(call.status, CallExecuting) and call.delegation is not None
     assert store.run(call.delegation.run_id) is None  # the executor did not start
     now[0] = 20.0  # the lease expired: another worker takes the Run over
-    other = Driver(store, TOOLS, leases=LeaseKeeper(store, "w2", duration=10.0), ids=SeededIds("w2"))
+    other = Driver(store, TOOLS, leases=LeaseKeeper(store, "w2", duration=10.0), ids=CountingIds("w2"))
     quiet = other.pick_up(PARENT)
     assert isinstance(quiet, ChildrenRunning) and quiet.children[0].run_id == call.delegation.run_id
     assert judged_legal(store) == ""
@@ -155,7 +155,7 @@ def _parent_cancelled_and_crashed_right_after_its_end() -> tuple[CrashingStore, 
     """The quiet parent cancelled by its host, its writer dying right after the end
     commit landed, before the children's cancels: the store, and the children it had running."""
     plan = CrashAtParentEnd()
-    store = CrashingStore(plan)
+    store = CrashingStore(MemoryStore(), plan)
     driver, quiet, _ = quiet_parent("sync", store)
     plan.armed = True
     with pytest.raises(SimulatedCrash):
@@ -167,7 +167,7 @@ def _parent_cancelled_and_crashed_right_after_its_end() -> tuple[CrashingStore, 
 
 def test_a_crash_right_after_the_parents_end_still_cancels_its_running_children() -> None:
     store, quiet = _parent_cancelled_and_crashed_right_after_its_end()
-    again = make_shell("sync", store, ids=SeededIds("again"), tools=TOOLS)
+    again = make_shell("sync", store, ids=CountingIds("again"), tools=TOOLS)
     assert isinstance(again.pick_up(PARENT), Done)
     assert all(store.pending_commands(child.run_id) for child in quiet.children)
 
@@ -175,5 +175,5 @@ def test_a_crash_right_after_the_parents_end_still_cancels_its_running_children(
 def test_a_child_of_a_parent_that_ended_before_its_cancels_is_cancelled_when_picked_up() -> None:
     store, quiet = _parent_cancelled_and_crashed_right_after_its_end()
     for child in quiet.children:  # nobody recovers the Ended parent: the children are work
-        picked = make_shell("sync", store, ids=SeededIds(child.run_id), tools=TOOLS).pick_up(child.run_id)
+        picked = make_shell("sync", store, ids=CountingIds(child.run_id), tools=TOOLS).pick_up(child.run_id)
         assert isinstance(picked, Done) and picked.cause.kind is EndCauseKind.CANCELLED, picked

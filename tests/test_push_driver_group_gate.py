@@ -24,13 +24,13 @@ from push_children import (
     group_starts,
     judged_legal,
 )
-from push_host import SHELLS, Reply, SeededIds, World, make_shell, play_until_quiet
-from runkernel.adapters.crash import Boundary, CrashPlan, NeverCrash, Position, SimulatedCrash
+from push_host import SHELLS, Reply, World, make_shell, play_until_quiet
+from runkernel.testing import Boundary, CountingIds, CrashAt, CrashPlan, NeverCrash, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import Action, ChildrenRunning, Done, WaitFor
 from runkernel.adapters.ports import GateAnswer
 from runkernel.kernel.state import CallAwaiting, CallCompleted, CallRequested, RunSnapshot, ToolCall
 from runkernel.kernel.values import EndCauseKind, ResultKind, Role
-from runkernel.simulation.engine import CrashTargets
+from runkernel.testing import CrashAtEncounters
 
 MEMBERS = pull.MEMBERS
 ORDINARY = "o4"
@@ -85,7 +85,7 @@ def host(kind: str, held: str, answer: str, plan: CrashPlan | None = None) -> Tr
     quiet: list[Quiet] = []
     crashes = 0
     while True:
-        driver = make_shell(kind, store, gate=gate, ids=SeededIds(f"g{crashes}"), tools=TOOLS)
+        driver = make_shell(kind, store, gate=gate, ids=CountingIds(f"g{crashes}"), tools=TOOLS)
         try:
             action: Action
             if store.run(PARENT) is None:
@@ -199,7 +199,7 @@ def test_a_crash_after_a_block_in_the_round_asks_the_gate_again_from_the_first_m
     # an Allow is not committed: after a crash the gate is asked again for every member
     # still Requested, and the group still starts in one commit (the last member's block
     # is committed with the start of the allowed ones: nothing is asked again)
-    plan = pull._CrashAt(Boundary.AFTER_WRITE, position)
+    plan = CrashAt(Boundary.AFTER_WRITE, position)
     trial = host(shell, held, "block", plan)
     assert plan.fired and trial.crashes == 1
     others = [m for m in MEMBERS if m != held]
@@ -225,12 +225,12 @@ def _outcome(trial: Trial) -> list[tuple[str | None, object]]:
 @pytest.mark.parametrize("kind", ["allow", "block", "approve", "scheduled"])
 def test_a_crash_at_every_boundary_of_a_gate_round_is_picked_up(shell: str, kind: str) -> None:
     baseline = host(shell, "d2", kind)
-    plan = CrashTargets(())
+    plan = CrashAtEncounters(())
     host(shell, "d2", kind, plan)
     total = plan.seen
     fired: set[Position] = set()
     for target in range(total):
-        crashing = CrashTargets((target,))
+        crashing = CrashAtEncounters((target,))
         trial = host(shell, "d2", kind, crashing)
         assert trial.crashes == 1, f"boundary {target} of {total} was never reached"
         fired.update(position for _, position in crashing.fired)

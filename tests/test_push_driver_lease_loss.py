@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from push_host import POLICIES, SHELLS, Reply, SeededIds, World, make_shell, play
+from push_host import POLICIES, SHELLS, Reply, World, make_shell, play
 from runkernel.adapters.driver import Driver
 from runkernel.adapters.driver_actions import Done, DriverStopped, RunCall
 from runkernel.adapters.store import LeaseLost
@@ -19,6 +19,7 @@ from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.kernel.state import CallExecuting, ThreadCommit
 from runkernel.kernel.values import EndCauseKind
 from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import CountingIds
 from store_interleavings import open_stores
 
 LEASE = 10.0  # seconds of store time
@@ -57,7 +58,7 @@ def test_a_push_driver_whose_lease_is_lost_after_its_executing_commit_hands_out_
 
     store.after_executing = lose_the_lease
     world = World(SCRIPT)
-    driver = make_shell(kind, store, ids=SeededIds(), leases=keeper)
+    driver = make_shell(kind, store, ids=CountingIds("id"), leases=keeper)
     first = driver.start(["go"], thread_id="t1", run_id="r1")
     with pytest.raises(DriverStopped) as stopped:
         play(driver, first, world)  # answers Infer with the call; a RunCall would start the tool
@@ -73,7 +74,7 @@ def test_a_push_driver_whose_lease_is_lost_after_its_executing_commit_hands_out_
     assert call.status == CallExecuting(1), "the Executing commit won: only the start was withheld"
 
     # the worker that took the Run over replays the call under the next epoch
-    taken_over = Driver(rescuer_store, POLICIES, leases=rescuer, ids=SeededIds("rescuer"))
+    taken_over = Driver(rescuer_store, POLICIES, leases=rescuer, ids=CountingIds("rescuer"))
     replay = taken_over.pick_up("r1")
     assert isinstance(replay, RunCall) and (replay.attempt, replay.lease_epoch) == (2, 2)
     assert isinstance(play(taken_over, replay, world), Done)

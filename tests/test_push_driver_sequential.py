@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from push_children import all_lines, judged_legal
-from push_host import SHELLS, SeededIds, make_shell
+from push_host import SHELLS, make_shell
 from runkernel.adapters.driver_actions import CallRequest, Done, Infer, RunCall, WaitFor
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.kernel.delegation import child_identity
@@ -17,6 +17,7 @@ from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import DelegationResult
 from runkernel.kernel.state import CallAwaiting, CallCompleted, CallExecuting
 from runkernel.kernel.values import EndCauseKind, ResultKind, Role, WaitKind
+from runkernel.testing import CountingIds
 
 DECLARED = {"ask": ToolPolicy(sequential_delegation=True), "plain": ToolPolicy()}
 
@@ -24,7 +25,7 @@ DECLARED = {"ask": ToolPolicy(sequential_delegation=True), "plain": ToolPolicy()
 @pytest.mark.parametrize("kind", SHELLS)
 def test_a_declared_tool_is_told_its_derived_child_and_the_run_waits_for_it(kind: str) -> None:
     store = MemoryStore()
-    driver = make_shell(kind, store, ids=SeededIds(), tools=DECLARED)
+    driver = make_shell(kind, store, ids=CountingIds("id"), tools=DECLARED)
     assert isinstance(driver.start(["go"], thread_id="t1", run_id="r1"), Infer)
     action = driver.inferred("", [CallRequest("ask", {"q": "which?"}, "c1"), CallRequest("plain", 2, "c2")])
     assert isinstance(action, RunCall) and action.call_id == "c1"
@@ -40,7 +41,7 @@ def test_a_declared_tool_is_told_its_derived_child_and_the_run_waits_for_it(kind
     state = store.run("r1")
     assert state is not None and state.batch is not None and isinstance(state.batch.calls[0].status, CallAwaiting)
     # a fresh driver hands the same wait from the store alone
-    again = make_shell(kind, store, ids=SeededIds("again"), tools=DECLARED)
+    again = make_shell(kind, store, ids=CountingIds("again"), tools=DECLARED)
     assert again.pick_up("r1") == waiting
     plain = again.resume(DelegationResult({"pick": "B"}))
     assert isinstance(plain, RunCall) and plain.call_id == "c2" and plain.delegation is None
@@ -58,7 +59,7 @@ def test_a_declared_tool_is_told_its_derived_child_and_the_run_waits_for_it(kind
 @pytest.mark.parametrize("kind", SHELLS)
 def test_an_undeclared_tool_that_delegates_fails_with_a_typed_error(kind: str) -> None:
     store = MemoryStore()
-    driver = make_shell(kind, store, ids=SeededIds(), tools=DECLARED)
+    driver = make_shell(kind, store, ids=CountingIds("id"), tools=DECLARED)
     assert isinstance(driver.start(["go"], thread_id="t1", run_id="r1"), Infer)
     action = driver.inferred("", [CallRequest("plain", {"q": "which?"}, "c1")])
     assert isinstance(action, RunCall) and action.delegation is None

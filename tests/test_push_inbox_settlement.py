@@ -15,22 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from push_host import (
-    SHELLS,
-    CrashingStore,
-    FailAt,
-    Failure,
-    Reply,
-    SeededIds,
-    Shell,
-    SqliteCrashingStore,
-    World,
-    make_shell,
-    play,
-)
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from push_host import SHELLS, Reply, Shell, World, make_shell, play
+from runkernel.testing import Boundary, CountingIds, CrashAt, CrashingStore, Failure, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import Action, Done, DriverStopped, RunCall, WaitFor
 from runkernel.adapters.inbox import submit_end, submit_resume
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import CommitConflict, StoreUnavailable
 from runkernel.kernel.protocol import Approve, EndRequest, ResumeCommand
 from runkernel.kernel.rules import Rejection, Rule
@@ -43,13 +33,13 @@ SCRIPT = {1: Reply("pay?", (("pay", {"amount": 5}),)), 2: Reply("paid", end=EndC
 APPLIED_AT = {"resume": Position.RESUME, "cancel": Position.END}
 
 
-def _store(kind: str, tmp_path: Path, plan: FailAt, failure: Failure) -> CrashingStore | SqliteCrashingStore:
+def _store(kind: str, tmp_path: Path, plan: CrashAt, failure: Failure) -> CrashingStore:
     if kind == "memory":
-        return CrashingStore(plan, failure)
-    return SqliteCrashingStore(tmp_path / "inbox.db", plan, failure)
+        return CrashingStore(MemoryStore(), plan, failure)
+    return CrashingStore(SqliteStore(tmp_path / "inbox.db"), plan, failure)
 
 
-def _queue(command: str, store: CrashingStore | SqliteCrashingStore, waiting: WaitFor) -> int:
+def _queue(command: str, store: CrashingStore, waiting: WaitFor) -> int:
     """Queue ``command`` through the store's inbox, as ``runkernel resume``/``cancel`` do."""
     if command == "resume":
         entry = submit_resume(store, ResumeCommand("r1", waiting.ticket.ticket_id, WaitKind.APPROVAL, Approve()))
@@ -59,7 +49,7 @@ def _queue(command: str, store: CrashingStore | SqliteCrashingStore, waiting: Wa
     return entry
 
 
-def _applied_by_the_last_commit(command: str, store: CrashingStore | SqliteCrashingStore) -> bool:
+def _applied_by_the_last_commit(command: str, store: CrashingStore) -> bool:
     snapshot = store.run("r1")
     assert snapshot is not None
     last = list(store.commits("t1"))[-1]
@@ -81,10 +71,10 @@ def _finish(command: str, action: Action, driver: Shell, world: World) -> None:
 def test_a_push_driver_that_dies_right_after_applying_a_command_leaves_it_settled(
     command: str, shell: str, kind: str, tmp_path: Path
 ) -> None:
-    plan = FailAt(Boundary.AFTER_WRITE, APPLIED_AT[command])
+    plan = CrashAt(Boundary.AFTER_WRITE, APPLIED_AT[command])
     store = _store(kind, tmp_path, plan, SimulatedCrash)
     world = World(SCRIPT)
-    driver = make_shell(shell, store, ids=SeededIds())
+    driver = make_shell(shell, store, ids=CountingIds("id"))
     waiting = play(driver, driver.start(["go"], thread_id="t1", run_id="r1"), world)
     assert isinstance(waiting, WaitFor)
     entry = _queue(command, store, waiting)
@@ -94,7 +84,7 @@ def test_a_push_driver_that_dies_right_after_applying_a_command_leaves_it_settle
     settled = store.inbox_entry(entry)
     assert settled is not None and settled.outcome == "applied", "the commit landed without its settlement"
     assert store.pending_commands("r1") == []
-    fresh = make_shell(shell, store, ids=SeededIds("fresh"))
+    fresh = make_shell(shell, store, ids=CountingIds("fresh"))
     _finish(command, fresh.pick_up("r1"), fresh, world)
     again = store.inbox_entry(entry)
     assert again is not None and again.outcome == "applied"
@@ -112,7 +102,7 @@ def _unavailable(boundary: Boundary, position: Position) -> Exception:
     return StoreUnavailable(f"database restarted at {position.value} (injected)")
 
 
-FAILED_WRITES: dict[str, tuple[Failure, type[Exception]]] = {
+FAILED_WRITES: dict[str, tuple[Failure, type[BaseException]]] = {
     "writer_died": (SimulatedCrash, SimulatedCrash),
     "store_unavailable": (_unavailable, DriverStopped),
     "commit_conflict": (_conflict, DriverStopped),
@@ -126,10 +116,10 @@ def test_a_command_whose_applying_commit_fails_stays_pending_and_is_applied_by_t
     command: str, failure: str, kind: str, tmp_path: Path
 ) -> None:
     inject, raised = FAILED_WRITES[failure]
-    plan = FailAt(Boundary.BEFORE_WRITE, APPLIED_AT[command])
+    plan = CrashAt(Boundary.BEFORE_WRITE, APPLIED_AT[command])
     store = _store(kind, tmp_path, plan, inject)
     world = World(SCRIPT)
-    driver = make_shell("sync", store, ids=SeededIds())
+    driver = make_shell("sync", store, ids=CountingIds("id"))
     waiting = play(driver, driver.start(["go"], thread_id="t1", run_id="r1"), world)
     assert isinstance(waiting, WaitFor)
     before = store.run("r1")

@@ -10,7 +10,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from runkernel.adapters.crash import Boundary, Position, position_of
+from runkernel.testing import Boundary, Position, position_of
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import (
     Returned,
@@ -38,12 +38,12 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
 from runkernel.kernel.values import EndCauseKind, ResultKind, Role
-from runkernel.simulation.actors import ScriptedModel, StepScript
-from runkernel.simulation.engine import ScenarioRun
-from runkernel.simulation.history import Outline
-from runkernel.simulation.invariants import check_run
-from runkernel.simulation.scenarios import Scenario, catalogue
-from runkernel.simulation.simulate import baselines, format_report, simulate
+from runkernel.testing import ScriptedModel, StepScript
+from runkernel.testing.simulation.engine import ScenarioRun
+from runkernel.testing.simulation.history import Outline
+from runkernel.testing.simulation.invariants import check_run
+from runkernel.testing.simulation.scenarios import Scenario, catalogue
+from runkernel.testing.simulation.simulate import baselines, format_report, simulate
 
 SCENARIOS = catalogue()
 

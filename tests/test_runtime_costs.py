@@ -29,7 +29,7 @@ from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.state import Ended, Message, ThreadCommit
 from runkernel.kernel.values import EndCauseKind, Role
-from runkernel.simulation.actors import ScriptedModel, StepScript
+from runkernel.testing import ScriptedModel, StepScript
 
 # the package re-exports functions under their modules' names: go by sys.modules
 store_module = importlib.import_module("runkernel.adapters.store")

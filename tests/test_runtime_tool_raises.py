@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from runkernel.testing import Boundary, Position, SimulatedCrash
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import StatusReply, ToolInvocation, ToolRegistry, ToolReply
 from runkernel.adapters.runtime import Runtime
@@ -15,13 +15,13 @@ from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, Too
 from runkernel.kernel.protocol import OperationStatus
 from runkernel.kernel.state import CallCompleted, CallIndeterminate, Ended, Message
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role
-from runkernel.simulation.actors import ScriptedModel, StepScript
+from runkernel.testing import ScriptedModel, StepScript
 from runkernel.adapters.export import export_lines
 from runkernel.specs.checker import Verdict, check_lines
 
 
 class Raising:
-    def __init__(self, policy: ToolPolicy, error: Exception) -> None:
+    def __init__(self, policy: ToolPolicy, error: BaseException) -> None:
         self.policy, self.error, self.attempts = policy, error, 0
 
     def run(self, invocation: ToolInvocation) -> ToolReply:

@@ -16,7 +16,7 @@ from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import Store
 from runkernel.cli import main
-from runkernel.simulation.simulate import Report, format_report, simulate
+from runkernel.testing.simulation.simulate import Report, format_report, simulate
 
 
 def url(path: Path) -> str:
@@ -45,7 +45,7 @@ def test_the_same_seed_exports_byte_identical_traces(tmp_path: Path, capsys: pyt
 
 
 def test_another_seed_gives_other_tickets(tmp_path: Path) -> None:
-    from runkernel.simulation.actors import CountingIds
+    from runkernel.testing import CountingIds
 
     assert CountingIds("00001", seed=1).ticket_id() != CountingIds("00001", seed=2).ticket_id()
     ticket = CountingIds("00001").ticket_id()

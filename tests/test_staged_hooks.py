@@ -10,7 +10,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.driver import Driver
 from runkernel.adapters.driver_actions import CallRequest, Done, Infer, RunCall
 from runkernel.adapters.memory_store import MemoryStore
@@ -183,17 +183,6 @@ class _Hooks:
         return {"reacted": call_id, "attempt": attempt}
 
 
-class _CrashAfterBatchOpens:
-    def __init__(self) -> None:
-        self.fired = False
-
-    def crash_here(self, boundary: Boundary, position: Position) -> bool:
-        if not self.fired and boundary is Boundary.AFTER_WRITE and position is Position.BATCH_OPEN:
-            self.fired = True
-            return True
-        return False
-
-
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_runtime_commits_staging_and_reactions_and_never_the_request_only_context(
     kind: str, tmp_path: Path
@@ -201,7 +190,8 @@ def test_runtime_commits_staging_and_reactions_and_never_the_request_only_contex
     store: Store = MemoryStore() if kind == "memory" else SqliteStore(str(tmp_path / "k.db"))
     model, hooks = _Model(), _Hooks()
     tools = ToolRegistry({"fetch": _Fetch()})
-    crashing = Runtime(store, model, tools, hooks=hooks, crash=_CrashAfterBatchOpens(), self_check=True)
+    dying = CrashingStore(store, CrashAt(Boundary.AFTER_WRITE, Position.BATCH_OPEN))
+    crashing = Runtime(dying, model, tools, hooks=hooks, self_check=True)
     with pytest.raises(SimulatedCrash):
         crashing.start("t", "r", (Message(Role.USER, "go"),))
     # a fresh runtime continues from the store: the staged state is committed, the

@@ -34,7 +34,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
+from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import ToolRegistry
@@ -43,7 +43,7 @@ from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import EndRequest, OperationStatus
 from runkernel.kernel.state import Delegation, EndCause, Ended, Message
 from runkernel.kernel.values import EndCauseKind, Role
-from runkernel.simulation.actors import CountingIds, ScriptedModel, SimTool, StepScript, World
+from runkernel.testing import CountingIds, ScriptedModel, ScriptedTool, StepScript, World
 from runtime_harness import MemoryMachine, RuntimeMachine, SqliteMachine
 from runtime_harness_seeds import SEEDS, play_seed
 from runtime_harness_state import SCENARIO_TALLY, SCENARIOS
@@ -109,23 +109,18 @@ def test_stateful_sqlite() -> None:
 # is never consulted, and a cancel waiting in the inbox is never applied.
 
 
-class _CrashAfterCallStart:
-    """Crash right after the first Executing{1} commit is written."""
-
-    def crash_here(self, boundary: Boundary, position: Position) -> bool:
-        return boundary is Boundary.AFTER_WRITE and position is Position.CALL_START
-
-
 def _running_forever() -> tuple[MemoryStore, World, Runtime, str]:
     """A Run whose reconnect call was left Executing{1} by a crash, and whose tool's
     ``status`` answers ``running`` every time; returns a fresh runtime to recover it."""
     store = MemoryStore()
     world = World.new(store)
-    tool = SimTool("job", world, mode=RecoveryMode.RECONNECT, status_script=(OperationStatus.RUNNING.value,))
+    tool = ScriptedTool("job", world, mode=RecoveryMode.RECONNECT, status_script=(OperationStatus.RUNNING.value,))
     tools = ToolRegistry({"job": tool})
     model = ScriptedModel({"run-1": (StepScript("calling", (("job", {"n": 0}),)),)})
     ids = CountingIds("live")
-    first = Runtime(store, model, tools, ids=ids, crash=_CrashAfterCallStart(), self_check=True)
+    # the runtime dies right after the first Executing{1} commit is written
+    dying = CrashingStore(store, CrashAt(Boundary.AFTER_WRITE, Position.CALL_START))
+    first = Runtime(dying, model, tools, ids=ids, self_check=True)
     with pytest.raises(SimulatedCrash):
         first.start("thread-1", "run-1", (Message(Role.USER, "task"),))
     snapshot = store.run("run-1")
@@ -176,11 +171,6 @@ def test_a_cancel_is_applied_while_a_reconnect_operation_keeps_running() -> None
 # again (``planning.redeliver``).
 
 
-class _CrashAfterEnd:
-    def crash_here(self, boundary: Boundary, position: Position) -> bool:
-        return boundary is Boundary.AFTER_WRITE and position is Position.END
-
-
 def _parent_ended_by_a_crash_before_its_cancels() -> (
     tuple[MemoryStore, ScriptedModel, ToolRegistry, list[Delegation]]
 ):
@@ -188,7 +178,7 @@ def _parent_ended_by_a_crash_before_its_cancels() -> (
     end commit, before the children's cancels."""
     store = MemoryStore()
     world = World.new(store)
-    tools = ToolRegistry({"research": SimTool("research", world, delegation=True), "fetch": SimTool("fetch", world)})
+    tools = ToolRegistry({"research": ScriptedTool("research", world, delegation=True), "fetch": ScriptedTool("fetch", world)})
     calls = (("research", {"topic": "a"}), ("research", {"topic": "b"}), ("fetch", {"n": 0}))
     model = ScriptedModel({"parent": (StepScript("delegating", calls),)}, world)
     quiet = Runtime(store, model, tools, self_check=True).start("thread-1", "parent", (Message(Role.USER, "go"),))
@@ -198,7 +188,8 @@ def _parent_ended_by_a_crash_before_its_cancels() -> (
     assert len(children) == 2 and all(store.run(child.run_id) is not None for child in children)
     assert isinstance(submit_end(store, "parent", EndRequest(EndCause(EndCauseKind.CANCELLED))), int)
     with pytest.raises(SimulatedCrash):
-        Runtime(store, model, tools, crash=_CrashAfterEnd(), self_check=True).drive("parent")
+        dying = CrashingStore(store, CrashAt(Boundary.AFTER_WRITE, Position.END))
+        Runtime(dying, model, tools, self_check=True).drive("parent")
     assert not any(store.pending_commands(child.run_id) for child in children)
     return store, model, tools, children
 

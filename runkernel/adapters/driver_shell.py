@@ -26,7 +26,6 @@ from runkernel.adapters.driver_actions import (
 )
 from runkernel.adapters.driver_core import DriverCore, Settings
 from runkernel.adapters.delegations import cancel_child, cancel_if_parent_ended, find_child
-from runkernel.adapters.crash import Position, position_of
 from runkernel.adapters.driver_protocol import (
     ActivateChild,
     Append,
@@ -68,7 +67,9 @@ from runkernel.adapters.runtime_events import (
     CheckpointLost,
     CommandSettled,
     CommitRetried,
+    Position,
     RuntimeEvent,
+    position_of,
 )
 from runkernel.adapters.store import CommitConflict, Store, StoreError, StoreUnavailable
 from runkernel.adapters.worker_lease import APPEND_RETRIES, LeaseKeeper
@@ -300,9 +301,8 @@ class StoreOps:
     """Carries out the core's store operations, for every host of the core (the push
     driver's shells and the pull-mode runtime): the leased write and its retry, the
     child's activation under the parent's lease check (W1), checkpoints best effort,
-    inbox settlements, and what each reports to ``on_event``. ``before_write`` and
-    ``after_write`` are where a host that injects crashes (the runtime's crash plan)
-    steps in around each commit."""
+    inbox settlements, and what each reports to ``on_event``. A test that kills a host
+    around a commit wraps the store (``runkernel.testing.CrashingStore``)."""
 
     def __init__(
         self,
@@ -335,12 +335,6 @@ class StoreOps:
         if self.leases is None:
             return action
         return attrs.evolve(action, lease_epoch=self.leases.before_executor(action.run_id).epoch)
-
-    def before_write(self, position: Position) -> None:
-        """Called just before a commit is written."""
-
-    def after_write(self, position: Position) -> None:
-        """Called once a commit is written, before it is acknowledged."""
 
     def perform(self, op: Operation) -> Any:
         store = self.store
@@ -397,11 +391,8 @@ class StoreOps:
         raise AssertionError(f"not a store operation: {op!r}")
 
     def _append(self, op: Append) -> RunSnapshot:
-        position = position_of(op.prev, op.commit)
-        self.before_write(position)
         stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)
-        self.after_write(position)
-        self.on_event(Acknowledged(op.commit, position))
+        self.on_event(Acknowledged(op.commit, position_of(op.prev, op.commit)))
         if op.applies is not None:
             # settled in the commit's own transaction: no crash falls in between
             self.on_event(CommandSettled(op.applies, "applied"))
@@ -423,12 +414,10 @@ class StoreOps:
         if self.leases is not None and op.commit.parent is not None:
             # W1: a concurrent delegation's executor is its child's activation
             self.leases.before_executor(op.commit.parent.run_id)
-        self.before_write(Position.ACTIVATION)
         try:
             stored = self.store.append(op.commit)
         except CommitConflict:
             return None  # activated by another writer: the same child, checked on identity
-        self.after_write(Position.ACTIVATION)
         self.on_event(Acknowledged(op.commit, Position.ACTIVATION))
         return stored
 

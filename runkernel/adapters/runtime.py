@@ -8,7 +8,9 @@ with the hooks and stream checkpoints; ``RunCall`` the tool; ``CheckStatus`` the
 status; the gate through the core's ``AskGate``) and stops where the core would wait
 (``WaitFor``, ``ChildrenRunning``, ``Done``). Store operations go through the same
 ``StoreOps`` as the push driver's. A runtime that crashes is thrown away, and a fresh one
-continues from the store alone with ``drive``.
+continues from the store alone with ``drive``. Tests kill it by wrapping its store and
+tools (``runkernel.testing.CrashingStore``, ``crashing_tools``), never through a switch
+of its own.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runkernel.adapters.crash import Boundary, CrashPlan, NeverCrash, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import (
     CheckStatus,
     ChildrenRunning,
@@ -236,29 +237,6 @@ class _Stream:
         self.drive._checkpoint(partial)
 
 
-class _RuntimeOps(StoreOps):
-    """The store operations, with the crash plan's boundaries around each write."""
-
-    def __init__(
-        self,
-        store: Store,
-        leases: LeaseKeeper | None,
-        on_event: Callable[[RuntimeEvent], None],
-        observer: Observer,
-        crash: CrashPlan,
-    ) -> None:
-        super().__init__(store, leases, on_event, observer)
-        self.crash = crash
-
-    def before_write(self, position: Position) -> None:
-        if self.crash.crash_here(Boundary.BEFORE_WRITE, position):
-            raise SimulatedCrash(Boundary.BEFORE_WRITE, position)
-
-    def after_write(self, position: Position) -> None:
-        if self.crash.crash_here(Boundary.AFTER_WRITE, position):
-            raise SimulatedCrash(Boundary.AFTER_WRITE, position)
-
-
 class Runtime:
     """The pull-mode runtime: it drives Runs by calling the host's ports, answering each
     action the push-mode core hands out (``Infer``: the model's ``infer``; ``RunCall``:
@@ -277,7 +255,6 @@ class Runtime:
         observer: Observer | None = None,
         ids: IdSource | None = None,
         clock: Clock = utc_now,
-        crash: CrashPlan | None = None,
         on_event: Callable[[RuntimeEvent], None] | None = None,
         self_check: bool = False,
         leases: LeaseKeeper | None = None,
@@ -285,9 +262,11 @@ class Runtime:
         hooks: HookPort | None = None,
     ) -> None:
         """``hooks`` answer StepStart/BeforeInference (staged state, request-only context)
-        and AfterTool (a reaction). ``self_check`` makes ``decide`` and ``recover`` judge
-        each commit they build before the store judges it again (tests and the simulator;
-        off in production). With ``leases`` (a worker's), every Run is leased before it is
+        and AfterTool (a reaction). ``self_check`` is a debug option, off by default:
+        ``decide`` and ``recover`` judge each commit they build with ``validate_commit``
+        before the store judges it again, so a kernel bug raises ``KernelBug`` where the
+        commit was built instead of ``IllegalCommit`` from the store; it changes nothing
+        a correct kernel does, and costs one more validation per commit. With ``leases`` (a worker's), every Run is leased before it is
         driven, every commit names the lease, and every executor start re-checks it (W1); a
         lost lease or a lost commit raises out of ``drive``, so driving stops at once.
         ``app`` is recorded on the activation of each Run ``start`` begins."""
@@ -299,7 +278,6 @@ class Runtime:
         self.observer = observer or NullObserver()
         self.ids = ids or SecretIds()
         self.clock = clock
-        self.crash = crash or NeverCrash()
         self.on_event = on_event or (lambda _event: None)
         self.self_check = self_check
         self.leases = leases
@@ -309,7 +287,7 @@ class Runtime:
         self.settings = Settings(
             self.policies, self.ids, clock, app, self_check=self_check, refuse_unknown_tools=False
         )
-        self.ops = _RuntimeOps(store, leases, lambda event: self.on_event(event), self.observer, self.crash)
+        self.ops = StoreOps(store, leases, lambda event: self.on_event(event), self.observer)
         self._polls: dict[str, int] = {}
 
     # --- entry points -------------------------------------------------------------
@@ -357,14 +335,12 @@ class Runtime:
             with invocation_scope(action):  # the tool runs the RunCall a push host is handed
                 try:
                     reply = tool.run(action)
-                except (SimulatedCrash, RunkernelError):
-                    raise  # the runtime's own death or refusal, not the tool's outcome
+                except RunkernelError:
+                    raise  # the runtime's own refusal, not the tool's outcome
                 except Exception as error:
                     reply = self._raised(action, tool.policy.recovery.mode, error)
             reaction = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)
             outcome = tool_outcome(reply, self.ids)
-        if self.crash.crash_here(Boundary.AFTER_EFFECT, Position.CALL_RESULT):
-            raise SimulatedCrash(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
         return CallEnded(action.call_id, outcome, None, reaction)
 
     def _raised(self, action: RunCall, mode: RecoveryMode, error: Exception) -> ToolReply:

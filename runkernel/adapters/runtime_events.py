@@ -1,17 +1,76 @@
 """What a runtime reports while it drives: outcomes, events and its one protocol error,
-and how a refused inbox command is settled."""
+which commit point each acknowledged commit is, and how a refused inbox command is
+settled."""
 
 from __future__ import annotations
 
+import enum
+
 from attrs import frozen
 
-from runkernel.adapters.crash import Position
 from runkernel.adapters.store import InboxEntry
 from runkernel.errors import RuntimeProtocolError as RuntimeProtocolError
 from runkernel.kernel.protocol import EndRequest, ResumeCommand
 from runkernel.kernel.recover import RecoveryRow
 from runkernel.kernel.rules import Rejection, Rule
-from runkernel.kernel.state import Ended, RunSnapshot, ThreadCommit, TypedError
+from runkernel.kernel.state import (
+    RESUMED_EVENT,
+    Awaiting,
+    CallCompleted,
+    CallExecuting,
+    CallIndeterminate,
+    Ended,
+    RunSnapshot,
+    ThreadCommit,
+    TypedError,
+)
+from runkernel.kernel.values import Role
+
+
+class Position(enum.Enum):
+    """Which commit point of a Step a commit is (DESIGN.md, "Commit points of a Step"):
+    named in each ``Acknowledged`` event, and where ``runkernel.testing``'s crash plans
+    aim."""
+
+    ACTIVATION = "activation"
+    INFERENCE_TEXT = "inference_text"
+    BATCH_OPEN = "batch_open"
+    CALL_START = "call_start"
+    CALL_RETRY = "call_retry"
+    CALL_WAIT = "call_wait"
+    CALL_RESULT = "call_result"
+    FINALIZE = "finalize"
+    RESUME = "resume"
+    END = "end"
+    PROGRESS = "progress"
+
+
+def position_of(prev: RunSnapshot | None, commit: ThreadCommit) -> Position:
+    """Name the commit point ``commit`` stands for, given its Run's snapshot before it
+    (None: the Run has no commit yet, so this is its activation)."""
+    if prev is None:
+        return Position.ACTIVATION
+    if isinstance(commit.disposition, Ended):
+        return Position.END
+    if any(e.type == RESUMED_EVENT for e in commit.events):
+        return Position.RESUME
+    assistants = [m for m in commit.messages if m.role is Role.ASSISTANT]
+    if assistants:
+        return Position.BATCH_OPEN if assistants[0].tool_calls else Position.INFERENCE_TEXT
+    if isinstance(commit.disposition, Awaiting):
+        return Position.CALL_WAIT
+    batch = commit.batch
+    if batch is not None and batch.finalized and prev.open_batch is not None:
+        return Position.FINALIZE
+    if batch is not None and prev.batch is not None:
+        for old, new in zip(prev.batch.calls, batch.calls):
+            if old.status == new.status:
+                continue
+            if isinstance(new.status, CallExecuting):
+                return Position.CALL_START if new.status.attempt == 1 else Position.CALL_RETRY
+            if isinstance(new.status, (CallCompleted, CallIndeterminate)):
+                return Position.CALL_RESULT
+    return Position.PROGRESS
 
 
 @frozen

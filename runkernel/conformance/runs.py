@@ -1,18 +1,34 @@
-"""Legal commit sequences for the store contract, made by driving the kernel itself, so
-the suite never hands a store a commit the kernel would not make."""
+"""The one test-data builder, and the store contract's runs built with it.
+
+``Builder`` grows one Thread's committed facts input by input through ``decide`` (each
+commit judged as it is built), ``crash()`` continues as ``recover`` says, and
+``commit()`` takes a hand-made commit that ``validate_commit`` accepts, for the states
+only the judge reaches (a commit no ``decide`` would build). Every test, proof and
+benchmark builds its data with it, through ``runkernel.testing`` (which re-exports
+it): it lives here because the store contract suite builds its runs with it, and no
+library module imports ``runkernel.testing`` (DESIGN, Layout).
+
+``text_run``, ``tool_run``, ``awaiting_run`` and ``delegating_run`` are the suite's
+fixed runs, for tests of a store's own specifics too.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import attrs
 from attrs import frozen
 
 from runkernel.kernel.decide import decide
 from runkernel.kernel.delegation import terminus
+from runkernel.kernel.history import NO_HISTORY, RunHistory, commit_keys
 from runkernel.kernel.policies import Policies, ToolPolicy
 from runkernel.kernel.protocol import (
     Activate,
     Allow,
     ChildEnded,
     Decision,
+    Effect,
     GateVerdict,
     InferenceResult,
     Input,
@@ -21,15 +37,28 @@ from runkernel.kernel.protocol import (
     ToolFinished,
     ToolOutput,
 )
+from runkernel.kernel.recover import recover
 from runkernel.kernel.rules import Rejection
-from runkernel.kernel.state import EndCause, Message, ParentCall, RunSnapshot, ThreadCommit
+from runkernel.kernel.state import (
+    EndCause,
+    Ended,
+    Message,
+    ParentCall,
+    RunSnapshot,
+    ThreadCommit,
+    ThreadHead,
+)
+from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
 from runkernel.kernel.values import EndCauseKind, Role, WaitKind
 
 
-def step(state: RunSnapshot | None, event: Input, policies: Policies = Policies()) -> Decision:
-    """``decide()`` that must accept."""
-    verdict = decide(state, event, policies, self_check=True)
-    assert not isinstance(verdict, Rejection), str(verdict)
+def step(
+    state: RunSnapshot | None, event: Input, policies: Policies = Policies(), history: RunHistory = NO_HISTORY
+) -> Decision:
+    """``decide()`` that must accept (with its self-check: an illegal commit raises
+    ``KernelBug``); a rejection fails the calling test with the rule it broke."""
+    verdict = decide(state, event, policies, history, self_check=True)
+    assert not isinstance(verdict, Rejection), f"{type(event).__name__} refused: {verdict}"
     return verdict
 
 
@@ -38,17 +67,119 @@ def activate(thread_id: str, run_id: str, expected_version: int = 0, app: str | 
     return step(None, Activate(thread_id, run_id, expected_version, (Message(Role.USER, "task"),), app))
 
 
+@frozen
+class Builder:
+    """One Thread's commits and its current Run's committed state, built input by
+    input. A value: each method returns a new Builder, so one set-up branches into
+    several tests (``b = Builder("t1").start("r1"); b.feed(x)``, ``b.feed(y)``).
+
+    ``state`` is the current Run's latest state (after the last decision, committed or
+    not: an Allow held in a gate round commits nothing), ``history`` that Run's
+    committed history, ``head`` the Thread's, ``commits`` every commit in order and
+    ``effects`` those of the last decision."""
+
+    thread_id: str
+    policies: Policies = Policies()
+    head: ThreadHead | None = None
+    state: RunSnapshot | None = None
+    history: RunHistory = NO_HISTORY
+    commits: tuple[ThreadCommit, ...] = ()
+    effects: tuple[Effect, ...] = ()
+
+    @property
+    def version(self) -> int:
+        """The Thread's version (0 before its first commit)."""
+        return 0 if self.head is None else self.head.version
+
+    @property
+    def snapshot(self) -> RunSnapshot:
+        """``state``, which must exist (the current Run was started)."""
+        assert self.state is not None, "no Run yet: start() one"
+        return self.state
+
+    def start(
+        self,
+        run_id: str,
+        messages: Sequence[Message | str] = ("go",),
+        *,
+        app: str | None = None,
+        parent: ParentCall | None = None,
+    ) -> Builder:
+        """Activate a new Run of the Thread at its version (user messages given as text
+        or ``Message``); it becomes the current Run."""
+        opened = tuple(Message(Role.USER, m) if isinstance(m, str) else m for m in messages)
+        fresh = attrs.evolve(self, state=None, history=NO_HISTORY)
+        return fresh.feed(Activate(self.thread_id, run_id, self.version, opened, app, parent))
+
+    def feed(self, *inputs: Input) -> Builder:
+        """``decide`` each input in turn; each must be accepted."""
+        built = self
+        for event in inputs:
+            decision = step(built.state, event, built.policies, built.history)
+            built = built._took(decision)
+        return built
+
+    def crash(self) -> Builder:
+        """What a fresh host does after a crash: ``recover`` from the committed state."""
+        decision = recover(self.snapshot, self.policies, self_check=True, history=self.history).decision
+        return self._took(decision)
+
+    def refused(self, event: Input) -> Rejection:
+        """The rejection ``decide`` must give ``event`` here (nothing changes)."""
+        verdict = decide(self.state, event, self.policies, self.history)
+        assert isinstance(verdict, Rejection), f"{type(event).__name__} was accepted"
+        return verdict
+
+    def judge(self, commit: ThreadCommit) -> Accepted | Rejection:
+        """``validate_commit``'s verdict on ``commit`` as the next commit of the Thread."""
+        return validate_commit(self.head, self.state, commit, self.history, ticket_seen=NO_TICKETS_SEEN)
+
+    def commit(self, commit: ThreadCommit) -> Builder:
+        """Append a hand-made commit, which ``validate_commit`` must accept. Only for
+        states no ``decide`` builds (the judge's own edges); everything else is fed."""
+        verdict = self.judge(commit)
+        assert isinstance(verdict, Accepted), f"hand-made commit refused: {verdict}"
+        return attrs.evolve(
+            self,
+            head=verdict.head,
+            state=verdict.run,
+            history=self.history.plus(verdict.keys),
+            commits=self.commits + (commit,),
+            effects=(),
+        )
+
+    def _took(self, decision: Decision) -> Builder:
+        commit = decision.commit
+        if commit is None:
+            return attrs.evolve(self, state=decision.state, effects=decision.effects)
+        active = None if isinstance(commit.disposition, Ended) else commit.run_id
+        # a Run's first commit starts its history afresh
+        prev = self.state if self.state is not None and self.state.run_id == commit.run_id else None
+        return attrs.evolve(
+            self,
+            head=ThreadHead(commit.thread_id, commit.version, active),
+            state=decision.state,
+            history=self.history.plus(commit_keys(prev, commit)),
+            commits=self.commits + (commit,),
+            effects=decision.effects,
+        )
+
+
+def _thread(thread_id: str, expected_version: int, policies: Policies = Policies()) -> Builder:
+    """A builder for a Thread whose next commit is at ``expected_version``."""
+    head = ThreadHead(thread_id, expected_version, None) if expected_version else None
+    return Builder(thread_id, policies, head)
+
+
 def text_run(
     thread_id: str, run_id: str, steps: int, expected_version: int = 0, app: str | None = None
 ) -> list[ThreadCommit]:
     """Activation, ``steps - 1`` text steps that continue, and a final text that ends it."""
-    decision = activate(thread_id, run_id, expected_version, app)
-    commits = [decision.commit]
+    run = _thread(thread_id, expected_version).start(run_id, ("task",), app=app)
     for index in range(1, steps + 1):
         end = EndCauseKind.COMPLETED if index == steps else None
-        decision = step(decision.state, InferenceResult(f"text {index}", end=end))
-        commits.append(decision.commit)
-    return [c for c in commits if c is not None]
+        run = run.feed(InferenceResult(f"text {index}", end=end))
+    return list(run.commits)
 
 
 def awaiting_run(
@@ -65,31 +196,25 @@ def awaiting_run(
     """A run whose single call waits (for approval, unless ``kind`` says) under
     ``ticket_id``; an approval may have a deadline, a scheduled wait a due time. A later
     Run of a Thread starts at the Thread's ``expected_version``."""
-    decision = activate(thread_id, run_id, expected_version, app=app)
-    commits = [decision.commit]
     call = ProposedCall(f"{run_id}-c1", "pay", {"amount": 1}, f"{run_id}-op1")
-    decision = step(decision.state, InferenceResult("paying", (call,), f"{run_id}-b1"))
-    commits.append(decision.commit)
     wait = RequireWait(kind, ticket_id, expires_at=expires_at, due_at=due_at)
-    decision = step(decision.state, GateVerdict(call.call_id, wait))
-    commits.append(decision.commit)
-    return [c for c in commits if c is not None], decision.state
+    run = _thread(thread_id, expected_version).start(run_id, ("task",), app=app).feed(
+        InferenceResult("paying", (call,), f"{run_id}-b1"),
+        GateVerdict(call.call_id, wait),
+    )
+    return list(run.commits), run.snapshot
 
 
 def tool_run(thread_id: str, run_id: str) -> list[ThreadCommit]:
     """A run with one tool call that completes, then a text answer that ends it."""
-    decision = activate(thread_id, run_id)
-    commits = [decision.commit]
     call = ProposedCall(f"{run_id}-c1", "lookup", {"q": "x"}, f"{run_id}-op1")
-    for event in (
+    run = Builder(thread_id).start(run_id, ("task",)).feed(
         InferenceResult("looking up", (call,), f"{run_id}-b1"),
         GateVerdict(call.call_id, Allow()),
         ToolFinished(call.call_id, 1, ToolOutput("found")),
         InferenceResult("the answer", end=EndCauseKind.COMPLETED),
-    ):
-        decision = step(decision.state, event)
-        commits.append(decision.commit)
-    return [c for c in commits if c is not None]
+    )
+    return list(run.commits)
 
 
 #: the tools of ``delegating_run``: one terminal-only delegation, one ordinary tool
@@ -121,46 +246,34 @@ class DelegatingRun:
 def delegating_run(thread_id: str, run_id: str, *, app: str | None = None) -> DelegatingRun:
     """The commits of a parent with two concurrent delegations and its children (see
     ``DelegatingRun``); the children are activated with the parent's ``app``."""
-    policies = DELEGATING_POLICIES
-    made: list[ThreadCommit] = []
-
-    def commit(decision: Decision) -> Decision:
-        assert decision.commit is not None
-        made.append(decision.commit)
-        return decision
-
-    decision = commit(activate(thread_id, run_id, app=app))
     calls = tuple(
         ProposedCall(call_id, tool, {"topic": call_id}, f"{run_id}-op-{call_id}")
         for call_id, tool in (("d1", "research"), ("d2", "research"), ("o3", "fetch"))
     )
-    decision = commit(step(decision.state, InferenceResult("", calls, f"{run_id}-b1"), policies))
-    held = step(decision.state, GateVerdict("d1", Allow()), policies)
-    assert held.commit is None  # an Allow in a group's gate round is held, not committed
-    decision = commit(step(held.state, GateVerdict("d2", Allow(), allowed=("d1",)), policies))
-    parent = decision.state
-    assert parent.batch is not None
-    delegations = [c.delegation for c in parent.batch.calls[:2]]
+    parent = Builder(thread_id, DELEGATING_POLICIES).start(run_id, ("task",), app=app)
+    parent = parent.feed(InferenceResult("", calls, f"{run_id}-b1"), GateVerdict("d1", Allow()))
+    assert len(parent.commits) == 2  # an Allow in a group's gate round is held, not committed
+    parent = parent.feed(GateVerdict("d2", Allow(), allowed=("d1",)))
+    assert parent.snapshot.batch is not None
+    delegations = [c.delegation for c in parent.snapshot.batch.calls[:2]]
     activations, ends, termini = [], [], []
     for call_id, child in zip(("d1", "d2"), delegations, strict=True):
         assert child is not None
         parent_call = ParentCall(thread_id, run_id, call_id)
-        opened = step(
-            None, Activate(child.thread_id, child.run_id, 0, (Message(Role.USER, {"topic": call_id}),), app, parent_call)
-        )
-        ended = step(opened.state, InferenceResult(f"answer {call_id}", end=EndCauseKind.COMPLETED))
-        assert opened.commit is not None and ended.commit is not None
-        activations.append(opened.commit)
-        ends.append(ended.commit)
+        ran = Builder(child.thread_id).start(child.run_id, (Message(Role.USER, {"topic": call_id}),), app=app,
+                                             parent=parent_call)
+        ran = ran.feed(InferenceResult(f"answer {call_id}", end=EndCauseKind.COMPLETED))
+        activations.append(ran.commits[0])
+        ends.append(ran.commits[1])
         termini.append(terminus(child.thread_id, child.run_id, EndCause(EndCauseKind.COMPLETED), f"answer {call_id}"))
-    decision = commit(step(decision.state, ChildEnded("d2", 1, termini[1]), policies))
-    decision = commit(step(decision.state, ChildEnded("d1", 1, termini[0]), policies))
+    parent = parent.feed(ChildEnded("d2", 1, termini[1]), ChildEnded("d1", 1, termini[0]))
+    made = parent.commits
     children = tuple(c.run_id for c in delegations if c is not None)
     assert len(children) == 2
     return DelegatingRun(
         thread_id,
         run_id,
-        tuple(made[:2]),
+        made[:2],
         made[2],
         (children[0], children[1]),
         (ParentCall(thread_id, run_id, "d1"), ParentCall(thread_id, run_id, "d2")),
@@ -169,3 +282,16 @@ def delegating_run(thread_id: str, run_id: str, *, app: str | None = None) -> De
         made[3],
         made[4],
     )
+
+
+__all__ = [
+    "DELEGATING_POLICIES",
+    "Builder",
+    "DelegatingRun",
+    "activate",
+    "awaiting_run",
+    "delegating_run",
+    "step",
+    "text_run",
+    "tool_run",
+]

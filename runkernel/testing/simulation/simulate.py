@@ -14,17 +14,17 @@ from collections.abc import Callable
 
 from attrs import define, field
 
-from runkernel.adapters.crash import Boundary, Position
+from runkernel.testing.crash import Boundary, Position
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.runtime import Acknowledged, Recovered
 from runkernel.adapters.store import Store
 from runkernel.kernel.recover import RecoveryRow
 from runkernel.kernel.state import CallIndeterminate, ThreadCommit
-from runkernel.simulation.engine import ScenarioRun, Trial
-from runkernel.simulation.failfast import EnvironmentFailure, FailFastStore
-from runkernel.simulation.history import Outline, outline
-from runkernel.simulation.invariants import check_run, thread_logs
-from runkernel.simulation.scenarios import Scenario, catalogue
+from runkernel.testing.simulation.engine import ScenarioRun, Trial
+from runkernel.testing.simulation.failfast import EnvironmentFailure, FailFastStore
+from runkernel.testing.simulation.history import Outline, outline
+from runkernel.testing.simulation.invariants import check_run, thread_logs
+from runkernel.testing.simulation.scenarios import Scenario, catalogue
 
 
 @define

@@ -13,13 +13,13 @@ from collections.abc import Callable
 
 from attrs import define, field
 
-from runkernel.adapters.crash import Boundary, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_end, submit_resume
-from runkernel.adapters.ports import ToolRegistry
+from runkernel.adapters.ports import Staging, ToolRegistry, ToolReply
 from runkernel.adapters.runtime import Recovered, RunOutcome, Runtime, RuntimeEvent
 from runkernel.adapters.serial import resume_to_inbox
 from runkernel.adapters.store import Store, StoreUnavailable
 from runkernel.kernel.protocol import (
+    Hook,
     Approve,
     DelegationResult,
     Deny,
@@ -33,27 +33,31 @@ from runkernel.kernel.protocol import (
 from runkernel.kernel.delegation import executing_delegations
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
+    ActiveToolBatch,
     Awaiting,
     CallAwaiting,
     Delegation,
     EndCause,
     Ended,
     Message,
+    ResumeTicket,
     RunSnapshot,
+    Staged,
     TypedError,
+    Wait,
 )
-from runkernel.kernel.values import EndCauseKind, Role, WaitKind
-from runkernel.simulation.actors import (
-    CountingIds,
-    CountingObserver,
-    ScriptedGate,
-    ScriptedModel,
-    SimHooks,
-    SimTool,
-    StepScript,
-    World,
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role, WaitKind
+from runkernel.testing.crash import (
+    Boundary,
+    CrashAtEncounters,
+    CrashingStore,
+    Position,
+    SimulatedCrash,
+    crashing_tools,
 )
-from runkernel.simulation.scenarios import (
+from runkernel.testing.fixed import CountingIds
+from runkernel.testing.scripted import ScriptedGate, ScriptedModel, ScriptedTool, StepScript, World
+from runkernel.testing.simulation.scenarios import (
     ANSWER,
     CANCEL,
     DENY,
@@ -67,20 +71,37 @@ from runkernel.simulation.scenarios import (
 MAX_ROUNDS = 60
 
 
-class CrashTargets:
-    """Crash at the listed encounter indices of every boundary the Run passes."""
+class SimHooks:
+    """Hooks that stage: BeforeInference stages the step it saw and hands request-only
+    context (never committed); AfterTool reacts to every reply."""
 
-    def __init__(self, targets: tuple[int, ...]) -> None:
-        self.targets = frozenset(targets)
-        self.seen = 0
-        self.fired: list[tuple[Boundary, Position]] = []
+    def before_inference(self, run_id: str, step: int, staged: JsonValue) -> Staging:
+        return Staging(Staged({"step": step, "before": staged}), context={"request_only": f"{run_id}:{step}"})
 
-    def crash_here(self, boundary: Boundary, position: Position) -> bool:
-        hit = self.seen in self.targets
-        self.seen += 1
-        if hit:
-            self.fired.append((boundary, position))
-        return hit
+    def after_tool(self, run_id: str, call_id: str, attempt: int, reply: ToolReply) -> JsonValue:
+        return {"reacted_to": call_id, "attempt": attempt}
+
+
+class CountingObserver:
+    """Counts what was observed; nothing here is ever read as truth."""
+
+    def __init__(self) -> None:
+        self.hooks = 0
+        self.deltas = 0
+        self.notifications: list[ResumeTicket] = []
+        self.published = 0
+
+    def hook(self, run_id: str, hook: Hook, call_id: str | None) -> None:
+        self.hooks += 1
+
+    def delta(self, run_id: str, data: JsonValue) -> None:
+        self.deltas += 1
+
+    def notify(self, run_id: str, ticket: ResumeTicket, wait: Wait) -> None:
+        self.notifications.append(ticket)
+
+    def publish(self, run_id: str, batch: ActiveToolBatch) -> None:
+        self.published += 1
 
 
 @define
@@ -118,9 +139,9 @@ class ScenarioRun:
         self.thread_id = f"sim-{index:05d}-{scenario.name}"
         self.run_id = f"run-{index:05d}"
         self.world = World.new(store)
-        self.plan = CrashTargets(targets)
+        self.plan = CrashAtEncounters(targets)
         tools = {
-            spec.name: SimTool(
+            spec.name: ScriptedTool(
                 spec.name,
                 self.world,
                 mode=spec.mode,
@@ -135,6 +156,10 @@ class ScenarioRun:
         self.registry = ToolRegistry(
             tools, max_steps=scenario.max_steps, on_indeterminate=scenario.on_indeterminate
         )
+        # the runtimes' store and tools die where the plan says; the engine's own reads
+        # and commands go to ``store`` itself, so they pass no boundary
+        self.crashing_store = CrashingStore(store, self.plan)
+        self.crashing_tools = crashing_tools(self.registry, self.plan)
         self.scripts: dict[str, tuple[StepScript, ...]] = {self.run_id: scenario.steps}
         self.model = ScriptedModel(self.scripts, self.world)
         self.gate = ScriptedGate(scenario.gate)
@@ -146,14 +171,13 @@ class ScenarioRun:
 
     def _runtime(self) -> Runtime:
         return Runtime(
-            self.store,
+            self.crashing_store,
             self.model,
-            self.registry,
+            self.crashing_tools,
             gate=self.gate,
             observer=self.observer,
             ids=self.ids,
             clock=lambda: SIM_NOW,
-            crash=self.plan,
             on_event=lambda event: self.trial.events.append((event, len(self.world.executions))),
             self_check=True,  # the simulator judges the kernel's commits before the store does
             hooks=SimHooks() if self.scenario.hooks else None,

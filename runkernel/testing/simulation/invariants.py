@@ -16,9 +16,9 @@ from runkernel.kernel.state import (
     ThreadCommit,
 )
 from runkernel.kernel.values import Role
-from runkernel.simulation.contents import check_contents
-from runkernel.simulation.engine import Trial
-from runkernel.simulation.history import Outline, outline, recovery_differences
+from runkernel.testing.simulation.contents import check_contents
+from runkernel.testing.simulation.engine import Trial
+from runkernel.testing.simulation.history import Outline, outline, recovery_differences
 from runkernel.specs.checker import Verdict, check_commits
 
 

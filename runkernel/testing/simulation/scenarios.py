@@ -19,7 +19,7 @@ from attrs import frozen
 from runkernel.adapters.ports import GateAnswer, Hold, Provide, Refuse
 from runkernel.kernel.policies import IndeterminateChoice, RecoveryMode
 from runkernel.kernel.values import EndCauseKind, WaitKind
-from runkernel.simulation.actors import (
+from runkernel.testing.scripted import (
     CANCEL_DURING,
     DELEGATE,
     FAIL,

@@ -1,14 +1,22 @@
-"""Scripted actors for simulation and tests: a model, tools, a gate, and the world.
+"""Ports that follow a script, for tests and the simulator: a model, tools and a gate.
 
-The World stands for everything downstream: it records every executor run with its
+- ``ScriptedModel`` answers step k of a Run with the k-th ``StepScript`` of that Run
+  (text, maybe ending the Run, or tool calls), streaming a delta and a checkpoint on the
+  way; past the script it ends the Run.
+- ``ScriptedTool`` follows a script of behaviours, one per attempt (``OK``, ``FAIL``,
+  ``RETRY``, ``LOST``, ``DELEGATE``, ``SCHEDULE``, ``CANCEL_DURING``), under the
+  recovery and retry policy it is given; a reconnect tool's ``status`` follows a script
+  of answers too (``TRUTH``: what the world saw).
+- ``ScriptedGate`` answers by tool name and permits every other tool.
+
+The ``World`` stands for everything downstream: it records every executor run with its
 operation id and attempt, and whether that attempt was committed as Executing before
-it started (invariant I5).
+it started (invariant I5); and what the model and the tools really answered, which
+committed messages must match.
 """
 
 from __future__ import annotations
 
-import itertools
-import random
 from collections.abc import Mapping, Sequence
 
 from attrs import define, field, frozen
@@ -25,7 +33,6 @@ from runkernel.adapters.ports import (
     Permit,
     Returned,
     Scheduled,
-    Staging,
     StatusReply,
     ToolReply,
 )
@@ -36,16 +43,8 @@ from runkernel.kernel.policies import (
     ToolPolicy,
     ToolRecoveryPolicy,
 )
-from runkernel.kernel.protocol import EndRequest, Hook, OperationStatus
-from runkernel.kernel.state import (
-    Staged,
-    ActiveToolBatch,
-    CallExecuting,
-    EndCause,
-    ResumeTicket,
-    ToolCall,
-    Wait,
-)
+from runkernel.kernel.protocol import EndRequest, OperationStatus
+from runkernel.kernel.state import CallExecuting, EndCause, ToolCall
 from runkernel.kernel.values import EndCauseKind, JsonValue
 
 
@@ -83,13 +82,16 @@ class World:
     answered: dict[str, list[JsonValue]] = field(factory=dict)
 
     def answer(self, operation_id: str, value: JsonValue) -> None:
+        """Keep a value or error a tool (or its status) answered for an operation."""
         self.answered.setdefault(operation_id, []).append(value)
 
     @classmethod
     def new(cls, store: Store) -> World:
+        """An empty world over ``store`` (read to see what each start was committed as)."""
         return cls(store, [], {}, {}, set())
 
     def record(self, tool: str, invocation: RunCall) -> None:
+        """Keep one executor start, and whether its Executing commit came first (I5)."""
         snapshot = self.store.run(invocation.run_id)
         call = snapshot.batch.call(invocation.call_id) if snapshot and snapshot.batch else None
         committed = (
@@ -120,19 +122,10 @@ PERMANENT_FAILURE: JsonValue = {"type": "ToolError", "message": "permanent failu
 TRANSIENT_FAILURE: JsonValue = {"type": "Transient", "message": "try again"}
 
 
-class SimHooks:
-    """Hooks that stage: BeforeInference stages the step it saw and hands request-only
-    context (never committed); AfterTool reacts to every reply."""
-
-    def before_inference(self, run_id: str, step: int, staged: JsonValue) -> Staging:
-        return Staging(Staged({"step": step, "before": staged}), context={"request_only": f"{run_id}:{step}"})
-
-    def after_tool(self, run_id: str, call_id: str, attempt: int, reply: ToolReply) -> JsonValue:
-        return {"reacted_to": call_id, "attempt": attempt}
-
-
-class SimTool:
-    """A tool whose attempts follow a script; under reconnect, ``status`` follows one too."""
+class ScriptedTool:
+    """A tool whose attempts follow a script (attempt n behaves as ``replies[n - 1]``,
+    the last entry repeating); under reconnect, ``status`` follows ``status_script``
+    (the last answer repeating). Every start is recorded in ``world``."""
 
     def __init__(
         self,
@@ -162,9 +155,11 @@ class SimTool:
 
     @property
     def policy(self) -> ToolPolicy:
+        """The fixed recovery and retry policy it was given."""
         return self._policy
 
     def run(self, invocation: RunCall) -> ToolReply:
+        """Record the start, then behave as the script says for this attempt."""
         self.world.record(self.name, invocation)
         behaviour = self.replies[min(invocation.attempt, len(self.replies)) - 1]
         value = {"tool": self.name, "operation_id": invocation.operation_id, "attempt": invocation.attempt}
@@ -191,6 +186,8 @@ class SimTool:
         raise ValueError(f"unknown tool behaviour {behaviour!r}")
 
     def status(self, operation_id: str) -> StatusReply:
+        """The next scripted answer about an operation (``TRUTH``: done with what ran, or
+        ``not_found`` if nothing did)."""
         asked = self.world.status_answers.get(operation_id, 0)
         self.world.status_answers[operation_id] = asked + 1
         answer = self.status_script[min(asked, len(self.status_script) - 1)]
@@ -230,6 +227,7 @@ class ScriptedModel:
         self.resumed_from_checkpoint = 0
 
     def infer(self, request: InferenceRequest) -> ModelReply:
+        """The script's entry for this Run's step (past the script: end the Run)."""
         self.inferences += 1
         if request.partial is not None:
             self.resumed_from_checkpoint += 1
@@ -261,50 +259,26 @@ class ScriptedGate:
         self.answers = answers
 
     def check(self, run_id: str, call: ToolCall) -> GateAnswer:
+        """The answer for the call's tool, ``Permit()`` for any other."""
         return self.answers.get(call.tool, Permit())
 
 
-class CountingObserver:
-    """Counts what was observed; nothing here is ever read as truth."""
-
-    def __init__(self) -> None:
-        self.hooks = 0
-        self.deltas = 0
-        self.notifications: list[ResumeTicket] = []
-        self.published = 0
-
-    def hook(self, run_id: str, hook: Hook, call_id: str | None) -> None:
-        self.hooks += 1
-
-    def delta(self, run_id: str, data: JsonValue) -> None:
-        self.deltas += 1
-
-    def notify(self, run_id: str, ticket: ResumeTicket, wait: Wait) -> None:
-        self.notifications.append(ticket)
-
-    def publish(self, run_id: str, batch: ActiveToolBatch) -> None:
-        self.published += 1
-
-
-class CountingIds:
-    """Reproducible ids for simulation and tests: counted ids for batches, calls and
-    operations, and tickets of 192 bits from a pseudo-random source seeded by the
-    prefix and ``seed``, so the same run gives byte-identical traces. Production uses
-    ``SecretIds``, whose tickets come from ``secrets``."""
-
-    def __init__(self, prefix: str, seed: int = 0) -> None:
-        self.prefix = prefix
-        self._next = itertools.count(1)
-        self._tickets = random.Random(f"runkernel-sim/{seed}/{prefix}")
-        self._forgeries = random.Random(f"runkernel-sim-forged/{seed}/{prefix}")
-
-    def new_id(self, prefix: str) -> str:
-        return f"{prefix}-{self.prefix}-{next(self._next)}"
-
-    def ticket_id(self) -> str:
-        return f"tk_{self._tickets.getrandbits(192):048x}"
-
-    def forged_ticket_id(self) -> str:
-        """A ticket id no ticket of this source has (for commands that must be refused),
-        drawn from a stream of its own so it never shifts the real tickets."""
-        return f"tk_{self._forgeries.getrandbits(192):048x}"
+__all__ = [
+    "CANCEL_DURING",
+    "CHECKPOINT_MARK",
+    "DELEGATE",
+    "FAIL",
+    "LOST",
+    "OK",
+    "PERMANENT_FAILURE",
+    "RETRY",
+    "SCHEDULE",
+    "TRANSIENT_FAILURE",
+    "TRUTH",
+    "Execution",
+    "ScriptedGate",
+    "ScriptedModel",
+    "ScriptedTool",
+    "StepScript",
+    "World",
+]

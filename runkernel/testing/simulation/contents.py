@@ -17,7 +17,7 @@ from runkernel.kernel.codec import message_to_json
 from runkernel.kernel.delegation import terminus
 from runkernel.kernel.state import Ended, Message, ThreadCommit
 from runkernel.kernel.values import JsonValue, ResultKind, Role
-from runkernel.simulation.actors import CHECKPOINT_MARK, World
+from runkernel.testing.scripted import CHECKPOINT_MARK, World
 
 #: Result kinds whose value must be one a tool answered (the others are made by the
 #: kernel or come with a resume: denied, blocked, supplied, external).
