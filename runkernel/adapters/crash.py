@@ -1,0 +1,37 @@
+"""Deprecated: crash injection moved to ``runkernel.testing`` (``Boundary``,
+``SimulatedCrash``, the crash plans, ``CrashingStore``), and ``Position`` / ``position_of``
+to ``runkernel.adapters.runtime_events``; ``Runtime`` takes no ``crash=`` any more (wrap
+its store and tools instead). This alias goes in the next release."""
+
+import warnings
+
+from runkernel.adapters.runtime_events import Position as Position, position_of as position_of
+from runkernel.testing.crash import (
+    Boundary as Boundary,
+    CrashPlan as CrashPlan,
+    NeverCrash as NeverCrash,
+    SimulatedCrash as SimulatedCrash,
+)
+
+warnings.warn(
+    "runkernel.adapters.crash moved to runkernel.testing; the old path goes in the next release",
+    DeprecationWarning,
+    stacklevel=2,
+)
+
+
+class CrashAtEncounter:
+    """Crash at the ``target``-th boundary encountered (0-based), counting every kind
+    (deprecated: ``runkernel.testing.CrashAtEncounters``)."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.seen = 0
+        self.fired: tuple[Boundary, Position] | None = None
+
+    def crash_here(self, boundary: Boundary, position: Position) -> bool:
+        hit = self.fired is None and self.seen == self.target
+        self.seen += 1
+        if hit:
+            self.fired = (boundary, position)
+        return hit
