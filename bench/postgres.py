@@ -95,7 +95,7 @@ def postgres_workers(sizes: Sizes, scratch: Path) -> Prepared:
     """8 processes append text steps to the same few Runs for a fixed time; each append
     wins or gets a typed conflict. The figure is the sum over the processes."""
     from runkernel.adapters.postgres_store import PostgresStore
-    from runkernel.conformance.runs import activate
+    from runkernel.testing import activate
 
     url = _fresh_store("workers")
     seconds = 0.5 if sizes.quick else 5.0
@@ -128,7 +128,7 @@ def postgres_workers(sizes: Sizes, scratch: Path) -> Prepared:
 def _racer(url: str, prefix: str, me: str, seconds: float) -> dict[str, Any]:
     from runkernel.adapters.postgres_store import PostgresStore
     from runkernel.adapters.store import CommitConflict
-    from runkernel.conformance.runs import step
+    from runkernel.testing import step
     from runkernel.kernel.protocol import InferenceResult
 
     store = PostgresStore(url)

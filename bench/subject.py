@@ -48,6 +48,7 @@ from runkernel.kernel.validate import NO_TICKETS_SEEN, validate_commit
 from runkernel.kernel.values import EndCauseKind, Role
 from runkernel.specs.checker import Verdict, check_file
 from runkernel.specs.machines import ToolCallMachine
+from runkernel.testing import Builder
 
 TOOL_NAME = "lookup"
 PROMPT = "look the answer up, one step at a time"
@@ -132,6 +133,9 @@ def run_agent(store: Store, thread_id: str, steps: int) -> int:
 
 
 def _follow(state: RunSnapshot | None, event: Input, out: list[ThreadCommit]) -> RunSnapshot:
+    # not runkernel.testing.Builder: an endless history (100k commits and more) streamed
+    # without a self-check or history keys, so preparing a bench costs the store's time
+    # only (a Builder keeps every commit and the Run's history as values)
     verdict = decide(state, event, Policies())
     if isinstance(verdict, Rejection):
         raise AssertionError(f"decide refused a scripted event: {verdict}")
@@ -193,8 +197,7 @@ def latest_and_recover(store: Store, run_id: str) -> Decision:
 
 def one_call_events() -> tuple[RunSnapshot, list[Input]]:
     """An Active Run and the events that take one tool call through gate, execute, result."""
-    out: list[ThreadCommit] = []
-    state = _follow(None, Activate("t", "r", 0, (Message(Role.USER, PROMPT),)), out)
+    state = Builder("t").start("r", (PROMPT,)).snapshot
     events: list[Input] = [
         InferenceResult("", (ProposedCall("c", TOOL_NAME, tool_arguments(0), "op"),), "b"),
         GateVerdict("c", Allow()),

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 from itertools import product
 
-from runkernel.testing import Boundary, Position, position_of
 from runkernel.kernel.history import RunHistory
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.delegation import executing_delegations, gate_target
@@ -59,6 +58,7 @@ from runkernel.kernel.state import (
     ToolCall,
 )
 from runkernel.kernel.values import EndCauseKind, Role, WaitKind
+from runkernel.testing import Boundary, Position, position_of
 
 import mc_config as cfg
 import mc_operator as op

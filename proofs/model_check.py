@@ -27,11 +27,11 @@ import time
 from array import array
 from collections.abc import Callable
 
-from runkernel.testing import Boundary, Position
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import IndeterminateChoice
 from runkernel.kernel.state import ThreadCommit
 from runkernel.kernel.values import JsonValue
+from runkernel.testing import Boundary, Position
 
 from mc_config import PROFILES, TOOLS, Profile
 from mc_encode import Key

@@ -1,7 +1,9 @@
-"""Committed Run states built by hand for the spec-equivalence tests: a Thread head and
-Run snapshot grown by commits that ``validate_commit`` accepted (``Chain``), a Run whose
-batch holds a call in each phase (``reach``) or in a given Run phase (``run_in``), and
-every commit in which a call could take a status (``candidates``).
+"""Committed Run states for the spec-equivalence tests, grown with
+``runkernel.testing.Builder``: activated and given a batch through ``decide``
+(``activated``, ``with_batch``), then moved call by call by hand-made commits that
+``validate_commit`` accepts (the judge's edges, which no single ``decide`` takes): a Run
+whose batch holds a call in each phase (``reach``) or in a given Run phase (``run_in``),
+and every commit in which a call could take a status (``candidates``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 import attrs
 
 from runkernel.kernel.edges import CallPhase, RunPhase
-from runkernel.kernel.rules import Rejection
+from runkernel.kernel.protocol import InferenceResult, ProposedCall
 from runkernel.kernel.state import (
     ActiveToolBatch,
     Awaiting,
@@ -31,17 +33,13 @@ from runkernel.kernel.state import (
     Running,
     RunSnapshot,
     ThreadCommit,
-    ThreadHead,
-    ToolCall,
     ToolResult,
-    ToolUse,
     TypedError,
     Wait,
 )
-from runkernel.kernel.history import NO_HISTORY, RunHistory
-from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
 from runkernel.kernel.validate_resume import payload_for, resumed_event
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
+from runkernel.testing import Builder
 
 
 # --- building committed states by hand ------------------------------------------------
@@ -53,28 +51,6 @@ FAILURE = TypedError("ToolCrashed", "gave up")
 
 def cause(kind: EndCauseKind) -> EndCause:
     return EndCause(kind, FAILURE if kind is EndCauseKind.FAILED else None)
-
-
-@dataclass(frozen=True)
-class Chain:
-    """A committed Thread head, Run snapshot and Run history, grown by validated commits."""
-
-    head: ThreadHead | None
-    run: RunSnapshot | None
-    history: RunHistory = NO_HISTORY
-
-    def judge(self, commit: ThreadCommit) -> Accepted | Rejection:
-        return validate_commit(self.head, self.run, commit, self.history, ticket_seen=NO_TICKETS_SEEN)
-
-    def then(self, commit: ThreadCommit) -> Chain:
-        verdict = self.judge(commit)
-        assert isinstance(verdict, Accepted), f"setup commit refused: {verdict}"
-        return Chain(verdict.head, verdict.run, self.history.plus(verdict.keys))
-
-    @property
-    def snapshot(self) -> RunSnapshot:
-        assert self.run is not None
-        return self.run
 
 
 def commit_on(
@@ -89,44 +65,33 @@ def commit_on(
     )
 
 
-def activated() -> Chain:
-    first = ThreadCommit(
-        THREAD, RUN, 0, 0, Running(), None, (Message(Role.USER, "go"),), (Event("activated"),)
-    )
-    return Chain(None, None).then(first)
+def activated() -> Builder:
+    return Builder(THREAD).start(RUN)
 
 
-def with_batch(calls: int) -> Chain:
+def with_batch(calls: int) -> Builder:
     """Activated, then an inference result opening a batch of ``calls`` Requested calls."""
-    chain = activated()
-    tool_calls = tuple(
-        ToolCall(f"c{i}", "tool", {"i": i}, f"op{i}", CallRequested()) for i in range(1, calls + 1)
-    )
-    uses = tuple(ToolUse(c.call_id, c.tool, c.arguments) for c in tool_calls)
-    commit = ThreadCommit(
-        THREAD, RUN, chain.snapshot.version, 1, Running(),
-        ActiveToolBatch("b1", 1, False, tool_calls),
-        (Message(Role.ASSISTANT, "using tools", tool_calls=uses),),
-    )
-    return chain.then(commit)
+    proposed = tuple(ProposedCall(f"c{i}", "tool", {"i": i}, f"op{i}") for i in range(1, calls + 1))
+    return activated().feed(InferenceResult("using tools", proposed, "b1"))
 
 
-def move(chain: Chain, call_id: str, status: CallStatus, disposition: RunDisposition | None = None) -> Chain:
+def move(chain: Builder, call_id: str, status: CallStatus, disposition: RunDisposition | None = None) -> Builder:
+    """A hand-made commit moving one call of the batch to ``status``."""
     run = chain.snapshot
     assert run.batch is not None
     old = run.batch.call(call_id)
     assert old is not None
     batch = run.batch.replace_call(attrs.evolve(old, status=status))
-    return chain.then(commit_on(run, disposition or Running(), batch))
+    return chain.commit(commit_on(run, disposition or Running(), batch))
 
 
-def gate_wait(chain: Chain, call_id: str) -> Chain:
+def gate_wait(chain: Builder, call_id: str) -> Builder:
     wait = Wait(WaitKind.APPROVAL, TICKET_OLD)
     ticket = ResumeTicket(TICKET_OLD, WaitKind.APPROVAL, call_id)
     return move(chain, call_id, CallAwaiting(0, wait), Awaiting(ticket))
 
 
-def tool_wait(chain: Chain, call_id: str) -> Chain:
+def tool_wait(chain: Builder, call_id: str) -> Builder:
     chain = move(chain, call_id, CallExecuting(1))
     wait = Wait(WaitKind.DELEGATION, TICKET_OLD, child="child-run")
     ticket = ResumeTicket(TICKET_OLD, WaitKind.DELEGATION, call_id)
@@ -134,7 +99,7 @@ def tool_wait(chain: Chain, call_id: str) -> Chain:
 
 
 #: Ways to bring one call from Requested into each phase through legal commits.
-REACH: dict[CallPhase, list[Callable[[Chain, str], Chain]]] = {
+REACH: dict[CallPhase, list[Callable[[Builder, str], Builder]]] = {
     CallPhase.REQUESTED: [lambda chain, _call: chain],
     CallPhase.EXECUTING: [lambda chain, call: move(chain, call, CallExecuting(1))],
     CallPhase.AWAITING: [gate_wait, tool_wait],
@@ -151,7 +116,7 @@ REACH: dict[CallPhase, list[Callable[[Chain, str], Chain]]] = {
 }
 
 
-def reach(phases: Sequence[CallPhase], variant: Sequence[int] | None = None) -> Chain:
+def reach(phases: Sequence[CallPhase], variant: Sequence[int] | None = None) -> Builder:
     """A Run whose batch holds one call per phase, reached call by call, in order."""
     chain = with_batch(len(phases))
     for index, phase in enumerate(phases):
@@ -218,7 +183,7 @@ def candidates(run: RunSnapshot, call_id: str, status: CallStatus) -> Iterator[C
         )
 
 
-def run_in(phase: RunPhase) -> Chain:
+def run_in(phase: RunPhase) -> Builder:
     if phase is RunPhase.RUNNING:
         return reach([CallPhase.REQUESTED])
     if phase is RunPhase.AWAITING:
@@ -231,4 +196,4 @@ def run_in(phase: RunPhase) -> Chain:
         finalized=True,
         calls=(attrs.evolve(run.batch.calls[0], status=CallIndeterminate(0, IndeterminateReason.RUN_ENDED)),),
     )
-    return chain.then(commit_on(run, Ended(cause(EndCauseKind.CANCELLED)), closed, tool_messages(closed)))
+    return chain.commit(commit_on(run, Ended(cause(EndCauseKind.CANCELLED)), closed, tool_messages(closed)))

@@ -9,7 +9,6 @@ import json
 from collections.abc import Mapping
 
 from push_host import POLICIES, Reply, Shell, World, make_shell, play_until_quiet
-from runkernel.testing import CountingIds, CrashPlan, CrashingStore
 from runkernel.adapters.driver_actions import ChildrenRunning, Done, Infer
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.store import Lease, Settlement, Store
@@ -18,6 +17,7 @@ from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.state import ActiveToolBatch, CallExecuting, CallRequested, RunSnapshot, ThreadCommit
 from runkernel.kernel.values import EndCauseKind
 from runkernel.specs.checker import Verdict, check_lines
+from runkernel.testing import CountingIds, CrashPlan, CrashingStore
 
 TOOLS: Mapping[str, ToolPolicy] = {**POLICIES, "research": ToolPolicy(terminal_only_delegation=True)}
 DONE = Reply("all done", end=EndCauseKind.COMPLETED)

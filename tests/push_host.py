@@ -29,12 +29,12 @@ from runkernel.adapters.driver_actions import (
 )
 from runkernel.adapters.store import Store
 from runkernel.adapters.worker_lease import LeaseKeeper
-from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, Permit, utc_now
+from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, utc_now
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus, ResumePayload
 from runkernel.kernel.state import CallExecuting, Message, RunSnapshot, Staged, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
-from runkernel.testing import Boundary, CrashPlan, Position, SimulatedCrash
+from runkernel.testing import Boundary, CrashPlan, Position, ScriptedGate, SimulatedCrash
 
 T = TypeVar("T")
 
@@ -176,11 +176,11 @@ class Reply:
     call_ids: tuple[str, ...] = ()
 
 
-class ApprovalGate:
+class ApprovalGate(ScriptedGate):
     """Holds ``pay`` for approval; permits everything else."""
 
-    def check(self, run_id: str, call: ToolCall) -> GateAnswer:
-        return Hold(WaitKind.APPROVAL, {"tool": call.tool}) if call.tool == "pay" else Permit()
+    def __init__(self) -> None:
+        super().__init__({"pay": Hold(WaitKind.APPROVAL, {"tool": "pay"})})
 
 
 class AsyncApprovalGate:

@@ -37,36 +37,54 @@ from pathlib import Path
 
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Lease, Settlement, Store
+from runkernel.adapters.store import Checkpoint, Lease, Settlement, Store, StoreUnavailable
 from runkernel.kernel.state import RunSnapshot, ThreadCommit
 from runtime_harness_invariants import RuntimeInvariants
 from runtime_harness_rules import RuntimeRules
 
 
 class _OrderedMemoryStore(MemoryStore):
-    """A memory store that records the order of its appends across Threads."""
+    """A memory store that records the order of its appends across Threads; while
+    ``fail_writes`` is set every append fails, and while ``fail_checkpoints`` is set
+    every checkpoint write does (``StoreUnavailable``)."""
 
     def __init__(self, appended: list[tuple[str, int]]) -> None:
         super().__init__()
         self.appended = appended
+        self.fail_writes = False
+        self.fail_checkpoints = False
 
     def append(self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None) -> RunSnapshot:
+        if self.fail_writes:
+            raise StoreUnavailable("memory store: writes are failing (injected)")
         stored = super().append(commit, settle, lease=lease)
         self.appended.append((commit.thread_id, commit.version))
         return stored
 
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        if self.fail_checkpoints:
+            raise StoreUnavailable("memory store: checkpoint writes are failing (injected)")
+        super().save_checkpoint(checkpoint)
+
 
 class _OrderedSqliteStore(SqliteStore):
-    """A SQLite store that records the order of its appends across Threads."""
+    """A SQLite store that records the order of its appends across Threads; while
+    ``fail_checkpoints`` is set every checkpoint write fails (``StoreUnavailable``)."""
 
     def __init__(self, path: Path, appended: list[tuple[str, int]]) -> None:
         super().__init__(path)
         self.appended = appended
+        self.fail_checkpoints = False
 
     def append(self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None) -> RunSnapshot:
         stored = super().append(commit, settle, lease=lease)
         self.appended.append((commit.thread_id, commit.version))
         return stored
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        if self.fail_checkpoints:
+            raise StoreUnavailable("checkpoint writes are failing (injected)")
+        super().save_checkpoint(checkpoint)
 
 
 class RuntimeMachine(RuntimeRules, RuntimeInvariants):
@@ -76,6 +94,12 @@ class RuntimeMachine(RuntimeRules, RuntimeInvariants):
     ``runtime_harness_rules.py``, the invariants in ``runtime_harness_invariants.py``;
     the tools, gate and crash plan in ``runtime_harness_world.py`` and what is drawn in
     ``runtime_harness_scripts.py``."""
+
+
+# The source of each machine class (comments aside) is its Hypothesis seed (a stateful
+# test is keyed by its class): an edit to a class body draws other examples, and one
+# scenario then goes unreached in the budget. The failure switches live on the ordered
+# stores above, so the bodies stay as they were and draw what they always drew.
 
 
 class MemoryMachine(RuntimeMachine):
@@ -88,13 +112,13 @@ class MemoryMachine(RuntimeMachine):
         return self.memory
 
     def fail_appends(self, failing: bool) -> None:
-        self.memory.fail_writes = failing
+        self.memory.fail_writes = failing  # type: ignore[attr-defined]  # an _OrderedMemoryStore
 
     def fail_checkpoints(self, failing: bool) -> None:
-        self.memory.fail_checkpoints = failing
+        self.memory.fail_checkpoints = failing  # type: ignore[attr-defined]
 
     def checkpoints_failing(self) -> bool:
-        return self.memory.fail_checkpoints
+        return self.memory.fail_checkpoints  # type: ignore[attr-defined,no-any-return]
 
 
 _FAIL_TRIGGERS = (
@@ -129,10 +153,10 @@ class SqliteMachine(RuntimeMachine):
             db.execute("DROP TRIGGER IF EXISTS temp.rk_fail_update")
 
     def fail_checkpoints(self, failing: bool) -> None:
-        self.sqlite.fail_checkpoints = failing
+        self.sqlite.fail_checkpoints = failing  # type: ignore[attr-defined]  # an _OrderedSqliteStore
 
     def checkpoints_failing(self) -> bool:
-        return self.sqlite.fail_checkpoints
+        return self.sqlite.fail_checkpoints  # type: ignore[attr-defined,no-any-return]
 
     def teardown(self) -> None:
         try:

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 from history_facts import logged_history
 
-from runkernel.testing import Boundary
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.serial import end_to_inbox, resume_from_json, resume_to_inbox
 from runkernel.kernel.delegation import executing_delegations
@@ -19,7 +18,7 @@ from runkernel.kernel.protocol import Approve, Deny, EndRequest, ResumeCommand, 
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import RESUMED_EVENT, Awaiting, CallExecuting, EndCause, Ended, Message, RunSnapshot
 from runkernel.kernel.values import AWAITING_END_CAUSES, Role, WaitKind
-from runkernel.testing import StepScript
+from runkernel.testing import Boundary, StepScript
 from runtime_harness_scripts import (
     BOUNDARIES,
     COMMANDS,

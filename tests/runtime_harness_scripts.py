@@ -9,7 +9,6 @@ from typing import TypeAlias, TypeVar
 
 from hypothesis import strategies as st
 
-from runkernel.testing import Boundary
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import (
     PAYLOADS_BY_WAIT,
@@ -23,7 +22,7 @@ from runkernel.kernel.protocol import (
 )
 from runkernel.kernel.state import EndCause, TypedError
 from runkernel.kernel.values import EndCauseKind, WaitKind
-from runkernel.testing import DELEGATE, FAIL, LOST, OK, RETRY, SCHEDULE, StepScript
+from runkernel.testing import DELEGATE, FAIL, LOST, OK, RETRY, SCHEDULE, Boundary, StepScript
 from runtime_harness_world import DELEGATE_TOOL, GATE_ANSWERS, TOOL_SPECS
 
 

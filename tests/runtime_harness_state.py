@@ -15,7 +15,6 @@ from runtime_harness_ledger import AFTER_GROUP, PARENT_ENDED, PUBLISHED, REACTED
 from runtime_harness_scripts import Versions, choose
 from runtime_harness_world import NOW, ArgumentGate, ArmedCrash, build_registry
 
-from runkernel.testing import CrashingStore, SimulatedCrash, crashing_tools
 from runkernel.adapters.delegations import ended_children
 from runkernel.adapters.inbox import ALREADY_APPLIED_BY, APPLIED_OUTCOMES
 from runkernel.adapters.runtime import (
@@ -46,8 +45,8 @@ from runkernel.kernel.state import (
     RunSnapshot,
     ThreadCommit,
 )
-from runkernel.testing import CountingIds, StepScript, World
 from runkernel.specs.checker import TraceJudge
+from runkernel.testing import CountingIds, CrashingStore, SimulatedCrash, StepScript, World, crashing_tools
 
 # --- scenarios ---------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ call's arguments say, and the armed crash plan.
 
 from __future__ import annotations
 
-from runkernel.testing import Boundary, Position
 from runkernel.adapters.ports import (
     GateAnswer,
     Hold,
@@ -19,7 +18,7 @@ from runkernel.adapters.ports import (
 from runkernel.kernel.policies import IndeterminateChoice, RecoveryMode
 from runkernel.kernel.state import ToolCall
 from runkernel.kernel.values import WaitKind
-from runkernel.testing import OK, TRUTH, ScriptedTool, World
+from runkernel.testing import OK, TRUTH, Boundary, Position, ScriptedTool, World
 
 PAST = "2026-01-01T00:00:00.000000Z"
 NOW = "2026-06-01T00:00:00.000000Z"

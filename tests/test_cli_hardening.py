@@ -17,7 +17,7 @@ import pytest
 
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.cli import main
-from support import awaiting_run
+from runkernel.testing import awaiting_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -290,7 +290,7 @@ def test_redacted_masks_the_user_info_and_the_query_password() -> None:
 
 
 def test_inspect_and_runs_escape_control_characters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from runkernel.conformance.runs import step
+    from runkernel.testing import step
     from runkernel.kernel.protocol import Activate
     from runkernel.kernel.state import Message
     from runkernel.kernel.values import Role

@@ -19,9 +19,9 @@ from runkernel.cli import main
 from runkernel.kernel.protocol import EndRequest
 from runkernel.kernel.state import Awaiting, EndCause
 from runkernel.kernel.values import EndCauseKind
+from runkernel.testing import awaiting_run, tool_run
 from runkernel.testing.simulation.engine import ScenarioRun
 from runkernel.testing.simulation.scenarios import catalogue
-from support import awaiting_run, tool_run
 
 
 def url(path: Path) -> str:

@@ -17,7 +17,7 @@ from runkernel.adapters.serial import commit_from_text, commit_text, judged_dump
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import Role
 from runkernel.specs.checker import MAX_DEPTH, NotATrace, parse_line
-from support import activate
+from runkernel.testing import activate
 
 scalars = (
     st.none()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import pytest
 
 from push_host import SHELLS, make_shell
-from runkernel.testing import Boundary, CountingIds, CrashAt, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import CallRequest, Done, Infer, RunCall
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import (
@@ -38,6 +37,7 @@ from runkernel.kernel.protocol import OperationStatus
 from runkernel.kernel.state import CallCompleted, Ended, Message, RunSnapshot
 from runkernel.kernel.values import EndCauseKind, ResultKind, Role
 from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import Boundary, CountingIds, CrashAt, CrashingStore, Position, SimulatedCrash
 
 
 def _policy(retries: int) -> ToolPolicy:

@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import (
@@ -38,6 +37,7 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, Role
 from runkernel.specs.checker import Verdict, check_lines
+from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 
 PARENT = "parent"
 

@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 import attrs
 import pytest
-from support import activate, step
 
 from runkernel.kernel.decide import KernelBug, decide
 from runkernel.kernel.history import RunHistory, commit_keys
@@ -77,6 +76,7 @@ from runkernel.kernel.values import (
     Role,
     WaitKind,
 )
+from runkernel.testing import Builder, activate, step
 
 POLICIES = Policies(
     tools={
@@ -89,9 +89,8 @@ POLICIES = Policies(
 
 
 def with_batch(*tools: str) -> RunSnapshot:
-    state = activate("t", "r").state
     calls = tuple(ProposedCall(f"c{i}", tool, {}, f"op{i}") for i, tool in enumerate(tools))
-    return step(state, InferenceResult("go", calls, "b1"), POLICIES).state
+    return Builder("t", POLICIES).start("r", ("task",)).feed(InferenceResult("go", calls, "b1")).snapshot
 
 
 def executing(*tools: str) -> RunSnapshot:

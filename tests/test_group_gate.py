@@ -11,7 +11,6 @@ from collections import Counter
 
 import pytest
 
-from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_resume
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import (
@@ -49,6 +48,7 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.values import EndCauseKind, JsonValue, ResultKind, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_lines
+from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 from test_concurrent_delegations import _Tool
 
 PARENT = "parent"

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from push_host import SHELLS, make_shell
-from runkernel.testing import Boundary, CountingIds, CrashAt, CrashingStore, Failure, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import CallRequest, Done, DriverStopped, Infer, RunCall
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import (
@@ -38,7 +37,6 @@ from runkernel.adapters.store import CommitConflict, Store, StoreUnavailable
 from runkernel.adapters.worker import Worker
 from runkernel.adapters.worker_app import RuntimeApp
 from runkernel.adapters.worker_lease import APPEND_RETRIES
-from runkernel.conformance.runs import step
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import Activate, OperationStatus
@@ -46,6 +44,7 @@ from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Ended, Message, Staged
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 from runkernel.specs.checker import Verdict, check_lines
+from runkernel.testing import Boundary, CountingIds, CrashAt, CrashingStore, Failure, Position, SimulatedCrash, step
 
 #: In every request-only context: no committed or exported line may ever contain it.
 CONTEXT_MARK = "request-only-context"

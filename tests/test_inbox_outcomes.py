@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import Hold, ToolRegistry
@@ -20,7 +19,20 @@ from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import EndRequest
 from runkernel.kernel.state import Awaiting, EndCause, Ended, Message
 from runkernel.kernel.values import EndCauseKind, Role, WaitKind
-from runkernel.testing import OK, CountingIds, ScriptedGate, ScriptedModel, ScriptedTool, StepScript, World
+from runkernel.testing import (
+    OK,
+    Boundary,
+    CountingIds,
+    CrashAt,
+    CrashingStore,
+    Position,
+    ScriptedGate,
+    ScriptedModel,
+    ScriptedTool,
+    SimulatedCrash,
+    StepScript,
+    World,
+)
 from runkernel.testing.simulation.simulate import simulate
 
 TASK = (Message(Role.USER, "do it"),)

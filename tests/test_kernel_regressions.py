@@ -27,7 +27,8 @@ from runkernel.kernel.recover import recover
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Awaiting, Ended, Message, Running, RunSnapshot
 from runkernel.kernel.values import EndCauseKind, Role, WaitKind
-from scripted_trace import Script, propose_tools
+from runkernel.testing import Builder
+from scripted_trace import propose_tools
 
 
 # --- regressions: minimal reproductions of kernel bugs the properties found ----------------
@@ -35,7 +36,7 @@ from scripted_trace import Script, propose_tools
 
 def _awaiting_at_step_limit() -> tuple[RunSnapshot, Policies]:
     limited = Policies(max_steps=1)
-    state = Script("thread-r", limited).start("run-r").feed(
+    state = Builder("thread-r", limited).start("run-r").feed(
         propose_tools("b1", ("c1", "search")),
         GateVerdict("c1", RequireWait(WaitKind.APPROVAL, "ticket-r")),
     ).state

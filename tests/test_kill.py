@@ -22,8 +22,8 @@ from runkernel.adapters.runtime import Runtime
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.kernel.state import Ended
 from runkernel.specs.checker import Verdict, check_commits
-from test_runtime_costs import EchoTool, _script
 from runkernel.testing import ScriptedModel
+from test_runtime_costs import EchoTool, _script
 
 STEPS = 120
 #: where each child is killed: at its N-th durable COMMIT, or after its N-th checkpoint

@@ -11,8 +11,9 @@ import pytest
 from runkernel.adapters.sqlite_migrate import migrate_sqlite
 from runkernel.adapters.sqlite_store import SCHEMA_VERSION, SqliteStore
 from runkernel.adapters.store import LeaseHeld, LeaseLost, SchemaError, Writer
-from runkernel.conformance import append_all, text_run
+from runkernel.conformance import append_all
 from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import text_run
 from test_quiet_parent_migration import as_sqlite_schema_3
 
 

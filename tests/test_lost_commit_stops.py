@@ -38,9 +38,8 @@ from runkernel.kernel.protocol import Allow, GateVerdict, InferenceResult, Opera
 from runkernel.kernel.state import CallExecuting, CallRequested, Ended, ThreadCommit, ToolCall
 from runkernel.kernel.values import EndCauseKind
 from runkernel.specs.checker import Verdict, check_commits
-from runkernel.testing import CountingIds
+from runkernel.testing import CountingIds, activate, step
 from store_interleavings import STORES, open_stores
-from support import activate, step
 
 __all__ = ["postgres_url"]
 

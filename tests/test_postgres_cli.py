@@ -14,7 +14,8 @@ import sys
 
 from postgres_support import fresh_url, postgres_url, with_schema
 from runkernel.cli import main
-from runkernel.conformance import append_all, text_run
+from runkernel.conformance import append_all
+from runkernel.testing import text_run
 
 __all__ = ["postgres_url"]
 

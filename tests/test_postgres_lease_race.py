@@ -22,8 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 from postgres_support import postgres_url
-from runkernel.conformance.runs import activate
 from runkernel.kernel.values import Role
+from runkernel.testing import activate
 
 __all__ = ["postgres_url"]
 
@@ -36,7 +36,7 @@ _HOLDER = textwrap.dedent(
     import json, sys, time
     from runkernel.adapters.postgres_store import PostgresStore
     from runkernel.adapters.store import CommitConflict, LeaseHeld, LeaseLost
-    from runkernel.conformance.runs import step
+    from runkernel.testing import step
     from runkernel.kernel.protocol import InferenceResult
 
     from pathlib import Path

@@ -15,8 +15,8 @@ import pytest
 from pg_proxy import Cut, CuttingProxy
 from postgres_support import postgres_url
 from runkernel.adapters.store import CommitConflict, Writer
-from runkernel.conformance import text_run
 from runkernel.kernel.state import RunSnapshot
+from runkernel.testing import text_run
 
 __all__ = ["postgres_url"]
 

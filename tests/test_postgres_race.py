@@ -16,9 +16,9 @@ import textwrap
 from collections import Counter
 
 from postgres_support import postgres_url
-from runkernel.conformance import append_all, text_run
-from runkernel.conformance.runs import activate
+from runkernel.conformance import append_all
 from runkernel.kernel.values import Role
+from runkernel.testing import activate, text_run
 
 __all__ = ["postgres_url"]
 
@@ -31,7 +31,7 @@ _RACER = textwrap.dedent(
     import json, sys
     from runkernel.adapters.postgres_store import PostgresStore
     from runkernel.adapters.store import CommitConflict
-    from runkernel.conformance.runs import step
+    from runkernel.testing import step
     from runkernel.kernel.protocol import InferenceResult
 
     url, me, runs, target = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from runkernel.adapters.store import SchemaError, Store
-from runkernel.conformance import StoreContract, append_all, text_run
+from runkernel.conformance import StoreContract, append_all
+from runkernel.testing import text_run
 from postgres_support import dsn, fresh_url, postgres_url
 
 __all__ = ["postgres_url"]

@@ -27,7 +27,7 @@ from runkernel.adapters.driver_core import MESSAGE_HAS_METADATA
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import GateAnswer, Hold, Permit
-from runkernel.adapters.store import CommitConflict, StoreUnavailable
+from runkernel.adapters.store import CommitConflict, Store, StoreUnavailable
 from runkernel.kernel.protocol import Approve, Deny, EndRequest, OperationStatus, ResumeCommand
 from runkernel.kernel.state import (
     CallCompleted,
@@ -41,12 +41,12 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_commits
-from runkernel.testing import CountingIds
+from runkernel.testing import CountingIds, CrashingStore
 
 DONE = Reply("all done", end=EndCauseKind.COMPLETED)
 
 
-def legal(store: MemoryStore, thread_id: str = "t1") -> None:
+def legal(store: Store, thread_id: str = "t1") -> None:
     finding = check_commits(store.commits(thread_id))
     assert finding.verdict is Verdict.LEGAL, finding
 
@@ -376,7 +376,7 @@ def test_the_hosts_ids_are_kept(kind: str) -> None:
 
 @shells
 def test_a_failed_store_write_stops_the_driver_and_next_action_picks_up(kind: str) -> None:
-    store = MemoryStore()
+    store = CrashingStore(MemoryStore())
     driver = make_shell(kind, store)
     driver.start(["go"], thread_id="t1", run_id="r1")
     store.fail_writes = True
@@ -514,7 +514,7 @@ def test_a_streaming_hosts_checkpoint_comes_back_after_a_crash_and_goes_after_th
 
 
 def test_a_failed_checkpoint_write_loses_only_the_checkpoint() -> None:
-    store = MemoryStore()
+    store = CrashingStore(MemoryStore())
     store.fail_checkpoints = True
     driver = Driver(store, {})
     ask = driver.start(["go"], thread_id="t1", run_id="r1")

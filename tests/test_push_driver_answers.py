@@ -19,12 +19,11 @@ from runkernel.adapters.inbox import submit_resume
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import GateAnswer, Hold, StatusReply
 from runkernel.kernel.policies import ToolPolicy
-from runkernel.conformance.runs import step
 from runkernel.kernel.protocol import Activate, Approve, Deny, ExternalResult, OperationStatus, ProvideInput, ResumeCommand
 from runkernel.kernel.state import Awaiting, CallCompleted, Ended, Message, ToolCall
 from runkernel.kernel.values import EndCauseKind, ResultKind, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_commits
-from runkernel.testing import CountingIds
+from runkernel.testing import CountingIds, step
 
 PAYS = [CallRequest("pay", {"n": n}, call_id=f"p{n}") for n in (1, 2, 3)]
 

@@ -21,7 +21,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from push_host import POLICIES, SHELLS, Reply, World, make_shell, play
-from runkernel.testing import Boundary, CountingIds, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import (
     DEFAULT_MAX_STEPS,
     Action,
@@ -50,8 +49,8 @@ from runkernel.kernel.protocol import (
 from runkernel.kernel.recover import recover
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import EndCauseKind, Role
-from runkernel.testing import CrashAtEncounters
 from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import Boundary, CountingIds, CrashAtEncounters, CrashingStore, Position, SimulatedCrash
 
 DONE = Reply("all done", end=EndCauseKind.COMPLETED)
 

@@ -31,14 +31,13 @@ from push_children import (
     quiet_parent,
 )
 from push_host import SHELLS, Reply, World, make_shell, play_until_quiet
-from runkernel.testing import Boundary, CountingIds, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import Action, ChildrenRunning, Done, HostProtocolError, RunCall, WaitFor
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.kernel.protocol import Approve, EndRequest
 from runkernel.kernel.state import CallCompleted, CallExecuting, CallIndeterminate, EndCause, Ended, Message
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, JsonValue, Role
-from runkernel.testing import CrashAtEncounters
+from runkernel.testing import Boundary, CountingIds, CrashAtEncounters, Position, SimulatedCrash
 
 
 # --- the whole host, with crashes ------------------------------------------------------

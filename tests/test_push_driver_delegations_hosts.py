@@ -22,7 +22,6 @@ from push_children import (
     quiet_parent,
 )
 from push_host import SHELLS, make_shell, play_until_quiet
-from runkernel.testing import Boundary, CountingIds, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.driver import Driver
 from runkernel.adapters.driver_actions import Action, CallRequest, ChildrenRunning, Done, DriverStopped
 from runkernel.adapters.memory_store import MemoryStore
@@ -34,6 +33,7 @@ from runkernel.cli import main
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.state import CallCompleted, CallExecuting, Ended
 from runkernel.kernel.values import EndCauseKind, Role
+from runkernel.testing import Boundary, CountingIds, CrashingStore, Position, SimulatedCrash
 
 
 # --- under a worker ------------------------------------------------------------------------

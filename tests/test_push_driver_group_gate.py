@@ -25,12 +25,20 @@ from push_children import (
     judged_legal,
 )
 from push_host import SHELLS, Reply, World, make_shell, play_until_quiet
-from runkernel.testing import Boundary, CountingIds, CrashAt, CrashPlan, NeverCrash, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import Action, ChildrenRunning, Done, WaitFor
 from runkernel.adapters.ports import GateAnswer
 from runkernel.kernel.state import CallAwaiting, CallCompleted, CallRequested, RunSnapshot, ToolCall
 from runkernel.kernel.values import EndCauseKind, ResultKind, Role
-from runkernel.testing import CrashAtEncounters
+from runkernel.testing import (
+    Boundary,
+    CountingIds,
+    CrashAt,
+    CrashAtEncounters,
+    CrashPlan,
+    NeverCrash,
+    Position,
+    SimulatedCrash,
+)
 
 MEMBERS = pull.MEMBERS
 ORDINARY = "o4"

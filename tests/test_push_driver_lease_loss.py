@@ -19,21 +19,11 @@ from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.kernel.state import CallExecuting, ThreadCommit
 from runkernel.kernel.values import EndCauseKind
 from runkernel.specs.checker import Verdict, check_commits
-from runkernel.testing import CountingIds
+from runkernel.testing import CountingIds, ManualClock
 from store_interleavings import open_stores
 
 LEASE = 10.0  # seconds of store time
 SCRIPT = {1: Reply("working", (("replay", {"n": 1}),)), 2: Reply("done", end=EndCauseKind.COMPLETED)}
-
-
-class Clock:
-    """A clock that only moves when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.mark.parametrize("loss", ["stalled", "suspended"])
@@ -42,7 +32,7 @@ class Clock:
 def test_a_push_driver_whose_lease_is_lost_after_its_executing_commit_hands_out_no_run_call(
     kind: str, store_kind: str, loss: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    store_clock, host_clock = Clock(), Clock()
+    store_clock, host_clock = ManualClock(1000.0), ManualClock(1000.0)
     store, rescuer_store = open_stores(store_kind, tmp_path, request, clock=store_clock)
     keeper = LeaseKeeper(store, "stalled", duration=LEASE, monotonic=host_clock)
     rescuer = LeaseKeeper(rescuer_store, "rescuer", duration=LEASE, monotonic=store_clock)

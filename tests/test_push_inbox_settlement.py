@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from push_host import SHELLS, Reply, Shell, World, make_shell, play
-from runkernel.testing import Boundary, CountingIds, CrashAt, CrashingStore, Failure, Position, SimulatedCrash
 from runkernel.adapters.driver_actions import Action, Done, DriverStopped, RunCall, WaitFor
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.memory_store import MemoryStore
@@ -27,6 +26,7 @@ from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import RESUMED_EVENT, EndCause, Ended, Running
 from runkernel.kernel.values import EndCauseKind, WaitKind
 from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import Boundary, CountingIds, CrashAt, CrashingStore, Failure, Position, SimulatedCrash
 
 SCRIPT = {1: Reply("pay?", (("pay", {"amount": 5}),)), 2: Reply("paid", end=EndCauseKind.COMPLETED)}
 #: the commit point of the commit that applies each command

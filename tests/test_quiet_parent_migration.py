@@ -15,7 +15,8 @@ from runkernel.adapters.sqlite_migrate import migrate_sqlite
 from runkernel.adapters.sqlite_store import SCHEMA_VERSION, SqliteStore
 from runkernel.adapters.store import SchemaError, Store
 from runkernel.cli import main
-from runkernel.conformance import DelegatingRun, append_all, delegating_run
+from runkernel.conformance import append_all
+from runkernel.testing import DelegatingRun, delegating_run
 
 
 def _write_quiet_parent(store: Store) -> DelegatingRun:

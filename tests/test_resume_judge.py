@@ -48,8 +48,8 @@ from runkernel.kernel.state import RESUMED_EVENT, CallExecuting, Message
 from runkernel.kernel.validate_resume import same_id
 from runkernel.kernel.values import Role, WaitKind
 from runkernel.specs.checker import Verdict, check_lines
+from runkernel.testing import activate, step
 from strategies import histories
-from support import activate, step
 from trace_mutations import encode, to_lines
 
 DATA = Path(__file__).resolve().parent / "data" / "traces"

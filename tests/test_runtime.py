@@ -10,7 +10,6 @@ from pathlib import Path
 import attrs
 import pytest
 
-from runkernel.testing import Boundary, Position, position_of
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import (
     Returned,
@@ -38,7 +37,7 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
 from runkernel.kernel.values import EndCauseKind, ResultKind, Role
-from runkernel.testing import ScriptedModel, StepScript
+from runkernel.testing import Boundary, Position, ScriptedModel, StepScript, position_of
 from runkernel.testing.simulation.engine import ScenarioRun
 from runkernel.testing.simulation.history import Outline
 from runkernel.testing.simulation.invariants import check_run

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from runkernel.testing import Boundary, Position, SimulatedCrash
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import StatusReply, ToolInvocation, ToolRegistry, ToolReply
 from runkernel.adapters.runtime import Runtime
@@ -15,9 +14,9 @@ from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, Too
 from runkernel.kernel.protocol import OperationStatus
 from runkernel.kernel.state import CallCompleted, CallIndeterminate, Ended, Message
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role
-from runkernel.testing import ScriptedModel, StepScript
 from runkernel.adapters.export import export_lines
 from runkernel.specs.checker import Verdict, check_lines
+from runkernel.testing import Boundary, Position, ScriptedModel, SimulatedCrash, StepScript
 
 
 class Raising:

@@ -16,6 +16,7 @@ from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import Store
 from runkernel.cli import main
+from runkernel.testing import CrashingStore
 from runkernel.testing.simulation.simulate import Report, format_report, simulate
 
 
@@ -79,7 +80,7 @@ def test_a_store_failure_stops_simulate_with_one_line_and_no_violations(
 
 
 def test_simulate_reports_a_store_failure_instead_of_retrying_it() -> None:
-    store = MemoryStore()
+    store = CrashingStore(MemoryStore())
     store.fail_writes = True
     report = simulate(store, 50, seed=1)
     assert report.store_failure is not None and "writes are failing" in report.store_failure

@@ -17,7 +17,6 @@ from hand_built_runs import (
     THREAD,
     TICKET_NEW,
     Candidate,
-    Chain,
     candidates,
     cause,
     commit_on,
@@ -54,6 +53,7 @@ from runkernel.kernel.state import (
 from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
 from runkernel.kernel.values import AWAITING_END_CAUSES, EndCauseKind, Role, WaitKind
 from runkernel.specs.machines import RunMachine, ToolCallMachine, spec_edges
+from runkernel.testing import Builder
 
 
 # --- validate_commit accepts exactly the spec's call edges ----------------------------
@@ -156,7 +156,7 @@ def test_finalization_is_accepted_iff_every_call_is_terminal(first: CallPhase, s
 SPEC_RUN_EDGES = {(e.source, e.target) for e in spec_edges(RunMachine)}
 
 
-def run_candidates(chain: Chain) -> Iterator[Candidate]:
+def run_candidates(chain: Builder) -> Iterator[Candidate]:
     run = chain.snapshot
     assert run.batch is not None
     old = run.batch.calls[0].status

@@ -10,7 +10,6 @@ from pathlib import Path
 import attrs
 import pytest
 
-from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.driver import Driver
 from runkernel.adapters.driver_actions import CallRequest, Done, Infer, RunCall
 from runkernel.adapters.memory_store import MemoryStore
@@ -48,6 +47,7 @@ from runkernel.kernel.state import CallCompleted, Message, RunSnapshot, Staged, 
 from runkernel.kernel.validate import NO_TICKETS_SEEN, validate_commit
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 from runkernel.specs.checker import Verdict, check_lines
+from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 
 RETRY2 = Policies(tools={"fetch": ToolPolicy(retry=RetryPolicy(max_attempts=2))})
 

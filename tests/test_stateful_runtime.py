@@ -34,7 +34,6 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 from runkernel.adapters.inbox import submit_end
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.ports import ToolRegistry
@@ -43,7 +42,18 @@ from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import EndRequest, OperationStatus
 from runkernel.kernel.state import Delegation, EndCause, Ended, Message
 from runkernel.kernel.values import EndCauseKind, Role
-from runkernel.testing import CountingIds, ScriptedModel, ScriptedTool, StepScript, World
+from runkernel.testing import (
+    Boundary,
+    CountingIds,
+    CrashAt,
+    CrashingStore,
+    Position,
+    ScriptedModel,
+    ScriptedTool,
+    SimulatedCrash,
+    StepScript,
+    World,
+)
 from runtime_harness import MemoryMachine, RuntimeMachine, SqliteMachine
 from runtime_harness_seeds import SEEDS, play_seed
 from runtime_harness_state import SCENARIO_TALLY, SCENARIOS

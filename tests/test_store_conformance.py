@@ -15,7 +15,7 @@ import pytest
 from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.serial import commit_text
 from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.conformance import StoreContract, append_all, awaiting_run, text_run, tool_run
+from runkernel.conformance import StoreContract, append_all
 from runkernel.adapters.store import (
     Checkpoint,
     CommitConflict,
@@ -31,6 +31,7 @@ from runkernel.adapters.store import (
 from runkernel.kernel.rules import Rule
 from runkernel.kernel.state import Awaiting, Ended, RunSnapshot, ThreadCommit
 from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import awaiting_run, text_run, tool_run
 
 
 class TestRunkernelStores(StoreContract):

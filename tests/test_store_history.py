@@ -49,7 +49,7 @@ from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, RunSnapshot
 from runkernel.kernel.values import Role, WaitKind
 from runkernel.specs.checker import Verdict, check_commits
-from support import awaiting_run, tool_run
+from runkernel.testing import awaiting_run, tool_run
 
 FIXTURE = Path(__file__).parent / "data" / "stores" / "schema1.sqlite"
 

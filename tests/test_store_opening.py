@@ -18,7 +18,7 @@ import pytest
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import DamagedStore, SchemaError, StoreUnavailable
 from runkernel.cli import main
-from support import awaiting_run, text_run
+from runkernel.testing import awaiting_run, text_run
 
 READ_AND_WRITE_COMMANDS = (
     ["inspect", "r1"],

@@ -19,8 +19,6 @@ import pytest
 import runkernel
 from runkernel.adapters.serial import commit_text
 from runkernel.cli import main
-from runkernel.conformance import awaiting_run
-from runkernel.conformance.runs import step
 from runkernel.kernel.history import RunHistory
 from runkernel.kernel.protocol import EndRequest
 from runkernel.kernel.rules import Rejection, Rule
@@ -28,6 +26,7 @@ from runkernel.kernel.state import Awaiting, EndCause, RunSnapshot, ThreadCommit
 from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, TicketSeen, validate_commit
 from runkernel.kernel.values import EndCauseKind
 from runkernel.specs.checker import TraceJudge, Verdict
+from runkernel.testing import awaiting_run, step
 
 SHARED = "ticket-reused-000000000001"
 WHERE = ["an-earlier-run-of-the-thread", "a-run-of-another-thread"]

@@ -21,7 +21,6 @@ from runkernel.adapters.memory_store import MemoryStore
 from runkernel.adapters.store import Store
 from runkernel.adapters.worker import Worker
 from runkernel.adapters.worker_app import AsyncPushApp, PushApp
-from runkernel.conformance.runs import step
 from runkernel.errors import BadToolPolicy, UsageError
 from runkernel.kernel.codec import policy_to_json
 from runkernel.kernel.policies import (
@@ -37,6 +36,7 @@ from runkernel.kernel.protocol import Activate
 from runkernel.kernel.state import CallIndeterminate, Message, ToolCall
 from runkernel.specs.checker import Verdict, check_commits
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, Role
+from runkernel.testing import step
 
 shells = pytest.mark.parametrize("kind", SHELLS)
 

@@ -11,7 +11,7 @@ import pytest
 
 from runkernel.kernel.codec import commit_to_json
 from runkernel.specs.checker import Finding, Verdict, check_lines
-from support import awaiting_run, text_run, tool_run
+from runkernel.testing import awaiting_run, text_run, tool_run
 
 Line = dict[str, Any]
 

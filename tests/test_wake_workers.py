@@ -26,13 +26,13 @@ from runkernel.adapters.store import Store
 from runkernel.adapters.work import awaited_children
 from runkernel.adapters.worker import Worker
 from runkernel.adapters.worker_app import RuntimeApp
-from runkernel.conformance import append_all, delegating_run
-from runkernel.conformance.runs import activate
+from runkernel.conformance import append_all
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.protocol import Approve, ResumeCommand
 from runkernel.kernel.state import Awaiting, CallCompleted, Ended, Message, RunSnapshot, ToolCall
 from runkernel.kernel.values import Role, WaitKind
 from runkernel.specs.checker import Verdict, check_lines
+from runkernel.testing import activate, delegating_run
 
 
 __all__ = ["postgres_url"]

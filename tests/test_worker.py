@@ -38,19 +38,10 @@ from runkernel.kernel.protocol import OperationStatus
 from runkernel.kernel.state import Awaiting, CallCompleted, CallExecuting, Ended, Message, RunSnapshot, ThreadCommit, ToolCall
 from runkernel.kernel.values import EndCauseKind, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import ManualClock
 
 REPLAY = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY))
 RECONNECT = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT))
-
-
-class Clock:
-    """A store clock and a monotonic clock that only move when a test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class OneCall:
@@ -87,7 +78,7 @@ class Recording:
 
 
 def _activate(store: MemoryStore | SqliteStore, run_id: str, app: str | None = "test", thread: str | None = None) -> None:
-    from runkernel.conformance.runs import step
+    from runkernel.testing import step
     from runkernel.kernel.protocol import Activate
 
     decision = step(None, Activate(thread or f"t-{run_id}", run_id, 0, (Message(Role.USER, "go"),), app))
@@ -128,7 +119,7 @@ def test_invocation_scope_is_the_test_helper_for_calling_a_tool_directly() -> No
 
 
 def test_a_stalled_worker_whose_lease_expired_starts_no_executor() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = MemoryStore(clock=clock)
     _activate(store, "r1")
     tool = Recording()
@@ -151,7 +142,7 @@ def test_a_stalled_worker_whose_lease_expired_starts_no_executor() -> None:
 
 
 def test_an_executor_does_not_start_inside_the_safety_margin() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = MemoryStore(clock=clock)
     _activate(store, "r1")
     keeper = LeaseKeeper(store, "w1", duration=10, margin=3, renew_after=100, monotonic=clock)
@@ -164,7 +155,7 @@ def test_an_executor_does_not_start_inside_the_safety_margin() -> None:
 
 
 def test_renewal_happens_at_most_once_per_renewal_interval_never_per_commit() -> None:
-    clock = Clock()
+    clock = ManualClock(1000.0)
     store = MemoryStore(clock=clock)
     keeper = LeaseKeeper(store, "w1", duration=10, monotonic=clock)
     keeper.take("r1")

@@ -28,12 +28,12 @@ from pathlib import Path
 
 from held_points import HeldPoints, KillsAndStalls, Process
 from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.conformance.runs import step
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.protocol import Activate
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import Role
 from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import step
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 4

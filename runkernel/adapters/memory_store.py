@@ -16,7 +16,6 @@ from runkernel.adapters.store import (
     Lease,
     Reconciliation,
     Settlement,
-    StoreUnavailable,
     Writer,
     judge_append,
 )
@@ -35,15 +34,12 @@ from runkernel.kernel.values import JsonValue
 
 
 class MemoryStore:
-    """Everything in dicts behind one lock. ``fail_writes`` makes every append fail,
-    to test the runtime's handling of an unavailable store. ``clock`` is the store's
-    clock for leases (seconds; wall time unless a test gives its own)."""
+    """Everything in dicts behind one lock. ``clock`` is the store's clock for leases
+    (seconds; wall time unless a test gives its own)."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
         self._clock = clock
-        self.fail_writes = False
-        self.fail_checkpoints = False
         self.reset()
 
     def reset(self) -> None:
@@ -67,8 +63,6 @@ class MemoryStore:
         self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
     ) -> RunSnapshot:
         with self._lock:
-            if self.fail_writes:
-                raise StoreUnavailable("memory store: writes are failing (injected)")
             if self._landed_already(commit, lease):
                 return self._runs[commit.run_id]
             writer = commit_writer(commit, lease, self._leases.get(commit.run_id), self._clock())
@@ -248,8 +242,6 @@ class MemoryStore:
         return len(refused)
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        if self.fail_checkpoints:
-            raise StoreUnavailable("memory store: checkpoint writes are failing (injected)")
         self._checkpoints[checkpoint.run_id] = checkpoint
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:

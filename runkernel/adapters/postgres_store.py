@@ -70,7 +70,6 @@ class PostgresStore(PostgresLeases):
     ``wait_for_work(timeout)`` is the LISTEN/NOTIFY wake-up of a worker."""
 
     def __init__(self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0) -> None:
-        self.fail_checkpoints = False
         #: how many lost acknowledgements were recovered by adopting this store's own commit
         self.adopted_after_lost_ack = 0
         #: a test hook called with the connection just before a commit is sent
@@ -355,8 +354,6 @@ class PostgresStore(PostgresLeases):
         )
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        if self.fail_checkpoints:
-            raise StoreUnavailable("checkpoint writes are failing (injected)")
         self._execute(
             "INSERT INTO checkpoints (run_id, step, data) VALUES (%s, %s, %s) "
             "ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, data = excluded.data",

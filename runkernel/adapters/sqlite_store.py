@@ -167,7 +167,6 @@ class SqliteStore:
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
         self.path = str(path)
-        self.fail_checkpoints = False
         # the store's clock for leases: every process on one file shares the machine's
         # wall clock, the only clock they have in common
         self._clock = clock
@@ -617,8 +616,6 @@ class SqliteStore:
         return int(cursor.rowcount)
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        if self.fail_checkpoints:
-            raise StoreUnavailable("checkpoint writes are failing (injected)")
         self._scratch_write(
             "INSERT INTO checkpoints (run_id, step, data) VALUES (?, ?, ?) "
             "ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, data = excluded.data",

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from runkernel.adapters.ports import Tool, ToolInvocation, ToolRegistry, ToolReply, StatusReply
 from runkernel.adapters.runtime_events import Position, position_of
-from runkernel.adapters.store import Lease, Settlement, Store
+from runkernel.adapters.store import Checkpoint, Lease, Settlement, Store, StoreUnavailable
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.state import RunSnapshot, ThreadCommit
 
@@ -125,12 +125,18 @@ class CrashingStore:
     A commit's position is named from the store's latest snapshot of its Run (no
     snapshot: its activation), so a commit that would conflict is named as the store
     sees it. ``failure`` makes what a dying write raises (``SimulatedCrash`` by
-    default); ``store`` is the wrapped store, for reads that must not count."""
+    default); ``store`` is the wrapped store, for reads that must not count.
 
-    def __init__(self, store: Store, plan: CrashPlan, failure: Failure = SimulatedCrash) -> None:
+    While ``fail_writes`` is set, every append raises ``StoreUnavailable`` once the plan
+    was asked before it (nothing is written); while ``fail_checkpoints`` is set, every
+    checkpoint write does (a checkpoint is best effort: only partial recovery is lost)."""
+
+    def __init__(self, store: Store, plan: CrashPlan = NeverCrash(), failure: Failure = SimulatedCrash) -> None:
         self.store = store
         self.plan = plan
         self.failure = failure
+        self.fail_writes = False
+        self.fail_checkpoints = False
 
     def append(
         self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
@@ -139,10 +145,18 @@ class CrashingStore:
         position = position_of(self.store.run(commit.run_id), commit)
         if self.plan.crash_here(Boundary.BEFORE_WRITE, position):
             raise self.failure(Boundary.BEFORE_WRITE, position)
+        if self.fail_writes:
+            raise StoreUnavailable("writes are failing (injected)")
         stored = self.store.append(commit, settle, lease=lease)
         if self.plan.crash_here(Boundary.AFTER_WRITE, position):
             raise self.failure(Boundary.AFTER_WRITE, position)
         return stored
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """The wrapped store's, unless ``fail_checkpoints`` says it fails."""
+        if self.fail_checkpoints:
+            raise StoreUnavailable("checkpoint writes are failing (injected)")
+        self.store.save_checkpoint(checkpoint)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)

@@ -159,6 +159,7 @@ class ScenarioRun:
         # the runtimes' store and tools die where the plan says; the engine's own reads
         # and commands go to ``store`` itself, so they pass no boundary
         self.crashing_store = CrashingStore(store, self.plan)
+        self.crashing_store.fail_checkpoints = scenario.checkpoint_failures
         self.crashing_tools = crashing_tools(self.registry, self.plan)
         self.scripts: dict[str, tuple[StepScript, ...]] = {self.run_id: scenario.steps}
         self.model = ScriptedModel(self.scripts, self.world)
@@ -194,22 +195,17 @@ class ScenarioRun:
             return None
 
     def play(self) -> Trial:
-        failing = self.scenario.checkpoint_failures
-        setattr(self.store, "fail_checkpoints", failing)
-        try:
-            self._play_run(self.thread_id, self.run_id)
-            for child in self.leftover_children:
-                if self.store.run(child.run_id) is not None and child.thread_id not in self.trial.thread_ids:
-                    self.trial.thread_ids.append(child.thread_id)
-                    self.trial.run_ids.append(child.run_id)
-                    self._play_run(child.thread_id, child.run_id)
-            if self.scenario.follow_up:
-                second = f"{self.run_id}-b"
-                self.scripts[second] = (StepScript("follow-up", end=EndCauseKind.COMPLETED),)
-                self.trial.run_ids.append(second)
-                self._play_run(self.thread_id, second)
-        finally:
-            setattr(self.store, "fail_checkpoints", False)
+        self._play_run(self.thread_id, self.run_id)
+        for child in self.leftover_children:
+            if self.store.run(child.run_id) is not None and child.thread_id not in self.trial.thread_ids:
+                self.trial.thread_ids.append(child.thread_id)
+                self.trial.run_ids.append(child.run_id)
+                self._play_run(child.thread_id, child.run_id)
+        if self.scenario.follow_up:
+            second = f"{self.run_id}-b"
+            self.scripts[second] = (StepScript("follow-up", end=EndCauseKind.COMPLETED),)
+            self.trial.run_ids.append(second)
+            self._play_run(self.thread_id, second)
         self.trial.boundaries_seen = self.plan.seen
         return self.trial
 

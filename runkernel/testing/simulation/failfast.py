@@ -5,8 +5,9 @@ right for the failures scenarios inject and wrong for the environment: a full di
 a locked file would be retried for every round of every Run and reported as thousands
 of invariant violations. Wrapped in ``FailFastStore``, the first failure of the real
 store becomes ``EnvironmentFailure``, which no part of the engine or runtime catches,
-so ``simulate`` stops there and reports it as what it is. The injected checkpoint
-failures (``fail_checkpoints``) are played by the wrapper itself and stay retryable.
+so ``simulate`` stops there and reports it as what it is. The failures a scenario
+injects (checkpoint writes, ``CrashingStore.fail_checkpoints``) are raised outside this
+wrapper, so they stay what the runtime retries or gives up on.
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from runkernel.adapters.store import (
-    Checkpoint,
     CommitConflict,
     IllegalCommit,
     Store,
     StoreError,
-    StoreUnavailable,
 )
 
 
@@ -37,18 +36,12 @@ class FailFastStore:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self.fail_checkpoints = False
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._store, name)
         if not callable(attribute):
             return attribute
         return _guarded(attribute)
-
-    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        if self.fail_checkpoints:
-            raise StoreUnavailable("checkpoint writes are failing (injected)")
-        _guarded(self._store.save_checkpoint)(checkpoint)
 
     def store(self) -> Store:
         """This wrapper typed as the Store it stands for."""
