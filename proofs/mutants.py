@@ -158,7 +158,25 @@ PUBLIC_IMPORTS_UNIT = unit("tests/test_public_imports.py::test_users_copy_only_p
 STALE_HEAD_UNIT = unit(
     "tests/test_postgres_race.py::test_a_writer_commits_again_after_another_writer_moved_its_thread"
 )
-
+TESTING_AFTER_WRITE_UNIT = unit(
+    "tests/test_testing.py::test_a_crash_before_the_write_leaves_nothing_and_one_after_it_leaves_the_commit_durable"
+)
+TESTING_POSITION_UNIT = unit("tests/test_testing.py::test_a_crashing_store_names_each_commit_point_as_the_runtime_does")
+TESTING_AFTER_EFFECT_UNIT = unit(
+    "tests/test_testing.py::test_a_crash_after_the_effect_lets_the_tool_run_and_commits_nothing_of_its_outcome"
+)
+CRASH_INSIDE_TOOL_UNIT = unit(
+    "tests/test_runtime_tool_raises.py::test_an_injected_crash_inside_a_tool_is_still_the_runtimes_death"
+)
+TESTING_BUILDER_HISTORY_UNIT = unit(
+    "tests/test_testing.py::test_the_builder_keeps_the_runs_history_so_decide_sees_used_tickets"
+)
+TESTING_BUILDER_JUDGE_UNIT = unit(
+    "tests/test_testing.py::test_the_builder_takes_a_hand_made_commit_only_if_the_judge_accepts_it"
+)
+TESTING_IMPORTERS_UNIT = unit(
+    "tests/test_testing.py::test_no_library_module_imports_runkernel_testing_but_the_simulate_command_lazily"
+)
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -654,6 +672,66 @@ MUTANTS: tuple[Mutant, ...] = (
         "                if not fresh and self._written is not None:\n",
         "                if False:\n",
         STALE_HEAD_UNIT,
+    ),
+    Mutant(
+        "the crashing store dies 'after the write' before writing",
+        "runkernel/testing/crash.py",
+        "        stored = self.store.append(commit, settle, lease=lease)\n"
+        "        if self.plan.crash_here(Boundary.AFTER_WRITE, position):\n"
+        "            raise self.failure(Boundary.AFTER_WRITE, position)\n",
+        "        if self.plan.crash_here(Boundary.AFTER_WRITE, position):\n"
+        "            raise self.failure(Boundary.AFTER_WRITE, position)\n"
+        "        stored = self.store.append(commit, settle, lease=lease)\n",
+        TESTING_AFTER_WRITE_UNIT,
+    ),
+    Mutant(
+        "the crashing store names every commit an activation",
+        "runkernel/testing/crash.py",
+        "        position = position_of(self.store.run(commit.run_id), commit)\n",
+        "        position = position_of(None, commit)\n",
+        TESTING_POSITION_UNIT,
+    ),
+    Mutant(
+        "a crash 'after a tool's effect' comes before the effect",
+        "runkernel/testing/crash.py",
+        "        try:\n"
+        "            return self.tool.run(invocation)\n"
+        "        finally:\n"
+        "            if self.plan.crash_here(Boundary.AFTER_EFFECT, Position.CALL_RESULT):\n"
+        "                raise SimulatedCrash(Boundary.AFTER_EFFECT, Position.CALL_RESULT)\n",
+        "        if self.plan.crash_here(Boundary.AFTER_EFFECT, Position.CALL_RESULT):\n"
+        "            raise SimulatedCrash(Boundary.AFTER_EFFECT, Position.CALL_RESULT)\n"
+        "        return self.tool.run(invocation)\n",
+        TESTING_AFTER_EFFECT_UNIT,
+    ),
+    Mutant(
+        "a simulated crash is an Exception the runtime turns into a tool outcome",
+        "runkernel/testing/crash.py",
+        "class SimulatedCrash(BaseException):\n",
+        "class SimulatedCrash(Exception):\n",
+        CRASH_INSIDE_TOOL_UNIT,
+    ),
+    Mutant(
+        "the test-data builder feeds decide without the Run's history",
+        "runkernel/conformance/runs.py",
+        "            decision = step(built.state, event, built.policies, built.history)\n",
+        "            decision = step(built.state, event, built.policies)\n",
+        TESTING_BUILDER_HISTORY_UNIT,
+    ),
+    Mutant(
+        "the test-data builder keeps a hand-made commit the judge refused",
+        "runkernel/conformance/runs.py",
+        '        assert isinstance(verdict, Accepted), f"hand-made commit refused: {verdict}"\n',
+        "        if not isinstance(verdict, Accepted):\n"
+        "            return attrs.evolve(self, commits=self.commits + (commit,))\n",
+        TESTING_BUILDER_JUDGE_UNIT,
+    ),
+    Mutant(
+        "the CLI imports the simulator when it is imported",
+        "runkernel/commands.py",
+        "if TYPE_CHECKING:\n    from runkernel.testing.simulation.simulate import Report\n",
+        "from runkernel.testing.simulation.simulate import Report\n",
+        TESTING_IMPORTERS_UNIT,
     ),
 )
 
