@@ -554,3 +554,17 @@ def test_production_constructors_take_no_test_switch(host: type) -> None:
     if host is MemoryStore:
         store = MemoryStore()
         assert not hasattr(store, "fail_writes") and not hasattr(store, "fail_checkpoints")
+
+
+def test_every_public_name_of_runkernel_testing_is_documented() -> None:
+    undocumented = []
+    for name in testing.__all__:
+        value = getattr(testing, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            if not (value.__doc__ or "").strip():
+                undocumented.append(name)
+            for member, attribute in vars(value).items() if inspect.isclass(value) else ():
+                if not member.startswith("_") and inspect.isfunction(attribute) and not (attribute.__doc__ or "").strip():
+                    undocumented.append(f"{name}.{member}")
+    assert undocumented == [], f"public names of runkernel.testing without a docstring: {undocumented}"
+    print(f"runkernel.testing: {len(testing.__all__)} public names, each documented")
