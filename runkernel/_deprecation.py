@@ -68,6 +68,15 @@ def resolve(owner: str, name: str, table: Mapping[str, Moved], *, depth: int = 1
     return value
 
 
+def moved_module(old: str, new: str) -> None:
+    """Warn that the module ``old``, being imported, moved to ``new``: called from the
+    body of a module kept at its old path (which re-exports the new one's names), it
+    warns once per import, pointing at the user's import statement (``warnings`` skips
+    the import system's own frames)."""
+    text = f"{old} is deprecated: use `{new}`; the old module goes in runkernel {REMOVED_IN}"
+    warnings.warn(text, DeprecationWarning, stacklevel=3)  # 1: here, 2: the old module, 3: its importer
+
+
 def moved_names(owner: str, table: Mapping[str, Moved]) -> Callable[[str], Any]:
     """A module ``__getattr__`` that resolves each old name of ``table`` (``resolve``)."""
 
@@ -98,4 +107,4 @@ class RenamedClass(type):
         return cls.__build__(*args, **kwargs)
 
 
-__all__ = ["REMOVED_IN", "Moved", "RenamedClass", "message", "moved_names", "renamed_attribute", "resolve"]
+__all__ = ["REMOVED_IN", "Moved", "RenamedClass", "message", "moved_module", "moved_names", "renamed_attribute", "resolve"]

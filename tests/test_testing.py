@@ -17,59 +17,65 @@ import inspect
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import attrs
 import pytest
 
 import runkernel.testing as testing
-from runkernel.adapters.driver import AsyncDriver, Driver
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import (
+from runkernel import (
+    AsyncDriver,
+    Driver,
+    EndCauseKind,
     Failed,
     Hold,
     InferenceRequest,
-    Lost,
+    OperationStatus,
     Permit,
     Returned,
-    ToolInvocation,
-    ToolRegistry,
-    ToolReply,
+    RunCall,
+    Runtime,
     StatusReply,
-    utc_now,
+    ToolRegistry,
+    WaitKind,
+    Worker,
 )
-from runkernel.adapters.runtime import Acknowledged, Runtime, RuntimeEvent
+from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.ports import Lost, ToolReply, utc_now
+from runkernel.adapters.runtime_events import Acknowledged, RuntimeEvent
 from runkernel.adapters.sqlite_store import SqliteStore
 from runkernel.adapters.store import Store, StoreUnavailable
-from runkernel.adapters.worker import Worker
-from runkernel.kernel.decide import decide
-from runkernel.kernel.policies import IndeterminateChoice, Policies, RecoveryMode, ToolPolicy
-from runkernel.kernel.protocol import (
+from runkernel.kernel import (
     Activate,
     Allow,
     Approve,
-    GateVerdict,
-    InferenceResult,
-    OperationStatus,
-    ProposedCall,
-    RequireWait,
-    ResumeCommand,
-    ToolFinished,
-    ToolOutput,
-)
-from runkernel.kernel.recover import recover
-from runkernel.kernel.rules import Rejection, Rule
-from runkernel.kernel.state import (
     Awaiting,
     CallExecuting,
     CallRequested,
     Ended,
+    GateVerdict,
+    IndeterminateChoice,
+    InferenceResult,
+    JsonValue,
     Message,
+    Policies,
+    ProposedCall,
+    RecoveryMode,
+    Rejection,
+    RequireWait,
+    ResumeCommand,
+    Role,
+    Rule,
     Running,
     ThreadCommit,
     ToolCall,
+    ToolFinished,
+    ToolOutput,
+    ToolPolicy,
+    decide,
+    recover,
 )
-from runkernel.kernel.values import EndCauseKind, JsonValue, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_commits
 from runkernel.testing import (
     FAIL,
@@ -245,7 +251,7 @@ class _Raises:
     def __init__(self) -> None:
         self.runs = 0
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         self.runs += 1
         raise RuntimeError("socket closed")
 
@@ -328,8 +334,8 @@ def test_the_scripted_model_answers_each_step_from_its_script_and_ends_past_it()
     assert len(sink.deltas) == 8 and all(testing.CHECKPOINT_MARK in str(c) for c in sink.checkpoints)
 
 
-def _invocation(attempt: int, operation_id: str = "op-1") -> ToolInvocation:
-    return ToolInvocation("r1", "c1", operation_id, attempt, {"n": 1})
+def _invocation(attempt: int, operation_id: str = "op-1") -> RunCall:
+    return RunCall("r1", "c1", "job", {"n": 1}, operation_id, attempt)
 
 
 def test_a_scripted_tool_behaves_per_attempt_and_repeats_its_last_behaviour() -> None:
@@ -510,11 +516,18 @@ def test_the_module_docstring_example_runs_as_written() -> None:
     ],
 )
 def test_the_old_import_paths_still_work_for_a_release_with_a_deprecation_warning(old: str, name: str, new: object) -> None:
-    for loaded in [m for m in sys.modules if m == old or m == "runkernel.simulation"]:
+    for loaded in [m for m in sys.modules if m == old]:
         del sys.modules[loaded]
-    with pytest.warns(DeprecationWarning, match="moved to runkernel.testing"):
-        module = importlib.import_module(old)
-    assert getattr(module, name) is new
+    namespace: dict[str, object] = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(compile(f"from {old} import {name}", "user_code.py", "exec"), namespace)  # noqa: S102
+    assert namespace[name] is new
+    assert [(w.category, w.filename) for w in caught] == [(DeprecationWarning, "user_code.py")], [
+        str(w.message) for w in caught
+    ]
+    assert f"{old} is deprecated: use `runkernel.testing" in str(caught[0].message)
+    assert "goes in runkernel 0.3" in str(caught[0].message)
 
 
 #: The only library modules that may import runkernel.testing: the CLI's simulate command
@@ -568,3 +581,12 @@ def test_every_public_name_of_runkernel_testing_is_documented() -> None:
                     undocumented.append(f"{name}.{member}")
     assert undocumented == [], f"public names of runkernel.testing without a docstring: {undocumented}"
     print(f"runkernel.testing: {len(testing.__all__)} public names, each documented")
+
+
+def test_a_tool_body_called_directly_sees_its_call_through_the_tool_context() -> None:
+    from runkernel import current_invocation
+
+    call = RunCall("r1", "c1", "job", {"n": 1}, "op-7", 2, lease_epoch=5)
+    with testing.invocation_scope(call):
+        seen = current_invocation()
+    assert seen is call and (seen.operation_id, seen.lease_epoch) == ("op-7", 5)

@@ -1,10 +1,9 @@
 """Deprecated: crash injection moved to ``runkernel.testing`` (``Boundary``,
 ``SimulatedCrash``, the crash plans, ``CrashingStore``), and ``Position`` / ``position_of``
 to ``runkernel.adapters.runtime_events``; ``Runtime`` takes no ``crash=`` any more (wrap
-its store and tools instead). This alias goes in the next release."""
+its store and tools instead). This alias goes in runkernel 0.3."""
 
-import warnings
-
+from runkernel._deprecation import moved_module
 from runkernel.adapters.runtime_events import Position as Position, position_of as position_of
 from runkernel.testing.crash import (
     Boundary as Boundary,
@@ -13,11 +12,7 @@ from runkernel.testing.crash import (
     SimulatedCrash as SimulatedCrash,
 )
 
-warnings.warn(
-    "runkernel.adapters.crash moved to runkernel.testing; the old path goes in the next release",
-    DeprecationWarning,
-    stacklevel=2,
-)
+moved_module(__name__, "runkernel.testing")
 
 
 class CrashAtEncounter:

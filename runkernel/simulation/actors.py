@@ -1,9 +1,8 @@
 """Deprecated: the scripted actors moved to ``runkernel.testing`` (``ScriptedModel``,
 ``ScriptedTool``, formerly ``SimTool``, ``ScriptedGate``, ``CountingIds`` ...); this alias
-goes in the next release."""
+goes in runkernel 0.3."""
 
-import warnings
-
+from runkernel._deprecation import moved_module
 from runkernel.testing.fixed import CountingIds as CountingIds
 from runkernel.testing.scripted import (
     CANCEL_DURING as CANCEL_DURING,
@@ -27,9 +26,4 @@ from runkernel.testing.scripted import (
 from runkernel.testing.scripted import ScriptedTool as SimTool
 from runkernel.testing.simulation.engine import CountingObserver as CountingObserver, SimHooks as SimHooks
 
-warnings.warn(
-    "runkernel.simulation.actors moved to runkernel.testing (ScriptedModel, ScriptedTool for SimTool, "
-    "ScriptedGate, CountingIds, ...); the old path goes in the next release",
-    DeprecationWarning,
-    stacklevel=2,
-)
+moved_module(__name__, "runkernel.testing")

@@ -1,14 +1,9 @@
-"""Deprecated: moved to ``runkernel.testing.simulation.contents``; this alias goes in the next
-release."""
+"""Deprecated: moved to ``runkernel.testing.simulation.contents``; this alias goes in runkernel
+0.3."""
 
-import warnings
-
+from runkernel._deprecation import moved_module
 from runkernel.testing.simulation.contents import (
     check_contents as check_contents,
 )
 
-warnings.warn(
-    "runkernel.simulation.contents moved to runkernel.testing.simulation.contents; the old path goes in the next release",
-    DeprecationWarning,
-    stacklevel=2,
-)
+moved_module(__name__, "runkernel.testing.simulation.contents")

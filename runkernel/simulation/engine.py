@@ -1,8 +1,7 @@
-"""Deprecated: moved to ``runkernel.testing.simulation.engine``; this alias goes in the next
-release."""
+"""Deprecated: moved to ``runkernel.testing.simulation.engine``; this alias goes in runkernel
+0.3."""
 
-import warnings
-
+from runkernel._deprecation import moved_module
 from runkernel.testing.simulation.engine import (
     MAX_ROUNDS as MAX_ROUNDS,
     SimHooks as SimHooks,
@@ -13,8 +12,4 @@ from runkernel.testing.simulation.engine import (
 )
 from runkernel.testing.crash import CrashAtEncounters as CrashTargets
 
-warnings.warn(
-    "runkernel.simulation.engine moved to runkernel.testing.simulation.engine; the old path goes in the next release",
-    DeprecationWarning,
-    stacklevel=2,
-)
+moved_module(__name__, "runkernel.testing.simulation.engine")

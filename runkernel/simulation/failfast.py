@@ -1,15 +1,10 @@
-"""Deprecated: moved to ``runkernel.testing.simulation.failfast``; this alias goes in the next
-release."""
+"""Deprecated: moved to ``runkernel.testing.simulation.failfast``; this alias goes in runkernel
+0.3."""
 
-import warnings
-
+from runkernel._deprecation import moved_module
 from runkernel.testing.simulation.failfast import (
     EnvironmentFailure as EnvironmentFailure,
     FailFastStore as FailFastStore,
 )
 
-warnings.warn(
-    "runkernel.simulation.failfast moved to runkernel.testing.simulation.failfast; the old path goes in the next release",
-    DeprecationWarning,
-    stacklevel=2,
-)
+moved_module(__name__, "runkernel.testing.simulation.failfast")

@@ -1,8 +1,7 @@
-"""Deprecated: moved to ``runkernel.testing.simulation.history``; this alias goes in the next
-release."""
+"""Deprecated: moved to ``runkernel.testing.simulation.history``; this alias goes in runkernel
+0.3."""
 
-import warnings
-
+from runkernel._deprecation import moved_module
 from runkernel.testing.simulation.history import (
     CallFate as CallFate,
     Outline as Outline,
@@ -10,8 +9,4 @@ from runkernel.testing.simulation.history import (
     recovery_differences as recovery_differences,
 )
 
-warnings.warn(
-    "runkernel.simulation.history moved to runkernel.testing.simulation.history; the old path goes in the next release",
-    DeprecationWarning,
-    stacklevel=2,
-)
+moved_module(__name__, "runkernel.testing.simulation.history")

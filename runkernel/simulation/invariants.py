@@ -1,15 +1,10 @@
-"""Deprecated: moved to ``runkernel.testing.simulation.invariants``; this alias goes in the next
-release."""
+"""Deprecated: moved to ``runkernel.testing.simulation.invariants``; this alias goes in runkernel
+0.3."""
 
-import warnings
-
+from runkernel._deprecation import moved_module
 from runkernel.testing.simulation.invariants import (
     thread_logs as thread_logs,
     check_run as check_run,
 )
 
-warnings.warn(
-    "runkernel.simulation.invariants moved to runkernel.testing.simulation.invariants; the old path goes in the next release",
-    DeprecationWarning,
-    stacklevel=2,
-)
+moved_module(__name__, "runkernel.testing.simulation.invariants")

@@ -1,8 +1,7 @@
-"""Deprecated: moved to ``runkernel.testing.simulation.scenarios``; this alias goes in the next
-release."""
+"""Deprecated: moved to ``runkernel.testing.simulation.scenarios``; this alias goes in runkernel
+0.3."""
 
-import warnings
-
+from runkernel._deprecation import moved_module
 from runkernel.testing.simulation.scenarios import (
     PAST as PAST,
     SIM_NOW as SIM_NOW,
@@ -12,8 +11,4 @@ from runkernel.testing.simulation.scenarios import (
     catalogue as catalogue,
 )
 
-warnings.warn(
-    "runkernel.simulation.scenarios moved to runkernel.testing.simulation.scenarios; the old path goes in the next release",
-    DeprecationWarning,
-    stacklevel=2,
-)
+moved_module(__name__, "runkernel.testing.simulation.scenarios")

@@ -1,8 +1,7 @@
-"""Deprecated: moved to ``runkernel.testing.simulation.simulate``; this alias goes in the next
-release."""
+"""Deprecated: moved to ``runkernel.testing.simulation.simulate``; this alias goes in runkernel
+0.3."""
 
-import warnings
-
+from runkernel._deprecation import moved_module
 from runkernel.testing.simulation.simulate import (
     Report as Report,
     baselines as baselines,
@@ -12,8 +11,4 @@ from runkernel.testing.simulation.simulate import (
     format_report as format_report,
 )
 
-warnings.warn(
-    "runkernel.simulation.simulate moved to runkernel.testing.simulation.simulate; the old path goes in the next release",
-    DeprecationWarning,
-    stacklevel=2,
-)
+moved_module(__name__, "runkernel.testing.simulation.simulate")

@@ -6,18 +6,14 @@ Test your own agent under crashes. Give the runtime a ``CrashingStore`` (and, fo
 crash after a tool's effect, tools wrapped by ``crashing_tools``) with a plan of where
 to die; then continue with a fresh runtime that knows nothing but the store::
 
-    from runkernel import Runtime
-    from runkernel.adapters.memory_store import MemoryStore
-    from runkernel.adapters.ports import ToolRegistry
-    from runkernel.kernel.policies import RecoveryMode
-    from runkernel.kernel.state import Message
-    from runkernel.kernel.values import EndCauseKind, Role
+    from runkernel import Runtime, ToolRegistry, open_store
+    from runkernel.kernel import EndCauseKind, Message, RecoveryMode, Role
     from runkernel.testing import (
         Boundary, CountingIds, CrashAt, CrashingStore, ManualClock, Position,
         ScriptedModel, ScriptedTool, SimulatedCrash, StepScript, World, crashing_tools,
     )
 
-    store = MemoryStore()
+    store = open_store("memory:")
     world = World.new(store)                      # what really ran downstream
     tools = ToolRegistry({"charge": ScriptedTool("charge", world, mode=RecoveryMode.INDETERMINATE)})
     model = ScriptedModel({"r1": (
@@ -52,11 +48,16 @@ accepts, only for states no ``decide`` builds. ``text_run``, ``tool_run``,
 ``awaiting_run`` and ``delegating_run`` are ready-made runs (those of the store contract
 suite).
 
+Call a tool body directly, as a driver would, with ``invocation_scope(RunCall(...))``:
+inside it ``runkernel.current_invocation()`` answers that call (its operation id, the
+idempotency key; its lease epoch, the fencing token).
+
 No library module imports this package except the CLI's ``simulate`` command, lazily.
 """
 
 from __future__ import annotations
 
+from runkernel.adapters.invocation import invocation_scope
 from runkernel.conformance.runs import (
     Builder,
     DelegatingRun,
@@ -128,9 +129,10 @@ __all__ = [
     "ScriptedTool",
     "StepScript",
     "World",
-    # fixed ids and time
+    # fixed ids and time, and a tool's context
     "CountingIds",
     "ManualClock",
+    "invocation_scope",
     # the one test-data builder, and the runs made with it
     "Builder",
     "DelegatingRun",

@@ -25,7 +25,8 @@ import enum
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from runkernel.adapters.ports import Tool, ToolInvocation, ToolRegistry, ToolReply, StatusReply
+from runkernel.adapters.driver_actions import RunCall
+from runkernel.adapters.ports import StatusReply, Tool, ToolRegistry, ToolReply
 from runkernel.adapters.runtime_events import Position, position_of
 from runkernel.adapters.store import Checkpoint, Lease, Settlement, Store, StoreUnavailable
 from runkernel.kernel.policies import ToolPolicy
@@ -174,7 +175,7 @@ class _CrashAfterEffect:
     def policy(self) -> ToolPolicy:
         return self.tool.policy
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         try:
             return self.tool.run(invocation)
         finally:
