@@ -96,29 +96,23 @@ class RuntimeMachine(RuntimeRules, RuntimeInvariants):
     ``runtime_harness_scripts.py``."""
 
 
-# The source of each machine class (comments aside) is its Hypothesis seed (a stateful
-# test is keyed by its class): an edit to a class body draws other examples, and one
-# scenario then goes unreached in the budget. The failure switches live on the ordered
-# stores above, so the bodies stay as they were and draw what they always drew.
-
-
 class MemoryMachine(RuntimeMachine):
     """The machine on the in-process store (fail_writes injects write failures)."""
 
-    memory: MemoryStore
+    memory: _OrderedMemoryStore
 
     def open_store(self) -> Store:
         self.memory = _OrderedMemoryStore(self.appended)
         return self.memory
 
     def fail_appends(self, failing: bool) -> None:
-        self.memory.fail_writes = failing  # type: ignore[attr-defined]  # an _OrderedMemoryStore
+        self.memory.fail_writes = failing
 
     def fail_checkpoints(self, failing: bool) -> None:
-        self.memory.fail_checkpoints = failing  # type: ignore[attr-defined]
+        self.memory.fail_checkpoints = failing
 
     def checkpoints_failing(self) -> bool:
-        return self.memory.fail_checkpoints  # type: ignore[attr-defined,no-any-return]
+        return self.memory.fail_checkpoints
 
 
 _FAIL_TRIGGERS = (
@@ -136,7 +130,7 @@ class SqliteMachine(RuntimeMachine):
     the write of the Run's row abort after the commit row was inserted, so the store's
     rollback must leave nothing half-written."""
 
-    sqlite: SqliteStore
+    sqlite: _OrderedSqliteStore
 
     def open_store(self) -> Store:
         self.directory = Path(tempfile.mkdtemp(prefix="rk-stateful-"))
@@ -153,10 +147,10 @@ class SqliteMachine(RuntimeMachine):
             db.execute("DROP TRIGGER IF EXISTS temp.rk_fail_update")
 
     def fail_checkpoints(self, failing: bool) -> None:
-        self.sqlite.fail_checkpoints = failing  # type: ignore[attr-defined]  # an _OrderedSqliteStore
+        self.sqlite.fail_checkpoints = failing
 
     def checkpoints_failing(self) -> bool:
-        return self.sqlite.fail_checkpoints  # type: ignore[attr-defined,no-any-return]
+        return self.sqlite.fail_checkpoints
 
     def teardown(self) -> None:
         try:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from runkernel.adapters.crash import Boundary
 from runkernel.kernel.policies import IndeterminateChoice
 from runkernel.kernel.state import EndCause
 from runkernel.kernel.values import EndCauseKind
-from runkernel.simulation.actors import OK, StepScript
+from runkernel.testing import OK, Boundary, StepScript
 from runtime_harness import RuntimeMachine
 from runtime_harness_hooks import STAGING_REDERIVED
 from runtime_harness_ledger import AFTER_GROUP, PARENT_ENDED, PUBLISHED, REACTED, STAGED, TOGETHER
