@@ -647,7 +647,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the library reads a deprecated name (the simulator's model, InferenceRequest.checkpoint)",
-        "runkernel/simulation/actors.py",
+        "runkernel/testing/scripted.py",
         "        if request.partial is not None:\n",
         "        if request.checkpoint is not None:\n",
         LIBRARY_OLD_NAMES_UNIT,
