@@ -158,7 +158,12 @@ PUBLIC_IMPORTS_UNIT = unit("tests/test_public_imports.py::test_users_copy_only_p
 STALE_HEAD_UNIT = unit(
     "tests/test_postgres_race.py::test_a_writer_commits_again_after_another_writer_moved_its_thread"
 )
-
+SYNC_SHELL_GENERATED_UNIT = unit(
+    "tests/test_async_to_sync.py::test_the_checked_in_sync_driver_is_generated_from_the_async_one"
+)
+ASYNC_TO_SYNC_REWRITE_UNIT = unit(
+    "tests/test_async_to_sync.py::test_the_rewrite_drops_async_resolves_async_blocks_and_renames"
+)
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -654,6 +659,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "                if not fresh and self._written is not None:\n",
         "                if False:\n",
         STALE_HEAD_UNIT,
+    ),
+    Mutant(
+        "the generated sync shell is edited by hand (it no longer waits between status asks)",
+        "runkernel/adapters/driver_sync.py",
+        "                time.sleep(interval)\n",
+        "                pass\n",
+        SYNC_SHELL_GENERATED_UNIT,
+    ),
+    Mutant(
+        "the async-to-sync generator leaves await in the sync code",
+        "tools/async_to_sync.py",
+        '        if token.string == "await" or (token.string == "async" and following.string in ("def", "with", "for")):\n',
+        '        if token.string == "async" and following.string in ("def", "with", "for"):\n',
+        ASYNC_TO_SYNC_REWRITE_UNIT,
     ),
 )
 

@@ -1,6 +1,8 @@
 """What the push-mode driver's two shells share: configuration, the live generator of
 the core, the store operations and the report makers. Only how an operation is carried
-out (awaited or not) differs between ``Driver`` and ``AsyncDriver`` (``driver.py``).
+out (awaited or not) differs between ``AsyncDriver`` (``driver_async.py``, written by
+hand) and ``Driver`` (``driver_sync.py``, generated from it by
+``tools/async_to_sync.py``); whatever does no I/O lives here, once.
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ from types import MappingProxyType
 import attrs
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, assert_never
+from typing import Any, Protocol, TypeAlias, TypeVar, assert_never
 
 from runkernel.adapters.driver_actions import (
     DEFAULT_MAX_STEPS,
     Action,
     Answer,
     CallRequest,
+    CheckStatus,
     DriverError,
     DriverStopped,
     HistoryView,
@@ -76,6 +79,13 @@ from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
 from runkernel.kernel.protocol import NotifyWait, PublishResults, ResumePayload, RunHook
 from runkernel.kernel.state import CallIndeterminate, EndCause, Message, RunSnapshot, Staged, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
+
+
+_T = TypeVar("_T")
+
+#: An ``X`` or an awaitable of one: what an async shell takes from a host callable that
+#: may be a coroutine function (the sync shell, generated, takes only ``X``).
+MaybeAwaitable: TypeAlias = _T | Awaitable[_T]
 
 
 class AnyGate(Protocol):
@@ -257,6 +267,29 @@ class Shell:
         self._attach(self._run_id, core.pick_up(self._run_id), core)
         assert self._steps is not None
         return self._steps, None
+
+    def _first(self, answer: Report | None) -> tuple[Steps, Operation]:
+        """The live generator and its first operation for ``answer``."""
+        steps, first = self._steps_for(answer)
+        return steps, self._send(steps, first)
+
+    @contextlib.contextmanager
+    def _performing(self) -> Iterator[None]:
+        """Around one operation carried out by a shell: a store that fails stops the
+        driver (``DriverStopped``); anything else raised makes it forget what it believed."""
+        try:
+            yield
+        except StoreError as error:
+            raise self._stopped(error) from error
+        except BaseException:
+            self._forget()
+            raise
+
+    def _standing_check(self) -> CheckStatus:
+        """The standing ``CheckStatus`` that ``ask_status`` answers."""
+        if not isinstance(self._action, CheckStatus):
+            raise DriverError(f"ask_status answers a standing CheckStatus, not {self._action!r}")
+        return self._action
 
     def _send(self, steps: Steps, value: object) -> Operation:
         try:
@@ -459,4 +492,4 @@ def end_report(kind: EndCauseKind, error: TypedError | None) -> Report:
     return End(EndCause(kind, error))
 
 
-__all__ = ["AnyGate", "Shell", "StoreOps", "end_report", "inferred_report"]
+__all__ = ["AnyGate", "MaybeAwaitable", "Shell", "StoreOps", "end_report", "inferred_report"]
