@@ -161,6 +161,13 @@ STALE_HEAD_UNIT = unit(
 SYNC_SHELL_GENERATED_UNIT = unit(
     "tests/test_async_to_sync.py::test_the_checked_in_sync_driver_is_generated_from_the_async_one"
 )
+ASYNC_LOOP_UNIT = unit(
+    "tests/test_worker_async_loop.py::"
+    "test_every_drive_of_an_async_app_runs_on_the_workers_one_loop_until_shutdown_closes_it"
+)
+ASYNC_LOOP_SHUTDOWN_UNIT = unit(
+    "tests/test_worker_async_loop.py::test_a_shutdown_during_a_drive_lets_it_finish_on_its_loop_then_closes_the_loop"
+)
 ASYNC_TO_SYNC_REWRITE_UNIT = unit(
     "tests/test_async_to_sync.py::test_the_rewrite_drops_async_resolves_async_blocks_and_renames"
 )
@@ -673,6 +680,20 @@ MUTANTS: tuple[Mutant, ...] = (
         '        if token.string == "await" or (token.string == "async" and following.string in ("def", "with", "for")):\n',
         '        if token.string == "async" and following.string in ("def", "with", "for"):\n',
         ASYNC_TO_SYNC_REWRITE_UNIT,
+    ),
+    Mutant(
+        "an async app gets a fresh event loop per drive",
+        "runkernel/adapters/worker.py",
+        "                    self._async_loop().run(app.drive(driver, run_id))\n",
+        "                    asyncio.run(app.drive(driver, run_id))\n",
+        ASYNC_LOOP_UNIT,
+    ),
+    Mutant(
+        "shutdown closes the async app's loop under the drive running on it",
+        "runkernel/adapters/worker.py",
+        "        if self._async_running.acquire(blocking=False):\n",
+        "        if self._async_running.acquire(blocking=False) or True:\n",
+        ASYNC_LOOP_SHUTDOWN_UNIT,
     ),
 )
 

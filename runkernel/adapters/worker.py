@@ -14,6 +14,11 @@ that Run at once.
 ``shutdown()`` (what SIGTERM and SIGINT call) lets the commit in flight finish, starts
 nothing new, releases every lease, and ``run()`` returns.
 
+An asyncio push app (``AsyncPushApp``) runs in one long-lived event loop per worker,
+made at its first drive and closed at shutdown (its tasks cancelled, its async
+generators and default executor shut down, as ``asyncio.run`` does): what the app keeps
+across drives (an HTTP client, a connection pool) stays on the loop it was made on.
+
 An exception the host's model, tools or push host raise never stops the worker: the
 drive is counted in ``failures`` and handed to ``on_failure``, the lease is released,
 and the Run waits its turn behind the others (not again in the same ``run_once()``;
@@ -114,6 +119,10 @@ class Worker:
         self._on_failure = on_failure
         self._stopping = threading.Event()
         self._runtime = self._make_runtime() if isinstance(app, RuntimeApp) else None
+        #: the event loop of an asyncio push app (an ``asyncio.Runner``, made at its first
+        #: drive), and who runs it now: ``shutdown`` closes it only when nobody does
+        self._async_runner: asyncio.Runner | None = None
+        self._async_running = threading.Lock()
 
     # --- public ---------------------------------------------------------------------
 
@@ -124,13 +133,21 @@ class Worker:
 
     def shutdown(self) -> None:
         """Finish the commit in flight, start nothing new, release leases, return from
-        ``run()``/``run_once()``. Safe to call from a signal handler."""
+        ``run()``/``run_once()``, close the event loop of an asyncio app (now if no drive
+        runs on it, else once ``run()``/``run_once()`` returns). Safe to call from a
+        signal handler and from another thread, and more than once."""
         self._stopping.set()
+        if self._async_running.acquire(blocking=False):
+            try:
+                self._close_async_loop()
+            finally:
+                self._async_running.release()
 
     def run_once(self) -> WorkerReport:
         """Drive Runs until none of this app has work this worker can make progress on;
         Runs that made no progress in this call (a reconnect tool still running) are
-        not retried by it."""
+        not retried by it. An asyncio app's event loop stays open for the next call,
+        until ``shutdown()``."""
         stalled: dict[str, int] = {}
         failed: set[str] = set()
         try:
@@ -151,6 +168,7 @@ class Worker:
                         stalled[run_id] = before
         finally:
             self.leases.release_all()
+            self._close_async_loop_if_stopping()
         return self.report
 
     def run(self) -> WorkerReport:
@@ -180,6 +198,7 @@ class Worker:
                         self._stopping.wait(self.poll_interval)
         finally:
             self.leases.release_all()
+            self._close_async_loop_if_stopping()
         return self.report
 
     def drive(self, run_id: str) -> None:
@@ -261,7 +280,8 @@ class Worker:
         try:
             if isinstance(app, AsyncPushApp):
                 driver = AsyncDriver(self.store, app.tools, **options)
-                asyncio.run(app.drive(driver, run_id))
+                with self._async_running:
+                    self._async_loop().run(app.drive(driver, run_id))
             else:
                 driver = Driver(self.store, app.tools, **options)
                 app.serve(driver, driver.pick_up(run_id))
@@ -272,6 +292,23 @@ class Worker:
             raise  # counted and reported by ``drive``, like any other failure
         finally:
             self.report.commits += driver.commits if driver is not None else 0
+
+    def _async_loop(self) -> asyncio.Runner:
+        """The worker's one event loop for an asyncio app, made at its first drive (again
+        only if a shutdown closed it and this worker is still asked to drive)."""
+        if self._async_runner is None:
+            self._async_runner = asyncio.Runner()
+        return self._async_runner
+
+    def _close_async_loop(self) -> None:
+        runner, self._async_runner = self._async_runner, None
+        if runner is not None:
+            runner.close()  # cancels what the app left running, then closes the loop
+
+    def _close_async_loop_if_stopping(self) -> None:
+        if self.stopping:
+            with self._async_running:
+                self._close_async_loop()
 
     def _event(self, event: RuntimeEvent) -> None:
         if isinstance(event, Acknowledged):

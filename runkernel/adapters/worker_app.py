@@ -8,7 +8,8 @@ two kinds, and how it is found (like ``uvicorn module:app``).
   and the host answers actions until the driver says ``WaitFor``, ``ChildrenRunning``
   or ``Done``.
 - ``AsyncPushApp``: the same for an asyncio host (an agent framework): the worker runs
-  its ``drive`` in an event loop with an ``AsyncDriver`` that holds the Run's lease, and
+  its ``drive`` with an ``AsyncDriver`` that holds the Run's lease, every drive in the
+  worker's one long-lived event loop (closed at shutdown), and
   the host picks the Run up itself, because the gate a pick-up may ask is often known
   only inside the host's own run (which tools wait is the framework's declaration).
 
