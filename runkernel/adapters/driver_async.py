@@ -14,6 +14,7 @@ from runkernel.adapters.driver_protocol import (
     AskGate,
     CallEnded,
     Hand,
+    InferenceFailed,
     Operation,
     Partial,
     Poll,
@@ -56,7 +57,10 @@ class AsyncDriver(Shell):
     runtime's is (``Acknowledged`` commits, ``CommandSettled``, ``Recovered``,
     ``CheckpointLost``, ``CommitRetried``). One driver drives one Run at a time; each
     method returns the next ``Action``. A refused answer raises ``HostProtocolError``
-    and changes nothing.
+    and changes nothing. ``transient(error)`` says which exceptions of a model call are
+    worth another attempt (default ``transient_model_error``: timeouts, dropped
+    connections, HTTP 408/409/429/5xx) and ``model_attempts`` how many attempts of one
+    model call a Run gets in this driver's hands (see ``inference_failed``).
     """
 
     async def start(
@@ -94,6 +98,16 @@ class AsyncDriver(Shell):
         (``Staged(None)`` clears it, None leaves it unchanged): committed with the reply.
         Their request-only context goes to the host's own model request, never here."""
         return await self._advance(inferred_report(content, calls, end, metadata, staged))
+
+    async def inference_failed(self, error: BaseException) -> Action:
+        """Answer ``Infer``: the model call raised ``error``. Nothing is committed for it.
+        A transient error (``transient(error)``) with attempts left returns the same
+        ``Infer`` with ``attempt`` one higher and ``retry_after``, the seconds to wait
+        before calling the model again (the lease, if a worker's, renewed first if due);
+        otherwise the Run ends ``failed`` with the error (its type's name and message)
+        and ``Done`` is returned. The count of attempts is this driver's, never
+        committed: a new driver that picks the Run up starts it again."""
+        return await self._advance(InferenceFailed(error))
 
     async def checkpoint(self, partial: JsonValue) -> Action:
         """While ``Infer`` stands: save the model's output so far, best effort (a failed

@@ -39,6 +39,7 @@ from runkernel.adapters.driver_protocol import (
     End,
     Hand,
     Inferred,
+    KeepLease,
     LoadCheckpoint,
     Observe,
     Operation,
@@ -55,6 +56,12 @@ from runkernel.adapters.driver_protocol import (
     Settle,
     Steps,
     Tell,
+)
+from runkernel.adapters.model_errors import (
+    DEFAULT_MODEL_ATTEMPTS,
+    TransientPredicate,
+    checked_attempts,
+    transient_model_error,
 )
 from runkernel.adapters.ports import (
     AllowAll,
@@ -101,12 +108,21 @@ def _settings(
     on_indeterminate: IndeterminateChoice,
     ids: IdSource | None,
     clock: Clock,
-    app: str | None = None,
+    app: str | None,
+    transient: TransientPredicate,
+    model_attempts: int,
 ) -> Settings:
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
     policies = Policies(tools=dict(tools), max_steps=max_steps, on_indeterminate=on_indeterminate)
-    return Settings(policies, ids or SecretIds(), clock, app)
+    return Settings(
+        policies,
+        ids or SecretIds(),
+        clock,
+        app,
+        transient=transient,
+        model_attempts=checked_attempts(model_attempts),
+    )
 
 
 def _messages(messages: Sequence[Message | str]) -> tuple[Message, ...]:
@@ -130,6 +146,8 @@ class Shell:
         leases: LeaseKeeper | None = None,
         app: str | None = None,
         on_event: Callable[[RuntimeEvent], None] | None = None,
+        transient: TransientPredicate = transient_model_error,
+        model_attempts: int = DEFAULT_MODEL_ATTEMPTS,
     ) -> None:
         # leases: a worker's LeaseKeeper (see StoreOps); a RunCall is handed out only
         # after the lease is re-checked with its margin (W1), carrying its epoch.
@@ -137,7 +155,7 @@ class Shell:
         self.leases = leases
         self.on_event = on_event
         self.ops = StoreOps(store, leases, self._event)
-        self.settings = _settings(tools, max_steps, on_indeterminate, ids, clock, app)
+        self.settings = _settings(tools, max_steps, on_indeterminate, ids, clock, app, transient, model_attempts)
         self.gate: AnyGate = gate or AllowAll()
         self._core: DriverCore | None = None
         self._steps: Steps | None = None
@@ -426,6 +444,10 @@ class StoreOps:
                 return None
             case Tell():
                 self.on_event(op.event)
+                return None
+            case KeepLease():
+                if self.leases is not None:
+                    self.leases.for_commit(op.run_id)  # renewed if its renewal is due
                 return None
         raise AssertionError(f"not a store operation: {op!r}")
 
