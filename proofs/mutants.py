@@ -177,6 +177,40 @@ TESTING_BUILDER_JUDGE_UNIT = unit(
 TESTING_IMPORTERS_UNIT = unit(
     "tests/test_testing.py::test_no_library_module_imports_runkernel_testing_but_the_simulate_command_lazily"
 )
+SYNC_SHELL_GENERATED_UNIT = unit(
+    "tests/test_async_to_sync.py::test_the_checked_in_sync_driver_is_generated_from_the_async_one"
+)
+ASYNC_LOOP_UNIT = unit(
+    "tests/test_worker_async_loop.py::"
+    "test_every_drive_of_an_async_app_runs_on_the_workers_one_loop_until_shutdown_closes_it"
+)
+ASYNC_LOOP_SHUTDOWN_UNIT = unit(
+    "tests/test_worker_async_loop.py::test_a_shutdown_during_a_drive_lets_it_finish_on_its_loop_then_closes_the_loop"
+)
+TRANSIENT_SUCCESS_UNIT = unit(
+    "tests/test_transient_model_errors.py::test_a_transient_model_error_commits_nothing_and_the_call_succeeds_after_three[memory]"
+)
+TRANSIENT_CAP_UNIT = unit("tests/test_transient_model_errors.py::test_the_last_attempt_ends_the_run_failed_with_its_error[sqlite]")
+NON_TRANSIENT_UNIT = unit("tests/test_transient_model_errors.py::test_a_non_transient_model_error_ends_the_run_failed_at_once[memory]")
+MODEL_COUNT_RESET_UNIT = unit("tests/test_transient_model_errors.py::test_the_count_restarts_at_each_model_call[memory]")
+BACKOFF_CANCEL_UNIT = unit(
+    "tests/test_transient_model_errors.py::test_a_cancel_queued_during_the_backoff_is_applied_before_the_model_is_called_again[memory]"
+)
+BACKOFF_LEASE_UNIT = unit(
+    "tests/test_transient_model_errors.py::"
+    "test_a_worker_keeps_and_renews_the_lease_of_a_run_backing_off_and_drives_another_meanwhile[sqlite]"
+)
+STALE_ASIDE_UNIT = unit(
+    "tests/test_transient_model_errors.py::test_a_run_set_aside_whose_lease_lapsed_is_picked_up_afresh_not_resumed[memory]"
+)
+PUSH_BACKOFF_LEASE_UNIT = unit("tests/test_transient_model_errors.py::test_a_push_driver_renews_its_lease_when_it_hands_a_retried_infer[memory-async]")
+STREAM_FAILURE_UNIT = unit("tests/test_transient_model_errors.py::test_an_error_the_streams_checkpoint_raised_under_the_model_is_no_model_error")
+DEFAULT_TRANSIENT_UNIT = unit(
+    "tests/test_transient_model_errors.py::test_the_default_predicate_takes_timeouts_dropped_connections_and_retryable_statuses[WithStatus429-True]"
+)
+ASYNC_TO_SYNC_REWRITE_UNIT = unit(
+    "tests/test_async_to_sync.py::test_the_rewrite_drops_async_resolves_async_blocks_and_renames"
+)
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -732,6 +766,118 @@ MUTANTS: tuple[Mutant, ...] = (
         "if TYPE_CHECKING:\n    from runkernel.testing.simulation.simulate import Report\n",
         "from runkernel.testing.simulation.simulate import Report\n",
         TESTING_IMPORTERS_UNIT,
+    ),
+    Mutant(
+        "the generated sync shell is edited by hand (it no longer waits between status asks)",
+        "runkernel/adapters/driver_sync.py",
+        "                time.sleep(interval)\n",
+        "                pass\n",
+        SYNC_SHELL_GENERATED_UNIT,
+    ),
+    Mutant(
+        "the async-to-sync generator leaves await in the sync code",
+        "tools/async_to_sync.py",
+        '        if token.string == "await" or (token.string == "async" and following.string in ("def", "with", "for")):\n',
+        '        if token.string == "async" and following.string in ("def", "with", "for"):\n',
+        ASYNC_TO_SYNC_REWRITE_UNIT,
+    ),
+    Mutant(
+        "an async app gets a fresh event loop per drive",
+        "runkernel/adapters/worker.py",
+        "                    self._async_loop().run(app.drive(driver, run_id))\n",
+        "                    asyncio.run(app.drive(driver, run_id))\n",
+        ASYNC_LOOP_UNIT,
+    ),
+    Mutant(
+        "shutdown closes the async app's loop under the drive running on it",
+        "runkernel/adapters/worker.py",
+        "        if self._async_running.acquire(blocking=False):\n",
+        "        if self._async_running.acquire(blocking=False) or True:\n",
+        ASYNC_LOOP_SHUTDOWN_UNIT,
+    ),
+    Mutant(
+        "a transient model error ends the Run at once (a commit where there must be none)",
+        "runkernel/adapters/driver_core.py",
+        "        retry = settings.transient(error) and failures < settings.model_attempts\n",
+        "        retry = False\n",
+        TRANSIENT_SUCCESS_UNIT,
+    ),
+    Mutant(
+        "the cap of model attempts is off by one",
+        "runkernel/adapters/driver_core.py",
+        "        retry = settings.transient(error) and failures < settings.model_attempts\n",
+        "        retry = settings.transient(error) and failures <= settings.model_attempts\n",
+        TRANSIENT_CAP_UNIT,
+    ),
+    Mutant(
+        "a non-transient model error is retried like a transient one",
+        "runkernel/adapters/driver_core.py",
+        "        retry = settings.transient(error) and failures < settings.model_attempts\n",
+        "        retry = failures < settings.model_attempts\n",
+        NON_TRANSIENT_UNIT,
+    ),
+    Mutant(
+        "the count of model attempts is not reset by a successful inference",
+        "runkernel/adapters/driver_core.py",
+        "                self.model_failures = 0\n",
+        "                pass\n",
+        MODEL_COUNT_RESET_UNIT,
+    ),
+    Mutant(
+        "after a backoff the model is called again before a queued command is applied",
+        "runkernel/adapters/runtime.py",
+        "            op = self._send(Poll())  # a command queued during the wait goes first\n",
+        "            pass\n",
+        BACKOFF_CANCEL_UNIT,
+    ),
+    Mutant(
+        "a worker releases the lease of a Run backing off",
+        "runkernel/adapters/worker.py",
+        "            if run_id not in self._set_aside:\n                self.leases.release(run_id)\n",
+        "            self.leases.release(run_id)\n",
+        BACKOFF_LEASE_UNIT,
+    ),
+    Mutant(
+        "a worker does not renew the lease of a Run backing off",
+        "runkernel/adapters/worker.py",
+        "                self.leases.for_commit(run_id)\n",
+        "                pass\n",
+        BACKOFF_LEASE_UNIT,
+    ),
+    Mutant(
+        "a worker retries a model call at once instead of setting the Run aside",
+        "runkernel/adapters/worker.py",
+        "            if drive.pause is not None:\n",
+        "            if False:\n",
+        BACKOFF_LEASE_UNIT,
+    ),
+    Mutant(
+        "a worker goes on with a Run set aside whose lease lapsed meanwhile",
+        "runkernel/adapters/worker.py",
+        "        if resumed and (held is None or held.epoch != lease.epoch):\n",
+        "        if False:\n",
+        STALE_ASIDE_UNIT,
+    ),
+    Mutant(
+        "a push driver does not renew its lease before the host waits out a backoff",
+        "runkernel/adapters/driver_shell.py",
+        "                    self.leases.for_commit(op.run_id)  # renewed if its renewal is due\n",
+        "                    pass\n",
+        PUSH_BACKOFF_LEASE_UNIT,
+    ),
+    Mutant(
+        "the default predicate misses a rate limit (HTTP 429)",
+        "runkernel/adapters/model_errors.py",
+        "_TRANSIENT_STATUS = frozenset({408, 409, 429})\n",
+        "_TRANSIENT_STATUS = frozenset({408, 409})\n",
+        DEFAULT_TRANSIENT_UNIT,
+    ),
+    Mutant(
+        "a failure of the stream's checkpoint under the model is taken for a model error",
+        "runkernel/adapters/runtime.py",
+        "            if stream.failed:\n",
+        "            if False:\n",
+        STREAM_FAILURE_UNIT,
     ),
 )
 

@@ -9,7 +9,7 @@ import sys
 from types import FrameType
 
 from runkernel.adapters.ports import SecretIds
-from runkernel.adapters.runtime_events import RuntimeEvent, ToolRaised
+from runkernel.adapters.runtime_events import ModelFailed, RuntimeEvent, ToolRaised
 from runkernel.adapters.worker import Worker, WorkerReport
 from runkernel.adapters.worker_app import AppLoadError, load_app
 from runkernel.adapters.work import RunSummary
@@ -64,7 +64,7 @@ def _worker(args: argparse.Namespace) -> int:
             lease_duration=args.lease,
             poll_interval=args.poll,
             on_failure=_tell_failure,
-            on_event=_tell_tool_raised,
+            on_event=_tell_raised,
         )
 
         def stop(_signum: int, _frame: FrameType | None) -> None:
@@ -86,13 +86,20 @@ def _tell_failure(run_id: str, error: BaseException) -> None:
     _tell(run_id, f"{what} (lease released; the Run is tried again later)")
 
 
-def _tell_tool_raised(event: RuntimeEvent) -> None:
+def _tell_raised(event: RuntimeEvent) -> None:
     """One line per tool that raised: its call is committed (a retryable error for a
-    replay tool, an unknown outcome otherwise), and the operator hears why."""
+    replay tool, an unknown outcome otherwise), and the operator hears why; one line per
+    model call that raised: nothing committed, and either another attempt after a wait
+    or the Run ended failed."""
     if isinstance(event, ToolRaised):
         what = _first_line(event.error.type, event.error.message)
         call = f"tool call {event.call_id} attempt {event.attempt}"
         _tell(event.run_id, f"{call} raised {what} (committed as the call's outcome)")
+    elif isinstance(event, ModelFailed):
+        what = _first_line(event.error.type, event.error.message)
+        call = f"model call for step {event.step} attempt {event.attempt}"
+        then = "the Run ends failed" if event.retry_after is None else f"retried in {event.retry_after:g} s"
+        _tell(event.run_id, f"{call} raised {what} (nothing committed; {then})")
 
 
 def _first_line(kind: str, message: str) -> str:

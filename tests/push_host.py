@@ -27,6 +27,7 @@ from runkernel.adapters.driver_actions import (
     RunCall,
     WaitFor,
 )
+from runkernel.adapters.model_errors import DEFAULT_MODEL_ATTEMPTS, TransientPredicate, transient_model_error
 from runkernel.adapters.store import Store
 from runkernel.adapters.worker_lease import LeaseKeeper
 from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, utc_now
@@ -64,6 +65,8 @@ class Shell(Protocol):
     ) -> Action: ...
 
     def checkpoint(self, partial: JsonValue) -> Action: ...
+
+    def inference_failed(self, error: BaseException) -> Action: ...
 
     def call_returned(self, call_id: str, value: JsonValue, *, metadata: JsonValue = None) -> Action: ...
 
@@ -125,6 +128,9 @@ class BlockingAsync:
 
     def checkpoint(self, partial: JsonValue) -> Action:
         return self._run(self.driver.checkpoint(partial))
+
+    def inference_failed(self, error: BaseException) -> Action:
+        return self._run(self.driver.inference_failed(error))
 
     def call_returned(self, call_id: str, value: JsonValue, *, metadata: JsonValue = None) -> Action:
         return self._run(self.driver.call_returned(call_id, value, metadata=metadata))
@@ -291,11 +297,22 @@ def make_shell(
     tools: Mapping[str, ToolPolicy | str] = POLICIES,
     app: str | None = None,
     leases: LeaseKeeper | None = None,
+    transient: TransientPredicate = transient_model_error,
+    model_attempts: int = DEFAULT_MODEL_ATTEMPTS,
 ) -> Shell:
     """A ``Driver`` or a blocking ``AsyncDriver`` with the test tools' policies."""
     if kind == "sync":
         return Driver(
-            store, tools, gate=gate or ApprovalGate(), max_steps=max_steps, ids=ids, clock=clock, app=app, leases=leases
+            store,
+            tools,
+            gate=gate or ApprovalGate(),
+            max_steps=max_steps,
+            ids=ids,
+            clock=clock,
+            app=app,
+            leases=leases,
+            transient=transient,
+            model_attempts=model_attempts,
         )
     driver = AsyncDriver(
         store,
@@ -306,5 +323,7 @@ def make_shell(
         clock=clock,
         app=app,
         leases=leases,
+        transient=transient,
+        model_attempts=model_attempts,
     )
     return BlockingAsync(driver)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 BOOM_APP = textwrap.dedent(
     """
-    from runkernel.adapters.ports import ModelCall, ModelReply, Returned, StatusReply, ToolRegistry
+    from runkernel.adapters.ports import ModelCall, ModelReply, Returned, Staging, StatusReply, ToolRegistry
     from runkernel.adapters.worker_app import RuntimeApp
     from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
     from runkernel.kernel.protocol import OperationStatus
@@ -50,8 +50,19 @@ BOOM_APP = textwrap.dedent(
                 raise ValueError("model exploded")
             return super().infer(request)
 
+    class BadHooks:
+        def before_inference(self, run_id, step, staged):
+            if run_id == "rb":
+                raise ValueError("hook exploded")
+            return Staging()
+        def after_tool(self, run_id, call_id, attempt, reply):
+            return None
+
     app = RuntimeApp(name="boom", model=Model(), tools=ToolRegistry({"boom": Boom()}, max_steps=5))
     badmodel = RuntimeApp(name="boom", model=BadModel(), tools=ToolRegistry({"boom": Boom()}, max_steps=5))
+    badhooks = RuntimeApp(
+        name="boom", model=Model(), tools=ToolRegistry({"boom": Boom()}, max_steps=5), hooks=BadHooks()
+    )
     """
 )
 
@@ -114,15 +125,35 @@ def test_a_tool_that_raises_is_one_line_its_call_is_committed_and_every_run_ends
     print(f"worker with a raising tool: {out.strip()} / {line}")
 
 
-def test_a_model_that_raises_is_one_line_and_the_worker_drives_the_other_runs(
+def test_a_hook_that_raises_is_one_line_and_the_worker_drives_the_other_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out, line, store = _two_boom_runs_worked(tmp_path, monkeypatch, capsys, "badmodel")
-    assert line.startswith("runkernel worker: run rb: ") and "ValueError: model exploded" in line, line
+    out, line, store = _two_boom_runs_worked(tmp_path, monkeypatch, capsys, "badhooks")
+    assert line.startswith("runkernel worker: run rb: ") and "ValueError: hook exploded" in line, line
     assert "1 failure" in out, out
     assert _ended(store, "rb2") and not _ended(store, "rb")
     assert store.current_lease("rb") is None
     store.close()
+
+
+def test_a_model_that_raises_a_non_transient_error_is_one_line_and_ends_its_run_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # until the transient model errors, this was a failed drive retried for ever
+    out, line, store = _two_boom_runs_worked(tmp_path, monkeypatch, capsys, "badmodel")
+    assert line == (
+        "runkernel worker: run rb: model call for step 1 attempt 1 raised ValueError: model exploded "
+        "(nothing committed; the Run ends failed)"
+    ), line
+    assert "0 failures" in out, out
+    assert _ended(store, "rb2") and _ended(store, "rb")
+    snapshot = store.run("rb")
+    assert snapshot is not None and repr(snapshot.state.cause.error) == (  # type: ignore[union-attr]
+        "TypedError(type='ValueError', message='model exploded')"
+    )
+    assert store.current_lease("rb") is None
+    store.close()
+    print(f"worker with a raising model: {out.strip()} / {line}")
 
 
 # --- F2, F14: user errors before anything is made ----------------------------------------

@@ -1,17 +1,21 @@
-"""A host's model (or push host) that raises must not stop a worker (probe F1): the drive is
+"""A host's hooks (or push host) that raise must not stop a worker (probe F1): the drive is
 counted as a failure and told to ``on_failure``, the lease is released, and the failing
 Run does not starve the others (``run_once`` does not try it again in the same call,
-``run`` skips it for a growing number of polls)."""
+``run`` skips it for a growing number of polls). A model's exception is no failed drive:
+the one interpreter decides it (tests/test_transient_model_errors.py); these tests raised
+it from the model until then, and raise it from the BeforeInference hook now, the port
+called just before the model."""
 
 from __future__ import annotations
 
 import pytest
 
 from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import InferenceRequest, ModelReply, ToolInvocation, ToolRegistry, ToolReply
+from runkernel.adapters.ports import Staging, ToolInvocation, ToolRegistry, ToolReply
 from runkernel.adapters.worker import Worker
 from runkernel.adapters.worker_app import RuntimeApp
 from runkernel.kernel.state import Ended
+from runkernel.kernel.values import JsonValue
 from test_worker import OneCall, Recording, _activate
 
 
@@ -25,19 +29,25 @@ class Exploding(Recording):
         return super().run(invocation)
 
 
-class ExplodingModel:
-    """A model that raises for the Runs of one thread and answers for the others."""
+class ExplodingHooks:
+    """A BeforeInference hook that raises for one Run and stages nothing for the others."""
 
-    def __init__(self, bad_thread: str) -> None:
-        self.bad_thread = bad_thread
+    def __init__(self, bad_run: str) -> None:
+        self.bad_run = bad_run
         self.calls: list[str] = []
-        self.good = OneCall()
 
-    def infer(self, request: InferenceRequest) -> ModelReply:
-        self.calls.append(request.thread_id)
-        if request.thread_id == self.bad_thread:
-            raise ValueError("model exploded")
-        return self.good.infer(request)
+    def before_inference(self, run_id: str, step: int, staged: JsonValue) -> Staging:
+        self.calls.append(run_id)
+        if run_id == self.bad_run:
+            raise ValueError("hook exploded")
+        return Staging()
+
+    def after_tool(self, run_id: str, call_id: str, attempt: int, reply: ToolReply) -> JsonValue:
+        return None
+
+
+def _app(hooks: ExplodingHooks, tool: Recording | None = None) -> RuntimeApp:
+    return RuntimeApp("test", OneCall(), ToolRegistry({"work": tool or Recording()}), hooks=hooks)
 
 
 class PollCounting(MemoryStore):
@@ -62,19 +72,19 @@ def _ended(store: MemoryStore, run_id: str) -> bool:
     return snapshot is not None and isinstance(snapshot.state, Ended)
 
 
-def test_run_once_counts_a_models_exception_releases_the_lease_and_drives_the_others() -> None:
+def test_run_once_counts_a_hooks_exception_releases_the_lease_and_drives_the_others() -> None:
     store = MemoryStore()
     _activate(store, "bad", thread="t-bad")
     _activate(store, "good", thread="t-good")
-    app = RuntimeApp("test", ExplodingModel("t-bad"), ToolRegistry({"work": Recording()}))
+    app = _app(ExplodingHooks("bad"))
     told: list[tuple[str, str]] = []
     worker = Worker(store, app, worker_id="w1", on_failure=lambda run_id, error: told.append((run_id, repr(error))))
     report = worker.run_once()
-    assert told == [("bad", "ValueError('model exploded')")]
+    assert told == [("bad", "ValueError('hook exploded')")]
     assert report.failures == 1
     assert store.current_lease("bad") is None
     assert _ended(store, "good")
-    print(f"model: {report}")
+    print(f"hooks: {report}")
 
 
 def test_a_tool_that_raises_is_its_calls_outcome_not_a_failed_drive() -> None:
@@ -95,10 +105,10 @@ def test_run_once_drives_a_failing_run_once_and_every_other_run_to_its_end() -> 
     _activate(store, "bad", thread="t-bad")
     for index in range(3):
         _activate(store, f"good{index}", thread=f"t-good{index}")
-    model = ExplodingModel("t-bad")
-    worker = Worker(store, RuntimeApp("test", model, ToolRegistry({"work": Recording()})), worker_id="w1")
+    hooks = ExplodingHooks("bad")
+    worker = Worker(store, _app(hooks), worker_id="w1")
     report = worker.run_once()
-    assert model.calls.count("t-bad") == 1
+    assert hooks.calls.count("bad") == 1
     assert all(_ended(store, f"good{index}") for index in range(3))
     assert report.failures == 1
     print(f"run_once: {report}")
@@ -107,11 +117,11 @@ def test_run_once_drives_a_failing_run_once_and_every_other_run_to_its_end() -> 
 def test_run_skips_a_failing_run_for_a_growing_number_of_polls() -> None:
     store = PollCounting(polls=20)
     _activate(store, "bad", thread="t-bad")
-    model = ExplodingModel("t-bad")
-    worker = Worker(store, RuntimeApp("test", model, ToolRegistry({"work": Recording()})), worker_id="w1")
+    hooks = ExplodingHooks("bad")
+    worker = Worker(store, _app(hooks), worker_id="w1")
     store.worker = worker
     report = worker.run()
-    attempts = model.calls.count("t-bad")
+    attempts = hooks.calls.count("bad")
     # tried at polls 1, 3, 6, 11 and 20: it sat out 1, 2, 4 and 8 polls in between
     assert attempts == 5, attempts
     assert report.failures == attempts
@@ -122,28 +132,27 @@ def test_run_skips_a_failing_run_for_a_growing_number_of_polls() -> None:
 def test_a_run_that_stops_failing_is_driven_again_at_once() -> None:
     store = PollCounting(polls=30)
     _activate(store, "bad", thread="t-bad")
-    model = ExplodingModel("t-bad")
+    hooks = ExplodingHooks("bad")
 
     def heal(_run_id: str, _error: BaseException) -> None:
-        if model.calls.count("t-bad") == 3:
-            model.bad_thread = "none"
+        if hooks.calls.count("bad") == 3:
+            hooks.bad_run = "none"
 
-    app = RuntimeApp("test", model, ToolRegistry({"work": Recording()}))
-    worker = Worker(store, app, worker_id="w1", on_failure=heal)
+    worker = Worker(store, _app(hooks), worker_id="w1", on_failure=heal)
     store.worker = worker
     worker.run()
     assert _ended(store, "bad")
     assert worker.report.failures == 3
 
 
-class ExplodingModels(ExplodingModel):
-    """A model that raises for every thread whose name starts with ``t-bad``."""
+class ExplodingHooksOfMany(ExplodingHooks):
+    """A BeforeInference hook that raises for every Run whose id starts with ``bad``."""
 
-    def infer(self, request: InferenceRequest) -> ModelReply:
-        if request.thread_id.startswith("t-bad"):
-            self.calls.append(request.thread_id)
-            raise ValueError("model exploded")
-        return self.good.infer(request)
+    def before_inference(self, run_id: str, step: int, staged: JsonValue) -> Staging:
+        if run_id.startswith("bad"):
+            self.calls.append(run_id)
+            raise ValueError("hook exploded")
+        return Staging()
 
 
 @pytest.mark.parametrize("loop", ["run_once", "run"])
@@ -152,7 +161,7 @@ def test_failing_runs_that_fill_the_stores_batch_do_not_hide_the_runs_behind_the
     for index in range(2):  # the oldest Runs with work, as many as the worker lists at once
         _activate(store, f"bad{index}", thread=f"t-bad{index}")
     _activate(store, "good", thread="t-good")
-    app = RuntimeApp("test", ExplodingModels("none"), ToolRegistry({"work": Recording()}))
+    app = _app(ExplodingHooksOfMany("none"))
     worker = Worker(store, app, worker_id="w1", batch=2)
     store.worker = worker
     report = worker.run_once() if loop == "run_once" else worker.run()

@@ -7,7 +7,8 @@ An *action* says what the host must do next; every method of ``Driver`` (and of
 action                the host answers with
 ====================  ==========================================================
 ``Infer``             ``inferred(content, calls, end=...)`` (the model's complete reply);
-                      ``checkpoint(partial)`` while it streams (best effort)
+                      ``checkpoint(partial)`` while it streams (best effort);
+                      ``inference_failed(error)`` if the model call raised
 ``RunCall``           ``call_returned``, ``call_failed``, ``call_lost`` or ``call_scheduled``
 ``CheckStatus``       ``status(call_id, OperationStatus..., value)``
 ``WaitFor``           ``resume(payload)``; or ``next_action()`` later, which applies a
@@ -51,9 +52,15 @@ HistoryView = MessagesSoFar
 @frozen
 class Infer:
     """Ask the model for step ``step`` with ``messages`` (the whole Thread, in order);
-    answer with ``inferred``. ``partial`` is what a host saved with ``checkpoint`` for
-    this step before a crash: best effort, never truth (a streaming host may resume from
-    it or ignore it)."""
+    answer with ``inferred``, or with ``inference_failed(error)`` if the model call
+    raised. ``partial`` is what a host saved with ``checkpoint`` for this step before a
+    crash: best effort, never truth (a streaming host may resume from it or ignore it).
+
+    After a transient model error the same ``Infer`` comes again with ``attempt`` one
+    higher and ``retry_after`` the seconds to wait before calling the model (nothing was
+    committed; see ``runkernel.adapters.model_errors``). The host's StepStart and
+    BeforeInference hooks may run again for each attempt: what a failed attempt staged
+    was never committed, and ``staged`` is still the committed state."""
 
     run_id: str
     step: int
@@ -61,6 +68,10 @@ class Infer:
     partial: JsonValue = None
     #: the Run's committed staged hook state, for the host's StepStart/BeforeInference
     staged: JsonValue = attrs.field(default=None, eq=False)
+    #: which attempt of this model call this is, in this driver's hands (1 first)
+    attempt: int = 1
+    #: seconds to wait before this attempt (0 but after a transient model error)
+    retry_after: float = 0.0
 
 
 @frozen

@@ -46,7 +46,9 @@ from runkernel.adapters.driver_protocol import (
     DropCheckpoint,
     End,
     Hand,
+    InferenceFailed,
     Inferred,
+    KeepLease,
     LoadCheckpoint,
     Observe,
     Operation,
@@ -67,10 +69,17 @@ from runkernel.adapters.driver_protocol import (
     Steps,
     Tell,
 )
+from runkernel.adapters.model_errors import (
+    DEFAULT_MODEL_ATTEMPTS,
+    TransientPredicate,
+    model_backoff,
+    model_error,
+    transient_model_error,
+)
 from runkernel.adapters.pending import due_timer, exact_outcomes, expiry, has_deadline, needs_settled_commands, next_command
 from runkernel.adapters.port_inputs import gate_verdict
 from runkernel.adapters.ports import Clock, GateAnswer, IdSource
-from runkernel.adapters.runtime_events import Recovered
+from runkernel.adapters.runtime_events import ModelFailed, Recovered
 from runkernel.adapters.store import Checkpoint, InboxEntry, Settlement, UnknownRun
 from runkernel.kernel.decide import decide
 from runkernel.kernel.history import NO_HISTORY, History
@@ -104,6 +113,7 @@ from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import (
     Awaiting,
     CallAwaiting,
+    EndCause,
     Ended,
     Message,
     RunSnapshot,
@@ -111,7 +121,7 @@ from runkernel.kernel.state import (
     ThreadHead,
     ToolCall,
 )
-from runkernel.kernel.values import JsonValue, Role
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
 #: Whether this build's ``Message`` carries host metadata (the judge's codec adds it).
 MESSAGE_HAS_METADATA = "metadata" in attrs.fields_dict(Message)
@@ -134,6 +144,10 @@ class Settings:
     #: refuse a model reply that calls a tool without a declared policy (``UnknownTool``);
     #: off, such a call is committed and its host fails it
     refuse_unknown_tools: bool = True
+    #: which exceptions of a model call are worth another attempt (``model_errors``)
+    transient: TransientPredicate = transient_model_error
+    #: attempts of one model call in this driver's hands before the Run ends ``failed``
+    model_attempts: int = DEFAULT_MODEL_ATTEMPTS
 
 
 class DriverCore:
@@ -155,6 +169,9 @@ class DriverCore:
         #: calls whose child this core found running since the host last asked: while
         #: they are all the open work, the Run is quiet (asking again is the host's poll)
         self.children_running: set[str] = set()
+        #: failed attempts in a row of the model call the Run stands at: never committed,
+        #: so another core (a take-over, a new driver) starts again from none
+        self.model_failures = 0
 
     # --- openings -------------------------------------------------------------------
 
@@ -316,7 +333,15 @@ class DriverCore:
                 self.checkpointed = True
                 yield SaveCheckpoint(Checkpoint(action.run_id, action.step, report.data))
                 continue
-            made = self._input(action, report)
+            made: Input | DriverError
+            if isinstance(report, InferenceFailed) and isinstance(action, Infer):
+                retry = yield from self._model_failed(action, report.error)
+                if retry is not None:
+                    action = retry  # the same question again, after a wait; nothing committed
+                    continue
+                made = EndRequest(EndCause(EndCauseKind.FAILED, model_error(report.error)))
+            else:
+                made = self._input(action, report)
             if isinstance(made, DriverError):
                 refused = made
                 continue
@@ -327,7 +352,22 @@ class DriverCore:
                 refused = HostProtocolError(f"refused {type(report).__name__.lower()}: {verdict}", verdict, action)
                 continue
             self._keep_metadata(report)
+            if isinstance(report, Inferred):
+                self.model_failures = 0
             return verdict
+
+    def _model_failed(self, action: Infer, error: BaseException) -> Generator[Operation, Any, Infer | None]:
+        """A model call raised: the same ``Infer`` to hand again after a backoff while the
+        error is transient and attempts are left, else None (the Run ends failed)."""
+        self.model_failures += 1
+        settings, failures = self.settings, self.model_failures
+        retry = settings.transient(error) and failures < settings.model_attempts
+        retry_after = model_backoff(failures) if retry else None
+        yield Tell(ModelFailed(action.run_id, action.step, action.attempt, model_error(error), retry_after))
+        if retry_after is None:
+            return None
+        yield KeepLease(action.run_id)  # the wait commits nothing that would renew it
+        return attrs.evolve(action, attempt=failures + 1, retry_after=retry_after)
 
     def _decide(self, made: Input) -> Decision | Rejection:
         return decide(self._snapshot(), made, self.policies, self.lookups, self_check=self.settings.self_check)
@@ -433,7 +473,7 @@ class DriverCore:
         saved = self.saved
         partial = saved.data if saved is not None and saved.step == step else None
         state = self._snapshot()
-        return Infer(state.run_id, step, HistoryView(self.history), partial, state.staged)
+        return Infer(state.run_id, step, HistoryView(self.history), partial, state.staged, self.model_failures + 1)
 
     def _run_call(self, effect: Execute) -> RunCall:
         state = self._snapshot()
@@ -503,7 +543,7 @@ class _AwaitingCall:
 
 
 _EXPECTED: Mapping[type, str] = {
-    Infer: "inferred(...)",
+    Infer: "inferred(...) or inference_failed(...)",
     RunCall: "call_returned / call_failed / call_lost / call_scheduled for its call",
     CheckStatus: "status(...) for its call",
     WaitFor: "resume(payload), or next_action() to apply a queued command",
@@ -513,6 +553,7 @@ _EXPECTED: Mapping[type, str] = {
 
 _REPORT_NAMES: Mapping[type, str] = {
     Inferred: "inferred(...)",
+    InferenceFailed: "inference_failed(...)",
     CallEnded: "a call's result",
     Status: "status(...)",
     Resume: "resume(...)",

@@ -13,7 +13,7 @@ from typing import Any, TypeAlias
 from attrs import frozen
 
 from runkernel.adapters.driver_actions import Action, CallRequest, DriverError
-from runkernel.adapters.runtime_events import Recovered
+from runkernel.adapters.runtime_events import ModelFailed, Recovered
 from runkernel.adapters.store import Checkpoint, InboxEntry, Settlement
 from runkernel.kernel.protocol import NotifyWait, OperationStatus, PublishResults, ResumePayload, RunHook, ToolOutcome
 from runkernel.kernel.state import Delegation, EndCause, RunSnapshot, Staged, ThreadCommit, ToolCall
@@ -152,7 +152,16 @@ class Observe:
 class Tell:
     """What the core did that a host may report (``on_event``); answer with None."""
 
-    event: Recovered
+    event: Recovered | ModelFailed
+
+
+@frozen
+class KeepLease:
+    """The Run waits before it acts again (a model call backing off after a transient
+    error) and commits nothing meanwhile: renew its lease now if its renewal is due, so
+    the wait cannot outlive it; answer with None."""
+
+    run_id: str
 
 
 @frozen
@@ -190,6 +199,7 @@ Operation: TypeAlias = (
     | SendCancel
     | Observe
     | Tell
+    | KeepLease
     | AskGate
     | Hand
 )
@@ -251,11 +261,18 @@ class Partial:
 
 
 @frozen
+class InferenceFailed:
+    """The model call ``Infer`` asked for raised ``error`` (``inference_failed``)."""
+
+    error: BaseException
+
+
+@frozen
 class Poll:
     """The host asks what to do next without reporting anything."""
 
 
-Report: TypeAlias = Inferred | CallEnded | Status | Resume | End | Partial | Poll
+Report: TypeAlias = Inferred | InferenceFailed | CallEnded | Status | Resume | End | Partial | Poll
 
 Steps: TypeAlias = Generator[Operation, Any, None]
 
@@ -269,7 +286,9 @@ __all__ = [
     "DropCheckpoint",
     "End",
     "Hand",
+    "InferenceFailed",
     "Inferred",
+    "KeepLease",
     "LoadCheckpoint",
     "Observe",
     "Operation",

@@ -1,6 +1,8 @@
 """What the push-mode driver's two shells share: configuration, the live generator of
 the core, the store operations and the report makers. Only how an operation is carried
-out (awaited or not) differs between ``Driver`` and ``AsyncDriver`` (``driver.py``).
+out (awaited or not) differs between ``AsyncDriver`` (``driver_async.py``, written by
+hand) and ``Driver`` (``driver_sync.py``, generated from it by
+``tools/async_to_sync.py``); whatever does no I/O lives here, once.
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ from types import MappingProxyType
 import attrs
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, assert_never
+from typing import Any, Protocol, TypeAlias, TypeVar, assert_never
 
 from runkernel.adapters.driver_actions import (
     DEFAULT_MAX_STEPS,
     Action,
     Answer,
     CallRequest,
+    CheckStatus,
     DriverError,
     DriverStopped,
     HistoryView,
@@ -35,6 +38,7 @@ from runkernel.adapters.driver_protocol import (
     End,
     Hand,
     Inferred,
+    KeepLease,
     LoadCheckpoint,
     Observe,
     Operation,
@@ -51,6 +55,12 @@ from runkernel.adapters.driver_protocol import (
     Settle,
     Steps,
     Tell,
+)
+from runkernel.adapters.model_errors import (
+    DEFAULT_MODEL_ATTEMPTS,
+    TransientPredicate,
+    checked_attempts,
+    transient_model_error,
 )
 from runkernel.adapters.ports import (
     AllowAll,
@@ -79,6 +89,13 @@ from runkernel.kernel.state import CallIndeterminate, EndCause, Message, RunSnap
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
 
+_T = TypeVar("_T")
+
+#: An ``X`` or an awaitable of one: what an async shell takes from a host callable that
+#: may be a coroutine function (the sync shell, generated, takes only ``X``).
+MaybeAwaitable: TypeAlias = _T | Awaitable[_T]
+
+
 class AnyGate(Protocol):
     """A permission gate: ``check`` answers ``Permit``, ``Refuse``, ``Provide`` or ``Hold``
     (an ``AsyncDriver`` also accepts a coroutine that returns one)."""
@@ -92,12 +109,21 @@ def _settings(
     on_indeterminate: IndeterminateChoice,
     ids: IdSource | None,
     clock: Clock,
-    app: str | None = None,
+    app: str | None,
+    transient: TransientPredicate,
+    model_attempts: int,
 ) -> Settings:
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
     policies = Policies(tools=dict(tools), max_steps=max_steps, on_indeterminate=on_indeterminate)
-    return Settings(policies, ids or SecretIds(), clock, app)
+    return Settings(
+        policies,
+        ids or SecretIds(),
+        clock,
+        app,
+        transient=transient,
+        model_attempts=checked_attempts(model_attempts),
+    )
 
 
 def _messages(messages: Sequence[Message | str]) -> tuple[Message, ...]:
@@ -121,6 +147,8 @@ class Shell:
         leases: LeaseKeeper | None = None,
         app: str | None = None,
         on_event: Callable[[RuntimeEvent], None] | None = None,
+        transient: TransientPredicate = transient_model_error,
+        model_attempts: int = DEFAULT_MODEL_ATTEMPTS,
     ) -> None:
         # leases: a worker's LeaseKeeper (see StoreOps); a RunCall is handed out only
         # after the lease is re-checked with its margin (W1), carrying its epoch.
@@ -128,7 +156,7 @@ class Shell:
         self.leases = leases
         self.on_event = on_event
         self.ops = StoreOps(store, leases, self._event)
-        self.settings = _settings(tools, max_steps, on_indeterminate, ids, clock, app)
+        self.settings = _settings(tools, max_steps, on_indeterminate, ids, clock, app, transient, model_attempts)
         self.gate: AnyGate = gate or AllowAll()
         self._core: DriverCore | None = None
         self._steps: Steps | None = None
@@ -259,6 +287,29 @@ class Shell:
         assert self._steps is not None
         return self._steps, None
 
+    def _first(self, answer: Report | None) -> tuple[Steps, Operation]:
+        """The live generator and its first operation for ``answer``."""
+        steps, first = self._steps_for(answer)
+        return steps, self._send(steps, first)
+
+    @contextlib.contextmanager
+    def _performing(self) -> Iterator[None]:
+        """Around one operation carried out by a shell: a store that fails stops the
+        driver (``DriverStopped``); anything else raised makes it forget what it believed."""
+        try:
+            yield
+        except StoreError as error:
+            raise self._stopped(error) from error
+        except BaseException:
+            self._forget()
+            raise
+
+    def _standing_check(self) -> CheckStatus:
+        """The standing ``CheckStatus`` that ``ask_status`` answers."""
+        if not isinstance(self._action, CheckStatus):
+            raise DriverError(f"ask_status answers a standing CheckStatus, not {self._action!r}")
+        return self._action
+
     def _send(self, steps: Steps, value: object) -> Operation:
         try:
             return steps.send(value)
@@ -388,6 +439,10 @@ class StoreOps:
             case Tell():
                 self.on_event(op.event)
                 return None
+            case KeepLease():
+                if self.leases is not None:
+                    self.leases.for_commit(op.run_id)  # renewed if its renewal is due
+                return None
         raise AssertionError(f"not a store operation: {op!r}")
 
     def _append(self, op: Append) -> RunSnapshot:
@@ -448,4 +503,4 @@ def end_report(kind: EndCauseKind, error: TypedError | None) -> Report:
     return End(EndCause(kind, error))
 
 
-__all__ = ["AnyGate", "Shell", "StoreOps", "end_report", "inferred_report"]
+__all__ = ["AnyGate", "MaybeAwaitable", "Shell", "StoreOps", "end_report", "inferred_report"]

@@ -11,10 +11,19 @@ status; the gate through the core's ``AskGate``) and stops where the core would 
 continues from the store alone with ``drive``. Tests kill it by wrapping its store and
 tools (``runkernel.testing.CrashingStore``, ``crashing_tools``), never through a switch
 of its own.
+
+A model call that raises is reported to the core (``InferenceFailed``), which decides as
+for a push host (``model_errors``): a transient error commits nothing and the same
+``Infer`` comes back with a backoff, which a ``Drive`` takes as a step of its own
+(``pause``: ``run()`` sleeps it, a worker sets the Run aside meanwhile, its lease kept,
+and drives others); otherwise the Run ends ``failed`` with the error. The hooks
+(StepStart/BeforeInference) run again before each attempt: what a failed attempt staged
+was never committed.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,12 +44,14 @@ from runkernel.adapters.driver_protocol import (
     CallEnded,
     DropCheckpoint,
     Hand,
+    InferenceFailed,
     Inferred,
     Observe,
     Operation,
     LoadCheckpoint,
     Partial,
     Pending,
+    Poll,
     ReadChild,
     ReadCommands,
     ReadHead,
@@ -55,6 +66,12 @@ from runkernel.adapters.driver_protocol import (
 )
 from runkernel.adapters.driver_shell import StoreOps
 from runkernel.adapters.invocation import invocation_scope
+from runkernel.adapters.model_errors import (
+    DEFAULT_MODEL_ATTEMPTS,
+    TransientPredicate,
+    checked_attempts,
+    transient_model_error,
+)
 from runkernel.adapters.port_inputs import tool_outcome
 from runkernel.adapters.ports import (
     AllowAll,
@@ -80,6 +97,7 @@ from runkernel.adapters.runtime_events import (
     CheckpointLost,
     CommandSettled,
     CommitRetried,
+    ModelFailed,
     Recovered,
     RunOutcome,
     RuntimeEvent,
@@ -109,7 +127,10 @@ class Drive:
 
     ``step()`` carries out one effect (a commit, a hook or notification, a port call, a
     child's activation or cancel) with whatever reads lead up to it, and says whether
-    driving is over for now (see ``outcome``).
+    driving is over for now (see ``outcome``). A wait before a model call retried after
+    a transient error is a step too: it sets ``pause`` to the seconds to wait before the
+    next ``step()``, which first applies a command queued meanwhile, then calls the
+    model.
     """
 
     def __init__(self, runtime: Runtime, run_id: str, core: DriverCore, steps: Steps) -> None:
@@ -118,6 +139,10 @@ class Drive:
         self._core = core
         self._steps = steps
         self.outcome: RunOutcome | None = None
+        #: seconds to wait before the next step (a model call retried after a transient
+        #: error), None when the next step may come at once
+        self.pause: float | None = None
+        self._waited: Infer | None = None  # the retried Infer whose wait was taken
         # up to the first effect: what the drive will commit or ask first is decided now
         op = self._send(None)
         while isinstance(op, _READS):
@@ -146,8 +171,14 @@ class Drive:
         if self.outcome is not None:
             return True
         op = self._next
+        if self.pause is not None:
+            self.pause = None
+            op = self._send(Poll())  # a command queued during the wait goes first
         while True:
             if isinstance(op, Hand):
+                if self._must_wait(op):
+                    self._next = op
+                    return False
                 report = self._answer(op)
                 if report is None:
                     return self._stop()
@@ -162,11 +193,23 @@ class Drive:
             op = following
 
     def run(self) -> RunOutcome:
-        """Step until driving stops."""
+        """Step until driving stops, sleeping each ``pause``."""
         while not self.step():
-            pass
+            if self.pause is not None:
+                time.sleep(self.pause)
         assert self.outcome is not None
         return self.outcome
+
+    def _must_wait(self, hand: Hand) -> bool:
+        """Whether ``hand`` is a retried model call whose wait is still to be taken (and
+        if so, take it: ``pause``)."""
+        action = hand.action
+        if hand.refused is not None or not isinstance(action, Infer) or action.retry_after <= 0:
+            return False
+        if action is self._waited:
+            return False
+        self._waited, self.pause = action, action.retry_after
+        return True
 
     # --- the core ------------------------------------------------------------------
 
@@ -205,7 +248,7 @@ class Drive:
                 return None  # a resume, a child's end or nothing wakes it: a later drive
         raise AssertionError(f"not an action: {action!r}")
 
-    def _infer(self, action: Infer) -> Inferred:
+    def _infer(self, action: Infer) -> Inferred | InferenceFailed:
         runtime, state = self.runtime, self._core.state
         assert state is not None
         staging = runtime.hooks.before_inference(action.run_id, action.step, action.staged)
@@ -213,7 +256,14 @@ class Drive:
         request = InferenceRequest(
             state.thread_id, action.run_id, action.step, action.messages, action.partial, stream, staging.context
         )
-        reply = runtime.model.infer(request)
+        try:
+            reply = runtime.model.infer(request)
+        except RunkernelError:
+            raise  # the runtime's own refusal, not the model's (a simulated death is no Exception)
+        except Exception as error:
+            if stream.failed:
+                raise  # the stream's checkpoint failed under the model: the drive's failure
+            return InferenceFailed(error)  # the core decides: the same Infer again, or failed
         calls = tuple(reply.calls)
         return Inferred(reply.content, calls, None if calls else reply.end, None, staging.staged)
 
@@ -229,12 +279,19 @@ class Drive:
 class _Stream:
     def __init__(self, drive: Drive, run_id: str) -> None:
         self.drive, self.run_id = drive, run_id
+        #: a checkpoint raised (the store, the core): whatever the model raises then is
+        #: not a model error
+        self.failed = False
 
     def delta(self, data: JsonValue) -> None:
         self.drive.runtime.observer.delta(self.run_id, data)
 
     def checkpoint(self, partial: JsonValue) -> None:
-        self.drive._checkpoint(partial)
+        try:
+            self.drive._checkpoint(partial)
+        except BaseException:
+            self.failed = True
+            raise
 
 
 class Runtime:
@@ -260,6 +317,8 @@ class Runtime:
         leases: LeaseKeeper | None = None,
         app: str | None = None,
         hooks: HookPort | None = None,
+        transient: TransientPredicate = transient_model_error,
+        model_attempts: int = DEFAULT_MODEL_ATTEMPTS,
     ) -> None:
         """``hooks`` answer StepStart/BeforeInference (staged state, request-only context)
         and AfterTool (a reaction). ``self_check`` is a debug option, off by default:
@@ -269,7 +328,11 @@ class Runtime:
         a correct kernel does, and costs one more validation per commit. With ``leases`` (a worker's), every Run is leased before it is
         driven, every commit names the lease, and every executor start re-checks it (W1); a
         lost lease or a lost commit raises out of ``drive``, so driving stops at once.
-        ``app`` is recorded on the activation of each Run ``start`` begins."""
+        ``app`` is recorded on the activation of each Run ``start`` begins.
+        ``transient(error)`` says which exceptions the model raises are worth another
+        attempt (default ``transient_model_error``: timeouts, dropped connections, HTTP
+        408/409/429/5xx), ``model_attempts`` how many attempts of one model call a Run
+        gets in this runtime's drive before it ends ``failed`` with the error."""
         self.store = store
         self.model = model
         self.tools = tools
@@ -285,7 +348,14 @@ class Runtime:
         self.hooks = hooks or NoHooks()
         # a tool the model names without a registered one is committed, and its call fails
         self.settings = Settings(
-            self.policies, self.ids, clock, app, self_check=self_check, refuse_unknown_tools=False
+            self.policies,
+            self.ids,
+            clock,
+            app,
+            self_check=self_check,
+            refuse_unknown_tools=False,
+            transient=transient,
+            model_attempts=checked_attempts(model_attempts),
         )
         self.ops = StoreOps(store, leases, lambda event: self.on_event(event), self.observer)
         self._polls: dict[str, int] = {}
@@ -374,6 +444,7 @@ __all__ = [
     "CommandSettled",
     "CommitRetried",
     "Drive",
+    "ModelFailed",
     "Recovered",
     "RunOutcome",
     "Runtime",

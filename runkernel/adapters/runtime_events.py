@@ -139,7 +139,21 @@ class ToolRaised:
     error: TypedError
 
 
-RuntimeEvent = Recovered | Acknowledged | CommandSettled | CheckpointLost | CommitRetried | ToolRaised
+@frozen
+class ModelFailed:
+    """A model call for step ``step`` raised (attempt ``attempt`` of that call in this
+    driver's hands). Nothing was committed for it. ``retry_after`` is the wait before the
+    next attempt of a transient error; None when the Run ends ``failed`` with ``error``
+    (not transient, or the attempts ran out)."""
+
+    run_id: str
+    step: int
+    attempt: int
+    error: TypedError
+    retry_after: float | None
+
+
+RuntimeEvent = Recovered | Acknowledged | CommandSettled | CheckpointLost | CommitRetried | ToolRaised | ModelFailed
 
 
 ALREADY_COMMITTED = "applied before: already committed"

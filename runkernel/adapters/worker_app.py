@@ -8,12 +8,14 @@ two kinds, and how it is found (like ``uvicorn module:app``).
   and the host answers actions until the driver says ``WaitFor``, ``ChildrenRunning``
   or ``Done``.
 - ``AsyncPushApp``: the same for an asyncio host (an agent framework): the worker runs
-  its ``drive`` in an event loop with an ``AsyncDriver`` that holds the Run's lease, and
+  its ``drive`` with an ``AsyncDriver`` that holds the Run's lease, every drive in the
+  worker's one long-lived event loop (closed at shutdown), and
   the host picks the Run up itself, because the gate a pick-up may ask is often known
   only inside the host's own run (which tools wait is the framework's declaration).
 
-A push app may also have ``gate``, ``max_steps`` and ``on_indeterminate``: the worker
-builds its driver with them (as ``Driver(...)`` takes them; defaults otherwise).
+A push app may also have ``gate``, ``max_steps``, ``on_indeterminate``, ``transient``
+and ``model_attempts``: the worker builds its driver with them (as ``Driver(...)`` takes
+them; defaults otherwise).
 
 Either has a ``name``: the ``app`` its Runs record at activation. A worker drives only
 Runs whose app is its app's name.
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from attrs import frozen
 
+from runkernel.adapters.model_errors import DEFAULT_MODEL_ATTEMPTS, TransientPredicate, transient_model_error
 from runkernel.adapters.ports import GatePort, HookPort, ModelPort, Observer, ToolRegistry
 from runkernel.errors import AppLoadError as AppLoadError
 from runkernel.kernel.policies import ToolPolicy
@@ -42,7 +45,9 @@ if TYPE_CHECKING:
 @frozen
 class RuntimeApp:
     """A worker app for the pull-mode runtime: its name and its ports (``hooks`` answer
-    StepStart/BeforeInference and AfterTool, as ``Runtime`` takes them)."""
+    StepStart/BeforeInference and AfterTool, as ``Runtime`` takes them), and which model
+    errors are transient and how many attempts a model call gets (as ``Runtime`` takes
+    them: see ``runkernel.adapters.model_errors``)."""
 
     name: str
     model: ModelPort
@@ -50,6 +55,8 @@ class RuntimeApp:
     gate: GatePort | None = None
     observer: Observer | None = None
     hooks: HookPort | None = None
+    transient: TransientPredicate = transient_model_error
+    model_attempts: int = DEFAULT_MODEL_ATTEMPTS
 
 
 @runtime_checkable

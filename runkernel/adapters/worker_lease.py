@@ -96,6 +96,10 @@ class LeaseKeeper:
             self._held.pop(run_id, None)
             raise
 
+    def held_runs(self) -> tuple[str, ...]:
+        """The Runs this worker believes it holds a lease on."""
+        return tuple(self._held)
+
     def forget(self, run_id: str) -> None:
         """Drop a lease this worker lost (nothing to release)."""
         self._held.pop(run_id, None)

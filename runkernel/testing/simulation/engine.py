@@ -15,7 +15,7 @@ from attrs import define, field
 
 from runkernel.adapters.inbox import submit_end, submit_resume
 from runkernel.adapters.ports import Staging, ToolRegistry, ToolReply
-from runkernel.adapters.runtime import Recovered, RunOutcome, Runtime, RuntimeEvent
+from runkernel.adapters.runtime import ModelFailed, Recovered, RunOutcome, Runtime, RuntimeEvent
 from runkernel.adapters.serial import resume_to_inbox
 from runkernel.adapters.store import Store, StoreUnavailable
 from runkernel.kernel.protocol import (
@@ -179,10 +179,20 @@ class ScenarioRun:
             observer=self.observer,
             ids=self.ids,
             clock=lambda: SIM_NOW,
-            on_event=lambda event: self.trial.events.append((event, len(self.world.executions))),
+            on_event=self._event,
             self_check=True,  # the simulator judges the kernel's commits before the store does
             hooks=SimHooks() if self.scenario.hooks else None,
         )
+
+    def _event(self, event: RuntimeEvent) -> None:
+        self.trial.events.append((event, len(self.world.executions)))
+        if isinstance(event, ModelFailed):
+            # the scripted model never fails: a model error here is the simulator's own
+            # (it would end the Run failed, and nothing else would say why)
+            self.trial.problems.append(
+                f"run {event.run_id} step {event.step}: the scripted model raised "
+                f"{event.error.type}: {event.error.message}"
+            )
 
     def _attempt(self, action: Callable[[Runtime], RunOutcome]) -> RunOutcome | None:
         try:
