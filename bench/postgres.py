@@ -42,7 +42,7 @@ def _server() -> str:
 
 def _fresh_store(tag: str) -> str:
     """A new, initialized store in a schema of its own, dropped at exit."""
-    from runkernel.adapters.postgres_schema import drop_store, init_postgres
+    from runkernel.adapters.stores.postgres_schema import drop_store, init_postgres
 
     parts = urllib.parse.urlsplit(_server())
     query = urllib.parse.parse_qsl(parts.query) + [("schema", f"rk_bench_{tag}_{os.getpid()}")]
@@ -58,8 +58,8 @@ def postgres_commit(sizes: Sizes, scratch: Path) -> Prepared:
     connection to the same server, into a table keyed like the commit log."""
     import psycopg
 
-    from runkernel.adapters.postgres_schema import split_url
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres_schema import split_url
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     url = _fresh_store("commit")
     store = PostgresStore(url)
@@ -94,7 +94,7 @@ def postgres_commit(sizes: Sizes, scratch: Path) -> Prepared:
 def postgres_workers(sizes: Sizes, scratch: Path) -> Prepared:
     """8 processes append text steps to the same few Runs for a fixed time; each append
     wins or gets a typed conflict. The figure is the sum over the processes."""
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
     from runkernel.testing import activate
 
     url = _fresh_store("workers")
@@ -126,8 +126,8 @@ def postgres_workers(sizes: Sizes, scratch: Path) -> Prepared:
 
 
 def _racer(url: str, prefix: str, me: str, seconds: float) -> dict[str, Any]:
-    from runkernel.adapters.postgres_store import PostgresStore
-    from runkernel.adapters.store import CommitConflict
+    from runkernel.adapters.stores.postgres import PostgresStore
+    from runkernel.adapters.stores.contract import CommitConflict
     from runkernel.testing import step
     from runkernel.kernel.protocol import InferenceResult
 

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from runkernel.adapters.driver_actions import CallRequest, RunCall
-from runkernel.adapters.export import export_lines
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import (
+from runkernel.adapters.drive.actions import CallRequest, RunCall
+from runkernel.adapters.stores.export import export_lines
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import (
     InferenceRequest,
     ModelReply,
     Returned,
@@ -23,10 +23,10 @@ from runkernel.adapters.ports import (
     ToolRegistry,
     ToolReply,
 )
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.serial import commit_from_text, commit_text
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Store
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.stores.serial import commit_from_text, commit_text
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import Store
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.decide import decide
 from runkernel.kernel.policies import Policies, ToolPolicy

@@ -1,7 +1,7 @@
 """The transition relation: the runtime carrying out the kernel's effects, one at a time.
 
 A state's queue is what the current Decision still has to do, exactly as
-``runkernel.adapters.runtime`` carries it out: a Commit may crash before its write or
+``runkernel.adapters.drive.runtime`` carries it out: a Commit may crash before its write or
 after the write but before the ack; an Execute runs the tool (the world records the
 (operation_id, attempt)), and the runtime may crash before the terminal commit; an
 effect that asks the world something (inference, gate, tool, status) branches on every

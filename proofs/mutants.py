@@ -231,7 +231,7 @@ class Mutant:
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "a stream checkpoint becomes the committed reply",
-        "runkernel/adapters/runtime.py",
+        "runkernel/adapters/drive/runtime.py",
         "        return Inferred(reply.content, calls, None if calls else reply.end, None, staging.staged)\n",
         "        content = reply.content if calls or action.partial is None else action.partial\n"
         "        return Inferred(content, calls, None if calls else reply.end, None, staging.staged)\n",
@@ -305,7 +305,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the push driver hands out RunCall before its Executing commit",
-        "runkernel/adapters/driver_core.py",
+        "runkernel/adapters/drive/core.py",
         "                    case Commit():\n",
         "                    case Commit() if any(isinstance(e, Execute) for e in decision.effects):\n"
         "                        pass\n"
@@ -314,14 +314,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the push driver drops an acknowledged commit's messages",
-        "runkernel/adapters/driver_core.py",
+        "runkernel/adapters/drive/core.py",
         "        self.history.extend(commit.messages)\n",
         "        pass\n",
         PUSH_HISTORY_UNIT,
     ),
     Mutant(
         "an inbox command is settled after its commit, not in it",
-        "runkernel/adapters/driver_core.py",
+        "runkernel/adapters/drive/core.py",
         "        settle = None if self.entry is None else Settlement(self.entry.entry_id, \"applied\")\n"
         "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)\n"
         "        self.entry = None\n",
@@ -375,7 +375,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the SQLite store reads a Run's lease before its write transaction",
-        "runkernel/adapters/sqlite_store.py",
+        "runkernel/adapters/stores/sqlite.py",
         "        with self._immediate(\"taking a lease\"):\n"
         "            lease = acquired(run_id, self._lease_row(run_id), worker_id, duration, self._clock())\n",
         "        row = self._lease_row(run_id)\n"
@@ -385,7 +385,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the memory store reads a Run's lease outside its lock",
-        "runkernel/adapters/memory_store.py",
+        "runkernel/adapters/stores/memory.py",
         "        with self._lock:\n"
         "            lease = acquired(run_id, self._leases.get(run_id), worker_id, duration, self._clock())\n",
         "        row = self._leases.get(run_id)\n"
@@ -395,14 +395,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a lost acknowledgement adopts another writer's identical commit",
-        "runkernel/adapters/postgres_store.py",
+        "runkernel/adapters/stores/postgres.py",
         "                if sent and stored[:2] == (sent[-1][1], None if lease is None else lease.writer):\n",
         "                if sent and stored[0] == sent[-1][1]:\n",
         PG_LOST_ACK_WRITER_UNIT,
     ),
     Mutant(
         "a resend after a lost connection adopts an identical commit before its writer is compared",
-        "runkernel/adapters/postgres_store.py",
+        "runkernel/adapters/stores/postgres.py",
         "        if not mine or writer != (None if lease is None else lease.writer):\n"
         "            return None\n"
         "        if lost and sent:\n",
@@ -416,21 +416,21 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a retried commit is recognized by worker id, not by its lease epoch",
-        "runkernel/adapters/leases.py",
+        "runkernel/adapters/stores/leases.py",
         "        and stored_writer == lease.writer\n",
         "        and stored_writer is not None and stored_writer.worker_id == lease.worker_id\n",
         LOST_REPLY_EPOCH_UNIT,
     ),
     Mutant(
         "the push driver hands out RunCall without re-checking its lease",
-        "runkernel/adapters/driver_shell.py",
+        "runkernel/adapters/drive/shell.py",
         "        return attrs.evolve(action, lease_epoch=self.leases.before_executor(action.run_id).epoch)\n",
         "        return attrs.evolve(action, lease_epoch=self.leases.held(action.run_id).epoch)  # type: ignore[union-attr]\n",
         PUSH_LEASE_LOSS_UNIT,
     ),
     Mutant(
         "the push driver carries on after its commit lost to another writer",
-        "runkernel/adapters/driver_shell.py",
+        "runkernel/adapters/drive/shell.py",
         "        stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n",
         "        try:\n"
         "            stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n"
@@ -440,7 +440,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the pull runtime carries on after its commit lost to another writer",
-        "runkernel/adapters/driver_shell.py",
+        "runkernel/adapters/drive/shell.py",
         "        stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n",
         "        try:\n"
         "            stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n"
@@ -450,7 +450,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a runtime reuses a hook's uncommitted staging in its next drive",
-        "runkernel/adapters/runtime.py",
+        "runkernel/adapters/drive/runtime.py",
         "        staging = runtime.hooks.before_inference(action.run_id, action.step, action.staged)\n",
         "        answers = runtime.__dict__.setdefault(\"_staging_by_step\", {})  # the hooks run once per Step\n"
         "        if (action.run_id, action.step) not in answers:\n"
@@ -460,7 +460,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a runtime reuses a lost attempt's AfterTool reaction",
-        "runkernel/adapters/runtime.py",
+        "runkernel/adapters/drive/runtime.py",
         "            reaction = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)\n",
         "            reactions = self.__dict__.setdefault(\"_reactions\", {})  # AfterTool runs once per call\n"
         "            if (action.run_id, action.call_id) not in reactions:\n"
@@ -470,7 +470,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the push driver settles an inbox command after its commit, not in it",
-        "runkernel/adapters/driver_core.py",
+        "runkernel/adapters/drive/core.py",
         "        settle = None if self.entry is None else Settlement(self.entry.entry_id, \"applied\")\n"
         "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)\n",
         "        stored: RunSnapshot = yield Append(commit, None, self.state, None)\n"
@@ -480,7 +480,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the push driver settles an inbox command before its commit, not in it",
-        "runkernel/adapters/driver_core.py",
+        "runkernel/adapters/drive/core.py",
         "        settle = None if self.entry is None else Settlement(self.entry.entry_id, \"applied\")\n"
         "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)\n",
         "        if self.entry is not None:\n"
@@ -539,14 +539,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the memory store asks only the Run's own history for used tickets",
-        "runkernel/adapters/memory_store.py",
+        "runkernel/adapters/stores/memory.py",
         "                self._tickets.__contains__,\n",
         "                self._stored_history(commit.run_id).ticket_used,\n",
         STORE_TICKETS_UNIT,
     ),
     Mutant(
         "the SQLite store asks only the Run's own history for used tickets",
-        "runkernel/adapters/sqlite_store.py",
+        "runkernel/adapters/stores/sqlite.py",
         "                self._ticket_known,\n",
         "                self.history(commit.run_id).ticket_used,\n",
         STORE_TICKETS_UNIT,
@@ -574,14 +574,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "check-trace exits with its first file's verdict",
-        "runkernel/cli.py",
+        "runkernel/cli/entry.py",
         "            worst = max(worst, finding.verdict)\n",
         "            worst = finding.verdict if name == args.files[0] else worst\n",
         CHECK_TRACE_EXIT_UNIT,
     ),
     Mutant(
         "check-trace exits with its last file's verdict",
-        "runkernel/cli.py",
+        "runkernel/cli/entry.py",
         "            worst = max(worst, finding.verdict)\n",
         "            worst = finding.verdict\n",
         CHECK_TRACE_EXIT_UNIT,
@@ -674,7 +674,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the old ToolInvocation's arguments land in the operation id",
-        "runkernel/adapters/ports.py",
+        "runkernel/adapters/drive/ports.py",
         "    return RunCall(run_id, call_id, tool, arguments, operation_id, attempt, resume_value, lease_epoch, delegation)\n",
         "    return RunCall(run_id, call_id, tool, operation_id, arguments, attempt, resume_value, lease_epoch, delegation)\n",
         OLD_INVOCATION_UNIT,
@@ -688,7 +688,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the pull runtime rebuilds the model's CallRequests without their operation ids",
-        "runkernel/adapters/runtime.py",
+        "runkernel/adapters/drive/runtime.py",
         "        calls = tuple(reply.calls)\n",
         "        calls = tuple(type(call)(call.tool, call.arguments, call.call_id) for call in reply.calls)\n",
         ONE_RUN_CALL_UNIT,
@@ -702,7 +702,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a PostgreSQL store trusts its cached head after a conflict",
-        "runkernel/adapters/postgres_store.py",
+        "runkernel/adapters/stores/postgres.py",
         "                if not fresh and self._written is not None:\n",
         "                if False:\n",
         STALE_HEAD_UNIT,
@@ -762,14 +762,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the CLI imports the simulator when it is imported",
-        "runkernel/commands.py",
+        "runkernel/cli/commands.py",
         "if TYPE_CHECKING:\n    from runkernel.testing.simulation.simulate import Report\n",
         "from runkernel.testing.simulation.simulate import Report\n",
         TESTING_IMPORTERS_UNIT,
     ),
     Mutant(
         "the generated sync shell is edited by hand (it no longer waits between status asks)",
-        "runkernel/adapters/driver_sync.py",
+        "runkernel/adapters/drive/driver_sync.py",
         "                time.sleep(interval)\n",
         "                pass\n",
         SYNC_SHELL_GENERATED_UNIT,
@@ -783,98 +783,98 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "an async app gets a fresh event loop per drive",
-        "runkernel/adapters/worker.py",
+        "runkernel/adapters/worker/loop.py",
         "                    self._async_loop().run(app.drive(driver, run_id))\n",
         "                    asyncio.run(app.drive(driver, run_id))\n",
         ASYNC_LOOP_UNIT,
     ),
     Mutant(
         "shutdown closes the async app's loop under the drive running on it",
-        "runkernel/adapters/worker.py",
+        "runkernel/adapters/worker/loop.py",
         "        if self._async_running.acquire(blocking=False):\n",
         "        if self._async_running.acquire(blocking=False) or True:\n",
         ASYNC_LOOP_SHUTDOWN_UNIT,
     ),
     Mutant(
         "a transient model error ends the Run at once (a commit where there must be none)",
-        "runkernel/adapters/driver_core.py",
+        "runkernel/adapters/drive/core.py",
         "        retry = settings.transient(error) and failures < settings.model_attempts\n",
         "        retry = False\n",
         TRANSIENT_SUCCESS_UNIT,
     ),
     Mutant(
         "the cap of model attempts is off by one",
-        "runkernel/adapters/driver_core.py",
+        "runkernel/adapters/drive/core.py",
         "        retry = settings.transient(error) and failures < settings.model_attempts\n",
         "        retry = settings.transient(error) and failures <= settings.model_attempts\n",
         TRANSIENT_CAP_UNIT,
     ),
     Mutant(
         "a non-transient model error is retried like a transient one",
-        "runkernel/adapters/driver_core.py",
+        "runkernel/adapters/drive/core.py",
         "        retry = settings.transient(error) and failures < settings.model_attempts\n",
         "        retry = failures < settings.model_attempts\n",
         NON_TRANSIENT_UNIT,
     ),
     Mutant(
         "the count of model attempts is not reset by a successful inference",
-        "runkernel/adapters/driver_core.py",
+        "runkernel/adapters/drive/core.py",
         "                self.model_failures = 0\n",
         "                pass\n",
         MODEL_COUNT_RESET_UNIT,
     ),
     Mutant(
         "after a backoff the model is called again before a queued command is applied",
-        "runkernel/adapters/runtime.py",
+        "runkernel/adapters/drive/runtime.py",
         "            op = self._send(Poll())  # a command queued during the wait goes first\n",
         "            pass\n",
         BACKOFF_CANCEL_UNIT,
     ),
     Mutant(
         "a worker releases the lease of a Run backing off",
-        "runkernel/adapters/worker.py",
+        "runkernel/adapters/worker/loop.py",
         "            if run_id not in self._set_aside:\n                self.leases.release(run_id)\n",
         "            self.leases.release(run_id)\n",
         BACKOFF_LEASE_UNIT,
     ),
     Mutant(
         "a worker does not renew the lease of a Run backing off",
-        "runkernel/adapters/worker.py",
+        "runkernel/adapters/worker/loop.py",
         "                self.leases.for_commit(run_id)\n",
         "                pass\n",
         BACKOFF_LEASE_UNIT,
     ),
     Mutant(
         "a worker retries a model call at once instead of setting the Run aside",
-        "runkernel/adapters/worker.py",
+        "runkernel/adapters/worker/loop.py",
         "            if drive.pause is not None:\n",
         "            if False:\n",
         BACKOFF_LEASE_UNIT,
     ),
     Mutant(
         "a worker goes on with a Run set aside whose lease lapsed meanwhile",
-        "runkernel/adapters/worker.py",
+        "runkernel/adapters/worker/loop.py",
         "        if resumed and (held is None or held.epoch != lease.epoch):\n",
         "        if False:\n",
         STALE_ASIDE_UNIT,
     ),
     Mutant(
         "a push driver does not renew its lease before the host waits out a backoff",
-        "runkernel/adapters/driver_shell.py",
+        "runkernel/adapters/drive/shell.py",
         "                    self.leases.for_commit(op.run_id)  # renewed if its renewal is due\n",
         "                    pass\n",
         PUSH_BACKOFF_LEASE_UNIT,
     ),
     Mutant(
         "the default predicate misses a rate limit (HTTP 429)",
-        "runkernel/adapters/model_errors.py",
+        "runkernel/adapters/drive/model_errors.py",
         "_TRANSIENT_STATUS = frozenset({408, 409, 429})\n",
         "_TRANSIENT_STATUS = frozenset({408, 409})\n",
         DEFAULT_TRANSIENT_UNIT,
     ),
     Mutant(
         "a failure of the stream's checkpoint under the model is taken for a model error",
-        "runkernel/adapters/runtime.py",
+        "runkernel/adapters/drive/runtime.py",
         "            if stream.failed:\n",
         "            if False:\n",
         STREAM_FAILURE_UNIT,

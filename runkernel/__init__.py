@@ -11,9 +11,9 @@ pull-mode tool runs the ``RunCall`` a push-mode host is handed, a model asks for
 Everything else lives in a documented module (``docs/api.md`` documents each):
 ``runkernel.kernel`` the kernel's vocabulary (``decide``, ``recover``,
 ``validate_commit``, the state, input and effect types); ``runkernel.errors`` every error;
-the stores and their contract in their modules (``runkernel.adapters.store``,
+the stores and their contract in their modules (``runkernel.adapters.stores.contract``,
 ``.memory_store``, ``.sqlite_store``, ``.postgres_store``, ``runkernel.conformance``);
-the pull-mode ports' protocols in ``runkernel.adapters.ports``. A name this module
+the pull-mode ports' protocols in ``runkernel.adapters.drive.ports``. A name this module
 exported before keeps working for one release, with a ``DeprecationWarning`` naming its
 new import path (``runkernel._compat``; CHANGELOG.md lists them).
 
@@ -33,15 +33,15 @@ __version__ = "0.1.0"
 SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
     (
         "Opening a store",
-        (("runkernel.adapters.urls", ("open_store",)),),
+        (("runkernel.adapters.stores.urls", ("open_store",)),),
     ),
     (
         "Driving Runs: push mode (Driver, AsyncDriver), pull mode (Runtime), workers",
         (
-            ("runkernel.adapters.driver", ("Driver", "AsyncDriver")),
-            ("runkernel.adapters.runtime", ("Runtime",)),
-            ("runkernel.adapters.worker", ("Worker",)),
-            ("runkernel.adapters.worker_app", ("RuntimeApp",)),
+            ("runkernel.adapters.drive.driver", ("Driver", "AsyncDriver")),
+            ("runkernel.adapters.drive.runtime", ("Runtime",)),
+            ("runkernel.adapters.worker.loop", ("Worker",)),
+            ("runkernel.adapters.worker.apps", ("RuntimeApp",)),
         ),
     ),
     (
@@ -50,19 +50,19 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
     ),
     (
         "What a push-mode driver hands out (a pull-mode runtime answers the same with its ports)",
-        (("runkernel.adapters.driver_actions", ("Infer", "RunCall", "CheckStatus", "WaitFor", "ChildrenRunning", "Done")),),
+        (("runkernel.adapters.drive.actions", ("Infer", "RunCall", "CheckStatus", "WaitFor", "ChildrenRunning", "Done")),),
     ),
     (
         "What the host answers",
         (
-            ("runkernel.adapters.driver_actions", ("CallRequest",)),
+            ("runkernel.adapters.drive.actions", ("CallRequest",)),
             ("runkernel.kernel", ("Approve", "Deny", "OperationStatus", "EndCauseKind")),
         ),
     ),
     (
         "The gate's answers, in both modes",
         (
-            ("runkernel.adapters.ports", ("Permit", "Refuse", "Provide", "Hold")),
+            ("runkernel.adapters.drive.ports", ("Permit", "Refuse", "Provide", "Hold")),
             ("runkernel.kernel", ("WaitKind",)),
         ),
     ),
@@ -70,14 +70,14 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
         "Pull mode: what the runtime asks its ports, and what they answer",
         (
             (
-                "runkernel.adapters.ports",
+                "runkernel.adapters.drive.ports",
                 ("ToolRegistry", "InferenceRequest", "ModelReply", "Returned", "Failed", "StatusReply"),
             ),
         ),
     ),
     (
         "Inside a tool",
-        (("runkernel.adapters.invocation", ("current_invocation",)),),
+        (("runkernel.adapters.drive.invocation", ("current_invocation",)),),
     ),
     (
         "Checking traces",
@@ -115,11 +115,11 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in step)
     from runkernel._compat import *  # noqa: F403 - the old names, until they go
-    from runkernel.adapters.driver import (
+    from runkernel.adapters.drive.driver import (
         AsyncDriver as AsyncDriver,
         Driver as Driver,
     )
-    from runkernel.adapters.driver_actions import (
+    from runkernel.adapters.drive.actions import (
         CallRequest as CallRequest,
         CheckStatus as CheckStatus,
         ChildrenRunning as ChildrenRunning,
@@ -128,10 +128,10 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         RunCall as RunCall,
         WaitFor as WaitFor,
     )
-    from runkernel.adapters.invocation import (
+    from runkernel.adapters.drive.invocation import (
         current_invocation as current_invocation,
     )
-    from runkernel.adapters.ports import (
+    from runkernel.adapters.drive.ports import (
         Failed as Failed,
         Hold as Hold,
         InferenceRequest as InferenceRequest,
@@ -143,16 +143,16 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         StatusReply as StatusReply,
         ToolRegistry as ToolRegistry,
     )
-    from runkernel.adapters.runtime import (
+    from runkernel.adapters.drive.runtime import (
         Runtime as Runtime,
     )
-    from runkernel.adapters.urls import (
+    from runkernel.adapters.stores.urls import (
         open_store as open_store,
     )
-    from runkernel.adapters.worker import (
+    from runkernel.adapters.worker.loop import (
         Worker as Worker,
     )
-    from runkernel.adapters.worker_app import (
+    from runkernel.adapters.worker.apps import (
         RuntimeApp as RuntimeApp,
     )
     from runkernel.errors import (

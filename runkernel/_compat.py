@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from runkernel._deprecation import Moved as _Moved
 
-_PORTS = "runkernel.adapters.ports"
+_PORTS = "runkernel.adapters.drive.ports"
 
 #: Old name in ``runkernel`` -> where it lives now.
 MOVED: dict[str, _Moved] = {
@@ -101,24 +101,24 @@ MOVED: dict[str, _Moved] = {
     "DeliverTerminus": _Moved("runkernel.kernel", "DeliverTerminus"),
     "StartChild": _Moved("runkernel.kernel", "StartChild"),
     "CancelChild": _Moved("runkernel.kernel", "CancelChild"),
-    # runkernel.adapters.delegations
-    "parent_of": _Moved("runkernel.adapters.delegations", "parent_of"),
-    "ended_children": _Moved("runkernel.adapters.delegations", "ended_children"),
-    "parents_to_wake": _Moved("runkernel.adapters.delegations", "parents_to_wake"),
-    # runkernel.adapters.driver_actions
-    "Action": _Moved("runkernel.adapters.driver_actions", "Action"),
-    "ChildRun": _Moved("runkernel.adapters.driver_actions", "ChildRun"),
-    "Answer": _Moved("runkernel.adapters.driver_actions", "Answer"),
-    "HistoryView": _Moved("runkernel.adapters.driver_actions", "HistoryView"),
-    "DEFAULT_MAX_STEPS": _Moved("runkernel.adapters.driver_actions", "DEFAULT_MAX_STEPS"),
-    # runkernel.adapters.inbox
-    "submit_resume": _Moved("runkernel.adapters.inbox", "submit_resume"),
-    "submit_end": _Moved("runkernel.adapters.inbox", "submit_end"),
-    # runkernel.adapters.invocation
-    "invocation_scope": _Moved("runkernel.adapters.invocation", "invocation_scope"),
-    # runkernel.adapters.memory_store
-    "MemoryStore": _Moved("runkernel.adapters.memory_store", "MemoryStore"),
-    # runkernel.adapters.ports
+    # runkernel.adapters.drive.delegations
+    "parent_of": _Moved("runkernel.adapters.drive.delegations", "parent_of"),
+    "ended_children": _Moved("runkernel.adapters.drive.delegations", "ended_children"),
+    "parents_to_wake": _Moved("runkernel.adapters.drive.delegations", "parents_to_wake"),
+    # runkernel.adapters.drive.actions
+    "Action": _Moved("runkernel.adapters.drive.actions", "Action"),
+    "ChildRun": _Moved("runkernel.adapters.drive.actions", "ChildRun"),
+    "Answer": _Moved("runkernel.adapters.drive.actions", "Answer"),
+    "HistoryView": _Moved("runkernel.adapters.drive.actions", "HistoryView"),
+    "DEFAULT_MAX_STEPS": _Moved("runkernel.adapters.drive.actions", "DEFAULT_MAX_STEPS"),
+    # runkernel.adapters.drive.inbox
+    "submit_resume": _Moved("runkernel.adapters.drive.inbox", "submit_resume"),
+    "submit_end": _Moved("runkernel.adapters.drive.inbox", "submit_end"),
+    # runkernel.adapters.drive.invocation
+    "invocation_scope": _Moved("runkernel.adapters.drive.invocation", "invocation_scope"),
+    # runkernel.adapters.stores.memory
+    "MemoryStore": _Moved("runkernel.adapters.stores.memory", "MemoryStore"),
+    # runkernel.adapters.drive.ports
     "ModelPort": _Moved(_PORTS, "ModelPort"),
     "StreamSink": _Moved(_PORTS, "StreamSink"),
     "Tool": _Moved(_PORTS, "Tool"),
@@ -134,30 +134,30 @@ MOVED: dict[str, _Moved] = {
     "HookPort": _Moved(_PORTS, "HookPort"),
     "NoHooks": _Moved(_PORTS, "NoHooks"),
     "Staging": _Moved(_PORTS, "Staging"),
-    # runkernel.adapters.postgres_schema
-    "init_postgres": _Moved("runkernel.adapters.postgres_schema", "init_postgres"),
-    "migrate_postgres": _Moved("runkernel.adapters.postgres_schema", "migrate_postgres"),
-    # runkernel.adapters.postgres_store
-    "PostgresStore": _Moved("runkernel.adapters.postgres_store", "PostgresStore"),
-    # runkernel.adapters.runtime
-    "RunOutcome": _Moved("runkernel.adapters.runtime", "RunOutcome"),
-    # runkernel.adapters.sqlite_store
-    "SqliteStore": _Moved("runkernel.adapters.sqlite_store", "SqliteStore"),
-    # runkernel.adapters.store
-    "Store": _Moved("runkernel.adapters.store", "Store"),
-    "InboxEntry": _Moved("runkernel.adapters.store", "InboxEntry"),
-    "Lease": _Moved("runkernel.adapters.store", "Lease"),
-    "Writer": _Moved("runkernel.adapters.store", "Writer"),
-    # runkernel.adapters.work
-    "RunSummary": _Moved("runkernel.adapters.work", "RunSummary"),
-    # runkernel.adapters.worker
-    "WorkerReport": _Moved("runkernel.adapters.worker", "WorkerReport"),
-    # runkernel.adapters.worker_app
-    "PushApp": _Moved("runkernel.adapters.worker_app", "PushApp"),
-    "AsyncPushApp": _Moved("runkernel.adapters.worker_app", "AsyncPushApp"),
-    "load_app": _Moved("runkernel.adapters.worker_app", "load_app"),
-    # runkernel.adapters.worker_lease
-    "LeaseKeeper": _Moved("runkernel.adapters.worker_lease", "LeaseKeeper"),
+    # runkernel.adapters.stores.postgres_schema
+    "init_postgres": _Moved("runkernel.adapters.stores.postgres_schema", "init_postgres"),
+    "migrate_postgres": _Moved("runkernel.adapters.stores.postgres_schema", "migrate_postgres"),
+    # runkernel.adapters.stores.postgres
+    "PostgresStore": _Moved("runkernel.adapters.stores.postgres", "PostgresStore"),
+    # runkernel.adapters.drive.runtime
+    "RunOutcome": _Moved("runkernel.adapters.drive.runtime", "RunOutcome"),
+    # runkernel.adapters.stores.sqlite
+    "SqliteStore": _Moved("runkernel.adapters.stores.sqlite", "SqliteStore"),
+    # runkernel.adapters.stores.contract
+    "Store": _Moved("runkernel.adapters.stores.contract", "Store"),
+    "InboxEntry": _Moved("runkernel.adapters.stores.contract", "InboxEntry"),
+    "Lease": _Moved("runkernel.adapters.stores.contract", "Lease"),
+    "Writer": _Moved("runkernel.adapters.stores.contract", "Writer"),
+    # runkernel.adapters.stores.work
+    "RunSummary": _Moved("runkernel.adapters.stores.work", "RunSummary"),
+    # runkernel.adapters.worker.loop
+    "WorkerReport": _Moved("runkernel.adapters.worker.loop", "WorkerReport"),
+    # runkernel.adapters.worker.apps
+    "PushApp": _Moved("runkernel.adapters.worker.apps", "PushApp"),
+    "AsyncPushApp": _Moved("runkernel.adapters.worker.apps", "AsyncPushApp"),
+    "load_app": _Moved("runkernel.adapters.worker.apps", "load_app"),
+    # runkernel.adapters.drive.lease_keeper
+    "LeaseKeeper": _Moved("runkernel.adapters.drive.lease_keeper", "LeaseKeeper"),
     # runkernel.errors
     "DriverError": _Moved("runkernel.errors", "DriverError"),
     "UnknownTool": _Moved("runkernel.errors", "UnknownTool"),
@@ -185,12 +185,12 @@ MOVED: dict[str, _Moved] = {
 }
 
 if TYPE_CHECKING:  # the same names, for type checkers: the new object under the old name
-    from runkernel.adapters.delegations import (
+    from runkernel.adapters.drive.delegations import (
         ended_children as ended_children,
         parent_of as parent_of,
         parents_to_wake as parents_to_wake,
     )
-    from runkernel.adapters.driver_actions import (
+    from runkernel.adapters.drive.actions import (
         Action as Action,
         Answer as Answer,
         ChildRun as ChildRun,
@@ -199,17 +199,17 @@ if TYPE_CHECKING:  # the same names, for type checkers: the new object under the
         CallRequest as ModelCall,
         RunCall as ToolInvocation,
     )
-    from runkernel.adapters.inbox import (
+    from runkernel.adapters.drive.inbox import (
         submit_end as submit_end,
         submit_resume as submit_resume,
     )
-    from runkernel.adapters.invocation import (
+    from runkernel.adapters.drive.invocation import (
         invocation_scope as invocation_scope,
     )
-    from runkernel.adapters.memory_store import (
+    from runkernel.adapters.stores.memory import (
         MemoryStore as MemoryStore,
     )
-    from runkernel.adapters.ports import (
+    from runkernel.adapters.drive.ports import (
         AllowAll as AllowAll,
         Delegated as Delegate,
         GatePort as GatePort,
@@ -226,37 +226,37 @@ if TYPE_CHECKING:  # the same names, for type checkers: the new object under the
         StreamSink as StreamSink,
         Tool as Tool,
     )
-    from runkernel.adapters.postgres_schema import (
+    from runkernel.adapters.stores.postgres_schema import (
         init_postgres as init_postgres,
         migrate_postgres as migrate_postgres,
     )
-    from runkernel.adapters.postgres_store import (
+    from runkernel.adapters.stores.postgres import (
         PostgresStore as PostgresStore,
     )
-    from runkernel.adapters.runtime import (
+    from runkernel.adapters.drive.runtime import (
         RunOutcome as RunOutcome,
     )
-    from runkernel.adapters.sqlite_store import (
+    from runkernel.adapters.stores.sqlite import (
         SqliteStore as SqliteStore,
     )
-    from runkernel.adapters.store import (
+    from runkernel.adapters.stores.contract import (
         InboxEntry as InboxEntry,
         Lease as Lease,
         Store as Store,
         Writer as Writer,
     )
-    from runkernel.adapters.work import (
+    from runkernel.adapters.stores.work import (
         RunSummary as RunSummary,
     )
-    from runkernel.adapters.worker import (
+    from runkernel.adapters.worker.loop import (
         WorkerReport as WorkerReport,
     )
-    from runkernel.adapters.worker_app import (
+    from runkernel.adapters.worker.apps import (
         AsyncPushApp as AsyncPushApp,
         load_app as load_app,
         PushApp as PushApp,
     )
-    from runkernel.adapters.worker_lease import (
+    from runkernel.adapters.drive.lease_keeper import (
         LeaseKeeper as LeaseKeeper,
     )
     from runkernel.errors import (

@@ -36,8 +36,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: importing them would make the kernel depend on adapters
-    from runkernel.adapters.driver_actions import Action
-    from runkernel.adapters.store import Lease
+    from runkernel.adapters.drive.actions import Action
+    from runkernel.adapters.stores.contract import Lease
     from runkernel.kernel.rules import Rejection, Rule
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from runkernel.adapters.ports import (
+from runkernel.adapters.drive.ports import (
     GatePort,
     InferenceRequest,
     ModelCall,
@@ -22,7 +22,7 @@ from runkernel.adapters.ports import (
     ToolRegistry,
     ToolReply,
 )
-from runkernel.adapters.worker_app import RuntimeApp
+from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.values import EndCauseKind, JsonValue
 

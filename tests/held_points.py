@@ -29,9 +29,9 @@ from pathlib import Path
 
 from attrs import frozen
 
-from runkernel.adapters.ports import StatusReply, Tool, ToolInvocation, ToolRegistry, ToolReply
-from runkernel.adapters.store import Store
-from runkernel.adapters.worker_app import RuntimeApp
+from runkernel.adapters.drive.ports import StatusReply, Tool, ToolInvocation, ToolRegistry, ToolReply
+from runkernel.adapters.stores.contract import Store
+from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.kernel.policies import ToolPolicy
 
 ENV = "RUNKERNEL_TEST_HELD_POINTS"

@@ -3,7 +3,7 @@ store's indexed history rows (what the harnesses and store tests compare them wi
 
 from __future__ import annotations
 
-from runkernel.adapters.store import Store
+from runkernel.adapters.stores.contract import Store
 from runkernel.kernel.history import NO_HISTORY, RunHistory
 from runkernel.kernel.state import RESUMED_EVENT, AppliedResume, Awaiting
 

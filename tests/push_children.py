@@ -9,9 +9,9 @@ import json
 from collections.abc import Mapping
 
 from push_host import POLICIES, Reply, Shell, World, make_shell, play_until_quiet
-from runkernel.adapters.driver_actions import ChildrenRunning, Done, Infer
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.store import Lease, Settlement, Store
+from runkernel.adapters.drive.actions import ChildrenRunning, Done, Infer
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.contract import Lease, Settlement, Store
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.state import ActiveToolBatch, CallExecuting, CallRequested, RunSnapshot, ThreadCommit

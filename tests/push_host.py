@@ -15,8 +15,8 @@ from typing import Protocol, TypeVar
 
 from attrs import define, field, frozen
 
-from runkernel.adapters.driver import AnyGate, AsyncDriver, Driver
-from runkernel.adapters.driver_actions import (
+from runkernel.adapters.drive.driver import AnyGate, AsyncDriver, Driver
+from runkernel.adapters.drive.actions import (
     DEFAULT_MAX_STEPS,
     Action,
     CallRequest,
@@ -27,10 +27,10 @@ from runkernel.adapters.driver_actions import (
     RunCall,
     WaitFor,
 )
-from runkernel.adapters.model_errors import DEFAULT_MODEL_ATTEMPTS, TransientPredicate, transient_model_error
-from runkernel.adapters.store import Store
-from runkernel.adapters.worker_lease import LeaseKeeper
-from runkernel.adapters.ports import Clock, GateAnswer, Hold, IdSource, utc_now
+from runkernel.adapters.drive.model_errors import DEFAULT_MODEL_ATTEMPTS, TransientPredicate, transient_model_error
+from runkernel.adapters.stores.contract import Store
+from runkernel.adapters.drive.lease_keeper import LeaseKeeper
+from runkernel.adapters.drive.ports import Clock, GateAnswer, Hold, IdSource, utc_now
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus, ResumePayload
 from runkernel.kernel.state import CallExecuting, Message, RunSnapshot, Staged, ToolCall, TypedError

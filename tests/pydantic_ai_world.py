@@ -19,8 +19,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 
 from pydantic_ai_app import Downstream, play
 from runkernel import CallCompleted, CallIndeterminate, Ended, EndCauseKind, Message, ThreadCommit, ToolCall, check_trace, open_store
-from runkernel.adapters.export import export_lines
-from runkernel.adapters.store import Store
+from runkernel.adapters.stores.export import export_lines
+from runkernel.adapters.stores.contract import Store
 
 REPLAYED = {"search", "flaky"}  # the app's tools with the replay policy
 HAS_METADATA = "metadata" in attrs.fields_dict(Message)

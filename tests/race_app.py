@@ -5,8 +5,8 @@ fencing token) without the approval gate, so every Run can end."""
 from __future__ import annotations
 
 from examples.demo_app import Lookup, Pay, Reserve, ScriptedModel
-from runkernel.adapters.ports import ToolRegistry
-from runkernel.adapters.worker_app import RuntimeApp
+from runkernel.adapters.drive.ports import ToolRegistry
+from runkernel.adapters.worker.apps import RuntimeApp
 
 app = RuntimeApp(
     name="race",

@@ -17,9 +17,9 @@ import attrs
 
 from held_points import held_app
 from race_app import app
-from runkernel.adapters.runtime import Acknowledged, RuntimeEvent
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.worker import Worker
+from runkernel.adapters.drive.runtime import Acknowledged, RuntimeEvent
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.worker.loop import Worker
 
 
 def main(store_path: str, acks_path: str, report_path: str, worker_id: str, lease: str) -> int:

@@ -35,9 +35,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Checkpoint, Lease, Settlement, Store, StoreUnavailable
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import Checkpoint, Lease, Settlement, Store, StoreUnavailable
 from runkernel.kernel.state import RunSnapshot, ThreadCommit
 from runtime_harness_invariants import RuntimeInvariants
 from runtime_harness_rules import RuntimeRules

@@ -15,8 +15,8 @@ import collections
 import itertools
 from collections.abc import Callable
 
-from runkernel.adapters.ports import InferenceRequest, ModelReply, Staging, ToolReply
-from runkernel.adapters.store import Store
+from runkernel.adapters.drive.ports import InferenceRequest, ModelReply, Staging, ToolReply
+from runkernel.adapters.stores.contract import Store
 from runkernel.kernel.state import Staged
 from runkernel.kernel.values import JsonValue
 from runkernel.testing import ScriptedModel, StepScript, World

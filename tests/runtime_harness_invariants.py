@@ -11,7 +11,7 @@ import collections
 
 from hypothesis.stateful import invariant
 
-from runkernel.adapters.serial import commit_text, inbox_to_input, resume_from_json
+from runkernel.adapters.stores.serial import commit_text, inbox_to_input, resume_from_json
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import Deny, EndRequest

@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable
 
-from runkernel.adapters.store import Store
+from runkernel.adapters.stores.contract import Store
 from runkernel.kernel.delegation import terminus
 from runkernel.kernel.state import (
     CallCompleted,

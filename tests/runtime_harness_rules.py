@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 from history_facts import logged_history
 
-from runkernel.adapters.inbox import submit_end, submit_resume
-from runkernel.adapters.serial import end_to_inbox, resume_from_json, resume_to_inbox
+from runkernel.adapters.drive.inbox import submit_end, submit_resume
+from runkernel.adapters.stores.serial import end_to_inbox, resume_from_json, resume_to_inbox
 from runkernel.kernel.delegation import executing_delegations
 from runkernel.kernel.policies import IndeterminateChoice
 from runkernel.kernel.protocol import Approve, Deny, EndRequest, ResumeCommand, ResumePayload

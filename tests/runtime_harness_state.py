@@ -15,9 +15,9 @@ from runtime_harness_ledger import AFTER_GROUP, PARENT_ENDED, PUBLISHED, REACTED
 from runtime_harness_scripts import Versions, choose
 from runtime_harness_world import NOW, ArgumentGate, ArmedCrash, build_registry
 
-from runkernel.adapters.delegations import ended_children
-from runkernel.adapters.inbox import ALREADY_APPLIED_BY, APPLIED_OUTCOMES
-from runkernel.adapters.runtime import (
+from runkernel.adapters.drive.delegations import ended_children
+from runkernel.adapters.drive.inbox import ALREADY_APPLIED_BY, APPLIED_OUTCOMES
+from runkernel.adapters.drive.runtime import (
     ALREADY_COMMITTED,
     Acknowledged,
     CheckpointLost,
@@ -27,8 +27,8 @@ from runkernel.adapters.runtime import (
     Runtime,
     RuntimeEvent,
 )
-from runkernel.adapters.serial import inbox_to_input
-from runkernel.adapters.store import Store, StoreUnavailable
+from runkernel.adapters.stores.serial import inbox_to_input
+from runkernel.adapters.stores.contract import Store, StoreUnavailable
 from runkernel.kernel.codec import TraceFormatError
 from runkernel.kernel.delegation import executing_delegations, next_to_gate
 from runkernel.kernel.policies import IndeterminateChoice

@@ -5,7 +5,7 @@ call's arguments say, and the armed crash plan.
 
 from __future__ import annotations
 
-from runkernel.adapters.ports import (
+from runkernel.adapters.drive.ports import (
     GateAnswer,
     Hold,
     Permit,

@@ -21,9 +21,9 @@ from typing import Protocol
 
 import pytest
 
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import CommitConflict, Lease, Settlement, Store
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import CommitConflict, Lease, Settlement, Store
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import CallExecuting, RunSnapshot, ThreadCommit
 
@@ -100,7 +100,7 @@ def open_stores(
     assert kind == "postgres", kind
     assert clock is time.time, "a PostgreSQL store judges leases by the server's clock"
     url: str = request.getfixturevalue("postgres_url")  # skips without a server
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     class PostgresAtExecuting(_AtExecuting, PostgresStore):
         """A PostgreSQL store with the hooks (one connection to the schema)."""

@@ -15,7 +15,7 @@ if str(TOOLS) not in sys.path:
     sys.path.append(str(TOOLS))  # a dev tool, run as a script: not in the package
 
 import async_to_sync  # noqa: E402
-from runkernel.adapters.driver import AsyncDriver, Driver  # noqa: E402
+from runkernel.adapters.drive.driver import AsyncDriver, Driver  # noqa: E402
 
 
 def test_the_checked_in_sync_driver_is_generated_from_the_async_one() -> None:

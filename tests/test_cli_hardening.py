@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.cli import main
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.cli.entry import main
 from runkernel.testing import awaiting_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
 BOOM_APP = textwrap.dedent(
     """
-    from runkernel.adapters.ports import ModelCall, ModelReply, Returned, Staging, StatusReply, ToolRegistry
-    from runkernel.adapters.worker_app import RuntimeApp
+    from runkernel.adapters.drive.ports import ModelCall, ModelReply, Returned, Staging, StatusReply, ToolRegistry
+    from runkernel.adapters.worker.apps import RuntimeApp
     from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
     from runkernel.kernel.protocol import OperationStatus
     from runkernel.kernel.values import EndCauseKind
@@ -263,8 +263,8 @@ def test_bad_json_in_resume_is_exit_2_and_queues_nothing(
 
 
 def test_input_json_sends_a_json_value_and_input_a_string() -> None:
-    from runkernel.cli import build_parser
-    from runkernel.commands import _payload
+    from runkernel.cli.entry import build_parser
+    from runkernel.cli.commands import _payload
     from runkernel.kernel.protocol import ProvideInput
 
     parser = build_parser()
@@ -310,7 +310,7 @@ def test_a_password_in_the_url_is_masked_in_every_message(store: str, capsys: py
 
 
 def test_redacted_masks_the_user_info_and_the_query_password() -> None:
-    from runkernel.adapters.urls import redacted
+    from runkernel.adapters.stores.urls import redacted
 
     assert redacted("postgresql://u:pw@h:5/d?schema=s&password=pw") == "postgresql://u:***@h:5/d?schema=s&password=***"
     assert redacted("postgresql://u@h/d?PASSWORD=x") == "postgresql://u@h/d?PASSWORD=***"
@@ -350,7 +350,7 @@ def test_inspect_and_runs_escape_control_characters(tmp_path: Path, capsys: pyte
 
 def _legal_trace(tmp_path: Path) -> Path:
     path = tmp_path / "t.jsonl"
-    from runkernel.adapters.serial import commit_text
+    from runkernel.adapters.stores.serial import commit_text
 
     commits, _ = awaiting_run("t1", "r1", "ticket-approval-0001")
     path.write_text("".join(commit_text(c) + "\n" for c in commits))
@@ -400,7 +400,7 @@ def test_simulate_refuses_before_it_creates_the_export_directory(
 
 
 def test_counts_in_messages_are_plural_only_when_they_are_many(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from runkernel.cli_text import plural
+    from runkernel.cli.text import plural
 
     assert (plural(1, "thread"), plural(2, "thread"), plural(0, "entry", "entries")) == (
         "1 thread", "2 threads", "0 entries",

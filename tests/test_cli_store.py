@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.export import redacted_ticket
-from runkernel.adapters.inbox import submit_end
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.serial import commit_text
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.cli import main
+from runkernel.adapters.stores.export import redacted_ticket
+from runkernel.adapters.drive.inbox import submit_end
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.serial import commit_text
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.cli.entry import main
 from runkernel.kernel.protocol import EndRequest
 from runkernel.kernel.state import Awaiting, EndCause
 from runkernel.kernel.values import EndCauseKind
@@ -209,8 +209,8 @@ def test_a_cancel_in_the_inbox_is_applied_by_the_runtime(tmp_path: Path) -> None
     for commit in commits:
         store.append(commit)
     assert isinstance(submit_end(store, "r1", EndRequest(EndCause(EndCauseKind.CANCELLED))), int)
-    from runkernel.adapters.ports import ToolRegistry
-    from runkernel.adapters.runtime import Runtime
+    from runkernel.adapters.drive.ports import ToolRegistry
+    from runkernel.adapters.drive.runtime import Runtime
     from runkernel.testing import ScriptedModel
 
     final = Runtime(store, ScriptedModel({}), ToolRegistry({})).drive("r1").snapshot

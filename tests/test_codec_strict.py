@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runkernel.adapters.serial import commit_from_text, commit_text, judged_dumps
+from runkernel.adapters.stores.serial import commit_from_text, commit_text, judged_dumps
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import Role
 from runkernel.specs.checker import MAX_DEPTH, NotATrace, parse_line

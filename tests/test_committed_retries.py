@@ -15,9 +15,9 @@ from __future__ import annotations
 import pytest
 
 from push_host import SHELLS, make_shell
-from runkernel.adapters.driver_actions import CallRequest, Done, Infer, RunCall
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import (
+from runkernel.adapters.drive.actions import CallRequest, Done, Infer, RunCall
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import (
     Failed,
     InferenceRequest,
     ModelCall,
@@ -28,10 +28,10 @@ from runkernel.adapters.ports import (
     ToolRegistry,
     ToolReply,
 )
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.store import Store
-from runkernel.adapters.worker import Worker
-from runkernel.adapters.worker_app import RuntimeApp
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.stores.contract import Store
+from runkernel.adapters.worker.loop import Worker
+from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus
 from runkernel.kernel.state import CallCompleted, Ended, Message, RunSnapshot

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from runkernel.adapters.inbox import submit_end
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import (
+from runkernel.adapters.drive.inbox import submit_end
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import (
     InferenceRequest,
     ModelCall,
     ModelReply,
@@ -20,9 +20,9 @@ from runkernel.adapters.ports import (
     ToolRegistry,
     ToolReply,
 )
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.store import LeaseLost
-from runkernel.adapters.worker_lease import LeaseKeeper
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.stores.contract import LeaseLost
+from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import EndRequest
@@ -205,7 +205,7 @@ def test_the_spec_states_the_concurrency_rule_and_every_hooks_answer() -> None:
 
 
 def test_children_name_their_parent_and_a_quiet_parent_is_woken_by_a_childs_end() -> None:
-    from runkernel.adapters.delegations import ended_children, parent_of, parents_to_wake
+    from runkernel.adapters.drive.delegations import ended_children, parent_of, parents_to_wake
 
     store = MemoryStore()
     tools, _, _ = _registry()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.kernel.state import Message, ThreadCommit
 from runkernel.kernel.values import Role
 from runkernel.testing import CHECKPOINT_MARK

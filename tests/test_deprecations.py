@@ -18,11 +18,11 @@ import runkernel
 from runkernel import InferenceRequest, RunCall
 from runkernel._compat import MOVED
 from runkernel._deprecation import REMOVED_IN
-from runkernel.adapters import ports
-from runkernel.adapters.invocation import current_invocation, invocation_scope
+from runkernel.adapters.drive import ports
+from runkernel.adapters.drive.invocation import current_invocation, invocation_scope
 from runkernel.errors import NoInvocation
 from runkernel.kernel import Delegation
-from runkernel.specs import api_doc
+from runkernel.cli import api_doc
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,15 +30,15 @@ ROOT = Path(__file__).resolve().parent.parent
 RENAMED = {
     ("runkernel", "ToolInvocation"): ("runkernel", "RunCall"),
     ("runkernel", "ModelCall"): ("runkernel", "CallRequest"),
-    ("runkernel", "Schedule"): ("runkernel.adapters.ports", "Scheduled"),
-    ("runkernel", "Delegate"): ("runkernel.adapters.ports", "Delegated"),
-    ("runkernel.adapters.ports", "ToolInvocation"): ("runkernel", "RunCall"),
-    ("runkernel.adapters.ports", "ModelCall"): ("runkernel", "CallRequest"),
-    ("runkernel.adapters.ports", "Schedule"): ("runkernel.adapters.ports", "Scheduled"),
-    ("runkernel.adapters.ports", "Delegate"): ("runkernel.adapters.ports", "Delegated"),
+    ("runkernel", "Schedule"): ("runkernel.adapters.drive.ports", "Scheduled"),
+    ("runkernel", "Delegate"): ("runkernel.adapters.drive.ports", "Delegated"),
+    ("runkernel.adapters.drive.ports", "ToolInvocation"): ("runkernel", "RunCall"),
+    ("runkernel.adapters.drive.ports", "ModelCall"): ("runkernel", "CallRequest"),
+    ("runkernel.adapters.drive.ports", "Schedule"): ("runkernel.adapters.drive.ports", "Scheduled"),
+    ("runkernel.adapters.drive.ports", "Delegate"): ("runkernel.adapters.drive.ports", "Delegated"),
 }
 #: Shims rather than the new class itself: their old constructors took other arguments.
-SHIMS = {("runkernel", "ToolInvocation"), ("runkernel.adapters.ports", "ToolInvocation")}
+SHIMS = {("runkernel", "ToolInvocation"), ("runkernel.adapters.drive.ports", "ToolInvocation")}
 
 
 def use(module: str, name: str) -> tuple[Any, list[warnings.WarningMessage]]:
@@ -221,7 +221,7 @@ def test_the_library_itself_uses_no_old_name() -> None:
         "         for p in sorted(root.rglob('*.py')) if 'integrations' not in p.parts]\n"
         "for name in names:\n"
         "    importlib.import_module(name)\n"
-        "from runkernel.cli import main\n"
+        "from runkernel.cli.entry import main\n"
         "sys.exit(main(['simulate', '--store', 'memory:', '--runs', '40']))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=ROOT)

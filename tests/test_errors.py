@@ -16,18 +16,18 @@ import pytest
 
 import runkernel
 from runkernel import errors
-from runkernel.adapters.driver import Driver
-from runkernel.adapters.driver_actions import CallRequest
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.urls import open_store
+from runkernel.adapters.drive.driver import Driver
+from runkernel.adapters.drive.actions import CallRequest
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.urls import open_store
 from runkernel.errors import BRANCHES, KernelBug, PeerError, RunkernelError, StoreError, UsageError
 from runkernel.specs.checker import parse_line
 
 #: Exceptions defined in runkernel that are deliberately not RunkernelErrors, and why.
 NOT_IN_THE_TREE: dict[str, str] = {
-    "runkernel.cli_text.CliError": "internal to the CLI: always one line on stderr and an exit code",
+    "runkernel.cli.text.CliError": "internal to the CLI: always one line on stderr and an exit code",
     "runkernel.kernel.validate_calls.Illegal": "the judge's internal short-circuit, returned as a Rejection",
-    "runkernel.adapters.postgres_store._ConnectionLost": "private to the PostgreSQL store's retry loop",
+    "runkernel.adapters.stores.postgres._ConnectionLost": "private to the PostgreSQL store's retry loop",
     "runkernel.testing.crash.SimulatedCrash": "a simulated process death: must escape every handler of our errors",
     "runkernel.testing.simulation.failfast.EnvironmentFailure": "a simulation's verdict on its store: must escape them too",
 }
@@ -72,18 +72,18 @@ KEPT_BASES: dict[str, type[BaseException]] = {
 
 #: The modules that defined an error before ``runkernel.errors`` held them all.
 OLD_HOMES: dict[str, tuple[str, ...]] = {
-    "runkernel.adapters.driver_actions": (
+    "runkernel.adapters.drive.actions": (
         "DriverError", "UnknownTool", "MetadataUnsupported", "DriverStopped", "HostProtocolError",
     ),
-    "runkernel.adapters.store": (
+    "runkernel.adapters.stores.contract": (
         "StoreError", "CommitConflict", "IllegalCommit", "StoreUnavailable", "SchemaError", "DamagedStore",
         "LeaseError", "LeaseHeld", "LeaseLost", "UnknownRun",
     ),
-    "runkernel.adapters.urls": ("BadStoreUrl",),
-    "runkernel.adapters.runtime_events": ("RuntimeProtocolError",),
-    "runkernel.adapters.runtime": ("RuntimeProtocolError",),
-    "runkernel.adapters.invocation": ("NoInvocation",),
-    "runkernel.adapters.worker_app": ("AppLoadError",),
+    "runkernel.adapters.stores.urls": ("BadStoreUrl",),
+    "runkernel.adapters.drive.events": ("RuntimeProtocolError",),
+    "runkernel.adapters.drive.runtime": ("RuntimeProtocolError",),
+    "runkernel.adapters.drive.invocation": ("NoInvocation",),
+    "runkernel.adapters.worker.apps": ("AppLoadError",),
     "runkernel.kernel": ("RejectedError", "KernelBug"),
     "runkernel.kernel.planning": ("KernelBug",),
     "runkernel.kernel.decide": ("KernelBug",),

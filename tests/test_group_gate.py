@@ -11,9 +11,9 @@ from collections import Counter
 
 import pytest
 
-from runkernel.adapters.inbox import submit_resume
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import (
+from runkernel.adapters.drive.inbox import submit_resume
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import (
     GateAnswer,
     Hold,
     InferenceRequest,
@@ -24,7 +24,7 @@ from runkernel.adapters.ports import (
     Refuse,
     ToolRegistry,
 )
-from runkernel.adapters.runtime import Runtime
+from runkernel.adapters.drive.runtime import Runtime
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import (

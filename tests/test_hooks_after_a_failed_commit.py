@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from push_host import SHELLS, make_shell
-from runkernel.adapters.driver_actions import CallRequest, Done, DriverStopped, Infer, RunCall
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import (
+from runkernel.adapters.drive.actions import CallRequest, Done, DriverStopped, Infer, RunCall
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import (
     InferenceRequest,
     ModelCall,
     ModelReply,
@@ -31,12 +31,12 @@ from runkernel.adapters.ports import (
     ToolRegistry,
     ToolReply,
 )
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import CommitConflict, Store, StoreUnavailable
-from runkernel.adapters.worker import Worker
-from runkernel.adapters.worker_app import RuntimeApp
-from runkernel.adapters.worker_lease import APPEND_RETRIES
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import CommitConflict, Store, StoreUnavailable
+from runkernel.adapters.worker.loop import Worker
+from runkernel.adapters.worker.apps import RuntimeApp
+from runkernel.adapters.drive.lease_keeper import APPEND_RETRIES
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import Activate, OperationStatus

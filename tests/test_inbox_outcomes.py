@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.inbox import submit_end
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import Hold, ToolRegistry
-from runkernel.adapters.runtime import CommandSettled, Runtime, RuntimeEvent
-from runkernel.adapters.serial import end_to_inbox
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Store
-from runkernel.cli import main
+from runkernel.adapters.drive.inbox import submit_end
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import Hold, ToolRegistry
+from runkernel.adapters.drive.runtime import CommandSettled, Runtime, RuntimeEvent
+from runkernel.adapters.stores.serial import end_to_inbox
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import Store
+from runkernel.cli.entry import main
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import EndRequest
 from runkernel.kernel.state import Awaiting, EndCause, Ended, Message

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 from history_facts import logged_history
-from runkernel.adapters.ports import ToolRegistry
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.adapters.drive.ports import ToolRegistry
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.kernel.state import Ended
 from runkernel.specs.checker import Verdict, check_commits
 from runkernel.testing import ScriptedModel
@@ -31,9 +31,9 @@ KILLS = (("commit", 5), ("commit", 45), ("checkpoint", 30), ("commit", 100))
 CHILD = f"""
 import signal, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
-from runkernel.adapters.ports import ToolRegistry
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.adapters.drive.ports import ToolRegistry
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import Role
 from runkernel.testing import ScriptedModel

@@ -29,9 +29,9 @@ from typing import Protocol
 
 from attrs import frozen
 
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import LeaseHeld, Store
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import LeaseHeld, Store
 
 PROCESSES = 4
 THREADS = 4

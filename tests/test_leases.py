@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.sqlite_migrate import migrate_sqlite
-from runkernel.adapters.sqlite_store import SCHEMA_VERSION, SqliteStore
-from runkernel.adapters.store import LeaseHeld, LeaseLost, SchemaError, Writer
+from runkernel.adapters.stores.sqlite_migrate import migrate_sqlite
+from runkernel.adapters.stores.sqlite import SCHEMA_VERSION, SqliteStore
+from runkernel.adapters.stores.contract import LeaseHeld, LeaseLost, SchemaError, Writer
 from runkernel.conformance import append_all
 from runkernel.specs.checker import Verdict, check_commits
 from runkernel.testing import text_run

@@ -20,9 +20,9 @@ import pytest
 
 from postgres_support import postgres_url
 from push_host import POLICIES, SHELLS, Reply, World, make_shell, play
-from runkernel.adapters.driver import Driver
-from runkernel.adapters.driver_actions import Action, Done, DriverStopped, RunCall
-from runkernel.adapters.ports import (
+from runkernel.adapters.drive.driver import Driver
+from runkernel.adapters.drive.actions import Action, Done, DriverStopped, RunCall
+from runkernel.adapters.drive.ports import (
     InferenceRequest,
     ModelCall,
     ModelReply,
@@ -31,8 +31,8 @@ from runkernel.adapters.ports import (
     ToolInvocation,
     ToolRegistry,
 )
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.store import CommitConflict, Store
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.stores.contract import CommitConflict, Store
 from runkernel.kernel.policies import Policies, ToolPolicy
 from runkernel.kernel.protocol import Allow, GateVerdict, InferenceResult, OperationStatus, ProposedCall
 from runkernel.kernel.state import CallExecuting, CallRequested, Ended, ThreadCommit, ToolCall

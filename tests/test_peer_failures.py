@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.inbox import submit_end, submit_resume
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import Hold, ToolRegistry
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Store
+from runkernel.adapters.drive.inbox import submit_end, submit_resume
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import Hold, ToolRegistry
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import Store
 from runkernel.kernel.decide import decide
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import Approve, Deny, EndRequest, ResumeCommand, ToolFinished, ToolOutput

@@ -34,8 +34,8 @@ LEASE = 1.0  # seconds: how long the next process waits for a lease left to expi
 _HOLDER = textwrap.dedent(
     """
     import json, sys, time
-    from runkernel.adapters.postgres_store import PostgresStore
-    from runkernel.adapters.store import CommitConflict, LeaseHeld, LeaseLost
+    from runkernel.adapters.stores.postgres import PostgresStore
+    from runkernel.adapters.stores.contract import CommitConflict, LeaseHeld, LeaseLost
     from runkernel.testing import step
     from runkernel.kernel.protocol import InferenceResult
 
@@ -93,7 +93,7 @@ _HOLDER = textwrap.dedent(
 
 
 def test_leases_taken_over_across_processes_never_overlap(postgres_url: str, tmp_path: Path) -> None:
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     store = PostgresStore(postgres_url)
     decision = activate("t0", "r0")

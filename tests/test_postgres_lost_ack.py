@@ -14,7 +14,7 @@ import pytest
 
 from pg_proxy import Cut, CuttingProxy
 from postgres_support import postgres_url
-from runkernel.adapters.store import CommitConflict, Writer
+from runkernel.adapters.stores.contract import CommitConflict, Writer
 from runkernel.kernel.state import RunSnapshot
 from runkernel.testing import text_run
 
@@ -29,7 +29,7 @@ def _through(proxy: CuttingProxy, url: str) -> str:
 
 
 def check_writer(url: str, version: int) -> object:
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     store = PostgresStore(url)
     try:
@@ -49,7 +49,7 @@ def _proxy(url: str, cuts: dict[int, Cut]) -> CuttingProxy:
 
 @pytest.mark.parametrize("leased", [False, True], ids=["unleased", "leased"])
 def test_a_lost_acknowledgement_is_adopted_never_written_twice(postgres_url: str, leased: bool) -> None:
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     commits = text_run("t1", "r1", 40)
     cuts = {n: Cut.AFTER_COMMIT for n in range(3, len(commits) + 1, 4)}
@@ -85,7 +85,7 @@ def test_a_lost_acknowledgement_is_adopted_never_written_twice(postgres_url: str
 
 
 def test_a_commit_cut_before_the_server_saw_it_is_sent_again_once(postgres_url: str) -> None:
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     commits = text_run("t1", "r1", 20)
     cuts = {n: Cut.BEFORE_SERVER for n in (2, 5, 9, 14)}
@@ -108,7 +108,7 @@ def test_a_commit_cut_before_the_server_saw_it_is_sent_again_once(postgres_url: 
 
 
 def test_another_writers_commit_at_that_version_is_a_conflict_after_a_cut(postgres_url: str) -> None:
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     commits = text_run("t1", "r1", 3)
     proxy = _proxy(postgres_url, {3: Cut.BEFORE_SERVER})
@@ -150,7 +150,7 @@ def test_a_lost_acknowledgement_adopts_the_identical_commit_only_if_this_writer_
     commit. Either its commit landed and only the answer was lost (adopted), or it never
     reached the server and, meanwhile, a taker of the lease committed the very same
     ThreadCommit at that version (a conflict: the row is the taker's, never adopted)."""
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     commits = text_run("t1", "r1", 2)
     taker_id = WHO_WROTE_IT[wrote_it]
@@ -211,7 +211,7 @@ def test_an_identical_commit_landing_between_the_lookup_and_the_resend_is_a_conf
     lookup on the new connection finds nothing, and only then does a taker of the lease
     commit the identical commit; worker-a's resend is judged against it and must name
     the conflict, not adopt the taker's row as its own resend."""
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     class TakerAfterTheLookup(PostgresStore):
         """Runs ``after_empty_lookup`` once, right after a lookup by version found nothing."""

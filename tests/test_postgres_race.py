@@ -29,8 +29,8 @@ TARGET_VERSION = 50  # per Thread
 _RACER = textwrap.dedent(
     """
     import json, sys
-    from runkernel.adapters.postgres_store import PostgresStore
-    from runkernel.adapters.store import CommitConflict
+    from runkernel.adapters.stores.postgres import PostgresStore
+    from runkernel.adapters.stores.contract import CommitConflict
     from runkernel.testing import step
     from runkernel.kernel.protocol import InferenceResult
 
@@ -74,7 +74,7 @@ _RACER = textwrap.dedent(
 
 
 def test_eight_processes_race_on_the_same_runs_and_lose_nothing(postgres_url: str) -> None:
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     store = PostgresStore(postgres_url)
     for index in range(RUNS):
@@ -124,7 +124,7 @@ def test_eight_processes_race_on_the_same_runs_and_lose_nothing(postgres_url: st
 
 
 def test_a_writer_commits_again_after_another_writer_moved_its_thread(postgres_url: str) -> None:
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     first, second, third, fourth, *_ = text_run("t1", "r1", 4)
     mine, theirs = PostgresStore(postgres_url), PostgresStore(postgres_url)  # two processes' stores

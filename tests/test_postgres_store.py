@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from runkernel.adapters.store import SchemaError, Store
+from runkernel.adapters.stores.contract import SchemaError, Store
 from runkernel.conformance import StoreContract, append_all
 from runkernel.testing import text_run
 from postgres_support import dsn, fresh_url, postgres_url
@@ -20,7 +20,7 @@ class TestPostgresStore(StoreContract):
 
     @pytest.fixture
     def store(self, postgres_url: str) -> Iterator[Store]:
-        from runkernel.adapters.postgres_store import PostgresStore
+        from runkernel.adapters.stores.postgres import PostgresStore
 
         made = PostgresStore(postgres_url)
         yield made

@@ -27,7 +27,7 @@ import pytest
 
 from held_points import HeldPoints, KillsAndStalls, Process
 from postgres_support import postgres_url
-from runkernel.cli import main
+from runkernel.cli.entry import main
 from runkernel.kernel.state import Awaiting, Ended
 from worker_processes import report_figure, spawn_worker
 
@@ -56,7 +56,7 @@ def _worker(url: str, env: dict[str, str], n: int, generation: int) -> subproces
 
 
 def _approve_waiting(store: object, url: str, answered: set[str]) -> int:
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     assert isinstance(store, PostgresStore)
     done = 0
@@ -77,7 +77,7 @@ def _approve_waiting(store: object, url: str, answered: set[str]) -> int:
 def test_killed_and_stalled_workers_finish_every_run_once(
     postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     url = postgres_url
     points = HeldPoints(tmp_path / "points", KILLS + STALLS)

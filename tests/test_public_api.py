@@ -11,10 +11,10 @@ import pytest
 
 import runkernel
 import runkernel.kernel
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.errors import BadStoreUrl, StoreUnavailable
-from runkernel.specs import api_doc
+from runkernel.cli import api_doc
 from runkernel.specs.checker import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,7 +76,7 @@ def test_every_public_name_has_a_docstring_of_its_own() -> None:
 
 def test_docs_api_md_is_generated_from_the_docstrings() -> None:
     page = (ROOT / "docs" / "api.md").read_text()
-    assert page == api_doc.render(), "docs/api.md is stale: python -m runkernel.specs.api_doc > docs/api.md"
+    assert page == api_doc.render(), "docs/api.md is stale: python -m runkernel.cli.api_doc > docs/api.md"
 
 
 def test_a_public_name_without_a_docstring_fails_the_generator() -> None:
@@ -92,7 +92,7 @@ def test_import_runkernel_loads_nothing_until_a_name_is_used() -> None:
         "import sys, runkernel\n"
         "before = sorted(m for m in sys.modules if m.startswith(('runkernel.', 'statemachine', 'sqlite3')))\n"
         "runkernel.Driver\n"
-        "after = 'runkernel.adapters.driver' in sys.modules\n"
+        "after = 'runkernel.adapters.drive.driver' in sys.modules\n"
         "print(before, after)\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -128,7 +128,7 @@ def test_check_trace_judges_a_file_or_commits(tmp_path: Path) -> None:
     driver.start(["hi"], thread_id="t1", run_id="r1")
     driver.inferred("bye", end=runkernel.EndCauseKind.COMPLETED)
     assert runkernel.check_trace(store.commits("t1")).verdict is Verdict.LEGAL
-    from runkernel.adapters.export import export_lines
+    from runkernel.adapters.stores.export import export_lines
 
     path = tmp_path / "t1.jsonl"
     path.write_text("\n".join(export_lines(store, "t1", redact=False)) + "\n")

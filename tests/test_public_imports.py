@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.specs.api_doc import STORE_MODULES
+from runkernel.cli.api_doc import STORE_MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = frozenset({"runkernel", "runkernel.kernel", *STORE_MODULES})
@@ -97,7 +97,7 @@ def test_the_check_tells_private_imports_from_public_ones() -> None:
         "from runkernel import Driver\n"
         "from runkernel.kernel import decide\n"
         "from runkernel import kernel\n"
-        "from runkernel.adapters.memory_store import MemoryStore\n"
+        "from runkernel.adapters.stores.memory import MemoryStore\n"
         "from runkernel.conformance import StoreContract\n"
         "from runkernel.testing import anything\n"
         "from runkernel.integrations.pydantic_ai import RunkernelDurability\n"
@@ -105,19 +105,19 @@ def test_the_check_tells_private_imports_from_public_ones() -> None:
     )
     assert private_imports(public) == []
     private = (
-        "from runkernel.adapters.ports import Returned\n"
-        "import runkernel.adapters.runtime\n"
+        "from runkernel.adapters.drive.ports import Returned\n"
+        "import runkernel.adapters.drive.runtime\n"
         "from runkernel import adapters\n"
         "from runkernel.kernel.protocol import Approve\n"
         "from runkernel.integrations.pydantic_ai._context import RunEnded\n"
         "def f():\n"
-        "    from runkernel.adapters.worker_app import RuntimeApp\n"
+        "    from runkernel.adapters.worker.apps import RuntimeApp\n"
     )
     assert private_imports(private) == [
-        "line 1: runkernel.adapters.ports",
-        "line 2: runkernel.adapters.runtime",
+        "line 1: runkernel.adapters.drive.ports",
+        "line 2: runkernel.adapters.drive.runtime",
         "line 3: runkernel.adapters",
         "line 4: runkernel.kernel.protocol",
         "line 5: runkernel.integrations.pydantic_ai._context",
-        "line 7: runkernel.adapters.worker_app",
+        "line 7: runkernel.adapters.worker.apps",
     ]

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from push_host import POLICIES, SHELLS, ApprovalGate, AsyncApprovalGate, Reply, Shell, World, make_shell, play
-from runkernel.adapters.driver import AsyncDriver, Driver
-from runkernel.adapters.driver_actions import (
+from runkernel.adapters.drive.driver import AsyncDriver, Driver
+from runkernel.adapters.drive.actions import (
     DEFAULT_MAX_STEPS,
     Action,
     CallRequest,
@@ -23,11 +23,11 @@ from runkernel.adapters.driver_actions import (
     UnknownTool,
     WaitFor,
 )
-from runkernel.adapters.driver_core import MESSAGE_HAS_METADATA
-from runkernel.adapters.inbox import submit_end, submit_resume
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import GateAnswer, Hold, Permit
-from runkernel.adapters.store import CommitConflict, Store, StoreUnavailable
+from runkernel.adapters.drive.core import MESSAGE_HAS_METADATA
+from runkernel.adapters.drive.inbox import submit_end, submit_resume
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import GateAnswer, Hold, Permit
+from runkernel.adapters.stores.contract import CommitConflict, Store, StoreUnavailable
 from runkernel.kernel.protocol import Approve, Deny, EndRequest, OperationStatus, ResumeCommand
 from runkernel.kernel.state import (
     CallCompleted,
@@ -570,8 +570,8 @@ def test_a_driver_tells_on_event_what_it_did_as_the_runtime_does() -> None:
     (both carry out the core's store operations the same way): each acknowledged commit
     with its position, each settled inbox command, each recovery."""
     from runkernel.testing import Position
-    from runkernel.adapters.runtime_events import Acknowledged, CommandSettled, Recovered, RuntimeEvent
-    from runkernel.adapters.serial import end_to_inbox
+    from runkernel.adapters.drive.events import Acknowledged, CommandSettled, Recovered, RuntimeEvent
+    from runkernel.adapters.stores.serial import end_to_inbox
 
     store = MemoryStore()
     events: list[RuntimeEvent] = []

@@ -13,11 +13,11 @@ import pytest
 
 from push_host import POLICIES, ApprovalGate, AsyncApprovalGate
 from runkernel import Answer, AsyncPushApp, Worker
-from runkernel.adapters.driver import AsyncDriver, Driver
-from runkernel.adapters.driver_actions import Action, CallRequest, CheckStatus, Done, DriverError, Infer, RunCall, WaitFor
-from runkernel.adapters.inbox import submit_resume
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import GateAnswer, Hold, StatusReply
+from runkernel.adapters.drive.driver import AsyncDriver, Driver
+from runkernel.adapters.drive.actions import Action, CallRequest, CheckStatus, Done, DriverError, Infer, RunCall, WaitFor
+from runkernel.adapters.drive.inbox import submit_resume
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import GateAnswer, Hold, StatusReply
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import Activate, Approve, Deny, ExternalResult, OperationStatus, ProvideInput, ResumeCommand
 from runkernel.kernel.state import Awaiting, CallCompleted, Ended, Message, ToolCall

@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from push_host import POLICIES, SHELLS, Reply, World, make_shell, play
-from runkernel.adapters.driver_actions import (
+from runkernel.adapters.drive.actions import (
     DEFAULT_MAX_STEPS,
     Action,
     CheckStatus,
@@ -31,8 +31,8 @@ from runkernel.adapters.driver_actions import (
     RunCall,
     WaitFor,
 )
-from runkernel.adapters.inbox import submit_resume
-from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.drive.inbox import submit_resume
+from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
     Approve,

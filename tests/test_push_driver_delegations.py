@@ -31,9 +31,9 @@ from push_children import (
     quiet_parent,
 )
 from push_host import SHELLS, Reply, World, make_shell, play_until_quiet
-from runkernel.adapters.driver_actions import Action, ChildrenRunning, Done, HostProtocolError, RunCall, WaitFor
-from runkernel.adapters.inbox import submit_end
-from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.drive.actions import Action, ChildrenRunning, Done, HostProtocolError, RunCall, WaitFor
+from runkernel.adapters.drive.inbox import submit_end
+from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.kernel.protocol import Approve, EndRequest
 from runkernel.kernel.state import CallCompleted, CallExecuting, CallIndeterminate, EndCause, Ended, Message
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, JsonValue, Role

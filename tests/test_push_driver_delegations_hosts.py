@@ -22,14 +22,14 @@ from push_children import (
     quiet_parent,
 )
 from push_host import SHELLS, make_shell, play_until_quiet
-from runkernel.adapters.driver import Driver
-from runkernel.adapters.driver_actions import Action, CallRequest, ChildrenRunning, Done, DriverStopped
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.store import LeaseLost, Writer
-from runkernel.adapters.urls import open_store
-from runkernel.adapters.worker import Worker
-from runkernel.adapters.worker_lease import LeaseKeeper
-from runkernel.cli import main
+from runkernel.adapters.drive.driver import Driver
+from runkernel.adapters.drive.actions import Action, CallRequest, ChildrenRunning, Done, DriverStopped
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.contract import LeaseLost, Writer
+from runkernel.adapters.stores.urls import open_store
+from runkernel.adapters.worker.loop import Worker
+from runkernel.adapters.drive.lease_keeper import LeaseKeeper
+from runkernel.cli.entry import main
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.state import CallCompleted, CallExecuting, Ended
 from runkernel.kernel.values import EndCauseKind, Role

@@ -25,8 +25,8 @@ from push_children import (
     judged_legal,
 )
 from push_host import SHELLS, Reply, World, make_shell, play_until_quiet
-from runkernel.adapters.driver_actions import Action, ChildrenRunning, Done, WaitFor
-from runkernel.adapters.ports import GateAnswer
+from runkernel.adapters.drive.actions import Action, ChildrenRunning, Done, WaitFor
+from runkernel.adapters.drive.ports import GateAnswer
 from runkernel.kernel.state import CallAwaiting, CallCompleted, CallRequested, RunSnapshot, ToolCall
 from runkernel.kernel.values import EndCauseKind, ResultKind, Role
 from runkernel.testing import (

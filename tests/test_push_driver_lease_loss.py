@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from push_host import POLICIES, SHELLS, Reply, World, make_shell, play
-from runkernel.adapters.driver import Driver
-from runkernel.adapters.driver_actions import Done, DriverStopped, RunCall
-from runkernel.adapters.store import LeaseLost
-from runkernel.adapters.worker_lease import LeaseKeeper
+from runkernel.adapters.drive.driver import Driver
+from runkernel.adapters.drive.actions import Done, DriverStopped, RunCall
+from runkernel.adapters.stores.contract import LeaseLost
+from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.kernel.state import CallExecuting, ThreadCommit
 from runkernel.kernel.values import EndCauseKind
 from runkernel.specs.checker import Verdict, check_commits

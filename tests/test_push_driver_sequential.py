@@ -10,8 +10,8 @@ import pytest
 
 from push_children import all_lines, judged_legal
 from push_host import SHELLS, make_shell
-from runkernel.adapters.driver_actions import CallRequest, Done, Infer, RunCall, WaitFor
-from runkernel.adapters.memory_store import MemoryStore
+from runkernel.adapters.drive.actions import CallRequest, Done, Infer, RunCall, WaitFor
+from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.kernel.delegation import child_identity
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import DelegationResult

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from push_host import SHELLS, Reply, Shell, World, make_shell, play
-from runkernel.adapters.driver_actions import Action, Done, DriverStopped, RunCall, WaitFor
-from runkernel.adapters.inbox import submit_end, submit_resume
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import CommitConflict, StoreUnavailable
+from runkernel.adapters.drive.actions import Action, Done, DriverStopped, RunCall, WaitFor
+from runkernel.adapters.drive.inbox import submit_end, submit_resume
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import CommitConflict, StoreUnavailable
 from runkernel.kernel.protocol import Approve, EndRequest, ResumeCommand
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import RESUMED_EVENT, EndCause, Ended, Running

@@ -17,8 +17,8 @@ pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installe
 from pydantic_ai_app import build  # noqa: E402
 from pydantic_ai_world import HAS_METADATA, World, once_each, status_of, world  # noqa: E402,F401 (world: the fixture)
 from runkernel import EndCauseKind, Ended, OperationStatus, Role, StatusReply  # noqa: E402
-from runkernel.adapters.sqlite_store import SqliteStore  # noqa: E402
-from runkernel.adapters.store import Checkpoint  # noqa: E402
+from runkernel.adapters.stores.sqlite import SqliteStore  # noqa: E402
+from runkernel.adapters.stores.contract import Checkpoint  # noqa: E402
 from runkernel.integrations.pydantic_ai import RunEnded, StillRunning  # noqa: E402
 
 

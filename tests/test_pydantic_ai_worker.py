@@ -19,8 +19,8 @@ pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installe
 from pydantic_ai_app import worker_app  # noqa: E402
 from pydantic_ai_world import ROOT, World, status_of, world  # noqa: E402,F401 (world: the fixture)
 from runkernel import AsyncPushApp, Awaiting, Ended, OperationStatus, StatusReply, Worker, load_app  # noqa: E402
-from runkernel.adapters.sqlite_store import SqliteStore  # noqa: E402
-from runkernel.cli import main  # noqa: E402
+from runkernel.adapters.stores.sqlite import SqliteStore  # noqa: E402
+from runkernel.cli.entry import main  # noqa: E402
 
 TESTS = ROOT / "tests"
 #: so long that no machine load runs it out before the worker reaches its crash point;

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from postgres_support import fresh_url
-from runkernel.adapters.sqlite_migrate import migrate_sqlite
-from runkernel.adapters.sqlite_store import SCHEMA_VERSION, SqliteStore
-from runkernel.adapters.store import SchemaError, Store
-from runkernel.cli import main
+from runkernel.adapters.stores.sqlite_migrate import migrate_sqlite
+from runkernel.adapters.stores.sqlite import SCHEMA_VERSION, SqliteStore
+from runkernel.adapters.stores.contract import SchemaError, Store
+from runkernel.cli.entry import main
 from runkernel.conformance import append_all
 from runkernel.testing import DelegatingRun, delegating_run
 
@@ -66,9 +66,9 @@ def test_a_schema_3_sqlite_store_is_migrated_to_find_its_quiet_parent(
 
 def test_a_schema_1_postgres_store_is_migrated_to_find_its_quiet_parent(capsys: pytest.CaptureFixture[str]) -> None:
     psycopg = pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
-    from runkernel.adapters.postgres_schema import SCHEMA_VERSION as PG_VERSION
-    from runkernel.adapters.postgres_schema import drop_store, init_postgres, migrate_postgres, split_url
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres_schema import SCHEMA_VERSION as PG_VERSION
+    from runkernel.adapters.stores.postgres_schema import drop_store, init_postgres, migrate_postgres, split_url
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     url = fresh_url("wake")
     init_postgres(url)

@@ -23,9 +23,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from driver_history import History
-from runkernel.adapters.export import redact_lines, redacted_ticket, ticket_ids
+from runkernel.adapters.stores.export import redact_lines, redacted_ticket, ticket_ids
 import runkernel.kernel.canonical as canonical_module
-from runkernel.cli import main
+from runkernel.cli.entry import main
 from runkernel.kernel.canonical import NotIJson, canonical_bytes, jcs_digest
 from runkernel.kernel.codec import commit_from_json, commit_to_json
 from runkernel.kernel.decide import decide

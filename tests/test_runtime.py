@@ -10,17 +10,17 @@ from pathlib import Path
 import attrs
 import pytest
 
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import (
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import (
     Returned,
     StatusReply,
     ToolInvocation,
     ToolRegistry,
     ToolReply,
 )
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Lease, Settlement, Store, StoreUnavailable
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import Lease, Settlement, Store, StoreUnavailable
 from runkernel.kernel.planning import settle
 from runkernel.kernel.policies import Policies, ToolPolicy
 from runkernel.kernel.protocol import Decision

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import (
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import (
     InferenceRequest,
     ModelReply,
     Returned,
@@ -24,15 +24,15 @@ from runkernel.adapters.ports import (
     ToolRegistry,
     ToolReply,
 )
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.state import Ended, Message, ThreadCommit
 from runkernel.kernel.values import EndCauseKind, Role
 from runkernel.testing import ScriptedModel, StepScript
 
 # the package re-exports functions under their modules' names: go by sys.modules
-store_module = importlib.import_module("runkernel.adapters.store")
+store_module = importlib.import_module("runkernel.adapters.stores.contract")
 planning_module = importlib.import_module("runkernel.kernel.planning")
 decide_module = importlib.import_module("runkernel.kernel.decide")
 validate_module = importlib.import_module("runkernel.kernel.validate")

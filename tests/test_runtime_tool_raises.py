@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import StatusReply, ToolInvocation, ToolRegistry, ToolReply
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.runtime_events import RuntimeEvent, ToolRaised
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import StatusReply, ToolInvocation, ToolRegistry, ToolReply
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.drive.events import RuntimeEvent, ToolRaised
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus
 from runkernel.kernel.state import CallCompleted, CallIndeterminate, Ended, Message
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role
-from runkernel.adapters.export import export_lines
+from runkernel.adapters.stores.export import export_lines
 from runkernel.specs.checker import Verdict, check_lines
 from runkernel.testing import Boundary, Position, ScriptedModel, SimulatedCrash, StepScript
 

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import (
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import (
     Delegate,
     InferenceRequest,
     ModelCall,
@@ -21,8 +21,8 @@ from runkernel.adapters.ports import (
     ToolRegistry,
     ToolReply,
 )
-from runkernel.adapters.inbox import submit_resume
-from runkernel.adapters.runtime import Runtime
+from runkernel.adapters.drive.inbox import submit_resume
+from runkernel.adapters.drive.runtime import Runtime
 from runkernel.kernel.codec import commit_to_json, policy_from_json, policy_to_json
 from runkernel.kernel.delegation import child_identity
 from runkernel.kernel.policies import ToolPolicy

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from runkernel import commands
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Store
-from runkernel.cli import main
+from runkernel.cli import commands
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import Store
+from runkernel.cli.entry import main
 from runkernel.testing import CrashingStore
 from runkernel.testing.simulation.simulate import Report, format_report, simulate
 
@@ -193,7 +193,7 @@ def test_another_seed_exports_other_tickets(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_production_ids_keep_at_least_128_random_bits() -> None:
-    from runkernel.adapters.ports import SecretIds
+    from runkernel.adapters.drive.ports import SecretIds
 
     ids = SecretIds()
     batch, ticket = ids.new_id("batch"), ids.ticket_id()

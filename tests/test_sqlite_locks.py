@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.adapters.stores.sqlite import SqliteStore
 
 TOUCH = "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute('SELECT count(*) FROM meta'); db.close()"
 

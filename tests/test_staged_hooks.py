@@ -10,10 +10,10 @@ from pathlib import Path
 import attrs
 import pytest
 
-from runkernel.adapters.driver import Driver
-from runkernel.adapters.driver_actions import CallRequest, Done, Infer, RunCall
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import (
+from runkernel.adapters.drive.driver import Driver
+from runkernel.adapters.drive.actions import CallRequest, Done, Infer, RunCall
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import (
     InferenceRequest,
     ModelCall,
     ModelReply,
@@ -24,9 +24,9 @@ from runkernel.adapters.ports import (
     ToolRegistry,
     ToolReply,
 )
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Store
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import Store
 from runkernel.kernel.codec import commit_from_json, commit_to_json
 from runkernel.kernel.decide import decide
 from runkernel.kernel.policies import Policies, RetryPolicy, ToolPolicy

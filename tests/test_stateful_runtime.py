@@ -34,10 +34,10 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from runkernel.adapters.inbox import submit_end
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import ToolRegistry
-from runkernel.adapters.runtime import MAX_STATUS_POLLS, Drive, Runtime
+from runkernel.adapters.drive.inbox import submit_end
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import ToolRegistry
+from runkernel.adapters.drive.runtime import MAX_STATUS_POLLS, Drive, Runtime
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import EndRequest, OperationStatus
 from runkernel.kernel.state import Delegation, EndCause, Ended, Message

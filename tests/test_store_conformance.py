@@ -12,11 +12,11 @@ from pathlib import Path
 import attrs
 import pytest
 
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.serial import commit_text
-from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.serial import commit_text
+from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.conformance import StoreContract, append_all
-from runkernel.adapters.store import (
+from runkernel.adapters.stores.contract import (
     Checkpoint,
     CommitConflict,
     IllegalCommit,

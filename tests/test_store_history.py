@@ -19,13 +19,13 @@ import attrs
 import pytest
 
 from history_facts import logged_history
-from runkernel.adapters.inbox import submit_resume
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.serial import dumps
-from runkernel.adapters.sqlite_migrate import migrate_sqlite
-from runkernel.adapters.sqlite_store import SCHEMA_VERSION, SqliteStore
-from runkernel.adapters.store import IllegalCommit, SchemaError, Store
-from runkernel.cli import main
+from runkernel.adapters.drive.inbox import submit_resume
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.serial import dumps
+from runkernel.adapters.stores.sqlite_migrate import migrate_sqlite
+from runkernel.adapters.stores.sqlite import SCHEMA_VERSION, SqliteStore
+from runkernel.adapters.stores.contract import IllegalCommit, SchemaError, Store
+from runkernel.cli.entry import main
 from runkernel.kernel.codec import upgrade_v1_line
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import (

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import DamagedStore, SchemaError, StoreUnavailable
-from runkernel.cli import main
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import DamagedStore, SchemaError, StoreUnavailable
+from runkernel.cli.entry import main
 from runkernel.testing import awaiting_run, text_run
 
 READ_AND_WRITE_COMMANDS = (

@@ -41,11 +41,11 @@ from runkernel import (
     WaitKind,
     Worker,
 )
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import Lost, ToolReply, utc_now
-from runkernel.adapters.runtime_events import Acknowledged, RuntimeEvent
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Store, StoreUnavailable
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import Lost, ToolReply, utc_now
+from runkernel.adapters.drive.events import Acknowledged, RuntimeEvent
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import Store, StoreUnavailable
 from runkernel.kernel import (
     Activate,
     Allow,
@@ -532,7 +532,7 @@ def test_the_old_import_paths_still_work_for_a_release_with_a_deprecation_warnin
 
 #: The only library modules that may import runkernel.testing: the CLI's simulate command
 #: (lazily), and the deprecated aliases of the old paths.
-ALLOWED_IMPORTERS = {"runkernel/commands.py"}
+ALLOWED_IMPORTERS = {"runkernel/cli/commands.py"}
 DEPRECATED_ALIASES = {"runkernel/adapters/crash.py", *(f"runkernel/simulation/{p.name}" for p in (ROOT / "runkernel" / "simulation").glob("*.py"))}
 
 
@@ -554,7 +554,7 @@ def test_no_library_module_imports_runkernel_testing_but_the_simulate_command_la
     assert set(found) <= ALLOWED_IMPORTERS, found
     for relative, places in found.items():
         assert all("inside" in p for p in places), f"{relative} imports runkernel.testing at import time: {places}"
-    probe = "import runkernel, runkernel.cli, sys; print(sorted(m for m in sys.modules if m.startswith('runkernel.testing')))"
+    probe = "import runkernel, runkernel.cli.entry, sys; print(sorted(m for m in sys.modules if m.startswith('runkernel.testing')))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "[]", f"importing runkernel and its CLI loaded {loaded}"
     print(f"library modules importing runkernel.testing: {found}")

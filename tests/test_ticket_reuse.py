@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import runkernel
-from runkernel.adapters.serial import commit_text
-from runkernel.cli import main
+from runkernel.adapters.stores.serial import commit_text
+from runkernel.cli.entry import main
 from runkernel.kernel.history import RunHistory
 from runkernel.kernel.protocol import EndRequest
 from runkernel.kernel.rules import Rejection, Rule

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 import pytest
 
 from push_host import SHELLS, Reply, World, make_shell, play
-from runkernel.adapters.driver import AsyncDriver, Driver
-from runkernel.adapters.driver_actions import Action, CallRequest, CheckStatus, Done, Infer, RunCall, WaitFor
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.store import Store
-from runkernel.adapters.worker import Worker
-from runkernel.adapters.worker_app import AsyncPushApp, PushApp
+from runkernel.adapters.drive.driver import AsyncDriver, Driver
+from runkernel.adapters.drive.actions import Action, CallRequest, CheckStatus, Done, Infer, RunCall, WaitFor
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.contract import Store
+from runkernel.adapters.worker.loop import Worker
+from runkernel.adapters.worker.apps import AsyncPushApp, PushApp
 from runkernel.errors import BadToolPolicy, UsageError
 from runkernel.kernel.codec import policy_to_json
 from runkernel.kernel.policies import (
@@ -279,7 +279,7 @@ def test_the_pydantic_ai_integration_takes_the_strings_and_refuses_the_rest() ->
     from pydantic_ai import Agent
     from pydantic_ai.models.test import TestModel
 
-    from runkernel.adapters.ports import StatusReply
+    from runkernel.adapters.drive.ports import StatusReply
     from runkernel.integrations.pydantic_ai import RunkernelDurability
     from runkernel.kernel.protocol import OperationStatus
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from runkernel.cli import main
+from runkernel.cli.entry import main
 from runkernel.kernel.rules import Rule
 
 DATA = Path(__file__).resolve().parent / "data" / "traces"

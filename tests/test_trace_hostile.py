@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runkernel.cli import main
+from runkernel.cli.entry import main
 from runkernel.specs.checker import MAX_DEPTH, MAX_LINE_BYTES, Verdict, bounded_lines, check_lines
 
 DATA = Path(__file__).resolve().parent / "data" / "traces"

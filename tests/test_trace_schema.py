@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from runkernel.cli import main
+from runkernel.cli.entry import main
 from runkernel.specs.checker import Verdict, check_lines
 from runkernel.specs.schema import render_schema, shipped_schema
 

@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
-from runkernel.adapters.driver_actions import CallRequest, Done, HostProtocolError, Infer, WaitFor
-from runkernel.adapters.inbox import submit_end
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.model_errors import model_backoff, transient_model_error
-from runkernel.adapters.ports import InferenceRequest, ModelReply, Staging, ToolRegistry, ToolReply
-from runkernel.adapters.runtime import Acknowledged, ModelFailed, Runtime, RuntimeEvent
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Checkpoint, LeaseHeld, Store
-from runkernel.adapters.worker import Worker
-from runkernel.adapters.worker_app import RuntimeApp
-from runkernel.adapters.worker_lease import LeaseKeeper
+from runkernel.adapters.drive.actions import CallRequest, Done, HostProtocolError, Infer, WaitFor
+from runkernel.adapters.drive.inbox import submit_end
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.model_errors import model_backoff, transient_model_error
+from runkernel.adapters.drive.ports import InferenceRequest, ModelReply, Staging, ToolRegistry, ToolReply
+from runkernel.adapters.drive.runtime import Acknowledged, ModelFailed, Runtime, RuntimeEvent
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import Checkpoint, LeaseHeld, Store
+from runkernel.adapters.worker.loop import Worker
+from runkernel.adapters.worker.apps import RuntimeApp
+from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.conformance.runs import step as activation_step
 from runkernel.kernel.protocol import Activate, EndRequest
 from runkernel.kernel.state import Ended, EndCause, Message, Running, TypedError

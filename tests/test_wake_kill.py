@@ -24,8 +24,8 @@ import pytest
 
 from held_points import HeldPoints, KillsAndStalls, Process
 from postgres_support import fresh_url
-from runkernel.adapters.store import Store
-from runkernel.cli import main
+from runkernel.adapters.stores.contract import Store
+from runkernel.cli.entry import main
 from runkernel.kernel.state import Ended
 from worker_processes import report_figure, spawn_worker
 
@@ -46,7 +46,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'wake.db'}"
         return
-    from runkernel.adapters.postgres_schema import drop_store, init_postgres
+    from runkernel.adapters.stores.postgres_schema import drop_store, init_postgres
 
     url = fresh_url("wakekill")
     init_postgres(url)
@@ -58,10 +58,10 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 def _open(url: str) -> Store:
     if url.startswith("sqlite:///"):
-        from runkernel.adapters.sqlite_store import SqliteStore
+        from runkernel.adapters.stores.sqlite import SqliteStore
 
         return SqliteStore(url[len("sqlite:///"):])
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     return PostgresStore(url)
 
@@ -78,7 +78,7 @@ def _lease_epochs(url: str) -> dict[str, int]:
     import psycopg
     from psycopg import sql
 
-    from runkernel.adapters.postgres_schema import split_url
+    from runkernel.adapters.stores.postgres_schema import split_url
 
     conninfo, schema = split_url(url)
     with psycopg.connect(conninfo, autocommit=True) as conn:

@@ -17,15 +17,15 @@ import pytest
 
 from delegating_app import NAME, Counted, make_app
 from postgres_support import postgres_url
-from runkernel.adapters.inbox import submit_resume
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import GateAnswer, Hold, Permit
-from runkernel.adapters.runtime import Runtime
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.store import Store
-from runkernel.adapters.work import awaited_children
-from runkernel.adapters.worker import Worker
-from runkernel.adapters.worker_app import RuntimeApp
+from runkernel.adapters.drive.inbox import submit_resume
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import GateAnswer, Hold, Permit
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import Store
+from runkernel.adapters.stores.work import awaited_children
+from runkernel.adapters.worker.loop import Worker
+from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.conformance import append_all
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.protocol import Approve, ResumeCommand
@@ -172,7 +172,7 @@ def test_a_child_activated_under_a_runtime_carries_the_parents_app() -> None:
 
 
 def test_on_postgres_a_childs_end_wakes_the_workers_of_its_parent(postgres_url: str) -> None:
-    from runkernel.adapters.postgres_store import PostgresStore
+    from runkernel.adapters.stores.postgres import PostgresStore
 
     worker = PostgresStore(postgres_url)
     client = PostgresStore(postgres_url)

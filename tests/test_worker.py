@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.driver import Driver
-from runkernel.adapters.driver_actions import Action, CallRequest, Done, Infer, RunCall, WaitFor
-from runkernel.adapters.invocation import NoInvocation, current_invocation, invocation_scope
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import (
+from runkernel.adapters.drive.driver import Driver
+from runkernel.adapters.drive.actions import Action, CallRequest, Done, Infer, RunCall, WaitFor
+from runkernel.adapters.drive.invocation import NoInvocation, current_invocation, invocation_scope
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import (
     Hold,
     InferenceRequest,
     ModelCall,
@@ -27,12 +27,12 @@ from runkernel.adapters.ports import (
     ToolRegistry,
     ToolReply,
 )
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.adapters.runtime import CommitRetried, Runtime, RuntimeEvent
-from runkernel.adapters.store import Lease, LeaseHeld, LeaseLost, Settlement, StoreUnavailable, Writer
-from runkernel.adapters.worker import Worker
-from runkernel.adapters.worker_app import AppLoadError, PushApp, RuntimeApp, load_app
-from runkernel.adapters.worker_lease import LeaseKeeper
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.drive.runtime import CommitRetried, Runtime, RuntimeEvent
+from runkernel.adapters.stores.contract import Lease, LeaseHeld, LeaseLost, Settlement, StoreUnavailable, Writer
+from runkernel.adapters.worker.loop import Worker
+from runkernel.adapters.worker.apps import AppLoadError, PushApp, RuntimeApp, load_app
+from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus
 from runkernel.kernel.state import Awaiting, CallCompleted, CallExecuting, Ended, Message, RunSnapshot, ThreadCommit, ToolCall
@@ -267,7 +267,7 @@ class HoldFor:
 
 
 def test_a_worker_applies_a_queued_approval_then_an_expired_deadline() -> None:
-    from runkernel.adapters.inbox import submit_resume
+    from runkernel.adapters.drive.inbox import submit_resume
     from runkernel.kernel.protocol import Approve, ResumeCommand
 
     store = MemoryStore()
@@ -432,7 +432,7 @@ class SettlementLog(MemoryStore):
 
 @pytest.mark.parametrize("driver", ["pull", "push"])
 def test_both_drivers_settle_a_duplicate_command_with_the_same_outcome(driver: str) -> None:
-    from runkernel.adapters.inbox import submit_resume
+    from runkernel.adapters.drive.inbox import submit_resume
     from runkernel.kernel.protocol import Approve, ResumeCommand
 
     store = SettlementLog()

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 
-from runkernel.adapters.driver import AsyncDriver
-from runkernel.adapters.driver_actions import Done, Infer, WaitFor
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.worker import Worker
-from runkernel.adapters.worker_app import AsyncPushApp
+from runkernel.adapters.drive.driver import AsyncDriver
+from runkernel.adapters.drive.actions import Done, Infer, WaitFor
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.worker.loop import Worker
+from runkernel.adapters.worker.apps import AsyncPushApp
 from runkernel.conformance.runs import step
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import Activate

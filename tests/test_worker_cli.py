@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from held_points import HeldPoints
-from runkernel.adapters.sqlite_store import SqliteStore
-from runkernel.cli import main
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.cli.entry import main
 from runkernel.kernel.state import CallCompleted
 from worker_processes import report_figure
 

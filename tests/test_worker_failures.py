@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.ports import Staging, ToolInvocation, ToolRegistry, ToolReply
-from runkernel.adapters.worker import Worker
-from runkernel.adapters.worker_app import RuntimeApp
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.ports import Staging, ToolInvocation, ToolRegistry, ToolReply
+from runkernel.adapters.worker.loop import Worker
+from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.kernel.state import Ended
 from runkernel.kernel.values import JsonValue
 from test_worker import OneCall, Recording, _activate

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from held_points import HeldPoints, KillsAndStalls, Process
-from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.protocol import Activate
 from runkernel.kernel.state import Message

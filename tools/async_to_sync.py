@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: (hand-written async source, generated sync file), relative to the repository root
 GENERATED: tuple[tuple[str, str], ...] = (
-    ("runkernel/adapters/driver_async.py", "runkernel/adapters/driver_sync.py"),
+    ("runkernel/adapters/drive/driver_async.py", "runkernel/adapters/drive/driver_sync.py"),
 )
 
 RENAMES: Mapping[str, str] = {

@@ -1,10 +1,10 @@
 """Deprecated: crash injection moved to ``runkernel.testing`` (``Boundary``,
 ``SimulatedCrash``, the crash plans, ``CrashingStore``), and ``Position`` / ``position_of``
-to ``runkernel.adapters.runtime_events``; ``Runtime`` takes no ``crash=`` any more (wrap
+to ``runkernel.adapters.drive.events``; ``Runtime`` takes no ``crash=`` any more (wrap
 its store and tools instead). This alias goes in runkernel 0.3."""
 
 from runkernel._deprecation import moved_module
-from runkernel.adapters.runtime_events import Position as Position, position_of as position_of
+from runkernel.adapters.drive.events import Position as Position, position_of as position_of
 from runkernel.testing.crash import (
     Boundary as Boundary,
     CrashPlan as CrashPlan,

@@ -1,7 +1,7 @@
 """The store contract, public: the suite every store runs, runkernel's own included.
 
 A store passes if a ``runkernel/2`` trace it exports is legal and it keeps the
-contract of ``runkernel.adapters.store.Store``: append atomically if and only if
+contract of ``runkernel.adapters.stores.contract.Store``: append atomically if and only if
 identity and expected version match (a typed conflict otherwise, nothing written),
 judge every commit with the kernel before writing it (a typed ``IllegalCommit``
 otherwise, nothing written), refuse values no trace can hold, read the latest state,
@@ -30,7 +30,7 @@ from collections.abc import Iterator
 import attrs
 import pytest
 
-from runkernel.adapters.store import (
+from runkernel.adapters.stores.contract import (
     Checkpoint,
     CommitConflict,
     IllegalCommit,

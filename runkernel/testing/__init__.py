@@ -57,7 +57,7 @@ No library module imports this package except the CLI's ``simulate`` command, la
 
 from __future__ import annotations
 
-from runkernel.adapters.invocation import invocation_scope
+from runkernel.adapters.drive.invocation import invocation_scope
 from runkernel.conformance.runs import (
     Builder,
     DelegatingRun,

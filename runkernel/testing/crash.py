@@ -25,10 +25,10 @@ import enum
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from runkernel.adapters.driver_actions import RunCall
-from runkernel.adapters.ports import StatusReply, Tool, ToolRegistry, ToolReply
-from runkernel.adapters.runtime_events import Position, position_of
-from runkernel.adapters.store import Checkpoint, Lease, Settlement, Store, StoreUnavailable
+from runkernel.adapters.drive.actions import RunCall
+from runkernel.adapters.drive.ports import StatusReply, Tool, ToolRegistry, ToolReply
+from runkernel.adapters.drive.events import Position, position_of
+from runkernel.adapters.stores.contract import Checkpoint, Lease, Settlement, Store, StoreUnavailable
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.state import RunSnapshot, ThreadCommit
 

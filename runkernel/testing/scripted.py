@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 
 from attrs import define, field, frozen
 
-from runkernel.adapters.driver_actions import CallRequest, RunCall
-from runkernel.adapters.inbox import submit_end
-from runkernel.adapters.ports import (
+from runkernel.adapters.drive.actions import CallRequest, RunCall
+from runkernel.adapters.drive.inbox import submit_end
+from runkernel.adapters.drive.ports import (
     Delegated,
     Failed,
     GateAnswer,
@@ -36,7 +36,7 @@ from runkernel.adapters.ports import (
     StatusReply,
     ToolReply,
 )
-from runkernel.adapters.store import Store
+from runkernel.adapters.stores.contract import Store
 from runkernel.kernel.policies import (
     RecoveryMode,
     RetryPolicy,

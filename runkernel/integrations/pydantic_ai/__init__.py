@@ -48,7 +48,7 @@ model's order) and tools run one at a time (``parallel_execution_mode('sequentia
 from typing import TYPE_CHECKING
 
 from runkernel._deprecation import Moved, moved_names
-from runkernel.adapters.invocation import current_invocation, invocation_scope
+from runkernel.adapters.drive.invocation import current_invocation, invocation_scope
 from runkernel.integrations.pydantic_ai._capability import DurableAgentApp, RunkernelDurability, StatusFunction
 from runkernel.integrations.pydantic_ai._context import (
     DeferredAfterStart,
@@ -59,7 +59,7 @@ from runkernel.integrations.pydantic_ai._context import (
 from runkernel.integrations.pydantic_ai._mapping import to_model_messages
 
 if TYPE_CHECKING:  # type checkers see the old name as the one that replaced it
-    from runkernel.adapters.driver_actions import RunCall
+    from runkernel.adapters.drive.actions import RunCall
 
     Invocation = RunCall
 else:

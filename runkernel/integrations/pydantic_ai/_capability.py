@@ -24,9 +24,9 @@ from runkernel import (
     Approve, AsyncDriver, CallRequest, CheckStatus, Done, EndCauseKind, Hold, Infer, Permit, RunCall, StatusReply,
     StoreError, ToolPolicy, WaitFor, WaitKind, open_store,
 )
-from runkernel.adapters.driver_actions import Action
-from runkernel.adapters.invocation import invocation_scope
-from runkernel.adapters.store import Store
+from runkernel.adapters.drive.actions import Action
+from runkernel.adapters.drive.invocation import invocation_scope
+from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
 from runkernel.integrations.pydantic_ai._context import (
     _PICK_UP, DeferredAfterStart, IntegrationError, PickUp, RunEnded, StillRunning,

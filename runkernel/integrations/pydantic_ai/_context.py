@@ -8,7 +8,7 @@ import attrs
 
 from runkernel import AsyncDriver, EndCauseKind, PeerError, RunCall, UsageError
 from runkernel._deprecation import RenamedClass
-from runkernel.adapters.driver_actions import Answer
+from runkernel.adapters.drive.actions import Answer
 from runkernel.kernel import ResumePayload
 
 

@@ -25,7 +25,7 @@ from pydantic_ai.toolsets import AbstractToolset, ApprovalRequiredToolset, Wrapp
 from pydantic_core import to_jsonable_python
 
 from runkernel import Approve, Deny
-from runkernel.adapters.driver_actions import Answer
+from runkernel.adapters.drive.actions import Answer
 from runkernel.integrations.pydantic_ai._context import IntegrationError
 from runkernel.kernel import (
     CallCompleted, CallIndeterminate, JsonValue, Message, ResultKind, ResumePayload, Role, ToolCall,

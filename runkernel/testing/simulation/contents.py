@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from runkernel.adapters.ports import ModelReply
-from runkernel.adapters.serial import dumps
+from runkernel.adapters.drive.ports import ModelReply
+from runkernel.adapters.stores.serial import dumps
 from runkernel.kernel.codec import message_to_json
 from runkernel.kernel.delegation import terminus
 from runkernel.kernel.state import Ended, Message, ThreadCommit

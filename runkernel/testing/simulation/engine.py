@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 from attrs import define, field
 
-from runkernel.adapters.inbox import submit_end, submit_resume
-from runkernel.adapters.ports import Staging, ToolRegistry, ToolReply
-from runkernel.adapters.runtime import ModelFailed, Recovered, RunOutcome, Runtime, RuntimeEvent
-from runkernel.adapters.serial import resume_to_inbox
-from runkernel.adapters.store import Store, StoreUnavailable
+from runkernel.adapters.drive.inbox import submit_end, submit_resume
+from runkernel.adapters.drive.ports import Staging, ToolRegistry, ToolReply
+from runkernel.adapters.drive.runtime import ModelFailed, Recovered, RunOutcome, Runtime, RuntimeEvent
+from runkernel.adapters.stores.serial import resume_to_inbox
+from runkernel.adapters.stores.contract import Store, StoreUnavailable
 from runkernel.kernel.protocol import (
     Hook,
     Approve,

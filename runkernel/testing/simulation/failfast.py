@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from runkernel.adapters.store import (
+from runkernel.adapters.stores.contract import (
     CommitConflict,
     IllegalCommit,
     Store,

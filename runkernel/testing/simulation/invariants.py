@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import collections
 
-from runkernel.adapters.runtime import Acknowledged, CommandSettled, Recovered
-from runkernel.adapters.store import Store
+from runkernel.adapters.drive.runtime import Acknowledged, CommandSettled, Recovered
+from runkernel.adapters.stores.contract import Store
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.recover import recover
 from runkernel.kernel.state import (

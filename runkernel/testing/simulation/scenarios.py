@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import attrs
 from attrs import frozen
 
-from runkernel.adapters.ports import GateAnswer, Hold, Provide, Refuse
+from runkernel.adapters.drive.ports import GateAnswer, Hold, Provide, Refuse
 from runkernel.kernel.policies import IndeterminateChoice, RecoveryMode
 from runkernel.kernel.values import EndCauseKind, WaitKind
 from runkernel.testing.scripted import (

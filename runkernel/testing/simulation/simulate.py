@@ -15,9 +15,9 @@ from collections.abc import Callable
 from attrs import define, field
 
 from runkernel.testing.crash import Boundary, Position
-from runkernel.adapters.memory_store import MemoryStore
-from runkernel.adapters.runtime import Acknowledged, Recovered
-from runkernel.adapters.store import Store
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.drive.runtime import Acknowledged, Recovered
+from runkernel.adapters.stores.contract import Store
 from runkernel.kernel.recover import RecoveryRow
 from runkernel.kernel.state import CallIndeterminate, ThreadCommit
 from runkernel.testing.simulation.engine import ScenarioRun, Trial

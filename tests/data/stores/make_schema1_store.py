@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 
-from runkernel.adapters.sqlite_store import SqliteStore
+from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import (
     Activate,

@@ -1,0 +1,120 @@
+"""A worker's leases (DESIGN.md, Workers and leases): taken before a Run is driven,
+named by every commit, renewed while driving (at most once per renewal interval, never
+once per commit), checked with a safety margin immediately before every executor start
+(W1), and released when the Run is quiet. Both drivers use it: the pull-mode runtime
+and the push-mode driver.
+
+When to renew is decided by this process's monotonic clock (cheap, and only a matter
+of timing); whether a lease is valid is always the store's answer, by the store's
+clock, inside the transaction that acts on it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from runkernel.adapters.stores.contract import Lease, LeaseLost, Store, StoreError
+
+#: how often a leased commit whose reply was lost is retried before the error stands
+APPEND_RETRIES = 3
+
+
+class LeaseKeeper:
+    """The leases one worker holds. ``duration`` is each grant's length in seconds,
+    ``margin`` how long a lease must still be valid when an executor starts (default a
+    fifth of ``duration``), ``renew_after`` how long after a grant the next commit or
+    executor start renews it (default half of ``duration``). ``worker_id`` must be
+    unique per process."""
+
+    def __init__(
+        self,
+        store: Store,
+        worker_id: str,
+        *,
+        duration: float = 30.0,
+        margin: float | None = None,
+        renew_after: float | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if duration <= 0:
+            raise ValueError(f"a lease duration must be positive, not {duration!r}")
+        self.store = store
+        self.worker_id = worker_id
+        self.duration = duration
+        self.margin = duration / 5 if margin is None else margin
+        self.renew_after = duration / 2 if renew_after is None else renew_after
+        if not 0 <= self.margin < duration:
+            raise ValueError(f"the safety margin must be in [0, duration), not {self.margin!r}")
+        self._monotonic = monotonic
+        self._held: dict[str, tuple[Lease, float]] = {}
+        #: counts, for tests and the race test's report
+        self.taken = 0
+        self.renewals = 0
+        self.checks = 0
+
+    def take(self, run_id: str) -> Lease:
+        """Acquire (or extend) the lease on ``run_id``; ``LeaseHeld`` if another worker
+        holds it."""
+        lease = self.store.acquire_lease(run_id, self.worker_id, self.duration)
+        self._held[run_id] = (lease, self._monotonic())
+        self.taken += 1
+        return lease
+
+    def held(self, run_id: str) -> Lease | None:
+        """The lease this worker believes it holds on ``run_id`` (the store decides)."""
+        found = self._held.get(run_id)
+        return None if found is None else found[0]
+
+    def for_commit(self, run_id: str) -> Lease:
+        """The lease a commit of ``run_id`` names: taken if not held yet (a new Run),
+        renewed if its renewal is due."""
+        found = self._held.get(run_id)
+        if found is None:
+            return self.take(run_id)
+        lease, granted = found
+        if self._monotonic() - granted < self.renew_after:
+            return lease
+        try:
+            renewed = self.store.renew_lease(lease, self.duration)
+        except LeaseLost:
+            self._held.pop(run_id, None)
+            raise
+        self._held[run_id] = (renewed, self._monotonic())
+        self.renewals += 1
+        return renewed
+
+    def before_executor(self, run_id: str) -> Lease:
+        """W1: immediately before an executor starts, the lease as the store holds it,
+        valid at least ``margin`` more seconds (renewed first if due); else
+        ``LeaseLost``, and the executor must not start."""
+        lease = self.for_commit(run_id)
+        self.checks += 1
+        try:
+            return self.store.check_lease(lease, self.margin)
+        except LeaseLost:
+            self._held.pop(run_id, None)
+            raise
+
+    def held_runs(self) -> tuple[str, ...]:
+        """The Runs this worker believes it holds a lease on."""
+        return tuple(self._held)
+
+    def forget(self, run_id: str) -> None:
+        """Drop a lease this worker lost (nothing to release)."""
+        self._held.pop(run_id, None)
+
+    def release(self, run_id: str) -> None:
+        """Give the lease on ``run_id`` up (the Run is quiet, or the worker stops)."""
+        found = self._held.pop(run_id, None)
+        if found is None:
+            return
+        try:
+            self.store.release_lease(found[0])
+        except StoreError:
+            pass  # an unreleased lease only expires later: W2 covers it
+
+    def release_all(self) -> None:
+        """Release every lease held (a worker that stops)."""
+        for run_id in list(self._held):
+            self.release(run_id)

@@ -1,0 +1,382 @@
+"""The ports the pull-mode runtime drives: model, tools, gate, hooks, sinks, ids, clock.
+
+A real provider, tool or approval UI implements these small protocols (structurally: no
+need to subclass or import them); the simulator and the tests plug in scripted ones.
+
+They speak the host's vocabulary, the same in both modes: a tool runs the ``RunCall`` a
+push-mode host is handed, a model asks for calls with the ``CallRequest`` a push-mode
+host answers with, and a gate answers ``Permit``, ``Refuse``, ``Provide`` or ``Hold`` in
+both. Their answers carry no ids (``Returned``, ``Hold``, ``Scheduled``, ...), because a
+gate or a tool should not have to mint tickets: the driver that asks supplies them, and
+``port_inputs`` makes the kernel's input from each answer in one pure translation (the
+kernel's own names, ``Allow``, ``ToolOutput``, ``RequireWait`` ..., stay behind
+``runkernel.kernel``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeAlias
+
+from attrs import frozen
+
+from runkernel._deprecation import Moved, RenamedClass, moved_names, renamed_attribute
+from runkernel.adapters.drive.actions import CallRequest, RunCall
+from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
+from runkernel.kernel.protocol import Hook, OperationStatus
+from runkernel.kernel.state import (
+    ActiveToolBatch,
+    Delegation,
+    Message,
+    ResumeTicket,
+    Staged,
+    ToolCall,
+    Wait,
+)
+from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
+
+# --- model --------------------------------------------------------------------------
+
+
+class StreamSink(Protocol):
+    """Where a model streams while it works. Nothing here is ever read as truth."""
+
+    def delta(self, data: JsonValue) -> None:
+        """A live Delta for subscribers."""
+
+    def checkpoint(self, partial: JsonValue) -> None:
+        """Best-effort partial output, for a retryable interruption."""
+
+
+@frozen
+class InferenceRequest:
+    """What the pull-mode runtime asks a model for one step (the push-mode host's
+    ``Infer``, plus where to stream): the Thread's ``messages`` so far and ``partial``,
+    the output a ``stream.checkpoint`` saved for this step before a crash (best effort,
+    never truth). Answer with a ``ModelReply``."""
+
+    thread_id: str
+    run_id: str
+    step: int
+    #: the Thread's messages so far (read-only; a view, not a copy, of the driver's log)
+    messages: Sequence[Message]
+    #: what a checkpoint saved for this step before a crash (``Infer.partial``)
+    partial: JsonValue
+    stream: StreamSink
+    #: BeforeInference's request-only context: for this request only, never committed
+    context: JsonValue = None
+
+    @property
+    def checkpoint(self) -> JsonValue:
+        """Deprecated: ``partial`` (the name ``Infer`` has)."""
+        warnings.warn(renamed_attribute("InferenceRequest.checkpoint", "partial"), DeprecationWarning, stacklevel=2)
+        return self.partial
+
+
+@frozen
+class ModelReply:
+    """A model's complete reply to an ``InferenceRequest`` (what a push-mode host gives
+    ``inferred``): text, optionally ending the Run with ``end``, or the tool calls it
+    asks for (each a ``CallRequest``; ``end`` is ignored with calls)."""
+
+    content: JsonValue
+    calls: tuple[CallRequest, ...] = ()
+    end: EndCauseKind | None = None
+
+
+class ModelPort(Protocol):
+    """The model: one complete inference per call (stream through ``request.stream``)."""
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        """Run one inference."""
+        ...
+
+
+# --- tools ---------------------------------------------------------------------------
+
+
+def _tool_invocation(
+    run_id: str,
+    call_id: str,
+    operation_id: str,
+    attempt: int,
+    arguments: JsonValue,
+    resume_value: JsonValue = None,
+    lease_epoch: int | None = None,
+    delegation: Delegation | None = None,
+    *,
+    tool: str = "",
+) -> RunCall:
+    """The ``RunCall`` a ``ToolInvocation(...)`` of the old signature stands for (it
+    named no tool: ``tool`` is empty unless given)."""
+    return RunCall(run_id, call_id, tool, arguments, operation_id, attempt, resume_value, lease_epoch, delegation)
+
+
+class _ToolInvocation(metaclass=RenamedClass):
+    """Deprecated: the pull-mode tool's argument is the push-mode host's ``RunCall``.
+    ``isinstance(x, ToolInvocation)`` is ``isinstance(x, RunCall)``, and
+    ``ToolInvocation(run_id, call_id, operation_id, attempt, arguments, ...)`` (the old
+    field order) builds a ``RunCall``."""
+
+    __new_class__ = RunCall
+    __build__ = staticmethod(_tool_invocation)
+
+
+@frozen
+class Returned:
+    """A tool's reply: it returned ``value`` (a push-mode host says ``call_returned``)."""
+
+    value: JsonValue
+
+
+@frozen
+class Failed:
+    """A tool's reply: it failed with ``error``, and changed nothing; ``retryable`` lets
+    its retry policy try again (a push-mode host says ``call_failed``)."""
+
+    error: JsonValue
+    retryable: bool = False
+
+
+@frozen
+class Delegated:
+    """A tool's reply: the work is handed to the call's child Run, and the Run waits for
+    it (a push-mode host says ``call_delegated``). The child is ``RunCall.delegation``,
+    derived and committed before the tool started (only a tool declared
+    ``ToolPolicy(sequential_delegation=True)`` has one)."""
+
+
+@frozen
+class Scheduled:
+    """A tool's reply: run the call again at ``due_at``, a durable timer wait (a
+    push-mode host says ``call_scheduled``)."""
+
+    due_at: str
+
+
+@frozen
+class Lost:
+    """A tool's reply: nobody can say what happened; the call becomes Indeterminate (a
+    push-mode host says ``call_lost``)."""
+
+
+ToolReply: TypeAlias = Returned | Failed | Delegated | Scheduled | Lost
+
+
+@frozen
+class StatusReply:
+    """A reconnect tool's answer to ``status(operation_id)`` (a push-mode host gives the
+    same two values to ``status``, or a function returning this to ``ask_status``)."""
+
+    status: OperationStatus
+    value: JsonValue = None
+
+
+class Tool(Protocol):
+    """A tool declares its fixed recovery and retry policy."""
+
+    @property
+    def policy(self) -> ToolPolicy: ...
+
+    def run(self, call: RunCall, /) -> ToolReply:
+        """Run one attempt (its Executing commit is durable); ``call.operation_id`` is
+        the idempotency key, ``call.lease_epoch`` the fencing token under a worker."""
+        ...
+
+    def status(self, operation_id: str) -> StatusReply:
+        """Only called for tools under the reconnect policy."""
+        ...
+
+
+class ToolRegistry:
+    """A pull-mode runtime's tools by name (``ToolRegistry({"search": Search()},
+    max_steps=20)``), and the ``Policies`` they imply: each tool's ``policy``, the step
+    limit and what an Indeterminate call does to the Run."""
+
+    def __init__(
+        self,
+        tools: Mapping[str, Tool],
+        *,
+        max_steps: int | None = None,
+        on_indeterminate: IndeterminateChoice = IndeterminateChoice.PUBLISH,
+    ) -> None:
+        self.tools = dict(tools)
+        self.policies = Policies(
+            tools={name: tool.policy for name, tool in self.tools.items()},
+            max_steps=max_steps,
+            on_indeterminate=on_indeterminate,
+        )
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+
+# --- gate, hooks, sinks ------------------------------------------------------------
+
+
+@frozen
+class Permit:
+    """A gate's answer, in both modes: run the executor."""
+
+
+@frozen
+class Refuse:
+    """A gate's answer, in both modes: complete the call at once, unrun; the model sees
+    it as ``{"kind": "blocked", "value": reason}``."""
+
+    reason: JsonValue
+
+
+@frozen
+class Provide:
+    """A gate's answer, in both modes: a plugin supplies the result without running the
+    tool; the model sees it as ``{"kind": "supplied", "value": value}``."""
+
+    value: JsonValue
+
+
+@frozen
+class Hold:
+    """A gate's answer, in both modes: the call waits (``kind``: approval, input, an
+    external answer or a timer at ``due_at``) under a ticket the driver mints; the host
+    sees ``WaitFor`` and answers with ``resume``. ``expires_at`` bounds an approval."""
+
+    kind: WaitKind
+    request: JsonValue = None
+    expires_at: str | None = None
+    due_at: str | None = None
+
+
+GateAnswer: TypeAlias = Permit | Refuse | Provide | Hold
+
+
+class GatePort(Protocol):
+    """The permission and Plugin gate, asked before each call starts."""
+
+    def check(self, run_id: str, call: ToolCall) -> GateAnswer: ...
+
+
+class AllowAll:
+    """A gate that permits every call (the default)."""
+
+    def check(self, run_id: str, call: ToolCall) -> GateAnswer:
+        return Permit()
+
+
+@frozen
+class Staging:
+    """What StepStart and BeforeInference answer for one Step.
+
+    ``staged`` is committed as the Run's staged state with the Step's next commit
+    (``Staged(None)`` clears it; None leaves it unchanged). ``context`` goes to that one
+    inference request only: never committed, never exported, and after a crash it is
+    absent until the hooks run again.
+    """
+
+    staged: Staged | None = None
+    context: JsonValue = None
+
+
+class HookPort(Protocol):
+    """The hooks that answer (the Observer sees every hook; these hand something back).
+    A hook's answer is never truth until it is committed."""
+
+    def before_inference(self, run_id: str, step: int, staged: JsonValue) -> Staging:
+        """StepStart and BeforeInference of step ``step``; ``staged`` is the Run's
+        committed staged state."""
+        ...
+
+    def after_tool(self, run_id: str, call_id: str, attempt: int, reply: ToolReply) -> JsonValue:
+        """AfterTool: the reaction committed with the call's terminal result (None: none)."""
+        ...
+
+
+class NoHooks:
+    """Hooks that stage nothing and react to nothing."""
+
+    def before_inference(self, run_id: str, step: int, staged: JsonValue) -> Staging:
+        return Staging()
+
+    def after_tool(self, run_id: str, call_id: str, attempt: int, reply: ToolReply) -> JsonValue:
+        return None
+
+
+class Observer(Protocol):
+    """Hooks, live deltas, notifications and publications: observed, never read back."""
+
+    def hook(self, run_id: str, hook: Hook, call_id: str | None) -> None: ...
+
+    def delta(self, run_id: str, data: JsonValue) -> None: ...
+
+    def notify(self, run_id: str, ticket: ResumeTicket, wait: Wait) -> None: ...
+
+    def publish(self, run_id: str, batch: ActiveToolBatch) -> None: ...
+
+
+class NullObserver:
+    """Observes nothing."""
+
+    def hook(self, run_id: str, hook: Hook, call_id: str | None) -> None:
+        pass
+
+    def delta(self, run_id: str, data: JsonValue) -> None:
+        pass
+
+    def notify(self, run_id: str, ticket: ResumeTicket, wait: Wait) -> None:
+        pass
+
+    def publish(self, run_id: str, batch: ActiveToolBatch) -> None:
+        pass
+
+
+# --- ids and time -------------------------------------------------------------------
+
+
+class IdSource(Protocol):
+    """Where a driver gets the ids the host does not give (seed it in tests)."""
+
+    def new_id(self, prefix: str) -> str:
+        """A unique id for a batch, call, operation or Run."""
+        ...
+
+    def ticket_id(self) -> str:
+        """A never-reused ticket id with at least 128 random bits."""
+        ...
+
+
+class SecretIds:
+    """Ids from ``secrets``: 192 random bits for tickets, 128 for everything else."""
+
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}_{secrets.token_hex(16)}"
+
+    def ticket_id(self) -> str:
+        return f"tk_{secrets.token_urlsafe(24)}"
+
+
+Clock: TypeAlias = Callable[[], str]
+
+
+def utc_now() -> str:
+    """UTC ISO-8601 with a fixed width, so timestamps compare as strings."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+if TYPE_CHECKING:  # type checkers see each old name as the one that replaced it
+    ToolInvocation = RunCall
+    ModelCall = CallRequest
+    Delegate = Delegated
+    Schedule = Scheduled
+else:
+    __getattr__ = moved_names(
+        __name__,
+        {
+            "ToolInvocation": Moved("runkernel", "RunCall", shim=(__name__, "_ToolInvocation")),
+            "ModelCall": Moved("runkernel", "CallRequest"),
+            "Delegate": Moved(__name__, "Delegated"),
+            "Schedule": Moved(__name__, "Scheduled"),
+        },
+    )

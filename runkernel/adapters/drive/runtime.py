@@ -1,0 +1,453 @@
+"""The reference runtime (pull mode): a host of the one effect interpreter.
+
+It holds no truth and no effect logic of its own. It drives the push-mode driver's core
+(``DriverCore``): the core decides with ``decide`` and ``recover``, applies inbox
+commands and expired deadlines, commits before any effect that touches the world, and
+hands out actions; this host answers each action by calling a port (``Infer`` the model,
+with the hooks and stream checkpoints; ``RunCall`` the tool; ``CheckStatus`` the tool's
+status; the gate through the core's ``AskGate``) and stops where the core would wait
+(``WaitFor``, ``ChildrenRunning``, ``Done``). Store operations go through the same
+``StoreOps`` as the push driver's. A runtime that crashes is thrown away, and a fresh one
+continues from the store alone with ``drive``. Tests kill it by wrapping its store and
+tools (``runkernel.testing.CrashingStore``, ``crashing_tools``), never through a switch
+of its own.
+
+A model call that raises is reported to the core (``InferenceFailed``), which decides as
+for a push host (``model_errors``): a transient error commits nothing and the same
+``Infer`` comes back with a backoff, which a ``Drive`` takes as a step of its own
+(``pause``: ``run()`` sleeps it, a worker sets the Run aside meanwhile, its lease kept,
+and drives others); otherwise the Run ends ``failed`` with the error. The hooks
+(StepStart/BeforeInference) run again before each attempt: what a failed attempt staged
+was never committed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runkernel.adapters.drive.actions import (
+    CheckStatus,
+    ChildrenRunning,
+    Done,
+    HostProtocolError,
+    Infer,
+    RunCall,
+    WaitFor,
+)
+from runkernel.adapters.drive.core import DriverCore, Settings
+from runkernel.adapters.drive.protocol import (
+    ActivateChild,
+    Append,
+    AskGate,
+    CallEnded,
+    DropCheckpoint,
+    Hand,
+    InferenceFailed,
+    Inferred,
+    Observe,
+    Operation,
+    LoadCheckpoint,
+    Partial,
+    Pending,
+    Poll,
+    ReadChild,
+    ReadCommands,
+    ReadHead,
+    ReadLookups,
+    ReadMessages,
+    ReadRun,
+    Report,
+    SendCancel,
+    Status,
+    Steps,
+    Tell,
+)
+from runkernel.adapters.drive.shell import StoreOps
+from runkernel.adapters.drive.invocation import invocation_scope
+from runkernel.adapters.drive.model_errors import (
+    DEFAULT_MODEL_ATTEMPTS,
+    TransientPredicate,
+    checked_attempts,
+    transient_model_error,
+)
+from runkernel.adapters.drive.port_inputs import tool_outcome
+from runkernel.adapters.drive.ports import (
+    AllowAll,
+    Clock,
+    Failed,
+    GatePort,
+    HookPort,
+    IdSource,
+    InferenceRequest,
+    Lost,
+    ModelPort,
+    NoHooks,
+    NullObserver,
+    Observer,
+    SecretIds,
+    ToolRegistry,
+    ToolReply,
+    utc_now,
+)
+from runkernel.adapters.drive.events import (
+    ALREADY_COMMITTED,
+    Acknowledged,
+    CheckpointLost,
+    CommandSettled,
+    CommitRetried,
+    ModelFailed,
+    Recovered,
+    RunOutcome,
+    RuntimeEvent,
+    RuntimeProtocolError,
+    ToolRaised,
+)
+from runkernel.adapters.stores.contract import Store
+from runkernel.adapters.drive.lease_keeper import LeaseKeeper
+from runkernel.errors import RunkernelError
+from runkernel.kernel.policies import RecoveryMode
+from runkernel.kernel.protocol import OperationStatus, ToolFailure, ToolOutcome
+from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, TypedError
+from runkernel.kernel.values import JsonValue
+
+#: How often one runtime asks a reconnect tool about an operation that is still running
+#: before it stops driving and leaves the call to a later drive.
+MAX_STATUS_POLLS = 5
+
+#: The core's operations that carry out an effect: a step ends after one of them.
+_EFFECTS = (Append, ActivateChild, SendCancel, Observe, AskGate)
+#: What a new drive does before its first step: it reads, and reports its recovery.
+_READS = (ReadRun, ReadHead, ReadMessages, ReadLookups, LoadCheckpoint, Pending, ReadCommands, ReadChild, Tell)
+
+
+class Drive:
+    """One runtime's progress on one Run, one effect at a time.
+
+    ``step()`` carries out one effect (a commit, a hook or notification, a port call, a
+    child's activation or cancel) with whatever reads lead up to it, and says whether
+    driving is over for now (see ``outcome``). A wait before a model call retried after
+    a transient error is a step too: it sets ``pause`` to the seconds to wait before the
+    next ``step()``, which first applies a command queued meanwhile, then calls the
+    model.
+    """
+
+    def __init__(self, runtime: Runtime, run_id: str, core: DriverCore, steps: Steps) -> None:
+        self.runtime = runtime
+        self.run_id = run_id
+        self._core = core
+        self._steps = steps
+        self.outcome: RunOutcome | None = None
+        #: seconds to wait before the next step (a model call retried after a transient
+        #: error), None when the next step may come at once
+        self.pause: float | None = None
+        self._waited: Infer | None = None  # the retried Infer whose wait was taken
+        # up to the first effect: what the drive will commit or ask first is decided now
+        op = self._send(None)
+        while isinstance(op, _READS):
+            op = self._send(runtime._perform(op))
+        #: the core's next operation, yielded already
+        self._next: Operation = op
+
+    @property
+    def state(self) -> RunSnapshot | None:
+        """The Run's latest acknowledged snapshot (None before its activation)."""
+        return self._core.state
+
+    @property
+    def next_commit(self) -> ThreadCommit | None:
+        """The commit this drive writes next, decided already (None if it does something
+        else first)."""
+        return self._next.commit if isinstance(self._next, Append) else None
+
+    def commit_next(self) -> bool:
+        """Whether what this drive does next is a commit already decided (or a
+        notification before it): a worker that stops finishes it and starts nothing new."""
+        return isinstance(self._next, (Append, Observe, Tell))
+
+    def step(self) -> bool:
+        """Advance by one effect. True once driving has stopped (see ``outcome``)."""
+        if self.outcome is not None:
+            return True
+        op = self._next
+        if self.pause is not None:
+            self.pause = None
+            op = self._send(Poll())  # a command queued during the wait goes first
+        while True:
+            if isinstance(op, Hand):
+                if self._must_wait(op):
+                    self._next = op
+                    return False
+                report = self._answer(op)
+                if report is None:
+                    return self._stop()
+                self._next = self._send(report)
+                return False
+            following = self._send(self.runtime._perform(op))
+            if isinstance(op, _EFFECTS):
+                while isinstance(following, DropCheckpoint):  # the commit's own cleanup
+                    following = self._send(self.runtime._perform(following))
+                self._next = following
+                return False
+            op = following
+
+    def run(self) -> RunOutcome:
+        """Step until driving stops, sleeping each ``pause``."""
+        while not self.step():
+            if self.pause is not None:
+                time.sleep(self.pause)
+        assert self.outcome is not None
+        return self.outcome
+
+    def _must_wait(self, hand: Hand) -> bool:
+        """Whether ``hand`` is a retried model call whose wait is still to be taken (and
+        if so, take it: ``pause``)."""
+        action = hand.action
+        if hand.refused is not None or not isinstance(action, Infer) or action.retry_after <= 0:
+            return False
+        if action is self._waited:
+            return False
+        self._waited, self.pause = action, action.retry_after
+        return True
+
+    # --- the core ------------------------------------------------------------------
+
+    def _send(self, value: object) -> Operation:
+        try:
+            return self._steps.send(value)
+        except HostProtocolError as refused:
+            if refused.rejection is None:
+                raise
+            raise RuntimeProtocolError(refused.rejection) from refused
+
+    def _stop(self) -> bool:
+        state = self._core.state
+        assert state is not None
+        self.outcome = RunOutcome(state.run_id, state)
+        self._steps.close()
+        return True
+
+    # --- answering the core's actions with the ports ---------------------------------
+
+    def _answer(self, hand: Hand) -> Report | None:
+        """The report a port gives for the action handed out; None stops driving."""
+        if hand.refused is not None:
+            if isinstance(hand.refused, HostProtocolError) and hand.refused.rejection is not None:
+                raise RuntimeProtocolError(hand.refused.rejection) from hand.refused
+            raise hand.refused
+        action = hand.action
+        match action:
+            case Infer():
+                return self._infer(action)
+            case RunCall():
+                return self.runtime._run_call(action)
+            case CheckStatus():
+                return self.runtime._check_status(action)
+            case WaitFor() | ChildrenRunning() | Done():
+                return None  # a resume, a child's end or nothing wakes it: a later drive
+        raise AssertionError(f"not an action: {action!r}")
+
+    def _infer(self, action: Infer) -> Inferred | InferenceFailed:
+        runtime, state = self.runtime, self._core.state
+        assert state is not None
+        staging = runtime.hooks.before_inference(action.run_id, action.step, action.staged)
+        stream = _Stream(self, action.run_id)
+        request = InferenceRequest(
+            state.thread_id, action.run_id, action.step, action.messages, action.partial, stream, staging.context
+        )
+        try:
+            reply = runtime.model.infer(request)
+        except RunkernelError:
+            raise  # the runtime's own refusal, not the model's (a simulated death is no Exception)
+        except Exception as error:
+            if stream.failed:
+                raise  # the stream's checkpoint failed under the model: the drive's failure
+            return InferenceFailed(error)  # the core decides: the same Infer again, or failed
+        calls = tuple(reply.calls)
+        return Inferred(reply.content, calls, None if calls else reply.end, None, staging.staged)
+
+    def _checkpoint(self, partial: JsonValue) -> None:
+        """The model's output so far, while it infers: the core saves it, best effort."""
+        op = self._send(Partial(partial))
+        while not isinstance(op, Hand):
+            op = self._send(self.runtime._perform(op))
+        if op.refused is not None:
+            raise op.refused
+
+
+class _Stream:
+    def __init__(self, drive: Drive, run_id: str) -> None:
+        self.drive, self.run_id = drive, run_id
+        #: a checkpoint raised (the store, the core): whatever the model raises then is
+        #: not a model error
+        self.failed = False
+
+    def delta(self, data: JsonValue) -> None:
+        self.drive.runtime.observer.delta(self.run_id, data)
+
+    def checkpoint(self, partial: JsonValue) -> None:
+        try:
+            self.drive._checkpoint(partial)
+        except BaseException:
+            self.failed = True
+            raise
+
+
+class Runtime:
+    """The pull-mode runtime: it drives Runs by calling the host's ports, answering each
+    action the push-mode core hands out (``Infer``: the model's ``infer``; ``RunCall``:
+    the tool's ``run``, given that very ``RunCall``; ``CheckStatus``: the tool's
+    ``status``; the gate's ``check``), and stops where a push-mode host would wait
+    (``WaitFor``, ``ChildrenRunning``, ``Done``). One instance per process of control;
+    throw it away after a crash and continue with ``drive(run_id)``."""
+
+    def __init__(
+        self,
+        store: Store,
+        model: ModelPort,
+        tools: ToolRegistry,
+        *,
+        gate: GatePort | None = None,
+        observer: Observer | None = None,
+        ids: IdSource | None = None,
+        clock: Clock = utc_now,
+        on_event: Callable[[RuntimeEvent], None] | None = None,
+        self_check: bool = False,
+        leases: LeaseKeeper | None = None,
+        app: str | None = None,
+        hooks: HookPort | None = None,
+        transient: TransientPredicate = transient_model_error,
+        model_attempts: int = DEFAULT_MODEL_ATTEMPTS,
+    ) -> None:
+        """``hooks`` answer StepStart/BeforeInference (staged state, request-only context)
+        and AfterTool (a reaction). ``self_check`` is a debug option, off by default:
+        ``decide`` and ``recover`` judge each commit they build with ``validate_commit``
+        before the store judges it again, so a kernel bug raises ``KernelBug`` where the
+        commit was built instead of ``IllegalCommit`` from the store; it changes nothing
+        a correct kernel does, and costs one more validation per commit. With ``leases`` (a worker's), every Run is leased before it is
+        driven, every commit names the lease, and every executor start re-checks it (W1); a
+        lost lease or a lost commit raises out of ``drive``, so driving stops at once.
+        ``app`` is recorded on the activation of each Run ``start`` begins.
+        ``transient(error)`` says which exceptions the model raises are worth another
+        attempt (default ``transient_model_error``: timeouts, dropped connections, HTTP
+        408/409/429/5xx), ``model_attempts`` how many attempts of one model call a Run
+        gets in this runtime's drive before it ends ``failed`` with the error."""
+        self.store = store
+        self.model = model
+        self.tools = tools
+        self.policies = tools.policies
+        self.gate = gate or AllowAll()
+        self.observer = observer or NullObserver()
+        self.ids = ids or SecretIds()
+        self.clock = clock
+        self.on_event = on_event or (lambda _event: None)
+        self.self_check = self_check
+        self.leases = leases
+        self.app = app
+        self.hooks = hooks or NoHooks()
+        # a tool the model names without a registered one is committed, and its call fails
+        self.settings = Settings(
+            self.policies,
+            self.ids,
+            clock,
+            app,
+            self_check=self_check,
+            refuse_unknown_tools=False,
+            transient=transient,
+            model_attempts=checked_attempts(model_attempts),
+        )
+        self.ops = StoreOps(store, leases, lambda event: self.on_event(event), self.observer)
+        self._polls: dict[str, int] = {}
+
+    # --- entry points -------------------------------------------------------------
+
+    def start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> RunOutcome:
+        """Activate a new Run in a Thread and drive it until it waits or ends."""
+        return self.begin_start(thread_id, run_id, messages).run()
+
+    def drive(self, run_id: str) -> RunOutcome:
+        """Continue a Run from committed facts alone (recovery), until it waits or ends."""
+        return self.begin_drive(run_id).run()
+
+    def begin_start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> Drive:
+        """A Drive that activates a new Run; advance it with ``step()``."""
+        core = DriverCore(self.settings)
+        return Drive(self, run_id, core, core.start(thread_id, run_id, messages))
+
+    def begin_drive(self, run_id: str) -> Drive:
+        """A Drive that recovers a Run from the store alone; advance it with ``step()``.
+        With leases, the Run's lease is taken first (``LeaseHeld`` if another worker
+        holds it), so the state read next cannot change under this worker."""
+        self.ops.lease(run_id)
+        self.ops.owed_cancel(run_id)  # applied from the inbox like any cancel
+        core = DriverCore(self.settings)
+        return Drive(self, run_id, core, core.pick_up(run_id))
+
+    # --- the ports ------------------------------------------------------------------
+
+    def _perform(self, op: Operation) -> Any:
+        """Carry out one of the core's operations other than handing out an action."""
+        if isinstance(op, AskGate):
+            return self.gate.check(op.run_id, op.call)
+        return self.ops.perform(op)
+
+    def _run_call(self, action: RunCall) -> CallEnded:
+        """Run the tool's attempt (its Executing commit is durable) under the lease
+        re-checked with its margin (W1); a tool that raised is reported (``ToolRaised``)."""
+        tool = self.tools.get(action.tool)
+        outcome: ToolOutcome
+        reaction: JsonValue = None
+        if tool is None:
+            outcome = ToolFailure({"type": "UnknownTool", "message": f"no tool named {action.tool!r}"})
+        else:
+            action = self.ops.before_run_call(action)
+            with invocation_scope(action):  # the tool runs the RunCall a push host is handed
+                try:
+                    reply = tool.run(action)
+                except RunkernelError:
+                    raise  # the runtime's own refusal, not the tool's outcome
+                except Exception as error:
+                    reply = self._raised(action, tool.policy.recovery.mode, error)
+            reaction = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)
+            outcome = tool_outcome(reply, self.ids)
+        return CallEnded(action.call_id, outcome, None, reaction)
+
+    def _raised(self, action: RunCall, mode: RecoveryMode, error: Exception) -> ToolReply:
+        """A tool that raised: its exception is reported, and the call is a retryable
+        error for a replay tool, an unknown outcome otherwise (see ``ToolRaised``)."""
+        typed = TypedError(type(error).__name__, str(error))
+        self.on_event(ToolRaised(action.run_id, action.call_id, action.attempt, typed))
+        if mode is RecoveryMode.REPLAY:
+            return Failed({"type": typed.type, "message": typed.message}, retryable=True)
+        return Lost()
+
+    def _check_status(self, action: CheckStatus) -> Status | None:
+        """Ask a reconnect tool about its operation; None (stop driving) once it was
+        asked ``MAX_STATUS_POLLS`` times by this runtime: a later drive asks again."""
+        polled = self._polls.get(action.operation_id, 0)
+        if polled >= MAX_STATUS_POLLS:
+            return None
+        self._polls[action.operation_id] = polled + 1
+        tool = self.tools.get(action.tool)
+        if tool is None:
+            return Status(action.call_id, OperationStatus.UNKNOWN, None)
+        reply = tool.status(action.operation_id)
+        return Status(action.call_id, reply.status, reply.value)
+
+
+__all__ = [
+    "ALREADY_COMMITTED",
+    "MAX_STATUS_POLLS",
+    "Acknowledged",
+    "CheckpointLost",
+    "CommandSettled",
+    "CommitRetried",
+    "Drive",
+    "ModelFailed",
+    "Recovered",
+    "RunOutcome",
+    "Runtime",
+    "RuntimeEvent",
+    "RuntimeProtocolError",
+]

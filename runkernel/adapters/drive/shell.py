@@ -1,0 +1,506 @@
+"""What the push-mode driver's two shells share: configuration, the live generator of
+the core, the store operations and the report makers. Only how an operation is carried
+out (awaited or not) differs between ``AsyncDriver`` (``driver_async.py``, written by
+hand) and ``Driver`` (``driver_sync.py``, generated from it by
+``tools/async_to_sync.py``); whatever does no I/O lives here, once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import MappingProxyType
+
+import attrs
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias, TypeVar, assert_never
+
+from runkernel.adapters.drive.actions import (
+    DEFAULT_MAX_STEPS,
+    Action,
+    Answer,
+    CallRequest,
+    CheckStatus,
+    DriverError,
+    DriverStopped,
+    HistoryView,
+    RunCall,
+    WaitFor,
+)
+from runkernel.adapters.drive.core import DriverCore, Settings
+from runkernel.adapters.drive.delegations import cancel_child, cancel_if_parent_ended, find_child
+from runkernel.adapters.drive.protocol import (
+    ActivateChild,
+    Append,
+    Compact,
+    ReadLookups,
+    DropCheckpoint,
+    End,
+    Hand,
+    Inferred,
+    KeepLease,
+    LoadCheckpoint,
+    Observe,
+    Operation,
+    Pending,
+    Poll,
+    ReadChild,
+    ReadCommands,
+    ReadHead,
+    ReadMessages,
+    ReadRun,
+    Report,
+    SaveCheckpoint,
+    SendCancel,
+    Settle,
+    Steps,
+    Tell,
+)
+from runkernel.adapters.drive.model_errors import (
+    DEFAULT_MODEL_ATTEMPTS,
+    TransientPredicate,
+    checked_attempts,
+    transient_model_error,
+)
+from runkernel.adapters.drive.ports import (
+    AllowAll,
+    Clock,
+    GateAnswer,
+    IdSource,
+    NullObserver,
+    Observer,
+    SecretIds,
+    utc_now,
+)
+from runkernel.adapters.drive.events import (
+    Acknowledged,
+    CheckpointLost,
+    CommandSettled,
+    CommitRetried,
+    Position,
+    RuntimeEvent,
+    position_of,
+)
+from runkernel.adapters.stores.contract import CommitConflict, Store, StoreError, StoreUnavailable
+from runkernel.adapters.drive.lease_keeper import APPEND_RETRIES, LeaseKeeper
+from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
+from runkernel.kernel.protocol import NotifyWait, PublishResults, ResumePayload, RunHook
+from runkernel.kernel.state import CallIndeterminate, EndCause, Message, RunSnapshot, Staged, ToolCall, TypedError
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role
+
+
+_T = TypeVar("_T")
+
+#: An ``X`` or an awaitable of one: what an async shell takes from a host callable that
+#: may be a coroutine function (the sync shell, generated, takes only ``X``).
+MaybeAwaitable: TypeAlias = _T | Awaitable[_T]
+
+
+class AnyGate(Protocol):
+    """A permission gate: ``check`` answers ``Permit``, ``Refuse``, ``Provide`` or ``Hold``
+    (an ``AsyncDriver`` also accepts a coroutine that returns one)."""
+
+    def check(self, run_id: str, call: ToolCall) -> GateAnswer | Awaitable[GateAnswer]: ...
+
+
+def _settings(
+    tools: Mapping[str, ToolPolicy | str],
+    max_steps: int | None,
+    on_indeterminate: IndeterminateChoice,
+    ids: IdSource | None,
+    clock: Clock,
+    app: str | None,
+    transient: TransientPredicate,
+    model_attempts: int,
+) -> Settings:
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+    policies = Policies(tools=dict(tools), max_steps=max_steps, on_indeterminate=on_indeterminate)
+    return Settings(
+        policies,
+        ids or SecretIds(),
+        clock,
+        app,
+        transient=transient,
+        model_attempts=checked_attempts(model_attempts),
+    )
+
+
+def _messages(messages: Sequence[Message | str]) -> tuple[Message, ...]:
+    return tuple(Message(Role.USER, m) if isinstance(m, str) else m for m in messages)
+
+
+class Shell:
+    """What both shells share: configuration, the live generator and the report makers.
+    Subclasses only say how an operation is carried out (``_advance``)."""
+
+    def __init__(
+        self,
+        store: Store,
+        tools: Mapping[str, ToolPolicy | str],
+        *,
+        gate: AnyGate | None = None,
+        max_steps: int | None = DEFAULT_MAX_STEPS,
+        on_indeterminate: IndeterminateChoice = IndeterminateChoice.PUBLISH,
+        ids: IdSource | None = None,
+        clock: Clock = utc_now,
+        leases: LeaseKeeper | None = None,
+        app: str | None = None,
+        on_event: Callable[[RuntimeEvent], None] | None = None,
+        transient: TransientPredicate = transient_model_error,
+        model_attempts: int = DEFAULT_MODEL_ATTEMPTS,
+    ) -> None:
+        # leases: a worker's LeaseKeeper (see StoreOps); a RunCall is handed out only
+        # after the lease is re-checked with its margin (W1), carrying its epoch.
+        self.store = store
+        self.leases = leases
+        self.on_event = on_event
+        self.ops = StoreOps(store, leases, self._event)
+        self.settings = _settings(tools, max_steps, on_indeterminate, ids, clock, app, transient, model_attempts)
+        self.gate: AnyGate = gate or AllowAll()
+        self._core: DriverCore | None = None
+        self._steps: Steps | None = None
+        self._run_id: str | None = None
+        self._action: Action | None = None
+        self._busy = False
+        self._ahead: dict[str, ResumePayload | Answer] = {}
+        #: best-effort checkpoint writes that failed (nothing else is lost with them)
+        self.checkpoints_lost = 0
+        #: commits the store acknowledged for this driver
+        self.commits = 0
+
+    # --- what the host may read -----------------------------------------------------
+
+    @property
+    def run_id(self) -> str | None:
+        """The Run this driver drives (None before ``start`` or ``pick_up``)."""
+        return self._run_id
+
+    @property
+    def snapshot(self) -> RunSnapshot | None:
+        """The latest snapshot this driver saw acknowledged (None when it holds none)."""
+        return self._core.state if self._core is not None else None
+
+    @property
+    def messages(self) -> HistoryView:
+        """The Thread's messages as committed so far (read once, then kept)."""
+        history = self._core.history if self._core is not None else []
+        return HistoryView(history)
+
+    @property
+    def action(self) -> Action | None:
+        """The action last handed out, which still stands."""
+        return self._action
+
+    def call(self, call_id: str) -> ToolCall | None:
+        """Call ``call_id`` of the Run's batch as last committed (None if it has none)."""
+        snapshot = self.snapshot
+        batch = snapshot.batch if snapshot is not None else None
+        return batch.call(call_id) if batch is not None else None
+
+    @property
+    def unreconciled(self) -> tuple[str, ...]:
+        """The operation ids of the batch's Indeterminate calls: what to reconcile downstream."""
+        snapshot = self.snapshot
+        calls = snapshot.batch.calls if snapshot is not None and snapshot.batch is not None else ()
+        return tuple(c.operation_id for c in calls if isinstance(c.status, CallIndeterminate))
+
+    # --- answers given ahead --------------------------------------------------------
+
+    def answer_ahead(self, answers: Mapping[str, ResumePayload | Answer]) -> None:
+        """Answers, by call id, to waits not handed out yet (a framework that shows the
+        host several waits of one batch at once and gets their answers together). The
+        Run commits one ticket at a time, in call order: when a ``WaitFor`` for one of
+        these calls comes up, after any command queued in the store's inbox, the driver
+        resumes it with its answer instead of handing it out."""
+        self._ahead.update(answers)
+
+    @property
+    def answers_ahead(self) -> Mapping[str, ResumePayload | Answer]:
+        """The answers given ahead that no wait has taken yet."""
+        return MappingProxyType(self._ahead)
+
+    def _ahead_for(self, action: Action) -> ResumePayload | None:
+        if not isinstance(action, WaitFor) or action.call.call_id not in self._ahead:
+            return None
+        answer = self._ahead.pop(action.call.call_id)
+        return answer.payload(action) if isinstance(answer, Answer) else answer
+
+    # --- plumbing -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _one_call(self) -> Iterator[None]:
+        """One call at a time: an async host that does not await a call before the next
+        would otherwise send a report into the middle of the previous one."""
+        if self._busy:
+            raise DriverError("the driver is still busy with another call: await each call before the next")
+        self._busy = True
+        try:
+            yield
+        finally:
+            self._busy = False
+
+    def _open(self, run_id: str, opening: Steps, core: DriverCore) -> None:
+        if self._busy:
+            raise DriverError("the driver is still busy with another call: await each call before the next")
+        self._attach(run_id, opening, core)
+
+    def _attach(self, run_id: str, opening: Steps, core: DriverCore) -> None:
+        self._close()
+        self.ops.lease(run_id)
+        self._run_id, self._core, self._steps = run_id, core, opening
+
+    def _close(self) -> None:
+        if self._steps is not None:
+            self._steps.close()
+        self._steps, self._action = None, None
+
+    def _forget(self) -> None:
+        """Drop everything this driver believed; the next ``next_action()`` picks up."""
+        self._close()
+        self._core = None
+
+    def _owed_cancel(self, run_id: str) -> None:
+        """``StoreOps.owed_cancel``, stopping the driver if the store fails."""
+        try:
+            self.ops.owed_cancel(run_id)
+        except StoreError as error:
+            raise DriverStopped(f"stopped driving run {run_id!r}: {error}; pick_up() tries again") from error
+
+    def _stopped(self, error: StoreError) -> DriverStopped:
+        self._forget()
+        return DriverStopped(f"stopped driving run {self._run_id!r}: {error}; next_action() picks it up again")
+
+    def _steps_for(self, answer: Report | None) -> tuple[Steps, Report | None]:
+        """The live generator and what to send it; after a failure, a poll opens a fresh
+        pick-up of the same Run (which starts by being sent None)."""
+        if self._steps is not None:
+            return self._steps, answer
+        if self._run_id is None:
+            raise DriverError("no Run yet: call start() or pick_up() first")
+        if not isinstance(answer, Poll):
+            raise DriverStopped(
+                f"this driver stopped driving run {self._run_id!r}; call next_action() to pick it up again"
+            )
+        core = DriverCore(self.settings)
+        self._attach(self._run_id, core.pick_up(self._run_id), core)
+        assert self._steps is not None
+        return self._steps, None
+
+    def _first(self, answer: Report | None) -> tuple[Steps, Operation]:
+        """The live generator and its first operation for ``answer``."""
+        steps, first = self._steps_for(answer)
+        return steps, self._send(steps, first)
+
+    @contextlib.contextmanager
+    def _performing(self) -> Iterator[None]:
+        """Around one operation carried out by a shell: a store that fails stops the
+        driver (``DriverStopped``); anything else raised makes it forget what it believed."""
+        try:
+            yield
+        except StoreError as error:
+            raise self._stopped(error) from error
+        except BaseException:
+            self._forget()
+            raise
+
+    def _standing_check(self) -> CheckStatus:
+        """The standing ``CheckStatus`` that ``ask_status`` answers."""
+        if not isinstance(self._action, CheckStatus):
+            raise DriverError(f"ask_status answers a standing CheckStatus, not {self._action!r}")
+        return self._action
+
+    def _send(self, steps: Steps, value: object) -> Operation:
+        try:
+            return steps.send(value)
+        except BaseException:
+            self._forget()
+            raise
+
+    def _handed(self, hand: Hand) -> Action:
+        action = hand.action
+        if isinstance(action, RunCall) and hand.refused is None:
+            try:
+                action = self.ops.before_run_call(action)
+            except StoreError as error:
+                raise self._stopped(error) from error
+        self._action = action
+        if hand.refused is not None:
+            raise hand.refused
+        return action
+
+    def _perform_store(self, op: Operation) -> Any:
+        return self.ops.perform(op)
+
+    def _event(self, event: RuntimeEvent) -> None:
+        if isinstance(event, Acknowledged):
+            self.commits += 1
+        elif isinstance(event, CheckpointLost):
+            self.checkpoints_lost += 1  # best effort: only partial recovery is lost
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _opening(
+        self, messages: Sequence[Message | str], thread_id: str | None, run_id: str | None
+    ) -> tuple[str, Steps, DriverCore]:
+        ids = self.settings.ids
+        run = run_id or ids.new_id("run")
+        core = DriverCore(self.settings)
+        return run, core.start(thread_id or ids.new_id("thread"), run, _messages(messages)), core
+
+class StoreOps:
+    """Carries out the core's store operations, for every host of the core (the push
+    driver's shells and the pull-mode runtime): the leased write and its retry, the
+    child's activation under the parent's lease check (W1), checkpoints best effort,
+    inbox settlements, and what each reports to ``on_event``. A test that kills a host
+    around a commit wraps the store (``runkernel.testing.CrashingStore``)."""
+
+    def __init__(
+        self,
+        store: Store,
+        leases: LeaseKeeper | None,
+        on_event: Callable[[RuntimeEvent], None],
+        observer: Observer | None = None,
+    ) -> None:
+        # leases: a worker's LeaseKeeper. The Run is leased when it is started or picked
+        # up, every commit names the lease, and an executor starts only after the lease
+        # is re-checked with its margin (W1), its epoch the fencing token.
+        self.store = store
+        self.leases = leases
+        self.on_event = on_event
+        self.observer = observer or NullObserver()
+
+    def lease(self, run_id: str) -> None:
+        """Take the Run's lease before it is driven (``LeaseHeld``: another worker drives it)."""
+        if self.leases is not None and self.leases.held(run_id) is None:
+            self.leases.take(run_id)
+
+    def owed_cancel(self, run_id: str) -> None:
+        """A child whose parent ended is sent the cancel the parent's end owed it (see
+        ``cancel_if_parent_ended``), before it is picked up."""
+        cancel_if_parent_ended(self.store, run_id)
+
+    def before_run_call(self, action: RunCall) -> RunCall:
+        """W1: the lease re-checked, with its margin, immediately before an executor
+        starts; the call carries its epoch as fencing token."""
+        if self.leases is None:
+            return action
+        return attrs.evolve(action, lease_epoch=self.leases.before_executor(action.run_id).epoch)
+
+    def perform(self, op: Operation) -> Any:
+        store = self.store
+        match op:
+            case Append():
+                return self._append(op)
+            case ReadLookups():
+                return store.history(op.run_id)
+            case ReadRun():
+                return store.run(op.run_id)
+            case ReadHead():
+                return store.thread_head(op.thread_id)
+            case ReadMessages():
+                return store.messages(op.thread_id)
+            case Pending():
+                return store.pending_commands(op.run_id)
+            case ReadCommands():
+                return store.commands(op.run_id)
+            case Settle():
+                store.settle_command(op.entry.entry_id, op.outcome)
+                self.on_event(CommandSettled(op.entry, op.outcome))
+                return None
+            case Compact():
+                store.compact_commands(op.run_id)
+                return None
+            case LoadCheckpoint():
+                return store.load_checkpoint(op.run_id)
+            case SaveCheckpoint():
+                try:
+                    store.save_checkpoint(op.checkpoint)
+                except StoreUnavailable as error:
+                    self.on_event(CheckpointLost(op.checkpoint.run_id, str(error)))
+                return None
+            case DropCheckpoint():
+                try:
+                    store.delete_checkpoint(op.run_id)
+                except StoreUnavailable as error:
+                    # a stale checkpoint is never truth: it names a step that has passed
+                    self.on_event(CheckpointLost(op.run_id, str(error)))
+                return None
+            case ReadChild():
+                return find_child(store, op.child)
+            case ActivateChild():
+                return self._activate_child(op)
+            case SendCancel():
+                cancel_child(store, op.child.run_id)
+                return None
+            case Observe():
+                self._observe(op)
+                return None
+            case Tell():
+                self.on_event(op.event)
+                return None
+            case KeepLease():
+                if self.leases is not None:
+                    self.leases.for_commit(op.run_id)  # renewed if its renewal is due
+                return None
+        raise AssertionError(f"not a store operation: {op!r}")
+
+    def _append(self, op: Append) -> RunSnapshot:
+        stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)
+        self.on_event(Acknowledged(op.commit, position_of(op.prev, op.commit)))
+        if op.applies is not None:
+            # settled in the commit's own transaction: no crash falls in between
+            self.on_event(CommandSettled(op.applies, "applied"))
+        return stored
+
+    def _leased_append(self, op: Append) -> RunSnapshot:
+        """W4: a leased write whose reply was lost (the store became unavailable) is
+        retried as it is; the store adopts it if it had landed, so it is never written
+        twice."""
+        assert self.leases is not None
+        for _ in range(APPEND_RETRIES):
+            try:
+                return self.store.append(op.commit, op.settle, lease=self.leases.for_commit(op.commit.run_id))
+            except StoreUnavailable as error:
+                self.on_event(CommitRetried(op.commit, str(error)))
+        return self.store.append(op.commit, op.settle, lease=self.leases.for_commit(op.commit.run_id))
+
+    def _activate_child(self, op: ActivateChild) -> RunSnapshot | None:
+        if self.leases is not None and op.commit.parent is not None:
+            # W1: a concurrent delegation's executor is its child's activation
+            self.leases.before_executor(op.commit.parent.run_id)
+        try:
+            stored = self.store.append(op.commit)
+        except CommitConflict:
+            return None  # activated by another writer: the same child, checked on identity
+        self.on_event(Acknowledged(op.commit, Position.ACTIVATION))
+        return stored
+
+    def _observe(self, op: Observe) -> None:
+        effect = op.effect
+        match effect:
+            case RunHook():
+                self.observer.hook(op.run_id, effect.hook, effect.call_id)
+            case NotifyWait():
+                self.observer.notify(op.run_id, effect.ticket, effect.wait)
+            case PublishResults():
+                self.observer.publish(op.run_id, effect.batch)
+            case _:
+                assert_never(effect)
+
+
+def inferred_report(
+    content: JsonValue,
+    calls: Sequence[CallRequest],
+    end: EndCauseKind | None,
+    metadata: JsonValue,
+    staged: Staged | None = None,
+) -> Report:
+    return Inferred(content, tuple(calls), end, metadata, staged)
+
+
+def end_report(kind: EndCauseKind, error: TypedError | None) -> Report:
+    return End(EndCause(kind, error))
+
+
+__all__ = ["AnyGate", "MaybeAwaitable", "Shell", "StoreOps", "end_report", "inferred_report"]

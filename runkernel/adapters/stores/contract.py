@@ -1,0 +1,308 @@
+"""The store contract every store implements, its typed errors and its records.
+
+A store appends a ThreadCommit atomically if and only if identity and expected version
+match (anything else is a typed error and nothing is written), reads the latest state
+of a Run or Thread in time that does not grow with history, and exports a Thread as
+``runkernel/1``. Stores also judge each commit with the kernel before writing it, so
+no store ever holds an illegal commit. Beside the commit log a store keeps a command
+inbox, best-effort stream checkpoints and recorded reconciliations; none of them is
+Thread truth.
+
+Leases (DESIGN.md, Workers and leases) are part of the contract: a worker takes a
+lease on a Run before it drives it, every commit it makes names that lease, and the
+store checks the lease in the commit's own transaction, by the store's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol
+
+from attrs import frozen
+
+from runkernel.adapters.stores.work import RunSummary
+from runkernel.errors import (  # the store's errors, importable from here as before
+    CommitConflict as CommitConflict,
+    DamagedStore as DamagedStore,
+    IllegalCommit as IllegalCommit,
+    LeaseError as LeaseError,
+    LeaseHeld as LeaseHeld,
+    LeaseLost as LeaseLost,
+    SchemaError as SchemaError,
+    StoreError as StoreError,
+    StoreUnavailable as StoreUnavailable,
+    UnknownRun as UnknownRun,
+)
+from runkernel.kernel.codec import commit_json_problem
+from runkernel.kernel.history import History
+from runkernel.kernel.rules import Rejection, Rule
+from runkernel.kernel.state import Message, ParentCall, RunSnapshot, ThreadCommit, ThreadHead
+from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.values import JsonValue, json_problem
+
+
+@frozen
+class InboxEntry:
+    """A command waiting in the store's inbox for the runtime that drives its Run."""
+
+    entry_id: int
+    run_id: str
+    body: JsonValue
+    state: str
+    outcome: str | None = None
+
+
+@frozen
+class Settlement:
+    """How a commit settles the inbox command it applies: written in the commit's own
+    transaction, so no crash can fall between the commit and the settlement."""
+
+    entry_id: int
+    outcome: str
+
+
+@frozen
+class Lease:
+    """A worker's right to drive one Run until ``expires_at`` (seconds, the store's
+    clock). ``epoch`` rises with every take-over of the Run and never falls, so it is a
+    fencing token: a downstream that remembers the highest epoch it saw per Run can
+    refuse a start from a worker whose lease was taken over."""
+
+    run_id: str
+    worker_id: str
+    epoch: int
+    expires_at: float
+
+    @property
+    def writer(self) -> Writer:
+        """The writer a commit made under this lease records."""
+        return Writer(self.worker_id, self.epoch)
+
+
+@frozen
+class Writer:
+    """Who wrote a commit: the worker and the lease epoch it held (W4 tells a retried
+    commit whose acknowledgement was lost apart from another writer's by it)."""
+
+    worker_id: str
+    epoch: int
+
+
+@frozen
+class Checkpoint:
+    """Best-effort partial inference output: never truth, deleted after recovery."""
+
+    run_id: str
+    step: int
+    data: JsonValue
+
+
+@frozen
+class Reconciliation:
+    """What a downstream system said happened to an Indeterminate call's operation."""
+
+    operation_id: str
+    outcome: str
+    note: str | None
+
+
+CONFLICT_RULES = frozenset({Rule.VERSION, Rule.IDENTITY})
+
+
+def judge_append(
+    head: ThreadHead | None,
+    run: RunSnapshot | None,
+    commit: ThreadCommit,
+    history: History,
+    ticket_seen: Callable[[str], bool],
+    line: Mapping[str, JsonValue] | None = None,
+) -> Accepted:
+    """Validate a commit for a store; raise CommitConflict or IllegalCommit on refusal.
+
+    The store inserts the verdict's ``keys`` into its history rows in the same
+    transaction as the commit. A value that no trace could hold (a lone surrogate, NaN,
+    a non-string key) is refused first, as ``IllegalCommit`` under ``values-are-json``,
+    so that every store refuses it the same way before anything is written. ``line``
+    is the commit's ``commit_to_json`` dict when the store has built it already (to
+    write it), so it is scanned without being built twice.
+    """
+    problem = commit_json_problem(commit) if line is None else json_problem(line)
+    if problem is not None:
+        raise IllegalCommit(Rejection(Rule.JSON_VALUE, f"the commit holds a value that is not JSON: {problem}"))
+    verdict = validate_commit(head, run, commit, history, ticket_seen=ticket_seen)
+    if isinstance(verdict, Rejection):
+        if verdict.rule in CONFLICT_RULES:
+            raise CommitConflict(verdict)
+        raise IllegalCommit(verdict)
+    return verdict
+
+
+class Store(Protocol):
+    """What the runtime, the CLI and the conformance suite need from a store."""
+
+    def append(
+        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+    ) -> RunSnapshot:
+        """Write ``commit`` atomically, and settle the inbox entry ``settle`` names (if
+        it is still pending) in the same transaction; return the Run's new snapshot.
+
+        With ``lease``, the same transaction first checks that the lease is still the
+        Run's valid lease by the store's clock (same worker, same epoch, not expired,
+        not released), else raises ``LeaseLost``; the commit records ``lease.writer``.
+        Without one, the commit is refused with ``LeaseHeld`` while any worker holds a
+        valid lease on the Run, and records no writer.
+
+        A retried commit whose acknowledgement was lost (W4) is recognized by identity,
+        version and writer: if the Thread's latest commit has this commit's version,
+        Run, content and this lease's writer, it is adopted (the Run's snapshot is
+        returned, nothing is written again, whatever the lease's state now); the same
+        version written by another writer, or without one, is a ``CommitConflict``.
+        """
+        ...
+
+    def store_time(self) -> float:
+        """The store's clock, in seconds: the one clock every lease is judged by."""
+        ...
+
+    def acquire_lease(self, run_id: str, worker_id: str, duration: float) -> Lease:
+        """Take the lease on ``run_id`` for ``duration`` seconds of store time, in one
+        transaction. Raises ``LeaseHeld`` while another worker's lease is valid. If
+        ``worker_id`` already holds a valid lease it is extended with the same epoch;
+        otherwise (a new, released, expired or taken-over lease) the epoch is one more
+        than the Run's highest epoch ever. A Run need not have commits yet. Worker ids
+        must be unique per process that drives Runs."""
+        ...
+
+    def renew_lease(self, lease: Lease, duration: float) -> Lease:
+        """Extend a still valid lease to ``duration`` seconds from now (store time),
+        same epoch. Raises ``LeaseLost`` if it expired, was released or taken over:
+        an expired lease is never revived, even if nobody took it."""
+        ...
+
+    def check_lease(self, lease: Lease, margin: float) -> Lease:
+        """The lease as the store holds it, if it stays valid for at least ``margin``
+        more seconds of store time; else ``LeaseLost``. What a worker calls
+        immediately before it starts an executor (W1)."""
+        ...
+
+    def release_lease(self, lease: Lease) -> bool:
+        """Give the lease up (the Run is quiet, or the worker stops), so another worker
+        may take the Run at once; its epoch is kept, so the next one is higher. False
+        (and nothing changed) if the lease was not valid any more."""
+        ...
+
+    def current_lease(self, run_id: str) -> Lease | None:
+        """The Run's valid lease now (store time), or None."""
+        ...
+
+    def writer_of(self, thread_id: str, version: int) -> Writer | None:
+        """The writer the commit at ``version`` of a Thread recorded (None: written
+        without a lease, or no such commit)."""
+        ...
+
+    def list_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+    ) -> list[RunSummary]:
+        """Runs, newest activation first, optionally only those in ``state``
+        (``running``, ``awaiting``, ``ended``) or of one Thread; from the summary rows
+        each commit rewrites (``runkernel.adapters.stores.work``), never from history."""
+        ...
+
+    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+        """Ids of Runs of ``app`` (the activation's ``app``; None: Runs activated
+        without one) that nobody holds a valid lease on and that need a worker now, by
+        the store's clock (``runkernel.adapters.stores.work.has_work``), oldest activation
+        first, at most ``limit``. A worker takes a lease on one before driving it.
+
+        A quiet parent (``runkernel.adapters.stores.work.awaited_children`` of its latest
+        state is not empty) is found only once one of the children it waits for has
+        ended or has no commit yet; the store keeps what each commit says of this
+        beside the Run's row, written in the commit's own transaction."""
+        ...
+
+    def parent_of(self, run_id: str) -> ParentCall | None:
+        """The parent call a child Run's activation named (None: not a child, or no
+        such Run), from the Run's own row, never from its Thread's commits."""
+        ...
+
+    def run(self, run_id: str) -> RunSnapshot | None:
+        """The latest committed snapshot of a Run, or None."""
+        ...
+
+    def history(self, run_id: str) -> History:
+        """The Run's committed history, looked up by key (what ``decide`` needs beside
+        the snapshot). It reads the store at each lookup, so it stays current."""
+        ...
+
+    def thread_head(self, thread_id: str) -> ThreadHead | None:
+        """The latest committed version of a Thread, or None."""
+        ...
+
+    def thread_ids(self) -> list[str]:
+        """Every Thread with at least one commit, sorted."""
+        ...
+
+    def thread_of(self, run_id: str) -> str | None:
+        """The Thread a Run belongs to."""
+        ...
+
+    def commits(self, thread_id: str) -> Iterator[ThreadCommit]:
+        """A Thread's commits in version order (its ``runkernel/1`` trace)."""
+        ...
+
+    def messages(self, thread_id: str) -> list[Message]:
+        """Every committed message of a Thread, in order (what inference sees)."""
+        ...
+
+    def put_command(self, run_id: str, body: JsonValue) -> int:
+        """Append a command to the inbox; returns its entry id."""
+        ...
+
+    def pending_commands(self, run_id: str) -> list[InboxEntry]:
+        """Commands not yet settled for a Run, oldest first."""
+        ...
+
+    def settle_command(self, entry_id: int, outcome: str) -> None:
+        """Mark an inbox command applied or refused, with the outcome text."""
+        ...
+
+    def inbox_entry(self, entry_id: int) -> InboxEntry | None:
+        """One inbox command, pending or settled (what became of a submitted command)."""
+        ...
+
+    def commands(self, run_id: str) -> list[InboxEntry]:
+        """Every inbox command of a Run still kept, pending or settled, oldest first."""
+        ...
+
+    def compact_commands(self, run_id: str) -> int:
+        """Delete the settled refusals (outcome ``refused: ...``) of a Run, keeping its
+        pending and applied commands, so the inbox of Ended Runs stays bounded by what
+        was applied; returns how many were deleted."""
+        ...
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Best effort, never waiting for an fsync; may raise StoreUnavailable, which
+        callers swallow."""
+        ...
+
+    def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        ...
+
+    def delete_checkpoint(self, run_id: str) -> None:
+        """Best effort, like ``save_checkpoint`` (a stale checkpoint is never used: it
+        names a step that has passed)."""
+        ...
+
+    def record_reconciliation(self, record: Reconciliation) -> None:
+        """Keep a reconciliation beside the log; it never changes a committed fact."""
+        ...
+
+    def reconciliations(self, operation_id: str | None = None) -> list[Reconciliation]:
+        ...
+
+    def reset(self) -> None:
+        """Delete everything (``simulate --reset``)."""
+        ...
+
+    def close(self) -> None:
+        ...

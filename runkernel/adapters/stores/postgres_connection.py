@@ -1,0 +1,150 @@
+"""The PostgreSQL store's connection: one session from a psycopg-pool pool (remade when
+it drops), the schema recognized before anything else, reads repeated once on a new
+connection when the old one dropped, and the LISTEN/NOTIFY wake-ups of workers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from runkernel.adapters.stores.postgres_commit import PREPARED
+from runkernel.adapters.stores.postgres_schema import check_current, redacted, split_url, unavailable
+from runkernel.adapters.stores.contract import StoreUnavailable
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+class PostgresConnection:
+    """The session a PostgreSQL store works through. Use one per thread of control.
+
+    ``url`` is a libpq URL (``postgresql://user@host:5432/db``), optionally with
+    ``?schema=NAME``. ``read_only`` opens it for a read command: one REPEATABLE READ,
+    READ ONLY transaction for its life, so everything read is one snapshot."""
+
+    def __init__(self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0) -> None:
+        self.url = url
+        self.where = redacted(url)
+        self.read_only = read_only
+        self._conninfo, self.schema = split_url(url)
+        self._channel = f"runkernel_work_{self.schema}"
+        self._listener: Connection | None = None
+        schema = self.schema
+
+        def configure(conn: Connection) -> None:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+            if not read_only:
+                for statement in PREPARED:
+                    conn.execute(statement.encode())
+
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=1,
+            # prepare_threshold=None: psycopg's own statement cache answers a ROLLBACK
+            # with DEALLOCATE ALL, which would drop the commit's prepared statements too
+            kwargs={"autocommit": True, "connect_timeout": int(connect_timeout), "prepare_threshold": None},
+            configure=configure,
+            open=False,
+            name=f"runkernel {self.where}",
+        )
+        try:
+            # one direct connection first: a server that is down or a store that is not
+            # initialized is refused at once with the server's own reason, where the
+            # pool would keep retrying in the background until its timeout
+            with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=int(connect_timeout)) as probe:
+                check_current(probe, url, self.schema)
+            self._pool.open(wait=True, timeout=connect_timeout)
+            self._conn = self._take()
+            if read_only:
+                check_current(self._conn, url, self.schema)  # begins the one read snapshot
+        except PoolTimeout:
+            self._pool.close()
+            raise StoreUnavailable(f"{self.where}: cannot connect within {connect_timeout:g} s") from None
+        except psycopg.Error as error:
+            self._pool.close()
+            raise unavailable(url, "opening the store", error) from None
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _take(self) -> Connection:
+        conn = self._pool.getconn()
+        if self.read_only:
+            conn.autocommit = False
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+        return conn
+
+    def _reconnect(self) -> None:
+        try:
+            self._pool.putconn(self._conn)
+        except Exception:  # noqa: BLE001 - a broken connection may refuse to be returned
+            pass
+        try:
+            self._conn = self._take()
+        except PoolTimeout:
+            raise StoreUnavailable(f"{self.where}: the connection dropped and none could be made again") from None
+
+    # --- work wake-ups (LISTEN/NOTIFY) ------------------------------------------------
+
+    def wait_for_work(self, timeout: float) -> list[str]:
+        """Wait up to ``timeout`` seconds for a wake-up and return the run ids notified
+        (a new Run committed, a command put in the inbox). The first call starts
+        listening, so a worker calls it once with ``timeout=0`` before its first poll,
+        then alternates polls with waits; notifications between waits are kept."""
+        try:
+            if self._listener is None or self._listener.closed or self._listener.broken:
+                self._listener = psycopg.connect(self._conninfo, autocommit=True)
+                self._listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+            woken = [n.payload for n in self._listener.notifies(timeout=timeout, stop_after=1)]
+            woken += [n.payload for n in self._listener.notifies(timeout=0.0)]
+        except psycopg.Error as error:
+            self._listener = None
+            raise unavailable(self.url, "waiting for work", error) from None
+        return woken
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        try:
+            if self.read_only and not self._conn.broken:
+                self._conn.rollback()  # ends the read snapshot before the pool sees it
+            self._pool.putconn(self._conn)
+        except Exception:  # noqa: BLE001 - closing must not fail on a broken connection
+            pass
+        self._pool.close()
+
+    # --- plumbing -------------------------------------------------------------------
+
+    def _attempt(self, doing: str, work: Callable[[Connection], Any], *, repeat: bool = True) -> Any:
+        """``work`` on the connection. A connection that dropped is made again (for the
+        next call), and ``work`` repeated once if ``repeat`` (a read, or a write that
+        does the same when done twice); else the drop is a StoreUnavailable."""
+        for attempt in (1, 2):
+            try:
+                return work(self._conn)
+            except psycopg.Error as error:
+                if (self._conn.broken or self._conn.closed) and not self.read_only:
+                    self._reconnect()
+                    if attempt == 1 and repeat:
+                        continue
+                raise unavailable(self.url, doing, error) from None
+        raise AssertionError("unreachable")
+
+    def _fetch(self, query: str, params: tuple[Any, ...]) -> Any:
+        return self._attempt("a read", lambda c: c.execute(query.encode(), params).fetchone())
+
+    def _fetch_all(self, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self._attempt("a read", lambda c: c.execute(query.encode(), params).fetchall())
+        return rows
+
+    def _execute(self, query: str, params: tuple[Any, ...]) -> int:
+        count: int = self._attempt("a write", lambda c: c.execute(query.encode(), params).rowcount)
+        return count
+
+    def _change(self, work: Callable[[Connection], Any], *, repeat: bool = True) -> Any:
+        return self._attempt("a write", work, repeat=repeat)

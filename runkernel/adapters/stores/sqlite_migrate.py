@@ -1,0 +1,215 @@
+"""``runkernel db migrate``: upgrade a SQLite store to the current schema in place.
+
+Each step runs in the one transaction of the migration, so a crash leaves the file at
+its old schema or at the current one, never between.
+
+Schema 1 kept a Run's history facts (used tickets, closed batch ids, applied resumes)
+inside the latest-state row, which every commit rewrote. Schema 2 keeps them in
+indexed rows of their own; the migration moves them there and rewrites each
+latest-state row without them, in one transaction: a crash leaves the file at
+schema 1 or at schema 2, never between. Schema 3 adds leases: a table of them, and
+each commit's writer (worker id and lease epoch; none for the commits made before).
+Schema 4 lets work discovery find a quiet parent by key: each Run's row says whether
+the Run is quiet and names the parent call of a child's activation, and a table holds
+the children each quiet Run waits for (filled from the latest states and activations).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from runkernel.adapters.stores.serial import dumps, legacy_history_from_json, snapshot_from_json, snapshot_to_json
+from runkernel.adapters.stores.sqlite import SCHEMA_NAME, SCHEMA_VERSION
+from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
+from runkernel.adapters.stores.work import activation_parent, awaited_children, parent_columns, summary_of
+from runkernel.kernel.codec import upgrade_v1_line
+from runkernel.kernel.state import RESUMED_EVENT
+
+_SCHEMA_1_TO_2 = """
+CREATE TABLE closed_batches (
+    run_id TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    PRIMARY KEY (run_id, batch_id)
+) WITHOUT ROWID;
+CREATE TABLE applied_resumes (
+    run_id TEXT NOT NULL,
+    ticket_id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (run_id, ticket_id)
+) WITHOUT ROWID;
+"""
+
+_SCHEMA_2_TO_3 = """
+ALTER TABLE commits ADD COLUMN writer_id TEXT;
+ALTER TABLE commits ADD COLUMN writer_epoch INTEGER;
+CREATE TABLE leases (
+    run_id TEXT PRIMARY KEY,
+    worker_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    released INTEGER NOT NULL DEFAULT 0
+);
+ALTER TABLE runs ADD COLUMN app TEXT;
+ALTER TABLE runs ADD COLUMN state TEXT NOT NULL DEFAULT 'running';
+ALTER TABLE runs ADD COLUMN step INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN waiting_for TEXT;
+ALTER TABLE runs ADD COLUMN wake_at REAL;
+CREATE INDEX runs_by_state ON runs (state, app);
+"""
+
+_SCHEMA_3_TO_4 = """
+ALTER TABLE runs ADD COLUMN quiet INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN parent_thread_id TEXT;
+ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
+ALTER TABLE runs ADD COLUMN parent_call_id TEXT;
+CREATE TABLE awaited_children (
+    parent_run_id TEXT NOT NULL,
+    child_run_id TEXT NOT NULL,
+    PRIMARY KEY (parent_run_id, child_run_id)
+) WITHOUT ROWID;
+"""
+
+
+def migrate_sqlite(path: str | Path) -> tuple[int, int]:
+    """Upgrade the store at ``path``; returns (version before, version after).
+
+    A store already at the current version is left alone; a file that is not a
+    runkernel store, or is newer than this runkernel, is refused with SchemaError.
+    """
+    name = str(path)
+    try:
+        # mode=rw: a missing file is an error, never a new empty store
+        db = sqlite3.connect(Path(name).resolve().as_uri() + "?mode=rw", uri=True, isolation_level=None)
+    except sqlite3.Error as error:
+        raise StoreUnavailable(f"cannot open {name}: {error}") from None
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        version = _version(db, name)
+        if version == SCHEMA_VERSION:
+            db.execute("ROLLBACK")
+            return version, version
+        if version not in (1, 2, 3):
+            raise SchemaError(
+                f"{name} has schema version {version}; this runkernel migrates 1, 2 and 3 to {SCHEMA_VERSION}"
+            )
+        if version == 1:
+            _one_to_two(db, name)
+        if version <= 2:
+            _two_to_three(db, name)
+        _three_to_four(db, name)
+        db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
+        db.execute("COMMIT")
+        return version, SCHEMA_VERSION
+    except sqlite3.DatabaseError as error:
+        raise SchemaError(f"{name} cannot be migrated: {error}") from None
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        db.close()
+
+
+def _version(db: sqlite3.Connection, name: str) -> int:
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
+        raise SchemaError(f"{name} is not a runkernel store")
+    found: dict[str, str] = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    if found.get("schema") != SCHEMA_NAME:
+        raise SchemaError(f"{name} is a {found.get('schema')!r} database, not a runkernel store")
+    try:
+        return int(found.get("version", ""))
+    except ValueError:
+        raise SchemaError(f"{name} has an unreadable schema version {found.get('version')!r}") from None
+
+
+def _run_statements(db: sqlite3.Connection, script: str) -> None:
+    # one statement at a time: executescript would commit the open transaction
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _two_to_three(db: sqlite3.Connection, name: str) -> None:
+    """Leases, writers and the Run summary rows (filled from each latest state; the Runs
+    of older schemas were activated without an app)."""
+    _run_statements(db, _SCHEMA_2_TO_3)
+    for run_id, text in db.execute("SELECT run_id, snapshot FROM runs").fetchall():
+        try:
+            summary = summary_of(snapshot_from_json(json.loads(text)), None)
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{name}: the stored state of run {run_id!r} is damaged: {error!r}") from None
+        db.execute(
+            "UPDATE runs SET state = ?, step = ?, version = ?, waiting_for = ?, wake_at = ? WHERE run_id = ?",
+            (summary.state, summary.step, summary.version, summary.waiting_for, summary.wake_at, run_id),
+        )
+
+
+def _three_to_four(db: sqlite3.Connection, name: str) -> None:
+    """Quietness, awaited children and parents, from each latest state and activation."""
+    _run_statements(db, _SCHEMA_3_TO_4)
+    for run_id, text in db.execute("SELECT run_id, snapshot FROM runs").fetchall():
+        try:
+            awaited = awaited_children(snapshot_from_json(json.loads(text)))
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{name}: the stored state of run {run_id!r} is damaged: {error!r}") from None
+        if awaited:
+            db.execute("UPDATE runs SET quiet = 1 WHERE run_id = ?", (run_id,))
+            db.executemany(
+                "INSERT INTO awaited_children (parent_run_id, child_run_id) VALUES (?, ?)",
+                [(run_id, child) for child in awaited],
+            )
+    # only an activation names a parent; reading every line is a migration's cost, once
+    for thread_id, version, run_id, line in db.execute("SELECT thread_id, version, run_id, line FROM commits").fetchall():
+        try:
+            parent = activation_parent(json.loads(line))
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{name}: commit {version} of thread {thread_id!r} is damaged: {error!r}") from None
+        if parent is not None:
+            db.execute(
+                "UPDATE runs SET parent_thread_id = ?, parent_run_id = ?, parent_call_id = ? WHERE run_id = ?",
+                (*parent_columns(parent), run_id),
+            )
+
+
+def _one_to_two(db: sqlite3.Connection, name: str) -> None:
+    _run_statements(db, _SCHEMA_1_TO_2)
+    rows = db.execute("SELECT run_id, snapshot FROM runs").fetchall()
+    for run_id, text in rows:
+        try:
+            obj = json.loads(text)
+            history = legacy_history_from_json(obj)
+            snapshot = snapshot_from_json(obj)
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{name}: the stored state of run {run_id!r} is damaged: {error!r}") from None
+        for ticket in sorted(history.tickets):
+            db.execute("INSERT OR IGNORE INTO tickets (ticket_id, run_id) VALUES (?, ?)", (ticket, run_id))
+        for batch_id in sorted(history.closed_batches):
+            db.execute("INSERT INTO closed_batches (run_id, batch_id) VALUES (?, ?)", (run_id, batch_id))
+        for applied in history.resumes:
+            db.execute(
+                "INSERT OR REPLACE INTO applied_resumes (run_id, ticket_id, digest) VALUES (?, ?, ?)",
+                (run_id, applied.ticket_id, applied.digest),
+            )
+        db.execute("UPDATE runs SET snapshot = ? WHERE run_id = ?", (dumps(snapshot_to_json(snapshot)), run_id))
+    _upgrade_commit_lines(db, name)
+
+
+def _upgrade_commit_lines(db: sqlite3.Connection, name: str) -> None:
+    """Schema 1 stored runkernel/1 lines: rewrite each as runkernel/2, and keep each
+    applied resume's digest equal to its (now RFC 8785) event digest."""
+    rows = db.execute("SELECT thread_id, version, run_id, line FROM commits").fetchall()
+    for thread_id, version, run_id, line in rows:
+        try:
+            upgraded = upgrade_v1_line(json.loads(line))
+        except (ValueError, KeyError, TypeError) as error:
+            raise SchemaError(f"{name}: commit {version} of thread {thread_id!r} is damaged: {error!r}") from None
+        db.execute(
+            "UPDATE commits SET line = ? WHERE thread_id = ? AND version = ?", (dumps(upgraded), thread_id, version)
+        )
+        for event in upgraded.get("events") or ():
+            if isinstance(event, dict) and event.get("type") == RESUMED_EVENT:
+                db.execute(
+                    "UPDATE applied_resumes SET digest = ? WHERE run_id = ? AND ticket_id = ?",
+                    (event.get("digest"), run_id, event.get("ticket_id")),
+                )

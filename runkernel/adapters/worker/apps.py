@@ -1,0 +1,149 @@
+"""What ``runkernel worker --app MODULE:ATTR`` loads: a host application, in one of
+two kinds, and how it is found (like ``uvicorn module:app``).
+
+- ``RuntimeApp``: ports for the pull-mode runtime (model, tools with their policies,
+  gate, observer); the worker's runtime calls them.
+- ``PushApp``: a host that calls its model and tools itself; the worker hands it a
+  push-mode ``Driver`` already holding the Run (and its lease) and the first action,
+  and the host answers actions until the driver says ``WaitFor``, ``ChildrenRunning``
+  or ``Done``.
+- ``AsyncPushApp``: the same for an asyncio host (an agent framework): the worker runs
+  its ``drive`` with an ``AsyncDriver`` that holds the Run's lease, every drive in the
+  worker's one long-lived event loop (closed at shutdown), and
+  the host picks the Run up itself, because the gate a pick-up may ask is often known
+  only inside the host's own run (which tools wait is the framework's declaration).
+
+A push app may also have ``gate``, ``max_steps``, ``on_indeterminate``, ``transient``
+and ``model_attempts``: the worker builds its driver with them (as ``Driver(...)`` takes
+them; defaults otherwise).
+
+Either has a ``name``: the ``app`` its Runs record at activation. A worker drives only
+Runs whose app is its app's name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from attrs import frozen
+
+from runkernel.adapters.drive.model_errors import DEFAULT_MODEL_ATTEMPTS, TransientPredicate, transient_model_error
+from runkernel.adapters.drive.ports import GatePort, HookPort, ModelPort, Observer, ToolRegistry
+from runkernel.errors import AppLoadError as AppLoadError
+from runkernel.kernel.policies import ToolPolicy
+
+if TYPE_CHECKING:
+    from runkernel.adapters.drive.driver import AsyncDriver, Driver
+    from runkernel.adapters.drive.actions import Action
+
+
+@frozen
+class RuntimeApp:
+    """A worker app for the pull-mode runtime: its name and its ports (``hooks`` answer
+    StepStart/BeforeInference and AfterTool, as ``Runtime`` takes them), and which model
+    errors are transient and how many attempts a model call gets (as ``Runtime`` takes
+    them: see ``runkernel.adapters.drive.model_errors``)."""
+
+    name: str
+    model: ModelPort
+    tools: ToolRegistry
+    gate: GatePort | None = None
+    observer: Observer | None = None
+    hooks: HookPort | None = None
+    transient: TransientPredicate = transient_model_error
+    model_attempts: int = DEFAULT_MODEL_ATTEMPTS
+
+
+@runtime_checkable
+class PushApp(Protocol):
+    """A worker app that drives Runs itself through the push-mode driver."""
+
+    @property
+    def name(self) -> str:
+        """The app its Runs record at activation."""
+        ...
+
+    @property
+    def tools(self) -> Mapping[str, ToolPolicy | str]:
+        """Every tool the model may call, with its recovery policy (a ``ToolPolicy``, or
+        ``"replay"``, ``"reconnect"`` or ``"indeterminate"``)."""
+        ...
+
+    def serve(self, driver: Driver, action: Action) -> None:
+        """Carry out ``action`` and each next one the driver answers, until it is a
+        ``WaitFor``, ``ChildrenRunning`` or ``Done`` (or the driver raises): the Run is
+        then quiet."""
+        ...
+
+
+@runtime_checkable
+class AsyncPushApp(Protocol):
+    """A worker app that drives Runs itself through the asyncio push-mode driver."""
+
+    @property
+    def name(self) -> str:
+        """The app its Runs record at activation."""
+        ...
+
+    @property
+    def tools(self) -> Mapping[str, ToolPolicy | str]:
+        """Every tool the model may call, with its recovery policy (a ``ToolPolicy``, or
+        ``"replay"``, ``"reconnect"`` or ``"indeterminate"``)."""
+        ...
+
+    async def drive(self, driver: AsyncDriver, run_id: str) -> None:
+        """Pick ``run_id`` up (``await driver.pick_up(run_id)``; the driver already holds
+        its lease, and ``driver.gate`` may be set first) and carry out each action until
+        it is a ``WaitFor`` or ``Done`` (or the driver raises): the Run is then quiet."""
+        ...
+
+
+WorkerApp = RuntimeApp | PushApp | AsyncPushApp
+
+
+def load_app(spec: str) -> WorkerApp:
+    """The app ``MODULE:ATTR`` names (ATTR may be dotted; a callable that is not an app
+    is called with no arguments, as an app factory). The working directory is on the
+    import path, as for ``uvicorn``."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise AppLoadError(f"--app {spec!r}: expected MODULE:ATTR, e.g. examples.demo_app:app")
+    if str(Path.cwd()) not in sys.path and "" not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        found: object = importlib.import_module(module_name)
+    except ImportError as error:
+        raise AppLoadError(f"--app {spec!r}: cannot import {module_name!r}: {error}") from None
+    except TypeError:  # a relative name ("../x", ".x"): importlib needs a package for it
+        raise AppLoadError(f"--app {spec!r}: {module_name!r} is not a module name (a dotted name, no path)") from None
+    for part in attr.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise AppLoadError(f"--app {spec!r}: {module_name!r} has no attribute {attr!r}") from None
+    if not isinstance(found, (RuntimeApp, PushApp, AsyncPushApp)) and callable(found) and _takes_no_arguments(found):
+        found = found()
+    if isinstance(found, (RuntimeApp, PushApp, AsyncPushApp)):
+        return found
+    raise AppLoadError(
+        f"--app {spec!r} is a {type(found).__name__}, not a worker app: "
+        "give a runkernel.RuntimeApp, an object with name, tools and serve(driver, action) "
+        "(or async drive(driver, run_id)), or a factory of one that takes no arguments"
+    )
+
+
+def _takes_no_arguments(factory: object) -> bool:
+    """Whether ``factory()`` can be called: an app factory takes no arguments, and a
+    callable that needs some (``json:loads``) is not one."""
+    try:
+        inspect.signature(factory).bind()  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (some builtins): try it as a factory
+        return True
+    return True

@@ -1,0 +1,11 @@
+"""The ``runkernel`` command (``runkernel.cli:main``, or ``python -m runkernel.cli``):
+parsing and exit codes (``entry``), what the commands share (``text``), the commands on a
+store (``commands``), those that start and drive Runs (``run_commands``) and ``db``.
+
+The top room: it may import anything of the library below it (``runkernel.adapters``,
+``runkernel.specs``, ``runkernel.kernel``, ``runkernel.integrations``); only the
+``simulate`` command may import ``runkernel.testing``, lazily (inside the function)."""
+
+from runkernel.cli.entry import main as main
+
+__all__ = ["main"]

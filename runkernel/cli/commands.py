@@ -1,0 +1,434 @@
+"""Subcommands that work on a store: simulate, inspect, export, resume, cancel, reconcile."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from types import FrameType
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from runkernel.adapters.stores.damage import check_snapshot, check_thread
+from runkernel.adapters.stores.export import export_lines
+from runkernel.adapters.drive.inbox import submit_end, submit_resume
+from runkernel.adapters.stores.inspect_view import (
+    find_indeterminate,
+    inspect_json,
+    inspect_text,
+)
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.contract import Reconciliation, SchemaError, Store
+from runkernel.adapters.stores.urls import DEFAULT_STORE_URL, BadStoreUrl, open_store, redacted
+from runkernel.kernel.protocol import (
+    Approve,
+    DelegationResult,
+    Deny,
+    EndRequest,
+    ExternalResult,
+    ProvideInput,
+    ResumeCommand,
+    ResumePayload,
+    TimerFired,
+)
+from runkernel.cli.text import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    CliError,
+    plural,
+    printable,
+    require_id,
+)
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.state import EndCause
+from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
+
+if TYPE_CHECKING:
+    from runkernel.testing.simulation.simulate import Report
+
+RECONCILE_OUTCOMES = ("applied", "not_applied", "compensated", "unknown")
+
+
+#: Commands that read or change what a store keeps between processes: an in-process
+#: ``memory:`` store is always empty for them, so it is refused instead of answering.
+_PERSISTENT_ONLY = ("inspect", "export", "resume", "cancel", "reconcile", "start", "worker", "runs")
+
+
+@contextlib.contextmanager
+def _opened(url: str, *, create: bool = False, read_only: bool = False, command: str = "") -> Iterator[Store]:
+    """The store a URL names, closed afterwards. A bad URL, or a file that is not a
+    runkernel store of this schema, is a usage error (exit 2); a store that cannot be
+    reached (locked, full, read-only, I/O) or is damaged is a failure (exit 1). Only
+    ``simulate`` and ``start`` create a SQLite file (``create``); every other command
+    refuses a missing one; read commands open it read-only."""
+    if url == "memory:" and command in _PERSISTENT_ONLY:
+        raise CliError(
+            f"memory: holds nothing outside one process, so {command} has nothing to work on; "
+            "use --store sqlite:///path.db",
+            EXIT_USAGE,
+        )
+    try:
+        store = open_store(url, create=create, read_only=read_only)
+    except (SchemaError, BadStoreUrl) as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _queued(result: Rejection | int, what: str, run_id: str) -> int:
+    """Report an inbox submission: the typed rejection, or where the command went."""
+    if isinstance(result, Rejection):
+        raise CliError(f"refused: {result}")
+    print(f"queued {what} {result} for run {run_id}; the runtime driving it applies it")
+    return EXIT_OK
+
+
+# --- simulate --------------------------------------------------------------------------
+
+
+class ProgressBar:
+    """A one-line bar on a terminal; a line every tenth of the work otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.started = time.monotonic()
+        self.last_tenth = -1
+
+    def __call__(self, done: int, total: int, report: Report) -> None:
+        text = (
+            f"{done}/{total} runs, {report.commits} commits, "
+            f"{sum(report.crashes.values())} crashes, {len(report.violations)} violations"
+        )
+        if self.tty:
+            width = 30
+            filled = width * done // max(total, 1)
+            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {text}")
+            if done == total:
+                self.stream.write("\n")
+        else:
+            tenth = 10 * done // max(total, 1)
+            if tenth != self.last_tenth:
+                self.last_tenth = tenth
+                self.stream.write(f"simulate: {text} ({time.monotonic() - self.started:.1f}s)\n")
+        self.stream.flush()
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from runkernel.testing.simulation.simulate import format_report, simulate
+
+    if args.runs < 1:
+        raise CliError("--runs must be at least 1", EXIT_USAGE)
+    export = None if args.export is None else _export_target(Path(args.export), reset=args.reset)
+    with _opened(args.store, create=True) as store, _claim(store, args.store, reset=args.reset):
+        if export is not None:
+            export.mkdir(parents=True, exist_ok=True)  # only once the store is ours
+            _clear_export(export)
+        progress = None if args.no_progress else ProgressBar(sys.stderr)
+        terminated: list[int] = []
+        with _sigterm_interrupts(terminated):
+            report = simulate(store, args.runs, args.seed, progress)
+        if progress is not None and progress.tty and not report.complete:
+            sys.stderr.write("\n")  # the partial report starts on a line of its own
+        if report.store_failure is not None:
+            print(f"runkernel simulate: store unavailable: {report.store_failure}", file=sys.stderr)
+        elif report.interrupted:
+            print(f"runkernel simulate: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        if export is not None and report.complete:
+            for thread_id in report.thread_ids:
+                with (export / f"{thread_id}.jsonl").open("w", encoding="utf-8", newline="\n") as out:
+                    out.writelines(line + "\n" for line in export_lines(store, thread_id, redact=False))
+        sys.stdout.write(format_report(report))
+        if export is not None and report.complete:
+            print(f"exported {plural(len(report.thread_ids), 'thread')} to {args.export}")
+        if report.interrupted:
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        return EXIT_OK if report.complete and not report.violations else EXIT_FAILURE
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts(terminated: list[int]) -> Iterator[None]:
+    """While the simulation runs, SIGTERM stops it like Ctrl-C (a partial report) and
+    is noted in ``terminated``, for exit 143 instead of 130."""
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: no handler can be set, nothing to restore
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _export_target(directory: Path, *, reset: bool) -> Path:
+    """Check ``--export DIR`` before anything runs: missing (made once the store is
+    claimed), or a directory that is empty or whose old traces ``--reset`` may replace."""
+    if directory.exists() and not directory.is_dir():
+        raise CliError(f"--export {directory} exists and is not a directory", EXIT_USAGE)
+    if directory.is_dir():
+        kept = sorted(p.name for p in directory.iterdir())
+        if kept and not reset:
+            raise CliError(
+                f"--export {directory} is not empty ({plural(len(kept), 'entry', 'entries')}); pass --reset to replace "
+                "its .jsonl traces, or choose an empty directory",
+                EXIT_USAGE,
+            )
+        foreign = [name for name in kept if not name.endswith(".jsonl")]
+        if foreign:
+            raise CliError(
+                f"--export {directory} holds files that are not traces ({', '.join(foreign[:3])}); "
+                "choose an empty directory",
+                EXIT_USAGE,
+            )
+    return directory
+
+
+def _clear_export(directory: Path) -> None:
+    """Remove the old traces (only ``*.jsonl``, checked by ``_export_target``)."""
+    for old in directory.glob("*.jsonl"):
+        old.unlink()
+
+
+@contextlib.contextmanager
+def _claim(store: Store, url: str, *, reset: bool) -> Iterator[None]:
+    """Refuse a store that already holds Threads unless ``--reset``, and hold it while
+    the simulation runs: the check and the claim are one step, so two simulations
+    cannot both pass it (on SQLite one transaction that writes a claim row; on
+    PostgreSQL a session advisory lock on the store's schema, taken before the check
+    and held until the simulation ends)."""
+    owner = f"simulate pid {os.getpid()} on {socket.gethostname()}"
+    with contextlib.ExitStack() as held:
+        if isinstance(store, SqliteStore):
+            refused = store.claim_empty(owner, reset=reset)
+        else:
+            if url.startswith(("postgresql://", "postgres://")):
+                from runkernel.adapters.stores.postgres_claim import SimulateClaim
+
+                if not held.enter_context(SimulateClaim(url)).taken:
+                    raise CliError(
+                        f"store {url} is in use by another simulate (it holds the store's claim until it "
+                        "ends); wait for it, or choose another --store",
+                        EXIT_USAGE,
+                    )
+            count = len(store.thread_ids())
+            if count and reset:
+                store.reset()
+            refused = f"already holds {plural(count, 'thread')}" if count and not reset else None
+        if refused is not None:
+            raise CliError(
+                f"store {url} {refused}; pass --reset to delete what it holds, or choose another --store",
+                EXIT_USAGE,
+            )
+        yield
+
+
+# --- inspect, export ----------------------------------------------------------------------
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    require_id(args.run_id, "RUN_ID")
+    with _opened(args.store, read_only=True, command="inspect") as store:
+        snapshot = store.run(args.run_id)
+        if snapshot is None:
+            raise CliError(f"no committed run {args.run_id!r} in {args.store}")
+        check_snapshot(snapshot, store.commits(snapshot.thread_id))
+        if args.format == "json":
+            print(json.dumps(inspect_json(store, snapshot), indent=2, ensure_ascii=False))
+        else:
+            sys.stdout.write(printable(inspect_text(store, snapshot), keep_newlines=True))
+        return EXIT_OK
+
+
+def _export(args: argparse.Namespace) -> int:
+    require_id(args.thread_id, "THREAD_ID")
+    with _opened(args.store, read_only=True, command="export") as store:
+        if store.thread_head(args.thread_id) is None:
+            raise CliError(f"no thread {args.thread_id!r} in {args.store}")
+        check_thread(store, args.thread_id)
+        for line in export_lines(store, args.thread_id, redact=args.redact):
+            sys.stdout.write(line + "\n")
+        return EXIT_OK
+
+
+# --- resume, cancel, reconcile -----------------------------------------------------------
+
+
+def _payload(args: argparse.Namespace) -> tuple[WaitKind, ResumePayload]:
+    if args.reason is not None and not args.deny:
+        raise CliError("--reason only with --deny", EXIT_USAGE)
+    if args.approve:
+        return WaitKind.APPROVAL, Approve()
+    if args.deny:
+        return WaitKind.APPROVAL, Deny(args.reason)
+    if args.input is not None:
+        return WaitKind.INPUT, ProvideInput(args.input)
+    if args.timer:
+        return WaitKind.SCHEDULED, TimerFired()
+    if args.input_json is not None:
+        return WaitKind.INPUT, ProvideInput(_json_value(args.input_json))
+    if args.external is not None:
+        return WaitKind.EXTERNAL, ExternalResult(_json_value(args.external))
+    return WaitKind.DELEGATION, DelegationResult(_json_value(args.delegation))
+
+
+def _json_value(raw: str) -> JsonValue:
+    """A JSON value as traces take it: finite numbers, no duplicate keys."""
+    try:
+        value: JsonValue = json.loads(
+            raw, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique_keys
+        )
+    except json.JSONDecodeError as error:
+        raise CliError(f"the value must be JSON: {error}", EXIT_USAGE) from None
+    return value
+
+
+def _no_constant(name: str) -> object:
+    raise CliError(f"the value must be JSON; {name} is not", EXIT_USAGE)
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise CliError(f"the value must be JSON with finite numbers; {text} is not a finite number", EXIT_USAGE)
+    return number
+
+
+def _unique_keys(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
+    found: dict[str, JsonValue] = {}
+    for key, value in pairs:
+        if key in found:
+            raise CliError(f"the value must be JSON without repeated keys; duplicate key {key!r}", EXIT_USAGE)
+        found[key] = value
+    return found
+
+
+def _resume(args: argparse.Namespace) -> int:
+    require_id(args.run_id, "RUN_ID")
+    require_id(args.ticket, "--ticket")
+    kind, payload = _payload(args)
+    with _opened(args.store, command="resume") as store:
+        command = ResumeCommand(args.run_id, args.ticket, kind, payload)
+        return _queued(submit_resume(store, command), "command", args.run_id)
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    require_id(args.run_id, "RUN_ID")
+    with _opened(args.store, command="cancel") as store:
+        result = submit_end(store, args.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
+        return _queued(result, "cancel", args.run_id)
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    require_id(args.operation_id, "OPERATION_ID")
+    with _opened(args.store, command="reconcile") as store:
+        found = find_indeterminate(store, args.operation_id)
+        if found is None:
+            raise CliError(f"no Indeterminate call has operation id {args.operation_id!r} in {args.store}")
+        store.record_reconciliation(Reconciliation(args.operation_id, args.outcome, args.note))
+        print(
+            f"recorded {args.outcome!r} for operation {args.operation_id} (call {found[1]} of run "
+            f"{found[0]}); committed facts are unchanged"
+        )
+        return EXIT_OK
+
+
+# --- parser -------------------------------------------------------------------------------
+
+
+def _store_option(parser: argparse.ArgumentParser, default: str | None = DEFAULT_STORE_URL) -> None:
+    parser.add_argument(
+        "--store",
+        default=default,
+        required=default is None,
+        metavar="URL",
+        help=f"memory:, sqlite:///path.db or postgresql://... (default: {default})"
+        if default
+        else "memory:, sqlite:///path.db or postgresql://...",
+    )
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the store subcommands to the parser."""
+    sim = commands.add_parser(
+        "simulate",
+        help="the main job: scripted Runs crashed at every commit boundary, recovered and checked",
+        description=(
+            "Play scripted agent Runs (text, batches, every wait kind, retries, every recovery "
+            "policy, cancel/stop/failure, the step limit), crash the runtime at every commit "
+            "boundary kind and position, recover with fresh runtimes from the store alone, and "
+            "check invariants I1-I15 after each Run. Exit 0 only with zero violations."
+        ),
+    )
+    sim.add_argument("--runs", type=int, default=1600, metavar="N", help="runs to play (default: 1600)")
+    sim.add_argument("--seed", type=int, default=0, metavar="S", help="seed; same seed, same report (default: 0)")
+    _store_option(sim)
+    sim.add_argument("--export", metavar="DIR", help="write each Thread's log as DIR/<thread_id>.jsonl")
+    sim.add_argument("--reset", action="store_true", help="delete what the store holds first")
+    sim.add_argument("--no-progress", action="store_true", help="no progress output on stderr")
+    sim.set_defaults(handler=_simulate)
+
+    inspect = commands.add_parser(
+        "inspect", help="the seed's four questions for one Run, from committed facts only"
+    )
+    _store_option(inspect)
+    inspect.add_argument("run_id", metavar="RUN_ID")
+    inspect.add_argument("--format", choices=("text", "json"), default="text")
+    inspect.set_defaults(handler=_inspect)
+
+    export = commands.add_parser("export", help="print a Thread's runkernel/2 trace")
+    _store_option(export)
+    export.add_argument("thread_id", metavar="THREAD_ID")
+    export.add_argument("--redact", action="store_true", help="replace ticket ids by a consistent digest")
+    export.set_defaults(handler=_export)
+
+    resume = commands.add_parser(
+        "resume",
+        help="pre-validate a resume against the committed ticket and queue it for the runtime",
+    )
+    _store_option(resume)
+    resume.add_argument("run_id", metavar="RUN_ID")
+    resume.add_argument("--ticket", required=True, metavar="TICKET_ID", help="the committed ticket id")
+    payload = resume.add_mutually_exclusive_group(required=True)
+    payload.add_argument("--approve", action="store_true", help="approve an approval wait")
+    payload.add_argument("--deny", action="store_true", help="deny an approval wait (see --reason)")
+    payload.add_argument("--input", metavar="TEXT", help="answer an input wait with TEXT, sent as a string")
+    payload.add_argument(
+        "--input-json", metavar="JSON", help="answer an input wait with a JSON value (a number, a list, an object ...)"
+    )
+    payload.add_argument("--external", metavar="JSON", help="complete an external wait with a result")
+    payload.add_argument("--delegation", metavar="JSON", help="complete a delegation wait with the child's result")
+    payload.add_argument("--timer", action="store_true", help="fire a scheduled wait")
+    resume.add_argument("--reason", help="why, with --deny only")
+    resume.set_defaults(handler=_resume)
+
+    cancel = commands.add_parser("cancel", help="queue a cancel for a Run that is not Ended")
+    _store_option(cancel)
+    cancel.add_argument("run_id", metavar="RUN_ID")
+    cancel.set_defaults(handler=_cancel)
+
+    reconcile = commands.add_parser(
+        "reconcile", help="record what the downstream system says happened to an Indeterminate call"
+    )
+    _store_option(reconcile)
+    reconcile.add_argument("operation_id", metavar="OPERATION_ID")
+    reconcile.add_argument("--outcome", required=True, choices=RECONCILE_OUTCOMES)
+    reconcile.add_argument("--note", help="free text kept with the record")
+    reconcile.set_defaults(handler=_reconcile)
