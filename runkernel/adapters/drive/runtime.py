@@ -59,6 +59,7 @@ from runkernel.adapters.drive.protocol import (
     ReadMessages,
     ReadRun,
     Report,
+    Resume,
     SendCancel,
     Status,
     Steps,
@@ -108,7 +109,7 @@ from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.errors import RunkernelError
 from runkernel.kernel.policies import RecoveryMode
-from runkernel.kernel.protocol import OperationStatus, ToolFailure, ToolOutcome
+from runkernel.kernel.protocol import OperationStatus, ResumePayload, ToolFailure, ToolOutcome
 from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, TypedError
 from runkernel.kernel.values import JsonValue
 
@@ -143,6 +144,9 @@ class Drive:
         #: error), None when the next step may come at once
         self.pause: float | None = None
         self._waited: Infer | None = None  # the retried Infer whose wait was taken
+        #: a resume to answer the first action with (``Runtime.resume``): the wait
+        #: standing when the Run is picked up, or a typed refusal if none stands
+        self.resume_with: ResumePayload | None = None
         # up to the first effect: what the drive will commit or ask first is decided now
         op = self._send(None)
         while isinstance(op, _READS):
@@ -237,6 +241,11 @@ class Drive:
                 raise RuntimeProtocolError(hand.refused.rejection) from hand.refused
             raise hand.refused
         action = hand.action
+        if self.resume_with is not None:
+            # only the wait standing now may take it: any other action refuses it, and
+            # the resume never lands on a wait that comes later
+            payload, self.resume_with = self.resume_with, None
+            return Resume(payload)
         match action:
             case Infer():
                 return self._infer(action)
@@ -369,6 +378,17 @@ class Runtime:
     def drive(self, run_id: str) -> RunOutcome:
         """Continue a Run from committed facts alone (recovery), until it waits or ends."""
         return self.begin_drive(run_id).run()
+
+    def resume(self, run_id: str, payload: ResumePayload) -> RunOutcome:
+        """Answer the Run's standing wait in-process (``Approve()``, ``Deny(reason)``,
+        ``ProvideInput(value)``, ...) and drive it on until it waits again or ends, as
+        ``Driver.resume`` does in push mode. A payload the wait does not take raises
+        ``RuntimeProtocolError`` (the kernel's rejection), and a Run that waits for
+        nothing raises ``HostProtocolError``; either commits nothing. From outside the
+        process, queue it instead (``runkernel resume``), for whoever drives the Run."""
+        drive = self.begin_drive(run_id)
+        drive.resume_with = payload
+        return drive.run()
 
     def begin_start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> Drive:
         """A Drive that activates a new Run; advance it with ``step()``."""
