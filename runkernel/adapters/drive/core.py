@@ -181,19 +181,19 @@ class DriverCore:
 
     def start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> Steps:
         """Activate a new Run in a Thread, then drive it."""
-        yield from self._observed(run_id, None, self._start(thread_id, run_id, messages))
+        yield from self._observed(run_id, None, self._start(thread_id, run_id, messages), start=True)
 
     def pick_up(self, run_id: str) -> Steps:
         """Continue a Run from the store alone: exactly what ``recover`` authorizes."""
         telemetry = self.settings.telemetry
         context: str | None = (yield ReadTrace(run_id)) if telemetry.reads_trace else None
-        yield from self._observed(run_id, context, self._pick_up(run_id))
+        yield from self._observed(run_id, context, self._pick_up(run_id), start=False)
 
-    def _observed(self, run_id: str, trace_context: str | None, steps: Steps) -> Steps:
+    def _observed(self, run_id: str, trace_context: str | None, steps: Steps, *, start: bool) -> Steps:
         """``steps``, one drive for the telemetry: it ends when the generator does
         (returned, raised, or closed by its host)."""
         telemetry = self.settings.telemetry
-        telemetry.drive_began(run_id, trace_context)
+        telemetry.drive_began(run_id, trace_context, start=start)
         try:
             yield from steps
         finally:

@@ -38,9 +38,9 @@ class Telemetry:
     #: pick-up, none per commit); False for the default, which reads nothing
     reads_trace: bool = False
 
-    def drive_began(self, run_id: str, trace_context: str | None) -> None:
-        """A drive of ``run_id`` began: a start (``trace_context`` None) or a pick-up
-        (the context stored with the Run's activation, None if it has none)."""
+    def drive_began(self, run_id: str, trace_context: str | None, *, start: bool) -> None:
+        """A drive of ``run_id`` began: a ``start`` (its activation comes next), or a
+        pick-up with the trace context stored with the Run's activation (None if none)."""
 
     def drive_ended(self, run_id: str) -> None:
         """The drive of ``run_id`` stopped (the Run waits, ended, or its host let go)."""
