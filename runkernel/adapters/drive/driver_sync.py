@@ -58,7 +58,9 @@ class Driver(Shell):
     and changes nothing. ``transient(error)`` says which exceptions of a model call are
     worth another attempt (default ``transient_model_error``: timeouts, dropped
     connections, HTTP 408/409/429/5xx) and ``model_attempts`` how many attempts of one
-    model call a Run gets in this driver's hands (see ``inference_failed``).
+    model call a Run gets in this driver's hands (see ``inference_failed``). ``telemetry``
+    is told what each drive does (``runkernel.integrations.otel.OpenTelemetry()`` for
+    traces and metrics); the default records nothing.
     """
 
     def start(
