@@ -350,3 +350,49 @@ def test_the_readme_sends_traces_to_a_collector(readme_block: str, tmp_path: Pat
     print(done.stdout)
     assert done.returncode == 0, done.stderr
     assert "in 1 trace(s)" in done.stdout and "'runkernel.tool'" in done.stdout
+
+
+CLI_WITH_GLOBAL_PROVIDER = textwrap.dedent(
+    """
+    import sys
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from runkernel.cli.entry import main
+
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    trace.set_tracer_provider(provider)  # what opentelemetry-instrument configures
+    code = main(sys.argv[1:])
+    spans = exported.get_finished_spans()
+    print("exit", code, "spans", len(spans), "traces", len({s.context.trace_id for s in spans}),
+          "tools", sum(s.name == "runkernel.tool" for s in spans))
+    """
+)
+
+
+def _worker_in_a_new_demo_store(where: Path, *flags: str) -> str:
+    """``runkernel start`` of the demo's Run in a store of its own, then ``runkernel worker
+    --once`` with a global SDK provider; the last line the process printed."""
+    where.mkdir()
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    store = ["--store", "sqlite:///demo.db"]
+    start = [sys.executable, "-m", "runkernel.cli", "start", *store, "--thread", "t1", "--run", "run-demo",
+             "--app", "demo", "book me a table"]
+    assert subprocess.run(start, cwd=where, env=env, capture_output=True, timeout=120).returncode == 0
+    worker = ["worker", *store, "--app", "examples.demo_app:app", "--once", *flags]
+    done = subprocess.run([sys.executable, "-c", CLI_WITH_GLOBAL_PROVIDER, *worker], cwd=where, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()[-1]
+
+
+def test_runkernel_worker_otel_records_through_the_configured_provider(tmp_path: Path) -> None:
+    plain = _worker_in_a_new_demo_store(tmp_path / "plain")
+    traced = _worker_in_a_new_demo_store(tmp_path / "traced", "--otel")
+    print(f"\nwithout --otel: {plain}\nwith --otel: {traced}")
+    assert plain == "exit 0 spans 0 traces 0 tools 0"
+    words = traced.split()
+    assert words[:2] == ["exit", "0"] and int(words[3]) > 0 and words[4:6] == ["traces", "1"] and int(words[7]) >= 2
