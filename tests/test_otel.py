@@ -56,6 +56,7 @@ from runkernel.testing import (  # noqa: E402
     Position,
     ScriptedGate,
     ScriptedModel,
+    SimulatedCrash,
     StepScript,
 )
 
@@ -396,3 +397,47 @@ def test_runkernel_worker_otel_records_through_the_configured_provider(tmp_path:
     assert plain == "exit 0 spans 0 traces 0 tools 0"
     words = traced.split()
     assert words[:2] == ["exit", "0"] and int(words[3]) > 0 and words[4:6] == ["traces", "1"] and int(words[7]) >= 2
+
+
+def test_a_lease_take_over_is_counted_and_marked_on_the_drive() -> None:
+    recorded, store = Recorded(), MemoryStore()
+    app = RuntimeApp("a", otel_app.model(), otel_app.tools())
+    dying = CrashingStore(store, CrashAt(Boundary.AFTER_WRITE, Position.CALL_START), failure=SimulatedCrash)
+    with pytest.raises(SimulatedCrash):  # started, killed after its first call start
+        Runtime(dying, otel_app.model(), otel_app.tools(), app="a").start("t1", otel_app.RUN, GO)
+    # worker one commits the call's retry under its lease, then dies; worker two takes over
+    first = Worker(CrashingStore(store, CrashAt(Boundary.AFTER_WRITE, Position.CALL_RETRY)), app, worker_id="one")
+    with pytest.raises(SimulatedCrash):
+        first.run_once()
+    report = Worker(store, app, worker_id="two", telemetry=recorded.telemetry).run_once()
+    events = [e.name for s in recorded.named("runkernel.drive") for e in s.events]
+    print(f"\ntake-overs: report {report.takeovers}, metric {recorded.total('runkernel.lease.takeovers')}; "
+          f"drive events {events}")
+    assert report.takeovers == 1 and recorded.total("runkernel.lease.takeovers") == 1
+    assert events == ["runkernel.lease.taken_over"]
+
+
+class _StoreWithoutTraces:
+    """A store of the user's own, written before trace contexts: its ``append`` takes no
+    ``trace_context`` and it has no ``trace_context()``."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+
+    def append(self, commit: Any, settle: Any = None, *, lease: Any = None) -> Any:
+        return self.inner.append(commit, settle, lease=lease)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "trace_context":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def test_a_store_that_keeps_no_trace_context_is_never_handed_one() -> None:
+    recorded = Recorded()
+    store: Any = _StoreWithoutTraces()
+    outcome = Runtime(store, _model("echo"), ToolRegistry({"echo": _Echo()}), telemetry=recorded.telemetry).start(
+        "t1", "r1", GO
+    )
+    assert isinstance(outcome.snapshot.state, Ended)
+    assert recorded.named("runkernel.drive") and recorded.total("runkernel.commits") == outcome.snapshot.version

@@ -95,6 +95,8 @@ class OpenTelemetry(Telemetry):
         )
         self._failed = meter.create_counter("runkernel.drives.failed", "{drive}", "Drives stopped by an error")
         self._drives: dict[str, _Drive] = {}
+        #: take-overs told before their drive began (a worker takes the lease first)
+        self._taken_over: dict[str, int] = {}
 
     # --- drives ---------------------------------------------------------------------
 
@@ -112,12 +114,16 @@ class OpenTelemetry(Telemetry):
         attributes: dict[str, Any] = {"runkernel.run_id": run_id, "runkernel.opening": "start" if start else "pick_up"}
         span = self._tracer.start_span("runkernel.drive", context=run, attributes=attributes)
         self._drives[run_id] = _Drive(span, trace.set_span_in_context(span), run)
+        epoch = self._taken_over.pop(run_id, None)
+        if epoch is not None:
+            span.add_event("runkernel.lease.taken_over", {"runkernel.lease_epoch": epoch})
 
     def drive_ended(self, run_id: str) -> None:
         self._close(run_id, None)
 
     def drive_failed(self, run_id: str, reason: str, error: BaseException) -> None:
         self._failed.add(1, {"runkernel.reason": reason})
+        self._taken_over.pop(run_id, None)
         self._close(run_id, error)
 
     def _close(self, run_id: str, error: BaseException | None) -> None:
@@ -282,9 +288,7 @@ class OpenTelemetry(Telemetry):
 
     def taken_over(self, run_id: str, epoch: int) -> None:
         self._takeovers.add(1)
-        drive = self._drives.get(run_id)
-        if drive is not None:
-            drive.span.add_event("runkernel.lease.taken_over", {"runkernel.lease_epoch": epoch})
+        self._taken_over[run_id] = epoch  # marked on the drive that begins next
 
     def _instant(
         self, drive: _Drive, name: str, run_id: str, refusal: str | None, attributes: dict[str, Any]

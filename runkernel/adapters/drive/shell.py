@@ -397,6 +397,9 @@ class StoreOps:
         self.on_event = on_event
         self.observer = observer or NullObserver()
         self.telemetry = telemetry
+        #: a store that reads trace contexts back keeps them (``append(trace_context=)``);
+        #: any other store is never handed one
+        self.keeps_traces = callable(getattr(store, "trace_context", None))
 
     def lease(self, run_id: str) -> None:
         """Take the Run's lease before it is driven (``LeaseHeld``: another worker drives it)."""
@@ -492,7 +495,7 @@ class StoreOps:
     ) -> RunSnapshot:
         """The store's append; a Run's activation carries the telemetry's trace context
         into the same transaction (none without telemetry: the call is unchanged)."""
-        context = self.telemetry.activation_context(commit) if activation else None
+        context = self.telemetry.activation_context(commit) if activation and self.keeps_traces else None
         if context is None:
             return self.store.append(commit, settle, lease=lease)
         append: Callable[..., RunSnapshot] = self.store.append
