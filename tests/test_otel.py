@@ -28,8 +28,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import otel_app  # noqa: E402
 from runkernel import (  # noqa: E402
     Approve,
+    CallRequest,
+    Done,
+    Driver,
     EndCauseKind,
     Hold,
+    Infer,
     RunCall,
     Runtime,
     RuntimeApp,
@@ -441,3 +445,22 @@ def test_a_store_that_keeps_no_trace_context_is_never_handed_one() -> None:
     )
     assert isinstance(outcome.snapshot.state, Ended)
     assert recorded.named("runkernel.drive") and recorded.total("runkernel.commits") == outcome.snapshot.version
+
+
+def test_a_push_mode_driver_reports_through_the_same_points() -> None:
+    recorded, store = Recorded(), MemoryStore()
+    driver = Driver(store, {"echo": "replay"}, telemetry=recorded.telemetry)
+    action = driver.start(["echo once"], thread_id="t1", run_id="r1")
+    assert isinstance(action, Infer)
+    action = driver.inferred("calling", [CallRequest("echo", {"n": 1})])
+    assert isinstance(action, RunCall)
+    action = driver.call_returned(action.call_id, {"echo": 1})
+    assert isinstance(action, Infer)
+    action = driver.inferred("done", end=EndCauseKind.COMPLETED)
+    assert isinstance(action, Done)
+    names = sorted(s.name for s in recorded.spans.get_finished_spans())
+    print(f"\npush-mode spans: {names}")
+    assert names.count("runkernel.inference") == 2 and names.count("runkernel.tool") == 1
+    assert names.count("runkernel.commit") == recorded.total("runkernel.commits") == driver.commits
+    tool = _attributes(recorded.named("runkernel.tool")[0])
+    assert tool["runkernel.tool"] == "echo" and tool["runkernel.policy"] == "replay"
