@@ -18,9 +18,27 @@ from docs_blocks import RUN_LANGUAGES, SHOWN_LANGUAGES, Block, blocks, commands,
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
-#: The pages whose blocks are run, each in its own directory; a page whose blocks
-#: need a server or an extra is skipped with the reason (the skip summary names it).
-NEEDS: dict[str, tuple[str, str]] = {}
+#: A page whose blocks need an extra: the module to import, and the skip reason.
+NEEDS: dict[str, tuple[str, str]] = {
+    "how-to/postgres.md": ("psycopg_pool", "the postgres extra is not installed (pip install -e '.[postgres]')"),
+}
+
+
+def _fresh_howto_schema() -> None:
+    """The PostgreSQL how-to's store is a schema of the machine's test server (the page
+    names 127.0.0.1:5432/test, where this project's tests run): emptied before the page
+    runs, so its fixed run ids start afresh."""
+    dsn = os.environ.get("RUNKERNEL_TEST_POSTGRES_DSN")
+    if not dsn:
+        pytest.skip("no PostgreSQL server: set RUNKERNEL_TEST_POSTGRES_DSN=postgresql://user@host:port/db to run these tests")
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS howto_workers CASCADE")
+
+
+#: What a page needs done before its blocks run.
+SETUP = {"how-to/postgres.md": _fresh_howto_schema}
 
 
 def _environment() -> dict[str, str]:
@@ -28,7 +46,6 @@ def _environment() -> dict[str, str]:
     # the docs call `runkernel` and `python3` as a reader would: this interpreter's
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), ".", env.get("PYTHONPATH", "")) if p)
-    env.pop("RUNKERNEL_STORE", None)
     return env
 
 
@@ -70,8 +87,10 @@ def substitute(line: str, cwd: Path, env: dict[str, str]) -> str:
     return line
 
 
-def run_block(block: Block, cwd: Path, env: dict[str, str]) -> str:
-    """Run one block as the page says; returns what it printed."""
+def run_block(block: Block, cwd: Path, env: dict[str, str], shell_state: Path) -> str:
+    """Run one block as the page says; returns what it printed. A bash block runs as one
+    script that stops at the first failing line, with the variables the page's earlier
+    blocks exported (``shell_state``), as in the reader's own shell."""
     if block.language == "python" and block.title:
         (cwd / block.title).write_text(block.code, encoding="utf-8")
         return ""
@@ -80,13 +99,18 @@ def run_block(block: Block, cwd: Path, env: dict[str, str]) -> str:
                               timeout=300)
         assert done.returncode == 0, f"{block.name} failed:\n{done.stdout}\n{done.stderr}"
         return done.stdout
-    printed = []
-    for line in commands(block):
-        line = substitute(line, cwd, env)
-        done = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-        printed.append(f"$ {line}\n{done.stdout}{done.stderr}")
-        assert done.returncode == 0, f"{block.name}: `{line}` exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    return "".join(printed)
+    lines = [substitute(line, cwd, env) for line in commands(block)]
+    script = "\n".join(
+        ["set -e", f'if [ -f "{shell_state}" ]; then . "{shell_state}"; fi', *(f"echo '$ '{_quoted(line)}\n{line}" for line in lines),
+         f'export -p > "{shell_state}"']
+    )
+    done = subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{block.name} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
 
 
 PAGES = [page for page in pages() if any(b.language in RUN_LANGUAGES for b in blocks(page))]
@@ -100,9 +124,14 @@ def test_every_block_of_a_page_runs_as_printed(page: Path, tmp_path: Path) -> No
         module, reason = NEEDS[name]
         pytest.importorskip(module, reason=reason)
     env = _environment()
+    setup = SETUP.get(name)
+    if setup is not None:
+        setup()
+    cwd = tmp_path / "page"
+    cwd.mkdir()
     for block in blocks(page):
         if block.language in RUN_LANGUAGES:
-            print(run_block(block, tmp_path, env))
+            print(run_block(block, cwd, env, tmp_path / "shell-state.sh"))
 
 
 def test_every_block_is_run_or_shown() -> None:
