@@ -5,7 +5,7 @@ It holds no truth and no effect logic of its own. It drives the push-mode driver
 commands and expired deadlines, commits before any effect that touches the world, and
 hands out actions; this host answers each action by calling a port (``Infer`` the model,
 with the hooks and stream checkpoints; ``RunCall`` the tool; ``CheckStatus`` the tool's
-status; the gate through the core's ``AskGate``) and stops where the core would wait
+status, with the lease epoch; ``Fence`` the tool's optional fence (W5); the gate through the core's ``AskGate``) and stops where the core would wait
 (``WaitFor``, ``ChildrenRunning``, ``Done``). Store operations go through the same
 ``StoreOps`` as the push driver's. A runtime that crashes is thrown away, and a fresh one
 continues from the store alone with ``drive``. Tests kill it by wrapping its store and
@@ -27,10 +27,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from runkernel.adapters.drive.actions import (
     CheckStatus,
     ChildrenRunning,
     Done,
+    Fence,
     HostProtocolError,
     Infer,
     RunCall,
@@ -43,6 +46,7 @@ from runkernel.adapters.drive.protocol import (
     AskGate,
     CallEnded,
     DropCheckpoint,
+    Fenced,
     Hand,
     InferenceFailed,
     Inferred,
@@ -66,6 +70,7 @@ from runkernel.adapters.drive.protocol import (
     Tell,
 )
 from runkernel.adapters.drive.shell import StoreOps
+from runkernel.adapters.drive.fencing import ask_status
 from runkernel.adapters.drive.invocation import invocation_scope
 from runkernel.adapters.drive.model_errors import (
     DEFAULT_MODEL_ATTEMPTS,
@@ -88,8 +93,10 @@ from runkernel.adapters.drive.ports import (
     NullObserver,
     Observer,
     SecretIds,
+    StatusReply,
     ToolRegistry,
     ToolReply,
+    fence_of,
     utc_now,
 )
 from runkernel.adapters.drive.events import (
@@ -253,6 +260,8 @@ class Drive:
                 return self.runtime._run_call(action)
             case CheckStatus():
                 return self.runtime._check_status(action)
+            case Fence():
+                return self.runtime._fence(action)
             case WaitFor() | ChildrenRunning() | Done():
                 return None  # a resume, a child's end or nothing wakes it: a later drive
         raise AssertionError(f"not an action: {action!r}")
@@ -365,6 +374,7 @@ class Runtime:
             refuse_unknown_tools=False,
             transient=transient,
             model_attempts=checked_attempts(model_attempts),
+            fences=frozenset(name for name, tool in tools.tools.items() if fence_of(tool) is not None),
         )
         self.ops = StoreOps(store, leases, lambda event: self.on_event(event), self.observer)
         self._polls: dict[str, int] = {}
@@ -443,8 +453,9 @@ class Runtime:
         return Lost()
 
     def _check_status(self, action: CheckStatus) -> Status | None:
-        """Ask a reconnect tool about its operation; None (stop driving) once it was
-        asked ``MAX_STATUS_POLLS`` times by this runtime: a later drive asks again."""
+        """Ask a reconnect tool about its operation, with the lease epoch (W5); None
+        (stop driving) once it was asked ``MAX_STATUS_POLLS`` times by this runtime: a
+        later drive asks again."""
         polled = self._polls.get(action.operation_id, 0)
         if polled >= MAX_STATUS_POLLS:
             return None
@@ -452,8 +463,19 @@ class Runtime:
         tool = self.tools.get(action.tool)
         if tool is None:
             return Status(action.call_id, OperationStatus.UNKNOWN, None)
-        reply = tool.status(action.operation_id)
+        action = attrs.evolve(action, lease_epoch=self.ops.lease_epoch(action.run_id))
+        owner = f"tool {action.tool!r}'s status"
+        reply: StatusReply = ask_status(tool.status, action.operation_id, action.lease_epoch, owner=owner)
         return Status(action.call_id, reply.status, reply.value)
+
+    def _fence(self, action: Fence) -> Fenced:
+        """W5: the tool's ``fence(operation_id, lease_epoch)`` before the commit that
+        makes its call terminal; whatever it raises fails the drive, nothing committed."""
+        fence = fence_of(self.tools.tools[action.tool])
+        assert fence is not None, "a Fence is handed out only for a tool with a fence"
+        action = attrs.evolve(action, lease_epoch=self.ops.lease_epoch(action.run_id))
+        fence(action.operation_id, action.lease_epoch)
+        return Fenced(action.call_id)
 
 
 __all__ = [
