@@ -29,6 +29,7 @@ from pathlib import Path
 
 from attrs import frozen
 
+from runkernel.adapters.drive.fencing import ask_status
 from runkernel.adapters.drive.ports import StatusReply, Tool, ToolInvocation, ToolRegistry, ToolReply
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.worker.apps import RuntimeApp
@@ -230,8 +231,9 @@ class HeldTool:
             _hold(Path(directory), self.name, "after", invocation)
         return reply
 
-    def status(self, operation_id: str) -> StatusReply:
-        return self.inner.status(operation_id)
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
+        reply: StatusReply = ask_status(self.inner.status, operation_id, lease_epoch, owner=f"tool {self.name!r}'s status")
+        return reply
 
 
 def held_app(app: RuntimeApp) -> RuntimeApp:

@@ -287,7 +287,6 @@ def _push(world: World, tool: str, fenced: bool, figures: Figures, *, asynchrono
     for n, (end, answer) in enumerate(_plans(tool)):
         run_id = f"{tool}-push{'-async' if asynchronous else ''}-{n}"
         world.downstream.status_answer = answer
-        options = {"clock": world.clock.iso, "fences": fences}
         a_leases, b_leases = world.leases(store_a, f"A{n}"), world.leases(store_b, f"B{n}")
 
         def drive_b(run: str) -> None:
@@ -298,7 +297,7 @@ def _push(world: World, tool: str, fenced: bool, figures: Figures, *, asynchrono
                 thread.start()
                 thread.join()
             else:
-                b = Driver(store_b, POLICIES, leases=b_leases, **options)  # type: ignore[arg-type]
+                b = Driver(store_b, POLICIES, leases=b_leases, clock=world.clock.iso, fences=fences)
                 _serve(b, host, b.pick_up(run))
 
         def stall() -> None:
@@ -309,14 +308,14 @@ def _push(world: World, tool: str, fenced: bool, figures: Figures, *, asynchrono
         world.stall = stall
         with pytest.raises(DriverStopped) as stopped:
             if asynchronous:
-                a_async = AsyncDriver(store_a, POLICIES, leases=a_leases, **options)  # type: ignore[arg-type]
+                a_async = AsyncDriver(store_a, POLICIES, leases=a_leases, clock=world.clock.iso, fences=fences)
 
                 async def go_a() -> None:
                     await _serve_async(a_async, host, await a_async.start(["go"], thread_id=f"t-{run_id}", run_id=run_id))
 
                 asyncio.run(go_a())
             else:
-                a = Driver(store_a, POLICIES, leases=a_leases, **options)  # type: ignore[arg-type]
+                a = Driver(store_a, POLICIES, leases=a_leases, clock=world.clock.iso, fences=fences)
                 _serve(a, host, a.start(["go"], thread_id=f"t-{run_id}", run_id=run_id))
         assert isinstance(stopped.value.__cause__, (LeaseLost, CommitConflict)), stopped.value
         figures.stalled_commits_refused += 1
