@@ -248,6 +248,8 @@ class Drive:
                 raise RuntimeProtocolError(hand.refused.rejection) from hand.refused
             raise hand.refused
         action = hand.action
+        if isinstance(action, Fence):
+            return self.runtime._fence(action)  # before the commit, whatever answers next
         if self.resume_with is not None:
             # only the wait standing now may take it: any other action refuses it, and
             # the resume never lands on a wait that comes later
@@ -260,8 +262,6 @@ class Drive:
                 return self.runtime._run_call(action)
             case CheckStatus():
                 return self.runtime._check_status(action)
-            case Fence():
-                return self.runtime._fence(action)
             case WaitFor() | ChildrenRunning() | Done():
                 return None  # a resume, a child's end or nothing wakes it: a later drive
         raise AssertionError(f"not an action: {action!r}")
