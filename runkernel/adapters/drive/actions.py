@@ -20,7 +20,8 @@ action                the host answers with
 ``Done``              nothing: the Run is Ended (``next_action()`` returns it again)
 ====================  ==========================================================
 
-``end(...)`` / ``cancel()`` are accepted in answer to any action but ``Done``.
+``end(...)`` / ``cancel()`` are accepted in answer to any action but ``Done`` and
+``Fence`` (a fence precedes a commit already decided).
 """
 
 from __future__ import annotations

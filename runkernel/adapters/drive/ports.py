@@ -168,8 +168,9 @@ ToolReply: TypeAlias = Returned | Failed | Delegated | Scheduled | Lost
 
 @frozen
 class StatusReply:
-    """A reconnect tool's answer to ``status(operation_id)`` (a push-mode host gives the
-    same two values to ``status``, or a function returning this to ``ask_status``)."""
+    """A reconnect tool's answer to ``status(operation_id, lease_epoch)`` (a push-mode
+    host gives the same two values to ``status``, or a function returning this to
+    ``ask_status``)."""
 
     status: OperationStatus
     value: JsonValue = None

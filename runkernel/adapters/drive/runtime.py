@@ -5,8 +5,9 @@ It holds no truth and no effect logic of its own. It drives the push-mode driver
 commands and expired deadlines, commits before any effect that touches the world, and
 hands out actions; this host answers each action by calling a port (``Infer`` the model,
 with the hooks and stream checkpoints; ``RunCall`` the tool; ``CheckStatus`` the tool's
-status, with the lease epoch; ``Fence`` the tool's optional fence (W5); the gate through the core's ``AskGate``) and stops where the core would wait
-(``WaitFor``, ``ChildrenRunning``, ``Done``). Store operations go through the same
+status, with the lease epoch; ``Fence`` the tool's optional fence (W5); the gate
+through the core's ``AskGate``) and stops where the core would wait (``WaitFor``,
+``ChildrenRunning``, ``Done``). Store operations go through the same
 ``StoreOps`` as the push driver's. A runtime that crashes is thrown away, and a fresh one
 continues from the store alone with ``drive``. Tests kill it by wrapping its store and
 tools (``runkernel.testing.CrashingStore``, ``crashing_tools``), never through a switch
