@@ -179,9 +179,11 @@ class DriverCore:
         #: failed attempts in a row of the model call the Run stands at: never committed,
         #: so another core (a take-over, a new driver) starts again from none
         self.model_failures = 0
-        #: the attempts this core handed out as ``RunCall`` (``(call_id, attempt)``):
-        #: the calls it started, which need no fence before their terminal commit
+        #: the attempts of the open batch (``started_in``) this core handed out as
+        #: ``RunCall`` (``(call_id, attempt)``): the calls it started, which need no fence
+        #: before their terminal commit; kept for one batch, so it never grows with the Run
         self.started: set[tuple[str, int]] = set()
+        self.started_in: str | None = None
 
     # --- openings -------------------------------------------------------------------
 
@@ -506,6 +508,8 @@ class DriverCore:
         batch = state.open_batch
         call = batch.call(effect.call_id) if batch is not None else None
         child = call.delegation if call is not None else None
+        if batch is not None and batch.batch_id != self.started_in:
+            self.started, self.started_in = set(), batch.batch_id
         self.started.add((effect.call_id, effect.attempt))
         return RunCall(
             state.run_id,
