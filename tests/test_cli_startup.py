@@ -73,3 +73,21 @@ def test_every_command_parses_with_only_its_module_built() -> None:
 
 def test_the_spec_formats_are_the_exporters() -> None:
     assert trace_commands.FORMATS == FORMATS
+
+
+def test_the_main_job_needs_no_test_dependency() -> None:
+    """The quick start's first line installs no extras: ``runkernel simulate`` must run
+    where pytest and hypothesis are not installed (here: made unimportable)."""
+    probe = (
+        "import sys\n"
+        "sys.modules['pytest'] = None\n"
+        "sys.modules['hypothesis'] = None\n"
+        "from runkernel.cli.entry import main\n"
+        "sys.exit(main(['simulate', '--runs', '3', '--no-progress']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "verdict: PASS" in done.stdout

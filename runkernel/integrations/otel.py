@@ -221,6 +221,8 @@ class OpenTelemetry(Telemetry):
                     "runkernel.operation_id": action.operation_id,
                 }
             )
+            if isinstance(action, CheckStatus) and action.lease_epoch is not None:
+                attributes["runkernel.lease_epoch"] = action.lease_epoch
             call = drive.batch.call(action.call_id) if drive.batch is not None else None
             if call is not None and call.policy is not None:
                 attributes["runkernel.policy"] = call.policy.recovery.mode.value

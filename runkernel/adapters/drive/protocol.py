@@ -249,6 +249,13 @@ class Status:
 
 
 @frozen
+class Fenced:
+    """The host fenced the call a ``Fence`` named (``fenced``)."""
+
+    call_id: str
+
+
+@frozen
 class Resume:
     """A typed answer to the standing wait (``resume``)."""
 
@@ -281,7 +288,7 @@ class Poll:
     """The host asks what to do next without reporting anything."""
 
 
-Report: TypeAlias = Inferred | InferenceFailed | CallEnded | Status | Resume | End | Partial | Poll
+Report: TypeAlias = Inferred | InferenceFailed | CallEnded | Status | Fenced | Resume | End | Partial | Poll
 
 Steps: TypeAlias = Generator[Operation, Any, None]
 
@@ -294,6 +301,7 @@ __all__ = [
     "Compact",
     "DropCheckpoint",
     "End",
+    "Fenced",
     "Hand",
     "InferenceFailed",
     "Inferred",
