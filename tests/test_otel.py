@@ -40,15 +40,15 @@ from runkernel import (  # noqa: E402
     WaitKind,
     Worker,
 )
-from runkernel.adapters.stores.serial import end_to_inbox  # noqa: E402
-from runkernel.kernel.protocol import EndRequest, ProvideInput  # noqa: E402
+from runkernel.adapters.stores.serial import end_to_inbox, resume_to_inbox  # noqa: E402
+from runkernel.kernel.protocol import EndRequest, ProvideInput, ResumeCommand  # noqa: E402
 from runkernel.adapters.drive.ports import Lost, StatusReply, ToolReply  # noqa: E402
 from runkernel.adapters.stores.memory import MemoryStore  # noqa: E402
 from runkernel.adapters.stores.sqlite import SqliteStore  # noqa: E402
 from runkernel.errors import CommitConflict, RuntimeProtocolError  # noqa: E402
 from runkernel.integrations.otel import OpenTelemetry  # noqa: E402
 from runkernel.kernel.rules import Rejection, Rule  # noqa: E402
-from runkernel.kernel.state import EndCause, Ended, Message  # noqa: E402
+from runkernel.kernel.state import Awaiting, EndCause, Ended, Message  # noqa: E402
 from runkernel.kernel.values import Role  # noqa: E402
 from runkernel.testing import (  # noqa: E402
     Boundary,
@@ -342,3 +342,21 @@ def test_a_push_mode_driver_reports_through_the_same_points() -> None:
     assert names.count("runkernel.commit") == recorded.total("runkernel.commits") == driver.commits
     tool = _attributes(recorded.named("runkernel.tool")[0])
     assert tool["runkernel.tool"] == "echo" and tool["runkernel.policy"] == "replay"
+
+
+def test_inbox_commands_applied_and_refused_are_spans() -> None:
+    recorded, store = Recorded(), MemoryStore()
+    gate = ScriptedGate({"echo": Hold(WaitKind.APPROVAL)})
+    runtime = Runtime(store, _model("echo"), ToolRegistry({"echo": _Echo()}), gate=gate, telemetry=recorded.telemetry)
+    waiting = runtime.start("t1", "r1", GO).snapshot.state
+    assert isinstance(waiting, Awaiting)
+    ticket = waiting.ticket
+    store.put_command("r1", resume_to_inbox(ResumeCommand("r1", "tk-forged", ticket.wait, Approve())))
+    store.put_command("r1", resume_to_inbox(ResumeCommand("r1", ticket.ticket_id, ticket.wait, Approve())))
+    assert isinstance(runtime.drive("r1").snapshot.state, Ended)
+    commands = [(_attributes(s)["runkernel.command.kind"], _attributes(s)["runkernel.outcome"])
+                for s in recorded.named("runkernel.command")]
+    print(f"\ninbox commands: {commands}")
+    assert commands == [("resume", "refused"), ("resume", "applied")]
+    refused = _attributes(recorded.named("runkernel.command")[0])["runkernel.refusal"]
+    assert "refused" in refused
