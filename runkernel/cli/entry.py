@@ -20,6 +20,7 @@ from runkernel.cli.db import register_db
 from runkernel.cli.text import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError
 from runkernel.cli.commands import register
 from runkernel.cli.run_commands import register_runs
+from runkernel.cli.ui import register_ui
 from runkernel.specs.checker import Verdict, check_file
 from runkernel.specs.export import FORMATS, render
 from runkernel.specs.schema import shipped_schema
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     register(commands)
     register_runs(commands)
     register_db(commands)
+    register_ui(commands)
     return parser
 
 

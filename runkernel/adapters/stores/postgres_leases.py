@@ -110,9 +110,17 @@ class PostgresLeases(PostgresConnection):
     # --- listing and work discovery ---------------------------------------------------
 
     def list_runs(
-        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+        self,
+        *,
+        state: str | None = None,
+        thread_id: str | None = None,
+        limit: int | None = None,
+        app: str | None = None,
+        after: str | None = None,
     ) -> list[RunSummary]:
-        query, params = listing_query("%s", "activated", state=state, thread_id=thread_id, limit=limit)
+        query, params = listing_query(
+            "%s", "activated", state=state, thread_id=thread_id, limit=limit, app=app, after=after
+        )
         rows = self._fetch_all(query, tuple(params))
         return [summary_from_row(r) for r in rows]
 

@@ -147,18 +147,33 @@ SUMMARY_COLUMNS = "run_id, thread_id, state, step, version, app, waiting_for, wa
 
 
 def listing_query(
-    placeholder: str, newest_first: str, *, state: str | None, thread_id: str | None, limit: int | None
+    placeholder: str,
+    newest_first: str,
+    *,
+    state: str | None,
+    thread_id: str | None,
+    limit: int | None,
+    app: str | None = None,
+    after: str | None = None,
 ) -> tuple[str, list[object]]:
     """The ``runkernel runs`` query over a store's ``runs`` table, in the SQL dialect whose
-    parameter ``placeholder`` and newest-first ordering expression are given."""
+    parameter ``placeholder`` and newest-first ordering expression are given. ``after``
+    (a run id) pages: only Runs activated before that one, found by its key, so a page
+    is a range of an index, never a count of rows skipped."""
     query = f"SELECT {SUMMARY_COLUMNS} FROM runs WHERE 1 = 1"
     params: list[object] = []
     if state is not None:
         query += f" AND state = {placeholder}"
         params.append(state)
+    if app is not None:
+        query += f" AND app = {placeholder}"
+        params.append(app)
     if thread_id is not None:
         query += f" AND thread_id = {placeholder}"
         params.append(thread_id)
+    if after is not None:
+        query += f" AND {newest_first} < (SELECT {newest_first} FROM runs WHERE run_id = {placeholder})"
+        params.append(after)
     query += f" ORDER BY {newest_first} DESC"
     if limit is not None:
         query += f" LIMIT {placeholder}"
