@@ -98,7 +98,7 @@ class Console:
         return self.page(request, "runs.html", where=where, page=page, states=STATES)
 
     def run(self, request: Request) -> Response:
-        run_id = request.path_params["run_id"]
+        run_id = request.query_params.get("id", "")
         with self.store() as store:
             snapshot = store.run(run_id)
             if snapshot is None:
@@ -117,7 +117,7 @@ class Console:
 
     def trace(self, request: Request) -> Response:
         """The Run's Thread as a runkernel/2 trace (what ``runkernel export`` prints)."""
-        run_id = request.path_params["run_id"]
+        run_id = request.query_params.get("run", "")
         with self.store() as store:
             thread_id = store.thread_of(run_id)
             if thread_id is None:
@@ -189,8 +189,8 @@ class Console:
         """The ASGI application."""
         routes: list[Route | Mount] = [
             Route("/", self.runs),
-            Route("/runs/{run_id:str}", self.run),
-            Route("/runs/{run_id:str}/trace.jsonl", self.trace),
+            Route("/run", self.run),  # ?id=RUN: a run id may hold any character, "/" too
+            Route("/trace", self.trace),  # ?run=RUN
             Route("/approvals", self.approvals),
             Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
         ]
