@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import socket
 import sys
 
 from runkernel.adapters.stores.urls import open_store, redacted
@@ -31,14 +32,29 @@ def _ui(args: argparse.Namespace) -> int:
     except ImportError as error:
         raise CliError(f"{EXTRA_HINT} ({error})", EXIT_USAGE) from None
     open_store(args.store, create=False, read_only=True).close()  # a bad store fails here, in one line
+    # bound here, before the URL is printed: once the line is out, connections are
+    # accepted (queued until the server serves them), and --port 0 prints the real port
+    try:
+        listening = socket.create_server((args.host, args.port), family=_family(args.host))
+    except OSError as error:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
+    port = int(listening.getsockname()[1])
     token = new_token()
-    app = create_app(args.store, token, read_only=args.read_only, hosts=_hosts(args.host, args.port))
+    app = create_app(args.store, token, read_only=args.read_only, hosts=_hosts(args.host, port))
     shown = f"[{args.host}]" if ":" in args.host else args.host
     mode = " (read-only)" if args.read_only else ""
     print(f"runkernel ui{mode}: {redacted(args.store)}", file=sys.stderr)
-    print(f"open http://{shown}:{args.port}/?token={token}", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", server_header=False)
+    print(f"open http://{shown}:{port}/?token={token}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", server_header=False))
+    try:
+        server.run(sockets=[listening])
+    finally:
+        listening.close()
     return EXIT_OK
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
 def _hosts(host: str, port: int) -> frozenset[str] | None:
