@@ -59,7 +59,13 @@ def console(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[s
     )
     lines: queue.Queue[str] = queue.Queue()
     assert server.stdout is not None
-    threading.Thread(target=lambda: [lines.put(line) for line in server.stdout], daemon=True).start()  # type: ignore[union-attr]
+    output = server.stdout
+
+    def read() -> None:
+        for line in output:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
     try:
         try:
             printed = lines.get(timeout=GUARD_MS / 1000)  # the socket listens before this line

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -84,11 +85,11 @@ def test_every_listing_query_is_an_index_range_with_a_limit(tmp_path: Path) -> N
 
 
 @pytest.fixture(scope="module")
-def sized(tmp_path_factory: pytest.TempPathFactory) -> dict[int, SqliteStore]:
+def sized(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, SqliteStore]]:
     """Two stores, 20,000 and 100,000 Runs: every filter fills a whole page in both."""
     where = tmp_path_factory.mktemp("sized")
     stores = {runs: _store(where / f"{runs}.db", runs) for runs in (20_000, 100_000)}
-    yield stores  # type: ignore[misc]
+    yield stores
     for store in stores.values():
         store.close()
 
