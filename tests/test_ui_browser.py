@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -128,3 +129,65 @@ def test_approve_in_a_real_browser_and_see_the_run_end_after_a_worker_drive(cons
         finally:
             browser.close()
     print(f"browser test: approved and saw the Run end in {time.monotonic() - started:.1f} s")
+
+
+def _readme_block(name: str) -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(rf"<!-- {name} -->\n```sh\n(.*?)```\n<!-- /{name} -->", text, re.S)
+    assert found is not None, f"README has no {name} block"
+    return [line for line in found.group(1).splitlines() if line.strip()]
+
+
+def test_the_readme_console_approves_the_walkthrough_run_with_a_click(tmp_path: Path) -> None:
+    """The README as printed: the walk-through's start and first worker, then its console
+    command; a click on Approve, the walk-through's second worker, and the Run is Ended."""
+    walkthrough = _readme_block("walkthrough")
+    (console_line,) = _readme_block("console")
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(ROOT),
+    }
+    env.pop("RUNKERNEL_DEMO_LEDGER", None)
+
+    def shell(command: str) -> str:
+        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"{command!r} exited {done.returncode}: {done.stderr}"
+        return done.stdout
+
+    shell(walkthrough[0])  # start
+    shell(walkthrough[1])  # worker --once: the Run waits for approval of `pay`
+    server = subprocess.Popen(["bash", "-c", f"exec {console_line}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    output = server.stdout
+    assert output is not None
+
+    def read() -> None:
+        for line in output:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        try:
+            printed = lines.get(timeout=GUARD_MS / 1000)
+        except queue.Empty:
+            pytest.fail(f"{console_line!r} printed no URL within 120 s")
+        address = printed.split("open ", 1)[1].strip()
+        assert address.startswith("http://127.0.0.1:8765/?token="), printed
+        with playwright_api.sync_playwright() as driver:
+            browser = driver.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+            try:
+                page = browser.new_page()
+                page.set_default_timeout(GUARD_MS)
+                page.goto(address)
+                playwright_api.expect(page.locator("#runs")).to_contain_text("run-demo")
+                page.click("#nav-approvals")
+                page.locator("section.wait").filter(has_text="run-demo").locator("button.approve").click()
+                playwright_api.expect(page.locator("#notice")).to_contain_text("queued command 1 (approve)")
+            finally:
+                browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=GUARD_MS / 1000)
+    shell(walkthrough[4])  # the second worker applies the approval
+    assert re.search(r"^run-demo\s+t1\s+ended\s", shell(walkthrough[5]), re.M)
