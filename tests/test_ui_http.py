@@ -293,6 +293,8 @@ def test_reconcile_an_indeterminate_call_as_runkernel_reconcile_does(demo: str) 
     browser = client(demo)
     page = browser.get("/run?id=run-demo").text
     (operation,) = form_values(page, "operation_id")
+    listed = browser.get("/approvals").text  # Approvals lists it too, with its form
+    assert form_values(listed, "operation_id") == [operation] and "pay is Indeterminate (run_ended)" in listed
     base = {"csrf": csrf_value(TOKEN), "back": "/run?id=run-demo"}
     refused = browser.post("/actions/reconcile", data={**base, "operation_id": "op-nope", "outcome": "applied"}, headers=SAME_ORIGIN)
     assert refused.status_code == 409 and "no Indeterminate call has operation id" in refused.text
@@ -302,6 +304,7 @@ def test_reconcile_an_indeterminate_call_as_runkernel_reconcile_does(demo: str) 
     answer = browser.post("/actions/reconcile", data=data, headers=SAME_ORIGIN)
     assert answer.status_code == 200 and f"recorded &#39;not_applied&#39; for operation {operation}" in answer.text
     assert "1. not_applied (bank says no &lt;script&gt;" in answer.text
+    assert 'id="no-indeterminate"' in browser.get("/approvals").text  # reconciled: gone from Approvals
     store = open_store(demo, create=False, read_only=True)
     try:
         assert [(r.outcome, r.note) for r in store.reconciliations(operation)] == [("not_applied", f"bank says no {SCRIPT}")]

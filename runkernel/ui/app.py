@@ -45,6 +45,7 @@ from runkernel.ui.views import (
     pending_waits,
     run_detail,
     runs_page,
+    unreconciled_calls,
 )
 
 _HERE = Path(__file__).parent
@@ -133,11 +134,14 @@ class Console:
     def approvals(self, request: Request) -> Response:
         with self.store() as store:
             waits, next_after = pending_waits(store, request.query_params.get("after") or None)
+            unreconciled = unreconciled_calls(store)
         return self.page(
             request,
             "approvals.html",
             waits=waits,
             next_after=next_after,
+            unreconciled=unreconciled,
+            outcomes=RECONCILE_OUTCOMES,
             forms=FORMS_BY_WAIT,
             notice=request.query_params.get("notice"),
         )

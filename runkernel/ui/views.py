@@ -16,7 +16,7 @@ from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.stores.work import RunSummary, state_name
 from runkernel.adapters.stores.inspect_view import inspect_json
 from runkernel.kernel.edges import call_phase
-from runkernel.kernel.state import Awaiting, CallAwaiting, RunSnapshot
+from runkernel.kernel.state import Awaiting, CallAwaiting, CallIndeterminate, RunSnapshot
 from runkernel.kernel.values import WaitKind
 from runkernel.specs.export import labelled_edges
 from runkernel.specs.machines import MACHINES, state_names
@@ -120,6 +120,37 @@ def pending_wait(snapshot: RunSnapshot, app: str | None) -> PendingWait | None:
         expires_at=None if wait is None else wait.expires_at,
         request=getattr(wait, "request", None),  # issue 20's wait.request, once committed
     )
+
+
+@frozen
+class Unreconciled:
+    """An Indeterminate call nobody has reconciled yet, as Approvals shows it."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    arguments: Any
+    operation_id: str
+    reason: str
+
+
+def unreconciled_calls(store: Store) -> list[Unreconciled]:
+    """The Indeterminate calls without a recorded reconciliation in the latest batch of
+    each of the newest ``PAGE_SIZE`` Runs: one listing query, then a key lookup per Run
+    and one per Indeterminate call. (A call of an earlier batch is reconciled from its
+    Run's page, which reads the Run's whole log as ``inspect`` does.)"""
+    found = []
+    for summary in store.list_runs(limit=PAGE_SIZE):
+        snapshot = store.run(summary.run_id)
+        batch = snapshot.batch if snapshot is not None else None
+        for call in batch.calls if batch is not None else ():
+            if isinstance(call.status, CallIndeterminate) and not store.reconciliations(call.operation_id):
+                found.append(
+                    Unreconciled(
+                        summary.run_id, call.call_id, call.tool, call.arguments, call.operation_id, call.status.reason.value
+                    )
+                )
+    return found
 
 
 #: the payload forms Approvals offers per wait kind (the others are for programs: the CLI)
