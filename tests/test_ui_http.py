@@ -18,9 +18,11 @@ from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import Role
 from runkernel.ui.security import COOKIE, CSP, csrf_value
+from postgres_support import postgres_url
 from ui_support import SAME_ORIGIN, SCRIPT, TOKEN, client, demo_store, drive, form_values
 
 ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["postgres_url"]  # a fixture
 
 
 def _pending(url: str, run_id: str) -> int:
@@ -342,3 +344,21 @@ def test_ui_refuses_a_memory_store_and_a_missing_file_in_one_line(tmp_path: Path
     assert main(["ui", "--store", f"sqlite:///{tmp_path / 'missing.db'}"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 2 and all(line.startswith("runkernel ui: ") for line in lines)
+
+
+def test_the_console_serves_a_postgresql_store_and_never_shows_its_password(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"{postgres_url}&password=hunter2"  # the test server trusts: the password is never needed
+    monkeypatch.setenv("RUNKERNEL_DEMO_LEDGER", str(tmp_path / "ledger.db"))
+    assert main(["start", "--store", url, "--thread", "t1", "--run", "run-pg", "--app", "demo", "book me a table"]) == 0
+    drive(url)
+    browser = client(url)
+    pages = {path: browser.get(path) for path in ("/", "/approvals", "/run?id=run-pg")}
+    assert all(answer.status_code == 200 for answer in pages.values())
+    assert all("hunter2" not in answer.text and "password=***" in answer.text for answer in pages.values())
+    (ticket,) = set(form_values(pages["/approvals"].text, "ticket_id"))
+    data = {"csrf": csrf_value(TOKEN), "run_id": "run-pg", "ticket_id": ticket, "action": "approve"}
+    assert "queued command 1 (approve)" in browser.post("/actions/resume", data=data, headers=SAME_ORIGIN).text
+    drive(url)
+    assert _state(url, "run-pg") == "ended"
