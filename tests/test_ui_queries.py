@@ -15,13 +15,13 @@ import pytest
 
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.adapters.stores.sqlite_migrate import migrate_sqlite
-from runkernel.adapters.stores.work import listing_query
+from runkernel.adapters.stores.work import count_query, listing_query
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import Activate
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import Role
-from runkernel.ui.views import PAGE_SIZE, STATES, RunFilter, runs_page
+from runkernel.ui.views import COUNT_CAP, PAGE_SIZE, STATES, RunFilter, runs_page
 
 FILTERS = list(itertools.product([None, "awaiting"], [None, "app-1"], [None, "t-7"], [None, "run-1500"]))
 
@@ -80,6 +80,17 @@ def test_every_listing_query_is_an_index_range_with_a_limit(tmp_path: Path) -> N
                 # the one SCAN: no filter, no cursor: the table's own rowid order, newest
                 # first, stopped by the LIMIT (its VM steps are bounded below)
                 assert not step.startswith("SCAN") or (step == "SCAN runs" and (state, app, thread, after) == (None,) * 4), plan
+            counting, counted = count_query("?", state=state, thread_id=thread, app=app, cap=COUNT_CAP)
+            plan = [row[3] for row in store._db.execute("EXPLAIN QUERY PLAN " + counting, counted)]
+            print(f"count state={state} app={app} thread={thread}: {' | '.join(plan)}")
+            assert "LIMIT ?" in counting and not any("TEMP B-TREE" in step for step in plan), plan
+            for step in plan:
+                # the capped subquery's rows, or (no filter at all) an index walk it stops
+                assert (
+                    not step.startswith("SCAN")
+                    or step == "SCAN capped"
+                    or (step.startswith("SCAN runs USING COVERING INDEX") and (state, app, thread) == (None,) * 3)
+                ), plan
     finally:
         store.close()
 
@@ -103,6 +114,11 @@ def test_a_page_costs_the_same_over_20000_and_100000_runs(
     print(f"state={state} app={app} thread={thread} after={after}: {few} VM steps at 20,000 Runs, {many} at 100,000")
     # a full scan would take 5 times the steps; a page reads the same index range
     assert many <= 1.2 * few, (few, many)
+    if after is None:
+        counting, counted = count_query("?", state=state, thread_id=thread, app=app, cap=COUNT_CAP)
+        few, many = (_vm_steps(sized[runs]._db, counting, counted) for runs in (20_000, 100_000))
+        print(f"  its capped count: {few} VM steps at 20,000 Runs, {many} at 100,000")
+        assert many <= 1.2 * few, (few, many)
 
 
 def test_a_runs_page_is_a_fixed_number_of_queries(tmp_path: Path) -> None:

@@ -1,12 +1,7 @@
 """``runkernel ui``: a web console for Runs, calls and approvals (the ``ui`` extra).
 
-Importing this package loads Starlette and Jinja2; ``import runkernel`` and the CLI's
-other commands never import it. ``create_app`` builds the ASGI application over a store
-URL; ``runkernel.cli.ui`` serves it with uvicorn.
+``runkernel.ui.app.create_app`` builds the ASGI application over a store URL (it loads
+Starlette and Jinja2); ``runkernel.cli.ui`` serves it with uvicorn. ``runkernel.ui.views``
+holds what the pages show, read from a store, and needs no web stack. ``import
+runkernel`` and the CLI's other commands never import this package.
 """
-
-from __future__ import annotations
-
-from runkernel.ui.app import create_app
-
-__all__ = ["create_app"]

@@ -57,7 +57,7 @@ def runs_page(store: Store, where: RunFilter, after: str | None = None) -> RunsP
         state=where.state, app=where.app, thread_id=where.thread_id, limit=PAGE_SIZE + 1, after=after
     )
     counts = {
-        state: len(store.list_runs(state=state, app=where.app, thread_id=where.thread_id, limit=COUNT_CAP))
+        state: store.count_runs(state=state, app=where.app, thread_id=where.thread_id, cap=COUNT_CAP)
         for state in STATES
     }
     more = len(rows) > PAGE_SIZE

@@ -216,6 +216,13 @@ class Store(Protocol):
         never from history."""
         ...
 
+    def count_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, app: str | None = None, cap: int = 1000
+    ) -> int:
+        """How many Runs ``list_runs`` would list with these filters, counting at most
+        ``cap`` (a count that stops, so its cost never follows the store's size)."""
+        ...
+
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
         """Ids of Runs of ``app`` (the activation's ``app``; None: Runs activated
         without one) that nobody holds a valid lease on and that need a worker now, by

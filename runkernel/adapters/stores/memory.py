@@ -167,6 +167,11 @@ class MemoryStore:
                 found = [s for s in found if order.index(s.run_id) < before]
         return found if limit is None else found[:limit]
 
+    def count_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, app: str | None = None, cap: int = 1000
+    ) -> int:
+        return len(self.list_runs(state=state, thread_id=thread_id, app=app, limit=cap))
+
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
         with self._lock:
             now = self._clock()

@@ -12,7 +12,7 @@ from runkernel.adapters.stores.leases import LeaseRow, acquired, checked_duratio
 from runkernel.adapters.stores.postgres_commit import NOW
 from runkernel.adapters.stores.postgres_connection import Connection, PostgresConnection
 from runkernel.adapters.stores.contract import Lease
-from runkernel.adapters.stores.work import RunSummary, listing_query, parent_from_columns, summary_from_row, work_query
+from runkernel.adapters.stores.work import RunSummary, count_query, listing_query, parent_from_columns, summary_from_row, work_query
 from runkernel.kernel.state import ParentCall
 
 
@@ -123,6 +123,13 @@ class PostgresLeases(PostgresConnection):
         )
         rows = self._fetch_all(query, tuple(params))
         return [summary_from_row(r) for r in rows]
+
+    def count_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, app: str | None = None, cap: int = 1000
+    ) -> int:
+        query, params = count_query("%s", state=state, thread_id=thread_id, app=app, cap=cap)
+        row = self._fetch(query, tuple(params))
+        return 0 if row is None else int(row[0])
 
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
         rows = self._fetch_all(work_query("%s", NOW, "IS NOT DISTINCT FROM", "r.activated"), (app, limit))

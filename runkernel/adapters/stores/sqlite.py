@@ -40,6 +40,7 @@ from runkernel.adapters.stores.work import (
     STORE_TABLES,
     RunSummary,
     awaited_children,
+    count_query,
     listing_query,
     parent_columns,
     parent_from_columns,
@@ -429,6 +430,13 @@ class SqliteStore:
         )
         rows = self._read(lambda: self._db.execute(query, params).fetchall())
         return [summary_from_row(r) for r in rows]
+
+    def count_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, app: str | None = None, cap: int = 1000
+    ) -> int:
+        query, params = count_query("?", state=state, thread_id=thread_id, app=app, cap=cap)
+        row = self._read(lambda: self._db.execute(query, params).fetchone())
+        return int(row[0])
 
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
         now = self._clock()
