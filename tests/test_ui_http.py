@@ -362,3 +362,14 @@ def test_the_console_serves_a_postgresql_store_and_never_shows_its_password(
     assert "queued command 1 (approve)" in browser.post("/actions/resume", data=data, headers=SAME_ORIGIN).text
     drive(url)
     assert _state(url, "run-pg") == "ended"
+
+
+def test_the_console_answers_only_its_own_names_unless_bound_to_every_interface() -> None:
+    from runkernel.cli.ui import _hosts
+
+    loopback = _hosts("127.0.0.1", 8765)
+    assert loopback is not None and {"127.0.0.1:8765", "localhost:8765", "[::1]:8765"} <= loopback
+    assert "evil.example:8765" not in loopback
+    named = _hosts("console.internal", 80)
+    assert named == frozenset({"console.internal", "console.internal:80"})
+    assert _hosts("0.0.0.0", 8765) is None  # the operator chose every interface: the token guards
