@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed, ToolFailedError, ToolRetryError
 from pydantic_ai.messages import (
     AgentStreamEvent, ModelMessage, ModelMessagesTypeAdapter, ModelResponse, PartDeltaEvent, PartStartEvent, TextPart,
@@ -26,13 +27,19 @@ from runkernel import (
 )
 from runkernel.adapters.drive.actions import Action
 from runkernel.adapters.drive.invocation import invocation_scope
+from runkernel.adapters.drive.model_errors import DEFAULT_MODEL_ATTEMPTS, TransientPredicate
 from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
 from runkernel.integrations.pydantic_ai._context import (
-    _PICK_UP, DeferredAfterStart, IntegrationError, PickUp, RunEnded, StillRunning,
+    _PICK_UP, DeferredAfterStart, DepsMismatch, IntegrationError, PickUp, RunEnded, StillRunning, _one,
+    _warn_if_system_prompt,
 )
+from runkernel.integrations.pydantic_ai._errors import ended_message, pydantic_ai_transient
+from runkernel.integrations.pydantic_ai._stores import ThreadStores
+from runkernel.integrations.pydantic_ai._worker import DepsFactory, DurableAgentApp
 from runkernel.integrations.pydantic_ai._mapping import (
-    _answer_of, _approval_functions, _deferred_answer, _error_value, _payloads, _shown, to_model_messages,
+    _answer_of, _approval_functions, _deferred_answer, _deps_type, _error_value, _payloads, _recorded_deps_type, _shown,
+    to_model_messages,
 )
 from runkernel.kernel import (
     CallCompleted, CallIndeterminate, Ended, IndeterminateChoice, JsonValue, Message, RecoveryMode, Role, ToolCall,
@@ -46,14 +53,34 @@ StatusFunction = Callable[[str], StatusReply | Awaitable[StatusReply]]
 
 @dataclass
 class RunkernelDurability(AbstractCapability[Any]):
-    """Attach to an ``Agent`` (``capabilities=[...]``) to make its runs durable Runs.
+    """Attach to an ``Agent`` (``capabilities=[durable]``) to make each of its runs a
+    durable runkernel Run: every model response committed as an inference step, every
+    tool call committed ``Executing{n}`` before its body runs, approvals and external
+    tools committed waits. A module-level instance is safe to use from any thread.
 
-    ``store`` is a URL (``sqlite:///agent.db``) or an open ``Store``; ``tools`` gives every
-    tool the model may call its ``ToolPolicy`` or one of ``"replay"``, ``"reconnect"``,
-    ``"indeterminate"`` (declared external tools included);
-    ``status`` gives each reconnect tool its ``status(operation_id) -> StatusReply``;
-    ``questions`` names the external tools a person answers (an input wait). The Thread is
-    the run's ``conversation_id``, a new Run's id its ``run_id``.
+    - ``store``: a URL (``sqlite:///agent.db``, ``postgresql://...``), opened once per
+      thread that runs the agent, or an open ``Store`` (then yours to share safely).
+    - ``tools``: every tool the model may call, with its recovery policy: a
+      ``ToolPolicy`` or ``"replay"``, ``"reconnect"``, ``"indeterminate"`` (declared
+      external tools included). ``status``: each reconnect tool's
+      ``status(operation_id) -> StatusReply``. ``questions``: the external tools a person
+      answers (an input wait).
+    - ``transient(error)``: which model errors are retried (default
+      ``pydantic_ai_transient``: HTTP 408/409/429/5xx, connection errors, timeouts);
+      ``model_attempts`` attempts of one model call, waiting ``sleep(seconds)`` between
+      them (capped exponential backoff: 1, 2, 4, 8, then 10 s). The Run stays Running
+      meanwhile; a non-transient error, or the last attempt's, ends it ``failed`` and is
+      raised to the caller.
+    - ``event_stream_handler(ctx, events)``: called once per event of the run, with an
+      async iterable of that one event (as Pydantic AI's durable engines call theirs).
+    - ``max_steps``, ``on_indeterminate``, ``status_asks``, ``poll_interval``,
+      ``checkpoint_every``: see the README section "Durable Pydantic AI agents".
+
+    The Thread is the run's ``conversation_id``, a new Run's id its ``run_id``; the
+    activation records the type of the run's ``deps``, and ``resume`` refuses deps of
+    another type (``DepsMismatch``). Continue a Run with ``resume``; host it under
+    ``runkernel worker`` with ``worker_app``. ``system_prompt`` parts are not committed
+    (``SystemPromptNotKept`` is warned): use ``instructions=``.
     """
 
     store: str | Store
@@ -68,7 +95,14 @@ class RunkernelDurability(AbstractCapability[Any]):
     status_asks: int | None = None
     #: save a best-effort stream checkpoint every this many streamed text deltas (0: never)
     checkpoint_every: int = 0
-    _opened: list[Store] = field(default_factory=list, repr=False)
+    #: which exceptions of a model call are worth another attempt
+    transient: TransientPredicate = pydantic_ai_transient
+    #: attempts of one model call before the Run ends failed (in one process's hands)
+    model_attempts: int = DEFAULT_MODEL_ATTEMPTS
+    #: waits out a transient model error's backoff (a test gives one that only records)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    #: Pydantic AI's event stream handler, called per event (see the class docstring)
+    event_stream_handler: EventStreamHandler[Any] | None = None
 
     def __post_init__(self) -> None:
         policies = tool_policies(self.tools)  # "replay" and the like become their ToolPolicy
@@ -76,6 +110,7 @@ class RunkernelDurability(AbstractCapability[Any]):
         for name, policy in policies.items():
             if policy.recovery.mode is RecoveryMode.RECONNECT and name not in self.status:
                 raise ValueError(f"tool {name!r} reconnects after a crash: give it status={{{name!r}: fn}}")
+        self._stores = ThreadStores(self.store)
         self._reset()
 
     def _reset(self) -> None:
@@ -89,10 +124,13 @@ class RunkernelDurability(AbstractCapability[Any]):
     # --- public -----------------------------------------------------------------------
 
     def open(self) -> Store:
-        """The store, opened once and shared by this capability's runs."""
-        if not self._opened:
-            self._opened.append(open_store(self.store) if isinstance(self.store, str) else self.store)
-        return self._opened[0]
+        """The store, as this thread uses it (a URL is opened once per thread)."""
+        return self._stores.get()
+
+    def close(self) -> None:
+        """Close the stores this capability opened, in every thread (an open ``Store``
+        given to it stays open)."""
+        self._stores.close()
 
     def active_run(self, conversation_id: str) -> str | None:
         """The conversation's Run that is not Ended (at most one), if any."""
@@ -116,42 +154,66 @@ class RunkernelDurability(AbstractCapability[Any]):
         """Continue Run ``run_id`` from the store alone (after a crash, in any process, or
         with the answers to its ``DeferredToolRequests``): the one documented call.
         Answers are applied ticket by ticket in call order; commands queued with
-        ``runkernel resume`` are applied first. ``driver``: one that already holds the
-        Run's lease (what ``runkernel worker`` hands; see ``worker_app``). Returns
-        ``agent.run``'s result."""
+        ``runkernel resume`` are applied first. ``run`` goes to ``agent.run`` (``deps=``
+        must be of the type the Run started with, else ``DepsMismatch``). ``driver``:
+        one that already holds the Run's lease (what ``runkernel worker`` hands; see
+        ``worker_app``). Returns ``agent.run``'s result."""
         store = driver.store if driver is not None else self.open()
         thread_id = store.thread_of(run_id)
         if thread_id is None:
             raise IntegrationError(f"run {run_id!r} is not in the store")
-        token = _PICK_UP.set(PickUp(run_id, _payloads(deferred_tool_results), driver))  # refused here, before anything
+        messages = store.messages(thread_id)
+        pick_up = PickUp(run_id, _payloads(deferred_tool_results), driver, _recorded_deps_type(messages, run_id))
+        token = _PICK_UP.set(pick_up)  # answers refused above, before anything
         try:
-            history = to_model_messages(store.messages(thread_id))
-            return await agent.run(message_history=history, conversation_id=thread_id, **run)
+            return await agent.run(message_history=to_model_messages(messages), conversation_id=thread_id, **run)
         finally:
             _PICK_UP.reset(token)
 
-    def worker_app(self, agent: Agent[Any, Any], *, name: str) -> DurableAgentApp:
+    def worker_app(self, agent: Agent[Any, Any], *, name: str, deps: DepsFactory | None = None) -> DurableAgentApp:
         """``agent`` as the app of ``runkernel worker --app MODULE:ATTR``, for Runs whose
         app is ``name`` (``runkernel start --app NAME``): each Run with work (new, orphaned
         by a dead worker, or answered with ``runkernel resume``) is resumed under the
-        worker's lease, and its tools see the lease epoch (``current_invocation()``)."""
-        return DurableAgentApp(name, self, agent, self.tools, self.max_steps, self.on_indeterminate)
+        worker's lease, and its tools see the lease epoch (``current_invocation()``).
+        ``deps(run_id)`` (sync or async) makes each Run's deps."""
+        _warn_if_system_prompt(agent)
+        return DurableAgentApp(
+            name, self, agent, self.tools, self.max_steps, self.on_indeterminate, self.transient, self.model_attempts,
+            deps,
+        )
 
     # --- capability hooks -------------------------------------------------------------
 
+    def for_agent(self, agent: Any) -> RunkernelDurability:
+        """Bound to ``agent`` at its construction: warns ``SystemPromptNotKept`` if it has
+        ``system_prompt`` parts (a resumed run would be sent none of them)."""
+        _warn_if_system_prompt(agent)
+        return self
+
     async def for_run(self, ctx: Any) -> RunkernelDurability:
+        """A copy for one agent run: the per-run driver is its own, the stores shared."""
         layer = copy.copy(self)  # shares the opened store, not the per-run driver
         layer._reset()
         return layer
 
     async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
+        """Start a Run (``agent.run``) or pick one up (``resume``), run the agent, and end
+        the Run with its final answer, or ``failed`` if the agent raised."""
         pick_up = self._pick_up = _PICK_UP.get()
+        if pick_up is not None and pick_up.deps_type is not None and pick_up.deps_type != _deps_type(ctx.deps):
+            raise DepsMismatch(
+                f"run {pick_up.run_id!r} started with deps of type {pick_up.deps_type}; resume it with deps of that"
+                f" type, not {_deps_type(ctx.deps)} (its tools would otherwise see other deps than before the crash)"
+            )
+        if ctx.agent is not None:
+            _warn_if_system_prompt(ctx.agent)  # system_prompt functions registered after construction
         if pick_up is not None and pick_up.driver is not None:
             driver = pick_up.driver
             driver.gate = self  # Pydantic AI's declarations are known from here on
         else:
             driver = AsyncDriver(
-                self.open(), self.tools, gate=self, max_steps=self.max_steps, on_indeterminate=self.on_indeterminate
+                self.open(), self.tools, gate=self, max_steps=self.max_steps, on_indeterminate=self.on_indeterminate,
+                transient=self.transient, model_attempts=self.model_attempts,
             )
         self._driver = driver
         if pick_up is None:
@@ -174,6 +236,9 @@ class RunkernelDurability(AbstractCapability[Any]):
         return result
 
     async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> ModelResponse:
+        """Commit the model's complete response as the step (its calls the step's batch).
+        A transient model error commits nothing: the same request is sent again after the
+        backoff; any other (or the last attempt's) ends the Run ``failed`` and is raised."""
         driver = await self._ready(ctx)
         if isinstance(self._action, Done):
             raise self._ended(self._action)
@@ -184,7 +249,15 @@ class RunkernelDurability(AbstractCapability[Any]):
             raise IntegrationError(
                 f"tools without a recovery policy: {missing}; give each a ToolPolicy in RunkernelDurability(tools=...)"
             )
-        response: ModelResponse = await handler(request_context)
+        while True:
+            try:
+                response: ModelResponse = await handler(request_context)
+                break
+            except Exception as error:
+                self._action = action = await driver.inference_failed(error)
+                if not isinstance(action, Infer):
+                    raise  # Ended failed with this error, committed
+                await self.sleep(action.retry_after)
         output_tools = {tool.name for tool in params.output_tools}
         calls = [c for c in response.tool_calls if c.tool_name not in output_tools]
         calls.sort(key=lambda c: self._wait_kind(c.tool_name, c.args_as_dict()) is not None)  # stable sort
@@ -197,6 +270,8 @@ class RunkernelDurability(AbstractCapability[Any]):
         return response
 
     async def wrap_tool_execute(self, ctx: Any, *, call: ToolCallPart, tool_def: Any, args: Any, handler: Any) -> Any:
+        """Run a call only as runkernel hands it (``Executing{n}`` durable first); a call
+        already terminal shows its committed result, never runs again."""
         driver = await self._ready(ctx)
         while True:
             action, committed = self._action, driver.call(call.tool_call_id)
@@ -219,6 +294,8 @@ class RunkernelDurability(AbstractCapability[Any]):
             raise IntegrationError(f"tool call {call.tool_call_id!r} out of runkernel's order (it expects {action!r})")
 
     async def handle_deferred_tool_calls(self, ctx: Any, *, requests: DeferredToolRequests) -> DeferredToolResults | None:
+        """Answer the deferred calls runkernel already has answers for (committed, or
+        given to ``resume``); the others go back to the caller as ``DeferredToolRequests``."""
         driver = await self._ready(ctx)
         results = DeferredToolResults()
         for part in [*requests.approvals, *requests.calls]:
@@ -240,17 +317,24 @@ class RunkernelDurability(AbstractCapability[Any]):
 
     @property
     def has_on_event(self) -> bool:
-        """Listen to the run's events only to checkpoint a stream (listening makes
-        Pydantic AI stream every model request)."""
-        return self.checkpoint_every > 0
+        """Listen to the run's events only to checkpoint a stream or for
+        ``event_stream_handler`` (listening makes Pydantic AI stream every model request)."""
+        return self.checkpoint_every > 0 or self.event_stream_handler is not None
 
     def listens_to(self, event: AgentStreamEvent) -> bool:
+        """Every event for ``event_stream_handler``; text parts and deltas to checkpoint."""
+        if self.event_stream_handler is not None:
+            return True
         return self.checkpoint_every > 0 and isinstance(event, (PartStartEvent, PartDeltaEvent))
 
     async def on_event(self, ctx: Any, *, event: AgentStreamEvent) -> None:
         """Every ``checkpoint_every`` text deltas of a streamed response, save the text so
         far as the step's best-effort checkpoint (``Infer.partial`` after a crash; the
-        model is asked again all the same)."""
+        model is asked again all the same). Every event goes to ``event_stream_handler``."""
+        if self.event_stream_handler is not None:
+            await self.event_stream_handler(ctx, _one(event))
+        if self.checkpoint_every <= 0:
+            return
         if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
             self._streamed.append(event.part.content)
         elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
@@ -298,7 +382,8 @@ class RunkernelDurability(AbstractCapability[Any]):
             )
         if ctx.prompt is None:
             raise IntegrationError("a new durable Run needs a user prompt")
-        prompt = Message(Role.USER, to_jsonable_python(ctx.prompt))
+        recorded = {"runkernel": {"run_id": ctx.run_id, "deps_type": _deps_type(ctx.deps)}}  # resume checks it
+        prompt = Message(Role.USER, to_jsonable_python(ctx.prompt), metadata=recorded)
         return await driver.start([prompt], thread_id=thread_id, run_id=ctx.run_id)
 
     async def _ready(self, ctx: Any) -> AsyncDriver:
@@ -327,11 +412,7 @@ class RunkernelDurability(AbstractCapability[Any]):
 
     def _ended(self, done: Done) -> RunEnded:
         unknown = self._driver.unreconciled if self._driver is not None else ()
-        return RunEnded(
-            f"run {done.run_id!r} ended {done.cause.kind.value}; reconcile operation ids {list(unknown)} downstream",
-            done.cause.kind,
-            unknown,
-        )
+        return RunEnded(ended_message(done.run_id, done.cause, unknown), done.cause.kind, unknown)
 
     def _kind(self, tool: str) -> str | None:
         try:
@@ -361,29 +442,3 @@ class RunkernelDurability(AbstractCapability[Any]):
         await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
         return result
 
-
-@attrs.frozen
-class DurableAgentApp:
-    """A durable agent as the app of ``runkernel worker`` (an ``AsyncPushApp``); made by
-    ``RunkernelDurability.worker_app``. Each Run the worker hands it is resumed with the
-    worker's driver until it waits or ends; a Run the agent ended (a failure, or an
-    Indeterminate call under ``END_RUN``) is committed, so the worker goes on. ``tools``,
-    ``max_steps`` and ``on_indeterminate`` are the capability's, for the worker's driver."""
-
-    name: str
-    durability: RunkernelDurability = attrs.field(repr=False)
-    agent: Agent[Any, Any] = attrs.field(repr=False)
-    tools: Mapping[str, ToolPolicy | str] = attrs.field(repr=False)
-    max_steps: int = attrs.field(repr=False)
-    on_indeterminate: IndeterminateChoice = attrs.field(repr=False)
-
-    async def drive(self, driver: AsyncDriver, run_id: str) -> None:
-        """Resume ``run_id`` with ``driver`` (it holds the worker's lease) until it is quiet."""
-        try:
-            await self.durability.resume(self.agent, run_id, driver=driver)
-        except StillRunning:
-            return  # quiet for now: the worker asks again at a later poll
-        except Exception:
-            snapshot = driver.snapshot
-            if snapshot is None or not isinstance(snapshot.state, Ended):
-                raise  # a store failure or a lost lease: the worker counts it
