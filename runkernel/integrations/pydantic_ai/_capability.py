@@ -12,7 +12,9 @@ import attrs
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.agent import EventStreamHandler
-from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed, ToolFailedError, ToolRetryError
+from pydantic_ai.exceptions import (
+    ApprovalRequired, CallDeferred, ModelRetry, RetryModelRequest, ToolFailed, ToolFailedError, ToolRetryError,
+)
 from pydantic_ai.messages import (
     AgentStreamEvent, ModelMessage, ModelMessagesTypeAdapter, ModelResponse, PartDeltaEvent, PartStartEvent, TextPart,
     TextPartDelta, ToolCallPart,
@@ -73,6 +75,9 @@ class RunkernelDurability(AbstractCapability[Any]):
       raised to the caller.
     - ``event_stream_handler(ctx, events)``: called once per event of the run, with an
       async iterable of that one event (as Pydantic AI's durable engines call theirs).
+    - ``app``: recorded on the Runs ``agent.run`` starts, so that ``runkernel worker``
+      with ``worker_app(agent, name=app)`` continues them (after an approval answered
+      with ``runkernel resume``, or a crash).
     - ``max_steps``, ``on_indeterminate``, ``status_asks``, ``poll_interval``,
       ``checkpoint_every``: see the README section "Durable Pydantic AI agents".
 
@@ -103,6 +108,8 @@ class RunkernelDurability(AbstractCapability[Any]):
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     #: Pydantic AI's event stream handler, called per event (see the class docstring)
     event_stream_handler: EventStreamHandler[Any] | None = None
+    #: the app the Runs ``agent.run`` starts record (a worker of that app continues them)
+    app: str | None = None
 
     def __post_init__(self) -> None:
         policies = tool_policies(self.tools)  # "replay" and the like become their ToolPolicy
@@ -213,7 +220,7 @@ class RunkernelDurability(AbstractCapability[Any]):
         else:
             driver = AsyncDriver(
                 self.open(), self.tools, gate=self, max_steps=self.max_steps, on_indeterminate=self.on_indeterminate,
-                transient=self.transient, model_attempts=self.model_attempts,
+                transient=self.transient, model_attempts=self.model_attempts, app=self.app,
             )
         self._driver = driver
         if pick_up is None:
@@ -249,15 +256,7 @@ class RunkernelDurability(AbstractCapability[Any]):
             raise IntegrationError(
                 f"tools without a recovery policy: {missing}; give each a ToolPolicy in RunkernelDurability(tools=...)"
             )
-        while True:
-            try:
-                response: ModelResponse = await handler(request_context)
-                break
-            except Exception as error:
-                self._action = action = await driver.inference_failed(error)
-                if not isinstance(action, Infer):
-                    raise  # Ended failed with this error, committed
-                await self.sleep(action.retry_after)
+        response: ModelResponse = await handler(request_context)  # failed attempts: on_model_request_error
         output_tools = {tool.name for tool in params.output_tools}
         calls = [c for c in response.tool_calls if c.tool_name not in output_tools]
         calls.sort(key=lambda c: self._wait_kind(c.tool_name, c.args_as_dict()) is not None)  # stable sort
@@ -268,6 +267,18 @@ class RunkernelDurability(AbstractCapability[Any]):
         self._streamed = []  # deltas are never truth: only the complete response is committed
         await self._settle(await driver.inferred(content, requests, metadata=metadata))
         return response
+
+    async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> ModelResponse:
+        """A model call raised: nothing is committed. The interpreter decides (``transient``,
+        ``model_attempts``): another attempt of the same request after its backoff
+        (Pydantic AI's ``RetryModelRequest``), or the Run ends ``failed`` and ``error`` is
+        raised."""
+        assert self._driver is not None
+        self._action = action = await self._driver.inference_failed(error)
+        if not isinstance(action, Infer):
+            raise error  # the Run is Ended failed with it, committed
+        await self.sleep(action.retry_after)
+        raise RetryModelRequest()
 
     async def wrap_tool_execute(self, ctx: Any, *, call: ToolCallPart, tool_def: Any, args: Any, handler: Any) -> Any:
         """Run a call only as runkernel hands it (``Executing{n}`` durable first); a call

@@ -5,6 +5,7 @@ any thread (a thread pool, ``asyncio.to_thread``, ``run_sync`` in a worker threa
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 
 from runkernel import open_store
@@ -39,10 +40,15 @@ class ThreadStores:
             return self._by_thread[thread]
 
     def close(self) -> None:
-        """Close every store this opened (a given ``Store`` stays the host's)."""
+        """Close every store this opened (a given ``Store`` stays the host's). SQLite
+        refuses to close another thread's connection: that one is dropped, and closed
+        when it is collected."""
         with self._lock:
             opened = [*self._by_thread.values(), *([self._shared] if self._shared is not None else [])]
             self._by_thread.clear()
             self._shared = None
         for store in opened:
-            store.close()
+            try:
+                store.close()
+            except sqlite3.ProgrammingError:  # another thread's connection (see above)
+                continue
