@@ -158,8 +158,8 @@ def _many_threads(store_url: str) -> None:
         run_id = store.thread_head(conversation)
         assert run_id is not None and run_id.active_run_id is None
         commits += _legal(store, conversation)
-    runs = [store.run(r) for r in _runs(store)]
-    completed = [s for s in runs if s is not None and isinstance(s.state, Ended)
+    snapshots = [store.run(r) for r in _runs(store)]
+    completed = [s for s in snapshots if s is not None and isinstance(s.state, Ended)
                  and s.state.cause.kind is EndCauseKind.COMPLETED]
     print(f"{store_url.split(':')[0]}: {THREADS} threads x {RUNS_PER_THREAD} runs: {len(completed)} completed,"
           f" {commits} commits, every trace LEGAL")

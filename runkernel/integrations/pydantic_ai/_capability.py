@@ -8,24 +8,20 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import attrs
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved
-from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.agent import EventStreamHandler
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import (
     ApprovalRequired, CallDeferred, ModelRetry, RetryModelRequest, ToolFailed, ToolFailedError, ToolRetryError,
 )
-from pydantic_ai.messages import (
-    AgentStreamEvent, ModelMessage, ModelMessagesTypeAdapter, ModelResponse, PartDeltaEvent, PartStartEvent, TextPart,
-    TextPartDelta, ToolCallPart,
-)
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import RunContext
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
-    Approve, AsyncDriver, CallRequest, CheckStatus, Done, EndCauseKind, Hold, Infer, Permit, RunCall, StatusReply,
-    StoreError, ToolPolicy, WaitFor, WaitKind, open_store,
+    Approve, AsyncDriver, CallRequest, CheckStatus, Done, EndCauseKind, Infer, RunCall, StatusReply, StoreError,
+    ToolPolicy, WaitFor, WaitKind,
 )
 from runkernel.adapters.drive.actions import Action
 from runkernel.adapters.drive.invocation import invocation_scope
@@ -33,19 +29,19 @@ from runkernel.adapters.drive.model_errors import DEFAULT_MODEL_ATTEMPTS, Transi
 from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
 from runkernel.integrations.pydantic_ai._context import (
-    _PICK_UP, DeferredAfterStart, DepsMismatch, IntegrationError, PickUp, RunEnded, StillRunning, _one,
+    _PICK_UP, DeferredAfterStart, DepsMismatch, IntegrationError, PickUp, RunEnded, StillRunning,
     _warn_if_system_prompt,
 )
 from runkernel.integrations.pydantic_ai._errors import ended_message, pydantic_ai_transient
+from runkernel.integrations.pydantic_ai._events import StreamListener
+from runkernel.integrations.pydantic_ai._gate import DeclaredGate
+from runkernel.integrations.pydantic_ai._mapping import (
+    _answer_of, _deferred_answer, _deps_type, _error_value, _payloads, _recorded_deps_type, _shown, to_model_messages,
+)
 from runkernel.integrations.pydantic_ai._stores import ThreadStores
 from runkernel.integrations.pydantic_ai._worker import DepsFactory, DurableAgentApp
-from runkernel.integrations.pydantic_ai._mapping import (
-    _answer_of, _approval_functions, _deferred_answer, _deps_type, _error_value, _payloads, _recorded_deps_type, _shown,
-    to_model_messages,
-)
 from runkernel.kernel import (
-    CallCompleted, CallIndeterminate, Ended, IndeterminateChoice, JsonValue, Message, RecoveryMode, Role, ToolCall,
-    TypedError,
+    CallCompleted, CallIndeterminate, IndeterminateChoice, JsonValue, Message, RecoveryMode, Role, TypedError,
 )
 from runkernel.kernel.policies import tool_policies
 
@@ -54,7 +50,7 @@ StatusFunction = Callable[[str], StatusReply | Awaitable[StatusReply]]
 
 
 @dataclass
-class RunkernelDurability(AbstractCapability[Any]):
+class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any]):
     """Attach to an ``Agent`` (``capabilities=[durable]``) to make each of its runs a
     durable runkernel Run: every model response committed as an inference step, every
     tool call committed ``Executing{n}`` before its body runs, approvals and external
@@ -326,61 +322,6 @@ class RunkernelDurability(AbstractCapability[Any]):
                 results.calls[call_id] = answer
         return results if results.approvals or results.calls else None
 
-    @property
-    def has_on_event(self) -> bool:
-        """Listen to the run's events only to checkpoint a stream or for
-        ``event_stream_handler`` (listening makes Pydantic AI stream every model request)."""
-        return self.checkpoint_every > 0 or self.event_stream_handler is not None
-
-    def listens_to(self, event: AgentStreamEvent) -> bool:
-        """Every event for ``event_stream_handler``; text parts and deltas to checkpoint."""
-        if self.event_stream_handler is not None:
-            return True
-        return self.checkpoint_every > 0 and isinstance(event, (PartStartEvent, PartDeltaEvent))
-
-    async def on_event(self, ctx: Any, *, event: AgentStreamEvent) -> None:
-        """Every ``checkpoint_every`` text deltas of a streamed response, save the text so
-        far as the step's best-effort checkpoint (``Infer.partial`` after a crash; the
-        model is asked again all the same). Every event goes to ``event_stream_handler``."""
-        if self.event_stream_handler is not None:
-            await self.event_stream_handler(ctx, _one(event))
-        if self.checkpoint_every <= 0:
-            return
-        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-            self._streamed.append(event.part.content)
-        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-            self._streamed.append(event.delta.content_delta)
-        else:
-            return
-        due = len(self._streamed) % self.checkpoint_every == 0
-        if due and isinstance(self._action, Infer) and self._driver is not None:
-            await self._driver.checkpoint({"text": "".join(self._streamed)})
-
-    # --- the gate (the driver asks it before each call) -------------------------------
-
-    def check(self, run_id: str, call: ToolCall) -> Permit | Hold:
-        """runkernel's gate: Pydantic AI's declarations decide which calls wait."""
-        wait = self._wait_kind(call.tool, call.arguments)
-        return Permit() if wait is None else Hold(wait, request=call.arguments)
-
-    def _wait_kind(self, tool: str, arguments: Any) -> WaitKind | None:
-        """What a call of ``tool`` waits for before it runs: ``requires_approval=True`` or a
-        toolset's approval function (an approval), a declared external tool (an external
-        answer, or a person's input for ``questions``); None when it runs at once."""
-        kind = self._kind(tool)
-        if kind == "external":
-            return WaitKind.INPUT if tool in self.questions else WaitKind.EXTERNAL
-        if kind == "unapproved" or (kind == "function" and self._conditionally_approved(tool, arguments)):
-            return WaitKind.APPROVAL
-        return None
-
-    def _conditionally_approved(self, tool: str, arguments: Any) -> bool:
-        manager, ctx = self._tool_manager, self._ctx
-        entry = manager.tools.get(tool) if manager is not None and manager.tools is not None else None
-        if manager is None or entry is None or ctx is None or not isinstance(arguments, dict):
-            return False
-        return any(ask(ctx, entry.tool_def, arguments) for ask in _approval_functions(manager.toolset, entry.toolset))
-
     # --- plumbing ---------------------------------------------------------------------
 
     async def _start(self, ctx: Any, driver: AsyncDriver) -> Action:
@@ -424,13 +365,6 @@ class RunkernelDurability(AbstractCapability[Any]):
     def _ended(self, done: Done) -> RunEnded:
         unknown = self._driver.unreconciled if self._driver is not None else ()
         return RunEnded(ended_message(done.run_id, done.cause, unknown), done.cause.kind, unknown)
-
-    def _kind(self, tool: str) -> str | None:
-        try:
-            definition = self._tool_manager.get_tool_def(tool) if self._tool_manager is not None else None
-        except ValueError:  # not prepared for a step yet
-            return None
-        return definition.kind if definition is not None else None
 
     async def _execute(self, action: RunCall, args: Any, handler: Any) -> Any:
         assert self._driver is not None
