@@ -74,8 +74,12 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
     - ``app``: recorded on the Runs ``agent.run`` starts, so that ``runkernel worker``
       with ``worker_app(agent, name=app)`` continues them (after an approval answered
       with ``runkernel resume``, or a crash).
-    - ``max_steps``, ``on_indeterminate``, ``status_asks``, ``poll_interval``,
-      ``checkpoint_every``: see the README section "Durable Pydantic AI agents".
+    - ``max_steps``: steps before the Run ends ``step_limit``. ``on_indeterminate``: a
+      call nobody knows the outcome of is shown to the model with its operation id
+      (``PUBLISH``) or ends the Run ``outcome_unknown`` (``END_RUN``). ``status_asks``
+      and ``poll_interval``: how often, and how far apart, a reconnect tool is asked in
+      one go while it says running. ``checkpoint_every``: save a streamed response's
+      text every N deltas (a best-effort checkpoint, never truth).
 
     The Thread is the run's ``conversation_id``, a new Run's id its ``run_id``; the
     activation records the type of the run's ``deps``, and ``resume`` refuses deps of
