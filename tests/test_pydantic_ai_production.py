@@ -397,6 +397,20 @@ def test_resume_with_deps_of_another_type_is_refused_before_anything_runs(url: s
     assert result.output == "sent" and seen == ["ann"]
 
 
+def test_run_ended_after_a_cancel_says_so(url: str) -> None:
+    durable = RunkernelDurability(url, tools={"send": "indeterminate"})
+    agent = _deps_agent(durable, [])
+    asyncio.run(agent.run("go", conversation_id="c1", run_id="r1", deps=Account("ann")))
+    assert main(["cancel", "--store", url, "r1"]) == 0
+    with pytest.raises(RunEnded) as raised:
+        asyncio.run(durable.resume(agent, "r1", deps=Account("ann")))
+    print("after a cancel:", raised.value)
+    assert raised.value.cause is EndCauseKind.CANCELLED
+    assert "ended cancelled: it was cancelled" in str(raised.value) and "never resumed" in str(raised.value)
+    # the driver lists the call the cancel closed (Awaiting its approval) as one to reconcile
+    assert all(op in str(raised.value) for op in raised.value.operation_ids)
+
+
 # --- event stream handler, system_prompt warning, docstrings -------------------------------
 
 
