@@ -1,12 +1,11 @@
-"""docs/pydantic-ai.md runs as printed, in an empty directory with the repository on the
-import path: its first python block saved as ``support_app.py``, its second run beside
-it (it prints what the page says it prints), then its sh block's commands one by one
-(the worker gives the CLI-started Run the deps its factory makes)."""
+"""docs/pydantic-ai.md does what it says: its blocks run in order in an empty directory
+(``tests/test_docs.py`` runs them too; this test checks the results): the threaded
+script prints what the page shows, the worker gives the CLI-started Run the deps its
+factory makes, and every Thread's trace is legal."""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,31 +14,29 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed (pip install -e '.[pydantic-ai]')")
 
+from docs_blocks import DOCS, blocks, commands  # noqa: E402
 from runkernel import check_trace, open_store  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "pydantic-ai.md"
-
-
-def blocks(kind: str) -> list[str]:
-    return re.findall(rf"^```{kind}\n(.*?)^```$", PAGE.read_text(encoding="utf-8"), re.S | re.M)
+PAGE = DOCS / "pydantic-ai.md"
 
 
 def test_the_pydantic_ai_page_runs_as_printed(tmp_path: Path) -> None:
-    module, script = blocks("python")
-    printed = blocks("text")[0]
-    (commands,) = blocks("sh")
-    assert module.startswith("# support_app.py\n")
-    (tmp_path / "support_app.py").write_text(module)
+    found = blocks(PAGE)
+    assert [(b.language, b.title) for b in found] == [
+        ("python", "support_app.py"), ("python", None), ("text", None), ("bash", None)
+    ]
+    module, script, printed, shell = found
+    (tmp_path / "support_app.py").write_text(module.code)
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", script.code], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
     print(done.stdout)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == printed
-    for command in commands.splitlines():
+    assert done.stdout == printed.code
+    for command in commands(shell):
         ran = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
                              timeout=120)
         print(f"$ {command}\n{ran.stdout.strip()}")
