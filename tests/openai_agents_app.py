@@ -113,7 +113,7 @@ class ScriptModel(Model):
             os.kill(os.getpid(), signal.SIGKILL)
         return response
 
-    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         step, model = self._step(kwargs.get("input", args[1] if len(args) > 1 else None))
         async for event in model.stream_response(*args, **kwargs):
             yield event

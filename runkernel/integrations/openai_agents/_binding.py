@@ -278,7 +278,7 @@ class DurableModel(Model):
         return await binding.infer(kwargs.get("input", args[1] if len(args) > 1 else None),
                                    lambda: self.model.get_response(*args, **kwargs))
 
-    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         binding = bound()
         binding.agent = self.agent
         await binding.ready()

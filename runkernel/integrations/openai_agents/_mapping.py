@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agents import ModelResponse, Usage
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputItem, ResponseOutputMessage
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputItem, ResponseOutputMessage, ResponseOutputText
 from pydantic import TypeAdapter
 
 from runkernel import CallRequest
@@ -26,7 +26,7 @@ def response_text(response: ModelResponse) -> str | None:
     texts = [
         part.text
         for item in response.output if isinstance(item, ResponseOutputMessage)
-        for part in item.content if getattr(part, "type", None) == "output_text"
+        for part in item.content if isinstance(part, ResponseOutputText)
     ]
     return "".join(texts) if texts else None
 

@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 from agents import Agent, FunctionTool, Handoff, InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered, RunState
 from agents import Runner
+from agents.models.interface import Model
 from agents.result import RunResult, RunResultStreaming
 from openai import APIConnectionError
 
@@ -109,7 +110,7 @@ class DurableRunner:
         """Make ``agent`` and the agents it hands off to durable, in place (idempotent)."""
         for each in agents_of(agent):
             if not isinstance(each.model, DurableModel):
-                if not hasattr(each.model, "get_response"):
+                if not isinstance(each.model, Model):
                     raise IntegrationError(f"agent {each.name!r}: give it a Model instance, not {each.model!r}")
                 each.model = DurableModel(each.model, each.name)
             for tool in each.tools:
@@ -132,7 +133,7 @@ class DurableRunner:
         binding, first = await self._bind(agent, input, thread_id, run_id)
         token = _BINDING.set(binding)
         try:
-            result = await self._finish(binding, Runner.run(agent, first, **run))
+            result: RunResult = await self._finish(binding, Runner.run(agent, first, **run))
         finally:
             _BINDING.reset(token)
         return result
@@ -164,8 +165,10 @@ class DurableRunner:
         if last is not None:
             start = self._agent_named(agent, messages[last].metadata)
         token = _BINDING.set(binding)
+        items = input_items(messages[:last] if last is not None else messages)
         try:
-            return await self._finish(binding, Runner.run(start, input_items(messages[:last] if last is not None else messages), **run))
+            result: RunResult = await self._finish(binding, Runner.run(start, items, **run))
+            return result
         finally:
             _BINDING.reset(token)
 
