@@ -29,7 +29,8 @@ from typing import Any
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
 from agents import (  # noqa: E402
-    Agent, GuardrailFunctionOutput, InputGuardrail, ModelResponse, RunContextWrapper, function_tool, set_tracing_disabled,
+    Agent, GuardrailFunctionOutput, InputGuardrail, ModelResponse, RunContextWrapper, RunHooks, function_tool,
+    set_tracing_disabled,
 )
 from agents.models.interface import Model  # noqa: E402
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
@@ -212,7 +213,8 @@ def build(store: str, record: str | os.PathLike[str], script: str) -> tuple[Agen
         return "charged"
 
     async def big(context: RunContextWrapper[Any], args: dict[str, Any], call_id: str) -> bool:
-        return bool(args.get("cents", 0) > 100)
+        limits = context.context if isinstance(context.context, dict) else {}
+        return bool(args.get("cents", 0) > limits.get("limit", 100))  # the run's context= may raise the limit
 
     @function_tool(needs_approval=big)
     def transfer(cents: int) -> str:
@@ -229,9 +231,18 @@ def build(store: str, record: str | os.PathLike[str], script: str) -> tuple[Agen
         name="assistant", instructions="Help.", model=model, tools=[search, note, send, transfer, charge],
         handoffs=[billing] if script == "handoff" else [],
         output_type=Weather if script == "structured" else None,
-        input_guardrails=[InputGuardrail(no_secrets, name="no_secrets", run_in_parallel=False)],
+        input_guardrails=[InputGuardrail(no_secrets, name="no_secrets")],  # the SDK's default: beside the model call
     )
     return agent, durable
+
+
+class CrashAtTheEnd(RunHooks[Any]):
+    """Kills the process once the agent produced its final output: the final response
+    is committed, the Run's end is not (``CRASH=end``)."""
+
+    async def on_agent_end(self, context: Any, agent: Any, output: Any) -> None:
+        if os.environ.get("CRASH") == "end":
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def outcome(result: Any) -> dict[str, Any]:
@@ -253,7 +264,7 @@ async def play(store: str, record: str, script: str, phase: str, run_id: str | N
     agent, durable = build(store, record, script)
     ASKED.clear()
     if phase == "start":
-        result = await durable.run(agent, prompt, thread_id=f"thread-{script}")
+        result = await durable.run(agent, prompt, thread_id=f"thread-{script}", hooks=CrashAtTheEnd())
     elif phase == "stream":
         stream = durable.run_streamed(agent, prompt, thread_id=f"thread-{script}")
         deltas = [e for e in [event async for event in stream.stream_events()]

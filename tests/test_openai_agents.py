@@ -72,6 +72,24 @@ def test_an_approval_answered_through_the_sdks_run_state(world: World, approve: 
     world.check("conditional")
 
 
+def test_an_approval_function_reads_the_runs_context(world: World) -> None:
+    agent, durable = app.build(world.url, str(world.record), "conditional")
+    result = asyncio.run(durable.run(agent, "go", thread_id="thread-conditional", context={"limit": 1000}))
+    assert result.interruptions == [] and result.final_output == "moved", "500 is under this run's limit"
+    assert [s["call_id"] for s in world.starts()] == ["t1", "t2"]
+    world.check("conditional")
+
+
+def test_a_crash_after_the_final_response_ends_the_run_without_asking_again(world: World) -> None:
+    world.killed("happy", "end")
+    state = world.store.run(world.run_id("happy"))
+    assert state is not None and not isinstance(state.state, Ended), "the end was not committed"
+    assert world.play("happy", "resume", world.run_id("happy"))["output"] == "done"
+    assert app.ASKED == [], "the committed final response is handed to the SDK again"
+    assert len(world.starts("note")) == 1
+    world.check("happy")
+
+
 def test_a_crash_inside_a_replay_tool_replays_it_with_the_same_operation_id(world: World) -> None:
     world.killed("replay_crash", "tool:search:1")
     assert world.play("replay_crash", "resume", world.run_id("replay_crash"))["output"] == "found"

@@ -87,10 +87,14 @@ class Binding:
         replay: ModelResponse | None = None,
         poll_interval: float = 0.2,
         status_asks: int | None = None,
+        context: Any = None,
     ) -> None:
         self.driver, self.tools, self.handoffs, self.status = driver, tools, handoffs, status
         self.action: Action | None = None
-        self.context: RunContextWrapper[Any] | None = None
+        #: what approval functions get: the SDK's run context once a wrapper saw it, until
+        #: then one around the ``context=`` given to the run (what they usually read)
+        self.context: RunContextWrapper[Any] = RunContextWrapper(context=context)
+        self._seen_context = False
         self.agent = ""  # the name of the agent whose model was asked last
         self.replay = replay  # the committed response the SDK asks for again after a pick-up
         self.poll_interval, self.status_asks = poll_interval, status_asks
@@ -102,8 +106,8 @@ class Binding:
     async def ready(self, context: RunContextWrapper[Any] | None = None) -> AsyncDriver:
         """Every wrapper starts here; a Run is picked up in the first one, where the run
         context (which approval functions take) is known."""
-        if context is not None and self.context is None:
-            self.context = context
+        if context is not None and not self._seen_context:
+            self.context, self._seen_context = context, True
         if self._pick_up is not None:
             run_id, self._pick_up = self._pick_up, None
             await self.settle(await self.driver.pick_up(run_id))
@@ -141,8 +145,7 @@ class Binding:
             function = self.tools.get(tool)
             setting = getattr(function, "runkernel_needs_approval", False) if function is not None else False
             if callable(setting):
-                context = self.context if self.context is not None else RunContextWrapper(context=None)
-                answer = setting(context, arguments if isinstance(arguments, dict) else {}, call_id)
+                answer = setting(self.context, arguments if isinstance(arguments, dict) else {}, call_id)
                 setting = await answer if inspect.isawaitable(answer) else answer
             self._approvals[call_id] = bool(setting)
         return self._approvals[call_id]

@@ -130,7 +130,7 @@ class DurableRunner:
         """Start a Run in Thread ``thread_id`` with ``input`` (the user's prompt), or, with
         the SDK's ``RunState`` (``result.to_state()``, then ``approve``/``reject``), continue
         the Thread's Run with those answers. ``run`` goes to ``Runner.run``."""
-        binding, first = await self._bind(agent, input, thread_id, run_id)
+        binding, first = await self._bind(agent, input, thread_id, run_id, run.get("context"))
         token = _BINDING.set(binding)
         try:
             result: RunResult = await self._finish(binding, Runner.run(agent, first, **run))
@@ -160,7 +160,7 @@ class DurableRunner:
         driver = driver or self._driver(agent)
         replay = replayed_response(messages[last].metadata) if last is not None else None
         binding = Binding(driver, self._functions(agent), handoff_names(agent), self.status, pick_up=run_id, replay=replay,
-                          poll_interval=self.poll_interval, status_asks=self.status_asks)
+                          poll_interval=self.poll_interval, status_asks=self.status_asks, context=run.get("context"))
         start = agent
         if last is not None:
             start = self._agent_named(agent, messages[last].metadata)
@@ -192,13 +192,15 @@ class DurableRunner:
         name = metadata.get("agent") if isinstance(metadata, dict) else None
         return next((each for each in agents_of(agent) if each.name == name), agent)
 
-    async def _bind(self, agent: Agent[Any], input: Any, thread_id: str, run_id: str | None) -> tuple[Binding, Any]:
+    async def _bind(
+        self, agent: Agent[Any], input: Any, thread_id: str, run_id: str | None, context: Any
+    ) -> tuple[Binding, Any]:
         self.wrap(agent)
         driver, store = self._driver(agent), self.open()
         head = store.thread_head(thread_id)
         active = head.active_run_id if head is not None else None
         binding = Binding(driver, self._functions(agent), handoff_names(agent), self.status,
-                          poll_interval=self.poll_interval, status_asks=self.status_asks)
+                          poll_interval=self.poll_interval, status_asks=self.status_asks, context=context)
         if isinstance(input, RunState):
             if active is None:
                 raise IntegrationError(f"thread {thread_id!r} has no Run that is not Ended to continue")
@@ -255,7 +257,7 @@ class DurableStream:
 
     async def stream_events(self) -> AsyncIterator[Any]:
         """The SDK's stream events; the Run's end is committed once the stream is done."""
-        binding, first = await self._runner._bind(self._agent, self._input, self._thread_id, self._run_id)
+        binding, first = await self._runner._bind(self._agent, self._input, self._thread_id, self._run_id, self._run.get("context"))
         token = _BINDING.set(binding)
         try:
             self.result = Runner.run_streamed(self._agent, first, **self._run)  # its task copies the binding
