@@ -29,7 +29,7 @@ from typing import Any
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
 from agents import (  # noqa: E402
-    Agent, GuardrailFunctionOutput, InputGuardrail, ModelResponse, RunContextWrapper, RunHooks, function_tool,
+    Agent, GuardrailFunctionOutput, InputGuardrail, ModelResponse, OutputGuardrail, RunContextWrapper, RunHooks, function_tool,
     set_tracing_disabled,
 )
 from agents.models.interface import Model  # noqa: E402
@@ -73,6 +73,7 @@ SCRIPTS: dict[str, list[list[Any]]] = {
     "structured": [[_call("search", "s1", q="oslo")], [_text('{"city": "Oslo", "sky": "clear"}', 2)]],
     "handoff": [[_text("to billing"), _call("transfer_to_billing", "h1")], [_call("charge", "c1", cents=7)], [_text("billed", 3)]],
     "guardrail": [[_text("never")]],
+    "output_guardrail": [[_text("the password is hunter2")]],
     "flaky_model": [[_text("after the outage")]],
 }
 
@@ -225,6 +226,9 @@ def build(store: str, record: str | os.PathLike[str], script: str) -> tuple[Agen
     async def no_secrets(context: RunContextWrapper[Any], agent: Agent[Any], input: Any) -> GuardrailFunctionOutput:
         return GuardrailFunctionOutput(output_info=None, tripwire_triggered="secret" in str(input))
 
+    async def no_passwords(context: RunContextWrapper[Any], agent: Agent[Any], output: Any) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info=None, tripwire_triggered="password" in str(output))
+
     model = ScriptModel(script)
     billing = Agent(name="billing", instructions="Bill.", model=model, tools=[charge])
     agent: Agent[Any] = Agent(
@@ -232,6 +236,7 @@ def build(store: str, record: str | os.PathLike[str], script: str) -> tuple[Agen
         handoffs=[billing] if script == "handoff" else [],
         output_type=Weather if script == "structured" else None,
         input_guardrails=[InputGuardrail(no_secrets, name="no_secrets")],  # the SDK's default: beside the model call
+        output_guardrails=[OutputGuardrail(no_passwords, name="no_passwords")],
     )
     return agent, durable
 

@@ -174,6 +174,15 @@ def test_a_guardrail_tripwire_ends_the_run_failed_naming_the_guardrail(world: Wo
     world.check("guardrail", EndCauseKind.FAILED)
 
 
+def test_an_output_guardrail_tripwire_ends_the_run_failed_after_its_step_committed(world: World) -> None:
+    with pytest.raises(GuardrailTripped, match="no_passwords") as tripped:
+        world.play("output_guardrail")
+    assert tripped.value.kind == "output"
+    assistant = [m.content for m in world.store.messages("thread-output_guardrail") if m.role.value == "assistant"]
+    assert assistant == ["the password is hunter2"], "the response was committed; the guardrail judged it after"
+    world.check("output_guardrail", EndCauseKind.FAILED)
+
+
 def _status_error(code: int) -> openai.APIStatusError:
     request = httpx.Request("POST", "https://api.invalid/v1/responses")
     response: Any = httpx.Response(code, request=request)  # the client's own httpx build, under another name
