@@ -219,6 +219,9 @@ class DurableRunner:
         try:
             result = await running
         except BaseException as error:
+            own = _kept(error)
+            if own is not None and own is not error:
+                raise own  # the SDK wrapped it ("Error running tool ..."); its own __cause__ kept for the worker
             await self._failed(binding, error)
             raise
         await self._completed(binding, result)
@@ -227,8 +230,7 @@ class DurableRunner:
     async def _failed(self, binding: Binding, error: BaseException) -> None:
         """A guardrail's tripwire or any other error of the agent ends the Run ``failed``;
         store trouble, a lost lease, an ended Run and cancellation leave it as committed."""
-        if isinstance(error, (StoreError, IllegalCommit, UnknownRun, RunEnded, StillRunning, IntegrationError,
-                              asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
+        if _kept(error) is not None or isinstance(error, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
             return
         if isinstance(binding.action, Done) or binding.action is None:
             return
@@ -244,6 +246,24 @@ class DurableRunner:
         if isinstance(binding.action, Done) or getattr(result, "interruptions", None):
             return
         binding.action = await binding.driver.end(EndCauseKind.COMPLETED)
+
+
+#: Errors that leave the Run as committed (store trouble, a lost lease, an ended Run, a
+#: reconnect tool still running, the host's misuse): never a reason to end it ``failed``.
+_LEAVE_AS_COMMITTED = (StoreError, IllegalCommit, UnknownRun, RunEnded, StillRunning, IntegrationError)
+
+
+def _kept(error: BaseException) -> BaseException | None:
+    """The error of ``_LEAVE_AS_COMMITTED`` that ``error`` is or wraps (the SDK wraps what
+    a tool raises in a ``UserError``), if any."""
+    seen: BaseException | None = error
+    for _ in range(8):  # the SDK wraps once or twice; a bound keeps a cycle harmless
+        if seen is None:
+            return None
+        if isinstance(seen, _LEAVE_AS_COMMITTED):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 class DurableStream:
