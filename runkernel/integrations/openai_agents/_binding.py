@@ -9,7 +9,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
-from agents import Agent, FunctionTool, ModelResponse, RunContextWrapper
+from agents import FunctionTool, ModelResponse, RunContextWrapper
 from agents.models.interface import Model
 from openai.types.responses import ResponseCompletedEvent, ResponseFunctionToolCall
 from pydantic_core import to_jsonable_python
