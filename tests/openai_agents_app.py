@@ -178,7 +178,7 @@ def build(store: str, record: str | os.PathLike[str], script: str) -> tuple[Agen
     """The agent of ``script`` on ``store``, its tools recording to ``record``."""
     downstream = Downstream(record, store)
 
-    def charge_status(operation_id: str) -> StatusReply:
+    def charge_status(operation_id: str, lease_epoch: int | None) -> StatusReply:
         done = any(s["operation_id"] == operation_id for s in downstream.starts())
         return StatusReply(OperationStatus.DONE, "charged") if done else StatusReply(OperationStatus.NOT_FOUND)
 

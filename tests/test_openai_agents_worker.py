@@ -89,7 +89,7 @@ def test_a_reconnect_tool_still_running_lets_the_worker_go_on(world: World, monk
     from openai_agents_app import worker_app
 
     app = worker_app()
-    app.runner.status = {"charge": lambda op: StatusReply(OperationStatus.RUNNING)}
+    app.runner.status = {"charge": lambda op, epoch: StatusReply(OperationStatus.RUNNING)}
     app.runner.status_asks, app.runner.poll_interval = 2, 0.0
     report = Worker(world.store, app, worker_id="w2").run_once()
     print("still running:", report)

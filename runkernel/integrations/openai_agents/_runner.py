@@ -66,7 +66,7 @@ class DurableRunner:
 
     ``tools`` gives every function tool its ``ToolPolicy`` or ``"replay"``,
     ``"reconnect"``, ``"indeterminate"`` (handoffs get ``replay`` unless named here);
-    ``status`` gives each reconnect tool its ``status(operation_id) -> StatusReply``.
+    ``status`` gives each reconnect tool its ``status(operation_id, lease_epoch) -> StatusReply``.
     ``transient`` says which model errors are retried (default ``openai_transient``),
     ``model_attempts`` how often. The first call on an agent wraps, in place and once, its
     model and function tools and those of every agent it hands off to."""
