@@ -34,11 +34,22 @@ def _answers_like_a_new_store(store: Store, run: DelegatingRun) -> None:
     assert store.runs_with_work("a") == [run.children[0]]  # quiet again, for d1 alone
 
 
-def as_sqlite_schema_4(path: Path) -> None:
-    """Turn a fresh SQLite store back into what schema 4 wrote (no trace context column);
+def as_sqlite_schema_5(path: Path) -> None:
+    """Turn a fresh SQLite store back into what schema 5 wrote (no trace context column);
     the older steps' helpers start from it."""
     db = sqlite3.connect(path)
     db.execute("ALTER TABLE runs DROP COLUMN trace_context")
+    db.execute("UPDATE meta SET value = '5' WHERE key = 'version'")
+    db.commit()
+    db.close()
+
+
+def as_sqlite_schema_4(path: Path) -> None:
+    """Turn a fresh SQLite store back into what schema 4 wrote (nor the listing indexes)."""
+    as_sqlite_schema_5(path)
+    db = sqlite3.connect(path)
+    for index in ("runs_by_state_only", "runs_by_app", "runs_by_thread"):  # schema 5's
+        db.execute(f"DROP INDEX {index}")
     db.execute("UPDATE meta SET value = '4' WHERE key = 'version'")
     db.commit()
     db.close()

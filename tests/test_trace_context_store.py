@@ -1,6 +1,6 @@
 """A Run's trace context (OpenTelemetry's, ``runkernel.integrations.otel``) is kept by
 every store beside the Run, written with its activation only, outside the commit log;
-``runkernel db migrate`` gives an older store its column (SQLite 4→5, PostgreSQL 2→3)."""
+``runkernel db migrate`` gives an older store its column (SQLite 5→6, PostgreSQL 2→3)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from runkernel.adapters.stores.sqlite_migrate import migrate_sqlite
 from runkernel.adapters.stores.contract import SchemaError
 from runkernel.cli.entry import main
 from runkernel.conformance import text_run
-from test_quiet_parent_migration import as_sqlite_schema_4
+from test_quiet_parent_migration import as_sqlite_schema_5
 
 CONTEXT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -54,19 +54,19 @@ def test_a_store_keeps_the_activations_trace_context_outside_the_commit_log(stor
     assert "0af7651916cd43dd8448eb211c80319c" not in lines
 
 
-def test_a_schema_4_sqlite_store_is_migrated_to_keep_trace_contexts(
+def test_a_schema_5_sqlite_store_is_migrated_to_keep_trace_contexts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "four.db"
+    path = tmp_path / "five.db"
     store = SqliteStore(path)
     for commit in text_run("t0", "r0", 1):
         store.append(commit)
     store.close()
-    as_sqlite_schema_4(path)
+    as_sqlite_schema_5(path)
     with pytest.raises(SchemaError, match="db migrate"):
         SqliteStore(path)
     assert main(["db", "migrate", "--store", f"sqlite:///{path}"]) == 0
-    assert f"migrated schema version 4 to {SCHEMA_VERSION}" in capsys.readouterr().out
+    assert f"migrated schema version 5 to {SCHEMA_VERSION}" in capsys.readouterr().out
     store = SqliteStore(path)
     assert store.trace_context("r0") is None  # made before: it has none
     _write_traced(store)
