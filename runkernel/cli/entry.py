@@ -16,6 +16,7 @@ from pathlib import Path
 from runkernel import __version__
 from runkernel.adapters.stores.contract import IllegalCommit, SchemaError, StoreError, UnknownRun
 from runkernel.adapters.stores.urls import BadStoreUrl, redacted
+from runkernel.cli.crashtest import register_crashtest
 from runkernel.cli.db import register_db
 from runkernel.cli.text import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError
 from runkernel.cli.commands import register
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     register(commands)
     register_runs(commands)
     register_db(commands)
+    register_crashtest(commands)
     return parser
 
 
