@@ -18,7 +18,6 @@ import collections
 import itertools
 
 from runkernel import (
-    Action,
     AsyncDriver,
     CallRequest,
     CheckStatus,
@@ -39,6 +38,7 @@ from runkernel import (
     ToolRegistry,
     WaitKind,
 )
+from runkernel.adapters.drive.actions import Action
 from runkernel.kernel import ToolCall
 
 #: Every executor start downstream saw: (tool, operation id, attempt).
@@ -124,7 +124,7 @@ clean = _app("clean")
 double_charge = _app("double-charge", charge=ToolPolicy.replay())
 lying_status = _app("lying-status", lie=True)
 raises_on_rerun = _app("raises-on-rerun", raise_on_rerun=True)
-random_model = RuntimeApp(name="random", model=RandomModel(), tools=clean.tools)
+random_model = RuntimeApp(name="random", model=RandomModel(), tools=clean.tools, gate=ApproveCharges())
 
 POLICIES = {"lookup": "replay", "reserve": "reconnect", "charge": "indeterminate"}
 _TOOLS = {name: Tool(name, ToolPolicy.replay()) for name in POLICIES}
