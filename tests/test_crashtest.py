@@ -26,7 +26,7 @@ from runkernel.testing.crashtest import (
     scenario_schema,
     scenarios_from_json,
 )
-from tests import crashtest_apps as apps
+import crashtest_apps as apps
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -155,19 +155,19 @@ def test_the_command_on_the_demo_app_prints_its_report_and_exits_0(tmp_path: Pat
 def test_the_command_exits_0_or_1_naming_boundary_and_tool(
     capsys: pytest.CaptureFixture[str], app: str, code: int, said: str
 ) -> None:
-    got, out, _ = cli(capsys, "--app", f"tests.crashtest_apps:{app}")
+    got, out, _ = cli(capsys, "--app", f"crashtest_apps:{app}")
     assert (got, said in out) == (code, True), out
 
 
 def test_the_command_exits_2_for_a_non_deterministic_app_and_bad_usage(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = cli(capsys, "--app", "tests.crashtest_apps:random_model")
+    code, out, err = cli(capsys, "--app", "crashtest_apps:random_model")
     assert (code, out) == (2, "")
     assert "differ at commit v2" in err and "not deterministic" in err
-    code, _, err = cli(capsys, "--app", "tests.crashtest_apps:clean", "--at-most-once", "nope")
+    code, _, err = cli(capsys, "--app", "crashtest_apps:clean", "--at-most-once", "nope")
     assert code == 2 and "at-most-once tool 'nope' is not a tool of app 'clean'" in err
-    code, _, err = cli(capsys, "--app", "tests.crashtest_apps:clean", "--scenario", "nope")
+    code, _, err = cli(capsys, "--app", "crashtest_apps:clean", "--scenario", "nope")
     assert code == 2 and "--scenario nope: no such scenario" in err
-    code, _, err = cli(capsys, "--app", "tests.crashtest_apps:nothing")
+    code, _, err = cli(capsys, "--app", "crashtest_apps:nothing")
     assert code == 2 and "has no attribute 'nothing'" in err
 
 
@@ -184,7 +184,7 @@ def test_the_json_report_and_a_scenario_file(capsys: pytest.CaptureFixture[str],
     jsonschema.validate(scenario, json.loads(scenario_schema()))
     path = tmp_path / "scenarios.json"
     path.write_text(json.dumps(scenario))
-    code, out, err = cli(capsys, "--app", "tests.crashtest_apps:clean", "--scenario", str(path), "--format", "json")
+    code, out, err = cli(capsys, "--app", "crashtest_apps:clean", "--scenario", str(path), "--format", "json")
     report = json.loads(out)
     print({k: report[k] for k in ("passed", "crashes", "boundaries", "recoveries")})
     assert code == 0 and report["passed"] is True and report["violations"] == []
@@ -201,17 +201,17 @@ def test_a_bad_scenario_file_is_refused_with_exit_2(capsys: pytest.CaptureFixtur
         scenarios_from_json(json.dumps(bad))
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(bad))
-    code, _, err = cli(capsys, "--app", "tests.crashtest_apps:clean", "--scenario", str(path))
+    code, _, err = cli(capsys, "--app", "crashtest_apps:clean", "--scenario", str(path))
     assert code == 2 and "bad.json.answers[0]" in err
 
 
 def test_a_scratch_store_is_emptied_and_a_run_store_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     scratch = f"sqlite:///{tmp_path / 'scratch.db'}"
     for _ in range(2):  # the second time the store holds the first test's Threads only
-        code, out, _ = cli(capsys, "--app", "tests.crashtest_apps:push_clean", "--store", scratch)
+        code, out, _ = cli(capsys, "--app", "crashtest_apps:push_clean", "--store", scratch)
         assert code == 0, out
     runs = f"sqlite:///{tmp_path / 'runs.db'}"
     assert main(["start", "--store", runs, "--thread", "t1", "--app", "clean", "hello"]) == 0
     capsys.readouterr()
-    code, _, err = cli(capsys, "--app", "tests.crashtest_apps:clean", "--store", runs)
+    code, _, err = cli(capsys, "--app", "crashtest_apps:clean", "--store", runs)
     assert code == 2 and "holds Runs that crashtest did not create (thread 't1')" in err

@@ -4,8 +4,8 @@ recovering with fresh hosts that know nothing but the store; record what the wor
 The user's code is not changed: executor starts are counted around it. In pull mode each
 tool of the app's registry is wrapped (its ``run`` is one start; the process dies right
 after it at ``AFTER_EFFECT`` when the plan says so); in push mode the driver handed to
-the host counts each ``RunCall`` it hands out (the host acts on it) and dies when the
-host reports the call's outcome at ``AFTER_EFFECT``. Writes die in a ``CrashingStore``.
+the host counts each ``RunCall`` the host acted on (it reported the call's outcome) and
+dies right then, at ``AFTER_EFFECT``, when the plan says so. Writes die in a ``CrashingStore``.
 """
 
 from __future__ import annotations
@@ -190,20 +190,21 @@ class _WatchedTool:
 
 
 class _WatchedDriver(Driver):
-    """The push-mode driver a host is handed: counts each ``RunCall`` it hands out and
-    dies after the effect when the host reports the call's outcome."""
+    """The push-mode driver a host is handed: counts each ``RunCall`` the host acted on
+    (reported an outcome for) and dies after the effect when the host reports it."""
 
     watch: _Watch
     handed: dict[str, RunCall]
 
     def _advance(self, answer: Report | None) -> Action:
         if isinstance(answer, CallEnded):
-            call = self.handed.get(answer.call_id)
+            call = self.handed.pop(answer.call_id, None)
+            if call is not None:  # the host acted on it: one start (a standing action is handed out again)
+                self.watch.started(call.tool, call)
             self.watch.effect_done(call.tool if call else "?", call)
         action = super()._advance(answer)
         if isinstance(action, RunCall):
             self.handed[action.call_id] = action
-            self.watch.started(action.tool, action)
         return action
 
 
@@ -215,12 +216,13 @@ class _WatchedAsyncDriver(AsyncDriver):
 
     async def _advance(self, answer: Report | None) -> Action:
         if isinstance(answer, CallEnded):
-            call = self.handed.get(answer.call_id)
+            call = self.handed.pop(answer.call_id, None)
+            if call is not None:  # the host acted on it: one start (a standing action is handed out again)
+                self.watch.started(call.tool, call)
             self.watch.effect_done(call.tool if call else "?", call)
         action = await super()._advance(answer)
         if isinstance(action, RunCall):
             self.handed[action.call_id] = action
-            self.watch.started(action.tool, action)
         return action
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable, Iterable, Sequence
 
+import attrs
 from attrs import define, field, frozen
 
 from runkernel.adapters.stores.contract import Store
@@ -179,7 +180,7 @@ def crashtest(
 
 def _same(scenario: Scenario, one: list[ThreadCommit], two: list[ThreadCommit]) -> None:
     """Refuse an app whose two crash-free plays differ, naming the first commit."""
-    for left, right in zip(one, two):
+    for left, right in zip(map(_facts, one), map(_facts, two)):
         if left != right:
             raise NotDeterministic(
                 f"scenario {scenario.name}: two crash-free plays differ at commit v{left.version} "
@@ -229,6 +230,12 @@ def _fates(log: list[ThreadCommit]) -> dict[str, str]:
         for index, call in enumerate(calls):
             found[f"step {step} {call.tool}#{index}"] = call.fate
     return found
+
+
+def _facts(commit: ThreadCommit) -> ThreadCommit:
+    """The commit without its messages' host-opaque ``metadata``: the judge ignores it,
+    and a framework keeps its own timestamps there."""
+    return attrs.evolve(commit, messages=tuple(attrs.evolve(m, metadata=None) for m in commit.messages))
 
 
 def _what_differs(left: ThreadCommit, right: ThreadCommit) -> str:
