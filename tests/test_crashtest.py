@@ -13,11 +13,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from runkernel import EndCauseKind
 from runkernel.cli.entry import main
 from runkernel.testing.crashtest import (
     Answer,
     BadScenario,
     CrashReport,
+    CrashTestRefused,
     NotDeterministic,
     Scenario,
     Turn,
@@ -109,6 +111,11 @@ def test_a_tool_that_raises_at_one_boundary_is_reported_with_it() -> None:
 def test_a_non_deterministic_model_is_refused() -> None:
     with pytest.raises(NotDeterministic, match=r"differ at commit v2 \(step 1, its messages\)"):
         crashtest(apps.random_model)
+
+
+def test_scripted_turns_cannot_replace_a_push_hosts_own_model() -> None:
+    with pytest.raises(CrashTestRefused, match="calls its own model"):
+        crashtest(apps.push_clean, Scenario(turns=(Turn("hi", end=EndCauseKind.COMPLETED),)))
 
 
 def test_scripted_turns_and_answers_replace_the_model_and_the_operator() -> None:

@@ -38,7 +38,7 @@ from runkernel.kernel.state import (
     ThreadCommit,
 )
 from runkernel.kernel.values import EndCauseKind, Role
-from runkernel.testing.crash import Boundary, CrashingStore, Position, SimulatedCrash, position_of
+from runkernel.testing.crash import Boundary, CrashingStore, Position, SimulatedCrash
 from runkernel.testing.crashtest.scenario import Scenario, TurnsModel, default_payload
 from runkernel.testing.fixed import CountingIds, ManualClock
 
@@ -226,22 +226,6 @@ class _WatchedAsyncDriver(AsyncDriver):
         return action
 
 
-def tool_policies(app: WorkerApp) -> dict[str, ToolPolicy]:
-    """Each tool's committed policy, as the app declares it."""
-    from runkernel.kernel.policies import tool_policy
-
-    if isinstance(app, RuntimeApp):
-        return {name: tool.policy for name, tool in app.tools.tools.items()}
-    return {name: tool_policy(name, policy) for name, policy in app.tools.items()}
-
-
-def at_most_once_tools(app: WorkerApp) -> set[str]:
-    """The tools the app flags ``at_most_once = True`` (pull mode: on the tool object)."""
-    if isinstance(app, RuntimeApp):
-        return {name for name, tool in app.tools.tools.items() if getattr(tool, "at_most_once", False) is True}
-    return set(getattr(app, "at_most_once", ()) or ())
-
-
 class Player:
     """Plays ``scenario`` of ``app`` on ``store`` with fresh fixed ids and clock, dying
     where ``plan`` says, until the Run ends (or is stuck)."""
@@ -402,4 +386,4 @@ def play(
     played = Player(app, scenario, store, plan, seed=seed, thread_id=thread_id, run_id=run_id).play()
     return played, plan
 
-__all__ = ["MAX_ROUNDS", "Encounter", "Played", "Player", "Start", "SweepPlan", "at_most_once_tools", "play", "tool_policies"]
+__all__ = ["MAX_ROUNDS", "NOTHING_COMMITTED", "Encounter", "Played", "Player", "Start", "SweepPlan", "play"]

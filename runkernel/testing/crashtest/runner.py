@@ -18,11 +18,11 @@ from attrs import define, field, frozen
 
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.stores.memory import MemoryStore
-from runkernel.adapters.worker.apps import WorkerApp
+from runkernel.adapters.worker.apps import RuntimeApp, WorkerApp
 from runkernel.errors import UsageError
-from runkernel.kernel.policies import ToolPolicy
+from runkernel.kernel.policies import ToolPolicy, tool_policy
 from runkernel.kernel.state import Ended, ThreadCommit
-from runkernel.testing.crashtest.hosts import Encounter, Played, at_most_once_tools, play, tool_policies
+from runkernel.testing.crashtest.hosts import Encounter, Played, play
 from runkernel.testing.crashtest.judge import ExtraStart, Judge, Violation
 from runkernel.testing.crashtest.scenario import Scenario
 
@@ -137,6 +137,8 @@ def crashtest(
     unknown = sorted(flagged - set(policies))
     if unknown:
         raise CrashTestRefused(f"at-most-once tool {unknown[0]!r} is not a tool of app {app.name!r} ({', '.join(sorted(policies))})")
+    if not isinstance(app, RuntimeApp) and any(s.turns is not None for s in chosen):
+        raise CrashTestRefused(f"app {app.name!r} calls its own model (push mode): a scenario's turns cannot replace it")
     fresh = store or MemoryStore
     report = CrashReport(app.name, [s.name for s in chosen])
 
@@ -176,6 +178,20 @@ def crashtest(
                 progress(done, total, f"{scenario.name} {label}")
     report.tools = _tools(policies, flagged, baselines, report.extra_starts)
     return report
+
+
+def tool_policies(app: WorkerApp) -> dict[str, ToolPolicy]:
+    """Each tool's committed policy, as the app declares it."""
+    if isinstance(app, RuntimeApp):
+        return {name: tool.policy for name, tool in app.tools.tools.items()}
+    return {name: tool_policy(name, policy) for name, policy in app.tools.items()}
+
+
+def at_most_once_tools(app: WorkerApp) -> set[str]:
+    """The tools the app flags ``at_most_once = True`` (pull mode: on the tool object)."""
+    if isinstance(app, RuntimeApp):
+        return {name for name, tool in app.tools.tools.items() if getattr(tool, "at_most_once", False) is True}
+    return set(getattr(app, "at_most_once", ()) or ())
 
 
 def _same(scenario: Scenario, one: list[ThreadCommit], two: list[ThreadCommit]) -> None:
