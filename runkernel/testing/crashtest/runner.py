@@ -19,23 +19,12 @@ from attrs import define, field, frozen
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.worker.apps import RuntimeApp, WorkerApp
-from runkernel.errors import UsageError
+from runkernel.errors import CrashTestRefused, NotDeterministic
 from runkernel.kernel.policies import ToolPolicy, tool_policy
 from runkernel.kernel.state import Ended, ThreadCommit
 from runkernel.testing.crashtest.hosts import Encounter, Played, play
 from runkernel.testing.crashtest.judge import ExtraStart, Judge, Violation
 from runkernel.testing.crashtest.scenario import Scenario
-
-
-class CrashTestRefused(UsageError):
-    """A crash test that cannot run: a tool named at-most-once that the app lacks, or a
-    crash-free Run that already fails (the host raised, or the Run never ends)."""
-
-
-class NotDeterministic(UsageError):
-    """Two crash-free plays of a scenario committed different histories: crashes cannot
-    be judged against an app that does not repeat itself under fixed ids and clock (a
-    real LLM, the wall clock, randomness). Script the model's turns instead."""
 
 
 @frozen

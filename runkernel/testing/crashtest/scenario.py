@@ -30,7 +30,7 @@ from attrs import frozen
 
 from runkernel.adapters.drive.actions import CallRequest
 from runkernel.adapters.drive.ports import InferenceRequest, ModelReply
-from runkernel.errors import UsageError
+from runkernel.errors import BadScenario
 from runkernel.kernel.protocol import (
     Approve,
     Deny,
@@ -40,10 +40,6 @@ from runkernel.kernel.protocol import (
     TimerFired,
 )
 from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
-
-
-class BadScenario(UsageError, ValueError):
-    """A scenario (a JSON file or a ``Scenario`` built in code) that cannot be played."""
 
 
 #: How a wait is answered: ``approve``, ``deny``, ``input``, ``external`` or ``cancel``.
