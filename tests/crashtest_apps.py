@@ -98,7 +98,7 @@ class Tool:
             RESERVED.add(call.operation_id)
         return Returned({"tool": self.name, "ok": True})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         if operation_id in RESERVED and not self.lie:
             return StatusReply(OperationStatus.DONE, {"tool": self.name, "ok": True})
         return StatusReply(OperationStatus.NOT_FOUND)
@@ -150,7 +150,7 @@ class PushClean:
             elif isinstance(action, RunCall):
                 action = driver.call_returned(action.call_id, _carry_out(action).value)  # type: ignore[union-attr]
             elif isinstance(action, CheckStatus):
-                answer = _TOOLS["reserve"].status(action.operation_id)
+                answer = _TOOLS["reserve"].status(action.operation_id, action.lease_epoch)
                 action = driver.status(action.call_id, answer.status, answer.value)
             else:
                 return  # WaitFor, ChildrenRunning or Done: the Run is quiet
@@ -173,7 +173,7 @@ class AsyncPushClean:
             elif isinstance(action, RunCall):
                 action = await driver.call_returned(action.call_id, _carry_out(action).value)  # type: ignore[union-attr]
             elif isinstance(action, CheckStatus):
-                answer = _TOOLS["reserve"].status(action.operation_id)
+                answer = _TOOLS["reserve"].status(action.operation_id, action.lease_epoch)
                 action = await driver.status(action.call_id, answer.status, answer.value)
             else:
                 return

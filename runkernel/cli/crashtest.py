@@ -155,8 +155,8 @@ def register_crashtest(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "--scenario",
         action="append",
         default=[],
-        metavar="NAME|FILE.json",
-        help="a scenario the app module declares (crashtest_scenarios), or a scenario file; "
+        metavar="SCENARIO",
+        help="a scenario the app module declares (crashtest_scenarios, by name), or a scenario file (FILE.json); "
         "repeatable (default: the declared ones, or one that approves every wait)",
     )
     parser.add_argument(

@@ -17,6 +17,7 @@ from attrs import define, field, frozen
 
 from runkernel.adapters.drive.actions import Action, RunCall
 from runkernel.adapters.drive.driver import AsyncDriver, Driver
+from runkernel.adapters.drive.fencing import ask_status
 from runkernel.adapters.drive.events import Recovered, RunOutcome, RuntimeEvent
 from runkernel.adapters.drive.inbox import submit_end, submit_resume
 from runkernel.adapters.drive.ports import StatusReply, Tool, ToolRegistry, ToolReply
@@ -24,6 +25,7 @@ from runkernel.adapters.drive.protocol import CallEnded, Report
 from runkernel.adapters.drive.runtime import Runtime
 from runkernel.adapters.stores.contract import Lease, Settlement, Store
 from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
+from runkernel.adapters.worker.loop import _DRIVER_OPTIONS as DRIVER_OPTIONS  # what a push app may set
 from runkernel.kernel.decide import decide
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import Activate, EndRequest, OperationStatus, ResumeCommand
@@ -46,8 +48,6 @@ from runkernel.testing.fixed import CountingIds, ManualClock
 MAX_ROUNDS = 60
 #: The recovery "row" of a crash before the Run's first commit: it is started anew.
 NOTHING_COMMITTED = "nothing_committed"
-#: Options of a push app the worker hands its driver (as ``runkernel worker`` does).
-_DRIVER_OPTIONS = ("gate", "max_steps", "on_indeterminate", "transient", "model_attempts")
 
 
 @frozen
@@ -182,11 +182,18 @@ class _WatchedTool:
         finally:
             self.watch.effect_done(self.name, invocation)
 
-    def status(self, operation_id: str) -> StatusReply:
-        reply = self.tool.status(operation_id)
+    def status(self, operation_id: str, lease_epoch: int | None = None) -> StatusReply:
+        owner = f"tool {self.name!r}'s status"
+        reply: StatusReply = ask_status(self.tool.status, operation_id, lease_epoch, owner=owner)
         if reply.status is OperationStatus.NOT_FOUND:
             self.watch.played.not_found.add(operation_id)
         return reply
+
+    def __getattr__(self, name: str) -> Any:
+        # the tool's optional ``fence`` (and anything else a host looks for) is its own
+        if name == "tool":
+            raise AttributeError(name)
+        return getattr(self.tool, name)
 
 
 class _WatchedDriver(Driver):
@@ -348,7 +355,7 @@ class Player:
 
     def _push(self) -> None:
         app = self.app
-        options: dict[str, Any] = {k: getattr(app, k) for k in _DRIVER_OPTIONS if hasattr(app, k)}
+        options: dict[str, Any] = {k: getattr(app, k) for k in DRIVER_OPTIONS if hasattr(app, k)}  # as the worker does
         options.update(ids=self.ids, clock=self.clock.iso, app=app.name, on_event=self._event)
         if isinstance(app, AsyncPushApp):
             async_driver = _WatchedAsyncDriver(self.crashing, app.tools, **options)
