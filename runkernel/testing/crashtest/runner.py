@@ -25,6 +25,7 @@ from runkernel.kernel.state import Ended, ThreadCommit
 from runkernel.testing.crashtest.hosts import Encounter, Played, play
 from runkernel.testing.crashtest.judge import ExtraStart, Judge, Violation
 from runkernel.testing.crashtest.scenario import Scenario
+from runkernel.testing.simulation.history import outline
 
 
 @frozen
@@ -226,8 +227,6 @@ def _trial(
 
 def _fates(log: list[ThreadCommit]) -> dict[str, str]:
     """Each finalized call, ``step N tool``, with how it ended."""
-    from runkernel.testing.simulation.history import outline
-
     found: dict[str, str] = {}
     if not log:
         return found
