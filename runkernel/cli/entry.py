@@ -42,6 +42,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("runs", "list Runs, newest first", "run_commands:register_runs"),
     ("db", "store maintenance: create a server store's schema, upgrade a store's schema", "db:register_db"),
     ("ui", "serve a web console for Runs, calls and approvals (the ui extra)", "ui:register_ui"),
+    (
+        "crashtest",
+        "crash-test your own app at every commit boundary; report what the world saw",
+        "crashtest:register_crashtest",
+    ),
 )
 
 
