@@ -24,6 +24,7 @@ from runkernel.adapters.drive.ports import (
     ToolReply,
 )
 from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.drive.telemetry import Telemetry
 from runkernel.adapters.stores.serial import commit_from_text, commit_text
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.adapters.stores.contract import Store
@@ -121,9 +122,9 @@ class _LookupTool:
         raise NotImplementedError("the lookup tool is not under the reconnect policy")
 
 
-def run_agent(store: Store, thread_id: str, steps: int) -> int:
+def run_agent(store: Store, thread_id: str, steps: int, *, telemetry: Telemetry | None = None) -> int:
     """Drive one Run of ``steps`` tool steps plus a final answer; return its ThreadCommits."""
-    runtime = Runtime(store, _ScriptedModel(steps), ToolRegistry({TOOL_NAME: _LookupTool()}))
+    runtime = Runtime(store, _ScriptedModel(steps), ToolRegistry({TOOL_NAME: _LookupTool()}), telemetry=telemetry)
     before = thread_commit_count(store, thread_id)
     runtime.start(thread_id, f"{thread_id}-run", (Message(Role.USER, PROMPT),))
     return thread_commit_count(store, thread_id) - before

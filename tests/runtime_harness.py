@@ -54,10 +54,17 @@ class _OrderedMemoryStore(MemoryStore):
         self.fail_writes = False
         self.fail_checkpoints = False
 
-    def append(self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None) -> RunSnapshot:
+    def append(
+        self,
+        commit: ThreadCommit,
+        settle: Settlement | None = None,
+        *,
+        lease: Lease | None = None,
+        trace_context: str | None = None,
+    ) -> RunSnapshot:
         if self.fail_writes:
             raise StoreUnavailable("memory store: writes are failing (injected)")
-        stored = super().append(commit, settle, lease=lease)
+        stored = super().append(commit, settle, lease=lease, trace_context=trace_context)
         self.appended.append((commit.thread_id, commit.version))
         return stored
 
@@ -76,8 +83,15 @@ class _OrderedSqliteStore(SqliteStore):
         self.appended = appended
         self.fail_checkpoints = False
 
-    def append(self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None) -> RunSnapshot:
-        stored = super().append(commit, settle, lease=lease)
+    def append(
+        self,
+        commit: ThreadCommit,
+        settle: Settlement | None = None,
+        *,
+        lease: Lease | None = None,
+        trace_context: str | None = None,
+    ) -> RunSnapshot:
+        stored = super().append(commit, settle, lease=lease, trace_context=trace_context)
         self.appended.append((commit.thread_id, commit.version))
         return stored
 

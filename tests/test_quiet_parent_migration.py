@@ -34,12 +34,32 @@ def _answers_like_a_new_store(store: Store, run: DelegatingRun) -> None:
     assert store.runs_with_work("a") == [run.children[0]]  # quiet again, for d1 alone
 
 
-def as_sqlite_schema_3(path: Path) -> None:
-    """Turn a fresh SQLite store back into what schema 3 wrote (no quiet flags, awaited
-    children or parent columns); the older steps' tests start from it too."""
+def as_sqlite_schema_5(path: Path) -> None:
+    """Turn a fresh SQLite store back into what schema 5 wrote (no trace context column);
+    the older steps' helpers start from it."""
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE runs DROP COLUMN trace_context")
+    db.execute("UPDATE meta SET value = '5' WHERE key = 'version'")
+    db.commit()
+    db.close()
+
+
+def as_sqlite_schema_4(path: Path) -> None:
+    """Turn a fresh SQLite store back into what schema 4 wrote (nor the listing indexes)."""
+    as_sqlite_schema_5(path)
     db = sqlite3.connect(path)
     for index in ("runs_by_state_only", "runs_by_app", "runs_by_thread"):  # schema 5's
         db.execute(f"DROP INDEX {index}")
+    db.execute("UPDATE meta SET value = '4' WHERE key = 'version'")
+    db.commit()
+    db.close()
+
+
+def as_sqlite_schema_3(path: Path) -> None:
+    """Turn a fresh SQLite store back into what schema 3 wrote (no quiet flags, awaited
+    children or parent columns); the older steps' tests start from it too."""
+    as_sqlite_schema_4(path)
+    db = sqlite3.connect(path)
     db.execute("DROP TABLE awaited_children")
     for column in ("quiet", "parent_thread_id", "parent_run_id", "parent_call_id"):
         db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
@@ -83,7 +103,7 @@ def test_a_schema_1_postgres_store_is_migrated_to_find_its_quiet_parent(capsys: 
             conn.execute(psycopg.sql.SQL("SET search_path TO {}").format(psycopg.sql.Identifier(schema)))
             conn.execute("DROP TABLE awaited_children")
             conn.execute(
-                "ALTER TABLE runs DROP COLUMN quiet, DROP COLUMN parent_thread_id, DROP COLUMN parent_run_id, "
+                "ALTER TABLE runs DROP COLUMN trace_context, DROP COLUMN quiet, DROP COLUMN parent_thread_id, DROP COLUMN parent_run_id, "
                 "DROP COLUMN parent_call_id"
             )
             conn.execute("UPDATE meta SET value = '1' WHERE key = 'version'")

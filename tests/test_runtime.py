@@ -126,12 +126,17 @@ class FlakyStore(MemoryStore):
         self.fail_at = fail_at
 
     def append(
-        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+        self,
+        commit: ThreadCommit,
+        settle: Settlement | None = None,
+        *,
+        lease: Lease | None = None,
+        trace_context: str | None = None,
     ) -> RunSnapshot:
         self.appends += 1
         if self.appends == self.fail_at:
             raise StoreUnavailable("database restarted")
-        return super().append(commit, settle, lease=lease)
+        return super().append(commit, settle, lease=lease, trace_context=trace_context)
 
 
 @pytest.mark.parametrize("fail_at", range(1, 9))

@@ -148,9 +148,10 @@ def test_migrate_4_to_5_adds_the_listing_indexes(tmp_path: Path) -> None:
     db = sqlite3.connect(path, isolation_level=None)
     for index in ("runs_by_state_only", "runs_by_app", "runs_by_thread"):
         db.execute(f"DROP INDEX {index}")
+    db.execute("ALTER TABLE runs DROP COLUMN trace_context")  # schema 6's
     db.execute("UPDATE meta SET value = '4' WHERE key = 'version'")
     db.close()
-    assert migrate_sqlite(path) == (4, 5)
+    assert migrate_sqlite(path) == (4, 6)
     db = sqlite3.connect(path)
     names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     db.close()

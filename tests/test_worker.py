@@ -182,10 +182,15 @@ class _LosesReplies:
     appends: int
 
     def append(
-        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+        self,
+        commit: ThreadCommit,
+        settle: Settlement | None = None,
+        *,
+        lease: Lease | None = None,
+        trace_context: str | None = None,
     ) -> RunSnapshot:
         self.appends += 1
-        stored: RunSnapshot = super().append(commit, settle, lease=lease)  # type: ignore[misc]
+        stored: RunSnapshot = super().append(commit, settle, lease=lease, trace_context=trace_context)  # type: ignore[misc]
         if self.appends in self.lose:
             raise StoreUnavailable("connection dropped after COMMIT (injected)")
         return stored

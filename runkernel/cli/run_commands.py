@@ -10,6 +10,7 @@ from types import FrameType
 
 from runkernel.adapters.drive.ports import SecretIds
 from runkernel.adapters.drive.events import ModelFailed, RuntimeEvent, ToolRaised
+from runkernel.adapters.drive.telemetry import Telemetry
 from runkernel.adapters.worker.loop import Worker, WorkerReport
 from runkernel.adapters.worker.apps import AppLoadError, load_app
 from runkernel.adapters.stores.work import RunSummary
@@ -55,6 +56,7 @@ def _worker(args: argparse.Namespace) -> int:
         app = load_app(args.app)
     except AppLoadError as error:
         raise CliError(str(error), EXIT_USAGE) from None
+    telemetry = _telemetry() if args.otel else None
     # a worker never has work in a new store: a missing file is a typo, refused
     with _opened(args.store, command="worker") as store:
         worker = Worker(
@@ -65,6 +67,7 @@ def _worker(args: argparse.Namespace) -> int:
             poll_interval=args.poll,
             on_failure=_tell_failure,
             on_event=_tell_raised,
+            telemetry=telemetry,
         )
 
         def stop(_signum: int, _frame: FrameType | None) -> None:
@@ -78,6 +81,16 @@ def _worker(args: argparse.Namespace) -> int:
                 signal.signal(sig, handler)
     print(_report_line(worker.worker_id, report))
     return EXIT_OK
+
+
+def _telemetry() -> Telemetry:
+    """``--otel``: OpenTelemetry through the globally configured providers (loaded only
+    here: without the flag the worker imports nothing of it)."""
+    try:
+        from runkernel.integrations.otel import OpenTelemetry
+    except ImportError as error:
+        raise CliError(f"--otel needs the otel extra (pip install 'runkernel[otel]'): {error}", EXIT_USAGE) from None
+    return OpenTelemetry()
 
 
 def _tell_failure(run_id: str, error: BaseException) -> None:
@@ -192,6 +205,12 @@ def register_runs(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     worker.add_argument("--lease", type=float, default=30.0, metavar="SECONDS", help="lease duration (default 30)")
     worker.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)")
     worker.add_argument("--worker-id", metavar="ID", help="this worker's id (default: host:pid:random)")
+    worker.add_argument(
+        "--otel",
+        action="store_true",
+        help="record traces and metrics with OpenTelemetry (the otel extra), through the providers "
+        "configured for the process, e.g. by opentelemetry-instrument",
+    )
     worker.epilog = (
         "An exception raised by the app's model or tools is one line on stderr, counted in the "
         "report's failures; the lease is released and the worker goes on with the other Runs."

@@ -141,15 +141,25 @@ class CrashingStore:
         self.fail_checkpoints = False
 
     def append(
-        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+        self,
+        commit: ThreadCommit,
+        settle: Settlement | None = None,
+        *,
+        lease: Lease | None = None,
+        trace_context: str | None = None,
     ) -> RunSnapshot:
-        """The wrapped store's ``append``, between the plan's two write boundaries."""
+        """The wrapped store's ``append``, between the plan's two write boundaries (a
+        ``trace_context`` passed on as it came)."""
         position = position_of(self.store.run(commit.run_id), commit)
         if self.plan.crash_here(Boundary.BEFORE_WRITE, position):
             raise self.failure(Boundary.BEFORE_WRITE, position)
         if self.fail_writes:
             raise StoreUnavailable("writes are failing (injected)")
-        stored = self.store.append(commit, settle, lease=lease)
+        if trace_context is None:
+            stored = self.store.append(commit, settle, lease=lease)
+        else:
+            append: Callable[..., RunSnapshot] = self.store.append
+            stored = append(commit, settle, lease=lease, trace_context=trace_context)
         if self.plan.crash_here(Boundary.AFTER_WRITE, position):
             raise self.failure(Boundary.AFTER_WRITE, position)
         return stored

@@ -62,6 +62,7 @@ from runkernel.adapters.drive.protocol import (
     ReadMessages,
     ReadLookups,
     ReadRun,
+    ReadTrace,
     Report,
     Resume,
     SaveCheckpoint,
@@ -83,6 +84,7 @@ from runkernel.adapters.drive.pending import due_timer, exact_outcomes, expiry, 
 from runkernel.adapters.drive.port_inputs import gate_verdict
 from runkernel.adapters.drive.ports import Clock, GateAnswer, IdSource
 from runkernel.adapters.drive.events import ModelFailed, Recovered
+from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
 from runkernel.adapters.stores.contract import Checkpoint, InboxEntry, Settlement, UnknownRun
 from runkernel.kernel.decide import decide
 from runkernel.kernel.history import NO_HISTORY, History
@@ -155,6 +157,8 @@ class Settings:
     #: call of one of them that this core found Executing and did not start, it hands
     #: out ``Fence`` and commits only once the host answers ``fenced``
     fences: frozenset[str] = frozenset()
+    #: told what each drive does (``telemetry``); the default records nothing
+    telemetry: Telemetry = NO_TELEMETRY
 
 
 class DriverCore:
@@ -189,6 +193,25 @@ class DriverCore:
 
     def start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> Steps:
         """Activate a new Run in a Thread, then drive it."""
+        yield from self._observed(run_id, None, self._start(thread_id, run_id, messages), start=True)
+
+    def pick_up(self, run_id: str) -> Steps:
+        """Continue a Run from the store alone: exactly what ``recover`` authorizes."""
+        telemetry = self.settings.telemetry
+        context: str | None = (yield ReadTrace(run_id)) if telemetry.reads_trace else None
+        yield from self._observed(run_id, context, self._pick_up(run_id), start=False)
+
+    def _observed(self, run_id: str, trace_context: str | None, steps: Steps, *, start: bool) -> Steps:
+        """``steps``, one drive for the telemetry: it ends when the generator does
+        (returned, raised, or closed by its host)."""
+        telemetry = self.settings.telemetry
+        telemetry.drive_began(run_id, trace_context, start=start)
+        try:
+            yield from steps
+        finally:
+            telemetry.drive_ended(run_id)
+
+    def _start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> Steps:
         head: ThreadHead | None = yield ReadHead(thread_id)
         if head is not None and head.active_run_id is not None:
             raise DriverError(
@@ -203,8 +226,7 @@ class DriverCore:
         self.lookups = yield ReadLookups(run_id)
         yield from self._drive(decision)
 
-    def pick_up(self, run_id: str) -> Steps:
-        """Continue a Run from the store alone: exactly what ``recover`` authorizes."""
+    def _pick_up(self, run_id: str) -> Steps:
         state: RunSnapshot | None = yield ReadRun(run_id)
         if state is None:
             raise UnknownRun(f"no committed state for run {run_id!r}")
@@ -303,8 +325,11 @@ class DriverCore:
 
     def _recover(self, state: RunSnapshot) -> RecoveryDecision:
         if not self.settings.self_check:
-            return recover(state, self.policies)
-        return recover(state, self.policies, self_check=True, history=self.lookups)
+            plan = recover(state, self.policies)
+        else:
+            plan = recover(state, self.policies, self_check=True, history=self.lookups)
+        self.settings.telemetry.recovered(state.run_id, plan)
+        return plan
 
     def _commit(self, commit: ThreadCommit, expected: RunSnapshot) -> Generator[Operation, Any, None]:
         commit = self._with_metadata(commit)
@@ -348,6 +373,8 @@ class DriverCore:
         """Hand ``action`` until the host's report is accepted by the kernel. None means
         "go to the quiet point" (a poll that found a command, or a wait or terminus)."""
         refused: DriverError | None = None
+        telemetry = self.settings.telemetry
+        telemetry.handed(action)
         while True:
             report: Report = yield Hand(action, refused)
             refused = None
@@ -364,21 +391,26 @@ class DriverCore:
             made: Input | DriverError
             if isinstance(report, InferenceFailed) and isinstance(action, Infer):
                 retry = yield from self._model_failed(action, report.error)
+                telemetry.reported(action, report, None)
                 if retry is not None:
                     action = retry  # the same question again, after a wait; nothing committed
+                    telemetry.handed(action)
                     continue
                 made = EndRequest(EndCause(EndCauseKind.FAILED, model_error(report.error)))
             else:
                 made = self._input(action, report)
             if isinstance(made, DriverError):
                 refused = made
+                telemetry.reported(action, report, str(made))
                 continue
             if isinstance(made, EndRequest):
                 made = attrs.evolve(made, child_termini=(yield from ended_children(self._snapshot())))
             verdict = self._decide(made)
             if isinstance(verdict, Rejection):
                 refused = HostProtocolError(f"refused {type(report).__name__.lower()}: {verdict}", verdict, action)
+                telemetry.reported(action, report, str(refused))
                 continue
+            telemetry.reported(action, report, None)
             self._keep_metadata(report)
             if isinstance(report, Inferred):
                 self.model_failures = 0

@@ -64,7 +64,9 @@ class Driver(Shell):
     names the tools whose downstream takes a fence (W5): for those, before a commit makes
     terminal a call this driver found Executing and did not start, it hands out
     ``Fence`` (answer ``fenced``); ``CheckStatus`` and ``RunCall`` carry the lease epoch
-    for every tool.
+    for every tool. ``telemetry`` is told what each drive does
+    (``runkernel.integrations.otel.OpenTelemetry()`` for traces and metrics); the default
+    records nothing.
     """
 
     def start(

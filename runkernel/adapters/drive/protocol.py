@@ -156,6 +156,14 @@ class Tell:
 
 
 @frozen
+class ReadTrace:
+    """Answer with the trace context stored with the Run's activation, or None (asked
+    only for a ``Telemetry`` that ``reads_trace``)."""
+
+    run_id: str
+
+
+@frozen
 class KeepLease:
     """The Run waits before it acts again (a model call backing off after a transient
     error) and commits nothing meanwhile: renew its lease now if its renewal is due, so
@@ -199,6 +207,7 @@ Operation: TypeAlias = (
     | SendCancel
     | Observe
     | Tell
+    | ReadTrace
     | KeepLease
     | AskGate
     | Hand
@@ -309,6 +318,7 @@ __all__ = [
     "ReadMessages",
     "ReadLookups",
     "ReadRun",
+    "ReadTrace",
     "Report",
     "Resume",
     "SaveCheckpoint",

@@ -63,6 +63,7 @@ from runkernel.adapters.drive.protocol import (
     ReadLookups,
     ReadMessages,
     ReadRun,
+    ReadTrace,
     Report,
     Resume,
     SendCancel,
@@ -115,6 +116,7 @@ from runkernel.adapters.drive.events import (
 )
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
+from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
 from runkernel.errors import RunkernelError
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import OperationStatus, ResumePayload, ToolFailure, ToolOutcome
@@ -128,7 +130,7 @@ MAX_STATUS_POLLS = 5
 #: The core's operations that carry out an effect: a step ends after one of them.
 _EFFECTS = (Append, ActivateChild, SendCancel, Observe, AskGate)
 #: What a new drive does before its first step: it reads, and reports its recovery.
-_READS = (ReadRun, ReadHead, ReadMessages, ReadLookups, LoadCheckpoint, Pending, ReadCommands, ReadChild, Tell)
+_READS = (ReadRun, ReadHead, ReadMessages, ReadLookups, LoadCheckpoint, Pending, ReadCommands, ReadChild, Tell, ReadTrace)
 
 
 class Drive:
@@ -338,6 +340,7 @@ class Runtime:
         hooks: HookPort | None = None,
         transient: TransientPredicate = transient_model_error,
         model_attempts: int = DEFAULT_MODEL_ATTEMPTS,
+        telemetry: Telemetry | None = None,
     ) -> None:
         """``hooks`` answer StepStart/BeforeInference (staged state, request-only context)
         and AfterTool (a reaction). ``self_check`` is a debug option, off by default:
@@ -351,7 +354,9 @@ class Runtime:
         ``transient(error)`` says which exceptions the model raises are worth another
         attempt (default ``transient_model_error``: timeouts, dropped connections, HTTP
         408/409/429/5xx), ``model_attempts`` how many attempts of one model call a Run
-        gets in this runtime's drive before it ends ``failed`` with the error."""
+        gets in this runtime's drive before it ends ``failed`` with the error.
+        ``telemetry`` is told what each drive does (``runkernel.integrations.otel``'s
+        ``OpenTelemetry`` for traces and metrics); the default records nothing."""
         self.store = store
         self.model = model
         self.tools = tools
@@ -376,8 +381,11 @@ class Runtime:
             transient=transient,
             model_attempts=checked_attempts(model_attempts),
             fences=frozenset(name for name, tool in tools.tools.items() if fence_of(tool) is not None),
+            telemetry=telemetry or NO_TELEMETRY,
         )
-        self.ops = StoreOps(store, leases, lambda event: self.on_event(event), self.observer)
+        self.ops = StoreOps(
+            store, leases, lambda event: self.on_event(event), self.observer, telemetry=self.settings.telemetry
+        )
         self._polls: dict[str, int] = {}
 
     # --- entry points -------------------------------------------------------------

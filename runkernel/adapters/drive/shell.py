@@ -50,6 +50,7 @@ from runkernel.adapters.drive.protocol import (
     ReadHead,
     ReadMessages,
     ReadRun,
+    ReadTrace,
     Report,
     SaveCheckpoint,
     SendCancel,
@@ -82,11 +83,28 @@ from runkernel.adapters.drive.events import (
     RuntimeEvent,
     position_of,
 )
-from runkernel.adapters.stores.contract import CommitConflict, Store, StoreError, StoreUnavailable
+from runkernel.adapters.stores.contract import (
+    CommitConflict,
+    Lease,
+    Settlement,
+    Store,
+    StoreError,
+    StoreUnavailable,
+)
 from runkernel.adapters.drive.lease_keeper import APPEND_RETRIES, LeaseKeeper
+from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
 from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
 from runkernel.kernel.protocol import NotifyWait, PublishResults, ResumePayload, RunHook
-from runkernel.kernel.state import CallIndeterminate, EndCause, Message, RunSnapshot, Staged, ToolCall, TypedError
+from runkernel.kernel.state import (
+    CallIndeterminate,
+    EndCause,
+    Message,
+    RunSnapshot,
+    Staged,
+    ThreadCommit,
+    ToolCall,
+    TypedError,
+)
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
 
@@ -114,6 +132,7 @@ def _settings(
     transient: TransientPredicate,
     model_attempts: int,
     fences: Collection[str] = (),
+    telemetry: Telemetry = NO_TELEMETRY,
 ) -> Settings:
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
@@ -131,6 +150,7 @@ def _settings(
         transient=transient,
         model_attempts=checked_attempts(model_attempts),
         fences=frozenset(fences),
+        telemetry=telemetry,
     )
 
 
@@ -158,17 +178,20 @@ class Shell:
         transient: TransientPredicate = transient_model_error,
         model_attempts: int = DEFAULT_MODEL_ATTEMPTS,
         fences: Collection[str] = (),
+        telemetry: Telemetry | None = None,
     ) -> None:
         # leases: a worker's LeaseKeeper (see StoreOps); a RunCall is handed out only
         # after the lease is re-checked with its margin (W1), carrying its epoch, and a
         # CheckStatus or Fence carries the epoch too (W5). fences: the tools whose
-        # downstream takes a fence (a Fence is handed out for those only).
+        # downstream takes a fence (a Fence is handed out for those only). telemetry:
+        # told what each drive does (runkernel.integrations.otel)
         self.store = store
         self.leases = leases
         self.on_event = on_event
-        self.ops = StoreOps(store, leases, self._event)
+        telemetry = telemetry or NO_TELEMETRY
+        self.ops = StoreOps(store, leases, self._event, telemetry=telemetry)
         self.settings = _settings(
-            tools, max_steps, on_indeterminate, ids, clock, app, transient, model_attempts, fences
+            tools, max_steps, on_indeterminate, ids, clock, app, transient, model_attempts, fences, telemetry
         )
         self.gate: AnyGate = gate or AllowAll()
         self._core: DriverCore | None = None
@@ -377,6 +400,8 @@ class StoreOps:
         leases: LeaseKeeper | None,
         on_event: Callable[[RuntimeEvent], None],
         observer: Observer | None = None,
+        *,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         # leases: a worker's LeaseKeeper. The Run is leased when it is started or picked
         # up, every commit names the lease, and an executor starts only after the lease
@@ -385,6 +410,10 @@ class StoreOps:
         self.leases = leases
         self.on_event = on_event
         self.observer = observer or NullObserver()
+        self.telemetry = telemetry
+        #: a store that reads trace contexts back keeps them (``append(trace_context=)``);
+        #: any other store is never handed one
+        self.keeps_traces = callable(getattr(store, "trace_context", None))
 
     def lease(self, run_id: str) -> None:
         """Take the Run's lease before it is driven (``LeaseHeld``: another worker drives it)."""
@@ -399,9 +428,10 @@ class StoreOps:
     def before_run_call(self, action: RunCall) -> RunCall:
         """W1: the lease re-checked, with its margin, immediately before an executor
         starts; the call carries its epoch as fencing token."""
-        if self.leases is None:
-            return action
-        return attrs.evolve(action, lease_epoch=self.leases.before_executor(action.run_id).epoch)
+        if self.leases is not None:
+            action = attrs.evolve(action, lease_epoch=self.leases.before_executor(action.run_id).epoch)
+        self.telemetry.executing(action)
+        return action
 
     def lease_epoch(self, run_id: str) -> int | None:
         """W5: the epoch a ``CheckStatus`` or ``Fence`` carries downstream, the lease
@@ -428,6 +458,7 @@ class StoreOps:
                 return store.commands(op.run_id)
             case Settle():
                 store.settle_command(op.entry.entry_id, op.outcome)
+                self.telemetry.settled(op.entry, op.outcome)
                 self.on_event(CommandSettled(op.entry, op.outcome))
                 return None
             case Compact():
@@ -461,6 +492,8 @@ class StoreOps:
             case Tell():
                 self.on_event(op.event)
                 return None
+            case ReadTrace():
+                return _stored_trace(store, op.run_id)
             case KeepLease():
                 if self.leases is not None:
                     self.leases.for_commit(op.run_id)  # renewed if its renewal is due
@@ -468,12 +501,25 @@ class StoreOps:
         raise AssertionError(f"not a store operation: {op!r}")
 
     def _append(self, op: Append) -> RunSnapshot:
-        stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)
+        with self.telemetry.commit(op.commit, op.prev):
+            stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)
         self.on_event(Acknowledged(op.commit, position_of(op.prev, op.commit)))
         if op.applies is not None:
             # settled in the commit's own transaction: no crash falls in between
+            self.telemetry.settled(op.applies, "applied")
             self.on_event(CommandSettled(op.applies, "applied"))
         return stored
+
+    def _write(
+        self, commit: ThreadCommit, activation: bool, settle: Settlement | None = None, lease: Lease | None = None
+    ) -> RunSnapshot:
+        """The store's append; a Run's activation carries the telemetry's trace context
+        into the same transaction (none without telemetry: the call is unchanged)."""
+        context = self.telemetry.activation_context(commit) if activation and self.keeps_traces else None
+        if context is None:
+            return self.store.append(commit, settle, lease=lease)
+        append: Callable[..., RunSnapshot] = self.store.append
+        return append(commit, settle, lease=lease, trace_context=context)
 
     def _leased_append(self, op: Append) -> RunSnapshot:
         """W4: a leased write whose reply was lost (the store became unavailable) is
@@ -482,17 +528,18 @@ class StoreOps:
         assert self.leases is not None
         for _ in range(APPEND_RETRIES):
             try:
-                return self.store.append(op.commit, op.settle, lease=self.leases.for_commit(op.commit.run_id))
+                return self._write(op.commit, op.prev is None, op.settle, self.leases.for_commit(op.commit.run_id))
             except StoreUnavailable as error:
                 self.on_event(CommitRetried(op.commit, str(error)))
-        return self.store.append(op.commit, op.settle, lease=self.leases.for_commit(op.commit.run_id))
+        return self._write(op.commit, op.prev is None, op.settle, self.leases.for_commit(op.commit.run_id))
 
     def _activate_child(self, op: ActivateChild) -> RunSnapshot | None:
         if self.leases is not None and op.commit.parent is not None:
             # W1: a concurrent delegation's executor is its child's activation
             self.leases.before_executor(op.commit.parent.run_id)
         try:
-            stored = self.store.append(op.commit)
+            with self.telemetry.commit(op.commit, None):
+                stored = self._write(op.commit, True)
         except CommitConflict:
             return None  # activated by another writer: the same child, checked on identity
         self.on_event(Acknowledged(op.commit, Position.ACTIVATION))
@@ -509,6 +556,13 @@ class StoreOps:
                 self.observer.publish(op.run_id, effect.batch)
             case _:
                 assert_never(effect)
+
+
+def _stored_trace(store: Store, run_id: str) -> str | None:
+    """The trace context stored with the Run's activation (None from a store that keeps
+    none: a test double, an older store's Runs)."""
+    read: Callable[[str], str | None] | None = getattr(store, "trace_context", None)
+    return None if read is None else read(run_id)
 
 
 def inferred_report(

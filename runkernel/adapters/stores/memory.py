@@ -58,10 +58,17 @@ class MemoryStore:
         self._writers: dict[tuple[str, int], Writer] = {}
         self._apps: dict[str, str | None] = {}
         self._parents: dict[str, ParentCall] = {}
+        self._traces: dict[str, str] = {}
 
     def append(
-        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+        self,
+        commit: ThreadCommit,
+        settle: Settlement | None = None,
+        *,
+        lease: Lease | None = None,
+        trace_context: str | None = None,
     ) -> RunSnapshot:
+        """``Store.append``; ``trace_context`` (an activation's) is kept beside the Run."""
         with self._lock:
             if self._landed_already(commit, lease):
                 return self._runs[commit.run_id]
@@ -85,9 +92,16 @@ class MemoryStore:
             self._histories.setdefault(commit.run_id, MutableHistory()).add(accepted.keys)
             if isinstance(commit.disposition, Awaiting):
                 self._tickets.add(commit.disposition.ticket.ticket_id)
+            if trace_context is not None:
+                self._traces[commit.run_id] = trace_context
             if settle is not None:
                 self._settle(settle.entry_id, settle.outcome)
             return accepted.run
+
+    def trace_context(self, run_id: str) -> str | None:
+        """The trace context stored with the Run's activation (None: none was)."""
+        with self._lock:
+            return self._traces.get(run_id)
 
     def _landed_already(self, commit: ThreadCommit, lease: Lease | None) -> bool:
         head = self._heads.get(commit.thread_id)

@@ -90,8 +90,15 @@ class PostgresStore(PostgresLeases):
     # --- commits --------------------------------------------------------------------
 
     def append(
-        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+        self,
+        commit: ThreadCommit,
+        settle: Settlement | None = None,
+        *,
+        lease: Lease | None = None,
+        trace_context: str | None = None,
     ) -> RunSnapshot:
+        """``Store.append``; ``trace_context`` (a Run's activation only) is kept beside the
+        Run, outside the commit log, in the same transaction (``trace_context()``)."""
         if self.read_only:
             raise StoreUnavailable(f"{self.where} was opened read-only")
         if lease is not None and lease.run_id != commit.run_id:
@@ -100,7 +107,7 @@ class PostgresStore(PostgresLeases):
         lost = False
         for _ in range(LOST_CONNECTION_ATTEMPTS):
             try:
-                return self._append_judged(commit, settle, lease, sent, lost)
+                return self._append_judged(commit, settle, lease, sent, lost, trace_context)
             except _ConnectionLost:
                 lost = True
                 self._reconnect()
@@ -123,6 +130,7 @@ class PostgresStore(PostgresLeases):
         lease: Lease | None,
         sent: list[tuple[RunSnapshot, str]],
         lost: bool,
+        trace_context: str | None = None,
     ) -> RunSnapshot:
         """Judge, then write in one transaction; a rival write found by the database,
         or a conflict judged against this store's own last write, makes it judge once
@@ -147,7 +155,7 @@ class PostgresStore(PostgresLeases):
                 commit, line, head, accepted.head, judged_dumps(snapshot_to_json(accepted.run)),
                 summary_of(accepted.run, commit.app), accepted.keys,
                 settle, lease, before is None, (self._channel, commit.run_id) if before is None else None,
-                awaited_children(accepted.run), self._channel,
+                awaited_children(accepted.run), self._channel, trace_context,
             )
             try:
                 self._write(query)
@@ -265,6 +273,11 @@ class PostgresStore(PostgresLeases):
     def run(self, run_id: str) -> RunSnapshot | None:
         row = self._fetch("SELECT snapshot FROM runs WHERE run_id = %s", (run_id,))
         return None if row is None else self._snapshot(run_id, row[0])
+
+    def trace_context(self, run_id: str) -> str | None:
+        """The trace context stored with the Run's activation (None: none was)."""
+        row = self._fetch("SELECT trace_context FROM runs WHERE run_id = %s", (run_id,))
+        return None if row is None or row[0] is None else str(row[0])
 
     def thread_head(self, thread_id: str) -> ThreadHead | None:
         row = self._fetch("SELECT version, active_run_id FROM threads WHERE thread_id = %s", (thread_id,))

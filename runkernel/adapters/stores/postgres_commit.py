@@ -65,12 +65,14 @@ def commit_statements(
     notify: tuple[str, str] | None,
     awaited: tuple[str, ...] = (),
     notify_channel: str | None = None,
+    trace_context: str | None = None,
 ) -> list[Statement]:
     """The statements and their parameters for one commit judged against ``head``
     (``new_run``: the Run has no row yet); ``notify`` is (channel, payload) to wake
     workers when it commits; ``awaited`` the children the Run is quiet for
     (``runkernel.adapters.stores.work.awaited_children``); ``notify_channel`` where a child's
-    end wakes its parent's workers."""
+    end wakes its parent's workers; ``trace_context`` what a new Run's telemetry keeps
+    beside it."""
     found: list[Statement] = []
 
     def add(text: str, *params: Any) -> None:
@@ -104,6 +106,8 @@ def commit_statements(
             commit.run_id, snapshot_text, summary.state, summary.step, summary.version, summary.waiting_for,
             summary.wake_at, bool(awaited),
         )
+    if new_run and trace_context is not None:
+        add("UPDATE runs SET trace_context = %s WHERE run_id = %s", trace_context, commit.run_id)
     if awaited:
         # only quiet commits write these rows, so a Run's rows are its last quiet commit's
         add("DELETE FROM awaited_children WHERE parent_run_id = %s", commit.run_id)

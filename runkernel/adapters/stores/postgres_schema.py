@@ -22,7 +22,7 @@ from runkernel.adapters.stores.redact import redacted as redacted  # the other P
 from runkernel.adapters.stores.work import STORE_TABLES, activation_parent, awaited_children, parent_columns
 
 SCHEMA_NAME = "runkernel-postgres"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: An advisory lock key that serializes ``db init`` and ``db migrate`` runs.
 _SCHEMA_LOCK = 0x72756E6B  # "runk"
@@ -41,6 +41,10 @@ _ONE_TO_TWO = (
     "PRIMARY KEY (parent_run_id, child_run_id))",
 )
 
+#: What schema 3 adds: each Run's trace context (OpenTelemetry), written with its
+#: activation, outside the commit log; the Runs made before have none.
+_TWO_TO_THREE = ("ALTER TABLE runs ADD COLUMN trace_context text",)
+
 _SCHEMA = (
     "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
     "CREATE TABLE threads (thread_id text PRIMARY KEY, version bigint NOT NULL, active_run_id text)",
@@ -52,6 +56,7 @@ _SCHEMA = (
     "CREATE INDEX runs_by_state ON runs (state, app)",
     "CREATE INDEX runs_by_activation ON runs (activated)",
     *_ONE_TO_TWO,
+    *_TWO_TO_THREE,
     # the expected-version check is this key: a second writer of a version fails on it
     "CREATE TABLE commits (thread_id text NOT NULL, version bigint NOT NULL, run_id text NOT NULL, "
     "line text NOT NULL, writer_id text, writer_epoch bigint, PRIMARY KEY (thread_id, version))",
@@ -179,7 +184,7 @@ def migrate_postgres(url: str) -> tuple[int, int]:
     """``runkernel db migrate``: (version before, version after), in one transaction (a
     crash leaves the old schema or the new one). Schema 2 adds what finds a quiet parent
     by key (each Run's quiet flag and parent call, the children a quiet Run waits for),
-    filled from the latest states and activations; a current store is left alone, an
+    filled from the latest states and activations; schema 3 each Run's trace context; a current store is left alone, an
     uninitialized one is refused naming ``db init``, a newer one naming an upgrade."""
     _, schema = split_url(url)
     with _connect(url) as conn:
@@ -187,13 +192,16 @@ def migrate_postgres(url: str) -> tuple[int, int]:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 version = found_version(conn, url, schema)
-                if version != 1:
+                if version not in (1, 2):
                     check_current(conn, url, schema)
                     return SCHEMA_VERSION, SCHEMA_VERSION
                 conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
-                _one_to_two(conn, url)
+                if version == 1:
+                    _one_to_two(conn, url)
+                for statement in _TWO_TO_THREE:
+                    conn.execute(statement.encode())
                 conn.execute("UPDATE meta SET value = %s WHERE key = 'version'", (str(SCHEMA_VERSION),))
-                return 1, SCHEMA_VERSION
+                return version, SCHEMA_VERSION
         except psycopg.Error as error:
             raise unavailable(url, "the migration", error) from None
 

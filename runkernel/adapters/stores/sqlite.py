@@ -73,7 +73,7 @@ from runkernel.kernel.state import (
 from runkernel.kernel.values import JsonValue
 
 SCHEMA_NAME = "runkernel-sqlite"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -95,7 +95,8 @@ CREATE TABLE runs (
     quiet INTEGER NOT NULL DEFAULT 0,
     parent_thread_id TEXT,
     parent_run_id TEXT,
-    parent_call_id TEXT
+    parent_call_id TEXT,
+    trace_context TEXT
 );
 CREATE INDEX runs_by_state ON runs (state, app);
 CREATE INDEX runs_by_state_only ON runs (state);
@@ -233,8 +234,15 @@ class SqliteStore:
     # --- commits --------------------------------------------------------------------
 
     def append(
-        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+        self,
+        commit: ThreadCommit,
+        settle: Settlement | None = None,
+        *,
+        lease: Lease | None = None,
+        trace_context: str | None = None,
     ) -> RunSnapshot:
+        """``Store.append``; ``trace_context`` (a Run's activation only) is kept beside the
+        Run, outside the commit log, in the same transaction (``trace_context()``)."""
         db = self._db
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -302,6 +310,8 @@ class SqliteStore:
             )
             if awaited:
                 self._await_children(commit.run_id, awaited)
+            if trace_context is not None:
+                db.execute("UPDATE runs SET trace_context = ? WHERE run_id = ?", (trace_context, commit.run_id))
             self._insert_keys(commit.run_id, accepted.keys)
             if settle is not None:
                 db.execute(
@@ -520,6 +530,13 @@ class SqliteStore:
     def run(self, run_id: str) -> RunSnapshot | None:
         snapshot: RunSnapshot | None = self._read(lambda: self._run_in(run_id))
         return snapshot
+
+    def trace_context(self, run_id: str) -> str | None:
+        """The trace context stored with the Run's activation (None: none was)."""
+        row = self._read(
+            lambda: self._db.execute("SELECT trace_context FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        )
+        return None if row is None or row[0] is None else str(row[0])
 
     def thread_head(self, thread_id: str) -> ThreadHead | None:
         head: ThreadHead | None = self._read(lambda: self._head_in(thread_id))

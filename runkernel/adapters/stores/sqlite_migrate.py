@@ -14,6 +14,8 @@ the Run is quiet and names the parent call of a child's activation, and a table 
 the children each quiet Run waits for (filled from the latest states and activations).
 Schema 5 adds the indexes that page ``runs`` and the console's Runs list by state, app
 or Thread, newest first, without reading every Run.
+Schema 6 keeps each Run's trace context (OpenTelemetry) beside its row, written with its
+activation; the Runs made before have none.
 """
 
 from __future__ import annotations
@@ -80,6 +82,10 @@ CREATE INDEX runs_by_app ON runs (app);
 CREATE INDEX runs_by_thread ON runs (thread_id);
 """
 
+_SCHEMA_5_TO_6 = """
+ALTER TABLE runs ADD COLUMN trace_context TEXT;
+"""
+
 
 def migrate_sqlite(path: str | Path) -> tuple[int, int]:
     """Upgrade the store at ``path``; returns (version before, version after).
@@ -99,9 +105,9 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
         if version == SCHEMA_VERSION:
             db.execute("ROLLBACK")
             return version, version
-        if version not in (1, 2, 3, 4):
+        if version not in (1, 2, 3, 4, 5):
             raise SchemaError(
-                f"{name} has schema version {version}; this runkernel migrates 1 to 4 to {SCHEMA_VERSION}"
+                f"{name} has schema version {version}; this runkernel migrates 1 to 5 to {SCHEMA_VERSION}"
             )
         if version == 1:
             _one_to_two(db, name)
@@ -109,7 +115,9 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
             _two_to_three(db, name)
         if version <= 3:
             _three_to_four(db, name)
-        _run_statements(db, _SCHEMA_4_TO_5)
+        if version <= 4:
+            _run_statements(db, _SCHEMA_4_TO_5)
+        _run_statements(db, _SCHEMA_5_TO_6)
         db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
         return version, SCHEMA_VERSION

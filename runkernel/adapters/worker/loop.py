@@ -53,6 +53,7 @@ from runkernel.adapters.drive.runtime import Acknowledged, Drive, ModelFailed, R
 from runkernel.adapters.stores.contract import CommitConflict, LeaseHeld, LeaseLost, Store, StoreError
 from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
+from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
 from runkernel.kernel.state import Running
 
 #: What a push app may set on the driver the worker builds for it (as ``Driver`` takes them).
@@ -100,7 +101,9 @@ class Worker:
     ``run_once()`` drives until nothing is runnable, ``run()`` polls until
     ``shutdown()``. One worker per thread of control (its store is its own).
     ``on_failure(run_id, error)`` hears of every failed drive (``runkernel worker``
-    prints one line for it).
+    prints one line for it). ``telemetry`` is told what each drive does, its lease
+    take-overs and failed drives (``runkernel.integrations.otel.OpenTelemetry()`` for
+    traces and metrics); the default records nothing.
     """
 
     def __init__(
@@ -118,6 +121,7 @@ class Worker:
         on_event: Callable[[RuntimeEvent], None] | None = None,
         on_failure: OnFailure | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        telemetry: Telemetry | None = None,
     ) -> None:
         # monotonic: this process's clock for when to renew a lease and when a Run set
         # aside after a transient model error is due again (a test moves its own)
@@ -135,6 +139,7 @@ class Worker:
         self.report = WorkerReport()
         self._on_event = on_event
         self._on_failure = on_failure
+        self.telemetry = telemetry or NO_TELEMETRY
         self._stopping = threading.Event()
         self._runtime = self._make_runtime() if isinstance(app, RuntimeApp) else None
         #: the event loop of an asyncio push app (an ``asyncio.Runner``, made at its first
@@ -251,16 +256,19 @@ class Worker:
             resumed = False
         if lease.epoch > 1 and not resumed and self._taken_over(run_id):
             self.report.takeovers += 1
+            self.telemetry.taken_over(run_id, lease.epoch)
         try:
             if isinstance(self.app, RuntimeApp):
                 self._drive_pull(run_id)
             else:
                 self._drive_push(self.app, run_id)
-        except CommitConflict:
+        except CommitConflict as conflict:
             self.report.conflicts += 1
+            self.telemetry.drive_failed(run_id, "conflict", conflict)
             self.leases.forget(run_id)
-        except LeaseLost:
+        except LeaseLost as lost:
             self.report.leases_lost += 1
+            self.telemetry.drive_failed(run_id, "lease_lost", lost)
             self.leases.forget(run_id)
         except Exception as error:  # a store failure, or the host's hooks, gate or push host raised
             self._failed(run_id, error)
@@ -281,6 +289,7 @@ class Worker:
 
     def _failed(self, run_id: str, error: BaseException) -> None:
         self.report.failures += 1
+        self.telemetry.drive_failed(run_id, "error", error)
         if self._on_failure is not None:
             self._on_failure(run_id, error)
 
@@ -302,6 +311,7 @@ class Worker:
             hooks=self.app.hooks,
             transient=self.app.transient,
             model_attempts=self.app.model_attempts,
+            telemetry=self.telemetry,
         )
 
     def _drive_pull(self, run_id: str) -> None:
@@ -319,6 +329,7 @@ class Worker:
     def _drive_push(self, app: PushApp | AsyncPushApp, run_id: str) -> None:
         options: dict[str, Any] = {k: getattr(app, k) for k in _DRIVER_OPTIONS if hasattr(app, k)}
         options.update(ids=self.ids, clock=self.clock, leases=self.leases, app=app.name, on_event=self._push_event)
+        options.update(telemetry=self.telemetry)
         driver: Driver | AsyncDriver | None = None
         try:
             if isinstance(app, AsyncPushApp):

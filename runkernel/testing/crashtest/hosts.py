@@ -124,9 +124,16 @@ class _LabelledStore(CrashingStore):
         super().__init__(store, plan)
         self.sweep = plan
 
-    def append(self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None) -> RunSnapshot:
+    def append(
+        self,
+        commit: ThreadCommit,
+        settle: Settlement | None = None,
+        *,
+        lease: Lease | None = None,
+        trace_context: str | None = None,
+    ) -> RunSnapshot:
         self.sweep.where = f"v{commit.version}{_tool_of(self.store.run(commit.run_id), commit)}"
-        return super().append(commit, settle, lease=lease)
+        return super().append(commit, settle, lease=lease, trace_context=trace_context)
 
 
 def _tool_of(before: RunSnapshot | None, commit: ThreadCommit) -> str:
