@@ -181,3 +181,40 @@ def test_the_first_sigint_says_what_it_waits_for_and_the_second_abandons(tmp_pat
     assert "a second SIGINT or SIGTERM abandons" in first
     assert "abandoning" in rest and process.returncode == 130
     assert lease is not None and lease.worker_id != "" and not getattr(lease, "released", False)
+
+
+_RAISING_AGENT = '''
+import os
+from pydantic_ai import Agent
+from pydantic_ai.models.function import FunctionModel
+from runkernel.integrations.pydantic_ai import RunkernelDurability
+
+
+def broken(messages, info):
+    raise ValueError("the model is broken")
+
+
+durable = RunkernelDurability(os.environ["RAISING_STORE"])
+app = durable.worker_app(Agent(FunctionModel(broken), capabilities=[durable]), name="pai")
+'''
+
+
+def test_a_pydantic_ai_model_that_raises_is_counted_and_told(tmp_path: Path) -> None:
+    pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed (pip install -e '.[pydantic-ai]')")
+    (tmp_path / "raising_agent.py").write_text(_RAISING_AGENT)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    _start(url, 1, "pai")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]), RAISING_STORE=url)
+    done = subprocess.run(
+        [sys.executable, "-m", "runkernel.cli", "worker", "--store", url, "--app", "raising_agent:app", "--once"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD,
+    )
+    store = SqliteStore(tmp_path / "store.db", create=False)
+    snapshot = store.run("r0")
+    store.close()
+    told = [line for line in done.stderr.splitlines() if line.startswith("runkernel worker: run r0: ")]
+    print(f"\nPydantic AI model that raises: exit {done.returncode}; {done.stdout.strip()}; told {told}")
+    assert done.returncode == 0, done.stderr
+    assert snapshot is not None and isinstance(snapshot.state, Ended) and snapshot.state.cause.kind is EndCauseKind.FAILED
+    assert ", 1 run failed," in done.stdout
+    assert len(told) == 1 and "ended failed: ValueError: the model is broken" in told[0], done.stderr

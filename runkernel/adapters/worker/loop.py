@@ -44,19 +44,18 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
-from attrs import define
-
 from runkernel.adapters.drive.driver import AsyncDriver, Driver
 from runkernel.adapters.drive.actions import DriverStopped
 from runkernel.adapters.drive.ports import Clock, IdSource, SecretIds, utc_now
-from runkernel.adapters.drive.events import Position, ToolRaised
+from runkernel.adapters.drive.events import ToolRaised
 from runkernel.adapters.drive.runtime import Acknowledged, Drive, ModelFailed, Runtime, RuntimeEvent
 from runkernel.adapters.stores.contract import CommitConflict, LeaseHeld, LeaseLost, Store, StoreError, StoreUnavailable
+from runkernel.adapters.worker.account import WorkerReport as WorkerReport
+from runkernel.adapters.worker.account import ended_failed, in_flight_after, store_outage_in, version_of
 from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
 from runkernel.adapters.worker.outage import MAX_SKIPPED_POLLS as MAX_SKIPPED_POLLS, OutageEvent, RunBackoff, StoreOutage
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
-from runkernel.kernel.state import CallExecuting, EndCause, Ended, Running, RunSnapshot
-from runkernel.kernel.values import EndCauseKind
+from runkernel.kernel.state import EndCause, Ended, Running
 
 #: What a push app may set on the driver the worker builds for it (as ``Driver`` takes them).
 _DRIVER_OPTIONS = ("gate", "max_steps", "on_indeterminate", "transient", "model_attempts")
@@ -70,40 +69,6 @@ OnFailure = Callable[[str, BaseException], None]
 #: already said the Run ends.
 OnRunFailed = Callable[[str, EndCause], None]
 
-
-
-@define
-class WorkerReport:
-    """What a worker did (counts; printed by ``runkernel worker`` and the race test)."""
-
-    drives: int = 0
-    commits: int = 0
-    #: leases taken on a Run some other worker had leased before (epoch > 1)
-    takeovers: int = 0
-    #: Runs another worker held when this one tried to take them
-    contended: int = 0
-    #: drives stopped because a commit lost (another writer won)
-    conflicts: int = 0
-    #: drives stopped because the lease was gone
-    leases_lost: int = 0
-    #: failed drives: stopped by an exception the host's hooks, gate or push host (any
-    #: app kind) raised, or a store that refused (damaged, not an outage); nothing more
-    #: was committed, and the Run is picked up again later
-    failures: int = 0
-    #: Runs this worker's drives ended ``failed`` (a model error that is not transient or
-    #: ran out of attempts, a host or agent that raised and ended its Run, too many steps)
-    runs_failed: int = 0
-    #: tool calls whose executor raised (``ToolRaised``): each committed as its call's
-    #: outcome (a retryable error for a replay tool, an unknown outcome otherwise)
-    tool_exceptions: int = 0
-    #: model calls that raised (``ModelFailed``): each either waits for another attempt,
-    #: nothing committed, or ends its Run failed
-    model_failures: int = 0
-    #: store outages ridden out (W6): each one line when it began and one when it ended
-    outages: int = 0
-    #: drives cut short by a store outage (not failures: each continues from committed
-    #: facts once the store answers)
-    interrupted: int = 0
 
 
 def default_worker_id() -> str:
@@ -210,6 +175,7 @@ class Worker:
         try:
             while self._after_outage_delay():
                 self.outage.begin_pass()
+                found: list[str] = []
                 try:
                     self._keep_set_aside()
                     for run_id in [r for r, version in stalled.items() if self._version(r) != version]:
@@ -343,8 +309,8 @@ class Worker:
         self._end_told.discard(run_id)
         self.drive(run_id)
         after = self.store.run(run_id)
-        moved = _version_of(after) != _version_of(before) or self.report.commits != commits
-        if moved and after is not None and _ended_failed(after) and (before is None or not _ended_failed(before)):
+        moved = version_of(after) != version_of(before) or self.report.commits != commits
+        if moved and after is not None and ended_failed(after) and (before is None or not ended_failed(before)):
             self.report.runs_failed += 1
             assert isinstance(after.state, Ended)
             if self._on_run_failed is not None and run_id not in self._end_told:
@@ -352,7 +318,7 @@ class Worker:
         return moved, self.report.failures != failures
 
     def _failed(self, run_id: str, error: BaseException) -> None:
-        outage = _store_outage_in(error)
+        outage = store_outage_in(error)
         if outage is not None:
             # the store stopped answering: one report for the whole outage, not one per
             # drive; the Run continues from committed facts once it answers again
@@ -446,7 +412,7 @@ class Worker:
         elif isinstance(event, ToolRaised):
             self.report.tool_exceptions += 1
         elif isinstance(event, Acknowledged):
-            self._in_flight = _in_flight_after(event)
+            self._in_flight = in_flight_after(event)
         if self._on_event is not None:
             self._on_event(event)
 
@@ -499,7 +465,7 @@ class Worker:
         return [r for r in found if r not in passed][: self.batch]
 
     def _version(self, run_id: str) -> int:
-        return _version_of(self.store.run(run_id))
+        return version_of(self.store.run(run_id))
 
     def _taken_over(self, run_id: str) -> bool:
         """Whether the Run's last commit was written under another worker's lease."""
@@ -509,34 +475,3 @@ class Worker:
         writer = self.store.writer_of(snapshot.thread_id, snapshot.version)
         return writer is not None and writer.worker_id != self.worker_id
 
-
-def _version_of(snapshot: RunSnapshot | None) -> int:
-    return -1 if snapshot is None else snapshot.version
-
-
-def _ended_failed(snapshot: RunSnapshot) -> bool:
-    return isinstance(snapshot.state, Ended) and snapshot.state.cause.kind is EndCauseKind.FAILED
-
-
-def _store_outage_in(error: BaseException) -> StoreUnavailable | None:
-    """The ``StoreUnavailable`` a failed drive stopped on, if it did: raised itself, or
-    the cause of what the driver or the host raised (``DriverStopped``, an agent
-    framework's wrapper)."""
-    seen: BaseException | None = error
-    for _ in range(8):  # a short chain: a host's wrappers, never a cycle
-        if seen is None:
-            return None
-        if isinstance(seen, StoreUnavailable):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-def _in_flight_after(event: Acknowledged) -> str:
-    """What a drive waits for after the commit ``event`` acknowledges."""
-    if event.position in (Position.CALL_START, Position.CALL_RETRY) and event.commit.batch is not None:
-        running = [c for c in event.commit.batch.calls if isinstance(c.status, CallExecuting)]
-        if running:
-            named = ", ".join(f"{c.tool} (call {c.call_id})" for c in running)
-            return f"its tool {named} to return, then the commit of its outcome"
-    return "the step in flight (a model call or a tool) and its commit"
