@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -109,10 +109,13 @@ class _Worker:
         return self.process.returncode, report
 
 
-def _wait_until(condition: object, what: str) -> None:
+def _wait_until(condition: object, what: str, workers: Sequence[_Worker] = ()) -> None:
+    """Look at ``condition`` until it holds; a worker of ``workers`` that exits fails at once."""
     began = time.monotonic()
     assert callable(condition)
     while not condition():
+        exited = [w.process.returncode for w in workers if w.process.poll() is not None]
+        assert not exited, f"{what}: a worker exited ({exited}): {[line for w in workers for line in w.lines][-3:]}"
         assert time.monotonic() - began < HANG_GUARD, f"hang guard: {what}"
         time.sleep(POLL)  # the next look at the condition, not a guess at a duration
 
@@ -155,15 +158,17 @@ def test_four_workers_ride_out_a_database_restart(
         cluster.stop_immediately()
         stopped_at = time.monotonic()
         (points.directory / "lookup:after:30.go").touch()  # its commit now meets the stopped server
-        _wait_until(lambda: all(w.said(BEGAN) for w in workers), "a worker never printed its outage line")
+        _wait_until(lambda: all(w.said(BEGAN) for w in workers), "a worker never printed its outage line", workers)
         stopped_for = time.monotonic() - stopped_at
         exited_in_outage = [w.process.poll() for w in workers if w.process.poll() is not None]
         cluster.start()
-        _wait_until(lambda: _ended(url) == RUNS, "not every Run ended after the restart")
+        _wait_until(lambda: _ended(url) == RUNS, "not every Run ended after the restart", workers)
         _wait_until(lambda: all(w.said(ENDED) for w in workers), "a worker never printed its outage's end")
         took = time.monotonic() - began
         exited = [w.process.poll() for w in workers if w.process.poll() is not None]
     finally:
+        if not cluster.running:
+            cluster.start()  # for the next test, whatever happened here
         results = [w.stop() if w.process.poll() is None else (w.process.returncode, "") for w in workers]
     store = PostgresStore(url)
     try:
@@ -220,7 +225,8 @@ def test_a_worker_started_while_the_server_is_down_waits_for_it(
     worker: _Worker | None = None
     try:
         worker = _Worker(url, _env(tmp_path), "w-early")
-        _wait_until(lambda: worker is not None and worker.said(BEGAN) == 1, "the worker never said the store is down")
+        _wait_until(lambda: worker is not None and worker.said(BEGAN) == 1, "the worker never said the store is down",
+                    [worker])
         alive_while_down = worker.process.poll() is None
         cluster.start()
         _wait_until(lambda: _ended(url) == 10, "the Runs never ended once the server was up")
