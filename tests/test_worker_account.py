@@ -218,3 +218,24 @@ def test_a_pydantic_ai_model_that_raises_is_counted_and_told(tmp_path: Path) -> 
     assert snapshot is not None and isinstance(snapshot.state, Ended) and snapshot.state.cause.kind is EndCauseKind.FAILED
     assert ", 1 run failed," in done.stdout
     assert len(told) == 1 and "ended failed: ValueError: the model is broken" in told[0], done.stderr
+
+
+def test_an_outage_is_told_once_and_its_backoff_is_capped() -> None:
+    from runkernel.adapters.stores.contract import StoreUnavailable
+    from runkernel.adapters.worker.outage import OUTAGE_MAX_DELAY, StoreOutage
+
+    now = [0.0]
+    heard: list[OutageEvent] = []
+    outage = StoreOutage(heard.append, monotonic=lambda: now[0])
+    delays = []
+    for _ in range(8):  # eight passes, each failing
+        outage.begin_pass()
+        outage.failed(StoreUnavailable("db down\nsecond line"), drive=True)
+        outage.end_pass()
+        delays.append(outage.delay())
+        now[0] += delays[-1]
+    outage.begin_pass()
+    outage.end_pass()  # a pass that met no outage ends it
+    print(f"\ndelays between retries {delays}; told {heard}")
+    assert delays == [0.5, 1.0, 2.0, 4.0, 8.0, OUTAGE_MAX_DELAY, OUTAGE_MAX_DELAY, OUTAGE_MAX_DELAY]
+    assert heard == [OutageBegan("db down"), OutageEnded(sum(delays), 7, 8, 0)] and outage.count == 1
