@@ -27,7 +27,7 @@ from runkernel.adapters.stores.contract import SchemaError, Store, StoreUnavaila
 from runkernel.adapters.stores.urls import BadStoreUrl, open_store
 from runkernel.adapters.worker.apps import AppLoadError, load_app
 from runkernel.adapters.worker.loop import Worker, WorkerReport
-from runkernel.adapters.worker.outage import OutageBegan, OutageEnded, OutageEvent, StoreOutage
+from runkernel.adapters.worker.outage import OUTAGE_MAX_DELAY, OutageBegan, OutageEnded, OutageEvent, StoreOutage
 from runkernel.cli.text import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -200,7 +200,10 @@ class _FoldingHandler(logging.Handler):
 
 def _tell_outage(event: OutageEvent) -> None:
     if isinstance(event, OutageBegan):
-        _tell_worker(f"store unavailable: {event.error}; retrying with a capped backoff (up to 10 s) until it answers")
+        _tell_worker(
+            f"store unavailable: {event.error}; retrying with a capped backoff (up to {OUTAGE_MAX_DELAY:g} s) "
+            "until it answers"
+        )
     elif isinstance(event, OutageEnded):
         folded = f", {plural(event.folded, 'client warning')} folded" if event.folded else ""
         _tell_worker(
