@@ -65,10 +65,16 @@ def test_a_sqlite_lock_held_past_the_busy_timeout_is_one_outage_ridden_out(
         if isinstance(event, OutageBegan):
             began.set()
 
+    failed: list[BaseException] = []
+
+    def failed_drive(_run_id: str, error: BaseException) -> None:
+        failed.append(error)  # the lock taken for a failed drive: the test stops at once
+        began.set()
+
     def work() -> None:
         # a store per thread of control: the worker's is its own thread's
         own = SqliteStore(path, create=False, busy_timeout=0.2)
-        made.append(Worker(own, app, worker_id="w-lock", poll_interval=0.05, on_outage=heard))
+        made.append(Worker(own, app, worker_id="w-lock", poll_interval=0.05, on_outage=heard, on_failure=failed_drive))
         try:
             made[0].run()
         finally:
@@ -81,6 +87,7 @@ def test_a_sqlite_lock_held_past_the_busy_timeout_is_one_outage_ridden_out(
     store = SqliteStore(path, create=False)
     try:
         assert began.wait(HANG_GUARD), "the worker never reported the lock"
+        assert failed == [], f"the lock was taken for a failed drive: {failed}"
         holder.execute("ROLLBACK")
         deadline = time.monotonic() + HANG_GUARD
         while _ended(store, runs) < runs or not any(isinstance(e, OutageEnded) for e in events):
