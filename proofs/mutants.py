@@ -211,6 +211,10 @@ DEFAULT_TRANSIENT_UNIT = unit(
 ASYNC_TO_SYNC_REWRITE_UNIT = unit(
     "tests/test_async_to_sync.py::test_the_rewrite_drops_async_resolves_async_blocks_and_renames"
 )
+OUTAGE_TOLD_ONCE_UNIT = unit("tests/test_worker_account.py::test_an_outage_is_told_once_and_its_backoff_is_capped")
+SQLITE_LOCK_OUTAGE_UNIT = unit(
+    "tests/test_worker_account.py::test_a_sqlite_lock_held_past_the_busy_timeout_is_one_outage_ridden_out"
+)
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
@@ -878,6 +882,27 @@ MUTANTS: tuple[Mutant, ...] = (
         "            if stream.failed:\n",
         "            if False:\n",
         STREAM_FAILURE_UNIT,
+    ),
+    Mutant(
+        "a store outage is told again at every failed retry",
+        "runkernel/adapters/worker/outage.py",
+        "        if self._since is None:\n            self._since = self._monotonic()\n",
+        "        if True:\n            self._since = self._monotonic()\n",
+        OUTAGE_TOLD_ONCE_UNIT,
+    ),
+    Mutant(
+        "the outage backoff is not capped",
+        "runkernel/adapters/worker/outage.py",
+        "        return min(self.max_delay, self.first_delay * (1 << min(self._retries, 30)))\n",
+        "        return self.first_delay * (1 << min(self._retries, 30))\n",
+        OUTAGE_TOLD_ONCE_UNIT,
+    ),
+    Mutant(
+        "a drive cut short by a store outage counts as a failed drive",
+        "runkernel/adapters/worker/account.py",
+        "        if isinstance(seen, StoreUnavailable):\n            return seen\n",
+        "        if False:\n            return seen\n",
+        SQLITE_LOCK_OUTAGE_UNIT,
     ),
 )
 

@@ -92,6 +92,11 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
     ("runkernel.adapters.worker.loop", "The worker's report.", ("WorkerReport",)),
     (
+        "runkernel.adapters.worker.outage",
+        "How a worker rides out its store (``Worker(on_outage=...)`` hears these).",
+        ("OutageBegan", "OutageEnded"),
+    ),
+    (
         "runkernel.adapters.worker.apps",
         "What ``runkernel worker --app MODULE:ATTR`` loads (a ``RuntimeApp`` is in ``runkernel``).",
         ("PushApp", "AsyncPushApp", "load_app"),

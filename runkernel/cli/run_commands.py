@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-from types import FrameType
 
 from runkernel.adapters.drive.ports import SecretIds
-from runkernel.adapters.drive.events import ModelFailed, RuntimeEvent, ToolRaised
-from runkernel.adapters.drive.telemetry import Telemetry
-from runkernel.adapters.worker.loop import Worker, WorkerReport
-from runkernel.adapters.worker.apps import AppLoadError, load_app
 from runkernel.adapters.stores.work import RunSummary
-from runkernel.cli.text import EXIT_OK, EXIT_USAGE, CliError, plural, positive_seconds, printable, require_id
+from runkernel.cli.text import EXIT_OK, EXIT_USAGE, CliError, printable, require_id
 from runkernel.cli.commands import _opened, _store_option
+from runkernel.cli.worker_command import register_worker
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import Activate
 from runkernel.kernel.rules import Rejection
@@ -45,92 +40,6 @@ def _start(args: argparse.Namespace) -> int:
         store.append(decision.commit)
     print(run_id)
     return EXIT_OK
-
-
-def _worker(args: argparse.Namespace) -> int:
-    positive_seconds(args.lease, "--lease")
-    positive_seconds(args.poll, "--poll")
-    if args.worker_id is not None:
-        require_id(args.worker_id, "--worker-id", plain=True)
-    try:
-        app = load_app(args.app)
-    except AppLoadError as error:
-        raise CliError(str(error), EXIT_USAGE) from None
-    telemetry = _telemetry() if args.otel else None
-    # a worker never has work in a new store: a missing file is a typo, refused
-    with _opened(args.store, command="worker") as store:
-        worker = Worker(
-            store,
-            app,
-            worker_id=args.worker_id,
-            lease_duration=args.lease,
-            poll_interval=args.poll,
-            on_failure=_tell_failure,
-            on_event=_tell_raised,
-            telemetry=telemetry,
-        )
-
-        def stop(_signum: int, _frame: FrameType | None) -> None:
-            worker.shutdown()
-
-        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            report = worker.run_once() if args.once else worker.run()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-    print(_report_line(worker.worker_id, report))
-    return EXIT_OK
-
-
-def _telemetry() -> Telemetry:
-    """``--otel``: OpenTelemetry through the globally configured providers (loaded only
-    here: without the flag the worker imports nothing of it)."""
-    try:
-        from runkernel.integrations.otel import OpenTelemetry
-    except ImportError as error:
-        raise CliError(f"--otel needs the otel extra (pip install 'runkernel[otel]'): {error}", EXIT_USAGE) from None
-    return OpenTelemetry()
-
-
-def _tell_failure(run_id: str, error: BaseException) -> None:
-    """One line for the operator per failed drive; the worker goes on with other Runs."""
-    what = _first_line(type(error).__name__, str(error))
-    _tell(run_id, f"{what} (lease released; the Run is tried again later)")
-
-
-def _tell_raised(event: RuntimeEvent) -> None:
-    """One line per tool that raised: its call is committed (a retryable error for a
-    replay tool, an unknown outcome otherwise), and the operator hears why; one line per
-    model call that raised: nothing committed, and either another attempt after a wait
-    or the Run ended failed."""
-    if isinstance(event, ToolRaised):
-        what = _first_line(event.error.type, event.error.message)
-        call = f"tool call {event.call_id} attempt {event.attempt}"
-        _tell(event.run_id, f"{call} raised {what} (committed as the call's outcome)")
-    elif isinstance(event, ModelFailed):
-        what = _first_line(event.error.type, event.error.message)
-        call = f"model call for step {event.step} attempt {event.attempt}"
-        then = "the Run ends failed" if event.retry_after is None else f"retried in {event.retry_after:g} s"
-        _tell(event.run_id, f"{call} raised {what} (nothing committed; {then})")
-
-
-def _first_line(kind: str, message: str) -> str:
-    lines = message.strip().splitlines()
-    return f"{kind}: {lines[0]}" if lines else kind
-
-
-def _tell(run_id: str, what: str) -> None:
-    print(f"runkernel worker: run {printable(run_id)}: {printable(what)}", file=sys.stderr, flush=True)
-
-
-def _report_line(worker_id: str, report: WorkerReport) -> str:
-    return (
-        f"worker {worker_id}: {plural(report.drives, 'drive')}, {plural(report.commits, 'commit')}, "
-        f"{plural(report.takeovers, 'take-over')}, {report.contended} contended, "
-        f"{plural(report.conflicts, 'conflict')}, {plural(report.leases_lost, 'lease', 'leases')} lost, "
-        f"{plural(report.failures, 'failure')}"
-    )
 
 
 def _runs(args: argparse.Namespace) -> int:
@@ -188,34 +97,7 @@ def register_runs(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     start.add_argument("message", nargs="+", metavar="MESSAGE", help="a user message")
     start.set_defaults(handler=_start)
 
-    worker = commands.add_parser(
-        "worker",
-        help="drive every Run of an app that has work, under leases",
-        description=(
-            "Drive every Run of the app that has work: Running and unleased, an inbox command "
-            "(resume, cancel), an expired approval or a due timer. SIGTERM or SIGINT: finish the "
-            "commit in flight, start nothing new, release leases, exit 0."
-        ),
-    )
-    _store_option(worker)
-    worker.add_argument(
-        "--app", required=True, metavar="MODULE:ATTR", help="the host application, loaded like uvicorn module:app"
-    )
-    worker.add_argument("--once", action="store_true", help="drive until nothing is runnable, then exit")
-    worker.add_argument("--lease", type=float, default=30.0, metavar="SECONDS", help="lease duration (default 30)")
-    worker.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)")
-    worker.add_argument("--worker-id", metavar="ID", help="this worker's id (default: host:pid:random)")
-    worker.add_argument(
-        "--otel",
-        action="store_true",
-        help="record traces and metrics with OpenTelemetry (the otel extra), through the providers "
-        "configured for the process, e.g. by opentelemetry-instrument",
-    )
-    worker.epilog = (
-        "An exception raised by the app's model or tools is one line on stderr, counted in the "
-        "report's failures; the lease is released and the worker goes on with the other Runs."
-    )
-    worker.set_defaults(handler=_worker)
+    register_worker(commands, _store_option)
 
     runs = commands.add_parser("runs", help="list Runs, newest first")
     _store_option(runs)

@@ -1,6 +1,15 @@
 """The PostgreSQL store's connection: one session from a psycopg-pool pool (remade when
 it drops), the schema recognized before anything else, reads repeated once on a new
-connection when the old one dropped, and the LISTEN/NOTIFY wake-ups of workers."""
+connection when the old one dropped, and the LISTEN/NOTIFY wake-ups of workers.
+
+A connection that dropped is made again in the caller's own time: one direct attempt
+first (bounded by the connect timeout), and only once the server answers a fresh pool
+for it. So while the server is down nothing retries in the background, the pool logs no
+warnings, and each call fails within the timeout with the server's own reason (a worker
+rides the outage out: ``runkernel.adapters.worker.outage``). ``connect_timeout`` comes
+from the store URL's ``?connect_timeout=SECONDS`` when it has one (libpq's own
+parameter), else from the argument; it bounds each connection attempt and the wait for
+the pool's connection."""
 
 from __future__ import annotations
 
@@ -30,32 +39,16 @@ class PostgresConnection:
         self.where = redacted(url)
         self.read_only = read_only
         self._conninfo, self.schema = split_url(url)
+        connect_timeout = _url_timeout(self._conninfo, connect_timeout)
+        self.connect_timeout = connect_timeout
         self._channel = f"runkernel_work_{self.schema}"
         self._listener: Connection | None = None
-        schema = self.schema
-
-        def configure(conn: Connection) -> None:
-            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-            if not read_only:
-                for statement in PREPARED:
-                    conn.execute(statement.encode())
-
-        self._pool: ConnectionPool[Connection] = ConnectionPool(
-            self._conninfo,
-            min_size=1,
-            max_size=1,
-            # prepare_threshold=None: psycopg's own statement cache answers a ROLLBACK
-            # with DEALLOCATE ALL, which would drop the commit's prepared statements too
-            kwargs={"autocommit": True, "connect_timeout": int(connect_timeout), "prepare_threshold": None},
-            configure=configure,
-            open=False,
-            name=f"runkernel {self.where}",
-        )
+        self._pool = self._new_pool()
         try:
             # one direct connection first: a server that is down or a store that is not
             # initialized is refused at once with the server's own reason, where the
             # pool would keep retrying in the background until its timeout
-            with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=int(connect_timeout)) as probe:
+            with self._connect() as probe:
                 check_current(probe, url, self.schema)
             self._pool.open(wait=True, timeout=connect_timeout)
             self._conn = self._take()
@@ -71,8 +64,38 @@ class PostgresConnection:
             self._pool.close()
             raise
 
+    def _connect(self) -> Connection:
+        """A direct connection, outside the pool (bounded by the connect timeout)."""
+        return psycopg.connect(self._conninfo, autocommit=True, connect_timeout=_whole_seconds(self.connect_timeout))
+
+    def _new_pool(self) -> ConnectionPool[Connection]:
+        """A pool of the one connection this store works through (not opened yet)."""
+        schema, read_only = self.schema, self.read_only
+
+        def configure(conn: Connection) -> None:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+            if not read_only:
+                for statement in PREPARED:
+                    conn.execute(statement.encode())
+
+        return ConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=1,
+            # prepare_threshold=None: psycopg's own statement cache answers a ROLLBACK
+            # with DEALLOCATE ALL, which would drop the commit's prepared statements too
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": _whole_seconds(self.connect_timeout),
+                "prepare_threshold": None,
+            },
+            configure=configure,
+            open=False,
+            name=f"runkernel {self.where}",
+        )
+
     def _take(self) -> Connection:
-        conn = self._pool.getconn()
+        conn = self._pool.getconn(timeout=self.connect_timeout)
         if self.read_only:
             conn.autocommit = False
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
@@ -80,13 +103,27 @@ class PostgresConnection:
         return conn
 
     def _reconnect(self) -> None:
+        """A new connection for one that dropped: the old one and its pool closed (so
+        nothing reconnects in the background), one direct attempt, and a fresh pool
+        only once the server answered it; else ``StoreUnavailable`` with its reason.
+        Called again at the next store call while the server stays down."""
         try:
-            self._pool.putconn(self._conn)
-        except Exception:  # noqa: BLE001 - a broken connection may refuse to be returned
+            self._conn.close()
+        except Exception:  # noqa: BLE001 - closing a broken connection must not fail
             pass
+        self._drop_listener()  # it went to the same server: listen afresh at the next wait
+        if not self._pool.closed:
+            self._pool.close(timeout=_POOL_STOP)
         try:
+            self._connect().close()
+        except psycopg.Error as error:
+            raise unavailable(self.url, "reconnecting", error) from None
+        self._pool = self._new_pool()
+        try:
+            self._pool.open(wait=True, timeout=self.connect_timeout)
             self._conn = self._take()
         except PoolTimeout:
+            self._pool.close(timeout=_POOL_STOP)
             raise StoreUnavailable(f"{self.where}: the connection dropped and none could be made again") from None
 
     # --- work wake-ups (LISTEN/NOTIFY) ------------------------------------------------
@@ -96,16 +133,28 @@ class PostgresConnection:
         (a new Run committed, a command put in the inbox). The first call starts
         listening, so a worker calls it once with ``timeout=0`` before its first poll,
         then alternates polls with waits; notifications between waits are kept."""
-        try:
-            if self._listener is None or self._listener.closed or self._listener.broken:
-                self._listener = psycopg.connect(self._conninfo, autocommit=True)
-                self._listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
-            woken = [n.payload for n in self._listener.notifies(timeout=timeout, stop_after=1)]
-            woken += [n.payload for n in self._listener.notifies(timeout=0.0)]
-        except psycopg.Error as error:
-            self._listener = None
-            raise unavailable(self.url, "waiting for work", error) from None
-        return woken
+        for attempt in (1, 2):
+            try:
+                if self._listener is None or self._listener.closed or self._listener.broken:
+                    self._listener = self._connect()
+                    self._listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+                woken = [n.payload for n in self._listener.notifies(timeout=timeout, stop_after=1)]
+                return woken + [n.payload for n in self._listener.notifies(timeout=0.0)]
+            except psycopg.Error as error:
+                self._drop_listener()
+                if attempt == 2:
+                    raise unavailable(self.url, "waiting for work", error) from None
+                # a listener that dropped (its server restarted) listens again once at
+                # once; polling finds whatever was notified meanwhile
+        raise AssertionError("unreachable")
+
+    def _drop_listener(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            try:
+                listener.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection must not fail
+                pass
 
     def close(self) -> None:
         if self._listener is not None:
@@ -148,3 +197,23 @@ class PostgresConnection:
 
     def _change(self, work: Callable[[Connection], Any], *, repeat: bool = True) -> Any:
         return self._attempt("a write", work, repeat=repeat)
+
+
+#: Seconds a pool closed after its connection dropped gets to stop its threads (they are
+#: idle: the one connection was checked out), so closing it logs no warning.
+_POOL_STOP = 2.0
+
+
+def _url_timeout(conninfo: str, default: float) -> float:
+    """The URL's ``connect_timeout`` (seconds, as libpq reads it), else ``default``."""
+    given = psycopg.conninfo.conninfo_to_dict(conninfo).get("connect_timeout")
+    try:
+        seconds = float(str(given)) if given is not None else default
+    except ValueError:
+        return default
+    return seconds if seconds > 0 else default
+
+
+def _whole_seconds(seconds: float) -> int:
+    """libpq takes whole seconds, and reads below 2 as 2."""
+    return max(2, round(seconds))

@@ -44,49 +44,32 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
-from attrs import define
-
 from runkernel.adapters.drive.driver import AsyncDriver, Driver
 from runkernel.adapters.drive.actions import DriverStopped
 from runkernel.adapters.drive.ports import Clock, IdSource, SecretIds, utc_now
+from runkernel.adapters.drive.events import ToolRaised
 from runkernel.adapters.drive.runtime import Acknowledged, Drive, ModelFailed, Runtime, RuntimeEvent
-from runkernel.adapters.stores.contract import CommitConflict, LeaseHeld, LeaseLost, Store, StoreError
+from runkernel.adapters.stores.contract import CommitConflict, LeaseHeld, LeaseLost, Store, StoreError, StoreUnavailable
+from runkernel.adapters.worker.account import WorkerReport as WorkerReport
+from runkernel.adapters.worker.account import ended_failed, in_flight_after, store_outage_in, version_of
 from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
+from runkernel.adapters.worker.outage import MAX_SKIPPED_POLLS as MAX_SKIPPED_POLLS, OutageEvent, RunBackoff, StoreOutage
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
-from runkernel.kernel.state import Running
+from runkernel.kernel.state import EndCause, Ended, Running
 
 #: What a push app may set on the driver the worker builds for it (as ``Driver`` takes them).
 _DRIVER_OPTIONS = ("gate", "max_steps", "on_indeterminate", "transient", "model_attempts", "fences")
 
-#: Called by a worker when driving a Run failed (the host raised, or the store failed),
+#: Called by a worker when driving a Run failed (the host raised, or the store refused),
 #: with the Run's id and the exception; the worker itself neither prints nor logs.
 OnFailure = Callable[[str, BaseException], None]
 
-#: The most polls ``run()`` skips a Run that keeps failing (doubled from 1 per failure).
-MAX_SKIPPED_POLLS = 64
+#: Called by a worker when one of its drives ended a Run ``failed``, with the Run's id
+#: and the committed cause (its ``error`` says why), unless a ``ModelFailed`` event
+#: already said the Run ends.
+OnRunFailed = Callable[[str, EndCause], None]
 
-
-@define
-class WorkerReport:
-    """What a worker did (counts; printed by ``runkernel worker`` and the race test)."""
-
-    drives: int = 0
-    commits: int = 0
-    #: leases taken on a Run some other worker had leased before (epoch > 1)
-    takeovers: int = 0
-    #: Runs another worker held when this one tried to take them
-    contended: int = 0
-    #: drives stopped because a commit lost (another writer won)
-    conflicts: int = 0
-    #: drives stopped because the lease was gone
-    leases_lost: int = 0
-    #: drives stopped by a store failure or an exception the host's tools, hooks, gate
-    #: or push host raised (the Run is picked up again later)
-    failures: int = 0
-    #: model calls that raised (``ModelFailed``): each either waits for another attempt,
-    #: nothing committed, or ends its Run failed
-    model_failures: int = 0
 
 
 def default_worker_id() -> str:
@@ -100,10 +83,13 @@ class Worker:
     ``Worker(store, app, worker_id=..., lease_duration=30.0, poll_interval=1.0)``;
     ``run_once()`` drives until nothing is runnable, ``run()`` polls until
     ``shutdown()``. One worker per thread of control (its store is its own).
-    ``on_failure(run_id, error)`` hears of every failed drive (``runkernel worker``
-    prints one line for it). ``telemetry`` is told what each drive does, its lease
-    take-overs and failed drives (``runkernel.integrations.otel.OpenTelemetry()`` for
-    traces and metrics); the default records nothing.
+    ``on_failure(run_id, error)`` hears of every failed drive, ``on_run_failed(run_id,
+    cause)`` of every Run a drive ended ``failed``, and ``on_outage(event)`` when the
+    store stops answering and when it answers again (``runkernel worker`` prints one
+    line for each).
+    ``telemetry`` is told what each drive does, its lease take-overs and failed drives
+    (``runkernel.integrations.otel.OpenTelemetry()`` for traces and metrics); the
+    default records nothing.
     """
 
     def __init__(
@@ -120,6 +106,8 @@ class Worker:
         clock: Clock = utc_now,
         on_event: Callable[[RuntimeEvent], None] | None = None,
         on_failure: OnFailure | None = None,
+        on_run_failed: OnRunFailed | None = None,
+        on_outage: Callable[[OutageEvent], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         telemetry: Telemetry | None = None,
     ) -> None:
@@ -140,6 +128,14 @@ class Worker:
         self._on_event = on_event
         self._on_failure = on_failure
         self.telemetry = telemetry or NO_TELEMETRY
+        self._on_run_failed = on_run_failed
+        #: whether the store answers (W6): one report when an outage begins, one when it ends
+        self.outage = StoreOutage(on_outage, monotonic=monotonic)
+        #: the Run being driven now, and what its drive waits for (for the operator)
+        self.current_run: str | None = None
+        self._in_flight = ""
+        #: Runs whose end ``failed`` a ``ModelFailed`` event already told, this drive
+        self._end_told: set[str] = set()
         self._stopping = threading.Event()
         self._runtime = self._make_runtime() if isinstance(app, RuntimeApp) else None
         #: the event loop of an asyncio push app (an ``asyncio.Runner``, made at its first
@@ -169,33 +165,46 @@ class Worker:
             finally:
                 self._async_running.release()
 
+    def waiting_for(self) -> str:
+        """What the worker waits for before it can stop (one phrase, for the operator)."""
+        if self.current_run is None:
+            return "no Run is being driven"
+        return f"waiting for run {self.current_run}: {self._in_flight or 'the step in flight and its commit'}"
+
     def run_once(self) -> WorkerReport:
         """Drive Runs until none of this app has work this worker can make progress on;
         Runs that made no progress in this call (a reconnect tool still running) are
         not retried by it. An asyncio app's event loop stays open for the next call,
-        until ``shutdown()``."""
+        until ``shutdown()``. A store outage is ridden out (``outage``)."""
         stalled: dict[str, int] = {}
         failed: set[str] = set()
         try:
-            while not self.stopping:
-                self._keep_set_aside()
-                for run_id in [r for r, version in stalled.items() if self._version(r) != version]:
-                    del stalled[run_id]  # it moved since (a command, another worker): work again
-                found = self._due() + self._work(failed | stalled.keys() | self._set_aside.keys())
-                if not found:
+            while self._after_outage_delay():
+                self.outage.begin_pass()
+                found: list[str] = []
+                try:
+                    self._keep_set_aside()
+                    for run_id in [r for r, version in stalled.items() if self._version(r) != version]:
+                        del stalled[run_id]  # it moved since (a command, another worker): work again
+                    found = self._due() + self._work(failed | stalled.keys() | self._set_aside.keys())
+                    for run_id in found:
+                        if self.stopping or self.outage.hit:
+                            break
+                        before = self._version(run_id)
+                        moved, failure = self._drive_tracked(run_id)
+                        if failure:
+                            failed.add(run_id)
+                        elif not moved and run_id not in self._set_aside and not self.outage.hit:
+                            stalled[run_id] = before
+                except StoreUnavailable as error:
+                    self.outage.failed(error)
+                self.outage.end_pass()
+                if not self.outage.active and not found:
                     break
-                for run_id in found:
-                    if self.stopping:
-                        break
-                    before = self._version(run_id)
-                    moved, failure = self._drive_tracked(run_id)
-                    if failure:
-                        failed.add(run_id)
-                    elif not moved and run_id not in self._set_aside:
-                        stalled[run_id] = before
         finally:
             self._release_leases()
             self._close_async_loop_if_stopping()
+            self.report.outages = self.outage.count
         return self.report
 
     def run(self) -> WorkerReport:
@@ -203,33 +212,54 @@ class Worker:
         ``wait_for_work(timeout)`` (PostgreSQL's LISTEN/NOTIFY), the wait between polls
         ends as soon as a Run is notified; polling stays the ground truth."""
         waiter: Callable[[float], object] | None = getattr(self.store, "wait_for_work", None)
-        if waiter is not None:
-            waiter(0.0)  # start listening before the first poll, so no wake-up is missed
-        backoff = _Backoff()
+        backoff = RunBackoff()
+        listening = False
         try:
-            while not self.stopping:
+            while self._after_outage_delay():
                 progressed = False
-                backoff.next_poll()
-                self._keep_set_aside()
-                for run_id in self._due() + self._work(backoff.skipped() | self._set_aside.keys()):
-                    if self.stopping:
-                        break
-                    moved, failure = self._drive_tracked(run_id)
-                    backoff.record(run_id, failed=failure)
-                    progressed = moved or progressed
-                if not progressed and not self.stopping:
-                    # nothing to do, or only Runs that cannot move yet (a reconnect
-                    # tool still running, a model call backing off): wait a poll, or
-                    # until the first Run set aside is due, instead of spinning on them
-                    wait = self._until_due(self.poll_interval)
+                self.outage.begin_pass()
+                try:
+                    if waiter is not None and not listening:
+                        waiter(0.0)  # start listening before the poll, so no wake-up is missed
+                        listening = True
+                    backoff.next_poll()
+                    self._keep_set_aside()
+                    for run_id in self._due() + self._work(backoff.skipped() | self._set_aside.keys()):
+                        if self.stopping or self.outage.hit:
+                            break
+                        moved, failure = self._drive_tracked(run_id)
+                        backoff.record(run_id, failed=failure)
+                        progressed = moved or progressed
+                except StoreUnavailable as error:
+                    self.outage.failed(error)
+                self.outage.end_pass()
+                if progressed or self.stopping or self.outage.active:
+                    continue
+                # nothing to do, or only Runs that cannot move yet (a reconnect tool still
+                # running, a model call backing off): wait a poll, or until the first Run
+                # set aside is due, instead of spinning on them
+                wait = self._until_due(self.poll_interval)
+                try:
                     if waiter is not None:
                         waiter(wait)
                     else:
                         self._stopping.wait(wait)
+                except StoreUnavailable as error:
+                    self.outage.failed(error)
+                if self.outage.active:
+                    listening = False  # the listener dropped with the store: listen again first
         finally:
             self._release_leases()
             self._close_async_loop_if_stopping()
+            self.report.outages = self.outage.count
         return self.report
+
+    def _after_outage_delay(self) -> bool:
+        """Whether to make another pass: not stopping, after the outage's backoff if the
+        store is out (a wait that ``shutdown()`` cuts short)."""
+        if self.outage.active and not self.stopping:
+            self._stopping.wait(self.outage.delay())
+        return not self.stopping
 
     def drive(self, run_id: str) -> None:
         """Lease ``run_id``, drive it until it is quiet (or this worker must stop),
@@ -250,14 +280,15 @@ class Worker:
             self._set_aside.pop(run_id, None)
             self._failed(run_id, error)
             return
+        self.current_run, self._in_flight = run_id, ""
         if resumed and (held is None or held.epoch != lease.epoch):
             # its lease lapsed while it waited: whatever it believed may be stale
             self._set_aside.pop(run_id)
             resumed = False
-        if lease.epoch > 1 and not resumed and self._taken_over(run_id):
-            self.report.takeovers += 1
-            self.telemetry.taken_over(run_id, lease.epoch)
         try:
+            if lease.epoch > 1 and not resumed and self._taken_over(run_id):
+                self.report.takeovers += 1
+                self.telemetry.taken_over(run_id, lease.epoch)
             if isinstance(self.app, RuntimeApp):
                 self._drive_pull(run_id)
             else:
@@ -273,6 +304,7 @@ class Worker:
         except Exception as error:  # a store failure, or the host's hooks, gate or push host raised
             self._failed(run_id, error)
         finally:
+            self.current_run = None
             # the Run's lease, and those its drive took on the children it activated:
             # the children are work for the next poll (this worker's or another's); a
             # Run set aside keeps its lease
@@ -281,13 +313,27 @@ class Worker:
     def _drive_tracked(self, run_id: str) -> tuple[bool, bool]:
         """Drive ``run_id``; whether anything was committed (to the Run, or to another:
         a quiet parent's drive commits only its children's activations), and whether
-        the drive failed."""
-        version, commits, failures = self._version(run_id), self.report.commits, self.report.failures
+        the drive failed. A Run the drive ended ``failed`` is counted and reported."""
+        before, commits, failures = self.store.run(run_id), self.report.commits, self.report.failures
+        self._end_told.discard(run_id)
         self.drive(run_id)
-        moved = self._version(run_id) != version or self.report.commits != commits
+        after = self.store.run(run_id)
+        moved = version_of(after) != version_of(before) or self.report.commits != commits
+        if moved and after is not None and ended_failed(after) and (before is None or not ended_failed(before)):
+            self.report.runs_failed += 1
+            assert isinstance(after.state, Ended)
+            if self._on_run_failed is not None and run_id not in self._end_told:
+                self._on_run_failed(run_id, after.state.cause)
         return moved, self.report.failures != failures
 
     def _failed(self, run_id: str, error: BaseException) -> None:
+        outage = store_outage_in(error)
+        if outage is not None:
+            # the store stopped answering: one report for the whole outage, not one per
+            # drive; the Run continues from committed facts once it answers again
+            self.report.interrupted += 1
+            self.outage.failed(outage, drive=True)
+            return
         self.report.failures += 1
         self.telemetry.drive_failed(run_id, "error", error)
         if self._on_failure is not None:
@@ -373,6 +419,12 @@ class Worker:
         """A push driver's event (its commits are counted from the driver itself)."""
         if isinstance(event, ModelFailed):
             self.report.model_failures += 1
+            if event.retry_after is None:
+                self._end_told.add(event.run_id)  # it said the Run ends failed
+        elif isinstance(event, ToolRaised):
+            self.report.tool_exceptions += 1
+        elif isinstance(event, Acknowledged):
+            self._in_flight = in_flight_after(event)
         if self._on_event is not None:
             self._on_event(event)
 
@@ -400,6 +452,8 @@ class Worker:
                 self.report.leases_lost += 1  # the Run is another worker's now
                 self._set_aside.pop(run_id)
                 self.leases.forget(run_id)
+            except StoreUnavailable:
+                raise  # an outage: the Run stays set aside, its renewal tried again later
             except StoreError as error:
                 self._set_aside.pop(run_id)
                 self._failed(run_id, error)
@@ -423,8 +477,7 @@ class Worker:
         return [r for r in found if r not in passed][: self.batch]
 
     def _version(self, run_id: str) -> int:
-        snapshot = self.store.run(run_id)
-        return -1 if snapshot is None else snapshot.version
+        return version_of(self.store.run(run_id))
 
     def _taken_over(self, run_id: str) -> bool:
         """Whether the Run's last commit was written under another worker's lease."""
@@ -433,35 +486,4 @@ class Worker:
             return False
         writer = self.store.writer_of(snapshot.thread_id, snapshot.version)
         return writer is not None and writer.worker_id != self.worker_id
-
-
-class _Backoff:
-    """Which Runs ``run()`` skips this poll: after its n-th failure in a row a Run sits
-    out the next 2**(n-1) polls (at most ``MAX_SKIPPED_POLLS``); one good drive clears it."""
-
-    def __init__(self) -> None:
-        self.poll = 0
-        self.failures: dict[str, int] = {}
-        self.until: dict[str, int] = {}
-
-    def next_poll(self) -> None:
-        self.poll += 1
-        # a Run whose last failure is long past (it ended, or another worker drove it)
-        # is forgotten, so what this keeps is bounded by the Runs failing now
-        for run_id in [r for r, until in self.until.items() if until + MAX_SKIPPED_POLLS < self.poll]:
-            del self.until[run_id]
-            del self.failures[run_id]
-
-    def skipped(self) -> set[str]:
-        """The Runs that sit out this poll."""
-        return {run_id for run_id, until in self.until.items() if until >= self.poll}
-
-    def record(self, run_id: str, *, failed: bool) -> None:
-        if not failed:
-            self.failures.pop(run_id, None)
-            self.until.pop(run_id, None)
-            return
-        count = self.failures.get(run_id, 0) + 1
-        self.failures[run_id] = count
-        self.until[run_id] = self.poll + min(2 ** (count - 1), MAX_SKIPPED_POLLS)
 

@@ -1,0 +1,80 @@
+"""What a worker tells of itself (DESIGN.md, Workers and leases: what an operator
+sees): its report's counts, what a drive waits for, which failure of a drive is a store
+outage rather than a failed drive, and which Run a drive ended ``failed``."""
+
+from __future__ import annotations
+
+from attrs import define
+
+from runkernel.adapters.drive.events import Acknowledged, Position
+from runkernel.adapters.stores.contract import StoreUnavailable
+from runkernel.kernel.state import CallExecuting, Ended, RunSnapshot
+from runkernel.kernel.values import EndCauseKind
+
+
+@define
+class WorkerReport:
+    """What a worker did (counts; printed by ``runkernel worker`` and the race test)."""
+
+    drives: int = 0
+    commits: int = 0
+    #: leases taken on a Run some other worker had leased before (epoch > 1)
+    takeovers: int = 0
+    #: Runs another worker held when this one tried to take them
+    contended: int = 0
+    #: drives stopped because a commit lost (another writer won)
+    conflicts: int = 0
+    #: drives stopped because the lease was gone
+    leases_lost: int = 0
+    #: failed drives: stopped by an exception the host's hooks, gate or push host (any
+    #: app kind) raised, or a store that refused (damaged, not an outage); nothing more
+    #: was committed, and the Run is picked up again later
+    failures: int = 0
+    #: Runs this worker's drives ended ``failed`` (a model error that is not transient or
+    #: ran out of attempts, a host or agent that raised and ended its Run, too many steps)
+    runs_failed: int = 0
+    #: tool calls whose executor raised (``ToolRaised``): each committed as its call's
+    #: outcome (a retryable error for a replay tool, an unknown outcome otherwise)
+    tool_exceptions: int = 0
+    #: model calls that raised (``ModelFailed``): each either waits for another attempt,
+    #: nothing committed, or ends its Run failed
+    model_failures: int = 0
+    #: store outages ridden out (W6): each one line when it began and one when it ended
+    outages: int = 0
+    #: drives cut short by a store outage (not failures: each continues from committed
+    #: facts once the store answers)
+    interrupted: int = 0
+
+
+def version_of(snapshot: RunSnapshot | None) -> int:
+    """The Run's version, -1 for a Run the store does not have."""
+    return -1 if snapshot is None else snapshot.version
+
+
+def ended_failed(snapshot: RunSnapshot) -> bool:
+    """Whether the Run ended ``failed``."""
+    return isinstance(snapshot.state, Ended) and snapshot.state.cause.kind is EndCauseKind.FAILED
+
+
+def store_outage_in(error: BaseException) -> StoreUnavailable | None:
+    """The ``StoreUnavailable`` a failed drive stopped on, if it did: raised itself, or
+    the cause of what the driver or the host raised (``DriverStopped``, an agent
+    framework's wrapper)."""
+    seen: BaseException | None = error
+    for _ in range(8):  # a short chain: a host's wrappers, never a cycle
+        if seen is None:
+            return None
+        if isinstance(seen, StoreUnavailable):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def in_flight_after(event: Acknowledged) -> str:
+    """What a drive waits for after the commit ``event`` acknowledges."""
+    if event.position in (Position.CALL_START, Position.CALL_RETRY) and event.commit.batch is not None:
+        running = [c for c in event.commit.batch.calls if isinstance(c.status, CallExecuting)]
+        if running:
+            named = ", ".join(f"{c.tool} (call {c.call_id})" for c in running)
+            return f"its tool {named} to return, then the commit of its outcome"
+    return "the step in flight (a model call or a tool) and its commit"
