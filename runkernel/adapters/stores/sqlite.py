@@ -52,6 +52,7 @@ from runkernel.adapters.stores.contract import (
     DamagedStore,
     InboxEntry,
     Lease,
+    LeaseStatus,
     Reconciliation,
     SchemaError,
     Settlement,
@@ -398,6 +399,10 @@ class SqliteStore:
     def current_lease(self, run_id: str) -> Lease | None:
         row: LeaseRow | None = self._read(lambda: self._lease_row(run_id))
         return row.lease if row is not None and row.valid_at(self._clock()) else None
+
+    def lease_status(self, run_id: str) -> LeaseStatus:
+        row: LeaseRow | None = self._read(lambda: self._lease_row(run_id))
+        return LeaseStatus(None if row is None else row.lease, row is not None and row.released, self._clock())
 
     def writer_of(self, thread_id: str, version: int) -> Writer | None:
         row = self._read(
