@@ -11,11 +11,13 @@ import os
 import sqlite3
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 from pathlib import Path
 
 from runkernel import __version__
 from runkernel.adapters.stores.contract import IllegalCommit, SchemaError, StoreError, UnknownRun
-from runkernel.adapters.stores.urls import BadStoreUrl, redacted
+from runkernel.adapters.stores.redact import masked
+from runkernel.adapters.stores.urls import BadStoreUrl
 from runkernel.cli.db import register_db
 from runkernel.cli.text import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError
 from runkernel.cli.commands import register
@@ -61,8 +63,20 @@ def _printable(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+class UsageError(Exception):
+    """A command line argparse refused: one line on stderr, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a refused command line is one line that names the fix (``--help``),
+    not a five-line usage block; subcommand parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="runkernel",
         description=(
             "A formal state-machine kernel for durable AI-agent Runs: simulate crashes, "
@@ -127,7 +141,15 @@ EXIT_BROKEN_PIPE = 141
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as error:
+        # a URL given where none was expected may be echoed: its passwords are masked
+        print(masked(str(error), *(sys.argv[1:] if argv is None else argv)), file=sys.stderr)
+        return EXIT_USAGE
+    except argparse.ArgumentError as error:  # raised past error() by some argparse versions
+        print(masked(f"runkernel: {error} (see runkernel --help)", *(sys.argv[1:] if argv is None else argv)), file=sys.stderr)
+        return EXIT_USAGE
     for name, value in vars(args).items():
         if name == "files":
             continue  # file names are bytes; _printable shows them whatever they are
@@ -163,8 +185,9 @@ def _fail(args: argparse.Namespace, message: str, code: int) -> int:
     """One line on stderr, with the store URL's passwords masked wherever it appears."""
     store = getattr(args, "store", None)
     if isinstance(store, str) and store:
-        message = message.replace(store, redacted(store))
-    print(f"runkernel {args.command}: {message}", file=sys.stderr)
+        message = masked(message, store)
+    command = " ".join(c for c in (args.command, getattr(args, "db_command", None)) if c)
+    print(f"runkernel {command}: {message}", file=sys.stderr)
     return code
 
 

@@ -235,7 +235,9 @@ class SqliteStore:
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
-            raise StoreUnavailable(f"cannot begin a write: {error}") from None
+            # named, as every store failure is: an operator may hold several stores
+            failure = store_error(self.path, "beginning a write", error)
+            raise (failure if isinstance(failure, StoreUnavailable) else StoreUnavailable(str(failure))) from None
         try:
             if lease is not None and self._landed_already(commit, lease):
                 adopted = self._run_in(commit.run_id)
