@@ -63,16 +63,12 @@ def _printable(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-class UsageError(Exception):
-    """A command line argparse refused: one line on stderr, exit 2."""
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse, but a refused command line is one line that names the fix (``--help``),
     not a five-line usage block; subcommand parsers are of this class too."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise CliError(f"{self.prog}: {message} (see {self.prog} --help)", EXIT_USAGE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,10 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except UsageError as error:
+    except CliError as error:  # a command line argparse refused (_Parser.error)
         # a URL given where none was expected may be echoed: its passwords are masked
         print(masked(str(error), *(sys.argv[1:] if argv is None else argv)), file=sys.stderr)
-        return EXIT_USAGE
+        return error.code
     except argparse.ArgumentError as error:  # raised past error() by some argparse versions
         print(masked(f"runkernel: {error} (see runkernel --help)", *(sys.argv[1:] if argv is None else argv)), file=sys.stderr)
         return EXIT_USAGE
