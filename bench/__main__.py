@@ -18,6 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
+from bench import figures
 from bench.counting import FsyncProbe
 from bench.framework import FULL, QUICK, Group, SideResult, Sizes
 from bench.peers import PeerMissing
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
     print(f"bench: wrote {args.out} after {elapsed:.0f}s", file=sys.stderr)
+    if args.out == DEFAULT_OUT and args.only is None and not args.quick:
+        return figures.main([])  # the README quotes this run, and only this one
     return 0
 
 

@@ -411,3 +411,31 @@ def stateful_test(sizes: Sizes, scratch: Path) -> Prepared:
         return Sample(float(figures["seconds"]), int(figures["steps"]))
 
     return Prepared({"stateful test": measure})
+
+
+# --- the CLI's start ------------------------------------------------------------------------
+
+
+def cli_start(sizes: Sizes, scratch: Path) -> Prepared:
+    """CPU seconds of ``runkernel --version`` in a fresh interpreter vs ``python -c pass``:
+    what the CLI costs before it does anything (CPU, not wall time: a loaded machine
+    delays a process more than it makes it work more)."""
+    import resource
+
+    def child_cpu(argv: list[str]) -> Measure:
+        def measure() -> Sample:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True)
+            seconds = time.perf_counter() - started
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            return Sample(seconds, 1, {"cpu": cpu})
+
+        return measure
+
+    sides = {
+        "runkernel --version": child_cpu([sys.executable, "-m", "runkernel.cli", "--version"]),
+        "python -c pass": child_cpu([sys.executable, "-c", "pass"]),
+    }
+    return Prepared(sides, {})

@@ -66,6 +66,7 @@ def groups(sizes: Sizes) -> list[Group]:
         Group("history", measures.history, lambda s: s.micro_rounds),
         Group("simulate", measures.simulate_sqlite, lambda s: 1 if s.quick else 2),
         Group("check-trace", measures.check_trace, lambda s: 3),
+        Group("cli start", measures.cli_start, lambda s: 5),
         Group("model checker", measures.model_checker, lambda s: 1),
         Group("stateful test", measures.stateful_test, lambda s: 1),
         Group("postgres/commit", postgres.postgres_commit, lambda s: s.commit_rounds),
@@ -305,6 +306,18 @@ def rows(sizes: Sizes) -> list[Row]:
             "per line: strict parse, the typed decode (see the codec decode row) and a full"
             " `validate_commit` (see the decide + validate row), where the baseline only parses; lifted"
             " by the typed msgspec decoder and the cheaper `validate_commit` named in those rows",
+        ),
+        Row(
+            "CPU of `runkernel --version` ÷ `python -c pass`, fresh interpreters",
+            SideRef("cli start", "runkernel --version"),
+            SideRef("cli start", "python -c pass"),
+            count_ratio("cpu"),
+            "ratio",
+            Goal("<=", 2.0, "≤ 2"),
+            lambda s: f"{s.counts['cpu'] * 1000:,.0f} ms CPU",
+            lambda s: f"{s.counts['cpu'] * 1000:,.0f} ms CPU",
+            "the interpreter's own start (site, encodings) and argparse; the library loads only for a"
+            " command (a test checks `--version` and `--help` load none of its dependencies)",
         ),
         Row(
             "`check-trace` peak traced memory ÷ trace file size",

@@ -110,7 +110,7 @@ class Lookup:
         _work()
         return Returned({"restaurant": "Baan", "rating": 4.6})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None = None) -> StatusReply:
         return StatusReply(OperationStatus.UNKNOWN)
 
 
@@ -127,7 +127,7 @@ class Reserve:
         _work()
         return Returned({"reservation": f"R-{call.operation_id}"})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None = None) -> StatusReply:
         db = _ledger()
         try:
             row = db.execute(
@@ -153,7 +153,7 @@ class Pay:
         _work()
         return Returned({"paid": 20, "currency": "EUR"})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None = None) -> StatusReply:
         return StatusReply(OperationStatus.UNKNOWN)
 
 

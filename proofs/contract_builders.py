@@ -10,7 +10,7 @@ predicates. ``proofs/crosshair_check.py`` runs CrossHair on every contracts modu
 an explicit iteration budget and fails on any counterexample, on any precondition that
 cannot be met and on any contract that nothing checked.
 
-Rules the contracts keep (see /work/shared/NOTES.md, "CrossHair"):
+Rules the contracts keep (each learnt from a contract that checked nothing or never ended):
 
 * no ``inv:`` on the kernel's slotted attrs classes (it checks nothing), only
   predicates in ``pre:``/``post:`` of plain functions;

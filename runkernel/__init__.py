@@ -50,7 +50,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
     ),
     (
         "What a push-mode driver hands out (a pull-mode runtime answers the same with its ports)",
-        (("runkernel.adapters.drive.actions", ("Infer", "RunCall", "CheckStatus", "WaitFor", "ChildrenRunning", "Done")),),
+        (("runkernel.adapters.drive.actions", ("Infer", "RunCall", "CheckStatus", "Fence", "WaitFor", "ChildrenRunning", "Done")),),
     ),
     (
         "What the host answers",
@@ -124,6 +124,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         CheckStatus as CheckStatus,
         ChildrenRunning as ChildrenRunning,
         Done as Done,
+        Fence as Fence,
         Infer as Infer,
         RunCall as RunCall,
         WaitFor as WaitFor,

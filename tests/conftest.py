@@ -13,7 +13,9 @@ explicitly so the environment variable alone decides.
 from __future__ import annotations
 
 import os
+from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 settings.register_profile(
@@ -39,3 +41,24 @@ settings.register_profile(
     report_multiple_bugs=False,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line per group of skipped tests: how many, and the reason, which names what
+    enables them (a server's DSN, an extra to install, root)."""
+    groups = skipped_groups(terminalreporter.stats.get("skipped", []))
+    if not groups:
+        return
+    terminalreporter.write_sep("-", "skipped tests, by what would enable them")
+    for reason, count in groups:
+        terminalreporter.write_line(f"{count:5d} skipped: {reason}")
+
+
+def skipped_groups(reports: list[pytest.TestReport]) -> list[tuple[str, int]]:
+    """(reason, count) per distinct skip reason, most tests first."""
+    counts: Counter[str] = Counter()
+    for report in reports:
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        counts[reason.removeprefix("Skipped: ")] += 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))

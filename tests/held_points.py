@@ -29,12 +29,15 @@ from pathlib import Path
 
 from attrs import frozen
 
-from runkernel.adapters.drive.ports import StatusReply, Tool, ToolInvocation, ToolRegistry, ToolReply
+from runkernel.adapters.drive.fencing import ask_status
+from runkernel.adapters.drive.ports import StatusReply, Tool, ToolInvocation, ToolRegistry, ToolReply, fence_of
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.kernel.policies import ToolPolicy
 
 ENV = "RUNKERNEL_TEST_HELD_POINTS"
+#: how often this process was held at a planned point and let go
+let_go = 0
 #: how often a held worker looks for its go-ahead, and the test for arrivals (a poll of
 #: a condition, never a guess at how long something takes)
 POLL = 0.005
@@ -208,6 +211,8 @@ def _hold(directory: Path, tool: str, when: str, invocation: ToolInvocation) -> 
     go = directory / f"{point}.go"
     while not go.exists():
         time.sleep(POLL)
+    global let_go
+    let_go += 1
 
 
 @frozen
@@ -230,14 +235,29 @@ class HeldTool:
             _hold(Path(directory), self.name, "after", invocation)
         return reply
 
-    def status(self, operation_id: str) -> StatusReply:
-        return self.inner.status(operation_id)
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
+        reply: StatusReply = ask_status(self.inner.status, operation_id, lease_epoch, owner=f"tool {self.name!r}'s status")
+        return reply
+
+
+@frozen
+class HeldFencedTool(HeldTool):
+    """A ``HeldTool`` whose inner tool has a fence (W5), which it keeps."""
+
+    def fence(self, operation_id: str, lease_epoch: int | None) -> None:
+        fence = fence_of(self.inner)
+        assert fence is not None
+        fence(operation_id, lease_epoch)
 
 
 def held_app(app: RuntimeApp) -> RuntimeApp:
-    """``app`` with every tool a ``HeldTool``; its name, model, gate and policies kept."""
+    """``app`` with every tool a ``HeldTool`` (a ``HeldFencedTool`` if it has a fence);
+    its name, model, gate and policies kept."""
     registry = app.tools
-    tools = {name: HeldTool(name, tool) for name, tool in registry.tools.items()}
+    tools = {
+        name: (HeldFencedTool if fence_of(tool) is not None else HeldTool)(name, tool)
+        for name, tool in registry.tools.items()
+    }
     policies = registry.policies
     return RuntimeApp(
         name=app.name,

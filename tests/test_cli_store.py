@@ -62,12 +62,36 @@ def test_simulate_refuses_a_store_that_holds_threads_unless_reset(
     assert main(["simulate", "--runs", "4", "--store", url(db), "--reset", "--no-progress"]) == 0
 
 
-def test_simulate_uses_a_sqlite_file_in_the_working_directory_by_default(
+def test_simulate_uses_a_scratch_store_of_its_own_by_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The quick start cannot hurt: simulate writes nothing to the directory, and the
+    Runs in the default Run store stay, with ``--reset`` too."""
     monkeypatch.chdir(tmp_path)
+    assert main(["start", "--thread", "important", "--app", "shop", "my real customer order"]) == 0
+    kept = (tmp_path / "runkernel.sqlite").read_bytes()
     assert main(["simulate", "--runs", "4", "--no-progress"]) == 0
-    assert (tmp_path / "runkernel.sqlite").exists()
+    assert main(["simulate", "--reset", "--runs", "4", "--no-progress"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runkernel.sqlite"]
+    assert (tmp_path / "runkernel.sqlite").read_bytes() == kept
+    capsys.readouterr()
+    assert main(["runs", "--thread", "important"]) == 0
+    assert "important" in capsys.readouterr().out
+
+
+def test_simulate_reset_refuses_runs_it_did_not_create(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert main(["start", "--store", store, "--thread", "important", "--app", "shop", "order"]) == 0
+    capsys.readouterr()
+    assert main(["simulate", "--store", store, "--reset", "--runs", "2", "--no-progress"]) == 2
+    assert "holds 1 thread that simulate did not create" in capsys.readouterr().err
+    assert main(["runs", "--store", store, "--thread", "important"]) == 0
+    assert "important" in capsys.readouterr().out
+    # a store simulate filled is emptied by --reset, as before
+    mine = f"sqlite:///{tmp_path / 'sim.db'}"
+    assert main(["simulate", "--store", mine, "--runs", "2", "--no-progress"]) == 0
+    assert main(["simulate", "--store", mine, "--runs", "2", "--no-progress"]) == 2
+    assert main(["simulate", "--store", mine, "--reset", "--runs", "2", "--no-progress"]) == 0
 
 
 def test_inspect_answers_the_four_questions(waiting_store: Path, capsys: pytest.CaptureFixture[str]) -> None:

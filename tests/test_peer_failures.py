@@ -1,4 +1,4 @@
-"""What goes wrong in the peers (shared/NOTES.md), each as a scenario that must not."""
+"""What goes wrong in peer agent runtimes (re-run tools, stranded calls, stale approvals, ...), each as a scenario that must not."""
 
 from __future__ import annotations
 

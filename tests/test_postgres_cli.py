@@ -170,3 +170,26 @@ def test_a_bad_url_parameter_is_bad_usage_and_a_query_password_is_masked(capsys:
     assert main(["runs", "--store", with_schema(dsn(), "rk_none_here") + "&password=s3cret"]) == 2
     err = capsys.readouterr().err
     assert "holds no runkernel store" in err and "s3cret" not in err and "password=***" in err
+
+
+def test_simulate_reset_on_postgres_deletes_only_what_simulate_wrote(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runkernel.adapters.stores.postgres import PostgresStore
+
+    store = PostgresStore(postgres_url)
+    append_all(store, text_run("important", "r1", 2))
+    store.close()
+    assert main(["simulate", "--store", postgres_url, "--reset", "--runs", "2", "--no-progress"]) == 2
+    assert "holds 1 thread that simulate did not create" in capsys.readouterr().err
+    assert main(["export", "--store", postgres_url, "important"]) == 0  # still there
+    capsys.readouterr()
+
+
+def test_simulate_reset_on_postgres_empties_a_store_simulate_filled(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", "--store", postgres_url, "--runs", "2", "--no-progress"]) == 0
+    assert main(["simulate", "--store", postgres_url, "--runs", "2", "--no-progress"]) == 2
+    assert main(["simulate", "--store", postgres_url, "--reset", "--runs", "2", "--no-progress"]) == 0
+    capsys.readouterr()

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: "about 30 names" (issue 18): what the README's examples need, and the rest of each set
 #: they use part of (every action, every gate answer, the error tree's root and branches).
-MOST_NAMES = 35
+#: 36 since issue 20 added an action, ``Fence`` (W5).
+MOST_NAMES = 36
 
 
 def test_every_public_name_resolves_to_its_module_object() -> None:

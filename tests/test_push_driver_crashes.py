@@ -25,6 +25,7 @@ from runkernel.adapters.drive.actions import (
     DEFAULT_MAX_STEPS,
     Action,
     CheckStatus,
+    Fence,
     ChildrenRunning,
     Done,
     Infer,
@@ -115,6 +116,8 @@ def handed(action: Action) -> tuple[object, ...]:
             return ("quiet", tuple(child.run_id for child in action.children))
         case Done():
             return ("done",)
+        case Fence():  # handed out only to a driver given fences=: none here
+            return ("fence", action.call_id, action.operation_id)
 
 
 @frozen

@@ -11,11 +11,10 @@ Commit validation and ``decide`` against the spec's edges are checked in
 
 from __future__ import annotations
 
-import re
+import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-import pytest
 
 from runkernel.kernel.edges import CALL_TABLE, RUN_FINAL_PHASES, RUN_TABLE, CallPhase, RunPhase
 from runkernel.kernel.recover import RECOVERY_TABLE, RecoveryRow
@@ -23,13 +22,14 @@ from runkernel.specs.export import mermaid, render
 from runkernel.specs.machines import RunMachine, SpecEdge, ToolCallMachine, spec_edges, state_names
 
 ROOT = Path(__file__).resolve().parent.parent
-SEED_NAME = "run-step-toolbatch-recovery.en.md"
-SEED_COPY = ROOT / "tests" / "data" / "seed" / SEED_NAME
-SHARED_SEED = ROOT.parent / "shared" / "seed" / SEED_NAME
+sys.path.insert(0, str(ROOT / "tools"))
+import seed_machines as seed_machines_tool  # noqa: E402
+from seed_machines import DrawnEdge, state_diagrams  # noqa: E402
+
+SEED_MACHINES = ROOT / "tests" / "data" / "seed_machines.json"
 SPEC_DOC = ROOT / "docs" / "spec.md"
 
 Edge = tuple[str | None, str | None, str | None]
-DrawnEdge = tuple[str, str, str | None]
 
 
 # --- python-statemachine declarations == kernel tables ------------------------------
@@ -68,47 +68,32 @@ def test_machine_states_are_the_kernel_phases() -> None:
 
 
 # --- the seed's diagrams and table ---------------------------------------------------
-
-_EDGE_LINE = re.compile(r"^\s*(\[\*\]|\w+)\s*-->\s*(\[\*\]|\w+)\s*(?::\s*(.*?))?\s*$")
-
-
-def state_diagrams(text: str) -> list[list[DrawnEdge]]:
-    """The edges (source, target, label) of every ``stateDiagram-v2`` block, in order."""
-    diagrams = []
-    for block in re.findall(r"```mermaid\n(.*?)```", text, flags=re.DOTALL):
-        lines = [line for line in block.splitlines() if line.strip()]
-        if not lines or lines[0].strip() != "stateDiagram-v2":
-            continue
-        edges: list[DrawnEdge] = []
-        for line in lines[1:]:
-            match = _EDGE_LINE.match(line)
-            assert match is not None, f"cannot parse state diagram line {line!r}"
-            edges.append((match.group(1), match.group(2), match.group(3) or None))
-        diagrams.append(edges)
-    return diagrams
+# The source design is not in a clone: its two diagrams and its recovery table live in
+# tests/data/seed_machines.json (refreshed by tools/seed_machines.py from a new design).
 
 
-def seed_text() -> str:
-    return SEED_COPY.read_text(encoding="utf-8")
+def seed_machines() -> dict[str, list[list[str | None]]]:
+    data: dict[str, list[list[str | None]]] = json.loads(SEED_MACHINES.read_text(encoding="utf-8"))
+    return data
 
 
-def test_seed_copy_is_identical_to_shared_seed() -> None:
-    if not SHARED_SEED.exists():
-        pytest.skip(f"{SHARED_SEED} is not there (tests run without ../shared)")
-    assert SEED_COPY.read_bytes() == SHARED_SEED.read_bytes(), (
-        f"tests/data/seed/{SEED_NAME} differs from {SHARED_SEED}; copy the seed again"
-    )
+def seed_diagrams() -> list[list[DrawnEdge]]:
+    data = seed_machines()
+    return [
+        [(str(a), str(b), label) for a, b, label in data[name]]
+        for name in ("run_machine", "tool_call_machine")
+    ]
 
 
 def test_seed_has_two_state_diagrams() -> None:
-    diagrams = state_diagrams(seed_text())
+    diagrams = seed_diagrams()
     assert len(diagrams) == 2
     assert diagrams[0][0] == ("[*]", "Running", "RunActivation")
     assert diagrams[1][0] == ("[*]", "Requested", "complete batch committed")
 
 
 def test_mermaid_export_redraws_the_seed_diagrams_edge_for_edge() -> None:
-    seed = state_diagrams(seed_text())
+    seed = seed_diagrams()
     ours = state_diagrams(mermaid())
     assert len(ours) == len(seed) == 2
     for drawn, expected in zip(ours, seed):
@@ -122,25 +107,30 @@ def test_mermaid_export_only_holds_the_state_diagrams() -> None:
     assert render("mermaid") == text
 
 
-def seed_recovery_table(text: str) -> list[tuple[str, str, str]]:
-    section = text.split("## Recovery decision table", 1)[1].split("\n## ", 1)[0]
-    rows = [
-        [cell.strip() for cell in line.strip().strip("|").split("|")]
-        for line in section.splitlines()
-        if line.strip().startswith("|")
-    ]
-    header, separator, body = rows[0], rows[1], rows[2:]
-    assert header == ["Committed frontier", "Runtime action", "External action"]
-    assert all(set(cell) <= {"-", ":"} for cell in separator)
-    assert all(len(row) == 3 for row in body)
-    return [(row[0], row[1], row[2]) for row in body]
-
-
 def test_recovery_table_matches_the_seed_row_for_row() -> None:
-    seed = seed_recovery_table(seed_text())
+    seed = [tuple(row) for row in seed_machines()["recovery_table"]]
     ours = [(r.frontier, r.runtime_action, r.external_action) for r in RECOVERY_TABLE]
     assert ours == seed
     assert [r.row for r in RECOVERY_TABLE] == list(RecoveryRow)
+
+
+def test_the_extraction_tool_reads_back_what_it_wrote() -> None:
+    """tools/seed_machines.py parses a design text into the test data's shape: a text
+    drawn from the test data itself extracts to the same JSON, byte for byte."""
+    data = seed_machines()
+
+    def diagram(edges: list[list[str | None]]) -> str:
+        lines = [f"    {a} --> {b}" + (f" : {label}" if label else "") for a, b, label in edges]
+        return "```mermaid\nstateDiagram-v2\n" + "\n".join(lines) + "\n```\n"
+
+    table = "| Committed frontier | Runtime action | External action |\n|---|---|---|\n" + "".join(
+        f"| {a} | {b} | {c} |\n" for a, b, c in data["recovery_table"]
+    )
+    text = (
+        diagram(data["run_machine"]) + diagram(data["tool_call_machine"])
+        + "## Recovery decision table\n\n" + table + "\n## Next\n"
+    )
+    assert seed_machines_tool.dumps(seed_machines_tool.extract(text)) == SEED_MACHINES.read_text(encoding="utf-8")
 
 
 # --- the generated document -----------------------------------------------------------

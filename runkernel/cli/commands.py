@@ -25,7 +25,7 @@ from runkernel.adapters.stores.inspect_view import (
     inspect_text,
 )
 from runkernel.adapters.stores.sqlite import SqliteStore
-from runkernel.adapters.stores.contract import Reconciliation, SchemaError, Store
+from runkernel.adapters.stores.contract import SIMULATE_CLAIM, Reconciliation, SchemaError, Store
 from runkernel.adapters.stores.urls import DEFAULT_STORE_URL, BadStoreUrl, open_store, redacted
 from runkernel.kernel.protocol import (
     Approve,
@@ -218,29 +218,41 @@ def _claim(store: Store, url: str, *, reset: bool) -> Iterator[None]:
     cannot both pass it (on SQLite one transaction that writes a claim row; on
     PostgreSQL a session advisory lock on the store's schema, taken before the check
     and held until the simulation ends)."""
-    owner = f"simulate pid {os.getpid()} on {socket.gethostname()}"
+    owner = f"{SIMULATE_CLAIM}pid {os.getpid()} on {socket.gethostname()}"
     with contextlib.ExitStack() as held:
         if isinstance(store, SqliteStore):
             refused = store.claim_empty(owner, reset=reset)
         else:
+            claim = None
             if url.startswith(("postgresql://", "postgres://")):
                 from runkernel.adapters.stores.postgres_claim import SimulateClaim
 
-                if not held.enter_context(SimulateClaim(url)).taken:
+                claim = held.enter_context(SimulateClaim(url))
+                if not claim.taken:
                     raise CliError(
                         f"store {url} is in use by another simulate (it holds the store's claim until it "
                         "ends); wait for it, or choose another --store",
                         EXIT_USAGE,
                     )
             count = len(store.thread_ids())
-            if count and reset:
-                store.reset()
-            refused = f"already holds {plural(count, 'thread')}" if count and not reset else None
+            ours = claim is None or claim.simulated()  # memory: is this process's own
+            if count and not reset:
+                refused = f"already holds {plural(count, 'thread')}"
+            elif count and not ours:
+                refused = f"holds {plural(count, 'thread')} that simulate did not create"
+            else:
+                refused = None
+                if count:
+                    store.reset()
+                if claim is not None:
+                    claim.mark(owner)
         if refused is not None:
-            raise CliError(
-                f"store {url} {refused}; pass --reset to delete what it holds, or choose another --store",
-                EXIT_USAGE,
+            hint = (
+                "pass --reset to delete what it holds, or choose another --store"
+                if not reset
+                else "--reset deletes only what simulate wrote; choose another --store"
             )
+            raise CliError(f"store {url} {refused}; {hint}", EXIT_USAGE)
         yield
 
 
@@ -366,6 +378,11 @@ def _reconcile(args: argparse.Namespace) -> int:
 # --- parser -------------------------------------------------------------------------------
 
 
+#: ``simulate``'s own scratch store: it never touches the Run store (``DEFAULT_STORE_URL``)
+#: unless told to with ``--store``, and in memory it finishes in seconds.
+SIMULATE_STORE_URL = "memory:"
+
+
 def _store_option(parser: argparse.ArgumentParser, default: str | None = DEFAULT_STORE_URL) -> None:
     parser.add_argument(
         "--store",
@@ -392,9 +409,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     sim.add_argument("--runs", type=int, default=1600, metavar="N", help="runs to play (default: 1600)")
     sim.add_argument("--seed", type=int, default=0, metavar="S", help="seed; same seed, same report (default: 0)")
-    _store_option(sim)
+    _store_option(sim, default=SIMULATE_STORE_URL)
     sim.add_argument("--export", metavar="DIR", help="write each Thread's log as DIR/<thread_id>.jsonl")
-    sim.add_argument("--reset", action="store_true", help="delete what the store holds first")
+    sim.add_argument(
+        "--reset", action="store_true", help="delete what an earlier simulate wrote to --store first (never other Runs)"
+    )
     sim.add_argument("--no-progress", action="store_true", help="no progress output on stderr")
     sim.set_defaults(handler=_simulate)
 

@@ -1,66 +1,48 @@
 """The ``runkernel`` command: argument parsing and exit codes only.
 
 Each subcommand lives in a module of its own; this file parses, dispatches and turns
-expected failures into one line on stderr and a non-zero exit code.
+expected failures into one line on stderr and a non-zero exit code. It imports the
+library lazily: ``runkernel --version`` and ``runkernel --help`` load none of it, and a
+command loads only its own module (and what that imports). The commands are listed in
+``COMMANDS``; the first word that is not an option picks the module whose parser is
+built in full, every other command is a placeholder that only names itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
-import sqlite3
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
-from pathlib import Path
 
 from runkernel import __version__
-from runkernel.adapters.stores.contract import IllegalCommit, SchemaError, StoreError, UnknownRun
-from runkernel.adapters.stores.redact import masked
-from runkernel.adapters.stores.urls import BadStoreUrl
-from runkernel.cli.db import register_db
-from runkernel.cli.text import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError
-from runkernel.cli.commands import register
-from runkernel.cli.run_commands import register_runs
-from runkernel.specs.checker import Verdict, check_file
-from runkernel.specs.export import FORMATS, render
-from runkernel.specs.schema import shipped_schema
+from runkernel.cli.text import EXIT_FAILURE, EXIT_USAGE, CliError
 
-
-def _spec(args: argparse.Namespace) -> int:
-    sys.stdout.write(render(args.format))
-    return EXIT_OK
-
-
-def _check_trace(args: argparse.Namespace) -> int:
-    if args.files.count("-") > 1:
-        raise CliError("- (standard input) may be given once: a second read finds it empty", EXIT_USAGE)
-    worst = Verdict.LEGAL
-    try:
-        for name in args.files:
-            finding = check_file(Path(name))
-            stream = sys.stdout if finding.verdict is Verdict.LEGAL else sys.stderr
-            if finding.verdict is not Verdict.LEGAL or not args.quiet:
-                print(finding.report(_printable(name)), file=stream)
-            worst = max(worst, finding.verdict)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as error:
-        # the verdicts are fine but could not be told: not "illegal" (1), whose exit
-        # code a CI script reads as a verdict, but a failure of this run (2)
-        raise CliError(f"cannot write the report: {error.strerror or error}", EXIT_USAGE) from None
-    return int(worst)
-
-
-def _schema(_args: argparse.Namespace) -> int:
-    sys.stdout.write(shipped_schema())
-    return 0
-
-
-def _printable(name: str) -> str:
-    """A file name as text whatever its bytes (undecodable bytes become escapes)."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+#: Every command, in the order ``--help`` lists them: (name, one-line help, the module
+#: and its function that adds the command's full parser). A module's function adds all
+#: of that module's commands; a test checks each one-line help here is the one the
+#: module gives.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("spec", "print the machines and the recovery table, generated from the code", "trace_commands:register_trace"),
+    ("check-trace", "validate runkernel/2 traces: exit 0 legal, 1 illegal, 2 not a trace", "trace_commands:register_trace"),
+    ("schema", "print the JSON Schema (2020-12) of one runkernel/2 trace line", "trace_commands:register_trace"),
+    (
+        "simulate",
+        "the main job: scripted Runs crashed at every commit boundary, recovered and checked",
+        "commands:register",
+    ),
+    ("inspect", "the seed's four questions for one Run, from committed facts only", "commands:register"),
+    ("export", "print a Thread's runkernel/2 trace", "commands:register"),
+    ("resume", "pre-validate a resume against the committed ticket and queue it for the runtime", "commands:register"),
+    ("cancel", "queue a cancel for a Run that is not Ended", "commands:register"),
+    ("reconcile", "record what the downstream system says happened to an Indeterminate call", "commands:register"),
+    ("start", "commit a Run's activation (its user messages) and print its run id", "run_commands:register_runs"),
+    ("worker", "drive every Run of an app that has work, under leases", "run_commands:register_runs"),
+    ("runs", "list Runs, newest first", "run_commands:register_runs"),
+    ("db", "store maintenance: create a server store's schema, upgrade a store's schema", "db:register_db"),
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -71,7 +53,9 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(f"{self.prog}: {message} (see {self.prog} --help)", EXIT_USAGE)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser: in full for every command (``command`` None), or in full for the
+    module of ``command`` and with placeholders for the rest."""
     parser: argparse.ArgumentParser = _Parser(
         prog="runkernel",
         description=(
@@ -81,45 +65,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"runkernel {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    spec = commands.add_parser(
-        "spec", help="print the machines and the recovery table, generated from the code"
-    )
-    spec.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="markdown",
-        help=(
-            "output format (default: markdown); mermaid is the two state diagrams as fenced "
-            "```mermaid blocks (Markdown), without the recovery table that markdown and json hold"
-        ),
-    )
-    spec.set_defaults(handler=_spec)
-
-    check = commands.add_parser(
-        "check-trace",
-        help="validate runkernel/2 traces: exit 0 legal, 1 illegal, 2 not a trace",
-        description=(
-            "Judge every commit of each FILE with the kernel's commit validation. The first "
-            "illegal line is reported as FILE:LINE: RULE: message on stderr. Exit 0 if every "
-            "file is legal, 1 if a line is illegal, 2 if a file is not a trace; with several "
-            "files the highest code wins. If the report cannot be written: 141 when standard "
-            "output is a closed pipe (like a tool killed by SIGPIPE), 2 otherwise (a full disk)."
-        ),
-    )
-    check.add_argument("files", nargs="+", metavar="FILE", help="a runkernel/2 JSON Lines file; - reads standard input")
-    check.add_argument("-q", "--quiet", action="store_true", help="print nothing for legal files")
-    check.set_defaults(handler=_check_trace)
-
-    schema = commands.add_parser(
-        "schema", help="print the JSON Schema (2020-12) of one runkernel/2 trace line"
-    )
-    schema.set_defaults(handler=_schema)
-
-    register(commands)
-    register_runs(commands)
-    register_db(commands)
+    wanted = {target for name, _, target in COMMANDS if command is None or name == command}
+    registered: set[str] = set()
+    for name, help_text, target in COMMANDS:
+        if target not in wanted:
+            commands.add_parser(name, help=help_text, add_help=False)
+        elif target not in registered:
+            registered.add(target)
+            module, function = target.split(":")
+            getattr(importlib.import_module(f"runkernel.cli.{module}"), function)(commands)
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names (the first word not an option), if it is one."""
+    names = {name for name, _, _ in COMMANDS}
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word if word in names else None
+    return None
 
 
 #: What a positional argument is called in messages (its metavar, as --help shows it).
@@ -136,15 +102,20 @@ EXIT_BROKEN_PIPE = 141
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_of(words) or "")
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except CliError as error:  # a command line argparse refused (_Parser.error)
+        from runkernel.adapters.stores.redact import masked
+
         # a URL given where none was expected may be echoed: its passwords are masked
-        print(masked(str(error), *(sys.argv[1:] if argv is None else argv)), file=sys.stderr)
+        print(masked(str(error), *words), file=sys.stderr)
         return error.code
     except argparse.ArgumentError as error:  # raised past error() by some argparse versions
-        print(masked(f"runkernel: {error} (see runkernel --help)", *(sys.argv[1:] if argv is None else argv)), file=sys.stderr)
+        from runkernel.adapters.stores.redact import masked
+
+        print(masked(f"runkernel: {error} (see runkernel --help)", *words), file=sys.stderr)
         return EXIT_USAGE
     for name, value in vars(args).items():
         if name == "files":
@@ -160,28 +131,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except CliError as error:
         return _fail(args, str(error), error.code)
-    except (BadStoreUrl, SchemaError) as error:  # a bad URL, or a file that is not a store
-        return _fail(args, str(error), EXIT_USAGE)
-    except (StoreError, IllegalCommit, UnknownRun) as error:  # the last two were StoreErrors once: same exit
-        return _fail(args, str(error), EXIT_FAILURE)
-    except sqlite3.Error as error:  # stores wrap these; a store failure is never a traceback
-        return _fail(args, f"store failure: {error}", EXIT_FAILURE)
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
-    except OSError as error:
-        where = f": {error.filename}" if error.filename else ""
-        return _fail(args, f"{error.strerror or error}{where}", EXIT_FAILURE)
     except KeyboardInterrupt:
         print(f"runkernel {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as error:
+        failure = _store_failure(error)
+        if failure is not None:
+            return _fail(args, *failure)
+        if isinstance(error, OSError):
+            where = f": {error.filename}" if error.filename else ""
+            return _fail(args, f"{error.strerror or error}{where}", EXIT_FAILURE)
+        raise
+
+
+def _store_failure(error: Exception) -> tuple[str, int] | None:
+    """The message and exit code of a store's failure, or None for anything else. The
+    store modules are imported here, on the way out, so a command that opens no store
+    never loads them: an error of a module nobody imported cannot have been raised."""
+    if "runkernel.adapters.stores.contract" in sys.modules:
+        from runkernel.adapters.stores.contract import IllegalCommit, SchemaError, StoreError, UnknownRun
+        from runkernel.adapters.stores.urls import BadStoreUrl
+
+        if isinstance(error, (BadStoreUrl, SchemaError)):  # a bad URL, or a file that is not a store
+            return str(error), EXIT_USAGE
+        if isinstance(error, (StoreError, IllegalCommit, UnknownRun)):  # the last two were StoreErrors once
+            return str(error), EXIT_FAILURE
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is not None and isinstance(error, sqlite3.Error):  # stores wrap these; never a traceback
+        return f"store failure: {error}", EXIT_FAILURE
+    return None
 
 
 def _fail(args: argparse.Namespace, message: str, code: int) -> int:
     """One line on stderr, with the store URL's passwords masked wherever it appears."""
     store = getattr(args, "store", None)
     if isinstance(store, str) and store:
-        message = masked(message, store)
+        from runkernel.adapters.stores.redact import masked
+
+        message = masked(message, store)  # however malformed the URL
     command = " ".join(c for c in (args.command, getattr(args, "db_command", None)) if c)
     print(f"runkernel {command}: {message}", file=sys.stderr)
     return code

@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from runkernel.adapters.drive.actions import RunCall
-from runkernel.adapters.drive.ports import StatusReply, Tool, ToolRegistry, ToolReply
+from runkernel.adapters.drive.fencing import ask_status
+from runkernel.adapters.drive.ports import StatusReply, Tool, ToolRegistry, ToolReply, fence_of
 from runkernel.adapters.drive.events import Position, position_of
 from runkernel.adapters.stores.contract import Checkpoint, Lease, Settlement, Store, StoreUnavailable
 from runkernel.kernel.policies import ToolPolicy
@@ -170,6 +171,8 @@ class _CrashAfterEffect:
     def __init__(self, tool: Tool, plan: CrashPlan) -> None:
         self.tool = tool
         self.plan = plan
+        #: the tool's own fence, if it has one (W5): a wrapper adds none
+        self.fence = fence_of(tool)
 
     @property
     def policy(self) -> ToolPolicy:
@@ -182,8 +185,9 @@ class _CrashAfterEffect:
             if self.plan.crash_here(Boundary.AFTER_EFFECT, Position.CALL_RESULT):
                 raise SimulatedCrash(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
 
-    def status(self, operation_id: str) -> StatusReply:
-        return self.tool.status(operation_id)
+    def status(self, operation_id: str, lease_epoch: int | None = None) -> StatusReply:
+        reply: StatusReply = ask_status(self.tool.status, operation_id, lease_epoch, owner="a tool's status")
+        return reply
 
 
 def crashing_tools(registry: ToolRegistry, plan: CrashPlan) -> ToolRegistry:

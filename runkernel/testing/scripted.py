@@ -185,7 +185,7 @@ class ScriptedTool:
             return Scheduled("2026-06-01T00:05:00.000000Z")
         raise ValueError(f"unknown tool behaviour {behaviour!r}")
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None = None) -> StatusReply:
         """The next scripted answer about an operation (``TRUTH``: done with what ran, or
         ``not_found`` if nothing did)."""
         asked = self.world.status_answers.get(operation_id, 0)

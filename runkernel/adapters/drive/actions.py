@@ -11,6 +11,7 @@ action                the host answers with
                       ``inference_failed(error)`` if the model call raised
 ``RunCall``           ``call_returned``, ``call_failed``, ``call_lost`` or ``call_scheduled``
 ``CheckStatus``       ``status(call_id, OperationStatus..., value)``
+``Fence``             ``fenced(call_id)`` once the tool's downstream took the fence
 ``WaitFor``           ``resume(payload)``; or ``next_action()`` later, which applies a
                       command queued in the store's inbox (``runkernel resume``); or
                       nothing, for a call answered ahead (``answer_ahead``)
@@ -19,7 +20,8 @@ action                the host answers with
 ``Done``              nothing: the Run is Ended (``next_action()`` returns it again)
 ====================  ==========================================================
 
-``end(...)`` / ``cancel()`` are accepted in answer to any action but ``Done``.
+``end(...)`` / ``cancel()`` are accepted in answer to any action but ``Done`` and
+``Fence`` (a fence precedes a commit already decided).
 """
 
 from __future__ import annotations
@@ -112,6 +114,30 @@ class CheckStatus:
     tool: str
     operation_id: str
     attempt: int
+    #: the fencing token when a worker's lease drives the Run: ask
+    #: ``status(operation_id, lease_epoch)``, so the downstream learns the new epoch
+    #: before it is asked to start anything; None without leases
+    lease_epoch: int | None = None
+
+
+@frozen
+class Fence:
+    """Before the driver commits a terminal result for a call it found Executing and did
+    not start (recovery's outcome, or the Run's end by a cancel, stop or failure), tell
+    the downstream of ``tool`` that ``operation_id`` is fenced at ``lease_epoch``: a
+    downstream that keeps the highest epoch per operation then refuses a start with a
+    lower one (a worker that stalled between its lease re-check and its effect). Handed
+    out only for the tools named in the driver's ``fences``. Answer with
+    ``fenced(call_id)``; if the fence failed, answer nothing and stop driving: nothing
+    is committed, and the Run is picked up again later. The fence's answer never
+    changes what is committed."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    operation_id: str
+    #: the fencing token of the lease driving the Run (None without leases)
+    lease_epoch: int | None = None
 
 
 @frozen
@@ -175,7 +201,7 @@ class Done:
     redelivery: bool = False
 
 
-Action: TypeAlias = Infer | RunCall | CheckStatus | WaitFor | ChildrenRunning | Done
+Action: TypeAlias = Infer | RunCall | CheckStatus | Fence | WaitFor | ChildrenRunning | Done
 
 
 @frozen
@@ -212,6 +238,7 @@ __all__ = [
     "ChildrenRunning",
     "Done",
     "DriverError",
+    "Fence",
     "DriverStopped",
     "HistoryView",
     "HostProtocolError",

@@ -28,6 +28,7 @@ from runkernel.adapters.drive.actions import (
     ChildrenRunning,
     Done,
     DriverError,
+    Fence,
     HistoryView,
     HostProtocolError,
     Infer,
@@ -45,6 +46,7 @@ from runkernel.adapters.drive.protocol import (
     Compact,
     DropCheckpoint,
     End,
+    Fenced,
     Hand,
     InferenceFailed,
     Inferred,
@@ -76,6 +78,7 @@ from runkernel.adapters.drive.model_errors import (
     model_error,
     transient_model_error,
 )
+from runkernel.adapters.drive.fencing import calls_to_fence
 from runkernel.adapters.drive.pending import due_timer, exact_outcomes, expiry, has_deadline, needs_settled_commands, next_command
 from runkernel.adapters.drive.port_inputs import gate_verdict
 from runkernel.adapters.drive.ports import Clock, GateAnswer, IdSource
@@ -148,6 +151,10 @@ class Settings:
     transient: TransientPredicate = transient_model_error
     #: attempts of one model call in this driver's hands before the Run ends ``failed``
     model_attempts: int = DEFAULT_MODEL_ATTEMPTS
+    #: the tools whose downstream takes a fence (W5): before a commit makes terminal a
+    #: call of one of them that this core found Executing and did not start, it hands
+    #: out ``Fence`` and commits only once the host answers ``fenced``
+    fences: frozenset[str] = frozenset()
 
 
 class DriverCore:
@@ -172,6 +179,11 @@ class DriverCore:
         #: failed attempts in a row of the model call the Run stands at: never committed,
         #: so another core (a take-over, a new driver) starts again from none
         self.model_failures = 0
+        #: the attempts of the open batch (``started_in``) this core handed out as
+        #: ``RunCall`` (``(call_id, attempt)``): the calls it started, which need no fence
+        #: before their terminal commit; kept for one batch, so it never grows with the Run
+        self.started: set[tuple[str, int]] = set()
+        self.started_in: str | None = None
 
     # --- openings -------------------------------------------------------------------
 
@@ -296,6 +308,7 @@ class DriverCore:
 
     def _commit(self, commit: ThreadCommit, expected: RunSnapshot) -> Generator[Operation, Any, None]:
         commit = self._with_metadata(commit)
+        yield from self._fence(commit)
         # the inbox command this commit applies is settled in the commit's own transaction
         settle = None if self.entry is None else Settlement(self.entry.entry_id, "applied")
         stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)
@@ -313,6 +326,21 @@ class DriverCore:
         for message in commit.messages:
             if message.role is Role.ASSISTANT:
                 self.final = message.content
+
+    def _fence(self, commit: ThreadCommit) -> Generator[Operation, Any, None]:
+        """W5: hand out a ``Fence`` for each call ``commit`` makes terminal that this
+        core found Executing and did not start, and return once the host fenced each.
+        A host that cannot fence answers nothing: the commit is never written."""
+        for call in calls_to_fence(self.state, commit, self.started, self.settings.fences):
+            action = Fence(commit.run_id, call.call_id, call.tool, call.operation_id)
+            refused: DriverError | None = None
+            while True:
+                report: Report = yield Hand(action, refused)
+                if isinstance(report, Fenced) and report.call_id == call.call_id:
+                    break
+                refused = None if isinstance(report, Poll) else HostProtocolError(
+                    f"Fence expects {_EXPECTED[Fence]}, not {_REPORT_NAMES[type(report)]}", None, action
+                )
 
     # --- asking the host ------------------------------------------------------------
 
@@ -480,6 +508,9 @@ class DriverCore:
         batch = state.open_batch
         call = batch.call(effect.call_id) if batch is not None else None
         child = call.delegation if call is not None else None
+        if batch is not None and batch.batch_id != self.started_in:
+            self.started, self.started_in = set(), batch.batch_id
+        self.started.add((effect.call_id, effect.attempt))
         return RunCall(
             state.run_id,
             effect.call_id,
@@ -546,6 +577,7 @@ _EXPECTED: Mapping[type, str] = {
     Infer: "inferred(...) or inference_failed(...)",
     RunCall: "call_returned / call_failed / call_lost / call_scheduled for its call",
     CheckStatus: "status(...) for its call",
+    Fence: "fenced(call_id) for its call, once the downstream took the fence",
     WaitFor: "resume(payload), or next_action() to apply a queued command",
     ChildrenRunning: "next_action() once a child may have ended, or end() / cancel()",
     Done: "nothing: the Run is Ended",
@@ -556,6 +588,7 @@ _REPORT_NAMES: Mapping[type, str] = {
     InferenceFailed: "inference_failed(...)",
     CallEnded: "a call's result",
     Status: "status(...)",
+    Fenced: "fenced(...)",
     Resume: "resume(...)",
     End: "end(...)",
     Partial: "checkpoint(...)",

@@ -8,11 +8,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from runkernel.adapters.drive.actions import Action, CallRequest, CheckStatus, DriverError
+from runkernel.adapters.drive import fencing
 from runkernel.adapters.drive.core import DriverCore
 from runkernel.adapters.drive.shell import MaybeAwaitable, Shell, end_report, inferred_report
 from runkernel.adapters.drive.protocol import (
     AskGate,
     CallEnded,
+    Fenced,
     Hand,
     InferenceFailed,
     Operation,
@@ -60,7 +62,11 @@ class AsyncDriver(Shell):
     and changes nothing. ``transient(error)`` says which exceptions of a model call are
     worth another attempt (default ``transient_model_error``: timeouts, dropped
     connections, HTTP 408/409/429/5xx) and ``model_attempts`` how many attempts of one
-    model call a Run gets in this driver's hands (see ``inference_failed``).
+    model call a Run gets in this driver's hands (see ``inference_failed``). ``fences``
+    names the tools whose downstream takes a fence (W5): for those, before a commit makes
+    terminal a call this driver found Executing and did not start, it hands out
+    ``Fence`` (answer ``fenced``); ``CheckStatus`` and ``RunCall`` carry the lease epoch
+    for every tool.
     """
 
     async def start(
@@ -150,17 +156,25 @@ class AsyncDriver(Shell):
         return await self._advance(CallEnded(call_id, ToolDelegated(self.settings.ids.ticket_id()), None, reaction))
 
     async def status(self, call_id: str, status: OperationStatus, value: JsonValue = None) -> Action:
-        """Answer ``CheckStatus`` with the tool's ``status(operation_id)``."""
+        """Answer ``CheckStatus`` with the tool's ``status(operation_id, lease_epoch)``."""
         return await self._advance(Status(call_id, status, value))
+
+    async def fenced(self, call_id: str) -> Action:
+        """Answer ``Fence``: the tool's downstream took ``fence(operation_id,
+        lease_epoch)`` for ``call_id``; the commit it preceded is written now. A fence
+        that failed is answered by nothing: drop the driver (or ``pick_up`` later) and
+        nothing is committed."""
+        return await self._advance(Fenced(call_id))
 
     async def ask_status(
         self,
-        status: Callable[[str], MaybeAwaitable[StatusReply]],
+        status: Callable[[str, int | None], MaybeAwaitable[StatusReply]] | Callable[[str], MaybeAwaitable[StatusReply]],
         *,
         interval: float = 0.2,
         asks: int | None = None,
     ) -> Action:
-        """Answer the standing ``CheckStatus`` with ``status(operation_id)``, and ask again
+        """Answer the standing ``CheckStatus`` with ``status(operation_id, lease_epoch)``
+        (a ``status`` that takes only the operation id is deprecated), and ask again
         every ``interval`` seconds while the tool says the call is still running, at most
         ``asks`` times (None: until it says something else). Returns the next action (the
         same ``CheckStatus`` if the asks ran out); ``DriverError`` if no ``CheckStatus``
@@ -174,7 +188,7 @@ class AsyncDriver(Shell):
                     await asyncio.sleep(interval)
                 else:
                     time.sleep(interval)
-            reply = status(action.operation_id)
+            reply = fencing.ask_status(status, action.operation_id, action.lease_epoch, owner="ask_status's status")
             if True:  # ASYNC
                 reply = await reply if inspect.isawaitable(reply) else reply
             asked += 1

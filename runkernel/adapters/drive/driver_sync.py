@@ -10,11 +10,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from runkernel.adapters.drive.actions import Action, CallRequest, CheckStatus, DriverError
+from runkernel.adapters.drive import fencing
 from runkernel.adapters.drive.core import DriverCore
 from runkernel.adapters.drive.shell import Shell, end_report, inferred_report
 from runkernel.adapters.drive.protocol import (
     AskGate,
     CallEnded,
+    Fenced,
     Hand,
     InferenceFailed,
     Operation,
@@ -58,7 +60,11 @@ class Driver(Shell):
     and changes nothing. ``transient(error)`` says which exceptions of a model call are
     worth another attempt (default ``transient_model_error``: timeouts, dropped
     connections, HTTP 408/409/429/5xx) and ``model_attempts`` how many attempts of one
-    model call a Run gets in this driver's hands (see ``inference_failed``).
+    model call a Run gets in this driver's hands (see ``inference_failed``). ``fences``
+    names the tools whose downstream takes a fence (W5): for those, before a commit makes
+    terminal a call this driver found Executing and did not start, it hands out
+    ``Fence`` (answer ``fenced``); ``CheckStatus`` and ``RunCall`` carry the lease epoch
+    for every tool.
     """
 
     def start(
@@ -148,17 +154,25 @@ class Driver(Shell):
         return self._advance(CallEnded(call_id, ToolDelegated(self.settings.ids.ticket_id()), None, reaction))
 
     def status(self, call_id: str, status: OperationStatus, value: JsonValue = None) -> Action:
-        """Answer ``CheckStatus`` with the tool's ``status(operation_id)``."""
+        """Answer ``CheckStatus`` with the tool's ``status(operation_id, lease_epoch)``."""
         return self._advance(Status(call_id, status, value))
+
+    def fenced(self, call_id: str) -> Action:
+        """Answer ``Fence``: the tool's downstream took ``fence(operation_id,
+        lease_epoch)`` for ``call_id``; the commit it preceded is written now. A fence
+        that failed is answered by nothing: drop the driver (or ``pick_up`` later) and
+        nothing is committed."""
+        return self._advance(Fenced(call_id))
 
     def ask_status(
         self,
-        status: Callable[[str], StatusReply],
+        status: Callable[[str, int | None], StatusReply] | Callable[[str], StatusReply],
         *,
         interval: float = 0.2,
         asks: int | None = None,
     ) -> Action:
-        """Answer the standing ``CheckStatus`` with ``status(operation_id)``, and ask again
+        """Answer the standing ``CheckStatus`` with ``status(operation_id, lease_epoch)``
+        (a ``status`` that takes only the operation id is deprecated), and ask again
         every ``interval`` seconds while the tool says the call is still running, at most
         ``asks`` times (None: until it says something else). Returns the next action (the
         same ``CheckStatus`` if the asks ran out); ``DriverError`` if no ``CheckStatus``
@@ -169,7 +183,7 @@ class Driver(Shell):
         while isinstance(action, CheckStatus) and action.call_id == call_id and (asks is None or asked < asks):
             if asked:  # it said running: give it time
                 time.sleep(interval)
-            reply = status(action.operation_id)
+            reply = fencing.ask_status(status, action.operation_id, action.lease_epoch, owner="ask_status's status")
             asked += 1
             action = self.status(action.call_id, reply.status, reply.value)
         return action

@@ -168,15 +168,34 @@ ToolReply: TypeAlias = Returned | Failed | Delegated | Scheduled | Lost
 
 @frozen
 class StatusReply:
-    """A reconnect tool's answer to ``status(operation_id)`` (a push-mode host gives the
-    same two values to ``status``, or a function returning this to ``ask_status``)."""
+    """A reconnect tool's answer to ``status(operation_id, lease_epoch)`` (a push-mode
+    host gives the same two values to ``status``, or a function returning this to
+    ``ask_status``)."""
 
     status: OperationStatus
     value: JsonValue = None
 
 
+#: A reconnect tool's ``status(operation_id, lease_epoch)``; the one-argument form
+#: ``status(operation_id)`` still works, with a ``DeprecationWarning``.
+StatusQuery: TypeAlias = Callable[[str, "int | None"], StatusReply] | Callable[[str], StatusReply]
+
+
 class Tool(Protocol):
-    """A tool declares its fixed recovery and retry policy."""
+    """A tool declares its fixed recovery and retry policy.
+
+    ``run(call)`` runs one attempt (its Executing commit is durable): ``call.operation_id``
+    is the idempotency key, ``call.lease_epoch`` the fencing token under a worker (also
+    ``current_invocation().lease_epoch``). ``status(operation_id, lease_epoch)`` is only
+    called for tools under the reconnect policy: what became of the operation, asked
+    without starting anything, and the epoch goes with it (W5); a ``status`` that takes
+    only the operation id is deprecated. A tool may also have
+    ``fence(operation_id, lease_epoch)``: called before a commit makes terminal a call
+    of it that this drive found Executing and did not start (recovery's outcome, or the
+    Run's end), so a downstream that keeps the highest epoch per operation refuses a
+    late start by a worker that stalled past its lease. A fence that raises fails the
+    drive: nothing is committed and the Run is driven again later.
+    """
 
     @property
     def policy(self) -> ToolPolicy: ...
@@ -186,9 +205,17 @@ class Tool(Protocol):
         the idempotency key, ``call.lease_epoch`` the fencing token under a worker."""
         ...
 
-    def status(self, operation_id: str) -> StatusReply:
-        """Only called for tools under the reconnect policy."""
+    @property
+    def status(self) -> StatusQuery:
+        """``status(operation_id, lease_epoch)``: only called for tools under the
+        reconnect policy."""
         ...
+
+
+def fence_of(tool: Tool) -> Callable[[str, int | None], object] | None:
+    """The tool's optional ``fence(operation_id, lease_epoch)``, or None."""
+    fence = getattr(tool, "fence", None)
+    return fence if callable(fence) else None
 
 
 class ToolRegistry:

@@ -240,6 +240,13 @@ class Status:
 
 
 @frozen
+class Fenced:
+    """The host fenced the call a ``Fence`` named (``fenced``)."""
+
+    call_id: str
+
+
+@frozen
 class Resume:
     """A typed answer to the standing wait (``resume``)."""
 
@@ -272,7 +279,7 @@ class Poll:
     """The host asks what to do next without reporting anything."""
 
 
-Report: TypeAlias = Inferred | InferenceFailed | CallEnded | Status | Resume | End | Partial | Poll
+Report: TypeAlias = Inferred | InferenceFailed | CallEnded | Status | Fenced | Resume | End | Partial | Poll
 
 Steps: TypeAlias = Generator[Operation, Any, None]
 
@@ -285,6 +292,7 @@ __all__ = [
     "Compact",
     "DropCheckpoint",
     "End",
+    "Fenced",
     "Hand",
     "InferenceFailed",
     "Inferred",

@@ -5,8 +5,9 @@ It holds no truth and no effect logic of its own. It drives the push-mode driver
 commands and expired deadlines, commits before any effect that touches the world, and
 hands out actions; this host answers each action by calling a port (``Infer`` the model,
 with the hooks and stream checkpoints; ``RunCall`` the tool; ``CheckStatus`` the tool's
-status; the gate through the core's ``AskGate``) and stops where the core would wait
-(``WaitFor``, ``ChildrenRunning``, ``Done``). Store operations go through the same
+status, with the lease epoch; ``Fence`` the tool's optional fence (W5); the gate
+through the core's ``AskGate``) and stops where the core would wait (``WaitFor``,
+``ChildrenRunning``, ``Done``). Store operations go through the same
 ``StoreOps`` as the push driver's. A runtime that crashes is thrown away, and a fresh one
 continues from the store alone with ``drive``. Tests kill it by wrapping its store and
 tools (``runkernel.testing.CrashingStore``, ``crashing_tools``), never through a switch
@@ -27,10 +28,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from runkernel.adapters.drive.actions import (
     CheckStatus,
     ChildrenRunning,
     Done,
+    Fence,
     HostProtocolError,
     Infer,
     RunCall,
@@ -43,6 +47,7 @@ from runkernel.adapters.drive.protocol import (
     AskGate,
     CallEnded,
     DropCheckpoint,
+    Fenced,
     Hand,
     InferenceFailed,
     Inferred,
@@ -66,6 +71,7 @@ from runkernel.adapters.drive.protocol import (
     Tell,
 )
 from runkernel.adapters.drive.shell import StoreOps
+from runkernel.adapters.drive.fencing import ask_status
 from runkernel.adapters.drive.invocation import invocation_scope
 from runkernel.adapters.drive.model_errors import (
     DEFAULT_MODEL_ATTEMPTS,
@@ -88,8 +94,10 @@ from runkernel.adapters.drive.ports import (
     NullObserver,
     Observer,
     SecretIds,
+    StatusReply,
     ToolRegistry,
     ToolReply,
+    fence_of,
     utc_now,
 )
 from runkernel.adapters.drive.events import (
@@ -241,6 +249,8 @@ class Drive:
                 raise RuntimeProtocolError(hand.refused.rejection) from hand.refused
             raise hand.refused
         action = hand.action
+        if isinstance(action, Fence):
+            return self.runtime._fence(action)  # before the commit, whatever answers next
         if self.resume_with is not None:
             # only the wait standing now may take it: any other action refuses it, and
             # the resume never lands on a wait that comes later
@@ -365,6 +375,7 @@ class Runtime:
             refuse_unknown_tools=False,
             transient=transient,
             model_attempts=checked_attempts(model_attempts),
+            fences=frozenset(name for name, tool in tools.tools.items() if fence_of(tool) is not None),
         )
         self.ops = StoreOps(store, leases, lambda event: self.on_event(event), self.observer)
         self._polls: dict[str, int] = {}
@@ -443,8 +454,9 @@ class Runtime:
         return Lost()
 
     def _check_status(self, action: CheckStatus) -> Status | None:
-        """Ask a reconnect tool about its operation; None (stop driving) once it was
-        asked ``MAX_STATUS_POLLS`` times by this runtime: a later drive asks again."""
+        """Ask a reconnect tool about its operation, with the lease epoch (W5); None
+        (stop driving) once it was asked ``MAX_STATUS_POLLS`` times by this runtime: a
+        later drive asks again."""
         polled = self._polls.get(action.operation_id, 0)
         if polled >= MAX_STATUS_POLLS:
             return None
@@ -452,8 +464,19 @@ class Runtime:
         tool = self.tools.get(action.tool)
         if tool is None:
             return Status(action.call_id, OperationStatus.UNKNOWN, None)
-        reply = tool.status(action.operation_id)
+        action = attrs.evolve(action, lease_epoch=self.ops.lease_epoch(action.run_id))
+        owner = f"tool {action.tool!r}'s status"
+        reply: StatusReply = ask_status(tool.status, action.operation_id, action.lease_epoch, owner=owner)
         return Status(action.call_id, reply.status, reply.value)
+
+    def _fence(self, action: Fence) -> Fenced:
+        """W5: the tool's ``fence(operation_id, lease_epoch)`` before the commit that
+        makes its call terminal; whatever it raises fails the drive, nothing committed."""
+        fence = fence_of(self.tools.tools[action.tool])
+        assert fence is not None, "a Fence is handed out only for a tool with a fence"
+        action = attrs.evolve(action, lease_epoch=self.ops.lease_epoch(action.run_id))
+        fence(action.operation_id, action.lease_epoch)
+        return Fenced(action.call_id)
 
 
 __all__ = [

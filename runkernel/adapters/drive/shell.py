@@ -12,7 +12,7 @@ from types import MappingProxyType
 
 import attrs
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, TypeVar, assert_never
 
 from runkernel.adapters.drive.actions import (
@@ -23,6 +23,7 @@ from runkernel.adapters.drive.actions import (
     CheckStatus,
     DriverError,
     DriverStopped,
+    Fence,
     HistoryView,
     RunCall,
     WaitFor,
@@ -112,10 +113,16 @@ def _settings(
     app: str | None,
     transient: TransientPredicate,
     model_attempts: int,
+    fences: Collection[str] = (),
 ) -> Settings:
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
     policies = Policies(tools=dict(tools), max_steps=max_steps, on_indeterminate=on_indeterminate)
+    if isinstance(fences, str):
+        raise TypeError(f"fences is a collection of tool names, not the string {fences!r}")
+    unknown = sorted(set(fences) - set(policies.tools))
+    if unknown:
+        raise ValueError(f"fences names tool(s) without a policy: {', '.join(map(repr, unknown))}")
     return Settings(
         policies,
         ids or SecretIds(),
@@ -123,6 +130,7 @@ def _settings(
         app,
         transient=transient,
         model_attempts=checked_attempts(model_attempts),
+        fences=frozenset(fences),
     )
 
 
@@ -149,14 +157,19 @@ class Shell:
         on_event: Callable[[RuntimeEvent], None] | None = None,
         transient: TransientPredicate = transient_model_error,
         model_attempts: int = DEFAULT_MODEL_ATTEMPTS,
+        fences: Collection[str] = (),
     ) -> None:
         # leases: a worker's LeaseKeeper (see StoreOps); a RunCall is handed out only
-        # after the lease is re-checked with its margin (W1), carrying its epoch.
+        # after the lease is re-checked with its margin (W1), carrying its epoch, and a
+        # CheckStatus or Fence carries the epoch too (W5). fences: the tools whose
+        # downstream takes a fence (a Fence is handed out for those only).
         self.store = store
         self.leases = leases
         self.on_event = on_event
         self.ops = StoreOps(store, leases, self._event)
-        self.settings = _settings(tools, max_steps, on_indeterminate, ids, clock, app, transient, model_attempts)
+        self.settings = _settings(
+            tools, max_steps, on_indeterminate, ids, clock, app, transient, model_attempts, fences
+        )
         self.gate: AnyGate = gate or AllowAll()
         self._core: DriverCore | None = None
         self._steps: Steps | None = None
@@ -319,9 +332,12 @@ class Shell:
 
     def _handed(self, hand: Hand) -> Action:
         action = hand.action
-        if isinstance(action, RunCall) and hand.refused is None:
+        if isinstance(action, (RunCall, CheckStatus, Fence)) and hand.refused is None:
             try:
-                action = self.ops.before_run_call(action)
+                if isinstance(action, RunCall):
+                    action = self.ops.before_run_call(action)
+                else:
+                    action = attrs.evolve(action, lease_epoch=self.ops.lease_epoch(action.run_id))
             except StoreError as error:
                 raise self._stopped(error) from error
         self._action = action
@@ -386,6 +402,12 @@ class StoreOps:
         if self.leases is None:
             return action
         return attrs.evolve(action, lease_epoch=self.leases.before_executor(action.run_id).epoch)
+
+    def lease_epoch(self, run_id: str) -> int | None:
+        """W5: the epoch a ``CheckStatus`` or ``Fence`` carries downstream, the lease
+        held (renewed if due; the commit that follows is checked against it by the
+        store); None without leases."""
+        return None if self.leases is None else self.leases.for_commit(run_id).epoch
 
     def perform(self, op: Operation) -> Any:
         store = self.store

@@ -119,6 +119,10 @@ class Reconciliation:
 
 CONFLICT_RULES = frozenset({Rule.VERSION, Rule.IDENTITY})
 
+#: How ``runkernel simulate`` names itself in a store's claim: a store whose claim
+#: starts with it was filled by simulate, and only such a store may ``--reset`` empty.
+SIMULATE_CLAIM = "simulate "
+
 
 def judge_append(
     head: ThreadHead | None,

@@ -10,7 +10,9 @@ from types import TracebackType
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
+from runkernel.adapters.stores.contract import SIMULATE_CLAIM
 from runkernel.adapters.stores.postgres_schema import split_url, unavailable
 
 #: The lock's key is this text and the schema name, hashed by the server.
@@ -38,6 +40,29 @@ class SimulateClaim:
             raise unavailable(self.url, "claiming the store", error) from None
         self.taken = bool(row and row[0])
         return self
+
+    def simulated(self) -> bool:
+        """Whether simulate filled this store: its claim row is in ``meta`` (written by
+        ``mark`` and kept until a reset), as SQLite's claim row is."""
+        row = self._meta(sql.SQL("SELECT value FROM {}.meta WHERE key = 'claimed_by'"), ())
+        return bool(row and str(row[0]).startswith(SIMULATE_CLAIM))
+
+    def mark(self, owner: str) -> None:
+        """Record that simulate fills this store (while the lock is held)."""
+        self._meta(
+            sql.SQL(
+                "INSERT INTO {}.meta (key, value) VALUES ('claimed_by', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value RETURNING value"
+            ),
+            (owner,),
+        )
+
+    def _meta(self, query: sql.SQL, params: tuple[str, ...]) -> tuple[Any, ...] | None:
+        assert self._conn is not None, "use SimulateClaim in a with block"
+        try:
+            return self._conn.execute(query.format(sql.Identifier(self.schema)), params).fetchone()
+        except psycopg.Error as error:
+            raise unavailable(self.url, "claiming the store", error) from None
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None

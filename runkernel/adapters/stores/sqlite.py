@@ -53,6 +53,7 @@ from runkernel.adapters.stores.contract import (
     InboxEntry,
     Lease,
     LeaseStatus,
+    SIMULATE_CLAIM,
     Reconciliation,
     SchemaError,
     Settlement,
@@ -688,20 +689,27 @@ class SqliteStore:
             raise store_error(self.path, "the reset", error) from None
 
     def claim_empty(self, owner: str, *, reset: bool) -> str | None:
-        """In one write transaction: with ``reset`` delete what the store holds, then
-        claim the store for ``owner`` if it holds no Thread and nobody claimed it. None
-        when claimed; else why not. Two ``simulate`` runs started together on one fresh
+        """In one write transaction: with ``reset`` delete what the store holds if
+        ``simulate`` filled it (its claim row, ``owner`` starting with
+        ``SIMULATE_CLAIM``, says so), then claim the store for ``owner`` if it holds no
+        Thread and nobody claimed it. None when claimed; else why not. Two ``simulate`` runs started together on one fresh
         store cannot both pass this check, as they could with a read then a write."""
         try:
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                (threads,) = self._db.execute("SELECT count(*) FROM threads").fetchone()
+                claim = self._db.execute("SELECT value FROM meta WHERE key = 'claimed_by'").fetchone()
+                if reset and threads and not (claim and str(claim[0]).startswith(SIMULATE_CLAIM)):
+                    # the claim row is what marks a store simulate filled: Runs of any
+                    # other origin are never deleted by a reset
+                    self._db.execute("ROLLBACK")
+                    return f"holds {threads} thread{'' if threads == 1 else 's'} that simulate did not create"
                 if reset:
                     for table in _TABLES:
                         if table != "meta":
                             self._db.execute(f"DELETE FROM {table}")
                     self._db.execute("DELETE FROM meta WHERE key = 'claimed_by'")
-                (threads,) = self._db.execute("SELECT count(*) FROM threads").fetchone()
-                claim = self._db.execute("SELECT value FROM meta WHERE key = 'claimed_by'").fetchone()
+                    threads, claim = 0, None
                 if threads or claim:
                     self._db.execute("ROLLBACK")
                     return f"already holds {threads} thread{'' if threads == 1 else 's'}" if threads else f"is in use by {claim[0]}"

@@ -13,9 +13,9 @@ two kinds, and how it is found (like ``uvicorn module:app``).
   the host picks the Run up itself, because the gate a pick-up may ask is often known
   only inside the host's own run (which tools wait is the framework's declaration).
 
-A push app may also have ``gate``, ``max_steps``, ``on_indeterminate``, ``transient``
-and ``model_attempts``: the worker builds its driver with them (as ``Driver(...)`` takes
-them; defaults otherwise).
+A push app may also have ``gate``, ``max_steps``, ``on_indeterminate``, ``transient``,
+``model_attempts`` and ``fences``: the worker builds its driver with them (as
+``Driver(...)`` takes them; defaults otherwise).
 
 Either has a ``name``: the ``app`` its Runs record at activation. A worker drives only
 Runs whose app is its app's name.

@@ -56,7 +56,7 @@ from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.kernel.state import Running
 
 #: What a push app may set on the driver the worker builds for it (as ``Driver`` takes them).
-_DRIVER_OPTIONS = ("gate", "max_steps", "on_indeterminate", "transient", "model_attempts")
+_DRIVER_OPTIONS = ("gate", "max_steps", "on_indeterminate", "transient", "model_attempts", "fences")
 
 #: Called by a worker when driving a Run failed (the host raised, or the store failed),
 #: with the Run's id and the exception; the worker itself neither prints nor logs.

@@ -40,8 +40,12 @@ from runkernel.kernel import (
 )
 from runkernel.kernel.policies import tool_policies
 
-#: A reconnect tool's ``status(operation_id)``, sync or async.
-StatusFunction = Callable[[str], StatusReply | Awaitable[StatusReply]]
+#: A reconnect tool's ``status(operation_id, lease_epoch)``, sync or async (the
+#: one-argument ``status(operation_id)`` still works, with a ``DeprecationWarning``).
+StatusFunction = (
+    Callable[[str, int | None], StatusReply | Awaitable[StatusReply]]
+    | Callable[[str], StatusReply | Awaitable[StatusReply]]
+)
 
 
 @dataclass
@@ -51,7 +55,8 @@ class RunkernelDurability(AbstractCapability[Any]):
     ``store`` is a URL (``sqlite:///agent.db``) or an open ``Store``; ``tools`` gives every
     tool the model may call its ``ToolPolicy`` or one of ``"replay"``, ``"reconnect"``,
     ``"indeterminate"`` (declared external tools included);
-    ``status`` gives each reconnect tool its ``status(operation_id) -> StatusReply``;
+    ``status`` gives each reconnect tool its ``status(operation_id, lease_epoch) ->
+    StatusReply`` (the lease epoch: the fencing token, for the downstream);
     ``questions`` names the external tools a person answers (an input wait). The Thread is
     the run's ``conversation_id``, a new Run's id its ``run_id``.
     """

@@ -1,0 +1,90 @@
+"""Fencing that reaches the downstream (DESIGN.md, Workers and leases, W5).
+
+A worker that stalls between its lease re-check and its tool's effect can start that
+effect after another worker took the Run over and moved past the call. The new epoch
+must reach the downstream before that happens, so a downstream that keeps the highest
+epoch per operation refuses the late start:
+
+- every question to the downstream carries the epoch: a reconnect tool's
+  ``status(operation_id, lease_epoch)``, and a running tool reads ``lease_epoch`` from
+  its ``RunCall`` (``current_invocation()``);
+- before a commit makes terminal a call this drive found Executing and did not start
+  (recovery's outcome, or the Run's end by a cancel, stop or failure), the driver calls
+  the tool's optional ``fence(operation_id, lease_epoch)`` (in push mode it hands the
+  host a ``Fence`` action). A fence that raises fails the drive: nothing is committed.
+  Its answer never changes the decision (I11).
+
+This module holds the pure part (which calls a commit must fence first) and the
+deprecation of a one-argument ``status(operation_id)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Callable, Collection, Set
+from typing import TypeVar
+
+from runkernel._deprecation import REMOVED_IN
+from runkernel.kernel.state import CallCompleted, CallExecuting, CallIndeterminate, RunSnapshot, ThreadCommit, ToolCall
+
+_R = TypeVar("_R")
+
+
+def calls_to_fence(
+    before: RunSnapshot | None,
+    commit: ThreadCommit,
+    started: Set[tuple[str, int]],
+    fenced_tools: Collection[str],
+) -> tuple[ToolCall, ...]:
+    """The calls ``commit`` makes terminal that were Executing in ``before`` and whose
+    attempt this drive did not start (``started``: ``(call_id, attempt)`` pairs handed
+    out as ``RunCall``), of a tool in ``fenced_tools``, in call order. A delegation is
+    left out: its downstream is its child Run, sent a cancel by the same end."""
+    batch = before.open_batch if before is not None else None
+    after = commit.batch
+    if batch is None or after is None or after.batch_id != batch.batch_id or not fenced_tools:
+        return ()
+    found = []
+    for call in batch.calls:
+        status = call.status
+        if not isinstance(status, CallExecuting) or call.delegation is not None or call.tool not in fenced_tools:
+            continue
+        if (call.call_id, status.attempt) in started:
+            continue
+        now = after.call(call.call_id)
+        if now is not None and isinstance(now.status, (CallCompleted, CallIndeterminate)):
+            found.append(call)
+    return tuple(found)
+
+
+def _takes_epoch(function: Callable[..., object]) -> bool:
+    """Whether ``function`` takes a second positional argument (the lease epoch)."""
+    try:
+        inspect.signature(function).bind("operation", None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): assume the current protocol
+        return True
+    return True
+
+
+def one_argument_status(owner: str) -> str:
+    """The warning for a ``status`` that takes only the operation id."""
+    return (
+        f"{owner} takes only the operation id: give it a second parameter, the lease epoch "
+        f"(status(operation_id, lease_epoch)), so the fencing token reaches the downstream; "
+        f"the one-argument form goes in runkernel {REMOVED_IN}"
+    )
+
+
+def ask_status(status: Callable[..., _R], operation_id: str, lease_epoch: int | None, *, owner: str) -> _R:
+    """``status(operation_id, lease_epoch)``, or ``status(operation_id)`` with a
+    ``DeprecationWarning`` if it takes only the operation id."""
+    if _takes_epoch(status):
+        return status(operation_id, lease_epoch)
+    warnings.warn(one_argument_status(owner), DeprecationWarning, stacklevel=3)
+    return status(operation_id)
+
+
+__all__ = ["ask_status", "calls_to_fence", "one_argument_status"]

@@ -1,0 +1,75 @@
+"""Reading the documentation's code blocks, so a test can run every one as printed.
+
+A page's blocks run in order, in one empty directory of its own, so a later block sees
+the files and the store an earlier one made:
+
+* a ``python`` block with ``title="NAME"`` is a file the reader saves: it is written to
+  NAME;
+* any other ``python`` block runs in a fresh interpreter;
+* a ``bash`` block runs line by line in bash (a line may be a pipeline or use ``||``);
+  a line that installs the package (``python3 -m pip install ...``) is not run, because
+  the tests run in an environment that has it and ``.ci/run`` installs each extra;
+* ``text``, ``json`` and ``mermaid`` blocks show output or data and are not run.
+
+Where a command needs an id the reader copies from an earlier command's output (the
+ticket of a wait, the operation id of an Indeterminate call), the page writes a
+placeholder in capitals (``TICKET``, ``OPERATION``) and says where the id comes from;
+``PLACEHOLDERS`` names how the test finds each one, from the same output a reader sees.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+_FENCE = re.compile(r"^(?P<indent>[ ]*)```(?P<lang>[\w-]*)(?P<attrs>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.S | re.M)
+_TITLE = re.compile(r'title="([^"]+)"')
+RUN_LANGUAGES = ("python", "bash")
+SHOWN_LANGUAGES = ("text", "json", "mermaid", "")
+INSTALL = re.compile(r"^python3? -m pip install\b")
+
+
+@attrs.frozen
+class Block:
+    page: str
+    number: int
+    language: str
+    title: str | None
+    code: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.page}#{self.number}" + (f" ({self.title})" if self.title else "")
+
+
+def pages() -> list[Path]:
+    """Every Markdown page of the documentation site."""
+    return sorted(DOCS.rglob("*.md"))
+
+
+def blocks(page: Path) -> list[Block]:
+    """The fenced code blocks of a page, in order (indented ones in lists included)."""
+    text = page.read_text(encoding="utf-8")
+    found = []
+    for number, match in enumerate(_FENCE.finditer(text), start=1):
+        indent = match.group("indent")
+        body = "".join(line[len(indent):] if line.startswith(indent) else line for line in match.group("body").splitlines(True))
+        title = _TITLE.search(match.group("attrs"))
+        found.append(
+            Block(str(page.relative_to(DOCS)), number, match.group("lang"), title.group(1) if title else None, body)
+        )
+    return found
+
+
+def commands(block: Block) -> Iterator[str]:
+    """The lines of a bash block that the test runs (continuations joined)."""
+    joined = block.code.replace("\\\n", " ")
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and not INSTALL.match(line):
+            yield line
