@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import measures, postgres
+from bench import console, measures, postgres
 from bench.framework import (
     Goal,
     Group,
@@ -71,6 +71,7 @@ def groups(sizes: Sizes) -> list[Group]:
         Group("stateful test", measures.stateful_test, lambda s: 1),
         Group("postgres/commit", postgres.postgres_commit, lambda s: s.commit_rounds),
         Group("postgres/workers", postgres.postgres_workers, lambda s: 1 if s.quick else 3),
+        Group("console", console.runs_page, lambda s: s.micro_rounds),
     ]
     # last, smallest first: the time budget may cut the rounds of the longest groups
     for mode, _ in MODES:
@@ -348,7 +349,34 @@ def rows(sizes: Sizes) -> list[Row]:
         ),
     ]
     table += postgres_rows()
+    table += console_rows(sizes)
     return table
+
+
+def console_rows(sizes: Sizes) -> list[Row]:
+    """The console's Runs page (issue 21), group in ``bench/console.py``."""
+    large = "1,000" if sizes.quick else "100,000"
+    return [
+        Row(
+            f"console Runs page (awaiting, one app), {large} Runs ÷ 10 Runs: time per page",
+            SideRef("console", "large"),
+            SideRef("console", "10 Runs"),
+            growth,
+            "growth",
+            None,
+            per_unit_time("page"),
+            per_unit_time("page"),
+        ),
+        Row(
+            f"console Runs page over {large} Runs: queries per page (each an index range with a LIMIT)",
+            SideRef("console", "large"),
+            None,
+            count_ratio("queries"),
+            "queries/page",
+            Goal("<=", 4.0, "≤ 4 (the page and one capped count per state)"),
+            count_figure("queries", "queries", per_unit="page"),
+        ),
+    ]
 
 
 def _bytes_per_step_growth(a: Sample, b: Sample | None) -> float:

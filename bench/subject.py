@@ -287,3 +287,38 @@ def export_trace(store: Store, out: Path) -> int:
 def check_trace(path: Path) -> bool:
     """``runkernel check-trace`` on one file: True when it is legal."""
     return check_file(path).verdict is Verdict.LEGAL
+
+
+# --- the console (issue 21) ------------------------------------------------------------
+
+
+def activate_runs(store: Store, count: int, *, apps: int) -> None:
+    """Commit ``count`` Runs' activations, each in a Thread of its own, spread over
+    ``apps`` apps (``app-0`` ...)."""
+    from runkernel.kernel.state import Message
+    from runkernel.kernel.values import Role
+
+    for n in range(count):
+        decision = decide(None, Activate(f"t-{n}", f"run-{n}", 0, (Message(Role.USER, "hi"),), f"app-{n % apps}"))
+        assert decision.commit is not None  # type: ignore[union-attr]
+        store.append(decision.commit)  # type: ignore[union-attr]
+
+
+def count_selects(store: Store) -> list[str]:
+    """The SELECT statements a SQLite store runs from now on, collected as they run."""
+    statements: list[str] = []
+
+    def seen(statement: str) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            statements.append(statement)
+
+    assert isinstance(store, SqliteStore)
+    store._db.set_trace_callback(seen)
+    return statements
+
+
+def console_runs_page(store: Store, state: str, app: str) -> int:
+    """One page of the console's Runs list; returns how many Runs it shows."""
+    from runkernel.ui.views import RunFilter, runs_page
+
+    return len(runs_page(store, RunFilter(state, app)).runs)

@@ -172,3 +172,13 @@ app = RuntimeApp(
     tools=ToolRegistry({"lookup": Lookup(), "reserve": Reserve(), "pay": Pay()}, max_steps=10),
     gate=ApprovePayments(),
 )
+
+
+def crashtest_reset() -> None:
+    """Empty the ledger: ``runkernel crashtest --app examples.demo_app:app`` calls this
+    before every play, so each crash meets a downstream that saw only its own Run."""
+    db = _ledger()
+    try:
+        db.execute("DELETE FROM starts")
+    finally:
+        db.close()

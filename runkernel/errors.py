@@ -121,6 +121,23 @@ class AppLoadError(UsageError):
     app is."""
 
 
+class BadScenario(UsageError, ValueError):
+    """The host's fault: a crash-test scenario (a JSON file or a ``Scenario`` built in
+    code) that cannot be played. The message names the first thing wrong and where."""
+
+
+class CrashTestRefused(UsageError):
+    """The host's fault: a crash test that cannot run (a tool named at-most-once that the
+    app lacks, scripted turns for an app that calls its own model, a crash-free Run that
+    already fails)."""
+
+
+class NotDeterministic(UsageError):
+    """The host's fault: two crash-free plays of a crash-test scenario committed different
+    histories, so crashes cannot be judged against the app (a real LLM, the wall clock,
+    randomness). Script the model's turns in the scenario instead."""
+
+
 class NoInvocation(UsageError, LookupError):
     """The host's fault: ``current_invocation()`` was called outside an executor runkernel
     started. Call it inside a tool body, or set one with ``invocation_scope`` (tests). A
@@ -283,9 +300,11 @@ BRANCHES: tuple[type[RunkernelError], ...] = (UsageError, PeerError, StoreError)
 __all__ = [
     "BRANCHES",
     "AppLoadError",
+    "BadScenario",
     "BadStoreUrl",
     "BadToolPolicy",
     "CommitConflict",
+    "CrashTestRefused",
     "DamagedStore",
     "DriverError",
     "DriverStopped",
@@ -299,6 +318,7 @@ __all__ = [
     "MetadataUnsupported",
     "NoInvocation",
     "NotATrace",
+    "NotDeterministic",
     "NotIJson",
     "PeerError",
     "RejectedError",

@@ -21,6 +21,7 @@ BIN = Path(sys.executable).parent
 #: A page whose blocks need an extra: the module to import, and the skip reason.
 NEEDS: dict[str, tuple[str, str]] = {
     "how-to/postgres.md": ("psycopg_pool", "the postgres extra is not installed (pip install -e '.[postgres]')"),
+    "pydantic-ai.md": ("pydantic_ai", "the pydantic-ai extra is not installed (pip install -e '.[pydantic-ai]')"),
 }
 
 

@@ -30,6 +30,7 @@ NOT_IN_THE_TREE: dict[str, str] = {
     "runkernel.adapters.stores.postgres._ConnectionLost": "private to the PostgreSQL store's retry loop",
     "runkernel.testing.crash.SimulatedCrash": "a simulated process death: must escape every handler of our errors",
     "runkernel.testing.simulation.failfast.EnvironmentFailure": "a simulation's verdict on its store: must escape them too",
+    "runkernel.integrations.pydantic_ai._context.SystemPromptNotKept": "a UserWarning, warned and never raised",
 }
 
 #: Where each public error sits: a change here is a change of whose fault it is.

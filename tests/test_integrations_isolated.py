@@ -1,6 +1,6 @@
 """The core never imports an integration's framework: every runkernel module outside
 ``runkernel.integrations`` (found on disk, not by importing packages) imports without
-Pydantic AI loading."""
+Pydantic AI or the OpenAI Agents SDK loading."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ for name in names:
     importlib.import_module(name)
 for name in runkernel.__all__:
     getattr(runkernel, name)
-loaded = sorted(m for m in sys.modules if m == "pydantic_ai" or m.startswith("pydantic_ai."))
-print(len(names), "modules;", "pydantic_ai loaded:", loaded)
+frameworks = ("pydantic_ai", "agents")
+loaded = sorted(m for m in sys.modules if m in frameworks or m.startswith(tuple(f + "." for f in frameworks)))
+print(len(names), "modules;", "frameworks loaded:", loaded)
 assert not loaded, loaded
 """
 

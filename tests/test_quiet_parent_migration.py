@@ -38,6 +38,8 @@ def as_sqlite_schema_3(path: Path) -> None:
     """Turn a fresh SQLite store back into what schema 3 wrote (no quiet flags, awaited
     children or parent columns); the older steps' tests start from it too."""
     db = sqlite3.connect(path)
+    for index in ("runs_by_state_only", "runs_by_app", "runs_by_thread"):  # schema 5's
+        db.execute(f"DROP INDEX {index}")
     db.execute("DROP TABLE awaited_children")
     for column in ("quiet", "parent_thread_id", "parent_run_id", "parent_call_id"):
         db.execute(f"ALTER TABLE runs DROP COLUMN {column}")

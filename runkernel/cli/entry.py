@@ -42,6 +42,12 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("worker", "drive every Run of an app that has work, under leases", "run_commands:register_runs"),
     ("runs", "list Runs, newest first", "run_commands:register_runs"),
     ("db", "store maintenance: create a server store's schema, upgrade a store's schema", "db:register_db"),
+    ("ui", "serve a web console for Runs, calls and approvals (the ui extra)", "ui:register_ui"),
+    (
+        "crashtest",
+        "crash-test your own app at every commit boundary; report what the world saw",
+        "crashtest:register_crashtest",
+    ),
 )
 
 

@@ -454,6 +454,18 @@ class StoreContract:
         activation = list(store.commits("t1"))[0]
         assert activation.app == "billing"
 
+    def test_runs_are_paged_after_a_run_and_filtered_by_app(self, store: Store) -> None:
+        for n in range(5):
+            append_all(store, text_run(f"t{n}", f"r{n}", 1, app="even" if n % 2 == 0 else "odd")[:1])
+        assert [s.run_id for s in store.list_runs(app="even")] == ["r4", "r2", "r0"]
+        assert [s.run_id for s in store.list_runs(after="r3", limit=2)] == ["r2", "r1"]
+        assert [s.run_id for s in store.list_runs(app="even", after="r3")] == ["r2", "r0"]  # r3 is odd
+        assert [s.run_id for s in store.list_runs(after="r0")] == []
+        assert [s.run_id for s in store.list_runs(app="none")] == []
+        assert store.count_runs() == 5 and store.count_runs(app="even") == 3 and store.count_runs(cap=2) == 2
+        assert store.count_runs(state="running", app="odd") == 2 and store.count_runs(thread_id="t1") == 1
+        assert store.count_runs(state="ended") == 0
+
     def test_work_is_running_or_commanded_or_due_and_never_leased(self, store: Store) -> None:
         append_all(store, text_run("t1", "running", 2, app="a")[:2])
         append_all(store, text_run("t2", "ended", 1, app="a"))

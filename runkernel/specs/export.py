@@ -55,16 +55,20 @@ def _ordered_edges(machine: type[Any]) -> list[SpecEdge]:
     )
 
 
+def labelled_edges(machine: type[Any]) -> list[tuple[str | None, str | None, str | None]]:
+    """(source, target, label) of every edge of ``machine`` in the seed's drawing order;
+    None for the initial edge's source and the terminus's target, and for no label.
+    What ``mermaid`` draws, and what the console draws with the current state marked."""
+    return [(edge.source, edge.target, _label(machine, edge)) for edge in _ordered_edges(machine)]
+
+
 def mermaid() -> str:
     """One ``stateDiagram-v2`` block per machine, edge for edge as the seed draws them."""
     blocks = []
     for machine in MACHINES:
         lines = ["```mermaid", "stateDiagram-v2"]
-        for edge in _ordered_edges(machine):
-            source = edge.source or "[*]"
-            target = edge.target or "[*]"
-            label = _label(machine, edge)
-            lines.append(f"  {source} --> {target}" + (f": {label}" if label else ""))
+        for source, target, label in labelled_edges(machine):
+            lines.append(f"  {source or '[*]'} --> {target or '[*]'}" + (f": {label}" if label else ""))
         lines.append("```")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"

@@ -52,7 +52,12 @@ Call a tool body directly, as a driver would, with ``invocation_scope(RunCall(..
 inside it ``runkernel.current_invocation()`` answers that call (its operation id, the
 idempotency key; its lease epoch, the fencing token).
 
-No library module imports this package except the CLI's ``simulate`` command, lazily.
+Crash-test your own app at every boundary of its Run, with a report of what broke and of
+each tool's extra executor starts: ``runkernel.testing.crashtest`` (``crashtest(app,
+scenario) -> CrashReport``; ``runkernel crashtest --app MODULE:ATTR``).
+
+No library module imports this package except the CLI's ``simulate`` and ``crashtest``
+commands, lazily.
 """
 
 from __future__ import annotations

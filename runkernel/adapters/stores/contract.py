@@ -221,11 +221,26 @@ class Store(Protocol):
         ...
 
     def list_runs(
-        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+        self,
+        *,
+        state: str | None = None,
+        thread_id: str | None = None,
+        limit: int | None = None,
+        app: str | None = None,
+        after: str | None = None,
     ) -> list[RunSummary]:
         """Runs, newest activation first, optionally only those in ``state``
-        (``running``, ``awaiting``, ``ended``) or of one Thread; from the summary rows
-        each commit rewrites (``runkernel.adapters.stores.work``), never from history."""
+        (``running``, ``awaiting``, ``ended``), of one ``app`` or of one Thread, and
+        with ``after`` (a run id) only those activated before that Run (the next page);
+        from the summary rows each commit rewrites (``runkernel.adapters.stores.work``),
+        never from history."""
+        ...
+
+    def count_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, app: str | None = None, cap: int = 1000
+    ) -> int:
+        """How many Runs ``list_runs`` would list with these filters, counting at most
+        ``cap`` (a count that stops, so its cost never follows the store's size)."""
         ...
 
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:

@@ -150,15 +150,34 @@ class MemoryStore:
         return self._writers.get((thread_id, version))
 
     def list_runs(
-        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+        self,
+        *,
+        state: str | None = None,
+        thread_id: str | None = None,
+        limit: int | None = None,
+        app: str | None = None,
+        after: str | None = None,
     ) -> list[RunSummary]:
         found = [
             summary_of(snapshot, self._apps.get(run_id))
             for run_id, snapshot in reversed(list(self._runs.items()))
             if thread_id in (None, snapshot.thread_id)
         ]
-        found = [s for s in found if state in (None, s.state)]
+        found = [s for s in found if state in (None, s.state) and app in (None, s.app)]
+        if after is not None:
+            ids = [s.run_id for s in found]
+            if after in ids:
+                found = found[ids.index(after) + 1 :]
+            else:  # a Run filtered out: those activated before it, by activation order
+                order = list(self._runs)
+                before = order.index(after) if after in order else -1
+                found = [s for s in found if order.index(s.run_id) < before]
         return found if limit is None else found[:limit]
+
+    def count_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, app: str | None = None, cap: int = 1000
+    ) -> int:
+        return len(self.list_runs(state=state, thread_id=thread_id, app=app, limit=cap))
 
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
         with self._lock:

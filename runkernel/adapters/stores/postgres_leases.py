@@ -12,7 +12,7 @@ from runkernel.adapters.stores.leases import LeaseRow, acquired, checked_duratio
 from runkernel.adapters.stores.postgres_commit import NOW
 from runkernel.adapters.stores.postgres_connection import Connection, PostgresConnection
 from runkernel.adapters.stores.contract import Lease, LeaseStatus
-from runkernel.adapters.stores.work import RunSummary, listing_query, parent_from_columns, summary_from_row, work_query
+from runkernel.adapters.stores.work import RunSummary, count_query, listing_query, parent_from_columns, summary_from_row, work_query
 from runkernel.kernel.state import ParentCall
 
 
@@ -114,11 +114,26 @@ class PostgresLeases(PostgresConnection):
     # --- listing and work discovery ---------------------------------------------------
 
     def list_runs(
-        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+        self,
+        *,
+        state: str | None = None,
+        thread_id: str | None = None,
+        limit: int | None = None,
+        app: str | None = None,
+        after: str | None = None,
     ) -> list[RunSummary]:
-        query, params = listing_query("%s", "activated", state=state, thread_id=thread_id, limit=limit)
+        query, params = listing_query(
+            "%s", "activated", state=state, thread_id=thread_id, limit=limit, app=app, after=after
+        )
         rows = self._fetch_all(query, tuple(params))
         return [summary_from_row(r) for r in rows]
+
+    def count_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, app: str | None = None, cap: int = 1000
+    ) -> int:
+        query, params = count_query("%s", state=state, thread_id=thread_id, app=app, cap=cap)
+        row = self._fetch(query, tuple(params))
+        return 0 if row is None else int(row[0])
 
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
         rows = self._fetch_all(work_query("%s", NOW, "IS NOT DISTINCT FROM", "r.activated"), (app, limit))

@@ -40,6 +40,7 @@ from runkernel.adapters.stores.work import (
     STORE_TABLES,
     RunSummary,
     awaited_children,
+    count_query,
     listing_query,
     parent_columns,
     parent_from_columns,
@@ -73,7 +74,7 @@ from runkernel.kernel.state import (
 from runkernel.kernel.values import JsonValue
 
 SCHEMA_NAME = "runkernel-sqlite"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -98,6 +99,9 @@ CREATE TABLE runs (
     parent_call_id TEXT
 );
 CREATE INDEX runs_by_state ON runs (state, app);
+CREATE INDEX runs_by_state_only ON runs (state);
+CREATE INDEX runs_by_app ON runs (app);
+CREATE INDEX runs_by_thread ON runs (thread_id);
 CREATE TABLE awaited_children (
     parent_run_id TEXT NOT NULL,
     child_run_id TEXT NOT NULL,
@@ -421,11 +425,26 @@ class SqliteStore:
     # --- listing and work discovery ---------------------------------------------------
 
     def list_runs(
-        self, *, state: str | None = None, thread_id: str | None = None, limit: int | None = None
+        self,
+        *,
+        state: str | None = None,
+        thread_id: str | None = None,
+        limit: int | None = None,
+        app: str | None = None,
+        after: str | None = None,
     ) -> list[RunSummary]:
-        query, params = listing_query("?", "rowid", state=state, thread_id=thread_id, limit=limit)
+        query, params = listing_query(
+            "?", "rowid", state=state, thread_id=thread_id, limit=limit, app=app, after=after
+        )
         rows = self._read(lambda: self._db.execute(query, params).fetchall())
         return [summary_from_row(r) for r in rows]
+
+    def count_runs(
+        self, *, state: str | None = None, thread_id: str | None = None, app: str | None = None, cap: int = 1000
+    ) -> int:
+        query, params = count_query("?", state=state, thread_id=thread_id, app=app, cap=cap)
+        row = self._read(lambda: self._db.execute(query, params).fetchone())
+        return int(row[0])
 
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
         now = self._clock()

@@ -12,6 +12,8 @@ each commit's writer (worker id and lease epoch; none for the commits made befor
 Schema 4 lets work discovery find a quiet parent by key: each Run's row says whether
 the Run is quiet and names the parent call of a child's activation, and a table holds
 the children each quiet Run waits for (filled from the latest states and activations).
+Schema 5 adds the indexes that page ``runs`` and the console's Runs list by state, app
+or Thread, newest first, without reading every Run.
 """
 
 from __future__ import annotations
@@ -73,6 +75,12 @@ CREATE TABLE awaited_children (
 ) WITHOUT ROWID;
 """
 
+_SCHEMA_4_TO_5 = """
+CREATE INDEX runs_by_state_only ON runs (state);
+CREATE INDEX runs_by_app ON runs (app);
+CREATE INDEX runs_by_thread ON runs (thread_id);
+"""
+
 
 #: How long a migration waits for another writer's lock, as every store connection does.
 BUSY_TIMEOUT = 30.0
@@ -98,15 +106,17 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
         if version == SCHEMA_VERSION:
             db.execute("ROLLBACK")
             return version, version
-        if version not in (1, 2, 3):
+        if version not in (1, 2, 3, 4):
             raise SchemaError(
-                f"{name} has schema version {version}; this runkernel migrates 1, 2 and 3 to {SCHEMA_VERSION}"
+                f"{name} has schema version {version}; this runkernel migrates 1 to 4 to {SCHEMA_VERSION}"
             )
         if version == 1:
             _one_to_two(db, name)
         if version <= 2:
             _two_to_three(db, name)
-        _three_to_four(db, name)
+        if version <= 3:
+            _three_to_four(db, name)
+        _run_statements(db, _SCHEMA_4_TO_5)
         db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
         return version, SCHEMA_VERSION

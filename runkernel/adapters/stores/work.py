@@ -146,24 +146,52 @@ def has_work(
 SUMMARY_COLUMNS = "run_id, thread_id, state, step, version, app, waiting_for, wake_at"
 
 
+def _filters(
+    placeholder: str, *, state: str | None, thread_id: str | None, app: str | None
+) -> tuple[str, list[object]]:
+    """The WHERE clause of the listing's filters, and its parameters."""
+    clause = "WHERE 1 = 1"
+    params: list[object] = []
+    for column, value in (("state", state), ("app", app), ("thread_id", thread_id)):
+        if value is not None:
+            clause += f" AND {column} = {placeholder}"
+            params.append(value)
+    return clause, params
+
+
 def listing_query(
-    placeholder: str, newest_first: str, *, state: str | None, thread_id: str | None, limit: int | None
+    placeholder: str,
+    newest_first: str,
+    *,
+    state: str | None,
+    thread_id: str | None,
+    limit: int | None,
+    app: str | None = None,
+    after: str | None = None,
 ) -> tuple[str, list[object]]:
     """The ``runkernel runs`` query over a store's ``runs`` table, in the SQL dialect whose
-    parameter ``placeholder`` and newest-first ordering expression are given."""
-    query = f"SELECT {SUMMARY_COLUMNS} FROM runs WHERE 1 = 1"
-    params: list[object] = []
-    if state is not None:
-        query += f" AND state = {placeholder}"
-        params.append(state)
-    if thread_id is not None:
-        query += f" AND thread_id = {placeholder}"
-        params.append(thread_id)
+    parameter ``placeholder`` and newest-first ordering expression are given. ``after``
+    (a run id) pages: only Runs activated before that one, found by its key, so a page
+    is a range of an index, never a count of rows skipped."""
+    clause, params = _filters(placeholder, state=state, thread_id=thread_id, app=app)
+    query = f"SELECT {SUMMARY_COLUMNS} FROM runs {clause}"
+    if after is not None:
+        query += f" AND {newest_first} < (SELECT {newest_first} FROM runs WHERE run_id = {placeholder})"
+        params.append(after)
     query += f" ORDER BY {newest_first} DESC"
     if limit is not None:
         query += f" LIMIT {placeholder}"
         params.append(limit)
     return query, params
+
+
+def count_query(
+    placeholder: str, *, state: str | None, thread_id: str | None, app: str | None, cap: int
+) -> tuple[str, list[object]]:
+    """How many Runs match the listing's filters, at most ``cap``: index entries counted
+    without reading the rows, and the count stops at the cap."""
+    clause, params = _filters(placeholder, state=state, thread_id=thread_id, app=app)
+    return f"SELECT count(*) FROM (SELECT 1 FROM runs {clause} LIMIT {placeholder}) AS capped", [*params, cap]
 
 
 def work_query(placeholder: str, now: str, same_app: str, oldest_first: str) -> str:

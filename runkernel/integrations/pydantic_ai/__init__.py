@@ -2,10 +2,13 @@
 
 ::
 
-    durable = RunkernelDurability("sqlite:///agent.db", tools={"search": "replay", ...})
+    durable = RunkernelDurability("sqlite:///agent.db", tools={"search": "replay", "send_email": "indeterminate"})
     agent = Agent(model, output_type=[str, DeferredToolRequests], capabilities=[durable])
-    result = await agent.run("...")                    # a Run in the Thread = conversation id
-    result = await durable.resume(agent, run_id)       # after a crash, or with answers
+    result = await agent.run("...", conversation_id="inbox-1")  # a Run in Thread inbox-1
+    result = await durable.resume(agent, run_id)                # after a crash, or with answers
+
+(each tool's recovery policy is a ``ToolPolicy`` or one of ``"replay"``,
+``"reconnect"``, ``"indeterminate"``; docs/pydantic-ai.md has the whole guide).
 
 Each model request is one inference step (its ``ModelResponse`` kept verbatim as message
 metadata where the build has it); the response's function calls form the step's ordered
@@ -40,6 +43,14 @@ A streamed response (``agent.run_stream``, ``iter``) is committed only once comp
 with ``checkpoint_every=N`` the text so far is saved every N deltas as a best-effort
 checkpoint, never truth: after a crash the model is asked again.
 
+A module-level durable agent works from any thread (the store URL is opened once per
+thread). A model error that ``transient`` calls transient (default
+``pydantic_ai_transient``: HTTP 408/409/429/5xx, connection errors, timeouts) commits
+nothing: the request is sent again after a capped backoff, up to ``model_attempts``
+times; any other ends the Run ``failed``. The activation records the type of the run's
+``deps``; ``resume`` with deps of another type raises ``DepsMismatch``, and
+``worker_app(agent, name=..., deps=factory)`` gives each Run under a worker its deps.
+
 Pydantic AI runs function tools first and collects deferred ones at the end of the step,
 so the batch is committed in that order (function calls, then deferred calls, each in the
 model's order) and tools run one at a time (``parallel_execution_mode('sequential')``).
@@ -49,14 +60,18 @@ from typing import TYPE_CHECKING
 
 from runkernel._deprecation import Moved, moved_names
 from runkernel.adapters.drive.invocation import current_invocation, invocation_scope
-from runkernel.integrations.pydantic_ai._capability import DurableAgentApp, RunkernelDurability, StatusFunction
+from runkernel.integrations.pydantic_ai._capability import RunkernelDurability, StatusFunction
 from runkernel.integrations.pydantic_ai._context import (
     DeferredAfterStart,
+    DepsMismatch,
     IntegrationError,
     RunEnded,
     StillRunning,
+    SystemPromptNotKept,
 )
+from runkernel.integrations.pydantic_ai._errors import pydantic_ai_transient
 from runkernel.integrations.pydantic_ai._mapping import to_model_messages
+from runkernel.integrations.pydantic_ai._worker import DepsFactory, DurableAgentApp
 
 if TYPE_CHECKING:  # type checkers see the old name as the one that replaced it
     from runkernel.adapters.drive.actions import RunCall
@@ -69,13 +84,17 @@ else:
 
 __all__ = [
     "DeferredAfterStart",
+    "DepsFactory",
+    "DepsMismatch",
     "DurableAgentApp",
     "IntegrationError",
     "RunEnded",
     "RunkernelDurability",
     "StatusFunction",
     "StillRunning",
+    "SystemPromptNotKept",
     "current_invocation",
     "invocation_scope",
+    "pydantic_ai_transient",
     "to_model_messages",
 ]

@@ -8,35 +8,40 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import attrs
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved
+from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed, ToolFailedError, ToolRetryError
-from pydantic_ai.messages import (
-    AgentStreamEvent, ModelMessage, ModelMessagesTypeAdapter, ModelResponse, PartDeltaEvent, PartStartEvent, TextPart,
-    TextPartDelta, ToolCallPart,
+from pydantic_ai.exceptions import (
+    ApprovalRequired, CallDeferred, ModelRetry, RetryModelRequest, ToolFailed, ToolFailedError, ToolRetryError,
 )
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import RunContext
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
-    Approve, AsyncDriver, CallRequest, CheckStatus, Done, EndCauseKind, Hold, Infer, Permit, RunCall, StatusReply,
-    StoreError, ToolPolicy, WaitFor, WaitKind, open_store,
+    Approve, AsyncDriver, CallRequest, CheckStatus, Done, EndCauseKind, Infer, RunCall, StatusReply, StoreError,
+    ToolPolicy, WaitFor, WaitKind,
 )
 from runkernel.adapters.drive.actions import Action
 from runkernel.adapters.drive.invocation import invocation_scope
+from runkernel.adapters.drive.model_errors import DEFAULT_MODEL_ATTEMPTS, TransientPredicate
 from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
 from runkernel.integrations.pydantic_ai._context import (
-    _PICK_UP, DeferredAfterStart, IntegrationError, PickUp, RunEnded, StillRunning,
+    _PICK_UP, DeferredAfterStart, DepsMismatch, IntegrationError, PickUp, RunEnded, StillRunning,
+    _warn_if_system_prompt,
 )
+from runkernel.integrations.pydantic_ai._errors import ended_message, pydantic_ai_transient
+from runkernel.integrations.pydantic_ai._events import StreamListener
+from runkernel.integrations.pydantic_ai._gate import DeclaredGate
 from runkernel.integrations.pydantic_ai._mapping import (
-    _answer_of, _approval_functions, _deferred_answer, _error_value, _payloads, _shown, to_model_messages,
+    _answer_of, _deferred_answer, _deps_type, _error_value, _payloads, _recorded_deps_type, _shown, to_model_messages,
 )
+from runkernel.integrations.pydantic_ai._stores import ThreadStores
+from runkernel.integrations.pydantic_ai._worker import DepsFactory, DurableAgentApp
 from runkernel.kernel import (
-    CallCompleted, CallIndeterminate, Ended, IndeterminateChoice, JsonValue, Message, RecoveryMode, Role, ToolCall,
-    TypedError,
+    CallCompleted, CallIndeterminate, IndeterminateChoice, JsonValue, Message, RecoveryMode, Role, TypedError,
 )
 from runkernel.kernel.policies import tool_policies
 
@@ -49,16 +54,43 @@ StatusFunction = (
 
 
 @dataclass
-class RunkernelDurability(AbstractCapability[Any]):
-    """Attach to an ``Agent`` (``capabilities=[...]``) to make its runs durable Runs.
+class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any]):
+    """Attach to an ``Agent`` (``capabilities=[durable]``) to make each of its runs a
+    durable runkernel Run: every model response committed as an inference step, every
+    tool call committed ``Executing{n}`` before its body runs, approvals and external
+    tools committed waits. A module-level instance is safe to use from any thread.
 
-    ``store`` is a URL (``sqlite:///agent.db``) or an open ``Store``; ``tools`` gives every
-    tool the model may call its ``ToolPolicy`` or one of ``"replay"``, ``"reconnect"``,
-    ``"indeterminate"`` (declared external tools included);
-    ``status`` gives each reconnect tool its ``status(operation_id, lease_epoch) ->
-    StatusReply`` (the lease epoch: the fencing token, for the downstream);
-    ``questions`` names the external tools a person answers (an input wait). The Thread is
-    the run's ``conversation_id``, a new Run's id its ``run_id``.
+    - ``store``: a URL (``sqlite:///agent.db``, ``postgresql://...``), opened once per
+      thread that runs the agent, or an open ``Store`` (then yours to share safely).
+    - ``tools``: every tool the model may call, with its recovery policy: a
+      ``ToolPolicy`` or ``"replay"``, ``"reconnect"``, ``"indeterminate"`` (declared
+      external tools included). ``status``: each reconnect tool's
+      ``status(operation_id, lease_epoch) -> StatusReply`` (the lease epoch: the fencing
+      token, for the downstream). ``questions``: the external tools a person
+      answers (an input wait).
+    - ``transient(error)``: which model errors are retried (default
+      ``pydantic_ai_transient``: HTTP 408/409/429/5xx, connection errors, timeouts);
+      ``model_attempts`` attempts of one model call, waiting ``sleep(seconds)`` between
+      them (capped exponential backoff: 1, 2, 4, 8, then 10 s). The Run stays Running
+      meanwhile; a non-transient error, or the last attempt's, ends it ``failed`` and is
+      raised to the caller.
+    - ``event_stream_handler(ctx, events)``: called once per event of the run, with an
+      async iterable of that one event (as Pydantic AI's durable engines call theirs).
+    - ``app``: recorded on the Runs ``agent.run`` starts, so that ``runkernel worker``
+      with ``worker_app(agent, name=app)`` continues them (after an approval answered
+      with ``runkernel resume``, or a crash).
+    - ``max_steps``: steps before the Run ends ``step_limit``. ``on_indeterminate``: a
+      call nobody knows the outcome of is shown to the model with its operation id
+      (``PUBLISH``) or ends the Run ``outcome_unknown`` (``END_RUN``). ``status_asks``
+      and ``poll_interval``: how often, and how far apart, a reconnect tool is asked in
+      one go while it says running. ``checkpoint_every``: save a streamed response's
+      text every N deltas (a best-effort checkpoint, never truth).
+
+    The Thread is the run's ``conversation_id``, a new Run's id its ``run_id``; the
+    activation records the type of the run's ``deps``, and ``resume`` refuses deps of
+    another type (``DepsMismatch``). Continue a Run with ``resume``; host it under
+    ``runkernel worker`` with ``worker_app``. ``system_prompt`` parts are not committed
+    (``SystemPromptNotKept`` is warned): use ``instructions=``.
     """
 
     store: str | Store
@@ -73,7 +105,16 @@ class RunkernelDurability(AbstractCapability[Any]):
     status_asks: int | None = None
     #: save a best-effort stream checkpoint every this many streamed text deltas (0: never)
     checkpoint_every: int = 0
-    _opened: list[Store] = field(default_factory=list, repr=False)
+    #: which exceptions of a model call are worth another attempt
+    transient: TransientPredicate = pydantic_ai_transient
+    #: attempts of one model call before the Run ends failed (in one process's hands)
+    model_attempts: int = DEFAULT_MODEL_ATTEMPTS
+    #: waits out a transient model error's backoff (a test gives one that only records)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    #: Pydantic AI's event stream handler, called per event (see the class docstring)
+    event_stream_handler: EventStreamHandler[Any] | None = None
+    #: the app the Runs ``agent.run`` starts record (a worker of that app continues them)
+    app: str | None = None
 
     def __post_init__(self) -> None:
         policies = tool_policies(self.tools)  # "replay" and the like become their ToolPolicy
@@ -81,6 +122,7 @@ class RunkernelDurability(AbstractCapability[Any]):
         for name, policy in policies.items():
             if policy.recovery.mode is RecoveryMode.RECONNECT and name not in self.status:
                 raise ValueError(f"tool {name!r} reconnects after a crash: give it status={{{name!r}: fn}}")
+        self._stores = ThreadStores(self.store)
         self._reset()
 
     def _reset(self) -> None:
@@ -94,10 +136,13 @@ class RunkernelDurability(AbstractCapability[Any]):
     # --- public -----------------------------------------------------------------------
 
     def open(self) -> Store:
-        """The store, opened once and shared by this capability's runs."""
-        if not self._opened:
-            self._opened.append(open_store(self.store) if isinstance(self.store, str) else self.store)
-        return self._opened[0]
+        """The store, as this thread uses it (a URL is opened once per thread)."""
+        return self._stores.get()
+
+    def close(self) -> None:
+        """Close the stores this capability opened, in every thread (an open ``Store``
+        given to it stays open)."""
+        self._stores.close()
 
     def active_run(self, conversation_id: str) -> str | None:
         """The conversation's Run that is not Ended (at most one), if any."""
@@ -121,42 +166,66 @@ class RunkernelDurability(AbstractCapability[Any]):
         """Continue Run ``run_id`` from the store alone (after a crash, in any process, or
         with the answers to its ``DeferredToolRequests``): the one documented call.
         Answers are applied ticket by ticket in call order; commands queued with
-        ``runkernel resume`` are applied first. ``driver``: one that already holds the
-        Run's lease (what ``runkernel worker`` hands; see ``worker_app``). Returns
-        ``agent.run``'s result."""
+        ``runkernel resume`` are applied first. ``run`` goes to ``agent.run`` (``deps=``
+        must be of the type the Run started with, else ``DepsMismatch``). ``driver``:
+        one that already holds the Run's lease (what ``runkernel worker`` hands; see
+        ``worker_app``). Returns ``agent.run``'s result."""
         store = driver.store if driver is not None else self.open()
         thread_id = store.thread_of(run_id)
         if thread_id is None:
             raise IntegrationError(f"run {run_id!r} is not in the store")
-        token = _PICK_UP.set(PickUp(run_id, _payloads(deferred_tool_results), driver))  # refused here, before anything
+        messages = store.messages(thread_id)
+        pick_up = PickUp(run_id, _payloads(deferred_tool_results), driver, _recorded_deps_type(messages, run_id))
+        token = _PICK_UP.set(pick_up)  # answers refused above, before anything
         try:
-            history = to_model_messages(store.messages(thread_id))
-            return await agent.run(message_history=history, conversation_id=thread_id, **run)
+            return await agent.run(message_history=to_model_messages(messages), conversation_id=thread_id, **run)
         finally:
             _PICK_UP.reset(token)
 
-    def worker_app(self, agent: Agent[Any, Any], *, name: str) -> DurableAgentApp:
+    def worker_app(self, agent: Agent[Any, Any], *, name: str, deps: DepsFactory | None = None) -> DurableAgentApp:
         """``agent`` as the app of ``runkernel worker --app MODULE:ATTR``, for Runs whose
         app is ``name`` (``runkernel start --app NAME``): each Run with work (new, orphaned
         by a dead worker, or answered with ``runkernel resume``) is resumed under the
-        worker's lease, and its tools see the lease epoch (``current_invocation()``)."""
-        return DurableAgentApp(name, self, agent, self.tools, self.max_steps, self.on_indeterminate)
+        worker's lease, and its tools see the lease epoch (``current_invocation()``).
+        ``deps(run_id)`` (sync or async) makes each Run's deps."""
+        _warn_if_system_prompt(agent)
+        return DurableAgentApp(
+            name, self, agent, self.tools, self.max_steps, self.on_indeterminate, self.transient, self.model_attempts,
+            deps,
+        )
 
     # --- capability hooks -------------------------------------------------------------
 
+    def for_agent(self, agent: Any) -> RunkernelDurability:
+        """Bound to ``agent`` at its construction: warns ``SystemPromptNotKept`` if it has
+        ``system_prompt`` parts (a resumed run would be sent none of them)."""
+        _warn_if_system_prompt(agent)
+        return self
+
     async def for_run(self, ctx: Any) -> RunkernelDurability:
+        """A copy for one agent run: the per-run driver is its own, the stores shared."""
         layer = copy.copy(self)  # shares the opened store, not the per-run driver
         layer._reset()
         return layer
 
     async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
+        """Start a Run (``agent.run``) or pick one up (``resume``), run the agent, and end
+        the Run with its final answer, or ``failed`` if the agent raised."""
         pick_up = self._pick_up = _PICK_UP.get()
+        if pick_up is not None and pick_up.deps_type is not None and pick_up.deps_type != _deps_type(ctx.deps):
+            raise DepsMismatch(
+                f"run {pick_up.run_id!r} started with deps of type {pick_up.deps_type}; resume it with deps of that"
+                f" type, not {_deps_type(ctx.deps)} (its tools would otherwise see other deps than before the crash)"
+            )
+        if ctx.agent is not None:
+            _warn_if_system_prompt(ctx.agent)  # system_prompt functions registered after construction
         if pick_up is not None and pick_up.driver is not None:
             driver = pick_up.driver
             driver.gate = self  # Pydantic AI's declarations are known from here on
         else:
             driver = AsyncDriver(
-                self.open(), self.tools, gate=self, max_steps=self.max_steps, on_indeterminate=self.on_indeterminate
+                self.open(), self.tools, gate=self, max_steps=self.max_steps, on_indeterminate=self.on_indeterminate,
+                transient=self.transient, model_attempts=self.model_attempts, app=self.app,
             )
         self._driver = driver
         if pick_up is None:
@@ -179,6 +248,9 @@ class RunkernelDurability(AbstractCapability[Any]):
         return result
 
     async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> ModelResponse:
+        """Commit the model's complete response as the step (its calls the step's batch).
+        A transient model error commits nothing: the same request is sent again after the
+        backoff; any other (or the last attempt's) ends the Run ``failed`` and is raised."""
         driver = await self._ready(ctx)
         if isinstance(self._action, Done):
             raise self._ended(self._action)
@@ -189,7 +261,7 @@ class RunkernelDurability(AbstractCapability[Any]):
             raise IntegrationError(
                 f"tools without a recovery policy: {missing}; give each a ToolPolicy in RunkernelDurability(tools=...)"
             )
-        response: ModelResponse = await handler(request_context)
+        response: ModelResponse = await handler(request_context)  # failed attempts: on_model_request_error
         output_tools = {tool.name for tool in params.output_tools}
         calls = [c for c in response.tool_calls if c.tool_name not in output_tools]
         calls.sort(key=lambda c: self._wait_kind(c.tool_name, c.args_as_dict()) is not None)  # stable sort
@@ -201,7 +273,21 @@ class RunkernelDurability(AbstractCapability[Any]):
         await self._settle(await driver.inferred(content, requests, metadata=metadata))
         return response
 
+    async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> ModelResponse:
+        """A model call raised: nothing is committed. The interpreter decides (``transient``,
+        ``model_attempts``): another attempt of the same request after its backoff
+        (Pydantic AI's ``RetryModelRequest``), or the Run ends ``failed`` and ``error`` is
+        raised."""
+        assert self._driver is not None
+        self._action = action = await self._driver.inference_failed(error)
+        if not isinstance(action, Infer):
+            raise error  # the Run is Ended failed with it, committed
+        await self.sleep(action.retry_after)
+        raise RetryModelRequest()
+
     async def wrap_tool_execute(self, ctx: Any, *, call: ToolCallPart, tool_def: Any, args: Any, handler: Any) -> Any:
+        """Run a call only as runkernel hands it (``Executing{n}`` durable first); a call
+        already terminal shows its committed result, never runs again."""
         driver = await self._ready(ctx)
         while True:
             action, committed = self._action, driver.call(call.tool_call_id)
@@ -224,6 +310,8 @@ class RunkernelDurability(AbstractCapability[Any]):
             raise IntegrationError(f"tool call {call.tool_call_id!r} out of runkernel's order (it expects {action!r})")
 
     async def handle_deferred_tool_calls(self, ctx: Any, *, requests: DeferredToolRequests) -> DeferredToolResults | None:
+        """Answer the deferred calls runkernel already has answers for (committed, or
+        given to ``resume``); the others go back to the caller as ``DeferredToolRequests``."""
         driver = await self._ready(ctx)
         results = DeferredToolResults()
         for part in [*requests.approvals, *requests.calls]:
@@ -243,55 +331,6 @@ class RunkernelDurability(AbstractCapability[Any]):
                 results.calls[call_id] = answer
         return results if results.approvals or results.calls else None
 
-    @property
-    def has_on_event(self) -> bool:
-        """Listen to the run's events only to checkpoint a stream (listening makes
-        Pydantic AI stream every model request)."""
-        return self.checkpoint_every > 0
-
-    def listens_to(self, event: AgentStreamEvent) -> bool:
-        return self.checkpoint_every > 0 and isinstance(event, (PartStartEvent, PartDeltaEvent))
-
-    async def on_event(self, ctx: Any, *, event: AgentStreamEvent) -> None:
-        """Every ``checkpoint_every`` text deltas of a streamed response, save the text so
-        far as the step's best-effort checkpoint (``Infer.partial`` after a crash; the
-        model is asked again all the same)."""
-        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-            self._streamed.append(event.part.content)
-        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-            self._streamed.append(event.delta.content_delta)
-        else:
-            return
-        due = len(self._streamed) % self.checkpoint_every == 0
-        if due and isinstance(self._action, Infer) and self._driver is not None:
-            await self._driver.checkpoint({"text": "".join(self._streamed)})
-
-    # --- the gate (the driver asks it before each call) -------------------------------
-
-    def check(self, run_id: str, call: ToolCall) -> Permit | Hold:
-        """runkernel's gate: Pydantic AI's declarations decide which calls wait."""
-        wait = self._wait_kind(call.tool, call.arguments)
-        # no request: the call's arguments are committed with it already
-        return Permit() if wait is None else Hold(wait)
-
-    def _wait_kind(self, tool: str, arguments: Any) -> WaitKind | None:
-        """What a call of ``tool`` waits for before it runs: ``requires_approval=True`` or a
-        toolset's approval function (an approval), a declared external tool (an external
-        answer, or a person's input for ``questions``); None when it runs at once."""
-        kind = self._kind(tool)
-        if kind == "external":
-            return WaitKind.INPUT if tool in self.questions else WaitKind.EXTERNAL
-        if kind == "unapproved" or (kind == "function" and self._conditionally_approved(tool, arguments)):
-            return WaitKind.APPROVAL
-        return None
-
-    def _conditionally_approved(self, tool: str, arguments: Any) -> bool:
-        manager, ctx = self._tool_manager, self._ctx
-        entry = manager.tools.get(tool) if manager is not None and manager.tools is not None else None
-        if manager is None or entry is None or ctx is None or not isinstance(arguments, dict):
-            return False
-        return any(ask(ctx, entry.tool_def, arguments) for ask in _approval_functions(manager.toolset, entry.toolset))
-
     # --- plumbing ---------------------------------------------------------------------
 
     async def _start(self, ctx: Any, driver: AsyncDriver) -> Action:
@@ -304,7 +343,8 @@ class RunkernelDurability(AbstractCapability[Any]):
             )
         if ctx.prompt is None:
             raise IntegrationError("a new durable Run needs a user prompt")
-        prompt = Message(Role.USER, to_jsonable_python(ctx.prompt))
+        recorded = {"runkernel": {"run_id": ctx.run_id, "deps_type": _deps_type(ctx.deps)}}  # resume checks it
+        prompt = Message(Role.USER, to_jsonable_python(ctx.prompt), metadata=recorded)
         return await driver.start([prompt], thread_id=thread_id, run_id=ctx.run_id)
 
     async def _ready(self, ctx: Any) -> AsyncDriver:
@@ -333,18 +373,7 @@ class RunkernelDurability(AbstractCapability[Any]):
 
     def _ended(self, done: Done) -> RunEnded:
         unknown = self._driver.unreconciled if self._driver is not None else ()
-        return RunEnded(
-            f"run {done.run_id!r} ended {done.cause.kind.value}; reconcile operation ids {list(unknown)} downstream",
-            done.cause.kind,
-            unknown,
-        )
-
-    def _kind(self, tool: str) -> str | None:
-        try:
-            definition = self._tool_manager.get_tool_def(tool) if self._tool_manager is not None else None
-        except ValueError:  # not prepared for a step yet
-            return None
-        return definition.kind if definition is not None else None
+        return RunEnded(ended_message(done.run_id, done.cause, unknown), done.cause.kind, unknown)
 
     async def _execute(self, action: RunCall, args: Any, handler: Any) -> Any:
         assert self._driver is not None
@@ -367,29 +396,3 @@ class RunkernelDurability(AbstractCapability[Any]):
         await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
         return result
 
-
-@attrs.frozen
-class DurableAgentApp:
-    """A durable agent as the app of ``runkernel worker`` (an ``AsyncPushApp``); made by
-    ``RunkernelDurability.worker_app``. Each Run the worker hands it is resumed with the
-    worker's driver until it waits or ends; a Run the agent ended (a failure, or an
-    Indeterminate call under ``END_RUN``) is committed, so the worker goes on. ``tools``,
-    ``max_steps`` and ``on_indeterminate`` are the capability's, for the worker's driver."""
-
-    name: str
-    durability: RunkernelDurability = attrs.field(repr=False)
-    agent: Agent[Any, Any] = attrs.field(repr=False)
-    tools: Mapping[str, ToolPolicy | str] = attrs.field(repr=False)
-    max_steps: int = attrs.field(repr=False)
-    on_indeterminate: IndeterminateChoice = attrs.field(repr=False)
-
-    async def drive(self, driver: AsyncDriver, run_id: str) -> None:
-        """Resume ``run_id`` with ``driver`` (it holds the worker's lease) until it is quiet."""
-        try:
-            await self.durability.resume(self.agent, run_id, driver=driver)
-        except StillRunning:
-            return  # quiet for now: the worker asks again at a later poll
-        except Exception:
-            snapshot = driver.snapshot
-            if snapshot is None or not isinstance(snapshot.state, Ended):
-                raise  # a store failure or a lost lease: the worker counts it

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import contextvars
+import warnings
+import weakref
+from collections.abc import AsyncIterator
+from typing import Any
 
 import attrs
+from pydantic_ai.messages import AgentStreamEvent
 
 from runkernel import AsyncDriver, EndCauseKind, PeerError, RunCall, UsageError
 from runkernel._deprecation import RenamedClass
@@ -24,11 +29,23 @@ class DeferredAfterStart(IntegrationError):
     wait instead."""
 
 
+class DepsMismatch(IntegrationError):
+    """The host's fault: a Run is resumed with ``deps`` of another type than it started
+    with (recorded with its activation); its tools would see other deps than before.
+    Resume it with deps of the type the message names."""
+
+
+class SystemPromptNotKept(UserWarning):
+    """Warned once per durable agent with ``system_prompt`` parts: they are not committed,
+    and a run continued from history is sent none of them. Use ``instructions=``."""
+
+
 class RunEnded(PeerError):
-    """Not the host's fault: the Run ended while the agent still ran (an end from
-    outside, such as ``runkernel cancel``, or ``on_indeterminate=END_RUN`` after a call
-    whose outcome nobody knows): ``cause`` is committed, and ``operation_ids`` names the
-    Indeterminate calls to reconcile downstream."""
+    """Not the host's fault: the Run is Ended (it failed, reached ``max_steps``, was
+    cancelled with ``runkernel cancel``, or ended ``outcome_unknown`` under
+    ``on_indeterminate=END_RUN``): ``cause`` is committed, the message says what to do
+    for it, and ``operation_ids`` names the Indeterminate calls to reconcile downstream
+    (empty when there are none). An Ended Run is never resumed."""
 
     def __init__(self, message: str, cause: EndCauseKind, operation_ids: tuple[str, ...]) -> None:
         super().__init__(message)
@@ -62,12 +79,38 @@ class _Invocation(metaclass=RenamedClass):
 
 @attrs.frozen
 class PickUp:
-    """The Run ``resume`` asks the next agent run to pick up: its answers by call id, and
-    the driver to use (a worker's, holding the lease) or None for a fresh one."""
+    """The Run ``resume`` asks the next agent run to pick up: its answers by call id, the
+    driver to use (a worker's, holding the lease) or None for a fresh one, and the deps
+    type its activation recorded (None: not activated by this integration)."""
 
     run_id: str
     answers: dict[str, ResumePayload | Answer]
     driver: AsyncDriver | None = None
+    deps_type: str | None = None
 
 
 _PICK_UP: contextvars.ContextVar[PickUp | None] = contextvars.ContextVar("runkernel_pick_up", default=None)
+
+#: Agents already warned that their ``system_prompt`` parts are not kept (once each), by
+#: id while they live (an ``Agent`` is not hashable)
+_WARNED: set[int] = set()
+
+
+async def _one(event: AgentStreamEvent) -> AsyncIterator[AgentStreamEvent]:
+    yield event
+
+
+def _warn_if_system_prompt(agent: Any) -> None:
+    """Warn once per agent that has ``system_prompt`` parts: they are not committed."""
+    parts = [*getattr(agent, "_system_prompts", ()), *getattr(agent, "_system_prompt_functions", ())]
+    if parts and id(agent) not in _WARNED:
+        _WARNED.add(id(agent))
+        weakref.finalize(agent, _WARNED.discard, id(agent))
+        warnings.warn(
+            SystemPromptNotKept(
+                f"agent {getattr(agent, 'name', None) or ''!s}: its system_prompt parts are not committed with the Run,"
+                " and Pydantic AI sends none of them when a run continues from history (RunkernelDurability.resume);"
+                " give them as instructions=... (sent with every request) instead"
+            ),
+            stacklevel=3,
+        )

@@ -117,6 +117,24 @@ def _answer_of(payload: ResumePayload | Answer) -> Any:
     return getattr(payload, "value", None)
 
 
+def _deps_type(deps: Any) -> str:
+    """A deps value's type as recorded with a Run's activation (``module.QualName``)."""
+    kind = type(deps)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _recorded_deps_type(messages: Sequence[Message], run_id: str) -> str | None:
+    """The deps type the activation of ``run_id`` recorded on its user prompt, if any
+    (a Run started by ``runkernel start`` records none)."""
+    for message in reversed(messages):
+        metadata = getattr(message, "metadata", None)
+        recorded = metadata.get("runkernel") if message.role is Role.USER and isinstance(metadata, dict) else None
+        if isinstance(recorded, dict) and recorded.get("run_id") == run_id:
+            deps_type = recorded.get("deps_type")
+            return deps_type if isinstance(deps_type, str) else None
+    return None
+
+
 def to_model_messages(messages: Sequence[Message]) -> list[ModelMessage]:
     """Rebuild Pydantic AI's history from committed messages: an assistant message's
     metadata is its ``ModelResponse`` verbatim; without it, text and tool calls."""

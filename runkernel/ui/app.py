@@ -1,0 +1,226 @@
+"""The console's web application: Starlette routes over one store URL, pages rendered
+by Jinja2 with autoescaping (committed data is hostile input: a ``<script>`` in a
+message, a tool name or an id is text), one small script for live updates and no
+JavaScript build step.
+
+Each request opens the store, reads (or queues one command) and closes it, so a page
+always shows the latest commits and no connection is shared between threads. Writing
+routes (resume, reconcile) exist only without ``read_only``; they call the CLI's own
+code (``submit_resume``, ``find_indeterminate`` and ``record_reconciliation``), so a
+command the CLI refuses is refused here with the same rule, and nothing is queued.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from runkernel.adapters.drive.inbox import submit_resume
+from runkernel.adapters.stores.contract import Reconciliation, Store
+from runkernel.adapters.stores.damage import check_snapshot
+from runkernel.adapters.stores.export import export_lines
+from runkernel.adapters.stores.inspect_view import find_indeterminate
+from runkernel.adapters.stores.urls import open_store, redacted
+from runkernel.kernel.protocol import Approve, Deny, ProvideInput, ResumeCommand, ResumePayload
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.values import WaitKind
+from runkernel.ui.security import Guard, csrf_refusal, csrf_value
+from runkernel.ui.views import (
+    FORMS_BY_WAIT,
+    STATES,
+    RunFilter,
+    pending_waits,
+    run_detail,
+    runs_page,
+    unreconciled_calls,
+)
+
+_HERE = Path(__file__).parent
+RECONCILE_OUTCOMES = ("applied", "not_applied", "compensated", "unknown")
+
+
+class Console:
+    """The console over one store: its pages and, unless read-only, its forms."""
+
+    def __init__(self, store_url: str, token: str, *, read_only: bool = False, hosts: frozenset[str] | None = None) -> None:
+        self.store_url = store_url
+        self.token = token
+        self.read_only = read_only
+        self.guard = Guard(token, hosts)
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(_HERE / "templates"),
+            autoescape=True,  # every value is escaped, whatever the template's name
+            undefined=jinja2.StrictUndefined,
+        )
+        self.templates.filters["json"] = _json_text
+
+    @contextlib.contextmanager
+    def store(self, *, write: bool = False) -> Iterator[Store]:
+        """The store for one request: read-only unless the request writes."""
+        store = open_store(self.store_url, create=False, read_only=not write)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    def page(self, request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
+        body = self.templates.get_template(template).render(
+            store=redacted(self.store_url),
+            read_only=self.read_only,
+            csrf=csrf_value(self.token),
+            path=request.url.path,
+            **values,
+        )
+        return HTMLResponse(body, status_code=status)
+
+    # --- pages ------------------------------------------------------------------------
+
+    def runs(self, request: Request) -> Response:
+        query = request.query_params
+        state = query.get("state") or None
+        if state is not None and state not in STATES:
+            return self.page(request, "message.html", 400, title="Bad filter", text=f"state must be one of {', '.join(STATES)}")
+        where = RunFilter(state, query.get("app") or None, query.get("thread") or None)
+        with self.store() as store:
+            page = runs_page(store, where, query.get("after") or None)
+        return self.page(request, "runs.html", where=where, page=page, states=STATES)
+
+    def run(self, request: Request) -> Response:
+        run_id = request.query_params.get("id", "")
+        with self.store() as store:
+            snapshot = store.run(run_id)
+            if snapshot is None:
+                return self.page(request, "message.html", 404, title="No such Run", text=f"no committed run {run_id!r}")
+            check_snapshot(snapshot, store.commits(snapshot.thread_id))
+            detail = run_detail(store, snapshot)
+        return self.page(
+            request,
+            "run.html",
+            run_id=run_id,
+            d=detail,
+            forms=FORMS_BY_WAIT,
+            outcomes=RECONCILE_OUTCOMES,
+            notice=request.query_params.get("notice"),
+        )
+
+    def trace(self, request: Request) -> Response:
+        """The Run's Thread as a runkernel/2 trace (what ``runkernel export`` prints)."""
+        run_id = request.query_params.get("run", "")
+        with self.store() as store:
+            thread_id = store.thread_of(run_id)
+            if thread_id is None:
+                return self.page(request, "message.html", 404, title="No such Run", text=f"no committed run {run_id!r}")
+            text = "".join(line + "\n" for line in export_lines(store, thread_id, redact=False))
+        safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in thread_id)
+        return Response(
+            text,
+            media_type="application/x-ndjson",
+            headers={"content-disposition": f'attachment; filename="{safe_name}.jsonl"'},
+        )
+
+    def approvals(self, request: Request) -> Response:
+        with self.store() as store:
+            waits, next_after = pending_waits(store, request.query_params.get("after") or None)
+            unreconciled = unreconciled_calls(store)
+        return self.page(
+            request,
+            "approvals.html",
+            waits=waits,
+            next_after=next_after,
+            unreconciled=unreconciled,
+            outcomes=RECONCILE_OUTCOMES,
+            forms=FORMS_BY_WAIT,
+            notice=request.query_params.get("notice"),
+        )
+
+    # --- forms ------------------------------------------------------------------------
+
+    async def resume(self, request: Request) -> Response:
+        form = await self.guard.checked_form(request)
+        if form is None:
+            return csrf_refusal()
+        run_id, ticket_id, action = (str(form.get(k, "")) for k in ("run_id", "ticket_id", "action"))
+        back = _local(str(form.get("back", "/approvals")))
+        payload: tuple[WaitKind, ResumePayload]
+        if action == "approve":
+            payload = WaitKind.APPROVAL, Approve()
+        elif action == "deny":
+            payload = WaitKind.APPROVAL, Deny(str(form.get("reason", "")).strip() or None)
+        elif action == "input":
+            payload = WaitKind.INPUT, ProvideInput(str(form.get("input", "")))
+        else:
+            return self.page(request, "message.html", 400, title="Refused", text=f"unknown action {action!r}")
+        if not run_id or not ticket_id:
+            return self.page(request, "message.html", 400, title="Refused", text="the form names no Run or ticket")
+        with self.store(write=True) as store:
+            result = submit_resume(store, ResumeCommand(run_id, ticket_id, payload[0], payload[1]))
+        if isinstance(result, Rejection):
+            return self.page(request, "message.html", 409, title="Refused, nothing queued", text=str(result), back=back)
+        return _see(back, f"queued command {result} ({action}) for run {run_id}; a worker applies it")
+
+    async def reconcile(self, request: Request) -> Response:
+        form = await self.guard.checked_form(request)
+        if form is None:
+            return csrf_refusal()
+        operation_id = str(form.get("operation_id", ""))
+        outcome = str(form.get("outcome", ""))
+        note = str(form.get("note", "")).strip() or None
+        back = _local(str(form.get("back", "/")))
+        if outcome not in RECONCILE_OUTCOMES:
+            return self.page(request, "message.html", 400, title="Refused", text=f"outcome must be one of {', '.join(RECONCILE_OUTCOMES)}", back=back)
+        with self.store(write=True) as store:
+            found = find_indeterminate(store, operation_id)
+            if found is None:
+                text = f"no Indeterminate call has operation id {operation_id!r}; nothing recorded"
+                return self.page(request, "message.html", 409, title="Refused, nothing recorded", text=text, back=back)
+            store.record_reconciliation(Reconciliation(operation_id, outcome, note))
+        return _see(back, f"recorded {outcome!r} for operation {operation_id} (call {found[1]} of run {found[0]})")
+
+    def application(self) -> Starlette:
+        """The ASGI application."""
+        routes: list[Route | Mount] = [
+            Route("/", self.runs),
+            Route("/run", self.run),  # ?id=RUN: a run id may hold any character, "/" too
+            Route("/trace", self.trace),  # ?run=RUN
+            Route("/approvals", self.approvals),
+            Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
+        ]
+        if not self.read_only:
+            routes += [
+                Route("/actions/resume", self.resume, methods=["POST"]),
+                Route("/actions/reconcile", self.reconcile, methods=["POST"]),
+            ]
+        return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=self.guard)])
+
+
+def _local(back: str) -> str:
+    """A path of this console, never another site (``//host``) or a ``javascript:`` URL."""
+    return back if back.startswith("/") and not back.startswith("//") and "\\" not in back else "/"
+
+
+def _see(back: str, notice: str) -> Response:
+    """Back to the page the form was on, with a notice."""
+    separator = "&" if "?" in back else "?"
+    return RedirectResponse(f"{back}{separator}notice={quote(notice)}", status_code=303)
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def create_app(store_url: str, token: str, *, read_only: bool = False, hosts: frozenset[str] | None = None) -> Starlette:
+    """The console's ASGI application over ``store_url``, guarded by ``token``."""
+    return Console(store_url, token, read_only=read_only, hosts=hosts).application()

@@ -1,0 +1,183 @@
+"""Apps with planted bugs for ``runkernel crashtest`` (and one clean app of each kind),
+importing only public modules, as a user's app would. Each keeps a downstream record,
+emptied by ``crashtest_reset()`` before every play.
+
+- ``clean``: a replay search and an indeterminate charge behind an approval (pull mode);
+- ``double_charge``: ``charge`` moves money but is declared ``replay`` by mistake;
+- ``lying_status``: ``reserve`` is declared ``reconnect`` and its ``status()`` says
+  ``not_found`` for a reservation it made;
+- ``raises_on_rerun``: ``lookup`` (replay) raises when it is started a second time for
+  the same arguments (a downstream "duplicate" error): only crashes reach that;
+- ``random_model``: its model's text changes from one Run to the next;
+- ``push_clean`` and ``async_push_clean``: the clean app as push-mode hosts.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+
+from runkernel import (
+    AsyncDriver,
+    CallRequest,
+    CheckStatus,
+    Driver,
+    EndCauseKind,
+    Failed,
+    Hold,
+    Infer,
+    InferenceRequest,
+    ModelReply,
+    OperationStatus,
+    Permit,
+    Returned,
+    RunCall,
+    RuntimeApp,
+    StatusReply,
+    ToolPolicy,
+    ToolRegistry,
+    WaitKind,
+)
+from runkernel.adapters.drive.actions import Action
+from runkernel.kernel import ToolCall
+
+#: Every executor start downstream saw: (tool, operation id, attempt).
+LEDGER: list[tuple[str, str, int]] = []
+#: The reservations the booking system holds, by operation id.
+RESERVED: set[str] = set()
+#: How many times each (tool, arguments) was started: the "duplicate" detector.
+SEEN: collections.Counter[str] = collections.Counter()
+_RUNS = itertools.count()
+
+
+def crashtest_reset() -> None:
+    """Empty the downstream record (called before every play)."""
+    LEDGER.clear()
+    RESERVED.clear()
+    SEEN.clear()
+
+
+class Model:
+    """Step 1 searches and reserves; step 2 charges; step 3 answers."""
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        return reply(request.step)
+
+
+def reply(step: int) -> ModelReply:
+    if step == 1:
+        return ModelReply("looking", (CallRequest("lookup", {"q": "thai"}), CallRequest("reserve", {"seats": 2})))
+    if step == 2:
+        return ModelReply("charging", (CallRequest("charge", {"cents": 500}),))
+    return ModelReply("booked", end=EndCauseKind.COMPLETED)
+
+
+class RandomModel(Model):
+    """Answers the first step differently in every Run: not deterministic."""
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        if request.step == 1:
+            return ModelReply(f"looking, take {next(_RUNS)}", (CallRequest("lookup", {"q": "thai"}),))
+        return ModelReply("done", end=EndCauseKind.COMPLETED)
+
+
+class Tool:
+    """A tool that records every start; ``value`` is what it returns."""
+
+    def __init__(self, name: str, policy: ToolPolicy, *, raise_on_rerun: bool = False, lie: bool = False) -> None:
+        self.name, self.policy = name, policy
+        self.raise_on_rerun, self.lie = raise_on_rerun, lie
+
+    def run(self, call: RunCall) -> Returned | Failed:
+        LEDGER.append((self.name, call.operation_id, call.attempt))
+        key = f"{self.name} {call.arguments}"
+        SEEN[key] += 1
+        if self.raise_on_rerun and SEEN[key] > 1:
+            raise RuntimeError(f"duplicate {self.name} request")
+        if self.name == "reserve":
+            RESERVED.add(call.operation_id)
+        return Returned({"tool": self.name, "ok": True})
+
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
+        if operation_id in RESERVED and not self.lie:
+            return StatusReply(OperationStatus.DONE, {"tool": self.name, "ok": True})
+        return StatusReply(OperationStatus.NOT_FOUND)
+
+
+class ApproveCharges:
+    """Charges wait for an operator's approval."""
+
+    def check(self, run_id: str, call: ToolCall) -> Hold | Permit:
+        return Hold(WaitKind.APPROVAL, {"prompt": "charge?"}) if call.tool == "charge" else Permit()
+
+
+def _app(name: str, *, charge: ToolPolicy | None = None, lie: bool = False, raise_on_rerun: bool = False) -> RuntimeApp:
+    tools = {
+        "lookup": Tool("lookup", ToolPolicy.replay(), raise_on_rerun=raise_on_rerun),
+        "reserve": Tool("reserve", ToolPolicy.reconnect(), lie=lie),
+        "charge": Tool("charge", charge or ToolPolicy.indeterminate()),
+    }
+    return RuntimeApp(name=name, model=Model(), tools=ToolRegistry(tools, max_steps=10), gate=ApproveCharges())
+
+
+clean = _app("clean")
+double_charge = _app("double-charge", charge=ToolPolicy.replay())
+lying_status = _app("lying-status", lie=True)
+raises_on_rerun = _app("raises-on-rerun", raise_on_rerun=True)
+random_model = RuntimeApp(name="random", model=RandomModel(), tools=clean.tools, gate=ApproveCharges())
+
+POLICIES = {"lookup": "replay", "reserve": "reconnect", "charge": "indeterminate"}
+_TOOLS = {name: Tool(name, ToolPolicy.replay()) for name in POLICIES}
+
+
+def _carry_out(action: RunCall) -> Returned | Failed:
+    tool = _TOOLS[action.tool]
+    return tool.run(action)
+
+
+class PushClean:
+    """The clean app as a push-mode host: it calls its model and tools itself."""
+
+    name = "push-clean"
+    tools = POLICIES
+    gate = ApproveCharges()
+
+    def serve(self, driver: Driver, action: Action) -> None:
+        while True:
+            if isinstance(action, Infer):
+                r = reply(action.step)
+                action = driver.inferred(r.content, r.calls, end=r.end)
+            elif isinstance(action, RunCall):
+                action = driver.call_returned(action.call_id, _carry_out(action).value)  # type: ignore[union-attr]
+            elif isinstance(action, CheckStatus):
+                answer = _TOOLS["reserve"].status(action.operation_id, action.lease_epoch)
+                action = driver.status(action.call_id, answer.status, answer.value)
+            else:
+                return  # WaitFor, ChildrenRunning or Done: the Run is quiet
+
+
+class AsyncPushClean:
+    """The clean app as an asyncio push-mode host."""
+
+    name = "async-push-clean"
+    tools = POLICIES
+    gate = ApproveCharges()
+
+    async def drive(self, driver: AsyncDriver, run_id: str) -> None:
+        driver.gate = self.gate
+        action = await driver.pick_up(run_id)
+        while True:
+            if isinstance(action, Infer):
+                r = reply(action.step)
+                action = await driver.inferred(r.content, r.calls, end=r.end)
+            elif isinstance(action, RunCall):
+                action = await driver.call_returned(action.call_id, _carry_out(action).value)  # type: ignore[union-attr]
+            elif isinstance(action, CheckStatus):
+                answer = _TOOLS["reserve"].status(action.operation_id, action.lease_epoch)
+                action = await driver.status(action.call_id, answer.status, answer.value)
+            else:
+                return
+
+
+push_clean = PushClean()
+async_push_clean = AsyncPushClean()
