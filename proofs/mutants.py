@@ -428,28 +428,28 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "the push driver hands out RunCall without re-checking its lease",
         "runkernel/adapters/drive/shell.py",
-        "        return attrs.evolve(action, lease_epoch=self.leases.before_executor(action.run_id).epoch)\n",
-        "        return attrs.evolve(action, lease_epoch=self.leases.held(action.run_id).epoch)  # type: ignore[union-attr]\n",
+        "            action = attrs.evolve(action, lease_epoch=self.leases.before_executor(action.run_id).epoch)\n",
+        "            action = attrs.evolve(action, lease_epoch=self.leases.held(action.run_id).epoch)  # type: ignore[union-attr]\n",
         PUSH_LEASE_LOSS_UNIT,
     ),
     Mutant(
         "the push driver carries on after its commit lost to another writer",
         "runkernel/adapters/drive/shell.py",
-        "        stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n",
-        "        try:\n"
-        "            stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n"
-        "        except CommitConflict:\n"
-        "            stored = self.store.run(op.commit.run_id)  # another writer got there: carry on from its state\n",
+        "            stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)\n",
+        "            try:\n"
+        "                stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)\n"
+        "            except CommitConflict:\n"
+        "                stored = self.store.run(op.commit.run_id)  # another writer got there: carry on from its state\n",
         PUSH_LOST_COMMIT_UNIT,
     ),
     Mutant(
         "the pull runtime carries on after its commit lost to another writer",
         "runkernel/adapters/drive/shell.py",
-        "        stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n",
-        "        try:\n"
-        "            stored = self.store.append(op.commit, op.settle) if self.leases is None else self._leased_append(op)\n"
-        "        except CommitConflict:\n"
-        "            stored = self.store.run(op.commit.run_id)  # another writer got there: carry on from its state\n",
+        "            stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)\n",
+        "            try:\n"
+        "                stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)\n"
+        "            except CommitConflict:\n"
+        "                stored = self.store.run(op.commit.run_id)  # another writer got there: carry on from its state\n",
         PULL_LOST_COMMIT_UNIT,
     ),
     Mutant(
@@ -578,14 +578,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "check-trace exits with its first file's verdict",
-        "runkernel/cli/entry.py",
+        "runkernel/cli/trace_commands.py",
         "            worst = max(worst, finding.verdict)\n",
         "            worst = finding.verdict if name == args.files[0] else worst\n",
         CHECK_TRACE_EXIT_UNIT,
     ),
     Mutant(
         "check-trace exits with its last file's verdict",
-        "runkernel/cli/entry.py",
+        "runkernel/cli/trace_commands.py",
         "            worst = max(worst, finding.verdict)\n",
         "            worst = finding.verdict\n",
         CHECK_TRACE_EXIT_UNIT,
@@ -714,12 +714,12 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "the crashing store dies 'after the write' before writing",
         "runkernel/testing/crash.py",
-        "        stored = self.store.append(commit, settle, lease=lease)\n"
-        "        if self.plan.crash_here(Boundary.AFTER_WRITE, position):\n"
-        "            raise self.failure(Boundary.AFTER_WRITE, position)\n",
+        "        if trace_context is None:\n"
+        "            stored = self.store.append(commit, settle, lease=lease)\n",
         "        if self.plan.crash_here(Boundary.AFTER_WRITE, position):\n"
         "            raise self.failure(Boundary.AFTER_WRITE, position)\n"
-        "        stored = self.store.append(commit, settle, lease=lease)\n",
+        "        if trace_context is None:\n"
+        "            stored = self.store.append(commit, settle, lease=lease)\n",
         TESTING_AFTER_WRITE_UNIT,
     ),
     Mutant(
@@ -903,6 +903,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if isinstance(seen, StoreUnavailable):\n            return seen\n",
         "        if False:\n            return seen\n",
         SQLITE_LOCK_OUTAGE_UNIT,
+    ),
+    Mutant(
+        "the codec drops a hold's request when it reads a wait back (export loses the prompt)",
+        "runkernel/kernel/codec.py",
+        '        request=obj.get("request"),  # any JSON value, kept to be shown, never judged\n',
+        "        request=None,\n",
+        unit("tests/test_operator_views.py::test_check_trace_ignores_the_requests_value"),
     ),
 )
 

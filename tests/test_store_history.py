@@ -329,7 +329,7 @@ def test_migrate_refuses_what_is_not_a_sqlite_store(tmp_path: Path, capsys: pyte
     junk.write_bytes(b"not a database at all" * 100)
     assert main(["db", "migrate", "--store", f"sqlite:///{junk}"]) != 0
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 3 and all(line.startswith("runkernel db: ") for line in lines), lines
+    assert len(lines) == 3 and all(line.startswith("runkernel db migrate: ") for line in lines), lines
 
 
 def test_a_fresh_store_needs_no_migration(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from runkernel.adapters.stores.damage import check_snapshot, check_thread
 from runkernel.adapters.stores.export import export_lines
-from runkernel.adapters.drive.inbox import submit_end, submit_resume
+from runkernel.adapters.drive.inbox import AlreadyQueued, queue_end, queue_resume, ticket_of_call
 from runkernel.adapters.stores.inspect_view import (
     find_indeterminate,
     inspect_json,
@@ -87,10 +87,14 @@ def _opened(url: str, *, create: bool = False, read_only: bool = False, command:
         store.close()
 
 
-def _queued(result: Rejection | int, what: str, run_id: str) -> int:
-    """Report an inbox submission: the typed rejection, or where the command went."""
+def _queued(result: Rejection | AlreadyQueued | int, what: str, run_id: str) -> int:
+    """Report an inbox submission: the typed rejection, where the command went, or the
+    identical command already waiting there (exit 0: what was asked is queued)."""
     if isinstance(result, Rejection):
         raise CliError(f"refused: {result}")
+    if isinstance(result, AlreadyQueued):
+        print(f"already queued as command {result.entry_id} for run {run_id}; nothing new queued")
+        return EXIT_OK
     print(f"queued {what} {result} for run {run_id}; the runtime driving it applies it")
     return EXIT_OK
 
@@ -334,17 +338,26 @@ def _unique_keys(pairs: list[tuple[str, JsonValue]]) -> dict[str, JsonValue]:
 
 def _resume(args: argparse.Namespace) -> int:
     require_id(args.run_id, "RUN_ID")
-    require_id(args.ticket, "--ticket")
+    if args.ticket is not None:
+        require_id(args.ticket, "--ticket")
+    else:
+        require_id(args.call, "--call")
     kind, payload = _payload(args)
     with _opened(args.store, command="resume") as store:
-        command = ResumeCommand(args.run_id, args.ticket, kind, payload)
-        return _queued(submit_resume(store, command), "command", args.run_id)
+        ticket = args.ticket
+        if ticket is None:  # --call: the ticket the call's committed wait holds
+            found = ticket_of_call(store, args.run_id, args.call)
+            if isinstance(found, Rejection):
+                raise CliError(f"refused: {found}")
+            ticket = found
+        command = ResumeCommand(args.run_id, ticket, kind, payload)
+        return _queued(queue_resume(store, command), "command", args.run_id)
 
 
 def _cancel(args: argparse.Namespace) -> int:
     require_id(args.run_id, "RUN_ID")
     with _opened(args.store, command="cancel") as store:
-        result = submit_end(store, args.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
+        result = queue_end(store, args.run_id, EndRequest(EndCause(EndCauseKind.CANCELLED)))
         return _queued(result, "cancel", args.run_id)
 
 
@@ -424,7 +437,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     _store_option(resume)
     resume.add_argument("run_id", metavar="RUN_ID")
-    resume.add_argument("--ticket", required=True, metavar="TICKET_ID", help="the committed ticket id")
+    which = resume.add_mutually_exclusive_group(required=True)
+    which.add_argument("--ticket", metavar="TICKET_ID", help="the committed ticket id")
+    which.add_argument(
+        "--call", metavar="CALL_ID", help="the waiting call's id (a framework's tool call id): its committed ticket"
+    )
     payload = resume.add_mutually_exclusive_group(required=True)
     payload.add_argument("--approve", action="store_true", help="approve an approval wait")
     payload.add_argument("--deny", action="store_true", help="deny an approval wait (see --reason)")

@@ -15,6 +15,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from runkernel import __version__
 from runkernel.cli.text import EXIT_FAILURE, EXIT_USAGE, CliError
@@ -50,10 +51,18 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a refused command line is one line that names the fix (``--help``),
+    not a five-line usage block; subcommand parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{self.prog}: {message} (see {self.prog} --help)", EXIT_USAGE)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser: in full for every command (``command`` None), or in full for the
     module of ``command`` and with placeholders for the rest."""
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="runkernel",
         description=(
             "A formal state-machine kernel for durable AI-agent Runs: simulate crashes, "
@@ -101,7 +110,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command_of(words) or "")
-    args = parser.parse_args(words)
+    try:
+        args = parser.parse_args(words)
+    except CliError as error:  # a command line argparse refused (_Parser.error)
+        from runkernel.adapters.stores.redact import masked
+
+        # a URL given where none was expected may be echoed: its passwords are masked
+        print(masked(str(error), *words), file=sys.stderr)
+        return error.code
+    except argparse.ArgumentError as error:  # raised past error() by some argparse versions
+        from runkernel.adapters.stores.redact import masked
+
+        print(masked(f"runkernel: {error} (see runkernel --help)", *words), file=sys.stderr)
+        return EXIT_USAGE
     for name, value in vars(args).items():
         if name == "files":
             continue  # file names are bytes; _printable shows them whatever they are
@@ -154,10 +175,11 @@ def _fail(args: argparse.Namespace, message: str, code: int) -> int:
     """One line on stderr, with the store URL's passwords masked wherever it appears."""
     store = getattr(args, "store", None)
     if isinstance(store, str) and store:
-        from runkernel.adapters.stores.urls import redacted
+        from runkernel.adapters.stores.redact import masked
 
-        message = message.replace(store, redacted(store))
-    print(f"runkernel {args.command}: {message}", file=sys.stderr)
+        message = masked(message, store)  # however malformed the URL
+    command = " ".join(c for c in (args.command, getattr(args, "db_command", None)) if c)
+    print(f"runkernel {command}: {message}", file=sys.stderr)
     return code
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from runkernel.adapters.drive.ports import SecretIds
+from runkernel.adapters.stores.contract import LeaseStatus, Store
+from runkernel.adapters.stores.run_views import awaiting_json, lease_cell, lease_json
 from runkernel.adapters.stores.work import RunSummary
 from runkernel.cli.text import EXIT_OK, EXIT_USAGE, CliError, printable, require_id
 from runkernel.cli.commands import _opened, _store_option
@@ -48,17 +51,23 @@ def _runs(args: argparse.Namespace) -> int:
     if args.thread is not None:
         require_id(args.thread, "--thread")
     with _opened(args.store, read_only=True, command="runs") as store:
-        listed = store.list_runs(state=args.state, thread_id=args.thread, limit=args.limit)
+        listed = [
+            _listed(store, summary)
+            for summary in store.list_runs(state=args.state, thread_id=args.thread, limit=args.limit)
+        ]
     if args.format == "json":
-        print(json.dumps([_summary_json(s) for s in listed], indent=2, ensure_ascii=False))
+        print(json.dumps([_summary_json(s, lease, waits) for s, lease, waits in listed], indent=2, ensure_ascii=False))
         return EXIT_OK
-    rows: list[tuple[str, ...]] = [("RUN", "THREAD", "STATE", "STEP", "VERSION", "APP", "WAITING FOR")]
+    rows: list[tuple[str, ...]] = [("RUN", "THREAD", "STATE", "STEP", "VERSION", "APP", "LEASE", "WAITING FOR")]
     rows += [
         tuple(
             printable(cell)
-            for cell in (s.run_id, s.thread_id, s.state, str(s.step), str(s.version), s.app or "-", s.waiting_for or "-")
+            for cell in (
+                s.run_id, s.thread_id, s.state, str(s.step), str(s.version), s.app or "-",
+                lease_cell(lease), _waiting_cell(s, waits),
+            )
         )
-        for s in listed
+        for s, lease, waits in listed
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -66,7 +75,22 @@ def _runs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _summary_json(summary: RunSummary) -> dict[str, object]:
+def _listed(store: Store, summary: RunSummary) -> tuple[RunSummary, LeaseStatus, dict[str, Any] | None]:
+    """A listed Run with its lease and, when Awaiting, what it waits for: one indexed
+    read each (the Run's lease row, its latest commit), never its history."""
+    snapshot = store.run(summary.run_id) if summary.state == "awaiting" else None
+    return summary, store.lease_status(summary.run_id), None if snapshot is None else awaiting_json(snapshot)
+
+
+def _waiting_cell(summary: RunSummary, waits: dict[str, Any] | None) -> str:
+    if waits is None:
+        return summary.waiting_for or "-"
+    return f"{waits['wait']} ticket {waits['ticket_id']} call {waits['call_id']}"
+
+
+def _summary_json(
+    summary: RunSummary, lease: LeaseStatus, waits: dict[str, Any] | None
+) -> dict[str, object]:
     return {
         "run_id": summary.run_id,
         "thread_id": summary.thread_id,
@@ -75,6 +99,10 @@ def _summary_json(summary: RunSummary) -> dict[str, object]:
         "version": summary.version,
         "app": summary.app,
         "waiting_for": summary.waiting_for,
+        # an Awaiting Run's ticket, wait kind, call (and tool, request): answer it with
+        # `runkernel resume RUN_ID --ticket T` or `--call CALL_ID` without an inspect first
+        "ticket": waits,
+        "lease": lease_json(lease),
     }
 
 

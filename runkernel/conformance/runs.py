@@ -49,7 +49,7 @@ from runkernel.kernel.state import (
     ThreadHead,
 )
 from runkernel.kernel.validate import NO_TICKETS_SEEN, Accepted, validate_commit
-from runkernel.kernel.values import EndCauseKind, Role, WaitKind
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role, WaitKind
 
 
 def step(
@@ -192,12 +192,14 @@ def awaiting_run(
     kind: WaitKind = WaitKind.APPROVAL,
     due_at: str | None = None,
     expected_version: int = 0,
+    request: JsonValue = None,
 ) -> tuple[list[ThreadCommit], RunSnapshot]:
     """A run whose single call waits (for approval, unless ``kind`` says) under
-    ``ticket_id``; an approval may have a deadline, a scheduled wait a due time. A later
-    Run of a Thread starts at the Thread's ``expected_version``."""
+    ``ticket_id``; an approval may have a deadline, a scheduled wait a due time, and the
+    hold a ``request`` (committed with the wait). A later Run of a Thread starts at the
+    Thread's ``expected_version``."""
     call = ProposedCall(f"{run_id}-c1", "pay", {"amount": 1}, f"{run_id}-op1")
-    wait = RequireWait(kind, ticket_id, expires_at=expires_at, due_at=due_at)
+    wait = RequireWait(kind, ticket_id, request, expires_at=expires_at, due_at=due_at)
     run = _thread(thread_id, expected_version).start(run_id, ("task",), app=app).feed(
         InferenceResult("paying", (call,), f"{run_id}-b1"),
         GateVerdict(call.call_id, wait),

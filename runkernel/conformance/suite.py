@@ -304,6 +304,19 @@ class StoreContract:
         after_release = store.acquire_lease("r1", "worker-a", self.LONG)
         assert after_release.epoch == own_again.epoch + 1
 
+    def test_lease_status_shows_the_last_lease_valid_or_not_with_the_stores_clock(self, store: Store) -> None:
+        never = store.lease_status("r1")
+        assert (never.lease, never.released) == (None, False)
+        expired = store.acquire_lease("r1", "worker-a", 0)
+        seen = store.lease_status("r1")
+        assert (seen.lease, seen.released) == (expired, False) and seen.now >= expired.expires_at
+        held = store.acquire_lease("r1", "worker-b", self.LONG)
+        seen = store.lease_status("r1")
+        assert seen.lease == held and not seen.released and seen.now < held.expires_at
+        store.release_lease(held)
+        seen = store.lease_status("r1")
+        assert seen.lease is not None and (seen.lease.worker_id, seen.lease.epoch, seen.released) == ("worker-b", 2, True)
+
     def test_a_lost_lease_cannot_be_renewed_checked_or_released(self, store: Store) -> None:
         old = store.acquire_lease("r1", "worker-a", 0)
         with pytest.raises(LeaseLost):

@@ -57,6 +57,11 @@ TRACE_FORMAT = "runkernel/2"
 #: committed policies and no metadata.
 OLD_TRACE_FORMAT = "runkernel/1"
 
+#: Every integer field of a line (version, step, attempt, max_attempts, retries) is
+#: within 0..2^53-1, the integers every JSON implementation reads exactly; outside it a
+#: line is not a trace (the schema states the same maximum).
+MAX_TRACE_INTEGER = 2**53 - 1
+
 E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
 
@@ -70,6 +75,8 @@ def wait_to_json(wait: Wait) -> dict[str, JsonValue]:
         value = getattr(wait, name)
         if value is not None:
             out[name] = value
+    if wait.request is not None:  # absent when none was given: old traces stay byte-identical
+        out["request"] = wait.request
     return out
 
 
@@ -233,6 +240,10 @@ _MISSING: Any = object()
 def _field(obj: Mapping[str, Any], key: str, kind: type[T], path: str) -> T:
     value = obj.get(key, _MISSING)
     if type(value) is kind:  # the common case, decided without building a path; bool is not int
+        if kind is int and not 0 <= value <= MAX_TRACE_INTEGER:  # type: ignore[operator]
+            where = f"{path}.{key}" if path else key
+            limit = "must be >= 0" if value < 0 else "must be at most 2^53-1 (an integer field is within 0..2^53-1)"  # type: ignore[operator]
+            raise TraceFormatError(where, f"{limit}, got {value}")
         return value
     where = f"{path}.{key}" if path else key
     if key not in obj:
@@ -295,6 +306,7 @@ def wait_from_json(obj: Mapping[str, Any], path: str) -> Wait:
         child=_extra_str(obj, "child"),
         due_at=_extra_str(obj, "due_at"),
         expires_at=_extra_str(obj, "expires_at"),
+        request=obj.get("request"),  # any JSON value, kept to be shown, never judged
     )
 
 

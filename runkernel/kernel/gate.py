@@ -31,7 +31,7 @@ from runkernel.kernel.state import (
     ToolResult,
     Wait,
 )
-from runkernel.kernel.values import ResultKind, WaitKind
+from runkernel.kernel.values import ResultKind, WaitKind, request_problem
 
 
 def gate(
@@ -67,8 +67,15 @@ def gate(
                 return Rejection(
                     Rule.EDGE_CONDITION, "a gate cannot start a delegation wait; tools delegate"
                 )
+            problem = request_problem(verdict.request)
+            if problem is not None:
+                return Rejection(Rule.UNEXPECTED_INPUT, f"the hold's request cannot be committed: {problem}")
             wait = Wait(
-                verdict.kind, verdict.ticket_id, due_at=verdict.due_at, expires_at=verdict.expires_at
+                verdict.kind,
+                verdict.ticket_id,
+                due_at=verdict.due_at,
+                expires_at=verdict.expires_at,
+                request=verdict.request,
             )
             # a wait ends a group's gate round: the allows held so far are dropped
             return suspend(state, batch, call, CallAwaiting(0, wait), policies, history)

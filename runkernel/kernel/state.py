@@ -51,6 +51,11 @@ class Wait:
     ``correlation`` equals the ``ticket_id`` of the Run's ResumeTicket. A delegation's
     child Run id, a timer's due time and an approval deadline live in fields of their
     own, never in the correlation.
+
+    ``request`` is the JSON a gate gave with its hold (an approval prompt, the question
+    an input wait asks), committed so whoever answers sees it, also after a crash; None
+    when none was given. It is shown, never judged: it takes no part in equality, so no
+    rule of commit validation (nor ``check-trace``) can depend on its value.
     """
 
     kind: WaitKind
@@ -58,6 +63,7 @@ class Wait:
     child: str | None = None
     due_at: str | None = None
     expires_at: str | None = None
+    request: JsonValue = attrs.field(default=None, eq=False)
 
 
 @frozen

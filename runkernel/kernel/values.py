@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import json
 import math
 from typing import Any, TypeAlias
 
@@ -138,6 +139,35 @@ def ijson_problem(value: JsonValue) -> str | None:
             stack.extend(item)
         elif isinstance(item, dict):
             stack.extend(item.values())
+    return None
+
+
+#: A hold's request is committed inside its call's line (line, batch, calls, call,
+#: wait, request: five levels down), so it nests at most this deep and encodes to at
+#: most this many bytes: every line that carries it stays within the trace format's
+#: limits (nesting 64, a line 16 MiB) with room for the rest of the batch.
+REQUEST_MAX_DEPTH = 32
+REQUEST_MAX_BYTES = 1024 * 1024
+
+
+def request_problem(value: JsonValue) -> str | None:
+    """Why ``value`` cannot be committed as a wait's request (None when it can): it must
+    be I-JSON (``ijson_problem``), nest at most ``REQUEST_MAX_DEPTH`` deep and encode to
+    at most ``REQUEST_MAX_BYTES`` bytes of UTF-8."""
+    problem = ijson_problem(value)
+    if problem is not None:
+        return problem
+    stack: list[tuple[JsonValue, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth + 1 > REQUEST_MAX_DEPTH:
+                return f"it nests deeper than {REQUEST_MAX_DEPTH} levels"
+            inner = item.values() if isinstance(item, dict) else item
+            stack.extend((v, depth + 1) for v in inner)
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    if size > REQUEST_MAX_BYTES:
+        return f"it encodes to {size} bytes, more than {REQUEST_MAX_BYTES}"
     return None
 
 

@@ -25,7 +25,10 @@ SCHEMA_ID = "https://runkernel.invalid/schema/runkernel-2/trace-line.schema.json
 Schema = dict[str, Any]
 
 _STRING: Schema = {"type": "string"}
-_COUNT: Schema = {"type": "integer", "minimum": 0}
+#: every integer field of a line is within 0..2^53-1 (I-JSON's exact integers); outside
+#: that range the line is not a trace (check-trace exits 2)
+MAX_INTEGER = 2**53 - 1
+_COUNT: Schema = {"type": "integer", "minimum": 0, "maximum": MAX_INTEGER}
 
 
 def _values(kind: Any) -> list[str]:
@@ -76,13 +79,17 @@ def trace_line_schema() -> Schema:
                     "status": {"enum": statuses}, "attempt": _COUNT,
                 },
                 {
-                    "wait": _object({"kind": _ref("wait_kind"), "correlation": _STRING}),
+                    "wait": _object(
+                        {"kind": _ref("wait_kind"), "correlation": _STRING},
+                        # the hold's request, shown to whoever answers; never judged
+                        {"request": {}},
+                    ),
                     "result": _object({"kind": {"enum": _values(ResultKind)}, "value": {}}),
                     "reason": {"enum": _values(IndeterminateReason)},
                     "reaction": {},
                     "policy": _object({
                         "recovery": {"enum": _values(RecoveryMode)},
-                        "max_attempts": {"type": "integer", "minimum": 1},
+                        "max_attempts": {"type": "integer", "minimum": 1, "maximum": MAX_INTEGER},
                         "retries": _COUNT,
                     }, {"delegation": {"enum": ["terminal_only", "sequential"]}}),
                     "delegation": _object({"thread_id": _STRING, "run_id": _STRING, "concurrent": {"type": "boolean"}}),
@@ -95,7 +102,7 @@ def trace_line_schema() -> Schema:
             ],
         },
         "batch": _object({
-            "batch_id": _STRING, "step": {"type": "integer"}, "finalized": {"type": "boolean"},
+            "batch_id": _STRING, "step": _COUNT, "finalized": {"type": "boolean"},
             "calls": {"type": "array", "items": _ref("call")},
         }),
         "message": {
@@ -130,7 +137,7 @@ def trace_line_schema() -> Schema:
             "trace": {"const": TRACE_FORMAT},
             "thread_id": _STRING,
             "run_id": _STRING,
-            "version": {"type": "integer", "minimum": 1},
+            "version": {"type": "integer", "minimum": 1, "maximum": MAX_INTEGER},
             "step": _COUNT,
             "disposition": _ref("disposition"),
             "batch": {"oneOf": [{"type": "null"}, _ref("batch")]},

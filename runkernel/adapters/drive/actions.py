@@ -153,6 +153,13 @@ class WaitFor:
     wait: Wait
     call: ToolCall
 
+    @property
+    def request(self) -> JsonValue:
+        """What the hold asked, to show whoever answers (an approval prompt, an input's
+        question): the JSON the gate gave with ``Hold``, committed with the wait, so the
+        same after a crash; None when it gave none."""
+        return self.wait.request
+
 
 @frozen
 class ChildRun:

@@ -80,6 +80,17 @@ class Lease:
 
 
 @frozen
+class LeaseStatus:
+    """A Run's stored lease as an operator sees it: the last lease granted (valid,
+    expired or released; None if the Run was never leased), and the store's clock read
+    with it, the one clock its expiry is judged by."""
+
+    lease: Lease | None
+    released: bool
+    now: float
+
+
+@frozen
 class Writer:
     """Who wrote a commit: the worker and the lease epoch it held (W4 tells a retried
     commit whose acknowledgement was lost apart from another writer's by it)."""
@@ -197,6 +208,11 @@ class Store(Protocol):
 
     def current_lease(self, run_id: str) -> Lease | None:
         """The Run's valid lease now (store time), or None."""
+        ...
+
+    def lease_status(self, run_id: str) -> LeaseStatus:
+        """The Run's last lease row, whatever its state, and the store's clock now, read
+        together: what ``inspect`` and ``runs`` show (who holds it, until when)."""
         ...
 
     def writer_of(self, thread_id: str, version: int) -> Writer | None:

@@ -8,6 +8,8 @@ from typing import Any
 
 from runkernel.adapters.stores.inspect_calls import batch_histories
 from runkernel.adapters.stores.contract import Store
+from runkernel.adapters.stores.run_views import lease_json, lease_text
+from runkernel.adapters.stores.work import state_name
 from runkernel.kernel.codec import call_to_json, disposition_to_json, message_to_json
 from runkernel.kernel.edges import call_phase
 from runkernel.kernel.protocol import PAYLOAD_NAMES, PAYLOADS_BY_WAIT
@@ -67,6 +69,8 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
             "arguments": None if waiting is None else waiting.arguments,
             "expires_at": None if wait is None else wait.expires_at,
             "due_at": None if wait is None else wait.due_at,
+            # what the hold asked (an approval prompt, an input's question), as committed
+            "request": None if wait is None else wait.request,
         }
     calls = snapshot.batch.calls if snapshot.batch else ()
     log = _run_log(store, snapshot)
@@ -110,6 +114,7 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
         ],
         "app": log[0].app if log else None,
         "writer": _writer(store, snapshot),
+        "lease": lease_json(store.lease_status(snapshot.run_id)),
     }
 
 
@@ -126,6 +131,7 @@ def _json(value: Any) -> str:
 def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
     """The four questions of the seed, one section each, then reconciliation hints."""
     view = inspect_json(store, snapshot)
+    lease = store.lease_status(snapshot.run_id)
     state = snapshot.state
     out = [f"run {snapshot.run_id}  thread {snapshot.thread_id}  version {snapshot.version}  step {snapshot.step}", ""]
     if isinstance(state, Ended):
@@ -137,6 +143,7 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
     out += [
         "Is execution still running, waiting, or finished?  (latest committed RunState)",
         f"  {status}; recovery would apply row '{view['recovery_row']}'",
+        f"  {lease_text(lease, state_name(snapshot))}",
         "",
         "Has the model requested a Tool?  (Run-scoped ActiveToolBatch)",
     ]
@@ -179,6 +186,9 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
             f"accepts: {' | '.join(ticket['accepts'])}"
         )
         out.append(f"  the call: {ticket['tool']} arguments={_json(ticket['arguments'])}")
+        if ticket["request"] is not None:
+            shown = ticket["request"] if isinstance(ticket["request"], str) else _json(ticket["request"])
+            out.append(f"  request: {shown}")
         if ticket["expires_at"]:
             out.append(f"  deadline: {ticket['expires_at']}")
         if ticket["due_at"]:

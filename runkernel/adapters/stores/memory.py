@@ -14,6 +14,7 @@ from runkernel.adapters.stores.contract import (
     Checkpoint,
     InboxEntry,
     Lease,
+    LeaseStatus,
     Reconciliation,
     Settlement,
     Writer,
@@ -152,6 +153,12 @@ class MemoryStore:
     def current_lease(self, run_id: str) -> Lease | None:
         row = self._leases.get(run_id)
         return row.lease if row is not None and row.valid_at(self._clock()) else None
+
+    def lease_status(self, run_id: str) -> LeaseStatus:
+        with self._lock:
+            row = self._leases.get(run_id)
+            now = self._clock()
+        return LeaseStatus(None if row is None else row.lease, row is not None and row.released, now)
 
     def writer_of(self, thread_id: str, version: int) -> Writer | None:
         return self._writers.get((thread_id, version))

@@ -11,7 +11,7 @@ from typing import Any
 from runkernel.adapters.stores.leases import LeaseRow, acquired, checked_duration, require_held
 from runkernel.adapters.stores.postgres_commit import NOW
 from runkernel.adapters.stores.postgres_connection import Connection, PostgresConnection
-from runkernel.adapters.stores.contract import Lease
+from runkernel.adapters.stores.contract import Lease, LeaseStatus
 from runkernel.adapters.stores.work import RunSummary, count_query, listing_query, parent_from_columns, summary_from_row, work_query
 from runkernel.kernel.state import ParentCall
 
@@ -106,6 +106,10 @@ class PostgresLeases(PostgresConnection):
     def current_lease(self, run_id: str) -> Lease | None:
         row, now = self._lease_row(run_id)
         return row.lease if row is not None and row.valid_at(now) else None
+
+    def lease_status(self, run_id: str) -> LeaseStatus:
+        row, now = self._lease_row(run_id)
+        return LeaseStatus(None if row is None else row.lease, row is not None and row.released, now)
 
     # --- listing and work discovery ---------------------------------------------------
 

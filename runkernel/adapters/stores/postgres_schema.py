@@ -19,6 +19,7 @@ from runkernel.adapters.stores.serial import snapshot_from_json
 from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
 from runkernel.errors import BadStoreUrl
 from runkernel.adapters.stores.redact import redacted as redacted  # the other PostgreSQL modules take it from here
+from runkernel.adapters.stores.redact import masked
 from runkernel.adapters.stores.work import STORE_TABLES, activation_parent, awaited_children, parent_columns
 
 SCHEMA_NAME = "runkernel-postgres"
@@ -97,14 +98,15 @@ def split_url(url: str) -> tuple[str, str]:
     except psycopg.ProgrammingError as error:
         # a URL libpq cannot parse (an unknown parameter, a bad port) is bad usage,
         # not a store that is unavailable
-        raise BadStoreUrl(f"{redacted(url)}: {str(error).strip().splitlines()[0]}") from None
+        raise BadStoreUrl(masked(f"{redacted(url)}: {str(error).strip().splitlines()[0]}", url)) from None
     return conninfo, schema
 
 
 def unavailable(url: str, doing: str, error: BaseException) -> StoreUnavailable:
     """A one-line StoreUnavailable naming the server and what failed."""
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return StoreUnavailable(f"{redacted(url)}: {doing} failed: {first}")
+    # the server's or libpq's words may quote pieces of a malformed URL: masked too
+    return StoreUnavailable(masked(f"{redacted(url)}: {doing} failed: {first}", url))
 
 
 def found_version(conn: psycopg.Connection[tuple[object, ...]], url: str, schema: str) -> int | None:

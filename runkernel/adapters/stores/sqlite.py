@@ -53,6 +53,7 @@ from runkernel.adapters.stores.contract import (
     DamagedStore,
     InboxEntry,
     Lease,
+    LeaseStatus,
     SIMULATE_CLAIM,
     Reconciliation,
     SchemaError,
@@ -247,7 +248,9 @@ class SqliteStore:
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
-            raise StoreUnavailable(f"cannot begin a write: {error}") from None
+            # named, as every store failure is: an operator may hold several stores
+            failure = store_error(self.path, "beginning a write", error)
+            raise (failure if isinstance(failure, StoreUnavailable) else StoreUnavailable(str(failure))) from None
         try:
             if lease is not None and self._landed_already(commit, lease):
                 adopted = self._run_in(commit.run_id)
@@ -413,6 +416,10 @@ class SqliteStore:
     def current_lease(self, run_id: str) -> Lease | None:
         row: LeaseRow | None = self._read(lambda: self._lease_row(run_id))
         return row.lease if row is not None and row.valid_at(self._clock()) else None
+
+    def lease_status(self, run_id: str) -> LeaseStatus:
+        row: LeaseRow | None = self._read(lambda: self._lease_row(run_id))
+        return LeaseStatus(None if row is None else row.lease, row is not None and row.released, self._clock())
 
     def writer_of(self, thread_id: str, version: int) -> Writer | None:
         row = self._read(

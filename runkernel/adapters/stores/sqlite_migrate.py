@@ -27,6 +27,7 @@ from pathlib import Path
 from runkernel.adapters.stores.serial import dumps, legacy_history_from_json, snapshot_from_json, snapshot_to_json
 from runkernel.adapters.stores.sqlite import SCHEMA_NAME, SCHEMA_VERSION
 from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
+from runkernel.adapters.stores.sqlite_open import not_a_database, store_error
 from runkernel.adapters.stores.work import activation_parent, awaited_children, parent_columns, summary_of
 from runkernel.kernel.codec import upgrade_v1_line
 from runkernel.kernel.state import RESUMED_EVENT
@@ -87,6 +88,10 @@ ALTER TABLE runs ADD COLUMN trace_context TEXT;
 """
 
 
+#: How long a migration waits for another writer's lock, as every store connection does.
+BUSY_TIMEOUT = 30.0
+
+
 def migrate_sqlite(path: str | Path) -> tuple[int, int]:
     """Upgrade the store at ``path``; returns (version before, version after).
 
@@ -96,7 +101,9 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
     name = str(path)
     try:
         # mode=rw: a missing file is an error, never a new empty store
-        db = sqlite3.connect(Path(name).resolve().as_uri() + "?mode=rw", uri=True, isolation_level=None)
+        db = sqlite3.connect(
+            Path(name).resolve().as_uri() + "?mode=rw", uri=True, isolation_level=None, timeout=BUSY_TIMEOUT
+        )
     except sqlite3.Error as error:
         raise StoreUnavailable(f"cannot open {name}: {error}") from None
     try:
@@ -121,8 +128,11 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
         db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
         return version, SCHEMA_VERSION
+    except sqlite3.OperationalError as error:
+        # locked beyond the busy timeout, a full disk, read-only: a store failure (exit 1)
+        raise store_error(name, "migrating", error) from None
     except sqlite3.DatabaseError as error:
-        raise SchemaError(f"{name} cannot be migrated: {error}") from None
+        raise not_a_database(name, error) or SchemaError(f"{name} cannot be migrated: {error}") from None
     finally:
         if db.in_transaction:
             db.execute("ROLLBACK")

@@ -102,9 +102,8 @@ def check_path(path: str, access: Access) -> bool:
     if not stat.S_ISREG(info.st_mode):
         raise SchemaError(f"{path} is not a regular file, so not a runkernel store")
     if info.st_size == 0:
-        if access is not Access.CREATE:
-            raise SchemaError(f"{path} is an empty file, not a runkernel store")
-        return True
+        # even for a command that creates stores: a file someone made is not ours to fill
+        raise SchemaError(f"{path} is an empty file, not a runkernel store")
     # The header is SQLite's to read (``not_a_database``): closing any descriptor of the
     # file in this process, as reading it here would, drops every POSIX lock this
     # process's connections hold on it, and another process may then checkpoint and
@@ -156,6 +155,15 @@ def connect(
 
 def _connect_read(path: str, layout: Layout, *, timeout: float) -> sqlite3.Connection:
     try:
+        if not os.path.exists(path + "-wal"):
+            # nobody has the store open in WAL mode: recognize it without the WAL index
+            # first, so a refused file (a newer schema, another application's) is left
+            # without the -wal and -shm files a WAL reader creates beside it
+            probe = sqlite3.connect(_uri(path, mode="ro", immutable="1"), uri=True, isolation_level=None, timeout=timeout)
+            try:
+                _begin_recognized(probe, path, layout)
+            finally:
+                probe.close()
         db = sqlite3.connect(_uri(path, mode="ro"), uri=True, isolation_level=None, timeout=timeout)
         try:
             return _begin_recognized(db, path, layout)

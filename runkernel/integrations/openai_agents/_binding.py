@@ -141,7 +141,9 @@ class Binding:
     async def check(self, run_id: str, call: ToolCall) -> Permit | Hold:
         """runkernel's gate: a tool's ``needs_approval`` decides which calls wait."""
         needs = await self.approval_needed(call.tool, call.arguments, call.call_id)
-        return Hold(WaitKind.APPROVAL, request=call.arguments) if needs else Permit()
+        # no request: the call's arguments are committed with it already (a copy would
+        # count against the request's limits and change nothing an approver sees)
+        return Hold(WaitKind.APPROVAL) if needs else Permit()
 
     async def approval_needed(self, tool: str, arguments: Any, call_id: str) -> bool:
         """The tool's own ``needs_approval`` for this call, asked once and kept."""

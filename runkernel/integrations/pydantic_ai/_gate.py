@@ -24,7 +24,9 @@ class DeclaredGate:
     def check(self, run_id: str, call: ToolCall) -> Permit | Hold:
         """runkernel's gate: Pydantic AI's declarations decide which calls wait."""
         wait = self._wait_kind(call.tool, call.arguments)
-        return Permit() if wait is None else Hold(wait, request=call.arguments)
+        # no request: the call's arguments are committed with it already (a copy would
+        # count against the request's limits and change nothing an approver sees)
+        return Permit() if wait is None else Hold(wait)
 
     def _wait_kind(self, tool: str, arguments: Any) -> WaitKind | None:
         """What a call of ``tool`` waits for before it runs: ``requires_approval=True`` or a
