@@ -4,12 +4,14 @@ queue nothing, and what each page shows."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.adapters.stores.urls import open_store
 from runkernel.cli.entry import main
 from runkernel.kernel.decide import decide
@@ -101,6 +103,27 @@ def test_runs_lists_the_run_with_what_it_waits_for_and_counts_per_state(demo: st
     assert "run-demo" not in client(demo).get("/?app=other").text
     assert "run-demo" not in client(demo).get("/?thread=t-other").text
     assert client(demo).get("/?state=bogus").status_code == 400
+
+
+def test_runs_and_one_run_show_each_runs_lease_by_the_stores_clock(demo: str) -> None:
+    """The worker released its lease when the Run went quiet; a held one is shown with
+    its holder, epoch and expiry, as ``inspect`` tells them."""
+    page = client(demo).get("/").text
+    assert "unleased (last held by" in page and "released)" in page
+    store = SqliteStore(Path(demo.removeprefix("sqlite:///")))
+    try:
+        store.acquire_lease("run-demo", "worker-on-duty", 300)
+    finally:
+        store.close()
+    for path in ("/", "/run?id=run-demo"):
+        text = client(demo).get(path).text
+        assert re.search(r"leased by worker-on-duty \(epoch 2\) until \S+Z, in \d+ s", text), (path, text)
+
+
+def test_approvals_shows_the_gates_committed_request(demo: str) -> None:
+    """The demo app's gate holds ``pay`` with a prompt; the approver reads it."""
+    page = client(demo).get("/approvals").text
+    assert "pay {" in page and "prompt" in page, page
 
 
 def test_runs_pages_newest_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -136,10 +136,30 @@ def test_a_runs_page_is_a_fixed_number_of_queries(tmp_path: Path) -> None:
             store.close()
         selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
         figures.append((runs, len(selects), seconds, len(page.runs), page.counts))
-        assert len(selects) == 1 + len(STATES), statements
-        assert all("LIMIT" in s for s in selects)
+        # the page, its Runs' leases (none to read when it shows none), a count per state
+        assert len(selects) == 1 + bool(page.runs) + len(STATES), statements
+        # every read is bounded: a LIMIT, or the shown Runs' leases looked up by key
+        keyed = [s for s in selects if "LIMIT" not in s]
+        assert len(keyed) == bool(page.runs) and all("FROM leases WHERE run_id IN" in s for s in keyed), keyed
+        assert len(page.leases) == len(page.runs)
     for runs, queries, seconds, shown, counts in figures:
         print(f"Runs page (running, app new) over {runs:,} Runs: {queries} queries, {seconds * 1000:.2f} ms, {shown} shown, counts {counts}")
+
+
+def test_the_pages_leases_are_read_by_primary_key(tmp_path: Path) -> None:
+    store = _store(tmp_path / "leases.db", 200)
+    try:
+        ids = [r.run_id for r in store.list_runs(limit=PAGE_SIZE)]
+        marks = ", ".join("?" * len(ids))
+        plan = store._db.execute(
+            f"EXPLAIN QUERY PLAN SELECT run_id, worker_id, epoch, expires_at, released FROM leases WHERE run_id IN ({marks})",
+            ids,
+        ).fetchall()
+    finally:
+        store.close()
+    details = " | ".join(str(row[-1]) for row in plan)
+    print(f"the page's lease read: {details}")
+    assert "SEARCH leases USING" in details and "SCAN leases" not in details, details
 
 
 def test_migrate_4_to_5_adds_the_listing_indexes(tmp_path: Path) -> None:

@@ -317,6 +317,20 @@ class StoreContract:
         seen = store.lease_status("r1")
         assert seen.lease is not None and (seen.lease.worker_id, seen.lease.epoch, seen.released) == ("worker-b", 2, True)
 
+    def test_lease_statuses_answers_each_run_as_lease_status_does(self, store: Store) -> None:
+        store.acquire_lease("r1", "worker-a", 0)
+        held = store.acquire_lease("r2", "worker-b", self.LONG)
+        released = store.acquire_lease("r3", "worker-c", self.LONG)
+        store.release_lease(released)
+        wanted = ["r3", "never", "r1", "r2", "r1"]
+        statuses = store.lease_statuses(wanted)
+        assert list(statuses) == ["r3", "never", "r1", "r2"]  # each once, in the order asked
+        for run_id, status in statuses.items():
+            one = store.lease_status(run_id)
+            assert (status.lease, status.released) == (one.lease, one.released), run_id
+        assert statuses["r2"].lease == held and statuses["r2"].now < held.expires_at
+        assert store.lease_statuses([]) == {}
+
     def test_a_lost_lease_cannot_be_renewed_checked_or_released(self, store: Store) -> None:
         old = store.acquire_lease("r1", "worker-a", 0)
         with pytest.raises(LeaseLost):

@@ -15,6 +15,7 @@ from attrs import frozen
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.stores.work import RunSummary, state_name
 from runkernel.adapters.stores.inspect_view import inspect_json
+from runkernel.adapters.stores.run_views import lease_text
 from runkernel.kernel.edges import call_phase
 from runkernel.kernel.state import Awaiting, CallAwaiting, CallIndeterminate, RunSnapshot
 from runkernel.kernel.values import WaitKind
@@ -44,6 +45,9 @@ class RunsPage:
     """One page of the Runs list, newest first."""
 
     runs: list[RunSummary]
+    #: per shown Run, its lease as ``inspect`` tells it (holder, epoch, expiry by the
+    #: store's clock; "unleased")
+    leases: dict[str, str]
     #: per state, the number of Runs matching the other filters, at most COUNT_CAP
     counts: dict[str, int]
     #: the run id the next page starts after, None on the last page
@@ -52,7 +56,8 @@ class RunsPage:
 
 def runs_page(store: Store, where: RunFilter, after: str | None = None) -> RunsPage:
     """A page of Runs: ``PAGE_SIZE`` + 1 rows read (the extra one says whether a next
-    page exists), then one capped count per state: ``1 + len(STATES)`` queries."""
+    page exists), the shown Runs' leases in one keyed read, then one capped count per
+    state: ``2 + len(STATES)`` queries."""
     rows = store.list_runs(
         state=where.state, app=where.app, thread_id=where.thread_id, limit=PAGE_SIZE + 1, after=after
     )
@@ -62,7 +67,9 @@ def runs_page(store: Store, where: RunFilter, after: str | None = None) -> RunsP
     }
     more = len(rows) > PAGE_SIZE
     shown = rows[:PAGE_SIZE]
-    return RunsPage(shown, counts, shown[-1].run_id if more and shown else None)
+    statuses = store.lease_statuses([r.run_id for r in shown])
+    leases = {r.run_id: lease_text(statuses[r.run_id], r.state) for r in shown}
+    return RunsPage(shown, leases, counts, shown[-1].run_id if more and shown else None)
 
 
 @frozen
@@ -78,8 +85,8 @@ class PendingWait:
     tool: str | None
     arguments: Any
     expires_at: str | None
-    #: the gate's request (the JSON given with a hold): issue 20 commits it with the
-    #: wait; until it lands there is nothing to show, and the page says so
+    #: the gate's request (the JSON given with a hold), committed with the wait; None
+    #: when the hold gave none
     request: Any
 
 
@@ -118,7 +125,7 @@ def pending_wait(snapshot: RunSnapshot, app: str | None) -> PendingWait | None:
         tool=None if call is None else call.tool,
         arguments=None if call is None else call.arguments,
         expires_at=None if wait is None else wait.expires_at,
-        request=getattr(wait, "request", None),  # issue 20's wait.request, once committed
+        request=None if wait is None else wait.request,
     )
 
 
@@ -225,7 +232,7 @@ def run_detail(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
             if isinstance(delegation, dict) and delegation.get("run_id"):
                 children.append({"run_id": delegation["run_id"], "call_id": call["call_id"]})
     parent = store.parent_of(snapshot.run_id)
-    lease = store.current_lease(snapshot.run_id)
+    lease = lease_text(store.lease_status(snapshot.run_id), state_name(snapshot))
     return {
         "view": view,
         "timeline": timeline,
@@ -234,7 +241,6 @@ def run_detail(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
         "parent": None if parent is None else {"run_id": parent.run_id, "call_id": parent.call_id},
         "diagrams": diagrams(snapshot, calls),
         "pending": pending_wait(snapshot, view["app"]),
-        # LEASE (issue 20, i20-views): its holder, epoch and expiry by the store's clock
-        # shown as `inspect` will show them; today the store answers only a valid lease
-        "lease": None if lease is None else {"worker_id": lease.worker_id, "epoch": lease.epoch, "expires_at": lease.expires_at},
+        # its holder, epoch and expiry by the store's clock, as `inspect` tells them
+        "lease": lease,
     }

@@ -15,7 +15,7 @@ store checks the lease in the commit's own transaction, by the store's clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from attrs import frozen
@@ -213,6 +213,11 @@ class Store(Protocol):
     def lease_status(self, run_id: str) -> LeaseStatus:
         """The Run's last lease row, whatever its state, and the store's clock now, read
         together: what ``inspect`` and ``runs`` show (who holds it, until when)."""
+        ...
+
+    def lease_statuses(self, run_ids: Sequence[str]) -> dict[str, LeaseStatus]:
+        """``lease_status`` of each of ``run_ids`` (at most a page of them), read in one
+        query on the leases' primary key: what the console's Runs list shows per Run."""
         ...
 
     def writer_of(self, thread_id: str, version: int) -> Writer | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
@@ -159,6 +159,15 @@ class MemoryStore:
             row = self._leases.get(run_id)
             now = self._clock()
         return LeaseStatus(None if row is None else row.lease, row is not None and row.released, now)
+
+    def lease_statuses(self, run_ids: Sequence[str]) -> dict[str, LeaseStatus]:
+        with self._lock:
+            rows = {run_id: self._leases.get(run_id) for run_id in run_ids}
+            now = self._clock()
+        return {
+            run_id: LeaseStatus(None if row is None else row.lease, row is not None and row.released, now)
+            for run_id, row in rows.items()
+        }
 
     def writer_of(self, thread_id: str, version: int) -> Writer | None:
         return self._writers.get((thread_id, version))

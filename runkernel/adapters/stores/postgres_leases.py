@@ -5,7 +5,7 @@ the Runs with work are one query over the summary rows each commit rewrites."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from runkernel.adapters.stores.leases import LeaseRow, acquired, checked_duration, require_held
@@ -110,6 +110,22 @@ class PostgresLeases(PostgresConnection):
     def lease_status(self, run_id: str) -> LeaseStatus:
         row, now = self._lease_row(run_id)
         return LeaseStatus(None if row is None else row.lease, row is not None and row.released, now)
+
+    def lease_statuses(self, run_ids: Sequence[str]) -> dict[str, LeaseStatus]:
+        wanted = list(dict.fromkeys(run_ids))
+        if not wanted:
+            return {}
+        rows = self._fetch_all(
+            f"SELECT w.run_id, l.worker_id, l.epoch, l.expires_at, l.released, {NOW} "
+            "FROM unnest(%s::text[]) AS w(run_id) LEFT JOIN leases l ON l.run_id = w.run_id",
+            (wanted,),
+        )
+        statuses = {}
+        for row in rows:
+            leased = row[1] is not None and int(row[2]) != 0  # epoch 0: the placeholder, never granted
+            lease = Lease(str(row[0]), str(row[1]), int(row[2]), float(row[3])) if leased else None
+            statuses[str(row[0])] = LeaseStatus(lease, leased and bool(row[4]), float(row[5]))
+        return {run_id: statuses[run_id] for run_id in wanted}
 
     # --- listing and work discovery ---------------------------------------------------
 

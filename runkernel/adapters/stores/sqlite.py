@@ -13,7 +13,7 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -420,6 +420,22 @@ class SqliteStore:
     def lease_status(self, run_id: str) -> LeaseStatus:
         row: LeaseRow | None = self._read(lambda: self._lease_row(run_id))
         return LeaseStatus(None if row is None else row.lease, row is not None and row.released, self._clock())
+
+    def lease_statuses(self, run_ids: Sequence[str]) -> dict[str, LeaseStatus]:
+        wanted = list(dict.fromkeys(run_ids))
+        marks = ", ".join("?" * len(wanted))
+        rows = self._read(
+            lambda: self._db.execute(
+                f"SELECT run_id, worker_id, epoch, expires_at, released FROM leases WHERE run_id IN ({marks})", wanted
+            ).fetchall()
+        ) if wanted else []
+        now = self._clock()
+        found = {str(r[0]): LeaseRow(Lease(str(r[0]), str(r[1]), int(r[2]), float(r[3])), bool(r[4])) for r in rows}
+        return {
+            run_id: LeaseStatus(None if row is None else row.lease, row is not None and row.released, now)
+            for run_id in wanted
+            for row in (found.get(run_id),)
+        }
 
     def writer_of(self, thread_id: str, version: int) -> Writer | None:
         row = self._read(
