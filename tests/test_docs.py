@@ -21,6 +21,12 @@ BIN = Path(sys.executable).parent
 #: A page whose blocks need an extra: the module to import, and the skip reason.
 NEEDS: dict[str, tuple[str, str]] = {
     "how-to/postgres.md": ("psycopg_pool", "the postgres extra is not installed (pip install -e '.[postgres]')"),
+    # its block sends to an OTLP collector: tests/test_otel_docs.py runs it as printed
+    # with the SDK's in-memory exporter in the OTLP exporter's place
+    "how-to/opentelemetry.md": (
+        "opentelemetry.exporter.otlp.proto.http",
+        "the OTLP exporter is not installed (tests/test_otel_docs.py runs this page's block with an in-memory one)",
+    ),
     "pydantic-ai.md": ("pydantic_ai", "the pydantic-ai extra is not installed (pip install -e '.[pydantic-ai]')"),
 }
 

@@ -56,8 +56,7 @@ def test_without_the_extra_nothing_is_imported() -> None:
 
 @pytest.fixture
 def readme_block() -> Iterator[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Traces and metrics (OpenTelemetry)", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "how-to" / "opentelemetry.md").read_text()
     blocks = section.split("```python\n")[1:]
     assert len(blocks) == 1
     yield blocks[0].split("```", 1)[0]
