@@ -10,7 +10,6 @@ import os
 import signal
 import socket
 import sys
-import time
 from collections.abc import Iterator
 from types import FrameType
 from pathlib import Path
@@ -45,6 +44,7 @@ from runkernel.cli.text import (
     EXIT_TERMINATED,
     EXIT_USAGE,
     CliError,
+    ProgressBar,
     plural,
     printable,
     require_id,
@@ -102,32 +102,19 @@ def _queued(result: Rejection | AlreadyQueued | int, what: str, run_id: str) -> 
 # --- simulate --------------------------------------------------------------------------
 
 
-class ProgressBar:
-    """A one-line bar on a terminal; a line every tenth of the work otherwise."""
+class SimulateProgress(ProgressBar):
+    """The Runs played so far, with their commits, crashes and violations, on stderr."""
 
     def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.started = time.monotonic()
-        self.last_tenth = -1
+        super().__init__(stream, "simulate")
 
     def __call__(self, done: int, total: int, report: Report) -> None:
-        text = (
+        self.show(
+            done,
+            total,
             f"{done}/{total} runs, {report.commits} commits, "
-            f"{sum(report.crashes.values())} crashes, {len(report.violations)} violations"
+            f"{sum(report.crashes.values())} crashes, {len(report.violations)} violations",
         )
-        if self.tty:
-            width = 30
-            filled = width * done // max(total, 1)
-            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {text}")
-            if done == total:
-                self.stream.write("\n")
-        else:
-            tenth = 10 * done // max(total, 1)
-            if tenth != self.last_tenth:
-                self.last_tenth = tenth
-                self.stream.write(f"simulate: {text} ({time.monotonic() - self.started:.1f}s)\n")
-        self.stream.flush()
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -140,7 +127,7 @@ def _simulate(args: argparse.Namespace) -> int:
         if export is not None:
             export.mkdir(parents=True, exist_ok=True)  # only once the store is ours
             _clear_export(export)
-        progress = None if args.no_progress else ProgressBar(sys.stderr)
+        progress = None if args.no_progress else SimulateProgress(sys.stderr)
         terminated: list[int] = []
         with _sigterm_interrupts(terminated):
             report = simulate(store, args.runs, args.seed, progress)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.worker.apps import AppLoadError, load_app
-from runkernel.cli.text import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError
+from runkernel.cli.text import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError, ProgressBar
 from runkernel.errors import UsageError
 
 if TYPE_CHECKING:
@@ -29,28 +28,14 @@ if TYPE_CHECKING:
 THREAD_PREFIX = "crashtest-"
 
 
-class Progress:
-    """A bar on a terminal's stderr; elsewhere a line every tenth of the plays."""
+class Progress(ProgressBar):
+    """The crash plays done so far, on stderr."""
 
     def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.started = time.monotonic()
-        self.last_tenth = -1
+        super().__init__(stream, "crashtest")
 
     def __call__(self, done: int, total: int, what: str) -> None:
-        if self.tty:
-            width = 30
-            filled = width * done // max(total, 1)
-            self.stream.write(f"\r\x1b[K[{'#' * filled}{'.' * (width - filled)}] {done}/{total} crashes")
-            if done == total:
-                self.stream.write("\n")
-        else:
-            tenth = 10 * done // max(total, 1)
-            if tenth != self.last_tenth:
-                self.last_tenth = tenth
-                self.stream.write(f"crashtest: {done}/{total} crashes ({time.monotonic() - self.started:.1f}s)\n")
-        self.stream.flush()
+        self.show(done, total, f"{done}/{total} crashes")
 
 
 def _crashtest(args: argparse.Namespace) -> int:

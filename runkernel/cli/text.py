@@ -4,7 +4,9 @@ of ids and durations given on the command line, and how committed text is shown.
 from __future__ import annotations
 
 import math
+import time
 import unicodedata
+from typing import TextIO
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -68,3 +70,30 @@ def positive_seconds(value: float, name: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise CliError(f"{name} must be a finite number of seconds above 0, not {value}", EXIT_USAGE)
     return value
+
+
+class ProgressBar:
+    """Progress of long work on ``stream`` (stderr): a one-line bar on a terminal, and
+    elsewhere (a CI log) a line every tenth of the work, with the seconds so far.
+    ``show(done, total, text)`` after each unit; ``name`` prefixes the logged lines."""
+
+    def __init__(self, stream: TextIO, name: str) -> None:
+        self.stream = stream
+        self.name = name
+        self.tty = stream.isatty()
+        self.started = time.monotonic()
+        self.last_tenth = -1
+
+    def show(self, done: int, total: int, text: str) -> None:
+        if self.tty:
+            width = 30
+            filled = width * done // max(total, 1)
+            self.stream.write(f"\r\x1b[K[{'#' * filled}{'.' * (width - filled)}] {text}")
+            if done == total:
+                self.stream.write("\n")
+        else:
+            tenth = 10 * done // max(total, 1)
+            if tenth != self.last_tenth:
+                self.last_tenth = tenth
+                self.stream.write(f"{self.name}: {text} ({time.monotonic() - self.started:.1f}s)\n")
+        self.stream.flush()
