@@ -175,7 +175,7 @@ TESTING_BUILDER_JUDGE_UNIT = unit(
     "tests/test_testing.py::test_the_builder_takes_a_hand_made_commit_only_if_the_judge_accepts_it"
 )
 TESTING_IMPORTERS_UNIT = unit(
-    "tests/test_testing.py::test_no_library_module_imports_runkernel_testing_but_the_simulate_command_lazily"
+    "tests/test_testing.py::test_no_library_module_imports_runkernel_testing_but_the_simulate_and_crashtest_commands_lazily"
 )
 SYNC_SHELL_GENERATED_UNIT = unit(
     "tests/test_async_to_sync.py::test_the_checked_in_sync_driver_is_generated_from_the_async_one"
