@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from runkernel import CallCompleted, CallExecuting, CallIndeterminate, EndCauseKind, Ended, ThreadCommit, ToolCall, check_trace, open_store
+from runkernel import EndCauseKind, check_trace, open_store
+from runkernel.kernel import CallCompleted, CallExecuting, CallIndeterminate, Ended, ThreadCommit, ToolCall
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.stores.export import export_lines
 

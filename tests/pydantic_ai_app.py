@@ -37,7 +37,8 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 from pydantic_ai.tools import ToolDefinition
 
-from runkernel import IndeterminateChoice, OperationStatus, StatusReply, ToolPolicy
+from runkernel import OperationStatus, StatusReply, ToolPolicy
+from runkernel.kernel import IndeterminateChoice
 from runkernel.integrations.pydantic_ai import DurableAgentApp, RunkernelDurability, current_invocation
 
 from agent_world import Downstream
@@ -145,7 +146,7 @@ def build(
     """The agent of ``script`` on ``store``, its tools recording to ``record``."""
     downstream = Downstream(record, store, invocation=current_invocation)
 
-    def charge_status(operation_id: str) -> StatusReply:
+    def charge_status(operation_id: str, lease_epoch: int | None) -> StatusReply:
         done = any(s["operation_id"] == operation_id for s in downstream.starts())
         return StatusReply(OperationStatus.DONE, {"charged": True}) if done else StatusReply(OperationStatus.NOT_FOUND)
 

@@ -16,7 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 import agent_world
 from agent_world import ROOT, once_each, status_of
 from pydantic_ai_app import play
-from runkernel import Message
+from runkernel.kernel import Message
 
 HAS_METADATA = "metadata" in attrs.fields_dict(Message)
 __all__ = ["HAS_METADATA", "ROOT", "World", "once_each", "shown_results", "status_of", "world"]
