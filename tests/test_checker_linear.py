@@ -1,5 +1,5 @@
 """check-trace does the same work per line whatever came before it, and keeps only what
-later rules need (DESIGN.md, Cost model). Work is counted, never timed: Python calls
+later rules need (Cost model). Work is counted, never timed: Python calls
 made while judging the last lines of a trace, and what the judge retains.
 """
 

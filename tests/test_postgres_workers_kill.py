@@ -45,7 +45,7 @@ KILLS = (
 )
 #: where each worker that reaches these points is stalled past its lease; none before a
 #: reconnect or indeterminate tool's work: a worker that wakes there, past its lease
-#: check, starts the tool after the take-over, which only the fence of DESIGN.md's W5
+#: check, starts the tool after the take-over, which only the fence of W5
 #: (not built yet) would refuse
 STALLS = ("reserve:after:140", "lookup:before:160", "pay:after:180")
 HANG_GUARD = 600.0  # seconds: only so that a broken test fails instead of hanging CI

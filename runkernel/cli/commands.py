@@ -405,7 +405,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     sim.set_defaults(handler=_simulate)
 
     inspect = commands.add_parser(
-        "inspect", help="the seed's four questions for one Run, from committed facts only"
+        "inspect", help="the four questions about one Run, from committed facts only"
     )
     _store_option(inspect)
     inspect.add_argument("run_id", metavar="RUN_ID")

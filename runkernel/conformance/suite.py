@@ -6,7 +6,7 @@ identity and expected version match (a typed conflict otherwise, nothing written
 judge every commit with the kernel before writing it (a typed ``IllegalCommit``
 otherwise, nothing written), refuse values no trace can hold, read the latest state,
 keep messages as deltas, keep the inbox, checkpoints and reconciliations beside
-the log, and keep the lease contract (DESIGN.md, Workers and leases: one valid lease
+the log, and keep the lease contract (Workers and leases: one valid lease
 per Run by the store's clock, epochs rising with every take-over, the lease checked in
 the commit's transaction, each commit's writer recorded, a retried commit whose
 acknowledgement was lost adopted once). The lease tests need no clock control: a lease
@@ -268,7 +268,7 @@ class StoreContract:
         assert check_commits(list(store.commits("t1"))).verdict is Verdict.LEGAL
 
 
-    # --- leases (issue 9, DESIGN.md Workers and leases) -----------------------------
+    # --- leases (issue 9, Workers and leases) -----------------------------
 
     LONG = 600.0  # seconds: outlasts any test, so only an explicit act ends the lease
 

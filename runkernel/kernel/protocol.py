@@ -372,7 +372,7 @@ Input: TypeAlias = (
 
 
 class Hook(enum.Enum):
-    """The seed's hooks. As effects they observe; what they answer comes back inside an
+    """The hooks. As effects they observe; what they answer comes back inside an
     input: StepStart and BeforeInference's staged state in ``InferenceResult.staged``,
     AfterTool's reaction in ``ToolFinished.reaction``."""
 

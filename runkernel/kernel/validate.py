@@ -1,6 +1,6 @@
 """Commit validation: is this ThreadCommit a legal successor of the committed state?
 
-This accepts every commit the seed permits, which is a superset of what ``decide``
+This accepts every commit the machines permit, which is a superset of what ``decide``
 emits: other runtimes make other legal choices (for example finalizing a batch in a
 commit of its own). The checks run in a fixed order so that a commit breaking several
 rules is always reported under the same one.

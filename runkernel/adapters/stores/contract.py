@@ -8,7 +8,7 @@ no store ever holds an illegal commit. Beside the commit log a store keeps a com
 inbox, best-effort stream checkpoints and recorded reconciliations; none of them is
 Thread truth.
 
-Leases (DESIGN.md, Workers and leases) are part of the contract: a worker takes a
+Leases (Workers and leases) are part of the contract: a worker takes a
 lease on a Run before it drives it, every commit it makes names that lease, and the
 store checks the lease in the commit's own transaction, by the store's clock.
 """

@@ -1,4 +1,4 @@
-"""``runkernel inspect``: the seed's "state you need to confirm" table for one Run,
+"""``runkernel inspect``: the "state you need to confirm" table for one Run,
 answered from committed facts only (never from a worker, a stream or a UI)."""
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _json(value: Any) -> str:
 
 
 def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
-    """The four questions of the seed, one section each, then reconciliation hints."""
+    """The four questions about a Run, one section each, then reconciliation hints."""
     view = inspect_json(store, snapshot)
     lease = store.lease_status(snapshot.run_id)
     state = snapshot.state

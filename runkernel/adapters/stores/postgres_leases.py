@@ -1,4 +1,4 @@
-"""The PostgreSQL store's leases and work discovery (DESIGN.md, Workers and leases):
+"""The PostgreSQL store's leases and work discovery (Workers and leases):
 each lease act is one transaction holding the Run's lease row locked, judged by the
 server's clock ``now()`` with the rules every store shares (``runkernel.adapters.stores.leases``);
 the Runs with work are one query over the summary rows each commit rewrites."""
@@ -19,7 +19,7 @@ from runkernel.kernel.state import ParentCall
 class PostgresLeases(PostgresConnection):
     """Leases and listing, on the store's session."""
 
-    # --- leases (DESIGN.md, Workers and leases), by the server's clock ---------------
+    # --- leases (Workers and leases), by the server's clock ---------------
 
     def store_time(self) -> float:
         row = self._fetch(f"SELECT {NOW}", ())

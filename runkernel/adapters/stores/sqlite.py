@@ -697,7 +697,7 @@ class SqliteStore:
         self._scratch_write("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
 
     def _scratch_write(self, sql: str, params: tuple[Any, ...]) -> None:
-        """A best-effort write that never waits for an fsync (DESIGN.md, Cost model): its
+        """A best-effort write that never waits for an fsync (Cost model): its
         own connection with ``synchronous=OFF``. In WAL mode a process crash keeps it;
         a power loss may lose it, which only loses a partial inference."""
         try:
