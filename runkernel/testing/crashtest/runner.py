@@ -49,8 +49,10 @@ class Trial:
 
 @frozen
 class ToolStarts:
-    """What the world saw of one tool over every crash: its committed policy, the most
-    extra starts one operation had, and whether an extra start fails the test."""
+    """What the world saw of one tool over every crash: its committed policy (its
+    recovery mode, or ``delegation`` for a terminal-only delegation, whose executor is
+    its child's activation), the most extra starts one operation had, and whether an
+    extra start fails the test."""
 
     tool: str
     policy: str
@@ -281,7 +283,7 @@ def _tools(
         mine = [e for e in extras if e.tool == tool]
         found[tool] = ToolStarts(
             tool,
-            policy.recovery.mode.value,
+            "delegation" if policy.terminal_only_delegation else policy.recovery.mode.value,
             tool in flagged,
             operations[tool],
             max((e.extra for e in mine), default=0),
