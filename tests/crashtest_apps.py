@@ -14,7 +14,8 @@ emptied by ``crashtest_reset()`` before every play.
 - ``delegating``: two terminal-only delegations to child Runs, which look up and
   reserve; ``delegating_lying``: the same, with the children's ``reserve`` status lying;
 - ``scheduled``: ``lookup`` asks to be run again later (a timer) on its first attempt;
-- ``push_clean`` and ``async_push_clean``: the clean app as push-mode hosts.
+- ``push_clean`` and ``async_push_clean``: the clean app as push-mode hosts;
+  ``push_delegating``: the delegating app as a push-mode host.
 """
 
 from __future__ import annotations
@@ -168,14 +169,17 @@ class DelegatingModel:
     and reserves, then answers."""
 
     def infer(self, request: InferenceRequest) -> ModelReply:
-        task = request.messages[0].content
-        if isinstance(task, dict):  # a child: its task is the delegation's arguments
-            if request.step == 1:
-                return ModelReply("on it", (CallRequest("lookup", {"q": task["topic"]}), CallRequest("reserve", {"seats": 1})))
-            return ModelReply(f"found {task['topic']}", end=EndCauseKind.COMPLETED)
-        if request.step == 1:
-            return ModelReply("asking", (CallRequest("research", {"topic": "thai"}), CallRequest("research", {"topic": "lao"})))
-        return ModelReply("both found", end=EndCauseKind.COMPLETED)
+        return delegating_reply(request.messages[0].content, request.step)
+
+
+def delegating_reply(task: object, step: int) -> ModelReply:
+    if isinstance(task, dict):  # a child: its task is the delegation's arguments
+        if step == 1:
+            return ModelReply("on it", (CallRequest("lookup", {"q": task["topic"]}), CallRequest("reserve", {"seats": 1})))
+        return ModelReply(f"found {task['topic']}", end=EndCauseKind.COMPLETED)
+    if step == 1:
+        return ModelReply("asking", (CallRequest("research", {"topic": "thai"}), CallRequest("research", {"topic": "lao"})))
+    return ModelReply("both found", end=EndCauseKind.COMPLETED)
 
 
 class Research:
@@ -256,5 +260,27 @@ class AsyncPushClean:
                 return
 
 
+class PushDelegating:
+    """The delegating app as a push-mode host: the driver activates the children; the
+    host serves each child Run as it serves its parent."""
+
+    name = "push-delegating"
+    tools = {"research": Research.policy, "lookup": "replay", "reserve": "reconnect"}
+
+    def serve(self, driver: Driver, action: Action) -> None:
+        while True:
+            if isinstance(action, Infer):
+                r = delegating_reply(action.messages[0].content, action.step)
+                action = driver.inferred(r.content, r.calls, end=r.end)
+            elif isinstance(action, RunCall):
+                action = driver.call_returned(action.call_id, _carry_out(action).value)  # type: ignore[union-attr]
+            elif isinstance(action, CheckStatus):
+                answer = _TOOLS["reserve"].status(action.operation_id, action.lease_epoch)
+                action = driver.status(action.call_id, answer.status, answer.value)
+            else:
+                return  # WaitFor, ChildrenRunning (its children are Runs of their own) or Done
+
+
 push_clean = PushClean()
+push_delegating = PushDelegating()
 async_push_clean = AsyncPushClean()

@@ -228,8 +228,9 @@ def test_a_scratch_store_is_emptied_and_a_run_store_is_refused(capsys: pytest.Ca
 # --- child Runs, result values, timers --------------------------------------------------
 
 
-def test_a_delegating_app_is_crashed_in_its_children_too_and_passes() -> None:
-    report = run(apps.delegating)
+@pytest.mark.parametrize("app", [apps.delegating, apps.push_delegating], ids=lambda a: a.name)
+def test_a_delegating_app_is_crashed_in_its_children_too_and_passes(app: object) -> None:
+    report = run(app)
     assert report.passed, report.violations
     children = {t.boundary.split(" ", 2)[1] for t in report.trials if t.boundary.startswith("child ")}
     assert children == {"research[1.0]", "research[1.1]"}
