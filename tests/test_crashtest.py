@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from runkernel import EndCauseKind, Returned, RunCall
+from runkernel import EndCauseKind, Returned, RunCall, RuntimeApp, ToolPolicy, ToolRegistry
 from runkernel.adapters.drive.ports import ToolReply
 from runkernel.cli.entry import main
 from runkernel.testing.crashtest import (
@@ -112,6 +112,13 @@ def test_a_tool_that_raises_at_one_boundary_is_reported_with_it() -> None:
 def test_a_non_deterministic_model_is_refused() -> None:
     with pytest.raises(NotDeterministic, match=r"differ at commit v2 \(step 1, its messages\)"):
         crashtest(apps.random_model)
+
+
+def test_a_sequential_delegation_is_refused_by_name() -> None:
+    ask = apps.Tool("ask", ToolPolicy(sequential_delegation=True))
+    asks = RuntimeApp(name="asks", model=apps.Model(), tools=ToolRegistry({"ask": ask}))
+    with pytest.raises(CrashTestRefused, match="tool 'ask' of app 'asks' is a sequential delegation"):
+        crashtest(asks)
 
 
 def test_scripted_turns_cannot_replace_a_push_hosts_own_model() -> None:
