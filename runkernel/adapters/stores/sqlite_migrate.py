@@ -25,26 +25,14 @@ import sqlite3
 from pathlib import Path
 
 from runkernel.adapters.stores.serial import dumps, legacy_history_from_json, snapshot_from_json, snapshot_to_json
-from runkernel.adapters.stores.sqlite import SCHEMA_NAME, SCHEMA_VERSION
 from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
 from runkernel.adapters.stores.sqlite_open import not_a_database, store_error
+from runkernel.adapters.stores.sqlite_schema import AWAITED_CHILDREN_TABLE, HISTORY_TABLES, SCHEMA_NAME, SCHEMA_VERSION
 from runkernel.adapters.stores.work import activation_parent, awaited_children, parent_columns, summary_of
 from runkernel.kernel.codec import upgrade_v1_line
 from runkernel.kernel.state import RESUMED_EVENT
 
-_SCHEMA_1_TO_2 = """
-CREATE TABLE closed_batches (
-    run_id TEXT NOT NULL,
-    batch_id TEXT NOT NULL,
-    PRIMARY KEY (run_id, batch_id)
-) WITHOUT ROWID;
-CREATE TABLE applied_resumes (
-    run_id TEXT NOT NULL,
-    ticket_id TEXT NOT NULL,
-    digest TEXT NOT NULL,
-    PRIMARY KEY (run_id, ticket_id)
-) WITHOUT ROWID;
-"""
+_SCHEMA_1_TO_2 = HISTORY_TABLES
 
 _SCHEMA_2_TO_3 = """
 ALTER TABLE commits ADD COLUMN writer_id TEXT;
@@ -65,17 +53,11 @@ ALTER TABLE runs ADD COLUMN wake_at REAL;
 CREATE INDEX runs_by_state ON runs (state, app);
 """
 
-_SCHEMA_3_TO_4 = """
+_SCHEMA_3_TO_4 = f"""
 ALTER TABLE runs ADD COLUMN quiet INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN parent_thread_id TEXT;
 ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
-ALTER TABLE runs ADD COLUMN parent_call_id TEXT;
-CREATE TABLE awaited_children (
-    parent_run_id TEXT NOT NULL,
-    child_run_id TEXT NOT NULL,
-    PRIMARY KEY (parent_run_id, child_run_id)
-) WITHOUT ROWID;
-"""
+ALTER TABLE runs ADD COLUMN parent_call_id TEXT;{AWAITED_CHILDREN_TABLE}"""
 
 _SCHEMA_4_TO_5 = """
 CREATE INDEX runs_by_state_only ON runs (state);
