@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from runkernel.adapters.stores.contract import Lease, Settlement
-from runkernel.adapters.stores.sql_shared import history_statements, pg_sql
+from runkernel.adapters.stores.sql_statements import history_statements, pg_sql
 from runkernel.adapters.stores.work import RunSummary, parent_columns
 from runkernel.kernel.history import HistoryKeys
 from runkernel.kernel.state import ThreadCommit, ThreadHead

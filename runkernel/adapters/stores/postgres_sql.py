@@ -13,7 +13,8 @@ from runkernel.adapters.stores.contract import Lease
 from runkernel.adapters.stores.leases import LeaseRow
 from runkernel.adapters.stores.postgres_commit import NOW
 from runkernel.adapters.stores.postgres_connection import Connection, PostgresConnection
-from runkernel.adapters.stores.sql_shared import Row, SqlStore, pg_sql
+from runkernel.adapters.stores.sql_shared import SqlStore
+from runkernel.adapters.stores.sql_statements import Row, pg_sql
 from runkernel.adapters.stores.work import work_query
 
 #: Runs with work, judged by the server's clock.

@@ -6,8 +6,8 @@ Both keep the same tables (``work.STORE_TABLES``): each commit a row holding its
 row of its own, history facts in indexed rows read by key. Their reads, the inbox, the
 checkpoints, the reconciliations, the lease rules and the listing are therefore the same
 SQL; ``SqlStore`` holds them, with every statement written in SQLite's ``?`` style and
-handed to a few hooks each store implements (``pg_sql`` rewrites a statement for
-psycopg). What stays in each store is what truly differs: opening the database, the
+handed to a few hooks each store implements (``sql_statements.pg_sql`` rewrites a
+statement for psycopg). What stays in each store is what truly differs: opening the database, the
 commit's transaction and its checks (``BEGIN IMMEDIATE`` and reads inside it on SQLite;
 one round trip of statements whose failures are the checks on PostgreSQL), how a lease
 row is locked and which clock judges it, retries and error translation.
@@ -15,7 +15,6 @@ row is locked and which clock judges it, retries and error translation.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -26,12 +25,12 @@ from runkernel.adapters.stores.contract import (
     Lease,
     LeaseStatus,
     Reconciliation,
-    Settlement,
     Writer,
 )
 from runkernel.adapters.stores.decode import decoded, integer, json_text, thread_head
 from runkernel.adapters.stores.leases import LeaseRow, acquired, checked_duration, require_held
 from runkernel.adapters.stores.serial import commit_from_text, dumps, snapshot_from_json
+from runkernel.adapters.stores.sql_statements import HEAD_AND_RUN, Row, SqlHistory
 from runkernel.adapters.stores.work import (
     RunSummary,
     count_query,
@@ -39,67 +38,15 @@ from runkernel.adapters.stores.work import (
     parent_from_columns,
     summary_from_row,
 )
-from runkernel.kernel.history import History, HistoryKeys
+from runkernel.kernel.history import History
 from runkernel.kernel.state import Message, ParentCall, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.values import JsonValue
-
-Row = tuple[Any, ...]
-#: One statement and its parameters, in ``?`` style.
-Statement = tuple[str, tuple[Any, ...]]
-
-#: The Thread's head and the Run's latest snapshot text, read in one statement (each
-#: NULL when its row does not exist): what a commit is judged against.
-HEAD_AND_RUN = (
-    "SELECT (SELECT version FROM threads WHERE thread_id = ?), "
-    "(SELECT active_run_id FROM threads WHERE thread_id = ?), "
-    "(SELECT snapshot FROM runs WHERE run_id = ?)"
-)
 
 _CHECKPOINT_PUT = (
     "INSERT INTO checkpoints (run_id, step, data) VALUES (?, ?, ?) "
     "ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, data = excluded.data"
 )
 _REFUSED = "SELECT entry_id FROM inbox WHERE run_id = ? AND state = 'settled' AND outcome LIKE 'refused%'"
-
-
-@functools.lru_cache(maxsize=256)
-def pg_sql(query: str) -> str:
-    """A statement written in ``?`` style as psycopg takes it (``%s``, a literal ``%``
-    doubled). No shared statement holds a ``?`` of its own."""
-    return query.replace("%", "%%").replace("?", "%s")
-
-
-def history_statements(
-    run_id: str, keys: HistoryKeys, awaited: tuple[str, ...], settle: Settlement | None
-) -> list[Statement]:
-    """The rows a commit writes besides its line, head and Run row, in its transaction:
-    the history facts it adds (``keys``), the children a quiet Run waits for (only
-    quiet commits write those, so a Run's rows are its last quiet commit's) and the
-    inbox entry it settles."""
-    found: list[Statement] = []
-    if awaited:
-        found.append(("DELETE FROM awaited_children WHERE parent_run_id = ?", (run_id,)))
-        for child in awaited:
-            found.append(("INSERT INTO awaited_children (parent_run_id, child_run_id) VALUES (?, ?)", (run_id, child)))
-    if keys.ticket is not None:
-        found.append(("INSERT INTO tickets (ticket_id, run_id) VALUES (?, ?)", (keys.ticket, run_id)))
-    if keys.closed_batch is not None:
-        found.append(("INSERT INTO closed_batches (run_id, batch_id) VALUES (?, ?)", (run_id, keys.closed_batch)))
-    if keys.resume is not None:
-        found.append(
-            (
-                "INSERT INTO applied_resumes (run_id, ticket_id, digest) VALUES (?, ?, ?)",
-                (run_id, keys.resume.ticket_id, keys.resume.digest),
-            )
-        )
-    if settle is not None:
-        found.append(
-            (
-                "UPDATE inbox SET state = 'settled', outcome = ? WHERE entry_id = ? AND state = 'pending'",
-                (settle.outcome, settle.entry_id),
-            )
-        )
-    return found
 
 
 class SqlStore:
@@ -194,7 +141,7 @@ class SqlStore:
     # --- Runs and Threads -------------------------------------------------------------
 
     def history(self, run_id: str) -> History:
-        return _SqlHistory(self, run_id)
+        return SqlHistory(self._one, run_id)
 
     def _ticket_known(self, ticket_id: str) -> bool:
         return self._one("SELECT 1 FROM tickets WHERE ticket_id = ?", (ticket_id,)) is not None
@@ -409,27 +356,3 @@ class SqlStore:
         query, params = count_query("?", state=state, thread_id=thread_id, app=app, cap=cap)
         row = self._one(query, params)
         return 0 if row is None else int(row[0])
-
-
-class _SqlHistory:
-    """A Run's history answered by primary-key lookups on the store's rows."""
-
-    def __init__(self, store: SqlStore, run_id: str) -> None:
-        self._store = store
-        self._run_id = run_id
-
-    def ticket_used(self, ticket_id: str) -> bool:
-        found = self._store._one("SELECT 1 FROM tickets WHERE run_id = ? AND ticket_id = ?", (self._run_id, ticket_id))
-        return found is not None
-
-    def batch_closed(self, batch_id: str) -> bool:
-        found = self._store._one(
-            "SELECT 1 FROM closed_batches WHERE run_id = ? AND batch_id = ?", (self._run_id, batch_id)
-        )
-        return found is not None
-
-    def applied_digest(self, ticket_id: str) -> str | None:
-        row = self._store._one(
-            "SELECT digest FROM applied_resumes WHERE run_id = ? AND ticket_id = ?", (self._run_id, ticket_id)
-        )
-        return None if row is None else str(row[0])

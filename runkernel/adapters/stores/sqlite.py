@@ -26,11 +26,13 @@ from runkernel.adapters.stores.contract import (
     SIMULATE_CLAIM,
     Settlement,
     StoreUnavailable,
+    Writer,
     judge_append,
 )
 from runkernel.adapters.stores.leases import LeaseRow, commit_writer, is_own_landed_commit
 from runkernel.adapters.stores.serial import commit_text, dumps, line_text, snapshot_text
-from runkernel.adapters.stores.sql_shared import Row, SqlStore, history_statements
+from runkernel.adapters.stores.sql_shared import SqlStore
+from runkernel.adapters.stores.sql_statements import Row, history_statements
 from runkernel.adapters.stores.sqlite_open import Access, Recognized, connect, recognize, statements, store_error
 from runkernel.adapters.stores.sqlite_schema import LAYOUT as LAYOUT
 from runkernel.adapters.stores.sqlite_schema import SCHEMA
@@ -161,14 +163,7 @@ class SqliteStore(SqlStore):
             db.execute(
                 "INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    commit.thread_id,
-                    commit.version,
-                    commit.run_id,
-                    line_text(line),
-                    None if writer is None else writer.worker_id,
-                    None if writer is None else writer.epoch,
-                ),
+                (commit.thread_id, commit.version, commit.run_id, line_text(line), *_writer_columns(writer)),
             )
             new_head = accepted.head
             db.execute(
@@ -189,16 +184,8 @@ class SqliteStore(SqlStore):
                 "step = excluded.step, version = excluded.version, waiting_for = excluded.waiting_for, "
                 "wake_at = excluded.wake_at, quiet = excluded.quiet",
                 (
-                    commit.run_id,
-                    commit.thread_id,
-                    snapshot,
-                    summary.app,
-                    summary.state,
-                    summary.step,
-                    summary.version,
-                    summary.waiting_for,
-                    summary.wake_at,
-                    1 if awaited else 0,
+                    commit.run_id, commit.thread_id, snapshot, summary.app, summary.state, summary.step,
+                    summary.version, summary.waiting_for, summary.wake_at, 1 if awaited else 0,
                     *parent_columns(commit.parent),
                 ),
             )
@@ -397,3 +384,8 @@ class SqliteStore(SqlStore):
 
     def _write_once(self, query: str, params: Sequence[Any]) -> None:
         self._write(query, params)
+
+
+def _writer_columns(writer: Writer | None) -> tuple[str | None, int | None]:
+    """The ``writer_id, writer_epoch`` columns of a commit row (None: no lease)."""
+    return (None, None) if writer is None else (writer.worker_id, writer.epoch)
