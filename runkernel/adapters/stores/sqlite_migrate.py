@@ -28,7 +28,8 @@ from runkernel.adapters.stores.serial import dumps, legacy_history_from_json, sn
 from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
 from runkernel.adapters.stores.sqlite_open import not_a_database, store_error
 from runkernel.adapters.stores.sqlite_schema import AWAITED_CHILDREN_TABLE, HISTORY_TABLES, SCHEMA_NAME, SCHEMA_VERSION
-from runkernel.adapters.stores.work import activation_parent, awaited_children, parent_columns, summary_of
+from runkernel.adapters.stores.sql_migrate import quiet_parent_statements
+from runkernel.adapters.stores.work import summary_of
 from runkernel.kernel.codec import upgrade_v1_line
 from runkernel.kernel.state import RESUMED_EVENT
 
@@ -158,28 +159,10 @@ def _two_to_three(db: sqlite3.Connection, name: str) -> None:
 def _three_to_four(db: sqlite3.Connection, name: str) -> None:
     """Quietness, awaited children and parents, from each latest state and activation."""
     _run_statements(db, _SCHEMA_3_TO_4)
-    for run_id, text in db.execute("SELECT run_id, snapshot FROM runs").fetchall():
-        try:
-            awaited = awaited_children(snapshot_from_json(json.loads(text)))
-        except (ValueError, KeyError, TypeError) as error:
-            raise SchemaError(f"{name}: the stored state of run {run_id!r} is damaged: {error!r}") from None
-        if awaited:
-            db.execute("UPDATE runs SET quiet = 1 WHERE run_id = ?", (run_id,))
-            db.executemany(
-                "INSERT INTO awaited_children (parent_run_id, child_run_id) VALUES (?, ?)",
-                [(run_id, child) for child in awaited],
-            )
-    # only an activation names a parent; reading every line is a migration's cost, once
-    for thread_id, version, run_id, line in db.execute("SELECT thread_id, version, run_id, line FROM commits").fetchall():
-        try:
-            parent = activation_parent(json.loads(line))
-        except (ValueError, KeyError, TypeError) as error:
-            raise SchemaError(f"{name}: commit {version} of thread {thread_id!r} is damaged: {error!r}") from None
-        if parent is not None:
-            db.execute(
-                "UPDATE runs SET parent_thread_id = ?, parent_run_id = ?, parent_call_id = ? WHERE run_id = ?",
-                (*parent_columns(parent), run_id),
-            )
+    runs = db.execute("SELECT run_id, snapshot FROM runs").fetchall()
+    lines = db.execute("SELECT run_id, line FROM commits").fetchall()
+    for statement, params in quiet_parent_statements(name, runs, lines):
+        db.execute(statement, params)
 
 
 def _one_to_two(db: sqlite3.Connection, name: str) -> None:
