@@ -27,7 +27,13 @@ from pathlib import Path
 from runkernel.adapters.stores.serial import dumps, legacy_history_from_json, snapshot_from_json, snapshot_to_json
 from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
 from runkernel.adapters.stores.sqlite_open import not_a_database, store_error
-from runkernel.adapters.stores.sqlite_schema import AWAITED_CHILDREN_TABLE, HISTORY_TABLES, SCHEMA_NAME, SCHEMA_VERSION
+from runkernel.adapters.stores.sqlite_schema import (
+    AWAITED_CHILDREN_TABLE,
+    HISTORY_TABLES,
+    LEASES_TABLE,
+    SCHEMA_NAME,
+    SCHEMA_VERSION,
+)
 from runkernel.adapters.stores.sql_migrate import quiet_parent_statements
 from runkernel.adapters.stores.work import summary_of
 from runkernel.kernel.codec import upgrade_v1_line
@@ -35,17 +41,9 @@ from runkernel.kernel.state import RESUMED_EVENT
 
 _SCHEMA_1_TO_2 = HISTORY_TABLES
 
-_SCHEMA_2_TO_3 = """
+_SCHEMA_2_TO_3 = f"""
 ALTER TABLE commits ADD COLUMN writer_id TEXT;
-ALTER TABLE commits ADD COLUMN writer_epoch INTEGER;
-CREATE TABLE leases (
-    run_id TEXT PRIMARY KEY,
-    worker_id TEXT NOT NULL,
-    epoch INTEGER NOT NULL,
-    expires_at REAL NOT NULL,
-    released INTEGER NOT NULL DEFAULT 0
-);
-ALTER TABLE runs ADD COLUMN app TEXT;
+ALTER TABLE commits ADD COLUMN writer_epoch INTEGER;{LEASES_TABLE}ALTER TABLE runs ADD COLUMN app TEXT;
 ALTER TABLE runs ADD COLUMN state TEXT NOT NULL DEFAULT 'running';
 ALTER TABLE runs ADD COLUMN step INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN version INTEGER NOT NULL DEFAULT 0;

@@ -34,6 +34,17 @@ CREATE TABLE awaited_children (
 ) WITHOUT ROWID;
 """
 
+#: One row per leased Run (schema 3).
+LEASES_TABLE = """
+CREATE TABLE leases (
+    run_id TEXT PRIMARY KEY,
+    worker_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    released INTEGER NOT NULL DEFAULT 0
+);
+"""
+
 SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE threads (
@@ -86,14 +97,6 @@ CREATE TABLE reconciliations (
     outcome TEXT NOT NULL,
     note TEXT
 );
-CREATE INDEX reconciliations_by_operation ON reconciliations (operation_id);
-CREATE TABLE leases (
-    run_id TEXT PRIMARY KEY,
-    worker_id TEXT NOT NULL,
-    epoch INTEGER NOT NULL,
-    expires_at REAL NOT NULL,
-    released INTEGER NOT NULL DEFAULT 0
-);
-"""
+CREATE INDEX reconciliations_by_operation ON reconciliations (operation_id);{LEASES_TABLE}"""
 
 LAYOUT = Layout(SCHEMA_NAME, SCHEMA_VERSION, STORE_TABLES)
