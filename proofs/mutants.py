@@ -380,11 +380,13 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "the SQLite store reads a Run's lease before its write transaction",
         "runkernel/adapters/stores/sqlite.py",
-        "        with self._immediate(\"taking a lease\"):\n"
-        "            lease = acquired(run_id, self._lease_row(run_id), worker_id, duration, self._clock())\n",
-        "        row = self._lease_row(run_id)\n"
-        "        with self._immediate(\"taking a lease\"):\n"
-        "            lease = acquired(run_id, row, worker_id, duration, self._clock())\n",
+        "            db.execute(\"BEGIN IMMEDIATE\")\n"
+        "            try:\n"
+        "                written = act(self._lease_row(run_id), self._clock())\n",
+        "            row = self._lease_row(run_id)\n"
+        "            db.execute(\"BEGIN IMMEDIATE\")\n"
+        "            try:\n"
+        "                written = act(row, self._clock())\n",
         SQLITE_LEASE_RACE_UNIT,
     ),
     Mutant(

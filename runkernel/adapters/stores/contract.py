@@ -3,7 +3,7 @@
 A store appends a ThreadCommit atomically if and only if identity and expected version
 match (anything else is a typed error and nothing is written), reads the latest state
 of a Run or Thread in time that does not grow with history, and exports a Thread as
-``runkernel/1``. Stores also judge each commit with the kernel before writing it, so
+``runkernel/2``. Stores also judge each commit with the kernel before writing it, so
 no store ever holds an illegal commit. Beside the commit log a store keeps a command
 inbox, best-effort stream checkpoints and recorded reconciliations; none of them is
 Thread truth.
@@ -287,7 +287,7 @@ class Store(Protocol):
         ...
 
     def commits(self, thread_id: str) -> Iterator[ThreadCommit]:
-        """A Thread's commits in version order (its ``runkernel/1`` trace)."""
+        """A Thread's commits in version order (its ``runkernel/2`` trace)."""
         ...
 
     def messages(self, thread_id: str) -> list[Message]:
