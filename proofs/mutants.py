@@ -906,9 +906,9 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the codec drops a hold's request when it reads a wait back (export loses the prompt)",
-        "runkernel/kernel/codec.py",
-        '        request=obj.get("request"),  # any JSON value, kept to be shown, never judged\n',
-        "        request=None,\n",
+        "runkernel/kernel/codec_typed.py",
+        "                wait.request,\n",
+        "                None,\n",
         unit("tests/test_operator_views.py::test_check_trace_ignores_the_requests_value"),
     ),
     Mutant(

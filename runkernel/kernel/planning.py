@@ -3,7 +3,8 @@
 
 Commits are judged once, by the store that writes them. With ``self_check`` (tests,
 simulator, model checker) ``check_decision`` also judges every commit of a decision
-before it leaves: an illegal one is a kernel bug and raises ``KernelBug``.
+before it leaves: an illegal one is a kernel bug and raises ``KernelBug``, and so is a
+commit whose named edge (``name_edge``) the store would reach another verdict by.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from runkernel.kernel.state import (
     is_concurrent_delegation,
 )
 from runkernel.kernel.validate import NO_TICKETS_SEEN, successor, validate_commit
+from runkernel.kernel.validate_edge import by_named_edge
 from runkernel.kernel.values import (
     EndCauseKind,
     JsonValue,
@@ -128,6 +130,9 @@ def check_decision(prev: RunSnapshot, history: History, decision: Decision) -> D
         verdict = validate_commit(head, state, effect.commit, facts, ticket_seen=NO_TICKETS_SEEN)
         if isinstance(verdict, Rejection):
             raise KernelBug(f"kernel built an illegal commit: {verdict}")
+        named = by_named_edge(head, state, effect.commit, facts)
+        if named is not None and named != verdict:
+            raise KernelBug(f"the verdict by the named edge {effect.commit.edge} is not the full judge's")
         state, facts = verdict.run, _grown(facts, verdict.keys)
     if state != decision.state:
         raise KernelBug("the decision's state is not what its commits produce")

@@ -4,6 +4,10 @@ Every class is frozen and slotted; validators make shapes that the design forbid
 impossible to construct (an Awaiting Run without a ticket, a failed cause without an
 error, a Requested call with an attempt). Legality *between* states lives in
 ``validate.py``; these classes only guarantee that a single state is well formed.
+
+Why this module is long: it is the one vocabulary of committed state that every kernel
+module, store and trace reads; its classes refer to each other (a commit holds a batch
+holds calls holds statuses), and splitting them would only move the imports around.
 """
 
 from __future__ import annotations

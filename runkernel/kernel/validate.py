@@ -4,6 +4,12 @@ This accepts every commit the seed permits, which is a superset of what ``decide
 emits: other runtimes make other legal choices (for example finalizing a batch in a
 commit of its own). The checks run in a fixed order so that a commit breaking several
 rules is always reported under the same one.
+
+Why this module is long: it is the full judge's walk of one commit, in the fixed order
+the rules are reported in; spreading the branches of ``_check_next`` over modules would
+hide that order. The per-call rules live in ``validate_calls.py``, the resume event in
+``validate_resume.py``, and the store's shorter path by a named edge in
+``validate_edge.py``.
 """
 
 from __future__ import annotations
