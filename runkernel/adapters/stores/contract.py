@@ -37,7 +37,8 @@ from runkernel.kernel.codec import commit_json_problem
 from runkernel.kernel.history import History
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, ParentCall, RunSnapshot, ThreadCommit, ThreadHead
-from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.validate import Accepted
+from runkernel.kernel.validate_edge import judge_commit
 from runkernel.kernel.values import JsonValue, json_problem
 
 
@@ -144,7 +145,8 @@ def judge_append(
     problem = commit_json_problem(commit) if line is None else json_problem(line)
     if problem is not None:
         raise IllegalCommit(Rejection(Rule.JSON_VALUE, f"the commit holds a value that is not JSON: {problem}"))
-    verdict = validate_commit(head, run, commit, history, ticket_seen=ticket_seen)
+    # a kernel-made commit is judged by the edge decide named (when it is that edge)
+    verdict = judge_commit(head, run, commit, history, ticket_seen=ticket_seen)
     if isinstance(verdict, Rejection):
         if verdict.rule in CONFLICT_RULES:
             raise CommitConflict(verdict)
