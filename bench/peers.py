@@ -47,6 +47,7 @@ PEER_PACKAGES = (
     "orjson",
     "msgspec",
     "python-statemachine",
+    "dbos",
 )
 
 

@@ -63,7 +63,7 @@ READY_TIMEOUT = 180.0
 def runs_per_round(sizes: Sizes) -> int:
     """Units each side drains per round: enough that every DBOS process can claim its
     ``WORKER_CONCURRENCY`` units (each must hold one at the barrier) with some left."""
-    return max(PROCESSES) * dbos_worker.WORKER_CONCURRENCY + 4 if sizes.quick else 200
+    return max(PROCESSES) * dbos_worker.WORKER_CONCURRENCY + 4 if sizes.quick else 100
 
 
 def rounds(sizes: Sizes) -> int:
