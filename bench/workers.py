@@ -4,7 +4,7 @@ unit, on SQLite and on PostgreSQL.
 
 A unit: a Run whose model asks for two ``lookup`` calls at once and then answers
 (``bench/worker_app.py``), or a DBOS workflow of two steps on a queue limited per
-process (``bench/dbos_worker.py``). Each side's round: start ``RUNS`` units (activations
+process (``bench/dbos_worker.py``). Each side's round: start ``runs_per_round`` units (activations
 or enqueues, not measured), spawn the processes, wait until each holds its first unit at
 the start barrier (``bench/unit_probe.py``: start-up, imports and connections are not
 measured), say go, and time until the parent sees no unit left unfinished (polled every
@@ -19,9 +19,12 @@ included) unless said:
   from ``/proc``), from the go to the last unit's end;
 - ``transactions`` (durable: each changed a row) and ``rows`` (heap rows inserted,
   updated or deleted in logged tables): on PostgreSQL read from the WAL itself
-  (``pg_walinspect``) between an LSN before the spawn and one after the exit, only the
-  records of the side's own database (the server is shared); on SQLite counted on every
-  sqlite3 connection of the processes (``bench.counting``);
+  (``pg_walinspect``, ``bench/server_counts.py``) between an LSN before the spawn and
+  one after the exit, only the records of the side's own database (the server is
+  shared); on SQLite counted on every
+  sqlite3 connection of the processes (``bench.counting``), which counts transactions,
+  not fsyncs (runkernel's store is in WAL mode, one fsync per transaction at FULL; DBOS's
+  SQLite keeps the rollback journal, several per transaction);
 - ``drives`` and ``commits``: runkernel's, from each worker's report line.
 
 Each side has a database of its own (PostgreSQL: two databases made here and dropped at
@@ -46,18 +49,15 @@ from typing import Any
 
 from bench import dbos_worker, peers, subject, unit_probe
 from bench.framework import Prepared, Sample, Sizes
-from bench.peers import PeerMissing
+from bench.server_counts import APP_NAME, ServerCounts
 from bench.worker_rows import projection_note, side_name
 
 ROOT = Path(__file__).resolve().parent.parent
 PROCESSES = (1, 2, 4)
 POLL = 0.01
 """Seconds between the parent's looks at how many units are left."""
-APP_NAME = "rk-bench-worker"
-"""``PGAPPNAME`` of every process's connections: how their server backends are found."""
-DBOS_APP_NAME = "dbos_transact"
-"""What DBOS names its executors' connections (its client's are ``dbos_transact_client``)."""
 READY_TIMEOUT = 180.0
+DRAIN_TIMEOUT = 600.0
 
 
 def runs_per_round(sizes: Sizes) -> int:
@@ -74,69 +74,6 @@ def rounds(sizes: Sizes) -> int:
 # --- one drain --------------------------------------------------------------------------
 
 
-class _Server:
-    """A PostgreSQL database of one side, watched from a connection of its own."""
-
-    def __init__(self, conninfo: str) -> None:
-        import psycopg
-
-        self.connection = psycopg.connect(conninfo, autocommit=True)
-        try:
-            self.connection.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
-        except psycopg.Error as error:
-            raise PeerMissing(f"pg_walinspect (PostgreSQL >= 15) is needed to count durable transactions: {error}") from None
-        self.oid = int(self._one("SELECT oid FROM pg_database WHERE datname = current_database()"))
-        self.tick = os.sysconf("SC_CLK_TCK")
-
-    def _one(self, sql: str, *args: Any) -> Any:
-        row = self.connection.execute(sql, args).fetchone()
-        assert row is not None
-        return row[0]
-
-    def lsn(self) -> str:
-        """Where the WAL is flushed to now."""
-        return str(self._one("SELECT pg_current_wal_flush_lsn()"))
-
-    def backend_cpu(self) -> dict[int, float]:
-        """CPU seconds so far of each backend serving the group's processes."""
-        rows = self.connection.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name IN (%s, %s)",
-            (APP_NAME, DBOS_APP_NAME),
-        ).fetchall()
-        found = {}
-        for (pid,) in rows:
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue  # the server runs elsewhere, or the backend just ended
-            found[int(pid)] = (int(fields[11]) + int(fields[12])) / self.tick
-        return found
-
-    def written(self, start: str, end: str) -> tuple[int, int]:
-        """(committed transactions that wrote to this database, heap rows they wrote to
-        its logged tables) between two WAL positions."""
-        filenodes = self.connection.execute(
-            "SELECT pg_relation_filenode(c.oid)::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
-            " AND n.nspname NOT LIKE 'pg_toast%%'"
-        ).fetchall()
-        row = self.connection.execute(
-            "WITH r AS (SELECT xid::text::bigint AS xid, resource_manager AS rm, record_type AS rt,"
-            "  description AS d, block_ref AS b FROM pg_get_wal_records_info(%s::pg_lsn, %s::pg_lsn)),"
-            " mine AS (SELECT DISTINCT xid FROM r WHERE xid <> 0 AND b LIKE %s)"
-            " SELECT (SELECT count(*) FROM r WHERE rm = 'Transaction' AND rt LIKE 'COMMIT%%'"
-            "   AND xid IN (SELECT xid FROM mine)),"
-            " (SELECT coalesce(sum(CASE WHEN rt LIKE 'MULTI_INSERT%%'"
-            "   THEN coalesce(substring(d from '(\\d+) tuples')::int, 1) ELSE 1 END), 0) FROM r"
-            "   WHERE ((rm = 'Heap' AND rt ~ '^(INSERT|UPDATE|HOT_UPDATE|DELETE)')"
-            "   OR (rm = 'Heap2' AND rt LIKE 'MULTI_INSERT%%'))"
-            "   AND substring(b from 'rel \\d+/\\d+/(\\d+)')::bigint = ANY(%s))",
-            (start, end, f"% rel %/{self.oid}/%", [n for (n,) in filenodes if n is not None]),
-        ).fetchone()
-        assert row is not None
-        return int(row[0]), int(row[1])
-
-
 Spawn = Callable[[int, dict[str, str], Path], "subprocess.Popen[str]"]
 
 
@@ -146,7 +83,7 @@ def drain(
     units: int,
     unfinished: Callable[[], int],
     directory: Path,
-    server: _Server | None,
+    server: ServerCounts | None,
     app: str,
 ) -> tuple[Sample, list[str]]:
     """Spawn ``processes``, wait for their barrier, say go, time until ``unfinished()``
@@ -170,6 +107,7 @@ def drain(
             process.stdin.flush()
         while unfinished():
             time.sleep(POLL)
+            _check_running(started, directory, began)
         seconds = time.perf_counter() - began
         cpu_after = server.backend_cpu() if server is not None else {}
         outputs = _stop(started, directory)
@@ -201,6 +139,15 @@ def _wait_ready(started: list[subprocess.Popen[str]], directory: Path) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"processes not ready after {READY_TIMEOUT:.0f} s; see {directory}")
         time.sleep(0.02)
+
+
+def _check_running(started: list[subprocess.Popen[str]], directory: Path, began: float) -> None:
+    """Refuse to wait on for a drain that cannot finish: a process gone, or no end in sight."""
+    for n, process in enumerate(started):
+        if process.poll() is not None:
+            raise AssertionError(f"process {n} exited {process.returncode} before the units were done: " + _tail(directory, n))
+    if time.perf_counter() - began > DRAIN_TIMEOUT:
+        raise AssertionError(f"units still unfinished after {DRAIN_TIMEOUT:.0f} s; see {directory}")
 
 
 def _stop(started: list[subprocess.Popen[str]], directory: Path) -> list[str]:
@@ -239,7 +186,7 @@ def report_figure(line: str, name: str) -> int:
 # --- the sides ------------------------------------------------------------------------------
 
 
-def _runkernel_side(store: Any, url: str, processes: int, units: int, scratch: Path, server: _Server | None) -> Callable[[], Sample]:
+def _runkernel_side(store: Any, url: str, processes: int, units: int, scratch: Path, server: ServerCounts | None) -> Callable[[], Sample]:
     serial = itertools.count()
 
     def measure() -> Sample:
@@ -309,7 +256,7 @@ class _Dbos:
         return self.read(self.done_sql.format(t=self.table) + f"'{prefix}-%'")
 
 
-def _dbos_side(peer: _Dbos, processes: int, units: int, scratch: Path, server: _Server | None) -> Callable[[], Sample]:
+def _dbos_side(peer: _Dbos, processes: int, units: int, scratch: Path, server: ServerCounts | None) -> Callable[[], Sample]:
     serial = itertools.count()
 
     def measure() -> Sample:
@@ -332,7 +279,7 @@ def _dbos_side(peer: _Dbos, processes: int, units: int, scratch: Path, server: _
 
 def _prepared(
     store: Any, url: str, peer: Callable[[], _Dbos], sizes: Sizes, scratch: Path,
-    rk_server: _Server | None, dbos_server: _Server | None,
+    rk_server: ServerCounts | None, dbos_server: ServerCounts | None,
 ) -> Prepared:
     """Every side, interleaved runkernel 1, DBOS 1, runkernel 2, ...; the DBOS peer is set
     up at its first round (when dbos is missing, only its sides say so); the notes carry
@@ -398,7 +345,7 @@ def workers_postgres(sizes: Sizes, scratch: Path) -> Prepared:
 
     dsn = _server()
     rk_conninfo, dbos_conninfo = _database(dsn, "rk"), _database(dsn, "dbos")
-    rk_server, dbos_server = _Server(rk_conninfo), _Server(dbos_conninfo)
+    rk_server, dbos_server = ServerCounts(rk_conninfo), ServerCounts(dbos_conninfo)
     url = _with_query(rk_conninfo, schema="rk_bench")
     store = subject.postgres_store(url)
     directory = scratch / "workers-postgres"
