@@ -19,23 +19,30 @@ def side_name(kind: str, processes: int) -> str:
     return f"{kind} {processes}"
 
 
+FSYNC_LIMIT = (
+    "first the disk: every durable transaction waits for a WAL fsync, and in the run of"
+    " 2026-12-03 (raw fsync rate 250 / 290 / 1,473 per second, min / median / max) runkernel's"
+    " 8 transactions per Run against DBOS's 3.5 per unit bounded both stores near 30 Runs/s"
+    " with any number of workers (8 x 28 Runs/s = 224 fsynced commits/s on PostgreSQL, 8 x 32"
+    " = 256 on SQLite), so the ratio to DBOS follows the ratio of transactions per unit;"
+)
 DBOS_LIMIT = (
-    "a runkernel worker drives one Run at a time, and a Run is about 30 statements in 8"
-    " transactions (6 commits, the lease's take and release), each a round trip it waits for:"
-    " profiled on PostgreSQL (200 Runs, 1 worker, cProfile on CPU time) the worker was on CPU"
-    " about a quarter of the wall time; of its CPU, psycopg's execute about 26%, the store's"
-    " judging of each commit (`validate_commit`, the JSON-value checks) about 19%, reads about"
-    " 14%, `decide` and the lease statements about 9% each; DBOS runs 4 workflows per process in"
-    " threads (their waits overlap), claims several units in one transaction and records no"
-    " step start (3.5 transactions per unit); lifted by the lease inside the commits (item 1),"
-    " fewer statements per commit and a cheaper judge (item 2)"
+    FSYNC_LIMIT
+    + " then the round trips: a runkernel worker drives one Run at a time, about 30 statements"
+    " per Run, each waited for (profiled on PostgreSQL, 200 Runs, 1 worker, cProfile on CPU"
+    " time: on CPU about a quarter of the wall time; of its CPU psycopg's execute about 26%, the"
+    " store's judging of each commit about 19%, reads about 14%, `decide` and the lease"
+    " statements about 9% each), where DBOS runs 4 workflows per process in threads, claims"
+    " several units in one transaction and records no step start; lifted by the lease inside"
+    " the commits (item 1: 7 transactions per Run) and fewer statements per commit (item 2)"
 )
 SCALE_LIMIT = (
-    "two cores are shared by the workers, the server's backends, the parent and the other work"
-    " on the machine (see the load average); on SQLite every transaction takes the file's one"
-    " write lock and waits for its fsync (profiled, 1 worker: about 80% of the wall time in"
-    " sqlite3's execute, 80 statements and 8 fsync'd transactions per Run), so more writers"
-    " queue on the lock and a second worker adds contention, not throughput"
+    FSYNC_LIMIT
+    + " more workers share the same fsync rate (PostgreSQL's group commit lets concurrent"
+    " commits share a flush only now and then; SQLite has one writer at a time: profiled, 1"
+    " worker spent about 80% of its wall time in sqlite3's execute, 80 statements and 8"
+    " fsynced transactions per Run), so they add contention, not throughput; the two cores"
+    " are also shared with the server's backends and the rest of the machine"
 )
 
 
@@ -211,6 +218,8 @@ def rows() -> list[Row]:
 
 def projection_note(ones: list[Sample], twos: list[Sample]) -> str:
     """The projection for every ``CORES`` (medians over the rounds), for the group's notes."""
+    # the cap is CPU only: a disk whose fsync rate bounds the commits (see FSYNC_LIMIT)
+    # shows up as a high serial fraction, and does not grow with cores
     pairs = list(zip(ones, twos, strict=False))
     serial = statistics.median(serial_fraction(one, two) for one, two in pairs)
     cpu = statistics.median(cpu_per_unit(one) for one, _ in pairs)
