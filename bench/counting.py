@@ -7,7 +7,10 @@ statement it runs. A transaction counts when it changed a row: a ``COMMIT`` (or
 ``END``) after which ``total_changes`` is higher than at its ``BEGIN``, or an
 INSERT/UPDATE/DELETE/REPLACE run outside any transaction (SQLite's autocommit) that
 changed a row. In WAL mode with ``synchronous=FULL`` each such
-transaction is one fsync of the WAL; with ``NORMAL`` none waits for one.
+transaction is one fsync of the WAL; with ``NORMAL`` none waits for one. The rows a
+counted transaction changed (``total_changes`` over it) are summed in ``rows``.
+``sqlite3.dbapi2.connect`` is counted too: SQLAlchemy's driver opens its connections
+through it (the DBOS peer of the worker group).
 """
 
 from __future__ import annotations
@@ -39,8 +42,10 @@ class _Watch:
     def settle(self) -> None:
         """Judge the last autocommit write: it was a transaction if it changed a row."""
         if self.autocommit_from is not None:
-            if self.connection.total_changes > self.autocommit_from:
+            changed = self.connection.total_changes - self.autocommit_from
+            if changed > 0:
                 self.counter.found += 1
+                self.counter.rows += changed
             self.autocommit_from = None
 
     def __call__(self, statement: str) -> None:
@@ -58,6 +63,7 @@ class _Watch:
         elif head.startswith(_ENDS):
             if self.opened_at is not None and changes > self.opened_at:
                 self.counter.found += 1
+                self.counter.rows += changes - self.opened_at
             self.opened_at = None
         elif head.startswith("ROLLBACK") and not head.startswith("ROLLBACK TO"):
             self.opened_at = None
@@ -72,6 +78,8 @@ class TransactionCounter:
 
     def __init__(self) -> None:
         self.found = 0
+        self.rows = 0
+        """Rows inserted, updated or deleted by the counted transactions."""
         self._watches: list[_Watch] = []
         self._original: Callable[..., sqlite3.Connection] | None = None
 
@@ -89,6 +97,7 @@ class TransactionCounter:
         """Start counting from zero (after setting stores up)."""
         _ = self.transactions
         self.found = 0
+        self.rows = 0
 
     def watch(self, connection: sqlite3.Connection) -> sqlite3.Connection:
         """Count a connection opened before the counter was active."""
@@ -105,6 +114,7 @@ class TransactionCounter:
             return self.watch(original(*args, **kwargs))
 
         setattr(sqlite3, "connect", counted)  # noqa: B010 - mypy refuses assigning an overload
+        setattr(sqlite3.dbapi2, "connect", counted)  # noqa: B010
         return self
 
     def __exit__(
@@ -115,6 +125,7 @@ class TransactionCounter:
     ) -> None:
         if self._original is not None:
             setattr(sqlite3, "connect", self._original)  # noqa: B010
+            setattr(sqlite3.dbapi2, "connect", self._original)  # noqa: B010
             self._original = None
 
 

@@ -23,7 +23,8 @@ class PeerMissing(Exception):
     """An optional peer package is not installed."""
 
 
-def _module(name: str, package: str) -> Any:
+def module(name: str, package: str) -> Any:
+    """An optional peer's module; ``PeerMissing`` when its package is not installed."""
     try:
         return importlib.import_module(name)
     except ImportError:
@@ -46,6 +47,7 @@ PEER_PACKAGES = (
     "orjson",
     "msgspec",
     "python-statemachine",
+    "dbos",
 )
 
 
@@ -54,9 +56,9 @@ PEER_PACKAGES = (
 
 def _scripted_chat_model(steps: int) -> Any:
     """A chat model that asks for one ``lookup`` call per step, then answers."""
-    chat_models = _module("langchain_core.language_models.chat_models", "langchain-core")
-    messages = _module("langchain_core.messages", "langchain-core")
-    outputs = _module("langchain_core.outputs", "langchain-core")
+    chat_models = module("langchain_core.language_models.chat_models", "langchain-core")
+    messages = module("langchain_core.messages", "langchain-core")
+    outputs = module("langchain_core.outputs", "langchain-core")
 
     base: Any = chat_models.BaseChatModel
 
@@ -87,7 +89,7 @@ def _scripted_chat_model(steps: int) -> Any:
 
 
 def _lookup_tool() -> Any:
-    tools = _module("langchain_core.tools", "langchain-core")
+    tools = module("langchain_core.tools", "langchain-core")
 
     def lookup(n: int) -> str:
         """Look the answer of step n up."""
@@ -98,7 +100,7 @@ def _lookup_tool() -> Any:
 
 def langgraph_sqlite_saver(path: Path, synchronous: str) -> tuple[Any, sqlite3.Connection]:
     """LangGraph's SQLite saver on a connection with runkernel's pragmas."""
-    saver_module = _module("langgraph.checkpoint.sqlite", "langgraph-checkpoint-sqlite")
+    saver_module = module("langgraph.checkpoint.sqlite", "langgraph-checkpoint-sqlite")
     connection = sqlite3.connect(str(path), check_same_thread=False)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute(f"PRAGMA synchronous={synchronous}")
@@ -109,13 +111,13 @@ def langgraph_sqlite_saver(path: Path, synchronous: str) -> tuple[Any, sqlite3.C
 
 def langgraph_memory_saver() -> Any:
     """LangGraph's in-memory saver."""
-    return _module("langgraph.checkpoint.memory", "langgraph").InMemorySaver()
+    return module("langgraph.checkpoint.memory", "langgraph").InMemorySaver()
 
 
 def langgraph_agent(saver: Any, steps: int) -> Callable[[str], int]:
     """LangGraph's prebuilt agent on ``saver``; calling it runs one thread, durably."""
-    agents = _module("langchain.agents", "langchain")
-    messages = _module("langchain_core.messages", "langchain-core")
+    agents = module("langchain.agents", "langchain")
+    messages = module("langchain_core.messages", "langchain-core")
     agent = agents.create_agent(_scripted_chat_model(steps), [_lookup_tool()], checkpointer=saver)
 
     def run(thread_id: str) -> int:
@@ -134,12 +136,12 @@ def langgraph_agent(saver: Any, steps: int) -> Callable[[str], int]:
 
 def orjson_module() -> Any:
     """orjson, the fastest bare JSON encoder here."""
-    return _module("orjson", "orjson")
+    return module("orjson", "orjson")
 
 
 def msgspec_json() -> Any:
     """msgspec's JSON module."""
-    return _module("msgspec.json", "msgspec")
+    return module("msgspec.json", "msgspec")
 
 
 class RawSqlite:

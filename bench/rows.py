@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import console, measures, otel, postgres
+from bench import console, measures, otel, postgres, worker_rows, workers
 from bench.framework import (
     Goal,
     Group,
@@ -73,6 +73,8 @@ def groups(sizes: Sizes) -> list[Group]:
         Group("postgres/workers", postgres.postgres_workers, lambda s: 1 if s.quick else 3),
         Group("console", console.runs_page, lambda s: s.micro_rounds),
         Group("otel", otel.otel_overhead, lambda s: 3 if s.quick else 7),
+        Group("workers/postgres", workers.workers_postgres, workers.rounds),
+        Group("workers/sqlite", workers.workers_sqlite, workers.rounds),
     ]
     # last, smallest first: the time budget may cut the rounds of the longest groups
     for mode, _ in MODES:
@@ -351,6 +353,7 @@ def rows(sizes: Sizes) -> list[Row]:
     ]
     table += postgres_rows()
     table += console_rows(sizes)
+    table += worker_rows.rows()
     table.append(
         Row(
             f"OpenTelemetry() installed, no exporter configured: agent loop time ÷ without telemetry"

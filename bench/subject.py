@@ -44,7 +44,7 @@ from runkernel.kernel.protocol import (
 )
 from runkernel.kernel.recover import recover
 from runkernel.kernel.rules import Rejection
-from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
+from runkernel.kernel.state import Ended, Message, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.validate import NO_TICKETS_SEEN
 from runkernel.kernel.validate_edge import judge_commit
 from runkernel.kernel.values import EndCauseKind, Role
@@ -325,3 +325,65 @@ def console_runs_page(store: Store, state: str, app: str) -> int:
     from runkernel.ui.views import RunFilter, runs_page
 
     return len(runs_page(store, RunFilter(state, app)).runs)
+
+
+# --- the worker group (issue 22 item 3) ---------------------------------------------------
+
+
+class _TwoCallModel:
+    """Step 1 asks for two ``lookup`` calls at once; step 2 answers and ends the Run.
+    ``before_first`` runs before each step-1 answer (the bench's start barrier)."""
+
+    def __init__(self, before_first: Callable[[], None]) -> None:
+        self.before_first = before_first
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        if request.step <= 1:
+            self.before_first()
+            calls = (CallRequest(TOOL_NAME, tool_arguments(0)), CallRequest(TOOL_NAME, tool_arguments(1)))
+            return ModelReply("", calls)
+        return ModelReply(FINAL_TEXT, end=EndCauseKind.COMPLETED)
+
+
+def two_call_app(name: str, before_first: Callable[[], None]) -> Any:
+    """The worker group's ``RuntimeApp``: a Run is two tool calls, then an answer."""
+    from runkernel.adapters.worker.apps import RuntimeApp
+
+    tools = ToolRegistry({TOOL_NAME: _LookupTool()}, max_steps=4)
+    return RuntimeApp(name=name, model=_TwoCallModel(before_first), tools=tools)
+
+
+def postgres_store(url: str) -> Store:
+    """runkernel's PostgreSQL store at ``url`` (a ``schema`` query parameter), made there
+    first if it is not."""
+    from runkernel.adapters.stores.postgres import PostgresStore
+    from runkernel.adapters.stores.postgres_schema import init_postgres
+
+    init_postgres(url)
+    return PostgresStore(url)
+
+
+def start_runs(store: Store, prefix: str, count: int, app: str) -> list[str]:
+    """Activate ``count`` Runs of ``app``, each in a Thread of its own, asked ``PROMPT``."""
+    run_ids = []
+    for n in range(count):
+        decision = decide(None, Activate(f"{prefix}-t{n}", f"{prefix}-r{n}", 0, (Message(Role.USER, PROMPT),), app))
+        assert not isinstance(decision, Rejection) and decision.commit is not None
+        store.append(decision.commit)
+        run_ids.append(f"{prefix}-r{n}")
+    return run_ids
+
+
+def runs_running(store: Store, app: str, cap: int) -> int:
+    """How many Runs of ``app`` are still Running (counted up to ``cap``)."""
+    return store.count_runs(state="running", app=app, cap=cap)
+
+
+def runs_completed(store: Store, run_ids: list[str]) -> int:
+    """How many of ``run_ids`` ended completed."""
+    done = 0
+    for run_id in run_ids:
+        snapshot = store.run(run_id)
+        if snapshot is not None and isinstance(snapshot.state, Ended) and snapshot.state.cause.kind is EndCauseKind.COMPLETED:
+            done += 1
+    return done

@@ -1,0 +1,233 @@
+"""The worker group's rows (issue 22 item 3; the per-Run and per-drive transaction rows
+of item 1), read from ``bench/workers.py``'s sides, and the projection to more cores."""
+
+from __future__ import annotations
+
+import statistics
+
+from bench.framework import Goal, Row, Sample, SideRef, Show, Value, rate, speedup
+
+STORES = (("workers/postgres", "PostgreSQL"), ("workers/sqlite", "SQLite"))
+CORES = (4, 8, 16)
+PROJECTED = 8
+"""The core count the projection row's value is for (the figure shows every ``CORES``)."""
+
+
+
+def side_name(kind: str, processes: int) -> str:
+    """``runkernel 2``, ``DBOS 4``: the group's side names."""
+    return f"{kind} {processes}"
+
+
+FSYNC_LIMIT = (
+    "first the disk: every durable transaction waits for a WAL fsync, and in the run of"
+    " 2026-12-03 (raw fsync rate 250 / 290 / 1,473 per second, min / median / max) runkernel's"
+    " 8 transactions per Run against DBOS's 3.5 per unit bounded both stores near 30 Runs/s"
+    " with any number of workers (8 x 28 Runs/s = 224 fsynced commits/s on PostgreSQL, 8 x 32"
+    " = 256 on SQLite), so the ratio to DBOS follows the ratio of transactions per unit;"
+)
+DBOS_LIMIT = (
+    FSYNC_LIMIT
+    + " then the round trips: a runkernel worker drives one Run at a time, about 30 statements"
+    " per Run, each waited for (profiled on PostgreSQL, 200 Runs, 1 worker, cProfile on CPU"
+    " time: on CPU about a quarter of the wall time; of its CPU psycopg's execute about 26%, the"
+    " store's judging of each commit about 19%, reads about 14%, `decide` and the lease"
+    " statements about 9% each), where DBOS runs 4 workflows per process in threads, claims"
+    " several units in one transaction and records no step start; lifted by the lease inside"
+    " the commits (item 1: 7 transactions per Run) and fewer statements per commit (item 2)"
+)
+SCALE_LIMIT = (
+    FSYNC_LIMIT
+    + " more workers share the same fsync rate (PostgreSQL's group commit lets concurrent"
+    " commits share a flush only now and then; SQLite has one writer at a time: profiled, 1"
+    " worker spent about 80% of its wall time in sqlite3's execute, 80 statements and 8"
+    " fsynced transactions per Run), so they add contention, not throughput; the two cores"
+    " are also shared with the server's backends and the rest of the machine"
+)
+
+
+def _per_unit(key: str) -> Value:
+    def value(a: Sample, b: Sample | None) -> float:
+        return a.counts[key] / max(a.units, 1)
+
+    return value
+
+
+def cpu_per_unit(sample: Sample) -> float:
+    """Client plus server CPU seconds per unit."""
+    return (sample.counts["cpu"] + sample.counts["server_cpu"]) / max(sample.units, 1)
+
+
+def _cpu_show(unit: str) -> Show:
+    def show(sample: Sample) -> str:
+        client = sample.counts["cpu"] / max(sample.units, 1)
+        server = sample.counts["server_cpu"] / max(sample.units, 1)
+        return f"{cpu_per_unit(sample) * 1e3:.1f} ms CPU/{unit} ({client * 1e3:.1f} client + {server * 1e3:.1f} server)"
+
+    return show
+
+
+def _count_show(key: str, label: str, unit: str) -> Show:
+    def show(sample: Sample) -> str:
+        return f"{sample.counts[key] / max(sample.units, 1):.2f} {label}/{unit}"
+
+    return show
+
+
+def serial_fraction(one: Sample, two: Sample) -> float:
+    """Karp-Flatt's serial fraction from the speedup of 2 workers on 2 cores over 1, in [0, 1]."""
+    gained = one.per_unit / two.per_unit
+    return min(1.0, max(0.0, 2.0 / max(gained, 1e-9) - 1.0))
+
+
+def projected_rate(one: Sample, two: Sample, cores: int) -> float:
+    """Runs/s with ``cores`` workers on ``cores`` cores: Amdahl's law from the measured
+    1-worker rate and serial fraction, capped by ``cores`` ÷ CPU per Run."""
+    serial = serial_fraction(one, two)
+    amdahl = (1.0 / one.per_unit) * cores / (1.0 + serial * (cores - 1))
+    return min(amdahl, cores / max(cpu_per_unit(one), 1e-9))
+
+
+def _drive_goal(a: list[Sample], b: list[Sample]) -> float:
+    """Commits per drive + 1, counted."""
+    return sum(s.counts["commits"] for s in a) / max(sum(s.counts["drives"] for s in a), 1) + 1
+
+
+def rows() -> list[Row]:
+    """Every row of the group, PostgreSQL first."""
+    table: list[Row] = []
+    for group, store in STORES:
+        one, dbos_one = SideRef(group, side_name("runkernel", 1)), SideRef(group, side_name("DBOS", 1))
+        for processes in (1, 2, 4):
+            goal = None
+            if store == "SQLite":
+                goal = Goal(">=", 1.0, "≥ 1 (ahead of DBOS)")
+            elif processes < 4:
+                goal = Goal(">=", 1.0, "≥ 1")
+            table.append(
+                Row(
+                    f"{processes} worker process{'es' if processes > 1 else ''}, {store}: runkernel Runs/s"
+                    " (2 tool calls) ÷ DBOS workflows/s (2 steps), same units drained",
+                    SideRef(group, side_name("runkernel", processes)),
+                    SideRef(group, side_name("DBOS", processes)),
+                    speedup,
+                    "ratio",
+                    goal,
+                    rate("Runs"),
+                    rate("workflows"),
+                    DBOS_LIMIT,
+                )
+            )
+        for processes in (2, 4):
+            goal = None
+            if store == "SQLite":
+                goal = Goal(">=", 1.0, "≥ 1.0× (never slower)")
+            elif processes == 2:
+                goal = Goal(">=", 1.8, "≥ 1.8×")
+            table.append(
+                Row(
+                    f"runkernel on {store}: {processes} workers ÷ 1 worker, Runs/s",
+                    SideRef(group, side_name("runkernel", processes)),
+                    one,
+                    speedup,
+                    "×",
+                    goal,
+                    rate("Runs"),
+                    rate("Runs"),
+                    SCALE_LIMIT,
+                )
+            )
+        table.append(
+            Row(
+                f"DBOS on {store}: 2 processes ÷ 1 process, workflows/s",
+                SideRef(group, side_name("DBOS", 2)),
+                dbos_one,
+                speedup,
+                "×",
+                None,
+                rate("workflows"),
+                rate("workflows"),
+            )
+        )
+        table.append(
+            Row(
+                f"CPU per unit, 1 process, {store}: runkernel ÷ DBOS (the processes from the go"
+                + (", and their server backends)" if store == "PostgreSQL" else ")"),
+                one,
+                dbos_one,
+                lambda a, b: cpu_per_unit(a) / max(cpu_per_unit(b), 1e-12) if b is not None else 0.0,
+                "ratio",
+                None,
+                _cpu_show("Run"),
+                _cpu_show("workflow"),
+            )
+        )
+        table.append(
+            Row(
+                f"durable transactions per Run, 1 worker, {store} (DBOS: per workflow)",
+                one,
+                dbos_one,
+                _per_unit("transactions"),
+                "tx/Run",
+                None,
+                _count_show("transactions", "tx", "Run"),
+                _count_show("transactions", "tx", "workflow"),
+            )
+        )
+        table.append(
+            Row(
+                f"durable transactions per drive, 1 worker, {store}",
+                one,
+                None,
+                lambda a, b: a.counts["transactions"] / max(a.counts["drives"], 1),
+                "tx/drive",
+                Goal("<=", _drive_goal, "≤ its commits + 1"),
+                lambda s: f"{s.counts['transactions'] / max(s.counts['drives'], 1):.2f} tx and"
+                f" {s.counts['commits'] / max(s.counts['drives'], 1):.2f} commits per drive",
+                limit="the lease is taken and released in transactions of its own, beside the drive's commits",
+            )
+        )
+        table.append(
+            Row(
+                f"rows written per commit, 1 worker, {store} (DBOS: rows per workflow)",
+                one,
+                dbos_one,
+                lambda a, b: a.counts["rows"] / max(a.counts["commits"], 1),
+                "rows/commit",
+                None,
+                lambda s: f"{s.counts['rows'] / max(s.units, 1):.1f} rows/Run,"
+                f" {s.counts['rows'] / max(s.counts['commits'], 1):.2f} rows/commit",
+                _count_show("rows", "rows", "workflow"),
+            )
+        )
+        table.append(
+            Row(
+                f"projection, not a measurement: runkernel Runs/s with {PROJECTED} workers on {PROJECTED} cores,"
+                f" {store} (Amdahl from the 1 → 2 worker speedup, capped by cores ÷ CPU per Run)",
+                one,
+                SideRef(group, side_name("runkernel", 2)),
+                lambda a, b: projected_rate(a, b, PROJECTED) if b is not None else 0.0,
+                "Runs/s projected",
+                None,
+                _cpu_show("Run"),
+                rate("Runs"),
+            )
+        )
+    return table
+
+
+def projection_note(ones: list[Sample], twos: list[Sample]) -> str:
+    """The projection for every ``CORES`` (medians over the rounds), for the group's notes."""
+    # the cap is CPU only: a disk whose fsync rate bounds the commits (see FSYNC_LIMIT)
+    # shows up as a high serial fraction, and does not grow with cores
+    pairs = list(zip(ones, twos, strict=False))
+    serial = statistics.median(serial_fraction(one, two) for one, two in pairs)
+    cpu = statistics.median(cpu_per_unit(one) for one, _ in pairs)
+    figures = ", ".join(
+        f"{cores} cores {statistics.median(projected_rate(one, two, cores) for one, two in pairs):,.0f}" for cores in CORES
+    )
+    return (
+        f"PROJECTION, not a measurement: serial fraction {serial:.2f} (Karp-Flatt, 1 → 2 workers), {cpu * 1e3:.1f} ms"
+        f" CPU per Run (client + server); Runs/s with as many workers as cores, Amdahl capped by cores ÷ CPU per"
+        f" Run: {figures}"
+    )
