@@ -40,7 +40,8 @@ from runkernel.adapters.drive.actions import (
     RunCall,
     WaitFor,
 )
-from runkernel.adapters.drive.core import DriverCore, Settings
+from runkernel.adapters.drive.core import DriverCore
+from runkernel.adapters.drive.settings import Settings
 from runkernel.adapters.drive.protocol import (
     ActivateChild,
     Append,

@@ -28,7 +28,8 @@ from runkernel.adapters.drive.actions import (
     RunCall,
     WaitFor,
 )
-from runkernel.adapters.drive.core import DriverCore, Settings
+from runkernel.adapters.drive.core import DriverCore
+from runkernel.adapters.drive.settings import Settings
 from runkernel.adapters.drive.delegations import cancel_child, cancel_if_parent_ended, find_child
 from runkernel.adapters.drive.protocol import (
     ActivateChild,
