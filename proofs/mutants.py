@@ -427,14 +427,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the push driver hands out RunCall without re-checking its lease",
-        "runkernel/adapters/drive/shell.py",
+        "runkernel/adapters/drive/store_ops.py",
         "            action = attrs.evolve(action, lease_epoch=self.leases.before_executor(action.run_id).epoch)\n",
         "            action = attrs.evolve(action, lease_epoch=self.leases.held(action.run_id).epoch)  # type: ignore[union-attr]\n",
         PUSH_LEASE_LOSS_UNIT,
     ),
     Mutant(
         "the push driver carries on after its commit lost to another writer",
-        "runkernel/adapters/drive/shell.py",
+        "runkernel/adapters/drive/store_ops.py",
         "            stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)\n",
         "            try:\n"
         "                stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)\n"
@@ -444,7 +444,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the pull runtime carries on after its commit lost to another writer",
-        "runkernel/adapters/drive/shell.py",
+        "runkernel/adapters/drive/store_ops.py",
         "            stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)\n",
         "            try:\n"
         "                stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)\n"
@@ -864,7 +864,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a push driver does not renew its lease before the host waits out a backoff",
-        "runkernel/adapters/drive/shell.py",
+        "runkernel/adapters/drive/store_ops.py",
         "                    self.leases.for_commit(op.run_id)  # renewed if its renewal is due\n",
         "                    pass\n",
         PUSH_BACKOFF_LEASE_UNIT,

@@ -72,7 +72,7 @@ from runkernel.adapters.drive.protocol import (
     Steps,
     Tell,
 )
-from runkernel.adapters.drive.shell import StoreOps
+from runkernel.adapters.drive.store_ops import StoreOps
 from runkernel.adapters.drive.fencing import ask_status
 from runkernel.adapters.drive.invocation import invocation_scope
 from runkernel.adapters.drive.model_errors import (
