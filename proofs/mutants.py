@@ -235,7 +235,7 @@ class Mutant:
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "a stream checkpoint becomes the committed reply",
-        "runkernel/adapters/drive/runtime.py",
+        "runkernel/adapters/drive/runtime_drive.py",
         "        return Inferred(reply.content, calls, None if calls else reply.end, None, staging.staged)\n",
         "        content = reply.content if calls or action.partial is None else action.partial\n"
         "        return Inferred(content, calls, None if calls else reply.end, None, staging.staged)\n",
@@ -454,7 +454,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a runtime reuses a hook's uncommitted staging in its next drive",
-        "runkernel/adapters/drive/runtime.py",
+        "runkernel/adapters/drive/runtime_drive.py",
         "        staging = runtime.hooks.before_inference(action.run_id, action.step, action.staged)\n",
         "        answers = runtime.__dict__.setdefault(\"_staging_by_step\", {})  # the hooks run once per Step\n"
         "        if (action.run_id, action.step) not in answers:\n"
@@ -692,7 +692,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the pull runtime rebuilds the model's CallRequests without their operation ids",
-        "runkernel/adapters/drive/runtime.py",
+        "runkernel/adapters/drive/runtime_drive.py",
         "        calls = tuple(reply.calls)\n",
         "        calls = tuple(type(call)(call.tool, call.arguments, call.call_id) for call in reply.calls)\n",
         ONE_RUN_CALL_UNIT,
@@ -829,7 +829,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "after a backoff the model is called again before a queued command is applied",
-        "runkernel/adapters/drive/runtime.py",
+        "runkernel/adapters/drive/runtime_drive.py",
         "            op = self._send(Poll())  # a command queued during the wait goes first\n",
         "            pass\n",
         BACKOFF_CANCEL_UNIT,
@@ -878,7 +878,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a failure of the stream's checkpoint under the model is taken for a model error",
-        "runkernel/adapters/drive/runtime.py",
+        "runkernel/adapters/drive/runtime_drive.py",
         "            if stream.failed:\n",
         "            if False:\n",
         STREAM_FAILURE_UNIT,
