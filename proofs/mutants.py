@@ -766,7 +766,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the CLI imports the simulator when it is imported",
-        "runkernel/cli/commands.py",
+        "runkernel/cli/simulate.py",
         "if TYPE_CHECKING:\n    from runkernel.testing.simulation.simulate import Report\n",
         "from runkernel.testing.simulation.simulate import Report\n",
         TESTING_IMPORTERS_UNIT,
