@@ -4,6 +4,13 @@ Every class is frozen and slotted; validators make shapes that the design forbid
 impossible to construct (an Awaiting Run without a ticket, a failed cause without an
 error, a Requested call with an attempt). Legality *between* states lives in
 ``validate.py``; these classes only guarantee that a single state is well formed.
+
+Why this module is long: it is the one schema of what is committed. The types nest
+(a ``RunSnapshot`` holds a batch of calls (``ToolCall``), each with a status, a ``Wait``, a
+``Delegation``; a ``ThreadCommit`` holds messages, events and the disposition), their
+validators refer to each other, and the codec (``codec``) maps them one to one onto the
+trace format; read together they are the data model DESIGN.md describes. Each class is
+a few lines of fields and one validator; splitting them would scatter one schema.
 """
 
 from __future__ import annotations
