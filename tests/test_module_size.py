@@ -1,8 +1,8 @@
 """Every library module holds one job in about 400 lines, or says why not.
 
 A module over ``LIMIT`` lines must carry a paragraph starting "Why this module is long:"
-in its docstring (DESIGN, Layout; issue 18): a long module is either two jobs that want a
-split, or one job whose length has a reason a reader should find at the top.
+in its docstring: a long module is either two jobs that want a split, or one job whose
+length has a reason a reader should find at the top.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The lease contract of a store (DESIGN.md, Workers and leases), as pytest tests that
+"""The lease contract of a store (Workers and leases), as pytest tests that
 ``StoreContract`` (``suite``) inherits: one valid lease per Run by the store's clock,
 epochs rising with every take-over, the lease checked in the commit's transaction, each
 commit's writer recorded, a retried commit whose acknowledgement was lost adopted once.

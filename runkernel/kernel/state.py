@@ -9,7 +9,7 @@ Why this module is long: it is the one schema of what is committed. The types ne
 (a ``RunSnapshot`` holds a batch of calls (``ToolCall``), each with a status, a ``Wait``, a
 ``Delegation``; a ``ThreadCommit`` holds messages, events and the disposition), their
 validators refer to each other, and the codec (``codec``) maps them one to one onto the
-trace format; read together they are the data model DESIGN.md describes. Each class is
+trace format; read together they are the data model of the Run machine. Each class is
 a few lines of fields and one validator; splitting them would scatter one schema.
 """
 

@@ -1,8 +1,8 @@
-"""The one long-lived event loop a worker runs an asyncio push app on (DESIGN, issue 18
-item 7): made at the app's first drive, kept across drives so what the app keeps (an
-HTTP client, a connection pool) stays on the loop it was made on, and closed at
-shutdown, as ``asyncio.run`` closes its own (tasks cancelled, async generators and the
-default executor shut down), but only when no drive runs on it.
+"""The one long-lived event loop a worker runs an asyncio push app on: made at the app's
+first drive, kept across drives so what the app keeps (an HTTP client, a connection
+pool) stays on the loop it was made on, and closed at shutdown, as ``asyncio.run``
+closes its own (tasks cancelled, async generators and the default executor shut down),
+but only when no drive runs on it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The pull-mode Runs a worker sets aside while a model call backs off after a transient
 error: each one's ``Drive``, when it is due again (by the worker's ``monotonic`` clock),
-and its lease, kept and renewed meanwhile so no other worker takes the Run (DESIGN,
-transient model errors). The worker drives other Runs until one is due.
+and its lease, kept and renewed meanwhile so no other worker takes the Run (transient
+model errors, ``model_errors``). The worker drives other Runs until one is due.
 """
 
 from __future__ import annotations
