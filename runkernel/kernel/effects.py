@@ -19,7 +19,7 @@ from runkernel.kernel.values import JsonValue
 
 
 class Hook(enum.Enum):
-    """The seed's hooks. As effects they observe; what they answer comes back inside an
+    """The hooks. As effects they observe; what they answer comes back inside an
     input: StepStart and BeforeInference's staged state in ``InferenceResult.staged``,
     AfterTool's reaction in ``ToolFinished.reaction``."""
 

@@ -5,12 +5,9 @@ impossible to construct (an Awaiting Run without a ticket, a failed cause withou
 error, a Requested call with an attempt). Legality *between* states lives in
 ``validate.py``; these classes only guarantee that a single state is well formed.
 
-Why this module is long: it is the one schema of what is committed. The types nest
-(a ``RunSnapshot`` holds a batch of calls (``ToolCall``), each with a status, a ``Wait``, a
-``Delegation``; a ``ThreadCommit`` holds messages, events and the disposition), their
-validators refer to each other, and the codec (``codec``) maps them one to one onto the
-trace format; read together they are the data model of the Run machine. Each class is
-a few lines of fields and one validator; splitting them would scatter one schema.
+Why this module is long: it is the one vocabulary of committed state that every kernel
+module, store and trace reads; its classes refer to each other (a commit holds a batch
+holds calls holds statuses), and splitting them would only move the imports around.
 """
 
 from __future__ import annotations
