@@ -36,6 +36,9 @@ def block(results: str) -> str:
     written = re.search(r"^Written by `python -m bench[^`]*` on (\S+ \S+ UTC)", results, flags=re.MULTILINE)
     if written is None:
         raise FiguresError("RESULTS.md has no 'Written by `python -m bench` on DATE' line")
+    cores = re.search(r"^- machine: [^\n]*?(\d+) cores?\b", results, flags=re.MULTILINE)
+    if cores is None:
+        raise FiguresError("RESULTS.md has no '- machine: ..., N cores' line")
     section = results.split("\n## Results\n", 1)
     if len(section) != 2:
         raise FiguresError("RESULTS.md has no '## Results' section")
@@ -55,7 +58,7 @@ def block(results: str) -> str:
         table.append(f"| {measure} | {median} | {goal} | {result} |")
     intro = (
         f"From `bench/RESULTS.md` ({written.group(1)}): {passed} of the {judged} rows with a goal meet "
-        f"it ({len(rows) - judged} more are figures for the record), judged on the median of interleaved rounds on a shared 2-core machine; that file gives "
+        f"it ({len(rows) - judged} more are figures for the record), judged on the median of interleaved rounds on a shared {cores.group(1)}-core machine; that file gives "
         "each side's figure, the minimum, and for a row that misses what limits it."
     )
     return "\n".join([BEGIN, intro, "", *table, END]) + "\n"

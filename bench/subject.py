@@ -45,7 +45,8 @@ from runkernel.kernel.protocol import (
 from runkernel.kernel.recover import recover
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, ThreadHead
-from runkernel.kernel.validate import NO_TICKETS_SEEN, validate_commit
+from runkernel.kernel.validate import NO_TICKETS_SEEN
+from runkernel.kernel.validate_edge import judge_commit
 from runkernel.kernel.values import EndCauseKind, Role
 from runkernel.specs.checker import Verdict, check_file
 from runkernel.specs.machines import ToolCallMachine
@@ -217,7 +218,8 @@ def decide_events(state: RunSnapshot, events: list[Input]) -> None:
 
 
 def decide_and_validate_events(state: RunSnapshot, events: list[Input]) -> None:
-    """``decide`` plus ``validate_commit`` of each commit it emits, as the store runs it."""
+    """``decide`` plus the store's judgement of each commit it emits, as the store runs it
+    (``judge_commit``: by the edge ``decide`` named, checked to be that edge)."""
     policies = Policies()
     head = ThreadHead(state.thread_id, state.version, state.run_id)
     for event in events:
@@ -225,7 +227,7 @@ def decide_and_validate_events(state: RunSnapshot, events: list[Input]) -> None:
         assert not isinstance(verdict, Rejection)
         commit = verdict.commit
         if commit is not None:
-            judged = validate_commit(head, state, commit, ticket_seen=NO_TICKETS_SEEN)
+            judged = judge_commit(head, state, commit, ticket_seen=NO_TICKETS_SEEN)
             assert not isinstance(judged, Rejection)
             head = judged.head
         state = verdict.state

@@ -242,7 +242,7 @@ def check_decide_settled(shape: int, kind: int, variant: int, cause: int, step: 
 
 
 def expected_resume_ok(snapshot: RunSnapshot, command: ResumeCommand) -> bool:
-    """I14 as DESIGN.md words it, for commands not applied before."""
+    """I14 word for word (docs/concepts.md, Invariants), for commands not applied before."""
     if not isinstance(snapshot.state, Awaiting):
         return False
     ticket = snapshot.state.ticket

@@ -96,7 +96,7 @@ def check_run_phase(code: int, variant: int) -> RunPhase:
 
 
 def order_spec(codes: Sequence[int]) -> bool:
-    """The order predicate as DESIGN.md words it (I8): terminal calls, then at most one
+    """The order predicate as I8 words it: terminal calls, then at most one
     in progress, then Requested calls."""
     index = 0
     while index < len(codes) and terminal_code(codes[index]):

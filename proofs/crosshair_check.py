@@ -30,7 +30,7 @@ line, on "Unable to meet precondition" and on a contract with no line at all. It
 "Not confirmed." lines cannot tell a search from nothing checked; the analysis above
 decides that.
 
-Budgets (DESIGN.md, "Verification budgets"): by iterations, per contract (BUDGETS), with
+Budgets: by iterations, per contract (BUDGETS), with
 CPU caps per postcondition far above what a loaded run needs (hang guards, never the
 bound); two workers at a time; DEFAULT_TOTAL_TIMEOUT seconds of wall clock guard the
 whole run against a hang.

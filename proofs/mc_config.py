@@ -123,13 +123,13 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
-    # DESIGN.md "Verification budgets": up to 2 calls, one tool step and one text step,
+    # the CI bound (docs/proofs.md): up to 2 calls, one tool step and one text step,
     # at most 1 crash. The tool step may come first or second (the second exercises the
     # step limit closing a batch); a call may wait once.
     "ci": Profile(
         name="ci", max_calls=2, max_steps=2, tool_steps=1, max_crashes=1, tool_step_first_only=False
     ),
-    # DESIGN.md "Verification budgets", the second CI bound: two concurrent delegations
+    # the second CI bound (docs/proofs.md): two concurrent delegations
     # and one ordinary call in a batch, a child that may crash, one crash of the parent
     "delegations": Profile(
         name="delegations",

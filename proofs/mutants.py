@@ -380,11 +380,13 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "the SQLite store reads a Run's lease before its write transaction",
         "runkernel/adapters/stores/sqlite.py",
-        "        with self._immediate(\"taking a lease\"):\n"
-        "            lease = acquired(run_id, self._lease_row(run_id), worker_id, duration, self._clock())\n",
-        "        row = self._lease_row(run_id)\n"
-        "        with self._immediate(\"taking a lease\"):\n"
-        "            lease = acquired(run_id, row, worker_id, duration, self._clock())\n",
+        "            db.execute(\"BEGIN IMMEDIATE\")\n"
+        "            try:\n"
+        "                written = act(self._lease_row(run_id), self._clock())\n",
+        "            row = self._lease_row(run_id)\n"
+        "            db.execute(\"BEGIN IMMEDIATE\")\n"
+        "            try:\n"
+        "                written = act(row, self._clock())\n",
         SQLITE_LEASE_RACE_UNIT,
     ),
     Mutant(
@@ -906,10 +908,17 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the codec drops a hold's request when it reads a wait back (export loses the prompt)",
-        "runkernel/kernel/codec.py",
-        '        request=obj.get("request"),  # any JSON value, kept to be shown, never judged\n',
-        "        request=None,\n",
+        "runkernel/kernel/codec_typed.py",
+        "                wait.request,\n",
+        "                None,\n",
         unit("tests/test_operator_views.py::test_check_trace_ignores_the_requests_value"),
+    ),
+    Mutant(
+        "the store takes a commit's named edge on trust (the named call's move is never judged)",
+        "runkernel/kernel/validate_edge.py",
+        "    check_call_change(old, new, ending=False, resuming=False)\n",
+        "    pass  # the named edge taken on trust\n",
+        unit("tests/test_named_edge.py::test_every_catalogued_mutation_gets_the_full_judges_verdict_under_every_claim"),
     ),
 )
 

@@ -9,7 +9,13 @@ emptied by ``crashtest_reset()`` before every play.
 - ``raises_on_rerun``: ``lookup`` (replay) raises when it is started a second time for
   the same arguments (a downstream "duplicate" error): only crashes reach that;
 - ``random_model``: its model's text changes from one Run to the next;
-- ``push_clean`` and ``async_push_clean``: the clean app as push-mode hosts.
+- ``counting``: ``lookup`` (replay) returns how many times it ran for its arguments:
+  a replay returns another value than the crash-free Run's;
+- ``delegating``: two terminal-only delegations to child Runs, which look up and
+  reserve; ``delegating_lying``: the same, with the children's ``reserve`` status lying;
+- ``scheduled``: ``lookup`` asks to be run again later (a timer) on its first attempt;
+- ``push_clean`` and ``async_push_clean``: the clean app as push-mode hosts;
+  ``push_delegating``: the delegating app as a push-mode host.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from runkernel import (
     WaitKind,
 )
 from runkernel.adapters.drive.actions import Action
+from runkernel.adapters.drive.ports import Scheduled, Tool as ToolPort
 from runkernel.kernel import ToolCall
 
 #: Every executor start downstream saw: (tool, operation id, attempt).
@@ -81,21 +88,40 @@ class RandomModel(Model):
         return ModelReply("done", end=EndCauseKind.COMPLETED)
 
 
+#: When a scheduled lookup runs again: five minutes after the fixed clock's start.
+DUE_AT = "2026-06-01T00:05:00.000000Z"
+
+
 class Tool:
-    """A tool that records every start; ``value`` is what it returns."""
+    """A tool that records every start and returns ``{"tool": name, "ok": True}`` (with
+    ``count``, also how many times it ran for these arguments; with ``schedule``, its
+    first attempt asks to run again at ``DUE_AT``)."""
 
-    def __init__(self, name: str, policy: ToolPolicy, *, raise_on_rerun: bool = False, lie: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        policy: ToolPolicy,
+        *,
+        raise_on_rerun: bool = False,
+        lie: bool = False,
+        count: bool = False,
+        schedule: bool = False,
+    ) -> None:
         self.name, self.policy = name, policy
-        self.raise_on_rerun, self.lie = raise_on_rerun, lie
+        self.raise_on_rerun, self.lie, self.count, self.schedule = raise_on_rerun, lie, count, schedule
 
-    def run(self, call: RunCall) -> Returned | Failed:
+    def run(self, call: RunCall) -> Returned | Failed | Scheduled:
         LEDGER.append((self.name, call.operation_id, call.attempt))
+        if self.schedule and call.attempt == 1:
+            return Scheduled(DUE_AT)
         key = f"{self.name} {call.arguments}"
         SEEN[key] += 1
         if self.raise_on_rerun and SEEN[key] > 1:
             raise RuntimeError(f"duplicate {self.name} request")
         if self.name == "reserve":
             RESERVED.add(call.operation_id)
+        if self.count:
+            return Returned({"tool": self.name, "ok": True, "runs": SEEN[key]})
         return Returned({"tool": self.name, "ok": True})
 
     def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
@@ -111,9 +137,17 @@ class ApproveCharges:
         return Hold(WaitKind.APPROVAL, {"prompt": "charge?"}) if call.tool == "charge" else Permit()
 
 
-def _app(name: str, *, charge: ToolPolicy | None = None, lie: bool = False, raise_on_rerun: bool = False) -> RuntimeApp:
+def _app(
+    name: str,
+    *,
+    charge: ToolPolicy | None = None,
+    lie: bool = False,
+    raise_on_rerun: bool = False,
+    count: bool = False,
+    schedule: bool = False,
+) -> RuntimeApp:
     tools = {
-        "lookup": Tool("lookup", ToolPolicy.replay(), raise_on_rerun=raise_on_rerun),
+        "lookup": Tool("lookup", ToolPolicy.replay(), raise_on_rerun=raise_on_rerun, count=count, schedule=schedule),
         "reserve": Tool("reserve", ToolPolicy.reconnect(), lie=lie),
         "charge": Tool("charge", charge or ToolPolicy.indeterminate()),
     }
@@ -125,14 +159,61 @@ double_charge = _app("double-charge", charge=ToolPolicy.replay())
 lying_status = _app("lying-status", lie=True)
 raises_on_rerun = _app("raises-on-rerun", raise_on_rerun=True)
 random_model = RuntimeApp(name="random", model=RandomModel(), tools=clean.tools, gate=ApproveCharges())
+counting = _app("counting", count=True)
+scheduled = _app("scheduled", schedule=True)
+
+
+class DelegatingModel:
+    """The parent hands two topics to child Runs (terminal-only delegations), then
+    answers; each child (its first message is its call's arguments) looks its topic up
+    and reserves, then answers."""
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        return delegating_reply(request.messages[0].content, request.step)
+
+
+def delegating_reply(task: object, step: int) -> ModelReply:
+    if isinstance(task, dict):  # a child: its task is the delegation's arguments
+        if step == 1:
+            return ModelReply("on it", (CallRequest("lookup", {"q": task["topic"]}), CallRequest("reserve", {"seats": 1})))
+        return ModelReply(f"found {task['topic']}", end=EndCauseKind.COMPLETED)
+    if step == 1:
+        return ModelReply("asking", (CallRequest("research", {"topic": "thai"}), CallRequest("research", {"topic": "lao"})))
+    return ModelReply("both found", end=EndCauseKind.COMPLETED)
+
+
+class Research:
+    """A terminal-only delegation: its executor is the child Run's activation."""
+
+    policy = ToolPolicy(terminal_only_delegation=True)
+
+    def run(self, call: RunCall) -> Returned:
+        raise AssertionError("a delegation's child Run does its work")
+
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
+        return StatusReply(OperationStatus.UNKNOWN)
+
+
+def _delegating(name: str, *, lie: bool = False) -> RuntimeApp:
+    tools: dict[str, ToolPort] = {
+        "research": Research(),
+        "lookup": Tool("lookup", ToolPolicy.replay()),
+        "reserve": Tool("reserve", ToolPolicy.reconnect(), lie=lie),
+    }
+    return RuntimeApp(name=name, model=DelegatingModel(), tools=ToolRegistry(tools, max_steps=10))
+
+
+delegating = _delegating("delegating")
+delegating_lying = _delegating("delegating-lying", lie=True)
 
 POLICIES = {"lookup": "replay", "reserve": "reconnect", "charge": "indeterminate"}
 _TOOLS = {name: Tool(name, ToolPolicy.replay()) for name in POLICIES}
 
 
 def _carry_out(action: RunCall) -> Returned | Failed:
-    tool = _TOOLS[action.tool]
-    return tool.run(action)
+    reply = _TOOLS[action.tool].run(action)
+    assert not isinstance(reply, Scheduled)  # the push hosts' tools never schedule
+    return reply
 
 
 class PushClean:
@@ -179,5 +260,27 @@ class AsyncPushClean:
                 return
 
 
+class PushDelegating:
+    """The delegating app as a push-mode host: the driver activates the children; the
+    host serves each child Run as it serves its parent."""
+
+    name = "push-delegating"
+    tools = {"research": Research.policy, "lookup": "replay", "reserve": "reconnect"}
+
+    def serve(self, driver: Driver, action: Action) -> None:
+        while True:
+            if isinstance(action, Infer):
+                r = delegating_reply(action.messages[0].content, action.step)
+                action = driver.inferred(r.content, r.calls, end=r.end)
+            elif isinstance(action, RunCall):
+                action = driver.call_returned(action.call_id, _carry_out(action).value)  # type: ignore[union-attr]
+            elif isinstance(action, CheckStatus):
+                answer = _TOOLS["reserve"].status(action.operation_id, action.lease_epoch)
+                action = driver.status(action.call_id, answer.status, answer.value)
+            else:
+                return  # WaitFor, ChildrenRunning (its children are Runs of their own) or Done
+
+
 push_clean = PushClean()
+push_delegating = PushDelegating()
 async_push_clean = AsyncPushClean()

@@ -9,7 +9,9 @@ the files and the store an earlier one made:
 * a ``bash`` block runs line by line in bash (a line may be a pipeline or use ``||``);
   a line that installs the package (``python3 -m pip install ...``) is not run, because
   the tests run in an environment that has it and ``.ci/run`` installs each extra;
-* ``text``, ``json`` and ``mermaid`` blocks show output or data and are not run.
+* ``text``, ``json`` and ``mermaid`` blocks show output or data and are not run;
+* a block right under a ``<!-- tests/NAME.py runs this block ... -->`` line is run by that
+  test, which checks what it prints, so this one does not run it a second time.
 
 Where a command needs an id the reader copies from an earlier command's output (the
 ticket of a wait, the operation id of an Indeterminate call), the page writes a
@@ -29,6 +31,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 _FENCE = re.compile(r"^(?P<indent>[ ]*)```(?P<lang>[\w-]*)(?P<attrs>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.S | re.M)
 _TITLE = re.compile(r'title="([^"]+)"')
+_RUN_BY = re.compile(r"<!-- (tests/\w+\.py) runs this block\b[^\n]*-->\n\Z")
 RUN_LANGUAGES = ("python", "bash")
 SHOWN_LANGUAGES = ("text", "json", "mermaid", "")
 INSTALL = re.compile(r"^python3? -m pip install\b")
@@ -41,6 +44,8 @@ class Block:
     language: str
     title: str | None
     code: str
+    run_by: str | None = None
+    """The test that runs this block instead (``tests/NAME.py``), if the page names one."""
 
     @property
     def name(self) -> str:
@@ -60,10 +65,17 @@ def blocks(page: Path) -> list[Block]:
         indent = match.group("indent")
         body = "".join(line[len(indent):] if line.startswith(indent) else line for line in match.group("body").splitlines(True))
         title = _TITLE.search(match.group("attrs"))
+        marker = _RUN_BY.search(text, 0, match.start())
         found.append(
-            Block(str(page.relative_to(DOCS)), number, match.group("lang"), title.group(1) if title else None, body)
+            Block(str(page.relative_to(DOCS)), number, match.group("lang"), title.group(1) if title else None, body,
+                  marker.group(1) if marker else None)
         )
     return found
+
+
+def run_by(page: str, test: str) -> list[Block]:
+    """The blocks of ``docs/PAGE`` that the page says ``tests/TEST`` runs, in order."""
+    return [block for block in blocks(DOCS / page) if block.run_by == f"tests/{test}"]
 
 
 def commands(block: Block) -> Iterator[str]:

@@ -36,9 +36,10 @@ from agents.models.interface import Model  # noqa: E402
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from runkernel import OperationStatus, RunCall, StatusReply, current_invocation, open_store  # noqa: E402
-from runkernel.kernel import CallCompleted, CallExecuting, CallIndeterminate  # noqa: E402
+from runkernel import OperationStatus, StatusReply, current_invocation  # noqa: E402
 from runkernel.integrations.openai_agents import DurableAgentApp, DurableRunner  # noqa: E402
+
+from agent_world import Downstream  # noqa: E402
 
 set_tracing_disabled(True)  # no test connects outside the machine
 
@@ -123,60 +124,9 @@ class ScriptModel(Model):
                 os.kill(os.getpid(), signal.SIGKILL)
 
 
-class Downstream:
-    """The tools' own record of what they started, kept outside runkernel's store; each
-    start also records whether its ``Executing{attempt}`` was already committed."""
-
-    def __init__(self, path: str | os.PathLike[str], store: str | None = None) -> None:
-        self.path = Path(path)
-        self.store = store
-
-    def _durable(self, invocation: RunCall) -> bool:
-        if self.store is None:
-            return False
-        store = open_store(self.store, create=False)
-        try:
-            state = store.run(invocation.run_id)
-            call = state.batch.call(invocation.call_id) if state is not None and state.batch is not None else None
-            return call is not None and call.status == CallExecuting(invocation.attempt)
-        finally:
-            store.close()
-
-    def _terminal(self, invocation: RunCall) -> list[str]:
-        """The calls of the batch already terminal when this one starts."""
-        if self.store is None:
-            return []
-        store = open_store(self.store, create=False)
-        try:
-            state = store.run(invocation.run_id)
-            calls = state.batch.calls if state is not None and state.batch is not None else ()
-            return [c.call_id for c in calls if isinstance(c.status, (CallCompleted, CallIndeterminate))]
-        finally:
-            store.close()
-
-    def start(self, tool: str) -> dict[str, Any]:
-        invocation = current_invocation()
-        entry = {
-            "tool": tool, "call_id": invocation.call_id, "operation_id": invocation.operation_id,
-            "attempt": invocation.attempt, "durable": self._durable(invocation), "terminal": self._terminal(invocation), "lease_epoch": invocation.lease_epoch,
-        }
-        with self.path.open("a") as record:
-            record.write(json.dumps(entry) + "\n")
-            record.flush()
-            os.fsync(record.fileno())
-        if os.environ.get("CRASH") == f"tool:{tool}:{invocation.attempt}":
-            os.kill(os.getpid(), signal.SIGKILL)
-        return entry
-
-    def starts(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines()]
-
-
 def build(store: str, record: str | os.PathLike[str], script: str) -> tuple[Agent[Any], DurableRunner]:
     """The agent of ``script`` on ``store``, its tools recording to ``record``."""
-    downstream = Downstream(record, store)
+    downstream = Downstream(record, store, invocation=current_invocation)
 
     def charge_status(operation_id: str, lease_epoch: int | None) -> StatusReply:
         done = any(s["operation_id"] == operation_id for s in downstream.starts())

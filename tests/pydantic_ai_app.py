@@ -37,9 +37,11 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 from pydantic_ai.tools import ToolDefinition
 
-from runkernel import IndeterminateChoice, OperationStatus, StatusReply, ToolPolicy
-from runkernel import CallExecuting, open_store
-from runkernel.integrations.pydantic_ai import DurableAgentApp, Invocation, RunkernelDurability, current_invocation
+from runkernel import OperationStatus, StatusReply, ToolPolicy
+from runkernel.kernel import IndeterminateChoice
+from runkernel.integrations.pydantic_ai import DurableAgentApp, RunkernelDurability, current_invocation
+
+from agent_world import Downstream
 
 class Weather(BaseModel):
     """The structured output of the ``structured`` script."""
@@ -133,46 +135,6 @@ class CrashAfterModel(AbstractCapability[Any]):
         return result
 
 
-class Downstream:
-    """The tools' own record of what they started, kept outside runkernel's store. Each
-    start also records whether its ``Executing{attempt}`` was already committed (read
-    from the store through a connection of its own)."""
-
-    def __init__(self, path: str | os.PathLike[str], store: str | None = None) -> None:
-        self.path = Path(path)
-        self.store = store
-
-    def _durable(self, invocation: Invocation) -> bool:
-        if self.store is None:
-            return False
-        store = open_store(self.store, create=False)
-        try:
-            state = store.run(invocation.run_id)
-            call = state.batch.call(invocation.call_id) if state is not None and state.batch is not None else None
-            return call is not None and call.status == CallExecuting(invocation.attempt)
-        finally:
-            store.close()
-
-    def start(self, tool: str) -> dict[str, Any]:
-        invocation = current_invocation()
-        entry = {
-            "tool": tool, "operation_id": invocation.operation_id, "attempt": invocation.attempt,
-            "durable": self._durable(invocation), "lease_epoch": invocation.lease_epoch,
-        }
-        with self.path.open("a") as record:
-            record.write(json.dumps(entry) + "\n")
-            record.flush()
-            os.fsync(record.fileno())
-        if os.environ.get("CRASH") == f"tool:{tool}:{invocation.attempt}":
-            os.kill(os.getpid(), signal.SIGKILL)
-        return entry
-
-    def starts(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines()]
-
-
 def build(
     store: str,
     record: str | os.PathLike[str],
@@ -182,9 +144,9 @@ def build(
     checkpoint_every: int = 0,
 ) -> tuple[Agent[None, Any], RunkernelDurability]:
     """The agent of ``script`` on ``store``, its tools recording to ``record``."""
-    downstream = Downstream(record, store)
+    downstream = Downstream(record, store, invocation=current_invocation)
 
-    def charge_status(operation_id: str) -> StatusReply:
+    def charge_status(operation_id: str, lease_epoch: int | None) -> StatusReply:
         done = any(s["operation_id"] == operation_id for s in downstream.starts())
         return StatusReply(OperationStatus.DONE, {"charged": True}) if done else StatusReply(OperationStatus.NOT_FOUND)
 

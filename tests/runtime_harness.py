@@ -8,7 +8,7 @@ the store, and sends good and bad commands through the CLI path (``submit_resume
 what the store and the downstream World say, never from what a runtime believed.
 
 Every rule is always applicable and does nothing when it cannot act (no preconditions:
-they waste draws, see NOTES.md). Forty steps are few for Runs that need twenty effects
+they waste draws: Hypothesis discards a step whose precondition fails). Forty steps are few for Runs that need twenty effects
 each, so rules that drive (crash, failing write, recovery, ``advance_further``) let a
 worker pick up the Run that needs it most when no drive is live, a crash stays armed
 until some drive reaches a boundary of its kind, and scripts, gate answers and tool

@@ -1,6 +1,6 @@
 """The CLI against a new user's findings (the probe's F1, F2, F4, F5, F8, F9, F10, F13,
 F14, F15, F16): a host's exception does not kill ``worker``, user errors are one line
-and exit 2 before any file is made, exit codes follow the README's table, secrets and
+and exit 2 before any file is made, exit codes follow the commands table (docs/reference/commands.md), secrets and
 control characters never reach the terminal as they are."""
 
 from __future__ import annotations
@@ -424,7 +424,7 @@ def test_counts_in_messages_are_plural_only_when_they_are_many(tmp_path: Path, c
 def test_check_trace_exits_with_the_worst_verdict_of_its_files_in_every_order(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # README: 0 legal, 1 illegal, 2 not a trace; with several files the highest wins
+    # docs/reference/commands.md: 0 legal, 1 illegal, 2 not a trace; with several files the highest wins
     legal = _legal_trace(tmp_path)
     lines = legal.read_bytes().splitlines(keepends=True)
     illegal = tmp_path / "illegal.jsonl"

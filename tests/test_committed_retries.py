@@ -1,5 +1,5 @@
 """A call's retry policy is the one committed with its batch, not the configuration of
-whoever continues the Run (DESIGN.md I11; ``ToolCall.policy``: "every worker recovers
+whoever continues the Run (I11; ``ToolCall.policy``: "every worker recovers
 and retries the call the same way whatever its own configuration").
 
 Through the drivers: the batch opens under one retry policy, the process dies right

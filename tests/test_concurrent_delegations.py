@@ -1,4 +1,4 @@
-"""Terminal-only child delegations running concurrently (DESIGN.md, Step and ToolBatch;
+"""Terminal-only child delegations running concurrently (Step and ToolBatch;
 I8, I15): the pull-mode runtime with parents and children in one store, crashes and a
 parent cancelled while children run, and the judge on parent and children together."""
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from runkernel import EndCauseKind
+from runkernel import EndCauseKind, Returned, RunCall, RuntimeApp, ToolPolicy, ToolRegistry
+from runkernel.adapters.drive.ports import ToolReply
 from runkernel.cli.entry import main
 from runkernel.testing.crashtest import (
     Answer,
@@ -111,6 +112,13 @@ def test_a_tool_that_raises_at_one_boundary_is_reported_with_it() -> None:
 def test_a_non_deterministic_model_is_refused() -> None:
     with pytest.raises(NotDeterministic, match=r"differ at commit v2 \(step 1, its messages\)"):
         crashtest(apps.random_model)
+
+
+def test_a_sequential_delegation_is_refused_by_name() -> None:
+    ask = apps.Tool("ask", ToolPolicy(sequential_delegation=True))
+    asks = RuntimeApp(name="asks", model=apps.Model(), tools=ToolRegistry({"ask": ask}))
+    with pytest.raises(CrashTestRefused, match="tool 'ask' of app 'asks' is a sequential delegation"):
+        crashtest(asks)
 
 
 def test_scripted_turns_cannot_replace_a_push_hosts_own_model() -> None:
@@ -222,3 +230,71 @@ def test_a_scratch_store_is_emptied_and_a_run_store_is_refused(capsys: pytest.Ca
     capsys.readouterr()
     code, _, err = cli(capsys, "--app", "crashtest_apps:clean", "--store", runs)
     assert code == 2 and "holds Runs that crashtest did not create (thread 't1')" in err
+
+
+# --- child Runs, result values, timers --------------------------------------------------
+
+
+@pytest.mark.parametrize("app", [apps.delegating, apps.push_delegating], ids=lambda a: a.name)
+def test_a_delegating_app_is_crashed_in_its_children_too_and_passes(app: object) -> None:
+    report = run(app)
+    assert report.passed, report.violations
+    children = {t.boundary.split(" ", 2)[1] for t in report.trials if t.boundary.startswith("child ")}
+    assert children == {"research[1.0]", "research[1.1]"}
+    assert {t.position for t in report.trials if t.boundary.startswith("child ")} >= {
+        "activation", "batch_open", "call_start", "call_result", "finalize", "end"
+    }
+    assert {t.outcome for t in report.trials} == {"completed"}
+    assert report.tools["research"].policy == "delegation" and report.tools["research"].most_extra == 0
+    assert report.tools["lookup"].most_extra == 1 and report.tools["reserve"].most_extra == 0
+    assert report.tools["lookup"].operations == 2  # one per child
+
+
+def test_a_lying_status_in_a_childs_tool_is_reported_with_the_childs_boundary() -> None:
+    report = run(apps.delegating_lying)
+    assert not report.passed
+    assert {(v.rule, v.tool, v.boundary.split(" ", 1)[1]) for v in report.violations} == {
+        ("extra-start", "reserve", f"child research[1.{n}] {where}")
+        for n in (0, 1)
+        for where in ("reserve attempt 1, after_tool_effect", "v6 (reserve) finalize, before_write")
+    }
+
+
+def test_a_replayed_tool_that_returns_another_value_is_reported_where_it_did() -> None:
+    report = run(apps.counting)
+    assert {(v.rule, v.tool, v.boundary) for v in report.violations} == {
+        ("result-value", "lookup", "#7 lookup attempt 1, after_tool_effect"),
+        ("result-value", "lookup", "#8 v4 (lookup) call_result, before_write"),
+    }
+    assert '"runs": 2' in report.violations[0].message and '"runs": 1' in report.violations[0].message
+    assert "step 1 call 0 (lookup" in report.violations[0].message
+
+
+def test_a_value_the_crash_free_plays_did_not_reproduce_is_not_compared() -> None:
+    tool = apps.counting.tools.tools["lookup"]
+    plays = iter(range(1000))
+    original = tool.run
+
+    def differs_every_play(call: RunCall) -> ToolReply:
+        reply = original(call)
+        if call.attempt == 1 and not apps.LEDGER[:-1]:  # the Run's first start: a new value per play
+            return Returned({"play": next(plays)})
+        return reply
+
+    tool.run = differs_every_play  # type: ignore[method-assign]
+    try:
+        report = run(apps.counting)
+    finally:
+        del tool.run
+    assert [v for v in report.violations if v.rule == "result-value" and "play" in v.message] == []
+
+
+def test_a_timer_fires_when_the_clock_reaches_its_due_time_and_takes_no_answer() -> None:
+    report = run(apps.scheduled)
+    assert report.passed, report.violations
+    assert {t.outcome for t in report.trials} == {"completed"}
+    assert "call_awaiting" in report.recoveries  # crashes while the timer waited
+    denied = run(apps.scheduled, scenarios=Scenario("deny", answers=(Answer("deny", "no"),)))
+    assert denied.passed, denied.violations
+    assert denied.tools["charge"].operations == 0  # the deny answered the charge's approval, not the timer
+    assert apps.LEDGER.count(("lookup", "op-ct-2", 2)) == 1  # the last play's lookup ran again once, when due

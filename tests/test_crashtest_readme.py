@@ -1,12 +1,11 @@
-"""The README's crash-test examples run as printed: each python block of "Crash-testing
-your own app" is a user's pytest file, run by pytest in a fresh interpreter and an empty
-directory (the Pydantic AI one only with the extra installed); and the agent of "Durable
-Pydantic AI agents" passes the crash test."""
+"""The crash-test examples run as printed: each python block docs/how-to/crashtest.md hands
+to this test is a user's pytest file, run by pytest in a fresh interpreter and an empty
+directory (the Pydantic AI one only with the extra installed); and the agent of the
+Pydantic AI page's first example (docs/pydantic-ai.md) passes the crash test."""
 
 from __future__ import annotations
 
 import importlib.util
-import re
 import subprocess
 import sys
 import types
@@ -14,24 +13,23 @@ from pathlib import Path
 
 import pytest
 
+from docs_blocks import Block, run_by
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
-def blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = re.search(r"^## Crash-testing your own app\n\n(.*?)(?=^## )", text, re.S | re.M)
-    assert section is not None, "the README has a section 'Crash-testing your own app'"
-    found = re.findall(r"^```python\n(.*?)^```$", section.group(1), re.S | re.M)
+
+def blocks() -> list[Block]:
+    found = run_by("how-to/crashtest.md", "test_crashtest_readme.py")
     assert len(found) == 2
-    return [str(block) for block in found]
+    return found
 
 
-def test_the_readme_crashtest_examples_run_as_printed(tmp_path: Path) -> None:
+def test_the_crashtest_examples_run_as_printed(tmp_path: Path) -> None:
     plain, pydantic_ai = blocks()
-    files = {"test_shop.py": plain}
+    assert plain.title is not None and pydantic_ai.title is not None, "each block is a file the reader saves"
+    files = {plain.title: plain.code}
     if importlib.util.find_spec("pydantic_ai") is not None:  # the pydantic-ai extra is installed
-        files["test_pydantic_ai_shop.py"] = pydantic_ai
+        files[pydantic_ai.title] = pydantic_ai.code
     for name, code in files.items():
         (tmp_path / name).write_text(code)
     done = subprocess.run(  # one interpreter for both: a user's pytest run
@@ -44,20 +42,18 @@ def test_the_readme_crashtest_examples_run_as_printed(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pydantic_ai") is None, reason="the pydantic-ai extra is not installed")
-def test_the_readme_durable_pydantic_ai_agent_passes_the_crash_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The agent of "Durable Pydantic AI agents", as printed but for its last line (which
-    runs it), crash-tested through its worker app: no store file of its own is made."""
+def test_the_durable_pydantic_ai_agent_passes_the_crash_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent of docs/pydantic-ai.md's first example, as printed but for its last line
+    (which runs it), crash-tested through its worker app: no store file of its own is made."""
     from runkernel.testing.crashtest import Scenario, crashtest
 
-    text = (ROOT / "README.md").read_text()
-    section = re.search(r"^## Durable Pydantic AI agents\n\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    assert section is not None
-    (code,) = re.findall(r"^```python\n(.*?)^```$", section.group(1), re.S | re.M)
+    (block,) = run_by("pydantic-ai.md", "test_pydantic_ai_readme.py")
+    code = block.code
     last = "asyncio.run(main())"
     assert code.rstrip().endswith(last)
     monkeypatch.chdir(tmp_path)
     agent_module = types.ModuleType("readme_agent")
-    exec(compile(code.rstrip().removesuffix(last), "README.md", "exec"), agent_module.__dict__)
+    exec(compile(code.rstrip().removesuffix(last), block.name, "exec"), agent_module.__dict__)
     app = agent_module.durable.worker_app(agent_module.agent, name="inbox")
     report = crashtest(app, Scenario(messages=("Find runkernel and mail me the results.",)), at_most_once=["send_email"])
     print(f"{report.crashes} crashes, recoveries {dict(report.recoveries)}, violations {report.violations}")

@@ -325,7 +325,7 @@ def test_inference_is_refused_while_a_batch_is_open() -> None:
     assert isinstance(verdict, Rejection) and verdict.rule is Rule.INFERENCE_OPEN_BATCH
 
 
-# --- recovery (the seed's table) --------------------------------------------------------
+# --- recovery (the table) --------------------------------------------------------
 
 
 def test_recovery_replays_with_the_next_attempt_and_stops_at_the_maximum() -> None:

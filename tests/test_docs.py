@@ -120,7 +120,7 @@ def _quoted(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-PAGES = [page for page in pages() if any(b.language in RUN_LANGUAGES for b in blocks(page))]
+PAGES = [page for page in pages() if any(b.language in RUN_LANGUAGES and b.run_by is None for b in blocks(page))]
 
 
 @pytest.mark.skipif(shutil.which("runkernel", path=str(BIN)) is None, reason="the runkernel command is not installed (pip install -e .)")
@@ -137,8 +137,21 @@ def test_every_block_of_a_page_runs_as_printed(page: Path, tmp_path: Path) -> No
     cwd = tmp_path / "page"
     cwd.mkdir()
     for block in blocks(page):
-        if block.language in RUN_LANGUAGES:
+        if block.language in RUN_LANGUAGES and block.run_by is None:
             print(run_block(block, cwd, env, tmp_path / "shell-state.sh"))
+
+
+def test_a_block_another_test_runs_is_run_by_that_test() -> None:
+    """A block this module leaves to another test: that test exists and reads the page."""
+    handed = [(page, block) for page in pages() for block in blocks(page) if block.run_by is not None]
+    assert handed, "no page hands a block to another test"
+    for page, block in handed:
+        assert block.run_by is not None and block.language in RUN_LANGUAGES, block.name
+        test = ROOT / block.run_by
+        assert test.is_file(), f"{block.name}: {block.run_by} does not exist"
+        assert str(page.relative_to(ROOT / "docs")) in test.read_text(encoding="utf-8"), (
+            f"{block.name}: {block.run_by} does not read docs/{page.relative_to(ROOT / 'docs')}"
+        )
 
 
 def test_every_block_is_run_or_shown() -> None:

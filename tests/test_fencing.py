@@ -1,4 +1,4 @@
-"""W5 (DESIGN.md, Workers and leases): the take-over epoch reaches the downstream before
+"""W5 (Workers and leases): the take-over epoch reaches the downstream before
 the Run moves past a call the stalled worker may still touch.
 
 Worker A starts a call: its Executing commit is durable and its lease re-checked (W1),

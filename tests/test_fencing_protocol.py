@@ -1,4 +1,4 @@
-"""The fencing protocol (DESIGN.md, W5) call by call: which commits a fence precedes,
+"""The fencing protocol (W5) call by call: which commits a fence precedes,
 what a fence that raises does (a failed drive: nothing committed, driven again later),
 how a push host answers ``Fence``, the epoch on every question to the downstream, and
 the deprecated one-argument ``status(operation_id)``. The stall test is

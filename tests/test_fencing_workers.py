@@ -1,4 +1,4 @@
-"""W5 with real worker processes (DESIGN.md, Workers and leases): a worker SIGSTOPped
+"""W5 with real worker processes (Workers and leases): a worker SIGSTOPped
 between its lease re-check and its tool's effect, past its lease, starts nothing the
 downstream accepts once another worker moved the Run past the call.
 

@@ -1,4 +1,4 @@
-"""Gate answers for members of a group of concurrent delegations (DESIGN.md, Step and
+"""Gate answers for members of a group of concurrent delegations (Step and
 ToolBatch; ``CONCURRENCY_RULE``), with the pull-mode runtime: every answer kind on the
 first, middle and last member. A member the gate does not allow outright is handled
 before its group starts; the allowed members start together, in one commit; the judge

@@ -1,4 +1,4 @@
-"""Hooks in a runtime that lives on after a failed commit (DESIGN.md, Step and ToolBatch:
+"""Hooks in a runtime that lives on after a failed commit (Step and ToolBatch:
 hooks): "Staging that was not committed before a crash is lost and re-derived by
 running the hook again: a hook's answer is never truth until committed."
 

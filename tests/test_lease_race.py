@@ -1,4 +1,4 @@
-"""W3 under real concurrency (DESIGN.md, Workers and leases): several racers take the
+"""W3 under real concurrency (Workers and leases): several racers take the
 lease of the same Runs at the same instant, round after round, and each Run may be
 granted to one of them only. On SQLite the racers are processes, each with its own
 connection to one file; on the MemoryStore they are threads sharing the store.

@@ -1,4 +1,4 @@
-"""A driver whose commit loses stops at once and starts nothing (DESIGN.md, Workers and
+"""A driver whose commit loses stops at once and starts nothing (Workers and
 leases: "a worker whose commit loses ... stops driving that Run at once"; W1: an
 attempt's executor starts only in the worker whose Executing commit won).
 

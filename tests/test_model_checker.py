@@ -16,6 +16,7 @@ PROOFS = Path(__file__).resolve().parent.parent / "proofs"
 if str(PROOFS) not in sys.path:
     sys.path.append(str(PROOFS))  # the checker's modules are top-level scripts' siblings
 
+import figures as proof_figures  # noqa: E402
 import mc_config  # noqa: E402
 import model_check  # noqa: E402
 from runkernel.kernel.codec import commit_from_json  # noqa: E402
@@ -146,7 +147,7 @@ def test_profiles_are_consistent() -> None:
     assert (deep.max_calls, deep.max_steps, deep.max_crashes) == (3, 2, 2)
 
 
-#: DESIGN.md's second CI bound: two concurrent delegations and one ordinary call.
+#: The second CI bound: two concurrent delegations and one ordinary call.
 DELEGATIONS = mc_config.PROFILES["delegations"]
 
 
@@ -158,6 +159,11 @@ def test_the_concurrent_delegation_bound_is_exhausted() -> None:
     assert result.final_states > 0
     assert "child crash" in result.crash_points
     assert any("child_activation" in point for point in result.crash_points)
+    # the figures the README quotes for this bound are this search's
+    _, written = proof_figures.parse(proof_figures.RESULTS.read_text(encoding="utf-8"))
+    assert (written["delegations.states"], written["delegations.transitions"], written["delegations.depth"]) == (
+        f"{result.states:,}", f"{result.transitions:,}", f"{result.max_depth:,}"
+    ), "proofs/RESULTS.md is stale: run python proofs/figures.py --run"
 
 
 def test_a_delegation_result_that_is_not_its_childs_terminus_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

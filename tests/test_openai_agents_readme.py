@@ -1,10 +1,9 @@
-"""The README's "Durable OpenAI Agents SDK agents" example runs exactly as printed, in a
-fresh interpreter and an empty directory, offline."""
+"""The example of docs/openai-agents.md runs exactly as printed, in a fresh interpreter
+and an empty directory, offline."""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,23 +12,16 @@ import pytest
 
 pytest.importorskip("agents", reason="the openai-agents extra is not installed (pip install -e '.[openai-agents]')")
 
+from docs_blocks import run_by  # noqa: E402
 from runkernel import check_trace, open_store  # noqa: E402
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-MARKER = "<!-- openai-agents example:"
-
-
 def example() -> str:
-    section = re.search(r"^## Durable OpenAI Agents SDK agents\n\n(.*?)(?=^## |\Z)", README.read_text(), re.S | re.M)
-    assert section is not None, "the README has a section 'Durable OpenAI Agents SDK agents'"
-    body = section.group(1)
-    assert body.startswith(MARKER)
-    blocks = re.findall(r"^```python\n(.*?)^```$", body, re.S | re.M)
-    assert len(blocks) == 1
-    return str(blocks[0])
+    found = run_by("openai-agents.md", "test_openai_agents_readme.py")
+    assert len(found) == 1 and found[0].language == "python" and found[0].title is None
+    return found[0].code
 
 
-def test_the_readme_openai_agents_example_runs_as_printed(tmp_path: Path) -> None:
+def test_the_openai_agents_example_runs_as_printed(tmp_path: Path) -> None:
     env = {**os.environ, "OPENAI_API_KEY": ""}  # nothing may reach a real provider
     done = subprocess.run([sys.executable, "-c", example()], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
     print(done.stdout)

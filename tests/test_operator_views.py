@@ -217,6 +217,39 @@ def test_runs_shows_each_runs_lease_in_text_and_json(tmp_path: Path, capsys: pyt
     assert "lease of w2 (epoch 1) expired" in out and "the next poll takes it over" in out
 
 
+def test_runs_reads_leases_a_page_per_query_never_one_per_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """450 Runs listed: their leases come from 3 keyed queries (pages of 200), not 450."""
+    path = tmp_path / "s.db"
+    store = SqliteStore(path)
+    run_ids = [f"r{n:03d}" for n in range(450)]
+    for run_id in run_ids:
+        for commit in Builder(f"t-{run_id}").start(run_id).commits:
+            store.append(commit)
+    store.acquire_lease("r007", "w1", 3600)
+    store.close()
+    pages: list[int] = []
+    real_statuses = SqliteStore.lease_statuses
+
+    def counted(self: SqliteStore, ids: Any) -> Any:
+        pages.append(len(ids))
+        return real_statuses(self, ids)
+
+    def one_by_one(self: SqliteStore, run_id: str) -> Any:
+        raise AssertionError(f"runs read the lease of {run_id} alone")
+
+    monkeypatch.setattr(SqliteStore, "lease_statuses", counted)
+    monkeypatch.setattr(SqliteStore, "lease_status", one_by_one)
+    code, out, _ = cli(capsys, "runs", "--store", url(path), "--format", "json")
+    listed = json.loads(out)
+    print(f"runs over {len(listed)} Runs: {len(pages)} lease queries of {pages} Runs")
+    assert code == 0 and sorted(pages, reverse=True) == [200, 200, 50]
+    assert sorted(r["run_id"] for r in listed) == run_ids
+    held = [r["run_id"] for r in listed if r["lease"]["state"] == "held"]
+    assert held == ["r007"]
+
+
 # --- resume --call, duplicates ---------------------------------------------------------
 
 

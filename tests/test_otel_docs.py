@@ -1,4 +1,4 @@
-"""OpenTelemetry as a user meets it: nothing imported without the extra, the README's
+"""OpenTelemetry as a user meets it: nothing imported without the extra, the how-to's
 section sending traces to a collector (run with the SDK's in-memory exporter in place
 of OTLP), and ``runkernel worker --otel``."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-#: the README's and the CLI's tests need the SDK; the test without the extra runs always
+#: the how-to's and the CLI's tests need the SDK; the test without the extra runs always
 needs_otel = pytest.mark.skipif(
     importlib.util.find_spec("opentelemetry") is None or importlib.util.find_spec("opentelemetry.sdk") is None,
     reason="the otel extra (opentelemetry-sdk) is not installed",
@@ -55,14 +55,14 @@ def test_without_the_extra_nothing_is_imported() -> None:
 
 
 @pytest.fixture
-def readme_block() -> Iterator[str]:
+def howto_block() -> Iterator[str]:
     section = (ROOT / "docs" / "how-to" / "opentelemetry.md").read_text()
     blocks = section.split("```python\n")[1:]
     assert len(blocks) == 1
     yield blocks[0].split("```", 1)[0]
 
 
-#: Runs before the README's block: the OTLP exporter module, which needs a collector,
+#: Runs before the how-to's block: the OTLP exporter module, which needs a collector,
 #: replaced by the SDK's in-memory exporter; after it, what was exported is printed.
 OTLP_IN_MEMORY = textwrap.dedent(
     """
@@ -84,12 +84,12 @@ AFTER = textwrap.dedent(
 
 
 @needs_otel
-def test_the_readme_sends_traces_to_a_collector(readme_block: str, tmp_path: Path) -> None:
+def test_the_howto_sends_traces_to_a_collector(howto_block: str, tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     start = [sys.executable, "-m", "runkernel.cli", "start", "--store", "sqlite:///demo.db", "--thread", "t1",
              "--run", "run-demo", "--app", "demo", "book me a table"]
     assert subprocess.run(start, cwd=tmp_path, env=env, capture_output=True, timeout=120).returncode == 0
-    done = subprocess.run([sys.executable, "-c", OTLP_IN_MEMORY + readme_block + AFTER], cwd=tmp_path, env=env,
+    done = subprocess.run([sys.executable, "-c", OTLP_IN_MEMORY + howto_block + AFTER], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     print(done.stdout)
     assert done.returncode == 0, done.stderr

@@ -6,18 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from runkernel import (
-    CallRequest,
-    Done,
-    Driver,
-    EndCauseKind,
-    Infer,
-    MemoryStore,
-    RecoveryMode,
-    RunCall,
-    ToolPolicy,
-    ToolRecoveryPolicy,
-)
+from runkernel import CallRequest, Done, Driver, EndCauseKind, Infer, RunCall, ToolPolicy
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.kernel import RecoveryMode, ToolRecoveryPolicy
 from runkernel.kernel import tool_result_content
 from runkernel.kernel.state import CallCompleted, CallExecuting, CallIndeterminate, ToolResult
 from runkernel.kernel.values import IndeterminateReason, ResultKind

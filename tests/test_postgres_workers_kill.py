@@ -29,7 +29,7 @@ from held_points import HeldPoints, KillsAndStalls, Process
 from postgres_support import postgres_url
 from runkernel.cli.entry import main
 from runkernel.kernel.state import Awaiting, Ended
-from worker_processes import report_figure, spawn_worker
+from worker_processes import report_figure, spawn_worker, stop_workers
 
 __all__ = ["postgres_url"]
 
@@ -45,7 +45,7 @@ KILLS = (
 )
 #: where each worker that reaches these points is stalled past its lease; none before a
 #: reconnect or indeterminate tool's work: a worker that wakes there, past its lease
-#: check, starts the tool after the take-over, which only the fence of DESIGN.md's W5
+#: check, starts the tool after the take-over, which only the fence of W5
 #: (not built yet) would refuse
 STALLS = ("reserve:after:140", "lookup:before:160", "pay:after:180")
 HANG_GUARD = 600.0  # seconds: only so that a broken test fails instead of hanging CI
@@ -117,12 +117,7 @@ def test_killed_and_stalled_workers_finish_every_run_once(
             time.sleep(0.05)  # the next look, not a wait for anything in particular
     finally:
         chaos.continue_all()
-        for worker in workers:
-            worker.send_signal(signal.SIGTERM)
-        for worker in workers:
-            out, _ = worker.communicate(timeout=60)
-            assert isinstance(out, str)
-            reports += [line for line in out.splitlines() if line.startswith("worker ")]
+        reports += stop_workers(workers)
     snapshots = [store.run(f"r{index}") for index in range(RUNS)]
     unfinished = [
         f"r{index}" for index, s in enumerate(snapshots) if s is None or not isinstance(s.state, (Ended, Awaiting))

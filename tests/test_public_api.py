@@ -19,7 +19,7 @@ from runkernel.specs.checker import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: "about 30 names" (issue 18): what the README's examples need, and the rest of each set
+#: "about 30 names" (issue 18): what the README's and the guide's examples need, and the rest of each set
 #: they use part of (every action, every gate answer, the error tree's root and branches).
 #: 36 since issue 20 added an action, ``Fence`` (W5).
 MOST_NAMES = 36

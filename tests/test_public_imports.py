@@ -1,6 +1,6 @@
 """What users copy imports only public modules.
 
-Every ``python`` block of README.md and docs/*.md, and every file in examples/, may import
+Every ``python`` block of README.md and the pages under docs/, and every file in examples/, may import
 from runkernel only ``runkernel``, ``runkernel.kernel``, ``runkernel.testing``,
 ``runkernel.integrations.<framework>`` and the documented store modules
 (``api_doc.STORE_MODULES``): what they show is what a user writes, and everything else
@@ -69,12 +69,16 @@ def private_imports(code: str) -> list[str]:
 
 
 def python_blocks(text: str) -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```$", text, re.S | re.M)
+    """Every python block, a titled one (a file the reader saves) or one in a list too."""
+    return [
+        "".join(line[len(indent):] if line.startswith(indent) else line for line in body.splitlines(True))
+        for indent, body in re.findall(r"^([ ]*)```python[^\n]*\n(.*?)^\1```$", text, re.S | re.M)
+    ]
 
 
 SOURCES = [
-    *[(f"{page.name} block {n}", block)
-      for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    *[(f"{page.relative_to(ROOT)} block {n}", block)
+      for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
       for n, block in enumerate(python_blocks(page.read_text()), start=1)],
     *[(f"examples/{path.name}", path.read_text()) for path in sorted((ROOT / "examples").glob("*.py"))],
 ]
@@ -82,7 +86,8 @@ SOURCES = [
 
 def test_the_readme_the_docs_and_the_examples_are_found() -> None:
     names = [name for name, _ in SOURCES]
-    assert sum(name.startswith("README.md") for name in names) >= 5, names
+    assert sum(name.startswith("README.md") for name in names) >= 1, names
+    assert sum(name.startswith("docs/") for name in names) >= 15, names
     assert "examples/demo_app.py" in names
 
 

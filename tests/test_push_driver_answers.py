@@ -12,7 +12,9 @@ from collections.abc import Mapping
 import pytest
 
 from push_host import POLICIES, ApprovalGate, AsyncApprovalGate
-from runkernel import Answer, AsyncPushApp, Worker
+from runkernel import Worker
+from runkernel.adapters.drive.actions import Answer
+from runkernel.adapters.worker.apps import AsyncPushApp
 from runkernel.adapters.drive.driver import AsyncDriver, Driver
 from runkernel.adapters.drive.actions import Action, CallRequest, CheckStatus, Done, DriverError, Infer, RunCall, WaitFor
 from runkernel.adapters.drive.inbox import submit_resume
@@ -112,7 +114,7 @@ def test_ask_status_asks_again_while_running_and_stops_at_its_limit() -> None:
     replies = [StatusReply(OperationStatus.RUNNING)] * 2 + [StatusReply(OperationStatus.DONE, "charged")]
     asked: list[str] = []
 
-    def status(operation_id: str) -> StatusReply:
+    def status(operation_id: str, lease_epoch: int | None) -> StatusReply:
         asked.append(operation_id)
         return replies[len(asked) - 1]
 
@@ -134,7 +136,7 @@ def test_async_ask_status_takes_a_coroutine_and_unreconciled_names_the_lost_oper
     store = MemoryStore()
     operation = _reconnect_call_in_flight(store)
 
-    async def status(operation_id: str) -> StatusReply:
+    async def status(operation_id: str, lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.NOT_FOUND)
 
     async def scenario() -> tuple[Action, tuple[str, ...], int]:

@@ -1,4 +1,4 @@
-"""Terminal-only child delegations under the push-mode driver (DESIGN.md, Step and
+"""Terminal-only child delegations under the push-mode driver (Step and
 ToolBatch: grouping, identity, terminus, the parent ending first, the quiet parent,
 recovery), through both shells.
 

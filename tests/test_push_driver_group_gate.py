@@ -1,5 +1,5 @@
 """The gate round of a group of concurrent delegations under the push-mode driver
-(DESIGN.md, Step and ToolBatch; ``CONCURRENCY_RULE``), through both shells, with the
+(Step and ToolBatch; ``CONCURRENCY_RULE``), through both shells, with the
 cases of the pull-mode runtime's tests (tests/test_group_gate.py): every gate answer on
 the first, middle and last member. An Allow is held for the round and commits nothing;
 a Block or Supply completes its member at once; a wait ends the round and its member,

@@ -1,4 +1,4 @@
-"""Sequential delegations under the push-mode driver (DESIGN.md, Step and ToolBatch):
+"""Sequential delegations under the push-mode driver (Step and ToolBatch):
 a tool declared ``ToolPolicy(sequential_delegation=True)`` is handed its child's derived
 identity in ``RunCall.delegation`` (fixed by the call's Executing commit) and answers
 ``call_delegated``; the Run then waits for the child's answer. An undeclared tool that

@@ -1,5 +1,5 @@
 """The push-mode driver settles an inbox command in the transaction of the commit that
-applies it (DESIGN.md: the driver "applies inbox commands (a ``resume`` or ``cancel``
+applies it (the driver "applies inbox commands (a ``resume`` or ``cancel``
 from the CLI or the console) when the host asks what to do next").
 
 A command queued through the store's inbox, as the CLI queues it, is applied by the

@@ -17,9 +17,11 @@ pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installe
 from pydantic_ai import DeferredToolResults, ToolApproved  # noqa: E402
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse  # noqa: E402
 
-from pydantic_ai_app import Downstream, build  # noqa: E402
+from agent_world import Downstream  # noqa: E402
+from pydantic_ai_app import build  # noqa: E402
 from pydantic_ai_world import HAS_METADATA, ROOT, World, once_each, shown_results, status_of, world  # noqa: E402,F401 (world: the fixture)
-from runkernel import Awaiting, EndCauseKind, Ended, Role, RunCall, check_trace  # noqa: E402
+from runkernel import EndCauseKind, RunCall, check_trace  # noqa: E402
+from runkernel.kernel import Awaiting, Ended, Role  # noqa: E402
 from runkernel.integrations.pydantic_ai import (  # noqa: E402
     DeferredAfterStart,
     IntegrationError,

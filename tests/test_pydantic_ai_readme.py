@@ -1,9 +1,8 @@
-"""The README's "Durable Pydantic AI agents" example runs exactly as printed, in a fresh
-interpreter and an empty directory."""
+"""The first example of docs/pydantic-ai.md (approvals and recovery) runs exactly as
+printed, in a fresh interpreter and an empty directory."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,23 +11,16 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed (pip install -e '.[pydantic-ai]')")
 
+from docs_blocks import run_by  # noqa: E402
 from runkernel import check_trace, open_store  # noqa: E402
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-MARKER = "<!-- pydantic-ai example:"
-
-
 def example() -> str:
-    section = re.search(r"^## Durable Pydantic AI agents\n\n(.*?)(?=^## |\Z)", README.read_text(), re.S | re.M)
-    assert section is not None, "the README has a section 'Durable Pydantic AI agents'"
-    body = section.group(1)
-    assert body.startswith(MARKER)
-    blocks = re.findall(r"^```python\n(.*?)^```$", body, re.S | re.M)
-    assert len(blocks) == 1
-    return str(blocks[0])
+    found = run_by("pydantic-ai.md", "test_pydantic_ai_readme.py")
+    assert len(found) == 1 and found[0].language == "python" and found[0].title is None
+    return found[0].code
 
 
-def test_the_readme_pydantic_ai_example_runs_as_printed(tmp_path: Path) -> None:
+def test_the_pydantic_ai_example_runs_as_printed(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", example()], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     print(done.stdout)
     assert done.returncode == 0, done.stderr

@@ -16,7 +16,8 @@ pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installe
 
 from pydantic_ai_app import build  # noqa: E402
 from pydantic_ai_world import HAS_METADATA, World, once_each, status_of, world  # noqa: E402,F401 (world: the fixture)
-from runkernel import EndCauseKind, Ended, OperationStatus, Role, StatusReply  # noqa: E402
+from runkernel import EndCauseKind, OperationStatus, StatusReply  # noqa: E402
+from runkernel.kernel import Ended, Role  # noqa: E402
 from runkernel.adapters.stores.sqlite import SqliteStore  # noqa: E402
 from runkernel.adapters.stores.contract import Checkpoint  # noqa: E402
 from runkernel.integrations.pydantic_ai import RunEnded, StillRunning  # noqa: E402
@@ -85,7 +86,7 @@ def test_a_reconnect_tool_still_running_is_asked_again_never_restarted(world: Wo
     agent, durable = build(world.url, str(world.record), "reconnect_crash")
     asked: list[str] = []
 
-    def status(operation_id: str) -> StatusReply:
+    def status(operation_id: str, lease_epoch: int | None) -> StatusReply:
         asked.append(operation_id)
         if len(asked) < 3:
             return StatusReply(OperationStatus.RUNNING)
@@ -117,7 +118,7 @@ def test_a_reconnect_tool_running_past_its_asks_leaves_the_run_as_committed(worl
     after = world.store.run(run_id)
     assert after is not None and before is not None and not isinstance(after.state, Ended)
     assert after.batch == before.batch, "the call is still Executing, as committed"
-    durable.status = {"charge": lambda op: StatusReply(OperationStatus.DONE, {"charged": True})}
+    durable.status = {"charge": lambda op, epoch: StatusReply(OperationStatus.DONE, {"charged": True})}
     assert asyncio.run(durable.resume(agent, run_id)).output == "charged"
     assert len(world.starts("charge")) == 1
     world.check("reconnect_crash")

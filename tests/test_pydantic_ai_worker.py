@@ -18,7 +18,9 @@ pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installe
 
 from pydantic_ai_app import worker_app  # noqa: E402
 from pydantic_ai_world import ROOT, World, status_of, world  # noqa: E402,F401 (world: the fixture)
-from runkernel import AsyncPushApp, Awaiting, Ended, OperationStatus, StatusReply, Worker, load_app  # noqa: E402
+from runkernel import OperationStatus, StatusReply, Worker  # noqa: E402
+from runkernel.adapters.worker.apps import AsyncPushApp, load_app  # noqa: E402
+from runkernel.kernel import Awaiting, Ended  # noqa: E402
 from runkernel.adapters.stores.sqlite import SqliteStore  # noqa: E402
 from runkernel.cli.entry import main  # noqa: E402
 
@@ -144,7 +146,7 @@ def test_a_reconnect_tool_still_running_lets_the_worker_go_on(world: World, monk
     for name, value in _env(world, "reconnect_crash").items():
         monkeypatch.setenv(name, value)
     app = worker_app()
-    app.durability.status = {"charge": lambda op: StatusReply(OperationStatus.RUNNING)}
+    app.durability.status = {"charge": lambda op, epoch: StatusReply(OperationStatus.RUNNING)}
     app.durability.status_asks, app.durability.poll_interval = 2, 0.0
     report = Worker(store, app, worker_id="w2").run_once()
     print("still running:", report)

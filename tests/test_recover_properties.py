@@ -72,7 +72,7 @@ def check_recovery(state: RunSnapshot, policies: Policies) -> None:
     open_batch = state.open_batch
     current = open_batch.first_open_call() if open_batch else None
     if current is not None and isinstance(current.status, CallExecuting):
-        # the seed's row for a call found Executing{n}: the tool's fixed policy
+        # the row for a call found Executing{n}: the tool's fixed policy
         attempt = current.status.attempt
         # the policy committed with the batch decides, not the recovering worker's (I11)
         policy = current.policy_or(policies.for_tool(current.tool)).recovery

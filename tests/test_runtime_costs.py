@@ -1,4 +1,4 @@
-"""What the reference runtime asks of its store per Step, counted (DESIGN.md, Cost model).
+"""What the reference runtime asks of its store per Step, counted (Cost model).
 
 A driver reads a Thread's history once when it picks a Run up and then appends each
 acknowledged commit's messages; what each inference sees is still exactly the

@@ -1,4 +1,4 @@
-"""Sequential delegations get a derived identity too (DESIGN.md, Step and ToolBatch:
+"""Sequential delegations get a derived identity too (Step and ToolBatch:
 "every delegation's child (sequential ones too) has a Thread id and Run id derived from
 the parent Run id and the call's operation id ... fixed in the call's `delegation` field
 by its Executing{n} commit"): the kernel, the pull-mode runtime, the codec and the judge.

@@ -1,8 +1,8 @@
 """The spec cannot drift: seed, python-statemachine declarations, kernel tables, docs.
 
 * the machines declared with python-statemachine have exactly the kernel's edges;
-* ``runkernel spec --format mermaid`` redraws the seed's two state diagrams edge for edge;
-* the recovery table is the seed's, row for row;
+* ``runkernel spec --format mermaid`` redraws the source design's two state diagrams (tests/data/seed_machines.json) edge for edge;
+* the recovery table is the source design's (tests/data/seed_machines.json), row for row;
 * ``docs/spec.md`` is what ``runkernel spec --format markdown`` prints.
 
 Commit validation and ``decide`` against the spec's edges are checked in
@@ -67,7 +67,7 @@ def test_machine_states_are_the_kernel_phases() -> None:
     assert state_names(ToolCallMachine) == [phase.value for phase in CallPhase]
 
 
-# --- the seed's diagrams and table ---------------------------------------------------
+# --- the source design's diagrams and table ---------------------------------------------------
 # The source design is not in a clone: its two diagrams and its recovery table live in
 # tests/data/seed_machines.json (refreshed by tools/seed_machines.py from a new design).
 

@@ -1,5 +1,5 @@
 """Hooks that stage: BeforeInference's staged state and request-only context, AfterTool's
-reaction (DESIGN.md, Step and ToolBatch: hooks), in the kernel, the judge, the pull-mode
+reaction (Step and ToolBatch: hooks), in the kernel, the judge, the pull-mode
 runtime and the push-mode driver."""
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ def test_a_cancel_is_applied_while_a_reconnect_operation_keeps_running() -> None
 # --- a parent ended while children run, and a crash right after its end commit --------
 #
 # Found while adding the concurrent-delegation scenarios: the cancel each running child
-# is sent (DESIGN.md, "The parent ends first") is an effect after the parent's end commit;
+# is sent ("The parent ends first") is an effect after the parent's end commit;
 # a crash between the two lost it, until recovering an Ended parent sent the owed cancels
 # again (``planning.redeliver``).
 

@@ -1,4 +1,4 @@
-"""History facts live in indexed rows, not in the snapshot (DESIGN.md, Cost model).
+"""History facts live in indexed rows, not in the snapshot (Cost model).
 
 Used tickets, closed batch ids and applied resumes are answered by key from rows the
 commit's transaction inserts; the latest-state row keeps only the current batch and

@@ -1,5 +1,5 @@
 """A ticket id used once is refused ever after, from every entry point of the judge
-(DESIGN.md, Resume: ticket ids are never reused): ``validate_commit`` called directly,
+(Resume: ticket ids are never reused): ``validate_commit`` called directly,
 and the trace judge by each of its doors (``TraceJudge``, ``check_trace`` on commits and
 on a file, ``runkernel check-trace``). The stores' appends are held to the same rule by
 the store contract (``runkernel/conformance/suite.py``).

@@ -1,4 +1,4 @@
-"""Transient model errors, decided in the one interpreter (DESIGN.md, Public API): a model
+"""Transient model errors, decided in the one interpreter (Public API): a model
 call that raises commits nothing; a transient error under the attempt budget is the same
 ``Infer`` again after a capped exponential backoff, the Run still Running; a
 non-transient error, or the last attempt's, ends the Run ``failed`` with the error. In

@@ -1,5 +1,5 @@
 """The console in a real headless browser: ``runkernel ui`` serves a store holding the
-README walk-through's Run (Awaiting approval of ``pay``); Chromium (the system's package,
+worker walk-through's Run (docs/how-to/worker.md) (Awaiting approval of ``pay``); Chromium (the system's package,
 driven by Playwright) opens the printed URL, goes to Approvals, clicks Approve, and after
 a worker drive sees the wait gone without a reload and the Run Ended.
 
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from docs_blocks import run_by
 from ui_support import demo_store, drive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,18 +132,17 @@ def test_approve_in_a_real_browser_and_see_the_run_end_after_a_worker_drive(cons
     print(f"browser test: approved and saw the Run end in {time.monotonic() - started:.1f} s")
 
 
-def _readme_block(name: str) -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    found = re.search(rf"<!-- {name} -->\n```sh\n(.*?)```\n<!-- /{name} -->", text, re.S)
-    assert found is not None, f"README has no {name} block"
-    return [line for line in found.group(1).splitlines() if line.strip()]
+def _walkthrough_block(test: str) -> list[str]:
+    """The block of docs/how-to/worker.md that the page hands to ``tests/TEST``."""
+    (found,) = run_by("how-to/worker.md", test)
+    return [line for line in found.code.splitlines() if line.strip()]
 
 
-def test_the_readme_console_approves_the_walkthrough_run_with_a_click(tmp_path: Path) -> None:
-    """The README as printed: the walk-through's start and first worker, then its console
+def test_the_console_approves_the_walkthrough_run_with_a_click(tmp_path: Path) -> None:
+    """The how-to as printed (docs/how-to/worker.md): the walk-through's start and first worker, then its console
     command; a click on Approve, the walk-through's second worker, and the Run is Ended."""
-    walkthrough = _readme_block("walkthrough")
-    (console_line,) = _readme_block("console")
+    walkthrough = _walkthrough_block("test_walkthrough.py")
+    (console_line,) = _walkthrough_block("test_ui_browser.py")
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",

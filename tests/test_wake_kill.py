@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 import sqlite3
 import subprocess
 import time
@@ -27,7 +26,7 @@ from postgres_support import fresh_url
 from runkernel.adapters.stores.contract import Store
 from runkernel.cli.entry import main
 from runkernel.kernel.state import Ended
-from worker_processes import report_figure, spawn_worker
+from worker_processes import report_figure, spawn_worker, stop_workers
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKERS = 3
@@ -122,12 +121,7 @@ def test_killed_workers_finish_every_parent_with_its_childrens_termini(
             kills_while_children_run += sum(a.run_id not in _PARENT_IDS for a in chaos.act())
             time.sleep(0.05)  # the next look, not a wait for anything in particular
     finally:
-        for worker in workers:
-            worker.send_signal(signal.SIGTERM)
-        for worker in workers:
-            out, _ = worker.communicate(timeout=60)
-            assert isinstance(out, str)
-            reports += [line for line in out.splitlines() if line.startswith("worker ")]
+        reports += stop_workers(workers)
     kills = chaos.kills
     summaries = store.list_runs()
     unfinished = [s.run_id for s in summaries if s.state != "ended"]

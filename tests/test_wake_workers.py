@@ -1,4 +1,4 @@
-"""Child Runs under a worker, and waking the quiet parent (DESIGN.md, Step and ToolBatch:
+"""Child Runs under a worker, and waking the quiet parent (Step and ToolBatch:
 the quiet parent; Workers and leases: work discovery), in process: a worker drives an
 app whose tool is a terminal-only delegation. The children are activated with the
 parent's app and found as work; the parent, quiet while they run, is not driven until

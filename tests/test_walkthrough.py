@@ -1,4 +1,4 @@
-"""The README's worker walk-through runs as printed, from a clean directory with the
+"""The worker walk-through (docs/how-to/worker.md) runs as printed, from a clean directory with the
 repository on the import path (as from a fresh clone's root): the ticket id that
 ``inspect`` prints is the only substitution."""
 
@@ -11,17 +11,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from docs_blocks import run_by
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def walkthrough_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"<!-- walkthrough -->\n```sh\n(.*?)```\n<!-- /walkthrough -->", text, re.S)
-    assert match is not None, "README has no walk-through block"
-    return [line for line in match.group(1).splitlines() if line.strip()]
+    found = run_by("how-to/worker.md", "test_walkthrough.py")
+    assert len(found) == 1, "docs/how-to/worker.md hands this test its one walk-through block"
+    return [line for line in found[0].code.splitlines() if line.strip()]
 
 
-def test_the_readme_walkthrough_takes_a_run_to_ended_as_printed(tmp_path: Path) -> None:
+def test_the_walkthrough_takes_a_run_to_ended_as_printed(tmp_path: Path) -> None:
     commands = walkthrough_commands()
     assert [c.split()[1] for c in commands] == [
         "start", "worker", "inspect", "resume", "worker", "runs", "export", "check-trace",

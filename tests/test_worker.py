@@ -1,4 +1,4 @@
-"""The worker and the lease hooks of both drivers (DESIGN.md, Workers and leases):
+"""The worker and the lease hooks of both drivers (Workers and leases):
 W1 (no executor start without a valid lease, the epoch handed to the tool), renewal
 counts, W4 (a lost reply is adopted, never written twice), app ownership, discovery of
 commands, deadlines and timers, and shutdown."""

@@ -158,6 +158,35 @@ def test_a_sigterm_while_the_app_is_imported_stops_the_worker_cleanly(tmp_path: 
     assert process.returncode == 0, err
 
 
+def test_a_sigterm_while_the_worker_is_built_stops_it_before_its_first_pass(tmp_path: Path) -> None:
+    """The signal lands after the store opened and before the worker object is known to
+    the handler (a window that load widens): the worker must still stop, not run on."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert main(["start", "--store", url, "--thread", "t", "--app", "race", "go"]) == 0
+    (tmp_path / "signal_while_built.py").write_text(
+        "import os, signal, sys\n"
+        "from runkernel.adapters.worker.loop import Worker\n"
+        "from runkernel.cli.entry import main\n"
+        "built = Worker.__init__\n"
+        "def built_then_signalled(self, *args, **kwargs):\n"
+        "    built(self, *args, **kwargs)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "Worker.__init__ = built_then_signalled\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
+               RUNKERNEL_DEMO_LEDGER=str(tmp_path / "ledger.db"))
+    argv = [sys.executable, str(tmp_path / "signal_while_built.py"), "worker", "--store", url,
+            "--app", "race_app:app", "--lease", "30", "--poll", "0.05"]
+    try:
+        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("a SIGTERM while the worker was built did not stop it") from None
+    print(f"\nSIGTERM while the worker is built: exit {done.returncode}; stdout {done.stdout.strip()!r}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("worker ") and ": 0 drives" in done.stdout, done.stdout
+
+
 def test_the_first_sigint_says_what_it_waits_for_and_the_second_abandons(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     assert main(["start", "--store", url, "--thread", "t", "--run", "r", "--app", "race", "go"]) == 0

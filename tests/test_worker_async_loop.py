@@ -1,4 +1,4 @@
-"""An asyncio push app runs in one long-lived event loop per worker (DESIGN.md, Public
+"""An asyncio push app runs in one long-lived event loop per worker (Public
 API): every drive of every Run by one worker runs on the same loop, made at the first
 drive, and ``shutdown()`` closes it — at once when no drive runs on it, else as soon as
 ``run_once()``/``run()`` returns."""

@@ -143,6 +143,13 @@ def test_inspect_shows_every_call_of_every_batch_as_json_with_its_history(
     assert 'pay  arguments={"amount":20,"currency":"EUR"}' in text
     assert 'result={"kind":"output","value":{"paid":20,"currency":"EUR"}}' in text
     assert 'resumed with {"type":"approve"}' in text
+    # pay's lines read in commit order: the resume between awaiting and executing
+    pay_lines = text[text.index("pay  arguments=") :].splitlines()[1:6]
+    versions = [int(line.split(":")[0].strip().lstrip("v")) for line in pay_lines]
+    assert versions == sorted(versions), pay_lines
+    assert [line.split(": ", 1)[1].split()[0] for line in pay_lines] == [
+        "requested", "awaiting", "resumed", "executing", "completed"
+    ], pay_lines
 
 
 def test_report_figure_reads_singular_and_plural_counts() -> None:

@@ -50,7 +50,7 @@ def plan(seed: int) -> tuple[list[str], list[str]]:
     its work. Each tool starts at least once per Run, less the pay starts a kill before
     them makes Indeterminate: every point is reached. A stall before a reconnect or
     indeterminate tool's work is left out: a worker that wakes there, past its lease
-    check, starts the tool after the take-over, which only a fence (DESIGN.md's W5) would
+    check, starts the tool after the take-over, which only a fence (W5) would
     refuse: the example app's tools have none (``test_fencing_workers.py`` stalls there,
     with tools that fence)."""
     chance = random.Random(seed)

@@ -1,4 +1,4 @@
-"""Shared set-up of the console's tests: a store holding the README walk-through's Run
+"""Shared set-up of the console's tests: a store holding the worker walk-through's Run (docs/how-to/worker.md)
 (Awaiting approval of ``pay``), a Run whose committed data is hostile HTML, and an HTTP
 client of the console that holds the access token's cookie."""
 

@@ -3,9 +3,14 @@ and the counts read back from the report line each prints when it exits."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -13,12 +18,48 @@ ROOT = Path(__file__).resolve().parent.parent
 def spawn_worker(
     url: str, app: str, env: dict[str, str], worker_id: str, *, lease: float, poll: float
 ) -> subprocess.Popen[str]:
-    """A long-running worker of ``app`` over ``url``, its report on stdout."""
-    return subprocess.Popen(
+    """A long-running worker of ``app`` over ``url``, its report on stdout; its stderr
+    goes to a scratch file that ``stop_workers`` shows if the worker hangs, with every
+    thread's stack (``PYTHONFAULTHANDLER``: a SIGABRT dumps them)."""
+    stderr = tempfile.TemporaryFile(mode="w+")
+    worker = subprocess.Popen(
         [sys.executable, "-m", "runkernel.cli", "worker", "--store", url, "--app", app,
          "--lease", str(lease), "--poll", str(poll), "--worker-id", worker_id],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        cwd=ROOT, env={**env, "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE, stderr=stderr, text=True,
     )
+    _STDERR[worker.pid] = stderr
+    return worker
+
+
+#: each spawned worker's stderr file, by pid (Popen keeps no handle on a file it was given)
+_STDERR: dict[int, IO[str]] = {}
+
+
+def stop_workers(workers: Sequence[subprocess.Popen[Any]], *, timeout: float = 60) -> list[str]:
+    """SIGTERM every worker, then collect each one's report lines. A worker that has
+    not exited ``timeout`` seconds after its SIGTERM fails the test with its stderr,
+    which ends with the stack of each of its threads."""
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+    reports: list[str] = []
+    for worker in workers:
+        try:
+            out, _ = worker.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(worker.pid, signal.SIGABRT)
+            worker.communicate(timeout=timeout)
+            raise AssertionError(f"worker pid {worker.pid} still ran {timeout} s after SIGTERM:\n{_stderr(worker)}") from None
+        assert isinstance(out, str)
+        reports += [line for line in out.splitlines() if line.startswith("worker ")]
+    return reports
+
+
+def _stderr(worker: subprocess.Popen[Any]) -> str:
+    stderr = _STDERR.get(worker.pid)
+    if stderr is None:
+        return "(no stderr)"
+    stderr.seek(0)
+    return stderr.read()[-20_000:]
 
 
 def report_figure(report: str, plural: str) -> int:

@@ -5,7 +5,7 @@ of it — the edges of its two state diagrams and the rows of its recovery decis
 table — lives in ``tests/data/seed_machines.json``. When the design changes, refresh
 that file from the new text and let the spec tests say what the code must follow:
 
-    python tools/seed_machines.py DESIGN.md > tests/data/seed_machines.json
+    python tools/seed_machines.py DESIGN_FILE > tests/data/seed_machines.json
 
 The diagram parser is also how the tests read ``runkernel spec --format mermaid``.
 """
@@ -68,7 +68,7 @@ def extract(text: str) -> dict[str, object]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python tools/seed_machines.py DESIGN.md > tests/data/seed_machines.json", file=sys.stderr)
+        print("usage: python tools/seed_machines.py DESIGN_FILE > tests/data/seed_machines.json", file=sys.stderr)
         return 2
     data = extract(Path(argv[0]).read_text(encoding="utf-8"))
     sys.stdout.write(dumps(data))

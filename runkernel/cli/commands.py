@@ -216,7 +216,7 @@ def _store_option(parser: argparse.ArgumentParser, default: str | None = DEFAULT
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the store subcommands to the parser."""
     inspect = commands.add_parser(
-        "inspect", help="the seed's four questions for one Run, from committed facts only"
+        "inspect", help="the four questions about one Run, from committed facts only"
     )
     _store_option(inspect)
     inspect.add_argument("run_id", metavar="RUN_ID")

@@ -33,7 +33,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "the main job: scripted Runs crashed at every commit boundary, recovered and checked",
         "simulate:register_simulate",
     ),
-    ("inspect", "the seed's four questions for one Run, from committed facts only", "commands:register"),
+    ("inspect", "the four questions about one Run, from committed facts only", "commands:register"),
     ("export", "print a Thread's runkernel/2 trace", "commands:register"),
     ("resume", "pre-validate a resume against the committed ticket and queue it for the runtime", "commands:register"),
     ("cancel", "queue a cancel for a Run that is not Ended", "commands:register"),

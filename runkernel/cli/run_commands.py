@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from runkernel.adapters.drive.ports import SecretIds
@@ -51,10 +52,7 @@ def _runs(args: argparse.Namespace) -> int:
     if args.thread is not None:
         require_id(args.thread, "--thread")
     with _opened(args.store, read_only=True, command="runs") as store:
-        listed = [
-            _listed(store, summary)
-            for summary in store.list_runs(state=args.state, thread_id=args.thread, limit=args.limit)
-        ]
+        listed = _listed(store, store.list_runs(state=args.state, thread_id=args.thread, limit=args.limit))
     if args.format == "json":
         print(json.dumps([_summary_json(s, lease, waits) for s, lease, waits in listed], indent=2, ensure_ascii=False))
         return EXIT_OK
@@ -75,11 +73,27 @@ def _runs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _listed(store: Store, summary: RunSummary) -> tuple[RunSummary, LeaseStatus, dict[str, Any] | None]:
-    """A listed Run with its lease and, when Awaiting, what it waits for: one indexed
-    read each (the Run's lease row, its latest commit), never its history."""
-    snapshot = store.run(summary.run_id) if summary.state == "awaiting" else None
-    return summary, store.lease_status(summary.run_id), None if snapshot is None else awaiting_json(snapshot)
+def _listed(
+    store: Store, summaries: Sequence[RunSummary]
+) -> list[tuple[RunSummary, LeaseStatus, dict[str, Any] | None]]:
+    """The listed Runs with their leases and, when Awaiting, what each waits for: the
+    leases read a page at a time in one keyed query each (never one query per Run), an
+    Awaiting Run's latest commit in one indexed read; never a Run's history."""
+    leases: dict[str, LeaseStatus] = {}
+    for start in range(0, len(summaries), _LEASE_PAGE):
+        page = [summary.run_id for summary in summaries[start : start + _LEASE_PAGE]]
+        leases.update(store.lease_statuses(page))
+    listed = []
+    for summary in summaries:
+        snapshot = store.run(summary.run_id) if summary.state == "awaiting" else None
+        waits = None if snapshot is None else awaiting_json(snapshot)
+        listed.append((summary, leases[summary.run_id], waits))
+    return listed
+
+
+# Run ids per lease query: a page, as the console reads, and far below the number of
+# parameters a SQLite statement may bind
+_LEASE_PAGE = 200
 
 
 def _waiting_cell(summary: RunSummary, waits: dict[str, Any] | None) -> str:

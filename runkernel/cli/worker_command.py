@@ -99,6 +99,9 @@ def _worker(args: argparse.Namespace) -> int:
             )
             folded.outage = worker.outage
             stopping.worker = worker
+            if stopping.requested.is_set():
+                # signalled while the worker was built, before the handler knew it
+                worker.shutdown()
             report = worker.run_once() if args.once else worker.run()
         finally:
             store.close()

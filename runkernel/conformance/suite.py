@@ -6,7 +6,7 @@ identity and expected version match (a typed conflict otherwise, nothing written
 judge every commit with the kernel before writing it (a typed ``IllegalCommit``
 otherwise, nothing written), refuse values no trace can hold, read the latest state,
 keep messages as deltas, keep the inbox, checkpoints and reconciliations beside
-the log, and keep the lease contract (DESIGN.md, Workers and leases: one valid lease
+the log, and keep the lease contract (Workers and leases: one valid lease
 per Run by the store's clock, epochs rising with every take-over, the lease checked in
 the commit's transaction, each commit's writer recorded, a retried commit whose
 acknowledgement was lost adopted once). The lease tests need no clock control: a lease

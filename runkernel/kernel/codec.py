@@ -3,6 +3,10 @@
 Decoding is strict about the fields the format names (a missing or mistyped field is a
 ``TraceFormatError`` naming its path) and ignores extra fields, as the format says.
 Pure: parsing text and reading files happen in the callers.
+
+Why this module is long: the format is one unit. Each field's encoding and decoding sit
+side by side, so a field added to one is seen missing from the other; most of the length
+is the strict decoder's error paths, each naming the path of the field it refuses.
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ import enum
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+import msgspec
+
 from runkernel.errors import IllegalShape as IllegalShape, TraceFormatError as TraceFormatError
 from runkernel.kernel.canonical import jcs_digest
+from runkernel.kernel.codec_typed import typed_commit, typed_commit_of_text
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.rules import Rule
 from runkernel.kernel.state import (
@@ -519,6 +526,26 @@ def event_from_json(obj: Mapping[str, Any], path: str) -> Event:
 
 def commit_from_json(value: Any) -> ThreadCommit:
     """Decode one trace line; raises ``TraceFormatError`` on any shape the format forbids."""
+    typed = typed_commit(value)  # the typed reading, when it is certain (codec_typed.py)
+    if typed is not None:
+        return typed
+    return _strict_commit(value)
+
+
+def commit_from_line(text: str | bytes) -> ThreadCommit:
+    """Decode one trace line's text (JSON) straight into the typed structures; a line
+    the typed reading is not certain of is parsed and read by the strict reader."""
+    typed = typed_commit_of_text(text)
+    if typed is not None:
+        return typed
+    return _strict_commit(_UNTYPED.decode(text))
+
+
+_UNTYPED = msgspec.json.Decoder()
+
+
+def _strict_commit(value: Any) -> ThreadCommit:
+    """The strict, field-by-field reader: names the path of whatever it refuses."""
     obj = _object(value, "")
     trace = _field(obj, "trace", str, "")
     if trace == OLD_TRACE_FORMAT:

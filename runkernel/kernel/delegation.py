@@ -1,4 +1,4 @@
-"""Terminal-only child delegations (DESIGN.md, Step and ToolBatch): grouping, the
+"""Terminal-only child delegations (Step and ToolBatch): grouping, the
 child's derived identity, and its terminus. Pure helpers for ``decide`` and ``recover``.
 """
 
@@ -113,7 +113,7 @@ def gate_round(batch: ActiveToolBatch, policies: Policies) -> tuple[ToolCall, ..
 
 def begin_attempt(call: ToolCall, attempt: int, run_id: str, policies: Policies) -> ToolCall:
     """``call`` Executing ``attempt``. A sequential delegation's child is fixed by the
-    call's first Executing commit (DESIGN.md: every delegation's child, sequential ones
+    call's first Executing commit (every delegation's child, sequential ones
     too, has an identity derived from the parent Run id and the operation id)."""
     status = CallExecuting(attempt)
     if call.delegation is None and call.policy_or(policies.for_tool(call.tool)).sequential_delegation:

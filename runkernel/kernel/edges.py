@@ -3,7 +3,7 @@
 Everything else enumerates these tables: commit validation classifies each change by
 looking it up here, ``runkernel.specs`` proves them equal to the python-statemachine
 declarations, and the spec export prints them. A pair of phases that is not a key of
-a table is not an edge of the seed's machine.
+a table is not an edge of the machine.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from runkernel.kernel.values import IndeterminateReason, ResultKind, WaitKind
 
 
 class RunPhase(enum.Enum):
-    """States of the seed's Run machine."""
+    """States of the Run machine."""
 
     RUNNING = "Running"
     AWAITING = "Awaiting"
@@ -38,7 +38,7 @@ class RunPhase(enum.Enum):
 
 
 class CallPhase(enum.Enum):
-    """States of the seed's Tool-call machine (Finalized is the batch barrier)."""
+    """States of the Tool-call machine (Finalized is the batch barrier)."""
 
     REQUESTED = "Requested"
     EXECUTING = "Executing"
@@ -88,7 +88,7 @@ class AttemptRule(enum.Enum):
 
 @frozen
 class RunEdgeRule:
-    """One edge of the Run machine. ``source`` None is the seed's ``[*]``."""
+    """One edge of the Run machine. ``source`` None is the ``[*]``."""
 
     edge: RunEdge
     source: RunPhase | None
@@ -98,7 +98,7 @@ class RunEdgeRule:
 
 @frozen
 class CallEdgeRule:
-    """One edge of the Tool-call machine with the conditions of DESIGN.md's table."""
+    """One edge of the Tool-call machine with the conditions of its table (docs/spec.md)."""
 
     edge: CallEdge
     source: CallPhase | None
@@ -125,7 +125,7 @@ RUN_TABLE: tuple[RunEdgeRule, ...] = (
     RunEdgeRule(RunEdge.ABORT_WAIT, RunPhase.AWAITING, RunPhase.ENDED, "cancel, stop or failure"),
 )
 
-#: Run phases with an edge to the seed's final ``[*]``.
+#: Run phases with an edge to the final ``[*]``.
 RUN_FINAL_PHASES = frozenset({RunPhase.ENDED})
 
 _W = WaitKind
@@ -223,7 +223,7 @@ CALL_EDGES: Mapping[tuple[CallPhase | None, CallPhase], CallEdgeRule] = {
 TERMINAL_PHASES = frozenset({CallPhase.COMPLETED, CallPhase.INDETERMINATE})
 
 
-# --- the resume payload table (DESIGN.md, Resume) -----------------------------------
+# --- the resume payload table (Resume) -----------------------------------
 
 
 @frozen

@@ -1,7 +1,7 @@
 """What a Run's history answers by key: used tickets, closed batches, applied resumes.
 
 These facts grow with the Run, so they never live in the snapshot that every commit
-rewrites (DESIGN.md, Cost model). The kernel reads them through ``History``, a pure
+rewrites (Cost model). The kernel reads them through ``History``, a pure
 lookup that a store answers from indexed rows; a commit's ``HistoryKeys`` name the
 facts it adds, for the store to insert in the commit's own transaction.
 """

@@ -3,14 +3,13 @@
 
 Commits are judged once, by the store that writes them. With ``self_check`` (tests,
 simulator, model checker) ``check_decision`` also judges every commit of a decision
-before it leaves: an illegal one is a kernel bug and raises ``KernelBug``.
+before it leaves: an illegal one is a kernel bug and raises ``KernelBug``, and so is a
+commit whose named edge (``name_edge``) the store would reach another verdict by.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import attrs
 
 from runkernel.errors import KernelBug as KernelBug
 from runkernel.kernel.delegation import executing_delegations, next_to_gate
@@ -43,8 +42,10 @@ from runkernel.kernel.state import (
     CallStatus,
     EndCause,
     Ended,
+    EdgeKind,
     Event,
     Message,
+    NamedEdge,
     RunDisposition,
     Running,
     RunSnapshot,
@@ -56,9 +57,11 @@ from runkernel.kernel.state import (
     is_concurrent_delegation,
 )
 from runkernel.kernel.validate import NO_TICKETS_SEEN, successor, validate_commit
+from runkernel.kernel.validate_edge import by_named_edge
 from runkernel.kernel.values import (
     EndCauseKind,
     JsonValue,
+    Role,
 )
 
 
@@ -87,8 +90,31 @@ def build_commit(
         messages=tuple(messages),
         events=tuple(events),
         staged=staged,
+        edge=name_edge(prev, disposition, batch, messages),
     )
     return commit, successor(prev, commit)
+
+
+_TEXT_STEP = NamedEdge(EdgeKind.TEXT_STEP)
+_NEW_BATCH = NamedEdge(EdgeKind.NEW_BATCH)
+
+
+def name_edge(
+    prev: RunSnapshot, disposition: RunDisposition, batch: ActiveToolBatch | None, messages: Sequence[Message]
+) -> NamedEdge | None:
+    """The edge a commit built on ``prev`` takes, when it is one the store may judge it
+    by (``validate_edge.py``): a text step, a new batch, or one call's move (the kernel
+    moves a call by building a new call object and keeps every other call object, so
+    the moved call is the one that is not its former self). None otherwise."""
+    if type(disposition) is not Running or type(prev.state) is not Running:
+        return None
+    if len(messages) == 1 and messages[0].role is Role.ASSISTANT:
+        return _NEW_BATCH if messages[0].tool_calls else _TEXT_STEP
+    before = prev.batch
+    if before is None or batch is None or before.finalized or batch.batch_id != before.batch_id:
+        return None
+    moved = [index for index, (old, new) in enumerate(zip(before.calls, batch.calls)) if old is not new]
+    return NamedEdge(EdgeKind.CALL_MOVE, moved[0]) if len(moved) == 1 else None
 
 
 def check_decision(prev: RunSnapshot, history: History, decision: Decision) -> Decision:
@@ -104,6 +130,9 @@ def check_decision(prev: RunSnapshot, history: History, decision: Decision) -> D
         verdict = validate_commit(head, state, effect.commit, facts, ticket_seen=NO_TICKETS_SEEN)
         if isinstance(verdict, Rejection):
             raise KernelBug(f"kernel built an illegal commit: {verdict}")
+        named = by_named_edge(head, state, effect.commit, facts)
+        if named is not None and named != verdict:
+            raise KernelBug(f"the verdict by the named edge {effect.commit.edge} is not the full judge's")
         state, facts = verdict.run, _grown(facts, verdict.keys)
     if state != decision.state:
         raise KernelBug("the decision's state is not what its commits produce")
@@ -162,7 +191,7 @@ def settle(
         at_limit = policies.max_steps is not None and prev.step >= policies.max_steps
         if at_limit and may_end:
             return end_run(prev, batch, EndCause(EndCauseKind.STEP_LIMIT), events=events)
-        final = attrs.evolve(batch, finalized=True)
+        final = batch.finalize()
         commit, after = build_commit(
             prev,
             disposition=Running(),
@@ -245,7 +274,7 @@ def end_run(
 
 def replace_status(batch: ActiveToolBatch, call: ToolCall, status: CallStatus) -> ActiveToolBatch:
     """``batch`` with ``call`` moved to ``status``."""
-    return batch.replace_call(attrs.evolve(call, status=status))
+    return batch.replace_call(call.with_status(status))
 
 
 def execute_effect(call: ToolCall, attempt: int, resume_value: JsonValue = None) -> Execute:

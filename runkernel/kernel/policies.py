@@ -14,7 +14,7 @@ from runkernel.errors import BadToolPolicy
 
 
 class RecoveryMode(enum.Enum):
-    """What recovery does with a call it finds Executing (the seed's ToolRecoveryPolicy)."""
+    """What recovery does with a call it finds Executing (the ToolRecoveryPolicy)."""
 
     REPLAY = "replay"
     RECONNECT = "reconnect"
@@ -58,7 +58,7 @@ class ToolPolicy:
     retry: RetryPolicy = RetryPolicy()
     #: a terminal-only delegation: each call hands its work to a child Run in a Thread
     #: of its own, runs concurrently with the rest of its group, and its result is the
-    #: child's terminus (DESIGN.md, Step and ToolBatch)
+    #: child's terminus (Step and ToolBatch)
     terminal_only_delegation: bool = attrs.field(default=False)
     #: a sequential delegation: the tool hands its work to a child Run that talks back,
     #: through an Awaiting(delegation) wait; the child's identity is derived and fixed by

@@ -1,4 +1,4 @@
-"""``recover(committed state, policies)``: the seed's recovery decision table.
+"""``recover(committed state, policies)``: the recovery decision table.
 
 A pure function of committed state (invariant I11). It settles an open batch before
 any inference, keeps terminal calls, never turns Executing back into Requested and
@@ -35,7 +35,7 @@ from runkernel.kernel.values import EndCauseKind, IndeterminateReason
 
 
 class RecoveryRow(enum.Enum):
-    """The six rows of the seed's recovery decision table, in the seed's order."""
+    """The six rows of the recovery decision table, in the design's order."""
 
     RUNNING_NO_OPEN_BATCH = "running_no_open_batch"
     CALL_REQUESTED = "call_requested"
@@ -47,7 +47,7 @@ class RecoveryRow(enum.Enum):
 
 @frozen
 class RecoveryRule:
-    """One row of the table as the seed words it."""
+    """One row of the table as docs/spec.md words it."""
 
     row: RecoveryRow
     frontier: str
@@ -55,7 +55,7 @@ class RecoveryRule:
     external_action: str
 
 
-#: The seed's six-row recovery table as data, one ``RecoveryRule`` per row (docs and
+#: The six-row recovery table as data, one ``RecoveryRule`` per row (docs and
 #: tests are generated from it).
 RECOVERY_TABLE: tuple[RecoveryRule, ...] = (
     RecoveryRule(

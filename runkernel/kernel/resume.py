@@ -99,7 +99,7 @@ def check_resume(
     if not isinstance(command.payload, PAYLOADS_BY_WAIT[ticket.wait]):
         return Rejection(
             Rule.PAYLOAD_TYPE,
-            f"a {ticket.wait.value!r} wait does not take a {type(command.payload).__name__} payload",
+            f"the ticket waits for {ticket.wait.value!r}, which does not take a {type(command.payload).__name__} payload",
         )
     return None
 

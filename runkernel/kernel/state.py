@@ -12,6 +12,7 @@ holds calls holds statuses), and splitting them would only move the imports arou
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import TypeAlias
 
@@ -187,6 +188,15 @@ class ToolCall:
             and self.policy == other.policy
         )
 
+    def with_status(self, status: CallStatus) -> ToolCall:
+        """This call moved to ``status``, everything else kept (plain construction: on
+        the kernel's hot path, where ``attrs.evolve``'s field walk costs more than the
+        move itself)."""
+        return ToolCall(
+            self.call_id, self.tool, self.arguments, self.operation_id, status, self.policy,
+            self.reaction, self.delegation,
+        )
+
     def policy_or(self, fallback: ToolPolicy) -> ToolPolicy:
         """The committed policy, or ``fallback`` for a call committed without one."""
         return self.policy if self.policy is not None else fallback
@@ -234,7 +244,11 @@ class ActiveToolBatch:
 
     def replace_call(self, call: ToolCall) -> ActiveToolBatch:
         calls = tuple(call if c.call_id == call.call_id else c for c in self.calls)
-        return attrs.evolve(self, calls=calls)
+        return ActiveToolBatch(self.batch_id, self.step, self.finalized, calls)
+
+    def finalize(self) -> ActiveToolBatch:
+        """This batch marked finalized (the publication barrier)."""
+        return ActiveToolBatch(self.batch_id, self.step, True, self.calls)
 
 
 # --- run state -------------------------------------------------------------------
@@ -357,6 +371,28 @@ class ParentCall:
     call_id: str = attrs.field(validator=_non_empty)
 
 
+class EdgeKind(enum.Enum):
+    """The kinds of commit whose edge ``decide`` names, so the store may judge them by it."""
+
+    #: Running -> Running: one inference result without tool calls, no open batch
+    TEXT_STEP = "text_step"
+    #: Running -> Running: one inference result with tool calls and its new batch
+    NEW_BATCH = "new_batch"
+    #: Running -> Running: one call of the open batch takes one Tool-call edge (the batch
+    #: may be finalized and published in the same commit)
+    CALL_MOVE = "call_move"
+
+
+@frozen
+class NamedEdge:
+    """The edge a kernel-made commit claims to take (``call`` indexes the batch's call
+    for ``CALL_MOVE``). A claim, not a verdict: the store checks that the commit *is*
+    that edge before it judges the commit by it, and judges it in full otherwise."""
+
+    kind: EdgeKind
+    call: int = -1
+
+
 @frozen
 class ThreadCommit:
     """One validated write: identity, expected version, disposition, deltas, state."""
@@ -376,6 +412,9 @@ class ThreadCommit:
     staged: Staged | None = None
     #: on a child Run's activation commit only: the parent call that delegated to it
     parent: ParentCall | None = None
+    #: the edge ``decide`` named for this commit (kernel-made commits only; None
+    #: elsewhere): never encoded, never compared, and checked before it is relied on
+    edge: NamedEdge | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def version(self) -> int:

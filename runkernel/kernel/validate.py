@@ -1,16 +1,21 @@
 """Commit validation: is this ThreadCommit a legal successor of the committed state?
 
-This accepts every commit the seed permits, which is a superset of what ``decide``
+This accepts every commit the machines permit, which is a superset of what ``decide``
 emits: other runtimes make other legal choices (for example finalizing a batch in a
 commit of its own). The checks run in a fixed order so that a commit breaking several
 rules is always reported under the same one.
+
+Why this module is long: it is the full judge's walk of one commit, in the fixed order
+the rules are reported in; spreading the branches of ``_check_next`` over modules would
+hide that order. The per-call rules live in ``validate_calls.py``, the resume event in
+``validate_resume.py``, and the store's shorter path by a named edge in
+``validate_edge.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-import attrs
 from attrs import frozen
 
 from runkernel.kernel.edges import (
@@ -89,7 +94,7 @@ def validate_commit(
     ``NO_TICKETS_SEEN`` and so says that reuse across Runs is checked elsewhere.
     """
     try:
-        new_head = _check_thread(head, run, commit)
+        new_head = check_thread(head, run, commit)
         if run is None:
             snapshot, keys = _check_first(commit), NO_KEYS
         else:
@@ -106,7 +111,7 @@ def validate_commit(
     return Accepted(head=new_head, run=snapshot, keys=keys)
 
 
-def _check_thread(
+def check_thread(
     head: ThreadHead | None, run: RunSnapshot | None, commit: ThreadCommit
 ) -> ThreadHead:
     if head is None:
@@ -179,7 +184,7 @@ def _check_first(commit: ThreadCommit) -> RunSnapshot:
         Rule.PUBLISH,
         "tool results are published only when a batch is finalized",
     )
-    _check_new_batch(commit, assistants, NO_HISTORY)
+    check_new_batch(commit, assistants, NO_HISTORY)
     return successor(None, commit)
 
 
@@ -270,7 +275,7 @@ def _check_next(
                 Rule.PUBLISH,
                 "tool results are published only when a batch is finalized",
             )
-            _check_new_batch(commit, assistants, history)
+            check_new_batch(commit, assistants, history)
 
     check_disposition_shape(prev, commit)
     if isinstance(commit.disposition, Ended) and commit.disposition.cause.kind is EndCauseKind.OUTCOME_UNKNOWN:
@@ -311,14 +316,17 @@ def successor(prev: RunSnapshot | None, commit: ThreadCommit) -> RunSnapshot:
             if answer is not None:
                 inputs = inputs + answer
             break
-    return attrs.evolve(
-        prev,
-        version=commit.version,
-        step=commit.step,
-        state=commit.disposition,
-        batch=commit.batch,
-        provided_inputs=inputs,
-        staged=commit.staged.value if commit.staged is not None else prev.staged,
+    # plain construction: RunSnapshot has no validators, and evolve's field walk is the
+    # larger part of the work on every commit's path
+    return RunSnapshot(
+        prev.thread_id,
+        prev.run_id,
+        commit.version,
+        commit.step,
+        commit.disposition,
+        commit.batch,
+        inputs,
+        commit.staged.value if commit.staged is not None else prev.staged,
     )
 
 
@@ -356,7 +364,7 @@ def _check_resume(prev: RunSnapshot, resumed: Sequence[Event]) -> None:
     )
 
 
-def _check_new_batch(
+def check_new_batch(
     commit: ThreadCommit, assistants: Sequence[Message], history: History
 ) -> None:
     tool_uses = assistants[0].tool_calls if assistants else None

@@ -2,6 +2,11 @@
 the order calls progress in, finalization and publication, and the disposition's shape.
 
 ``validate.py`` calls these in a fixed order; each raises ``Illegal`` naming its rule.
+
+Why this module is long: it holds every per-call rule of the Tool-call table (edge,
+attempt, edge condition, order, group rounds, reaction, delegation, disposition shape)
+and the JSON sameness they compare with; each is short, and they are read together
+whenever a row of the table changes.
 """
 
 

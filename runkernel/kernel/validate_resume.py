@@ -83,13 +83,13 @@ def check_resumed_event(
     if row is None or ticket.wait not in row.waits:
         raise Illegal(
             Rule.RESUME_PAYLOAD,
-            f"a {ticket.wait.value!r} wait does not take a {_short(payload_type, 40)} payload",
+            f"the ticket waits for {ticket.wait.value!r}, which does not take a {_short(payload_type, 40)} payload",
         )
     for name in row.fields:
         if name not in payload:
             raise Illegal(
                 Rule.RESUME_PAYLOAD,
-                f"a {row.payload!r} payload carries {name!r} in normal form (null when none)",
+                f"the {row.payload!r} payload carries {name!r} in normal form (null when none)",
             )
     try:
         expected = jcs_digest(command)

@@ -64,7 +64,7 @@ class Role(enum.Enum):
     TOOL = "tool"
 
 
-#: End causes by which an Awaiting Run may end (the seed: "cancel, stop or failure").
+#: End causes by which an Awaiting Run may end (cancel, stop or failure).
 AWAITING_END_CAUSES = frozenset(
     {EndCauseKind.CANCELLED, EndCauseKind.STOPPED, EndCauseKind.FAILED}
 )

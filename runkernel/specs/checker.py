@@ -112,7 +112,7 @@ class KeyedHistory:
 
 
 class TraceJudge:
-    """Feeds commits in order and keeps only what later rules need (DESIGN.md, Cost
+    """Feeds commits in order and keeps only what later rules need (Cost
     model): each Thread's head, each open Run's snapshot and keyed history, for an Ended
     Run only a stub without its batch (nothing may follow it, and saying so needs no
     body), and one compact key per ticket id ever used (ticket ids are never reused)."""

@@ -1,6 +1,6 @@
 """Render the spec as Mermaid, Markdown or JSON, enumerated from the declarations.
 
-Structure (states, edges) comes from the python-statemachine classes; the seed's edge
+Structure (states, edges) comes from the python-statemachine classes; the edge
 labels and the edge conditions come from the kernel's tables, matched by event id. The
 tests prove both sources agree, so neither can drift from the other.
 """
@@ -44,7 +44,7 @@ def _label(machine: type[Any], edge: SpecEdge) -> str | None:
 
 
 def _ordered_edges(machine: type[Any]) -> list[SpecEdge]:
-    """Edges in the seed's drawing order (the kernel table's order), terminus last."""
+    """Edges in the drawing order (the kernel table's order), terminus last."""
     order = {
         (r.source.value if r.source else None, r.target.value, r.edge.value): i
         for i, r in enumerate(_rules_for(machine))
@@ -56,14 +56,14 @@ def _ordered_edges(machine: type[Any]) -> list[SpecEdge]:
 
 
 def labelled_edges(machine: type[Any]) -> list[tuple[str | None, str | None, str | None]]:
-    """(source, target, label) of every edge of ``machine`` in the seed's drawing order;
+    """(source, target, label) of every edge of ``machine`` in the drawing order;
     None for the initial edge's source and the terminus's target, and for no label.
     What ``mermaid`` draws, and what the console draws with the current state marked."""
     return [(edge.source, edge.target, _label(machine, edge)) for edge in _ordered_edges(machine)]
 
 
 def mermaid() -> str:
-    """One ``stateDiagram-v2`` block per machine, edge for edge as the seed draws them."""
+    """One ``stateDiagram-v2`` block per machine, edge for edge as docs/spec.md draws them."""
     blocks = []
     for machine in MACHINES:
         lines = ["```mermaid", "stateDiagram-v2"]
@@ -87,7 +87,7 @@ def markdown() -> str:
         "",
         "## Run state machine",
         "",
-        "| from | to | event | seed label |",
+        "| from | to | event | label |",
         "|---|---|---|---|",
     ]
     for rule in RUN_TABLE:

@@ -1,4 +1,4 @@
-"""The seed's two machines, declared with python-statemachine using the seed's names.
+"""The two machines, declared with python-statemachine using the design's names.
 
 This is the spec, never the engine: python-statemachine dispatches a few thousand
 events a second, far too slow for the hot path. The kernel's own tables
@@ -52,19 +52,19 @@ class ToolCallMachine(StateMachine):
     every_call_terminal = Completed.to(Finalized) | Indeterminate.to(Finalized)
 
 
-#: The event that creates each machine's initial state (the seed's ``[*] -->`` edge).
+#: The event that creates each machine's initial state (the ``[*] -->`` edge).
 INITIAL_EVENTS: dict[str, str] = {
     "RunMachine": "run_activation",
     "ToolCallMachine": "complete_batch_committed",
 }
 
-#: Whether the seed draws ``final --> [*]`` for the machine.
+#: Whether the diagram draws ``final --> [*]`` for the machine.
 DRAWS_TERMINUS: dict[str, bool] = {"RunMachine": True, "ToolCallMachine": False}
 
 
 @frozen
 class SpecEdge:
-    """One enumerated transition. ``source``/``target`` None is the seed's ``[*]``."""
+    """One enumerated transition. ``source``/``target`` None is the ``[*]``."""
 
     source: str | None
     target: str | None

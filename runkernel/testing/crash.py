@@ -5,7 +5,7 @@ No production class takes a crash switch. A test kills a host (a ``Runtime``, a
 ``Driver``, a ``Worker``) by giving it a ``CrashingStore`` (and, for the pull-mode
 runtime, tools wrapped by ``crashing_tools``); a *plan* says where to die. A boundary
 *kind* says when relative to a write the crash happens; a *position* says which of a
-Step's commit points it is (``Position``, DESIGN.md, "Commit points of a Step"):
+Step's commit points it is (``Position``, "Commit points of a Step"):
 
 - ``Boundary.BEFORE_WRITE``: the commit never reached the store;
 - ``Boundary.AFTER_WRITE``: it is durable, but its writer died before it heard so (the

@@ -1,4 +1,4 @@
-"""The push-mode driver's side of concurrent delegations (DESIGN.md, Step and ToolBatch):
+"""The push-mode driver's side of concurrent delegations (Step and ToolBatch):
 reconnecting to a child Run, the termini an end of the parent carries, and the action a
 quiet parent hands its host. Sans-IO like the core: they yield store operations and are
 sent the answers (``ChildFound`` for a ``ReadChild``)."""

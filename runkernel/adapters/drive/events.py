@@ -28,7 +28,7 @@ from runkernel.kernel.values import Role
 
 
 class Position(enum.Enum):
-    """Which commit point of a Step a commit is (DESIGN.md, "Commit points of a Step"):
+    """Which commit point of a Step a commit is ("Commit points of a Step"):
     named in each ``Acknowledged`` event, and where ``runkernel.testing``'s crash plans
     aim."""
 

@@ -1,4 +1,4 @@
-"""Fencing that reaches the downstream (DESIGN.md, Workers and leases, W5).
+"""Fencing that reaches the downstream (Workers and leases, W5).
 
 A worker that stalls between its lease re-check and its tool's effect can start that
 effect after another worker took the Run over and moved past the call. The new epoch

@@ -1,6 +1,6 @@
 """The call a tool body runs for, for tools whose signatures the host does not own
 (framework tools): ``current_invocation()`` answers inside an executor runkernel started,
-contextvar-style (STYLE.md principle 6), with the ``RunCall`` of that attempt: the same
+contextvar-style (ambient context for what a signature cannot carry), with the ``RunCall`` of that attempt: the same
 value a push-mode host is handed and a pull-mode tool is given. It carries the operation
 id (the idempotency key) and the lease epoch (the fencing token: a downstream that
 remembers the highest epoch it saw for a Run refuses a start with a lower one). The one

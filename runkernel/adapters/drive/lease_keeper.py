@@ -1,4 +1,4 @@
-"""A worker's leases (DESIGN.md, Workers and leases): taken before a Run is driven,
+"""A worker's leases (Workers and leases): taken before a Run is driven,
 named by every commit, renewed while driving (at most once per renewal interval, never
 once per commit), checked with a safety margin immediately before every executor start
 (W1), and released when the Run is quiet. Both drivers use it: the pull-mode runtime

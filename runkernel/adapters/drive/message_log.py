@@ -1,7 +1,7 @@
 """A view of a driver's copy of a Thread's messages: read once, then grown by each
 commit's delta.
 
-DESIGN.md, Cost model: a driver never re-reads or re-decodes a Thread's history per
+Cost model: a driver never re-reads or re-decodes a Thread's history per
 step. Its log is append-only, so the messages an inference sees are a prefix of it,
 handed out as a read-only ``MessagesSoFar`` view in constant time.
 """

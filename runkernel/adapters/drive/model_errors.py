@@ -1,4 +1,4 @@
-"""Transient model errors (DESIGN.md, Public API): which exceptions of a model call are
+"""Transient model errors (Public API): which exceptions of a model call are
 worth another attempt, how many attempts a Run gets in one driver's hands, and how long
 to wait between them.
 

@@ -3,12 +3,12 @@
 A store appends a ThreadCommit atomically if and only if identity and expected version
 match (anything else is a typed error and nothing is written), reads the latest state
 of a Run or Thread in time that does not grow with history, and exports a Thread as
-``runkernel/1``. Stores also judge each commit with the kernel before writing it, so
+``runkernel/2``. Stores also judge each commit with the kernel before writing it, so
 no store ever holds an illegal commit. Beside the commit log a store keeps a command
 inbox, best-effort stream checkpoints and recorded reconciliations; none of them is
 Thread truth.
 
-Leases (DESIGN.md, Workers and leases) are part of the contract: a worker takes a
+Leases (Workers and leases) are part of the contract: a worker takes a
 lease on a Run before it drives it, every commit it makes names that lease, and the
 store checks the lease in the commit's own transaction, by the store's clock.
 """
@@ -37,7 +37,8 @@ from runkernel.kernel.codec import commit_json_problem
 from runkernel.kernel.history import History
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Message, ParentCall, RunSnapshot, ThreadCommit, ThreadHead
-from runkernel.kernel.validate import Accepted, validate_commit
+from runkernel.kernel.validate import Accepted
+from runkernel.kernel.validate_edge import judge_commit
 from runkernel.kernel.values import JsonValue, json_problem
 
 
@@ -144,7 +145,8 @@ def judge_append(
     problem = commit_json_problem(commit) if line is None else json_problem(line)
     if problem is not None:
         raise IllegalCommit(Rejection(Rule.JSON_VALUE, f"the commit holds a value that is not JSON: {problem}"))
-    verdict = validate_commit(head, run, commit, history, ticket_seen=ticket_seen)
+    # a kernel-made commit is judged by the edge decide named (when it is that edge)
+    verdict = judge_commit(head, run, commit, history, ticket_seen=ticket_seen)
     if isinstance(verdict, Rejection):
         if verdict.rule in CONFLICT_RULES:
             raise CommitConflict(verdict)
@@ -287,7 +289,7 @@ class Store(Protocol):
         ...
 
     def commits(self, thread_id: str) -> Iterator[ThreadCommit]:
-        """A Thread's commits in version order (its ``runkernel/1`` trace)."""
+        """A Thread's commits in version order (its ``runkernel/2`` trace)."""
         ...
 
     def messages(self, thread_id: str) -> list[Message]:

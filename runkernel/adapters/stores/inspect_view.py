@@ -1,4 +1,4 @@
-"""``runkernel inspect``: the seed's "state you need to confirm" table for one Run,
+"""``runkernel inspect``: the "state you need to confirm" table for one Run,
 answered from committed facts only (never from a worker, a stream or a UI)."""
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _json(value: Any) -> str:
 
 
 def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
-    """The four questions of the seed, one section each, then reconciliation hints."""
+    """The four questions about a Run, one section each, then reconciliation hints."""
     view = inspect_json(store, snapshot)
     lease = store.lease_status(snapshot.run_id)
     state = snapshot.state
@@ -170,12 +170,16 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
             out.append(f"  batch {batch_view['batch_id']} (step {batch_view['step']})")
             for call_view in batch_view["calls"]:
                 out.append(f"  - {call_view['call_id']}  {call_view['tool']}  arguments={_json(call_view['arguments'])}")
+                # one list in commit order: a resume is read where it was committed, before
+                # the status that commit gave the call
+                lines: list[tuple[int, int, str]] = []
                 for change in call_view["history"]:
                     fields = {k: v for k, v in change.items() if k not in ("version", "status")}
                     extra = "  ".join(f"{k}={_json(v)}" for k, v in fields.items())
-                    out.append(f"      v{change['version']}: {change['status']}  {extra}".rstrip())
+                    lines.append((change["version"], 1, f"{change['status']}  {extra}".rstrip()))
                 for resume in call_view["resumes"]:
-                    out.append(f"      v{resume['version']}: resumed with {_json(resume['payload'])}")
+                    lines.append((resume["version"], 0, f"resumed with {_json(resume['payload'])}"))
+                out += [f"      v{version}: {text}" for version, _, text in sorted(lines)]
     out += ["", "What input can resume an Awaiting Run?  (committed ResumeTicket)"]
     ticket = view["ticket"]
     if ticket is None:

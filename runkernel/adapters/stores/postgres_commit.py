@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from runkernel.adapters.stores.contract import Lease, Settlement
+from runkernel.adapters.stores.sql_statements import history_statements, pg_sql
 from runkernel.adapters.stores.work import RunSummary, parent_columns
 from runkernel.kernel.history import HistoryKeys
 from runkernel.kernel.state import ThreadCommit, ThreadHead
@@ -108,25 +109,8 @@ def commit_statements(
         )
     if new_run and trace_context is not None:
         add("UPDATE runs SET trace_context = %s WHERE run_id = %s", trace_context, commit.run_id)
-    if awaited:
-        # only quiet commits write these rows, so a Run's rows are its last quiet commit's
-        add("DELETE FROM awaited_children WHERE parent_run_id = %s", commit.run_id)
-        for child in awaited:
-            add("INSERT INTO awaited_children (parent_run_id, child_run_id) VALUES (%s, %s)", commit.run_id, child)
-    if keys.ticket is not None:
-        add("INSERT INTO tickets (ticket_id, run_id) VALUES (%s, %s)", keys.ticket, commit.run_id)
-    if keys.closed_batch is not None:
-        add("INSERT INTO closed_batches (run_id, batch_id) VALUES (%s, %s)", commit.run_id, keys.closed_batch)
-    if keys.resume is not None:
-        add(
-            "INSERT INTO applied_resumes (run_id, ticket_id, digest) VALUES (%s, %s, %s)",
-            commit.run_id, keys.resume.ticket_id, keys.resume.digest,
-        )
-    if settle is not None:
-        add(
-            "UPDATE inbox SET state = 'settled', outcome = %s WHERE entry_id = %s AND state = 'pending'",
-            settle.outcome, settle.entry_id,
-        )
+    for text, params in history_statements(commit.run_id, keys, awaited, settle):
+        add(pg_sql(text), *params)
     if notify is not None:
         add("SELECT pg_notify(%s, %s)", *notify)
     if summary.state == "ended" and notify_channel is not None:

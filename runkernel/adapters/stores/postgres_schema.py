@@ -8,19 +8,19 @@ share a database without colliding. ``meta`` names the layout and its version.
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.parse
 
 import psycopg
 from psycopg import sql
 
-from runkernel.adapters.stores.serial import snapshot_from_json
 from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
 from runkernel.errors import BadStoreUrl
 from runkernel.adapters.stores.redact import redacted as redacted  # the other PostgreSQL modules take it from here
 from runkernel.adapters.stores.redact import masked
-from runkernel.adapters.stores.work import STORE_TABLES, activation_parent, awaited_children, parent_columns
+from runkernel.adapters.stores.sql_migrate import quiet_parent_statements
+from runkernel.adapters.stores.sql_statements import pg_sql
+from runkernel.adapters.stores.work import STORE_TABLES
 
 SCHEMA_NAME = "runkernel-postgres"
 SCHEMA_VERSION = 3
@@ -211,29 +211,11 @@ def migrate_postgres(url: str) -> tuple[int, int]:
 def _one_to_two(conn: psycopg.Connection[tuple[object, ...]], url: str) -> None:
     for statement in _ONE_TO_TWO:
         conn.execute(statement.encode())
-    for run_id, text in conn.execute("SELECT run_id, snapshot FROM runs").fetchall():
-        try:
-            awaited = awaited_children(snapshot_from_json(json.loads(str(text))))
-        except (ValueError, KeyError, TypeError) as error:
-            raise SchemaError(f"{redacted(url)}: the stored state of run {run_id!r} is damaged: {error!r}") from None
-        if awaited:
-            conn.execute("UPDATE runs SET quiet = true WHERE run_id = %s", (run_id,))
-            for child in awaited:
-                conn.execute(
-                    "INSERT INTO awaited_children (parent_run_id, child_run_id) VALUES (%s, %s)", (run_id, child)
-                )
-    # only an activation names a parent; reading every line is a migration's cost, once
-    rows = conn.execute("SELECT run_id, line FROM commits WHERE strpos(line, '\"parent\"') > 0").fetchall()
-    for run_id, line in rows:
-        try:
-            parent = activation_parent(json.loads(str(line)))
-        except (ValueError, KeyError, TypeError) as error:
-            raise SchemaError(f"{redacted(url)}: a commit of run {run_id!r} is damaged: {error!r}") from None
-        if parent is not None:
-            conn.execute(
-                "UPDATE runs SET parent_thread_id = %s, parent_run_id = %s, parent_call_id = %s WHERE run_id = %s",
-                (*parent_columns(parent), run_id),
-            )
+    runs = conn.execute("SELECT run_id, snapshot FROM runs").fetchall()
+    # only an activation names a parent: the lines that cannot are not read
+    lines = conn.execute("SELECT run_id, line FROM commits WHERE strpos(line, '\"parent\"') > 0").fetchall()
+    for statement, params in quiet_parent_statements(redacted(url), runs, lines):
+        conn.execute(pg_sql(statement).encode(), params)
 
 
 def drop_store(url: str) -> None:

@@ -16,7 +16,7 @@ from runkernel.kernel.codec import (
     TraceFormatError,
     batch_from_json,
     batch_to_json,
-    commit_from_json,
+    commit_from_line,
     commit_to_json,
     disposition_from_json,
     disposition_to_json,
@@ -50,7 +50,6 @@ def dumps(value: JsonValue) -> str:
 
 
 _ENCODER = msgspec.json.Encoder()
-_DECODER = msgspec.json.Decoder()
 
 
 def judged_dumps(value: JsonValue) -> str:
@@ -70,7 +69,9 @@ def line_text(line: Mapping[str, JsonValue]) -> str:
 
 
 def commit_from_text(text: str | bytes) -> ThreadCommit:
-    return commit_from_json(_DECODER.decode(text))
+    """A stored line read straight into the kernel's structures (the codec's typed
+    reading; anything it is not certain of goes through the strict reader)."""
+    return commit_from_line(text)
 
 
 def snapshot_text(snapshot: RunSnapshot) -> str:

@@ -1,165 +1,56 @@
 """The embedded default store: stdlib sqlite3, WAL, ``synchronous=FULL``.
 
-Each commit is one row holding its ``runkernel/1`` line: the message *delta*, never
+Each commit is one row holding its ``runkernel/2`` line: the message *delta*, never
 the history again, so a commit's size does not grow with the Thread. The latest state
 of every Run and Thread is kept in rows of its own, updated in the same transaction,
 so reading it is one primary-key lookup whatever the history's length. The schema is
-versioned: a file that is not a runkernel store, or is newer, is refused.
+versioned (``sqlite_schema``): a file that is not a runkernel store, or is newer, is
+refused.
+
+What this store shares with the PostgreSQL one (reads, inbox, checkpoints,
+reconciliations, lease rules, listing) is ``sql_shared.SqlStore``. Its own: each write
+is a ``BEGIN IMMEDIATE`` transaction, so the rows a commit or a lease act is judged
+against are read under the write lock, and the lease clock is this process's.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from runkernel.adapters.stores.serial import (
-    commit_from_text,
-    commit_text,
-    dumps,
-    line_text,
-    snapshot_from_json,
-    snapshot_text,
-)
-from runkernel.adapters.stores.sqlite_decode import decoded, integer, json_text, thread_head
-from runkernel.adapters.stores.sqlite_open import (
-    Access,
-    Layout,
-    Recognized,
-    connect,
-    recognize,
-    statements,
-    store_error,
-)
-from runkernel.adapters.stores.leases import LeaseRow, acquired, commit_writer, is_own_landed_commit, require_held
-from runkernel.adapters.stores.work import (
-    STORE_TABLES,
-    RunSummary,
-    awaited_children,
-    count_query,
-    listing_query,
-    parent_columns,
-    parent_from_columns,
-    summary_from_row,
-    summary_of,
-    work_query,
-)
 from runkernel.adapters.stores.contract import (
-    Checkpoint,
-    DamagedStore,
-    InboxEntry,
     Lease,
-    LeaseStatus,
     SIMULATE_CLAIM,
-    Reconciliation,
-    SchemaError,
     Settlement,
     StoreUnavailable,
     Writer,
     judge_append,
 )
+from runkernel.adapters.stores.leases import LeaseRow, commit_writer, is_own_landed_commit
+from runkernel.adapters.stores.serial import commit_text, dumps, line_text, snapshot_text
+from runkernel.adapters.stores.sql_shared import SqlStore
+from runkernel.adapters.stores.sql_statements import Row, history_statements
+from runkernel.adapters.stores.sqlite_open import Access, Recognized, connect, recognize, statements, store_error
+from runkernel.adapters.stores.sqlite_schema import LAYOUT as LAYOUT
+from runkernel.adapters.stores.sqlite_schema import SCHEMA
+from runkernel.adapters.stores.sqlite_schema import SCHEMA_NAME as SCHEMA_NAME
+from runkernel.adapters.stores.sqlite_schema import SCHEMA_VERSION as SCHEMA_VERSION
+from runkernel.adapters.stores.work import STORE_TABLES, awaited_children, parent_columns, summary_of, work_query
 from runkernel.kernel.codec import commit_to_json
-from runkernel.kernel.history import History, HistoryKeys
-from runkernel.kernel.state import (
-    Message,
-    ParentCall,
-    RunSnapshot,
-    ThreadCommit,
-    ThreadHead,
-)
+from runkernel.kernel.state import RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.values import JsonValue
 
-SCHEMA_NAME = "runkernel-sqlite"
-SCHEMA_VERSION = 6
-
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE threads (
-    thread_id TEXT PRIMARY KEY,
-    version INTEGER NOT NULL,
-    active_run_id TEXT
-);
-CREATE TABLE runs (
-    run_id TEXT PRIMARY KEY,
-    thread_id TEXT NOT NULL,
-    snapshot TEXT NOT NULL,
-    app TEXT,
-    state TEXT NOT NULL DEFAULT 'running',
-    step INTEGER NOT NULL DEFAULT 0,
-    version INTEGER NOT NULL DEFAULT 0,
-    waiting_for TEXT,
-    wake_at REAL,
-    quiet INTEGER NOT NULL DEFAULT 0,
-    parent_thread_id TEXT,
-    parent_run_id TEXT,
-    parent_call_id TEXT,
-    trace_context TEXT
-);
-CREATE INDEX runs_by_state ON runs (state, app);
-CREATE INDEX runs_by_state_only ON runs (state);
-CREATE INDEX runs_by_app ON runs (app);
-CREATE INDEX runs_by_thread ON runs (thread_id);
-CREATE TABLE awaited_children (
-    parent_run_id TEXT NOT NULL,
-    child_run_id TEXT NOT NULL,
-    PRIMARY KEY (parent_run_id, child_run_id)
-) WITHOUT ROWID;
-CREATE TABLE commits (
-    thread_id TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    run_id TEXT NOT NULL,
-    line TEXT NOT NULL,
-    writer_id TEXT,
-    writer_epoch INTEGER,
-    PRIMARY KEY (thread_id, version)
-) WITHOUT ROWID;
-CREATE TABLE tickets (ticket_id TEXT PRIMARY KEY, run_id TEXT NOT NULL);
-CREATE TABLE closed_batches (
-    run_id TEXT NOT NULL,
-    batch_id TEXT NOT NULL,
-    PRIMARY KEY (run_id, batch_id)
-) WITHOUT ROWID;
-CREATE TABLE applied_resumes (
-    run_id TEXT NOT NULL,
-    ticket_id TEXT NOT NULL,
-    digest TEXT NOT NULL,
-    PRIMARY KEY (run_id, ticket_id)
-) WITHOUT ROWID;
-CREATE TABLE inbox (
-    entry_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL,
-    body TEXT NOT NULL,
-    state TEXT NOT NULL DEFAULT 'pending',
-    outcome TEXT
-);
-CREATE INDEX inbox_pending ON inbox (run_id, state);
-CREATE TABLE checkpoints (run_id TEXT PRIMARY KEY, step INTEGER NOT NULL, data TEXT NOT NULL);
-CREATE TABLE reconciliations (
-    entry_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    operation_id TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    note TEXT
-);
-CREATE INDEX reconciliations_by_operation ON reconciliations (operation_id);
-CREATE TABLE leases (
-    run_id TEXT PRIMARY KEY,
-    worker_id TEXT NOT NULL,
-    epoch INTEGER NOT NULL,
-    expires_at REAL NOT NULL,
-    released INTEGER NOT NULL DEFAULT 0
-);
-"""
-
-_TABLES = STORE_TABLES
-LAYOUT = Layout(SCHEMA_NAME, SCHEMA_VERSION, _TABLES)
+#: Runs with work, judged by this process's clock (given twice as a parameter).
+_WORK = work_query("?", "?", "IS", "r.rowid")
 
 
-class SqliteStore:
+class SqliteStore(SqlStore):
     """A runkernel store in one SQLite file. Use one instance per thread of control."""
+
+    _ACTIVATION_ORDER = "rowid"
 
     def __init__(
         self,
@@ -174,6 +65,7 @@ class SqliteStore:
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
         self.path = str(path)
+        self.where = self.path
         # the store's clock for leases: every process on one file shares the machine's
         # wall clock, the only clock they have in common
         self._clock = clock
@@ -207,7 +99,7 @@ class SqliteStore:
         try:
             # another process may have created it since the file was recognized
             if recognize(self._db, self.path, LAYOUT) is Recognized.EMPTY:
-                for statement in statements(_SCHEMA):
+                for statement in statements(SCHEMA):
                     self._db.execute(statement)
                 self._db.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema', ?), ('version', ?)",
@@ -253,15 +145,16 @@ class SqliteStore:
             raise (failure if isinstance(failure, StoreUnavailable) else StoreUnavailable(str(failure))) from None
         try:
             if lease is not None and self._landed_already(commit, lease):
-                adopted = self._run_in(commit.run_id)
+                adopted = self.run(commit.run_id)
                 db.execute("ROLLBACK")
                 assert adopted is not None  # the landed commit wrote the Run's row
                 return adopted
             writer = commit_writer(commit, lease, self._lease_row(commit.run_id), self._clock())
             line = commit_to_json(commit)  # built once: scanned by the judge, then written
+            head, before = self._before(commit.thread_id, commit.run_id)
             accepted = judge_append(
-                self._head_in(commit.thread_id),
-                self._run_before(commit.run_id),
+                head,
+                before,
                 commit,
                 self.history(commit.run_id),
                 self._ticket_known,
@@ -270,21 +163,14 @@ class SqliteStore:
             db.execute(
                 "INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    commit.thread_id,
-                    commit.version,
-                    commit.run_id,
-                    line_text(line),
-                    None if writer is None else writer.worker_id,
-                    None if writer is None else writer.epoch,
-                ),
+                (commit.thread_id, commit.version, commit.run_id, line_text(line), *_writer_columns(writer)),
             )
-            head = accepted.head
+            new_head = accepted.head
             db.execute(
                 "INSERT INTO threads (thread_id, version, active_run_id) VALUES (?, ?, ?) "
                 "ON CONFLICT (thread_id) DO UPDATE SET version = excluded.version, "
                 "active_run_id = excluded.active_run_id",
-                (head.thread_id, head.version, head.active_run_id),
+                (new_head.thread_id, new_head.version, new_head.active_run_id),
             )
             snapshot = snapshot_text(accepted.run)  # msgspec, as the commit line
             summary = summary_of(accepted.run, commit.app)
@@ -298,29 +184,15 @@ class SqliteStore:
                 "step = excluded.step, version = excluded.version, waiting_for = excluded.waiting_for, "
                 "wake_at = excluded.wake_at, quiet = excluded.quiet",
                 (
-                    commit.run_id,
-                    commit.thread_id,
-                    snapshot,
-                    summary.app,
-                    summary.state,
-                    summary.step,
-                    summary.version,
-                    summary.waiting_for,
-                    summary.wake_at,
-                    1 if awaited else 0,
+                    commit.run_id, commit.thread_id, snapshot, summary.app, summary.state, summary.step,
+                    summary.version, summary.waiting_for, summary.wake_at, 1 if awaited else 0,
                     *parent_columns(commit.parent),
                 ),
             )
-            if awaited:
-                self._await_children(commit.run_id, awaited)
             if trace_context is not None:
                 db.execute("UPDATE runs SET trace_context = ? WHERE run_id = ?", (trace_context, commit.run_id))
-            self._insert_keys(commit.run_id, accepted.keys)
-            if settle is not None:
-                db.execute(
-                    "UPDATE inbox SET state = 'settled', outcome = ? WHERE entry_id = ? AND state = 'pending'",
-                    (settle.outcome, settle.entry_id),
-                )
+            for statement, params in history_statements(commit.run_id, accepted.keys, awaited, settle):
+                db.execute(statement, params)
             self._written = None
             db.execute("COMMIT")
             self._written = (commit.run_id, snapshot, accepted.run)
@@ -332,22 +204,28 @@ class SqliteStore:
             raise
         return accepted.run
 
+    def _before(self, thread_id: str, run_id: str) -> tuple[ThreadHead | None, RunSnapshot | None]:
+        """The Thread's head and the Run's latest snapshot for a commit, read in one
+        statement. If the Run's row holds exactly the text this connection wrote last,
+        the snapshot kept from that commit is used instead of decoding the row again."""
+        head, text = self._head_and_run(thread_id, run_id)
+        if text is None:
+            return head, None
+        written = self._written
+        if written is not None and written[0] == run_id and written[1] == text:
+            return head, written[2]
+        return head, self._snapshot(run_id, text)
+
     def _landed_already(self, commit: ThreadCommit, lease: Lease) -> bool:
         """W4, inside the append's transaction: the Thread's latest commit is this one,
         written under this lease (its acknowledgement was lost)."""
-        head = self._head_in(commit.thread_id)
-        if head is None or head.version != commit.version:
+        stored = self._stored(commit.thread_id, commit.version)
+        if stored is None:
             return False
-        row = self._db.execute(
-            "SELECT run_id, line, writer_id, writer_epoch FROM commits WHERE thread_id = ? AND version = ?",
-            (commit.thread_id, commit.version),
-        ).fetchone()
-        if row is None:
-            return False
-        writer = None if row[2] is None else Writer(str(row[2]), int(row[3]))
-        return is_own_landed_commit(commit, lease, head.version, str(row[0]), row[1] == commit_text(commit), writer)
+        line, writer, head_version, run_id = stored
+        return is_own_landed_commit(commit, lease, head_version, run_id, line == commit_text(commit), writer)
 
-    # --- leases ---------------------------------------------------------------------
+    # --- leases, by this process's clock ----------------------------------------------
 
     def store_time(self) -> float:
         return self._clock()
@@ -360,23 +238,35 @@ class SqliteStore:
             return None
         return LeaseRow(Lease(run_id, str(row[0]), int(row[1]), float(row[2])), bool(row[3]))
 
-    def _put_lease(self, row: LeaseRow) -> None:
-        lease = row.lease
-        self._db.execute(
-            "INSERT INTO leases (run_id, worker_id, epoch, expires_at, released) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (run_id) DO UPDATE SET worker_id = excluded.worker_id, epoch = excluded.epoch, "
-            "expires_at = excluded.expires_at, released = excluded.released",
-            (lease.run_id, lease.worker_id, lease.epoch, lease.expires_at, int(row.released)),
-        )
+    def _lease_now(self, run_id: str) -> tuple[LeaseRow | None, float]:
+        row: LeaseRow | None = self._read(lambda: self._lease_row(run_id))
+        return row, self._clock()
 
-    @contextlib.contextmanager
-    def _immediate(self, doing: str) -> Iterator[sqlite3.Connection]:
-        """One write transaction, begun at once so the rows read in it stay current."""
+    def _leases_now(self, run_ids: list[str]) -> tuple[dict[str, LeaseRow], float]:
+        marks = ", ".join("?" * len(run_ids))
+        rows = self._all(
+            f"SELECT run_id, worker_id, epoch, expires_at, released FROM leases WHERE run_id IN ({marks})", run_ids
+        )
+        found = {str(r[0]): LeaseRow(Lease(str(r[0]), str(r[1]), int(r[2]), float(r[3])), bool(r[4])) for r in rows}
+        return found, self._clock()
+
+    def _with_lease_row(
+        self, run_id: str, act: Callable[[LeaseRow | None, float], LeaseRow | None], doing: str
+    ) -> None:
+        # BEGIN IMMEDIATE takes the write lock first, so the row read stays current
         db = self._db
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
-                yield db
+                written = act(self._lease_row(run_id), self._clock())
+                if written is not None:
+                    lease = written.lease
+                    db.execute(
+                        "INSERT INTO leases (run_id, worker_id, epoch, expires_at, released) VALUES (?, ?, ?, ?, ?) "
+                        "ON CONFLICT (run_id) DO UPDATE SET worker_id = excluded.worker_id, epoch = excluded.epoch, "
+                        "expires_at = excluded.expires_at, released = excluded.released",
+                        (lease.run_id, lease.worker_id, lease.epoch, lease.expires_at, int(written.released)),
+                    )
                 db.execute("COMMIT")
             finally:
                 if db.in_transaction:
@@ -384,319 +274,17 @@ class SqliteStore:
         except sqlite3.Error as error:
             raise store_error(self.path, doing, error) from None
 
-    def acquire_lease(self, run_id: str, worker_id: str, duration: float) -> Lease:
-        with self._immediate("taking a lease"):
-            lease = acquired(run_id, self._lease_row(run_id), worker_id, duration, self._clock())
-            self._put_lease(LeaseRow(lease, released=False))
-        return lease
-
-    def renew_lease(self, lease: Lease, duration: float) -> Lease:
-        with self._immediate("renewing a lease"):
-            now = self._clock()
-            row = self._lease_row(lease.run_id)
-            require_held(lease, row, now)
-            renewed = acquired(lease.run_id, row, lease.worker_id, duration, now)
-            self._put_lease(LeaseRow(renewed, released=False))
-        return renewed
-
-    def check_lease(self, lease: Lease, margin: float) -> Lease:
-        row = self._read(lambda: self._lease_row(lease.run_id))
-        return require_held(lease, row, self._clock(), margin)
-
-    def release_lease(self, lease: Lease) -> bool:
-        with self._immediate("releasing a lease"):
-            row = self._lease_row(lease.run_id)
-            if row is None or not row.valid_at(self._clock()):
-                return False
-            if (row.lease.worker_id, row.lease.epoch) != (lease.worker_id, lease.epoch):
-                return False
-            self._put_lease(LeaseRow(row.lease, released=True))
-        return True
-
-    def current_lease(self, run_id: str) -> Lease | None:
-        row: LeaseRow | None = self._read(lambda: self._lease_row(run_id))
-        return row.lease if row is not None and row.valid_at(self._clock()) else None
-
-    def lease_status(self, run_id: str) -> LeaseStatus:
-        row: LeaseRow | None = self._read(lambda: self._lease_row(run_id))
-        return LeaseStatus(None if row is None else row.lease, row is not None and row.released, self._clock())
-
-    def lease_statuses(self, run_ids: Sequence[str]) -> dict[str, LeaseStatus]:
-        wanted = list(dict.fromkeys(run_ids))
-        marks = ", ".join("?" * len(wanted))
-        rows = self._read(
-            lambda: self._db.execute(
-                f"SELECT run_id, worker_id, epoch, expires_at, released FROM leases WHERE run_id IN ({marks})", wanted
-            ).fetchall()
-        ) if wanted else []
-        now = self._clock()
-        found = {str(r[0]): LeaseRow(Lease(str(r[0]), str(r[1]), int(r[2]), float(r[3])), bool(r[4])) for r in rows}
-        return {
-            run_id: LeaseStatus(None if row is None else row.lease, row is not None and row.released, now)
-            for run_id in wanted
-            for row in (found.get(run_id),)
-        }
-
-    def writer_of(self, thread_id: str, version: int) -> Writer | None:
-        row = self._read(
-            lambda: self._db.execute(
-                "SELECT writer_id, writer_epoch FROM commits WHERE thread_id = ? AND version = ?",
-                (thread_id, version),
-            ).fetchone()
-        )
-        if row is None or row[0] is None:
-            return None
-        return Writer(str(row[0]), int(row[1]))
-
-    # --- listing and work discovery ---------------------------------------------------
-
-    def list_runs(
-        self,
-        *,
-        state: str | None = None,
-        thread_id: str | None = None,
-        limit: int | None = None,
-        app: str | None = None,
-        after: str | None = None,
-    ) -> list[RunSummary]:
-        query, params = listing_query(
-            "?", "rowid", state=state, thread_id=thread_id, limit=limit, app=app, after=after
-        )
-        rows = self._read(lambda: self._db.execute(query, params).fetchall())
-        return [summary_from_row(r) for r in rows]
-
-    def count_runs(
-        self, *, state: str | None = None, thread_id: str | None = None, app: str | None = None, cap: int = 1000
-    ) -> int:
-        query, params = count_query("?", state=state, thread_id=thread_id, app=app, cap=cap)
-        row = self._read(lambda: self._db.execute(query, params).fetchone())
-        return int(row[0])
-
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
         now = self._clock()
-        query = work_query("?", "?", "IS", "r.rowid")
-        rows = self._read(lambda: self._db.execute(query, (app, now, now, limit)).fetchall())
-        return [str(r[0]) for r in rows]
+        return [str(r[0]) for r in self._all(_WORK, (app, now, now, limit))]
 
-    def _await_children(self, parent_run_id: str, children: tuple[str, ...]) -> None:
-        """A quiet commit's children: the rows a later search joins to their runs rows
-        (only quiet commits write them, so a Run's rows are its last quiet commit's)."""
-        self._db.execute("DELETE FROM awaited_children WHERE parent_run_id = ?", (parent_run_id,))
-        self._db.executemany(
-            "INSERT INTO awaited_children (parent_run_id, child_run_id) VALUES (?, ?)",
-            [(parent_run_id, child) for child in children],
-        )
-
-    def parent_of(self, run_id: str) -> ParentCall | None:
-        row = self._read(
-            lambda: self._db.execute(
-                "SELECT parent_thread_id, parent_run_id, parent_call_id FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-        )
-        return None if row is None else parent_from_columns(row)
-
-    def _run_before(self, run_id: str) -> RunSnapshot | None:
-        """The Run's latest snapshot for a commit. Its row is read (one key lookup); if
-        it holds exactly the text this connection wrote last, the snapshot kept from
-        that commit is used instead of decoding the row again."""
-        written = self._written
-        if written is None or written[0] != run_id:
-            return self._run_in(run_id)
-        row = self._db.execute("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is not None and row[0] == written[1]:
-            return written[2]
-        return self._run_in(run_id)
-
-    def _insert_keys(self, run_id: str, keys: HistoryKeys) -> None:
-        """The history facts a commit adds, as indexed rows of its transaction."""
-        if keys.ticket is not None:
-            self._db.execute("INSERT INTO tickets (ticket_id, run_id) VALUES (?, ?)", (keys.ticket, run_id))
-        if keys.closed_batch is not None:
-            self._db.execute(
-                "INSERT INTO closed_batches (run_id, batch_id) VALUES (?, ?)", (run_id, keys.closed_batch)
-            )
-        if keys.resume is not None:
-            self._db.execute(
-                "INSERT INTO applied_resumes (run_id, ticket_id, digest) VALUES (?, ?, ?)",
-                (run_id, keys.resume.ticket_id, keys.resume.digest),
-            )
-
-    def history(self, run_id: str) -> History:
-        return _SqliteHistory(self, run_id)
-
-    def _ticket_known(self, ticket_id: str) -> bool:
-        row = self._db.execute("SELECT 1 FROM tickets WHERE ticket_id = ?", (ticket_id,)).fetchone()
-        return row is not None
-
-    def _head_in(self, thread_id: str) -> ThreadHead | None:
-        row = self._db.execute(
-            "SELECT version, active_run_id FROM threads WHERE thread_id = ?", (thread_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        head: ThreadHead = decoded(
-            self.path, f"threads row {thread_id!r}", lambda: thread_head(thread_id, row[0], row[1])
-        )
-        return head
-
-    def _run_in(self, run_id: str) -> RunSnapshot | None:
-        row = self._db.execute("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
-            return None
-        snapshot: RunSnapshot = decoded(
-            self.path, f"runs row {run_id!r}", lambda: snapshot_from_json(json.loads(row[0]))
-        )
-        if snapshot.run_id != run_id:
-            raise DamagedStore(f"{self.path}: the runs row {run_id!r} holds the state of run {snapshot.run_id!r}")
-        return snapshot
-
-    def run(self, run_id: str) -> RunSnapshot | None:
-        snapshot: RunSnapshot | None = self._read(lambda: self._run_in(run_id))
-        return snapshot
-
-    def trace_context(self, run_id: str) -> str | None:
-        """The trace context stored with the Run's activation (None: none was)."""
-        row = self._read(
-            lambda: self._db.execute("SELECT trace_context FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        )
-        return None if row is None or row[0] is None else str(row[0])
-
-    def thread_head(self, thread_id: str) -> ThreadHead | None:
-        head: ThreadHead | None = self._read(lambda: self._head_in(thread_id))
-        return head
-
-    def thread_ids(self) -> list[str]:
-        rows = self._read(lambda: self._db.execute("SELECT thread_id FROM threads ORDER BY thread_id").fetchall())
-        return [str(r[0]) for r in rows]
-
-    def thread_of(self, run_id: str) -> str | None:
-        row = self._read(
-            lambda: self._db.execute("SELECT thread_id FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        )
-        return None if row is None else str(row[0])
-
-    def commits(self, thread_id: str) -> Iterator[ThreadCommit]:
-        """The Thread's log, checked as it is read: versions 1..n without gap or repeat,
-        each line's own version and Thread matching its row, and the last version the
-        Thread's head; anything else is a DamagedStore, never a partial answer."""
-        # one statement, so the head and the log come from one snapshot
-        rows = self._read(
-            lambda: self._db.execute(
-                "SELECT c.version, c.line, (SELECT t.version FROM threads t WHERE t.thread_id = ?) "
-                "FROM commits c WHERE c.thread_id = ? ORDER BY c.version",
-                (thread_id, thread_id),
-            ).fetchall()
-        )
-        if not rows:
-            if self.thread_head(thread_id) is not None:
-                raise DamagedStore(f"{self.path}: thread {thread_id!r} has a head but no commits")
-            return iter(())
-        return self._checked_log(thread_id, rows)
-
-    def _checked_log(self, thread_id: str, rows: list[tuple[Any, ...]]) -> Iterator[ThreadCommit]:
-        commits: list[ThreadCommit] = []
-        for expected, (stored_version, line, _) in enumerate(rows, start=1):
-            where = f"commits row ({thread_id!r}, {stored_version!r})"
-            commit: ThreadCommit = decoded(self.path, where, lambda: commit_from_text(line))
-            if stored_version != expected or commit.version != expected or commit.thread_id != thread_id:
-                raise DamagedStore(
-                    f"{self.path}: the {where} breaks the log: expected version {expected} of "
-                    f"thread {thread_id!r}, found version {commit.version} of {commit.thread_id!r}"
-                )
-            commits.append(commit)
-        head_version = rows[-1][2]
-        if head_version != len(rows):
-            raise DamagedStore(
-                f"{self.path}: thread {thread_id!r} has {len(rows)} commits but its threads row "
-                f"says version {head_version!r}"
-            )
-        return iter(commits)
-
-    def commit_lines(self, thread_id: str) -> list[str]:
-        """The stored ``runkernel/1`` lines, exactly as written."""
-        rows = self._read(
-            lambda: self._db.execute(
-                "SELECT line FROM commits WHERE thread_id = ? ORDER BY version", (thread_id,)
-            ).fetchall()
-        )
-        return [str(r[0]) for r in rows]
-
-    def messages(self, thread_id: str) -> list[Message]:
-        return [m for c in self.commits(thread_id) for m in c.messages]
-
-    # --- inbox, checkpoints, reconciliations ------------------------------------
+    # --- inbox, checkpoints -------------------------------------------------------------
 
     def put_command(self, run_id: str, body: JsonValue) -> int:
         cursor = self._write("INSERT INTO inbox (run_id, body) VALUES (?, ?)", (run_id, dumps(body)))
         return int(cursor.lastrowid or 0)
 
-    def pending_commands(self, run_id: str) -> list[InboxEntry]:
-        rows = self._read(
-            lambda: self._db.execute(
-                "SELECT entry_id, body FROM inbox WHERE run_id = ? AND state = 'pending' "
-                "ORDER BY entry_id",
-                (run_id,),
-            ).fetchall()
-        )
-        return [
-            InboxEntry(int(r[0]), run_id, decoded(self.path, f"inbox row {r[0]}", lambda: json_text(r[1])), "pending")
-            for r in rows
-        ]
-
-    def settle_command(self, entry_id: int, outcome: str) -> None:
-        self._write("UPDATE inbox SET state = 'settled', outcome = ? WHERE entry_id = ?", (outcome, entry_id))
-
-    def inbox_entry(self, entry_id: int) -> InboxEntry | None:
-        row = self._read(
-            lambda: self._db.execute(
-                "SELECT run_id, body, state, outcome FROM inbox WHERE entry_id = ?", (entry_id,)
-            ).fetchone()
-        )
-        if row is None:
-            return None
-        body = decoded(self.path, f"inbox row {entry_id}", lambda: json_text(row[1]))
-        return InboxEntry(entry_id, str(row[0]), body, str(row[2]), row[3])
-
-    def commands(self, run_id: str) -> list[InboxEntry]:
-        rows = self._read(
-            lambda: self._db.execute(
-                "SELECT entry_id, body, state, outcome FROM inbox WHERE run_id = ? ORDER BY entry_id", (run_id,)
-            ).fetchall()
-        )
-        return [
-            InboxEntry(int(r[0]), run_id, decoded(self.path, f"inbox row {r[0]}", lambda: json_text(r[1])), str(r[2]), r[3])
-            for r in rows
-        ]
-
-    def compact_commands(self, run_id: str) -> int:
-        refused = "SELECT entry_id FROM inbox WHERE run_id = ? AND state = 'settled' AND outcome LIKE 'refused%'"
-        if not self._read(lambda: self._db.execute(refused + " LIMIT 1", (run_id,)).fetchone()):
-            return 0  # the common case: nothing to delete, so no write transaction
-        cursor = self._write(f"DELETE FROM inbox WHERE entry_id IN ({refused})", (run_id,))
-        return int(cursor.rowcount)
-
-    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        self._scratch_write(
-            "INSERT INTO checkpoints (run_id, step, data) VALUES (?, ?, ?) "
-            "ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, data = excluded.data",
-            (checkpoint.run_id, checkpoint.step, dumps(checkpoint.data)),
-        )
-
-    def load_checkpoint(self, run_id: str) -> Checkpoint | None:
-        row = self._read(
-            lambda: self._db.execute("SELECT step, data FROM checkpoints WHERE run_id = ?", (run_id,)).fetchone()
-        )
-        if row is None:
-            return None
-        checkpoint: Checkpoint = decoded(
-            self.path, f"checkpoints row {run_id!r}", lambda: Checkpoint(run_id, integer(row[0]), json_text(row[1]))
-        )
-        return checkpoint
-
-    def delete_checkpoint(self, run_id: str) -> None:
-        self._scratch_write("DELETE FROM checkpoints WHERE run_id = ?", (run_id,))
-
-    def _scratch_write(self, sql: str, params: tuple[Any, ...]) -> None:
+    def _checkpoint_write(self, query: str, params: Sequence[Any]) -> None:
         """A best-effort write that never waits for an fsync (DESIGN.md, Cost model): its
         own connection with ``synchronous=OFF``. In WAL mode a process crash keeps it;
         a power loss may lose it, which only loses a partial inference."""
@@ -704,34 +292,18 @@ class SqliteStore:
             if self._scratch is None:
                 self._scratch = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
                 self._scratch.execute("PRAGMA synchronous=OFF")
-            self._scratch.execute(sql, params)
+            self._scratch.execute(query, params)
         except sqlite3.Error as error:
             raise StoreUnavailable(f"checkpoint write failed: {error}") from None
 
-    def record_reconciliation(self, record: Reconciliation) -> None:
-        self._write(
-            "INSERT INTO reconciliations (operation_id, outcome, note) VALUES (?, ?, ?)",
-            (record.operation_id, record.outcome, record.note),
-        )
-
-    def reconciliations(self, operation_id: str | None = None) -> list[Reconciliation]:
-        query = "SELECT operation_id, outcome, note FROM reconciliations"
-        params: tuple[str, ...] = ()
-        if operation_id is not None:
-            query += " WHERE operation_id = ?"
-            params = (operation_id,)
-        rows = self._read(lambda: self._db.execute(query + " ORDER BY entry_id", params).fetchall())
-        return [Reconciliation(str(r[0]), str(r[1]), r[2]) for r in rows]
+    # --- reset and the simulate claim -------------------------------------------------
 
     def reset(self) -> None:
         self._written = None
         try:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                for table in _TABLES:
-                    if table != "meta":
-                        self._db.execute(f"DELETE FROM {table}")
-                self._db.execute("DELETE FROM meta WHERE key = 'claimed_by'")
+                self._wipe()
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:
@@ -740,12 +312,20 @@ class SqliteStore:
         except sqlite3.Error as error:
             raise store_error(self.path, "the reset", error) from None
 
+    def _wipe(self) -> None:
+        """Delete every row but the schema's own (in the caller's transaction)."""
+        for table in STORE_TABLES:
+            if table != "meta":
+                self._db.execute(f"DELETE FROM {table}")
+        self._db.execute("DELETE FROM meta WHERE key = 'claimed_by'")
+
     def claim_empty(self, owner: str, *, reset: bool) -> str | None:
         """In one write transaction: with ``reset`` delete what the store holds if
         ``simulate`` filled it (its claim row, ``owner`` starting with
         ``SIMULATE_CLAIM``, says so), then claim the store for ``owner`` if it holds no
-        Thread and nobody claimed it. None when claimed; else why not. Two ``simulate`` runs started together on one fresh
-        store cannot both pass this check, as they could with a read then a write."""
+        Thread and nobody claimed it. None when claimed; else why not. Two ``simulate``
+        runs started together on one fresh store cannot both pass this check, as they
+        could with a read then a write."""
         try:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -757,10 +337,7 @@ class SqliteStore:
                     self._db.execute("ROLLBACK")
                     return f"holds {threads} thread{'' if threads == 1 else 's'} that simulate did not create"
                 if reset:
-                    for table in _TABLES:
-                        if table != "meta":
-                            self._db.execute(f"DELETE FROM {table}")
-                    self._db.execute("DELETE FROM meta WHERE key = 'claimed_by'")
+                    self._wipe()
                     threads, claim = 0, None
                 if threads or claim:
                     self._db.execute("ROLLBACK")
@@ -780,39 +357,35 @@ class SqliteStore:
             self._scratch.close()
         self._db.close()
 
-    # --- plumbing -------------------------------------------------------------------
+    # --- plumbing: the hooks of SqlStore ----------------------------------------------
 
-    def _read(self, query: Any) -> Any:
+    def _read(self, query: Callable[[], Any]) -> Any:
         try:
             return query()
         except sqlite3.Error as error:
             raise store_error(self.path, "a read", error) from None
 
-    def _write(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
+    def _write(self, query: str, params: Sequence[Any]) -> sqlite3.Cursor:
         try:
-            return self._db.execute(sql, params)
+            return self._db.execute(query, params)
         except sqlite3.Error as error:
             raise store_error(self.path, "a write", error) from None
 
+    def _one(self, query: str, params: Sequence[Any]) -> Row | None:
+        row: Row | None = self._read(lambda: self._db.execute(query, params).fetchone())
+        return row
 
-class _SqliteHistory:
-    """A Run's history answered by primary-key lookups on the store's rows."""
+    def _all(self, query: str, params: Sequence[Any]) -> list[Row]:
+        rows: list[Row] = self._read(lambda: self._db.execute(query, params).fetchall())
+        return rows
 
-    def __init__(self, store: SqliteStore, run_id: str) -> None:
-        self._store = store
-        self._run_id = run_id
+    def _change_rows(self, query: str, params: Sequence[Any]) -> int:
+        return int(self._write(query, params).rowcount)
 
-    def _one(self, sql: str, key: str) -> Any:
-        db = self._store._db
-        return self._store._read(lambda: db.execute(sql, (self._run_id, key)).fetchone())
+    def _write_once(self, query: str, params: Sequence[Any]) -> None:
+        self._write(query, params)
 
-    def ticket_used(self, ticket_id: str) -> bool:
-        return self._one("SELECT 1 FROM tickets WHERE run_id = ? AND ticket_id = ?", ticket_id) is not None
 
-    def batch_closed(self, batch_id: str) -> bool:
-        found = self._one("SELECT 1 FROM closed_batches WHERE run_id = ? AND batch_id = ?", batch_id)
-        return found is not None
-
-    def applied_digest(self, ticket_id: str) -> str | None:
-        row = self._one("SELECT digest FROM applied_resumes WHERE run_id = ? AND ticket_id = ?", ticket_id)
-        return None if row is None else str(row[0])
+def _writer_columns(writer: Writer | None) -> tuple[str | None, int | None]:
+    """The ``writer_id, writer_epoch`` columns of a commit row (None: no lease)."""
+    return (None, None) if writer is None else (writer.worker_id, writer.epoch)

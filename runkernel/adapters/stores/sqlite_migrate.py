@@ -25,38 +25,25 @@ import sqlite3
 from pathlib import Path
 
 from runkernel.adapters.stores.serial import dumps, legacy_history_from_json, snapshot_from_json, snapshot_to_json
-from runkernel.adapters.stores.sqlite import SCHEMA_NAME, SCHEMA_VERSION
 from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
 from runkernel.adapters.stores.sqlite_open import not_a_database, store_error
-from runkernel.adapters.stores.work import activation_parent, awaited_children, parent_columns, summary_of
+from runkernel.adapters.stores.sqlite_schema import (
+    AWAITED_CHILDREN_TABLE,
+    HISTORY_TABLES,
+    LEASES_TABLE,
+    SCHEMA_NAME,
+    SCHEMA_VERSION,
+)
+from runkernel.adapters.stores.sql_migrate import quiet_parent_statements
+from runkernel.adapters.stores.work import summary_of
 from runkernel.kernel.codec import upgrade_v1_line
 from runkernel.kernel.state import RESUMED_EVENT
 
-_SCHEMA_1_TO_2 = """
-CREATE TABLE closed_batches (
-    run_id TEXT NOT NULL,
-    batch_id TEXT NOT NULL,
-    PRIMARY KEY (run_id, batch_id)
-) WITHOUT ROWID;
-CREATE TABLE applied_resumes (
-    run_id TEXT NOT NULL,
-    ticket_id TEXT NOT NULL,
-    digest TEXT NOT NULL,
-    PRIMARY KEY (run_id, ticket_id)
-) WITHOUT ROWID;
-"""
+_SCHEMA_1_TO_2 = HISTORY_TABLES
 
-_SCHEMA_2_TO_3 = """
+_SCHEMA_2_TO_3 = f"""
 ALTER TABLE commits ADD COLUMN writer_id TEXT;
-ALTER TABLE commits ADD COLUMN writer_epoch INTEGER;
-CREATE TABLE leases (
-    run_id TEXT PRIMARY KEY,
-    worker_id TEXT NOT NULL,
-    epoch INTEGER NOT NULL,
-    expires_at REAL NOT NULL,
-    released INTEGER NOT NULL DEFAULT 0
-);
-ALTER TABLE runs ADD COLUMN app TEXT;
+ALTER TABLE commits ADD COLUMN writer_epoch INTEGER;{LEASES_TABLE}ALTER TABLE runs ADD COLUMN app TEXT;
 ALTER TABLE runs ADD COLUMN state TEXT NOT NULL DEFAULT 'running';
 ALTER TABLE runs ADD COLUMN step INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
@@ -65,17 +52,11 @@ ALTER TABLE runs ADD COLUMN wake_at REAL;
 CREATE INDEX runs_by_state ON runs (state, app);
 """
 
-_SCHEMA_3_TO_4 = """
+_SCHEMA_3_TO_4 = f"""
 ALTER TABLE runs ADD COLUMN quiet INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN parent_thread_id TEXT;
 ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
-ALTER TABLE runs ADD COLUMN parent_call_id TEXT;
-CREATE TABLE awaited_children (
-    parent_run_id TEXT NOT NULL,
-    child_run_id TEXT NOT NULL,
-    PRIMARY KEY (parent_run_id, child_run_id)
-) WITHOUT ROWID;
-"""
+ALTER TABLE runs ADD COLUMN parent_call_id TEXT;{AWAITED_CHILDREN_TABLE}"""
 
 _SCHEMA_4_TO_5 = """
 CREATE INDEX runs_by_state_only ON runs (state);
@@ -176,28 +157,10 @@ def _two_to_three(db: sqlite3.Connection, name: str) -> None:
 def _three_to_four(db: sqlite3.Connection, name: str) -> None:
     """Quietness, awaited children and parents, from each latest state and activation."""
     _run_statements(db, _SCHEMA_3_TO_4)
-    for run_id, text in db.execute("SELECT run_id, snapshot FROM runs").fetchall():
-        try:
-            awaited = awaited_children(snapshot_from_json(json.loads(text)))
-        except (ValueError, KeyError, TypeError) as error:
-            raise SchemaError(f"{name}: the stored state of run {run_id!r} is damaged: {error!r}") from None
-        if awaited:
-            db.execute("UPDATE runs SET quiet = 1 WHERE run_id = ?", (run_id,))
-            db.executemany(
-                "INSERT INTO awaited_children (parent_run_id, child_run_id) VALUES (?, ?)",
-                [(run_id, child) for child in awaited],
-            )
-    # only an activation names a parent; reading every line is a migration's cost, once
-    for thread_id, version, run_id, line in db.execute("SELECT thread_id, version, run_id, line FROM commits").fetchall():
-        try:
-            parent = activation_parent(json.loads(line))
-        except (ValueError, KeyError, TypeError) as error:
-            raise SchemaError(f"{name}: commit {version} of thread {thread_id!r} is damaged: {error!r}") from None
-        if parent is not None:
-            db.execute(
-                "UPDATE runs SET parent_thread_id = ?, parent_run_id = ?, parent_call_id = ? WHERE run_id = ?",
-                (*parent_columns(parent), run_id),
-            )
+    runs = db.execute("SELECT run_id, snapshot FROM runs").fetchall()
+    lines = db.execute("SELECT run_id, line FROM commits").fetchall()
+    for statement, params in quiet_parent_statements(name, runs, lines):
+        db.execute(statement, params)
 
 
 def _one_to_two(db: sqlite3.Connection, name: str) -> None:

@@ -2,7 +2,7 @@
 Runs without decoding any history: a summary row, rewritten by each commit in its own
 transaction (constant size, so the cost model holds).
 
-A Run has work (DESIGN.md, Workers and leases) when nobody holds a valid lease on it
+A Run has work (Workers and leases) when nobody holds a valid lease on it
 and it is Running (new, or orphaned by a worker that died) and not quiet, or it has a
 pending inbox command (Awaiting, or Ended with commands left to refuse), or it is
 Awaiting a wait whose time came (a due timer, an expired approval), or it is a quiet

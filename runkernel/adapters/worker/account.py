@@ -1,4 +1,4 @@
-"""What a worker tells of itself (DESIGN.md, Workers and leases: what an operator
+"""What a worker tells of itself (Workers and leases: what an operator
 sees): its report's counts, what a drive waits for, which failure of a drive is a store
 outage rather than a failed drive, which Run a drive ended ``failed``, and which lease
 was a take-over."""

@@ -1,5 +1,5 @@
 """The worker: finds Runs of its app that have work, leases each, drives it until it is
-quiet, releases it (DESIGN.md, Workers and leases; the CLI's ``runkernel worker``).
+quiet, releases it (Workers and leases; the CLI's ``runkernel worker``).
 
 Work is found by polling the store (``Store.runs_with_work``): Runs Running and
 unleased (new, or orphaned by a worker that died), Runs with an inbox command, expired

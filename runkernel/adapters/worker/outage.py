@@ -1,4 +1,4 @@
-"""How a worker rides out its store (DESIGN.md, Workers and leases, W6): a database
+"""How a worker rides out its store (Workers and leases, W6): a database
 restart, a dropped connection, a server down, a SQLite lock held past the busy timeout.
 
 A store call that fails with ``StoreUnavailable`` (polling, waiting for work, taking a

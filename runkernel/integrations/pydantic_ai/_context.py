@@ -25,7 +25,7 @@ class IntegrationError(UsageError):
 
 class DeferredAfterStart(IntegrationError):
     """The host's fault: a tool body raised ``ApprovalRequired`` or ``CallDeferred`` after
-    its Executing commit: the seed has no Executing→Awaiting edge for it. Declare the
+    its Executing commit: the Tool-call machine has no Executing→Awaiting edge for it. Declare the
     wait instead."""
 
 

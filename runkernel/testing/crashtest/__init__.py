@@ -11,8 +11,11 @@ the same report)::
         assert report.passed, report.violations
         assert report.extra_starts_of("pay") == {}
 
-See ``runner`` for how it runs, ``judge`` for what it checks, ``scenario`` for the
-scenario file format and its JSON Schema, ``report`` for the text and JSON reports.
+See ``runner`` for how it runs, ``hosts`` for how one play drives the Run and its
+delegations' child Runs (``watch``: what it counts and where it dies), ``judge`` for
+what it checks (``places``: how calls of two plays are matched, and their values),
+``scenario`` for the scenario file format and its JSON Schema, ``report`` for the text
+and JSON reports.
 """
 
 from __future__ import annotations

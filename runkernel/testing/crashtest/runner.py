@@ -2,8 +2,10 @@
 crash-free Run, each crash recovered from the store alone and judged.
 
 For each scenario: the crash-free Run is played twice on fresh stores with fixed ids
-and clock; if the two differ, the app is not deterministic and ``NotDeterministic`` names
-the first commit that differs. Then one play per boundary that Run passed (each commit
+and clock; if the two differ (tool result values aside), the app is not deterministic
+and ``NotDeterministic`` names the first commit that differs. A result value both plays
+returned alike is *reproduced*: a crashed play must return it again at the same call.
+Then one play per boundary that Run and its delegations' child Runs passed (each commit
 before its write and after it, before the acknowledgement; each tool after its effect),
 each on a fresh store, with the app's ``reset`` called first for its downstream.
 """
@@ -13,7 +15,6 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable, Iterable, Sequence
 
-import attrs
 from attrs import define, field, frozen
 
 from runkernel.adapters.stores.contract import Store
@@ -22,9 +23,11 @@ from runkernel.adapters.worker.apps import RuntimeApp, WorkerApp
 from runkernel.errors import CrashTestRefused, NotDeterministic
 from runkernel.kernel.policies import ToolPolicy, tool_policy
 from runkernel.kernel.state import Ended, ThreadCommit
-from runkernel.testing.crashtest.hosts import Encounter, Played, play
-from runkernel.testing.crashtest.judge import ExtraStart, Judge, Violation
+from runkernel.testing.crashtest.hosts import play
+from runkernel.testing.crashtest.judge import ExtraStart, Judge, Logs, Violation
+from runkernel.testing.crashtest.places import logs_of, masked, result_values
 from runkernel.testing.crashtest.scenario import Scenario
+from runkernel.testing.crashtest.watch import Encounter, Played
 from runkernel.testing.simulation.history import outline
 
 
@@ -46,8 +49,10 @@ class Trial:
 
 @frozen
 class ToolStarts:
-    """What the world saw of one tool over every crash: its committed policy, the most
-    extra starts one operation had, and whether an extra start fails the test."""
+    """What the world saw of one tool over every crash: its committed policy (its
+    recovery mode, or ``delegation`` for a terminal-only delegation, whose executor is
+    its child's activation), the most extra starts one operation had, and whether an
+    extra start fails the test."""
 
     tool: str
     policy: str
@@ -127,6 +132,12 @@ def crashtest(
     unknown = sorted(flagged - set(policies))
     if unknown:
         raise CrashTestRefused(f"at-most-once tool {unknown[0]!r} is not a tool of app {app.name!r} ({', '.join(sorted(policies))})")
+    sequential = sorted(name for name, policy in policies.items() if policy.sequential_delegation)
+    if sequential:
+        raise CrashTestRefused(
+            f"tool {sequential[0]!r} of app {app.name!r} is a sequential delegation: crashtest plays terminal-only "
+            "delegations (ToolPolicy(terminal_only_delegation=True)) and their child Runs, not yet a child that talks back"
+        )
     if not isinstance(app, RuntimeApp) and any(s.turns is not None for s in chosen):
         raise CrashTestRefused(f"app {app.name!r} calls its own model (push mode): a scenario's turns cannot replace it")
     fresh = store or MemoryStore
@@ -139,20 +150,24 @@ def crashtest(
         played, plan = play(app, scenario, where, target, seed=seed, thread_id=f"crashtest-{tag}", run_id=f"crashtest-{tag}-run")
         return played, plan.seen, where
 
-    baselines: list[tuple[Scenario, Played, list[ThreadCommit], list[Encounter]]] = []
+    baselines: list[tuple[Scenario, Played, Logs, list[Encounter]]] = []
+    judges: list[Judge] = []
     for scenario in chosen:
         first, seen, first_store = once(scenario, None, f"{scenario.name}-0")
-        first_log = list(first_store.commits(first.thread_id))  # before a reused store is reset
+        first_logs = logs_of(first_store, first)  # read before a reused store is reset
         second, _, second_store = once(scenario, None, f"{scenario.name}-0")
-        _same(scenario, first_log, list(second_store.commits(second.thread_id)))
+        second_logs = logs_of(second_store, second)
+        _same(scenario, first_logs, second_logs)
         if first.errors:
             raise CrashTestRefused(f"scenario {scenario.name}: the crash-free Run failed: {first.errors[0]}")
         report.boundaries[scenario.name] = len(seen)
-        baselines.append((scenario, first, first_log, seen))
+        baselines.append((scenario, first, first_logs, seen))
+        values, again = result_values(first_logs, first.runs), result_values(second_logs, second.runs)
+        reproduced = {place: value for place, value in values.items() if again.get(place) == value}
+        judges.append(Judge(scenario.name, first, first_logs, policies, flagged, reproduced))
     total = sum(len(seen) for *_, seen in baselines)
     done = 0
-    for scenario, baseline, log, seen in baselines:
-        judge = Judge(scenario.name, baseline, log, policies, flagged)
+    for (scenario, _baseline, logs, seen), judge in zip(baselines, judges):
         for index, encounter in enumerate(seen):
             played, _, where = once(scenario, index, f"{scenario.name}-{index + 1}")
             label = f"#{index + 1} {encounter.label()}"
@@ -162,7 +177,7 @@ def crashtest(
             report.violations += violations
             report.extra_starts += extras
             report.recoveries.update(played.recovered)
-            report.trials.append(_trial(scenario, index, encounter, played, where, log, len(violations)))
+            report.trials.append(_trial(scenario, index, encounter, played, logs_of(where, played), logs, len(violations)))
             done += 1
             if progress is not None:
                 progress(done, total, f"{scenario.name} {label}")
@@ -184,31 +199,38 @@ def at_most_once_tools(app: WorkerApp) -> set[str]:
     return set(getattr(app, "at_most_once", ()) or ())
 
 
-def _same(scenario: Scenario, one: list[ThreadCommit], two: list[ThreadCommit]) -> None:
-    """Refuse an app whose two crash-free plays differ, naming the first commit."""
-    for left, right in zip(map(_facts, one), map(_facts, two)):
-        if left != right:
-            raise NotDeterministic(
-                f"scenario {scenario.name}: two crash-free plays differ at commit v{left.version} "
-                f"(step {left.step}{_what_differs(left, right)}): "
-                "the app is not deterministic under fixed ids and clock (a real model, the wall clock, randomness?); "
-                "script the model's turns in a scenario"
-            )
-    if len(one) != len(two):
+def _same(scenario: Scenario, one: Logs, two: Logs) -> None:
+    """Refuse an app whose two crash-free plays differ (tool result values aside: see
+    ``masked``), naming the first commit (and the child Run) that differs."""
+    if list(one) != list(two):
         raise NotDeterministic(
-            f"scenario {scenario.name}: two crash-free plays committed {len(one)} and {len(two)} commits: "
-            "the app is not deterministic under fixed ids and clock"
+            f"scenario {scenario.name}: two crash-free plays ran different child Runs "
+            f"({', '.join(one) or 'none'} and {', '.join(two) or 'none'}): the app is not deterministic"
         )
+    for key in one:
+        run = f"child {key}: " if key else ""
+        for left, right in zip(map(masked, one[key]), map(masked, two[key])):
+            if left != right:
+                raise NotDeterministic(
+                    f"scenario {scenario.name}: two crash-free plays differ at {run}commit v{left.version} "
+                    f"(step {left.step}{_what_differs(left, right)}): "
+                    "the app is not deterministic under fixed ids and clock (a real model, the wall clock, randomness?); "
+                    "script the model's turns in a scenario"
+                )
+        if len(one[key]) != len(two[key]):
+            raise NotDeterministic(
+                f"scenario {scenario.name}: two crash-free plays committed {len(one[key])} and {len(two[key])} "
+                f"commits{' in child ' + key if key else ''}: the app is not deterministic under fixed ids and clock"
+            )
 
 
 def _trial(
-    scenario: Scenario, index: int, encounter: Encounter, played: Played, store: Store, log: list[ThreadCommit], violations: int
+    scenario: Scenario, index: int, encounter: Encounter, played: Played, crashed: Logs, logs: Logs, violations: int
 ) -> Trial:
     final = played.final
     outcome = final.state.cause.kind.value if final is not None and isinstance(final.state, Ended) else "not ended"
     saw = []
-    crashed = list(store.commits(played.thread_id))
-    before = _fates(log)
+    before = _fates(logs)
     for place, fate in _fates(crashed).items():
         if before.get(place) != fate:
             saw.append(f"{place}: {fate}")
@@ -225,21 +247,18 @@ def _trial(
     )
 
 
-def _fates(log: list[ThreadCommit]) -> dict[str, str]:
-    """Each finalized call, ``step N tool``, with how it ended."""
+def _fates(logs: Logs) -> dict[str, str]:
+    """Each finalized call, ``step N tool#I`` (a child's: ``child KEY step N tool#I``),
+    with how it ended."""
     found: dict[str, str] = {}
-    if not log:
-        return found
-    for step, calls in enumerate(outline(log, log[0].run_id).steps, start=1):
-        for index, call in enumerate(calls):
-            found[f"step {step} {call.tool}#{index}"] = call.fate
+    for key, log in logs.items():
+        if not log:
+            continue
+        run = f"child {key} " if key else ""
+        for step, calls in enumerate(outline(log, log[0].run_id).steps, start=1):
+            for index, call in enumerate(calls):
+                found[f"{run}step {step} {call.tool}#{index}"] = call.fate
     return found
-
-
-def _facts(commit: ThreadCommit) -> ThreadCommit:
-    """The commit without its messages' host-opaque ``metadata``: the judge ignores it,
-    and a framework keeps its own timestamps there."""
-    return attrs.evolve(commit, messages=tuple(attrs.evolve(m, metadata=None) for m in commit.messages))
 
 
 def _what_differs(left: ThreadCommit, right: ThreadCommit) -> str:
@@ -253,7 +272,7 @@ def _what_differs(left: ThreadCommit, right: ThreadCommit) -> str:
 def _tools(
     policies: dict[str, ToolPolicy],
     flagged: set[str],
-    baselines: list[tuple[Scenario, Played, list[ThreadCommit], list[Encounter]]],
+    baselines: list[tuple[Scenario, Played, Logs, list[Encounter]]],
     extras: list[ExtraStart],
 ) -> dict[str, ToolStarts]:
     operations: collections.Counter[str] = collections.Counter()
@@ -264,7 +283,7 @@ def _tools(
         mine = [e for e in extras if e.tool == tool]
         found[tool] = ToolStarts(
             tool,
-            policy.recovery.mode.value,
+            "delegation" if policy.terminal_only_delegation else policy.recovery.mode.value,
             tool in flagged,
             operations[tool],
             max((e.extra for e in mine), default=0),

@@ -12,11 +12,13 @@ says (``scenario_schema()``, ``runkernel/testing/crashtest/scenario.schema.json`
 
 ``turns`` replaces the app's model by a script (step k answers with turn k; past the
 last turn the Run completes): a real LLM cannot be replayed. Without ``turns`` the app's
-own model is used, and it must be deterministic. ``answers`` answer the Run's waits in
-order (``"approve"``, ``{"deny": REASON}``, ``{"input": VALUE}``, ``{"external":
-VALUE}``, ``"cancel"``; past the list each wait is answered as its kind asks: approve,
-input ``"42"``, an external ``{}``, a fired timer); every answer goes through the
-store's inbox, as a queued ``runkernel resume`` or ``cancel`` does.
+own model is used, and it must be deterministic; the child Runs of delegations always
+ask the app's own model. ``answers`` answer the waits of the Run and of its child Runs
+in the order they come (``"approve"``, ``{"deny": REASON}``, ``{"input": VALUE}``,
+``{"external": VALUE}``, ``"cancel"``; past the list each wait is answered as its kind
+asks: approve, input ``"42"``, an external ``{}``); every answer goes through the store's inbox, as a
+queued ``runkernel resume`` or ``cancel`` does. A timer (a scheduled wait) takes no
+answer: the clock moves to its due time and the next drive fires it, as a worker's does.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 from attrs import frozen
 
 from runkernel.adapters.drive.actions import CallRequest
-from runkernel.adapters.drive.ports import InferenceRequest, ModelReply
+from runkernel.adapters.drive.ports import InferenceRequest, ModelPort, ModelReply
 from runkernel.errors import BadScenario
 from runkernel.kernel.protocol import (
     Approve,
@@ -37,7 +39,6 @@ from runkernel.kernel.protocol import (
     ExternalResult,
     ProvideInput,
     ResumePayload,
-    TimerFired,
 )
 from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
 
@@ -73,12 +74,12 @@ class Answer:
 
 def default_payload(wait: WaitKind) -> ResumePayload | None:
     """What a wait past a scenario's answers gets: what its kind asks for (a delegation
-    wait, answered by its child, gets None: it is not the scenario's to answer)."""
+    wait, answered by its child, gets None: it is not the scenario's to answer; a timer
+    is fired by the clock, not answered)."""
     payloads: dict[WaitKind, ResumePayload] = {
         WaitKind.APPROVAL: Approve(),
         WaitKind.INPUT: ProvideInput("42"),
         WaitKind.EXTERNAL: ExternalResult({}),
-        WaitKind.SCHEDULED: TimerFired(),
     }
     return payloads.get(wait)
 
@@ -116,13 +117,18 @@ class Scenario:
 
 class TurnsModel:
     """A model port that answers step k with turn k of a scenario (past them: the Run
-    completes). Call ids are left to the driver: they come from the fixed ids."""
+    completes). Call ids are left to the driver: they come from the fixed ids. Given
+    ``run_id``, only that Run's steps are scripted: any other Run (a delegation's
+    child) is answered by ``others``, the app's own model."""
 
-    def __init__(self, turns: Sequence[Turn]) -> None:
+    def __init__(self, turns: Sequence[Turn], *, run_id: str | None = None, others: ModelPort | None = None) -> None:
         self.turns = tuple(turns)
+        self.run_id, self.others = run_id, others
 
     def infer(self, request: InferenceRequest) -> ModelReply:
         """The turn of this step."""
+        if self.others is not None and self.run_id is not None and request.run_id != self.run_id:
+            return self.others.infer(request)
         if request.step > len(self.turns):
             return ModelReply("done", end=EndCauseKind.COMPLETED)
         turn = self.turns[request.step - 1]

@@ -1,9 +1,9 @@
-"""Example traces of the resume payload table (DESIGN.md, Resume): for each row a legal
+"""Example traces of the resume payload table (Resume): for each row a legal
 trace and an illegal one, and each edit of a ``resumed`` event that issue 7 lists (a
 deny whose call goes on executing, an input command on an approval ticket, a command
 naming another Run or ticket, a digest of zeros, command and digest removed), each an
 illegal example at its line; and a well-formed ``resumed`` event on each kind of commit
-that is not a resume (DESIGN.md, Trace format: "a RESUMED event on any other commit is
+that is not a resume (Trace format: "a RESUMED event on any other commit is
 illegal").
 """
 

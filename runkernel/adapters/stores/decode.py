@@ -1,5 +1,6 @@
-"""Guarded decoding of values read from a SQLite store: any failure is a DamagedStore
-naming the row, never a raw JSONDecodeError, ValueError or KeyError from a read."""
+"""Guarded decoding of values read from a SQL store (SQLite or PostgreSQL): any failure
+is a DamagedStore naming the row, never a raw JSONDecodeError, ValueError or KeyError
+from a read."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from runkernel.kernel.values import JsonValue
 _DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError)
 
 
-def decoded(path: str, where: str, decode: Callable[[], Any]) -> Any:
-    """``decode()``, with any failure reported as a DamagedStore naming the row."""
+def decoded(store: str, where: str, decode: Callable[[], Any]) -> Any:
+    """``decode()``, with any failure reported as a DamagedStore naming the store and
+    the row."""
     try:
         return decode()
     except _DECODE_ERRORS as error:
-        raise DamagedStore(f"{path}: the {where} is damaged: {error}") from None
+        raise DamagedStore(f"{store}: the {where} is damaged: {error}") from None
 
 
 def integer(value: Any) -> int:

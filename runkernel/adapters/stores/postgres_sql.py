@@ -1,0 +1,107 @@
+"""The PostgreSQL side of the shared SQL layer (``sql_shared.SqlStore``): its statements
+run on the store's session (``postgres_connection``), reads repeated once on a new
+connection when the old one dropped, and leases judged by the server's clock ``now()``
+(DESIGN.md, Workers and leases): each lease act is one transaction holding the Run's
+lease row locked, with the rules every store shares (``leases``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from runkernel.adapters.stores.contract import Lease
+from runkernel.adapters.stores.leases import LeaseRow
+from runkernel.adapters.stores.postgres_commit import NOW
+from runkernel.adapters.stores.postgres_connection import Connection, PostgresConnection
+from runkernel.adapters.stores.sql_shared import SqlStore
+from runkernel.adapters.stores.sql_statements import Row, pg_sql
+from runkernel.adapters.stores.work import work_query
+
+#: Runs with work, judged by the server's clock.
+_WORK = work_query("?", NOW, "IS NOT DISTINCT FROM", "r.activated")
+
+
+class PostgresSql(PostgresConnection, SqlStore):
+    """The shared store methods, on the store's session."""
+
+    _ACTIVATION_ORDER = "activated"
+
+    # --- the hooks of SqlStore --------------------------------------------------------
+
+    def _one(self, query: str, params: Sequence[Any]) -> Row | None:
+        row: Row | None = self._fetch(pg_sql(query), tuple(params))
+        return row
+
+    def _all(self, query: str, params: Sequence[Any]) -> list[Row]:
+        return self._fetch_all(pg_sql(query), tuple(params))
+
+    def _change_rows(self, query: str, params: Sequence[Any]) -> int:
+        return self._execute(pg_sql(query), tuple(params))
+
+    def _write_once(self, query: str, params: Sequence[Any]) -> None:
+        text, values = pg_sql(query).encode(), tuple(params)
+        self._change(lambda c: c.execute(text, values), repeat=False)
+
+    def _checkpoint_write(self, query: str, params: Sequence[Any]) -> None:
+        # the checkpoints table is UNLOGGED: the write never waits for a WAL flush
+        self._execute(pg_sql(query), tuple(params))
+
+    # --- leases, by the server's clock ------------------------------------------------
+
+    def store_time(self) -> float:
+        row = self._fetch(f"SELECT {NOW}", ())
+        return float(row[0])
+
+    def _lease_now(self, run_id: str) -> tuple[LeaseRow | None, float]:
+        row = self._fetch(
+            f"SELECT l.worker_id, l.epoch, l.expires_at, l.released, {NOW} FROM (SELECT 1) AS one "
+            "LEFT JOIN leases l ON l.run_id = %s",
+            (run_id,),
+        )
+        assert row is not None
+        return _lease_row(run_id, row), float(row[4])
+
+    def _leases_now(self, run_ids: list[str]) -> tuple[dict[str, LeaseRow], float]:
+        rows = self._fetch_all(
+            f"SELECT w.run_id, l.worker_id, l.epoch, l.expires_at, l.released, {NOW} "
+            "FROM unnest(%s::text[]) AS w(run_id) LEFT JOIN leases l ON l.run_id = w.run_id",
+            (run_ids,),
+        )
+        found = {str(r[0]): lease for r in rows for lease in (_lease_row(str(r[0]), r[1:5]),) if lease is not None}
+        return found, float(rows[0][5])
+
+    def _with_lease_row(
+        self, run_id: str, act: Callable[[LeaseRow | None, float], LeaseRow | None], doing: str
+    ) -> None:
+        def work(conn: Connection) -> None:
+            with conn.transaction():
+                # a placeholder row (epoch 0) to lock, so two first takers queue on it
+                conn.execute(
+                    "INSERT INTO leases (run_id, worker_id, epoch, expires_at, released) VALUES (%s, '', 0, 0, true) "
+                    "ON CONFLICT (run_id) DO NOTHING",
+                    (run_id,),
+                )
+                row = conn.execute(
+                    f"SELECT worker_id, epoch, expires_at, released, {NOW} FROM leases WHERE run_id = %s FOR UPDATE",
+                    (run_id,),
+                ).fetchone()
+                assert row is not None  # the placeholder at least
+                written = act(_lease_row(run_id, row), float(row[4]))
+                if written is not None:
+                    conn.execute(
+                        "UPDATE leases SET worker_id = %s, epoch = %s, expires_at = %s, released = %s WHERE run_id = %s",
+                        (written.lease.worker_id, written.lease.epoch, written.lease.expires_at, written.released, run_id),
+                    )
+
+        self._attempt(doing, work)
+
+    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+        return [str(r[0]) for r in self._all(_WORK, (app, limit))]
+
+
+def _lease_row(run_id: str, row: Sequence[Any]) -> LeaseRow | None:
+    """The lease of a row (worker id, epoch, expiry, released, ...); None when no lease
+    was ever granted (no row, or epoch 0: the placeholder a first taker locks)."""
+    if row[0] is None or int(row[1]) == 0:
+        return None
+    return LeaseRow(Lease(run_id, str(row[0]), int(row[1]), float(row[2])), bool(row[3]))

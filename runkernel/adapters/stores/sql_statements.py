@@ -1,0 +1,88 @@
+"""The statements the SQL stores share that are not methods of ``sql_shared.SqlStore``:
+every statement is written in SQLite's ``?`` style, and ``pg_sql`` rewrites one for
+psycopg; the commit's reads and history rows; a Run's history read by key."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from runkernel.adapters.stores.contract import Settlement
+from runkernel.kernel.history import HistoryKeys
+
+Row = tuple[Any, ...]
+#: One statement and its parameters, in ``?`` style.
+Statement = tuple[str, tuple[Any, ...]]
+
+#: The Thread's head and the Run's latest snapshot text, read in one statement (each
+#: NULL when its row does not exist): what a commit is judged against.
+HEAD_AND_RUN = (
+    "SELECT (SELECT version FROM threads WHERE thread_id = ?), "
+    "(SELECT active_run_id FROM threads WHERE thread_id = ?), "
+    "(SELECT snapshot FROM runs WHERE run_id = ?)"
+)
+
+
+@functools.lru_cache(maxsize=256)
+def pg_sql(query: str) -> str:
+    """A statement written in ``?`` style as psycopg takes it (``%s``, a literal ``%``
+    doubled). No shared statement holds a ``?`` of its own."""
+    return query.replace("%", "%%").replace("?", "%s")
+
+
+def history_statements(
+    run_id: str, keys: HistoryKeys, awaited: tuple[str, ...], settle: Settlement | None
+) -> list[Statement]:
+    """The rows a commit writes besides its line, head and Run row, in its transaction:
+    the history facts it adds (``keys``), the children a quiet Run waits for (only
+    quiet commits write those, so a Run's rows are its last quiet commit's) and the
+    inbox entry it settles."""
+    found: list[Statement] = []
+    if awaited:
+        found.append(("DELETE FROM awaited_children WHERE parent_run_id = ?", (run_id,)))
+        for child in awaited:
+            found.append(("INSERT INTO awaited_children (parent_run_id, child_run_id) VALUES (?, ?)", (run_id, child)))
+    if keys.ticket is not None:
+        found.append(("INSERT INTO tickets (ticket_id, run_id) VALUES (?, ?)", (keys.ticket, run_id)))
+    if keys.closed_batch is not None:
+        found.append(("INSERT INTO closed_batches (run_id, batch_id) VALUES (?, ?)", (run_id, keys.closed_batch)))
+    if keys.resume is not None:
+        found.append(
+            (
+                "INSERT INTO applied_resumes (run_id, ticket_id, digest) VALUES (?, ?, ?)",
+                (run_id, keys.resume.ticket_id, keys.resume.digest),
+            )
+        )
+    if settle is not None:
+        found.append(
+            (
+                "UPDATE inbox SET state = 'settled', outcome = ? WHERE entry_id = ? AND state = 'pending'",
+                (settle.outcome, settle.entry_id),
+            )
+        )
+    return found
+
+
+class SqlHistory:
+    """A Run's history answered by primary-key lookups on the store's rows."""
+
+    def __init__(self, one: Callable[[str, Sequence[Any]], Row | None], run_id: str) -> None:
+        self._one = one
+        self._run_id = run_id
+
+    def ticket_used(self, ticket_id: str) -> bool:
+        found = self._one("SELECT 1 FROM tickets WHERE run_id = ? AND ticket_id = ?", (self._run_id, ticket_id))
+        return found is not None
+
+    def batch_closed(self, batch_id: str) -> bool:
+        found = self._one(
+            "SELECT 1 FROM closed_batches WHERE run_id = ? AND batch_id = ?", (self._run_id, batch_id)
+        )
+        return found is not None
+
+    def applied_digest(self, ticket_id: str) -> str | None:
+        row = self._one(
+            "SELECT digest FROM applied_resumes WHERE run_id = ? AND ticket_id = ?", (self._run_id, ticket_id)
+        )
+        return None if row is None else str(row[0])

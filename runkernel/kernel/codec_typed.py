@@ -1,0 +1,321 @@
+"""The typed reading of a ``runkernel/2`` line: msgspec Structs in the line's shape.
+
+msgspec checks the types, the enums and the integer bounds of the whole line in C;
+what is left in Python is building the kernel's values and the few rules that span
+fields. This is the decoder's fast path, never its judge: ``typed_commit`` returns
+None for anything it is not certain of (a type msgspec refuses, a rule between fields,
+a value a kernel class refuses, a field the strict decoder reads leniently in a shape
+this one does not take), and ``codec.commit_from_json`` then decodes the line with its
+strict, field-by-field reader, which names the exact path of what it refuses. So an
+error is always the strict reader's, and a line this path reads is read to the same
+commit (``tests/test_codec_typed.py`` compares both readers on the random kernel
+driver's lines and on every catalogued mutation of them).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
+from runkernel.kernel.state import (
+    ActiveToolBatch,
+    Awaiting,
+    CallAwaiting,
+    CallCompleted,
+    CallExecuting,
+    CallIndeterminate,
+    CallRequested,
+    CallStatus,
+    Delegation,
+    EndCause,
+    Ended,
+    Event,
+    Message,
+    ParentCall,
+    ResumeTicket,
+    RunDisposition,
+    Running,
+    Staged,
+    ThreadCommit,
+    ToolCall,
+    ToolResult,
+    ToolUse,
+    TypedError,
+    Wait,
+)
+from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
+
+# The Structs are never tracked by the garbage collector (gc=False): they live for one
+# line and hold only decoded JSON, which cannot make a reference cycle.
+
+#: The format's integers: within 0..2^53-1 (``codec.MAX_TRACE_INTEGER``).
+TraceInt = Annotated[int, msgspec.Meta(ge=0, le=2**53 - 1)]
+
+
+class _Wait(msgspec.Struct, frozen=True, gc=False):
+    kind: WaitKind
+    correlation: str
+    child: Any = None  # extra fields of the format: kept when strings, else ignored
+    due_at: Any = None
+    expires_at: Any = None
+    request: Any = None
+
+
+class _Result(msgspec.Struct, frozen=True, gc=False):
+    kind: ResultKind
+    value: Any
+
+
+class _Policy(msgspec.Struct, frozen=True, gc=False):
+    recovery: RecoveryMode
+    max_attempts: TraceInt
+    retries: TraceInt
+    delegation: Any = None
+
+
+class _Delegation(msgspec.Struct, frozen=True, gc=False):
+    thread_id: str
+    run_id: str
+    concurrent: bool
+
+
+class _Call(msgspec.Struct, frozen=True, gc=False):
+    call_id: str
+    tool: str
+    arguments: Any
+    operation_id: str
+    status: str
+    attempt: TraceInt
+    wait: _Wait | None = None
+    result: _Result | None = None
+    reason: IndeterminateReason | None = None
+    reaction: Any = None
+    policy: _Policy | None = None
+    delegation: _Delegation | None = None
+
+
+class _Batch(msgspec.Struct, frozen=True, gc=False):
+    batch_id: str
+    step: TraceInt
+    finalized: bool
+    calls: list[_Call]
+
+
+class _Ticket(msgspec.Struct, frozen=True, gc=False):
+    ticket_id: str
+    wait: WaitKind
+    call_id: str
+
+
+class _Error(msgspec.Struct, frozen=True, gc=False):
+    type: str
+    message: str
+
+
+class _Cause(msgspec.Struct, frozen=True, gc=False):
+    kind: EndCauseKind
+    error: Any = None
+
+
+class _Disposition(msgspec.Struct, frozen=True, gc=False):
+    state: str
+    ticket: _Ticket | None = None
+    cause: _Cause | None = None
+
+
+class _ToolUse(msgspec.Struct, frozen=True, gc=False):
+    call_id: str
+    tool: str
+    arguments: Any
+
+
+class _Message(msgspec.Struct, frozen=True, gc=False):
+    role: Role
+    content: Any
+    tool_calls: list[_ToolUse] | None = None
+    call_id: Any = None
+    metadata: Any = None
+
+
+class _Parent(msgspec.Struct, frozen=True, gc=False):
+    thread_id: str
+    run_id: str
+    call_id: str
+
+
+class _Line(msgspec.Struct, frozen=True, gc=False):
+    trace: str
+    thread_id: str
+    run_id: str
+    version: TraceInt
+    step: TraceInt
+    disposition: _Disposition
+    batch: _Batch | None
+    messages: list[_Message]
+    events: list[dict[str, Any]]
+    staged: Any = msgspec.UNSET  # absent: unchanged; null: cleared
+    parent: _Parent | None = None
+    app: str | None = None
+
+
+class _NotCertain(Exception):
+    """The line is not one this path reads the same as the strict reader: ask it."""
+
+
+_REQUESTED = CallRequested()
+_RUNNING = Running()
+_POLICIES: dict[tuple[str, int, int, Any], ToolPolicy] = {}
+_POLICIES_KEPT = 256  # distinct policies remembered; a trace has a few, a hostile one no more
+_DELEGATION_KINDS = (None, "terminal_only", "sequential")
+
+
+def typed_commit(value: Any) -> ThreadCommit | None:
+    """The commit of a parsed line (a dict), or None when only the strict reader may
+    say what the line is (see the module docstring)."""
+    try:
+        line = msgspec.convert(value, _Line)
+    except msgspec.ValidationError:
+        return None
+    return _commit_of(line)
+
+
+def typed_commit_of_text(text: str | bytes) -> ThreadCommit | None:
+    """The commit of a line's text decoded straight into the Structs, or None as
+    ``typed_commit`` (also for text that is not JSON)."""
+    try:
+        line = _LINE_DECODER.decode(text)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    return _commit_of(line)
+
+
+_LINE_DECODER = msgspec.json.Decoder(_Line)
+
+
+def _commit_of(line: _Line) -> ThreadCommit | None:
+    if line.trace != "runkernel/2" or line.version < 1:
+        return None
+    try:
+        return ThreadCommit(
+            line.thread_id,
+            line.run_id,
+            line.version - 1,
+            line.step,
+            _disposition(line.disposition),
+            None if line.batch is None else _batch(line.batch),
+            tuple(_message(m) for m in line.messages),
+            tuple(_event(e) for e in line.events),
+            line.app,
+            None if line.staged is msgspec.UNSET else Staged(line.staged),
+            None if line.parent is None else ParentCall(line.parent.thread_id, line.parent.run_id, line.parent.call_id),
+        )
+    except (_NotCertain, ValueError, TypeError, msgspec.ValidationError):
+        return None
+
+
+def _disposition(raw: _Disposition) -> RunDisposition:
+    state = raw.state
+    if state == "running" and raw.ticket is None:
+        return _RUNNING
+    if state == "awaiting" and raw.ticket is not None:
+        ticket = raw.ticket
+        return Awaiting(ResumeTicket(ticket.ticket_id, ticket.wait, ticket.call_id))
+    if state == "ended" and raw.ticket is None and raw.cause is not None:
+        kind, error = raw.cause.kind, raw.cause.error
+        if kind is not EndCauseKind.FAILED:
+            return Ended(EndCause(kind))
+        typed = msgspec.convert(error, _Error) if isinstance(error, dict) else None
+        if typed is not None:
+            return Ended(EndCause(kind, TypedError(typed.type, typed.message)))
+    raise _NotCertain
+
+
+def _batch(raw: _Batch) -> ActiveToolBatch:
+    if raw.step < 1 or not raw.calls:
+        raise _NotCertain
+    return ActiveToolBatch(raw.batch_id, raw.step, raw.finalized, tuple(_call(c) for c in raw.calls))
+
+
+def _call(raw: _Call) -> ToolCall:
+    return ToolCall(
+        raw.call_id,
+        raw.tool,
+        raw.arguments,
+        raw.operation_id,
+        _status(raw),
+        None if raw.policy is None else _policy(raw.policy),
+        raw.reaction,
+        None
+        if raw.delegation is None
+        else Delegation(raw.delegation.thread_id, raw.delegation.run_id, raw.delegation.concurrent),
+    )
+
+
+def _status(raw: _Call) -> CallStatus:
+    status, attempt = raw.status, raw.attempt
+    wait, result, reason = raw.wait, raw.result, raw.reason
+    if status == "executing" and wait is None and result is None and reason is None and attempt >= 1:
+        return CallExecuting(attempt)
+    if status == "requested" and wait is None and result is None and reason is None and attempt == 0:
+        return _REQUESTED
+    if status == "completed" and result is not None and wait is None and reason is None:
+        return CallCompleted(attempt, ToolResult(result.kind, result.value))
+    if status == "awaiting" and wait is not None and result is None and reason is None:
+        return CallAwaiting(
+            attempt,
+            Wait(
+                wait.kind,
+                wait.correlation,
+                wait.child if isinstance(wait.child, str) else None,
+                wait.due_at if isinstance(wait.due_at, str) else None,
+                wait.expires_at if isinstance(wait.expires_at, str) else None,
+                wait.request,
+            ),
+        )
+    if status == "indeterminate" and reason is not None and wait is None and result is None:
+        return CallIndeterminate(attempt, reason)
+    raise _NotCertain
+
+
+def _policy(raw: _Policy) -> ToolPolicy:
+    key = (raw.recovery.value, raw.max_attempts, raw.retries, raw.delegation)
+    if not isinstance(raw.delegation, (str, type(None))):
+        raise _NotCertain
+    known = _POLICIES.get(key)
+    if known is not None:
+        return known
+    if raw.max_attempts < 1 or raw.delegation not in _DELEGATION_KINDS:
+        raise _NotCertain
+    policy = ToolPolicy(
+        ToolRecoveryPolicy(raw.recovery, raw.max_attempts),
+        RetryPolicy(raw.retries + 1),
+        terminal_only_delegation=raw.delegation == "terminal_only",
+        sequential_delegation=raw.delegation == "sequential",
+    )
+    if len(_POLICIES) < _POLICIES_KEPT:
+        _POLICIES[key] = policy
+    return policy
+
+
+def _message(raw: _Message) -> Message:
+    role, uses = raw.role, raw.tool_calls
+    tool_calls = None
+    if uses:  # the strict reader ignores an empty tool-use block
+        if role is not Role.ASSISTANT:
+            raise _NotCertain
+        tool_calls = tuple(ToolUse(u.call_id, u.tool, u.arguments) for u in uses)
+    call_id = None
+    if role is Role.TOOL:
+        if not isinstance(raw.call_id, str):
+            raise _NotCertain
+        call_id = raw.call_id
+    return Message(role, raw.content, tool_calls, call_id, raw.metadata)
+
+
+def _event(raw: dict[str, Any]) -> Event:
+    kind = raw.get("type")
+    if not isinstance(kind, str) or kind == "resumed":
+        raise _NotCertain  # a resumed event's typed fields are the strict reader's to check
+    return Event(kind, {k: v for k, v in raw.items() if k != "type"})

@@ -1,0 +1,148 @@
+"""The typed reading of a trace line (``codec_typed.py``) reads every line it takes to
+the commit the strict reader reads, and leaves every line the strict reader refuses
+to it: on the random kernel driver's lines, on every catalogued mutation of them, and
+on hand-made lines whose fields the strict reader reads leniently."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from driver_history import History
+from runkernel.errors import TraceFormatError
+from runkernel.kernel.codec import _strict_commit, commit_from_json, commit_from_line, commit_to_json
+from runkernel.kernel.codec_typed import typed_commit, typed_commit_of_text
+from runkernel.kernel.state import ThreadCommit
+from scripted_trace import scripted_trace
+from strategies import histories
+from trace_mutations import MUTATIONS, Context
+
+
+def strict(line: Any) -> ThreadCommit | TraceFormatError:
+    try:
+        return _strict_commit(line)
+    except TraceFormatError as error:  # IllegalShape is a TraceFormatError too
+        return error
+
+
+def assert_same_reading(line: Any) -> bool:
+    """Both typed readings agree with the strict reader; True when they took the line."""
+    expected = strict(copy.deepcopy(line))
+    text = json.dumps(line)
+    took = False
+    for typed in (typed_commit(line), typed_commit_of_text(text), typed_commit_of_text(text.encode())):
+        if typed is None:
+            continue
+        took = True
+        assert isinstance(expected, ThreadCommit), f"typed read a line the strict reader refuses: {expected}"
+        assert typed == expected
+        assert commit_to_json(typed) == commit_to_json(expected)
+    if isinstance(expected, ThreadCommit):
+        assert commit_from_json(line) == expected and commit_from_line(text) == expected
+    else:
+        readers: list[Callable[[], ThreadCommit]] = [lambda: commit_from_json(line), lambda: commit_from_line(text)]
+        for read in readers:
+            with pytest.raises(TraceFormatError) as raised:
+                read()
+            assert str(raised.value) == str(expected) and type(raised.value) is type(expected)
+    return took
+
+
+@given(histories())
+def test_the_typed_reading_reads_every_kernel_line_as_the_strict_reader(history: History) -> None:
+    for commit in history.commits:
+        line = commit_to_json(commit)
+        took = assert_same_reading(line)
+        resumed = any(event.type == "resumed" for event in commit.events)
+        assert took or resumed  # only a resume's event is left to the strict reader
+
+
+@given(history=histories(max_threads=2, max_runs=3), data=st.data())
+def test_every_catalogued_mutation_is_read_as_the_strict_reader_reads_it(history: History, data: st.DataObject) -> None:
+    context = Context.of(history.commits)
+    for name, mutation in MUTATIONS.items():
+        sites = list(mutation(context))
+        if sites:
+            for line in data.draw(st.sampled_from(sites), label=name).mutate(context.lines):
+                assert_same_reading(line)
+
+
+def _line() -> dict[str, Any]:
+    """A scripted trace's line with a batch (a call of every common field)."""
+    lines = [commit_to_json(c) for c in scripted_trace()]
+    return next(line for line in lines if line["batch"] is not None and line["batch"]["calls"][0].get("policy"))
+
+
+LENIENT_EDITS = {
+    "an empty tool-use block": lambda l: l["messages"].append({"role": "assistant", "content": "x", "tool_calls": []}),
+    "a tool-use block of 0": lambda l: l["messages"].append({"role": "assistant", "content": "x", "tool_calls": 0}),
+    "a user message naming a call id of a number": lambda l: l["messages"].append({"role": "user", "content": "x", "call_id": 5}),
+    "a tool message without its call": lambda l: l["messages"].append({"role": "tool", "content": "x"}),
+    "a tool message with tool uses": lambda l: l["messages"].append(
+        {"role": "tool", "content": "x", "call_id": "c", "tool_calls": [{"call_id": "c", "tool": "t", "arguments": 1}]}
+    ),
+    "staged null": lambda l: l.update(staged=None),
+    "an extra field": lambda l: l.update(extra={"any": [1, 2]}),
+    "a version of true": lambda l: l.update(version=True),
+    "a version of 1.0": lambda l: l.update(version=1.0),
+    "a step beyond 2^53-1": lambda l: l.update(step=2**53),
+    "a negative step": lambda l: l.update(step=-1),
+    "app null": lambda l: l.update(app=None),
+    "app a number": lambda l: l.update(app=3),
+    "a running disposition with a malformed cause": lambda l: l["disposition"].update(cause=7),
+    "a running disposition with a ticket": lambda l: l["disposition"].update(
+        ticket={"ticket_id": "t", "wait": "approval", "call_id": "c"}
+    ),
+    "an ended disposition without a cause": lambda l: l.update(disposition={"state": "ended"}),
+    "a failed end without its error": lambda l: l.update(disposition={"state": "ended", "cause": {"kind": "failed"}}),
+    "a completed end with a malformed error": lambda l: l.update(
+        disposition={"state": "ended", "cause": {"kind": "completed", "error": 3}}
+    ),
+    "a call with a null wait": lambda l: l["batch"]["calls"][0].update(wait=None),
+    "a call with a result it does not carry": lambda l: l["batch"]["calls"][0].update(result=5),
+    "a call with an empty id": lambda l: l["batch"]["calls"][0].update(call_id=""),
+    "a policy of zero attempts": lambda l: l["batch"]["calls"][0]["policy"].update(max_attempts=0),
+    "a policy delegation of a list": lambda l: l["batch"]["calls"][0]["policy"].update(delegation=[1]),
+    "a policy delegation unknown": lambda l: l["batch"]["calls"][0]["policy"].update(delegation="both"),
+    "a batch of step 0": lambda l: l["batch"].update(step=0),
+    "a batch without calls": lambda l: l["batch"].update(calls=[]),
+    "an event without a type": lambda l: l["events"].append({"data": 1}),
+    "an event that is not an object": lambda l: l["events"].append(3),
+    "the old format": lambda l: l.update(trace="runkernel/1"),
+    "no batch field": lambda l: l.pop("batch"),
+}
+
+
+@pytest.mark.parametrize("name", list(LENIENT_EDITS))
+def test_a_hand_made_line_is_read_as_the_strict_reader_reads_it(name: str) -> None:
+    line = _line()
+    LENIENT_EDITS[name](line)
+    assert_same_reading(line)
+
+
+def test_a_wait_keeps_its_extra_strings_and_its_request() -> None:
+    line = next(
+        commit_to_json(c)
+        for c in scripted_trace()
+        if c.batch is not None and any(call.status.__class__.__name__ == "CallAwaiting" for call in c.batch.calls)
+    )
+    call = next(c for c in line["batch"]["calls"] if c["status"] == "awaiting")
+    call["wait"].update(child=7, due_at="2026-01-01T00:00:00Z", request={"prompt": "ok?"})
+    assert assert_same_reading(line)
+    typed = typed_commit(line)
+    assert typed is not None and typed.batch is not None
+    wait = next(c.status.wait for c in typed.batch.calls if hasattr(c.status, "wait"))
+    assert (wait.child, wait.due_at, wait.request) == (None, "2026-01-01T00:00:00Z", {"prompt": "ok?"})
+
+
+def test_text_that_is_not_json_is_refused_by_the_strict_path() -> None:
+    assert typed_commit_of_text(b"{not json") is None
+    with pytest.raises(msgspec.DecodeError):
+        commit_from_line(b"{not json")
