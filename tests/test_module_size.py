@@ -14,16 +14,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "runkernel"
 LIMIT = 400
 REASON = "Why this module is long:"
 
-# owned by a parallel branch; removed at merge
-ALLOWED_UNTIL_MERGE = frozenset({
-    "adapters/stores/sqlite.py",
-    "adapters/stores/postgres.py",
-    "kernel/codec.py",
-    "kernel/validate.py",
-    "kernel/validate_calls.py",
-    "testing/crashtest/hosts.py",
-})
-
 
 def long_without_reason(path: Path) -> bool:
     """Whether ``path`` is over ``LIMIT`` lines with no reason in its module docstring."""
@@ -36,10 +26,9 @@ def long_without_reason(path: Path) -> bool:
 
 def test_every_module_is_short_or_says_why() -> None:
     offenders = [
-        f"{relative} ({len(path.read_text().splitlines())} lines)"
+        f"{path.relative_to(PACKAGE).as_posix()} ({len(path.read_text().splitlines())} lines)"
         for path in sorted(PACKAGE.rglob("*.py"))
-        if (relative := path.relative_to(PACKAGE).as_posix()) not in ALLOWED_UNTIL_MERGE
-        and long_without_reason(path)
+        if long_without_reason(path)
     ]
     assert offenders == [], f"over {LIMIT} lines with no {REASON!r} paragraph in the docstring: {offenders}"
 
@@ -56,6 +45,3 @@ def test_the_check_sees_a_long_module_without_a_reason(tmp_path: Path) -> None:
     assert not long_without_reason(explained)
     assert not long_without_reason(short)
 
-
-def test_the_allowlist_names_existing_files() -> None:
-    assert all((PACKAGE / relative).is_file() for relative in ALLOWED_UNTIL_MERGE)
