@@ -84,10 +84,10 @@ def scenario_count() -> int:
 
 def simulate_defaults() -> tuple[int, int]:
     """``runkernel simulate``'s default runs and seed, as its parser has them."""
-    from runkernel.cli.commands import register
+    from runkernel.cli.simulate import register_simulate
 
     parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
+    register_simulate(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["simulate"])
     return int(args.runs), int(args.seed)
 

@@ -235,7 +235,7 @@ class Mutant:
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "a stream checkpoint becomes the committed reply",
-        "runkernel/adapters/drive/runtime.py",
+        "runkernel/adapters/drive/runtime_drive.py",
         "        return Inferred(reply.content, calls, None if calls else reply.end, None, staging.staged)\n",
         "        content = reply.content if calls or action.partial is None else action.partial\n"
         "        return Inferred(content, calls, None if calls else reply.end, None, staging.staged)\n",
@@ -429,14 +429,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the push driver hands out RunCall without re-checking its lease",
-        "runkernel/adapters/drive/shell.py",
+        "runkernel/adapters/drive/store_ops.py",
         "            action = attrs.evolve(action, lease_epoch=self.leases.before_executor(action.run_id).epoch)\n",
         "            action = attrs.evolve(action, lease_epoch=self.leases.held(action.run_id).epoch)  # type: ignore[union-attr]\n",
         PUSH_LEASE_LOSS_UNIT,
     ),
     Mutant(
         "the push driver carries on after its commit lost to another writer",
-        "runkernel/adapters/drive/shell.py",
+        "runkernel/adapters/drive/store_ops.py",
         "            stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)\n",
         "            try:\n"
         "                stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)\n"
@@ -446,7 +446,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the pull runtime carries on after its commit lost to another writer",
-        "runkernel/adapters/drive/shell.py",
+        "runkernel/adapters/drive/store_ops.py",
         "            stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)\n",
         "            try:\n"
         "                stored = self._write(op.commit, op.prev is None, op.settle) if self.leases is None else self._leased_append(op)\n"
@@ -456,7 +456,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a runtime reuses a hook's uncommitted staging in its next drive",
-        "runkernel/adapters/drive/runtime.py",
+        "runkernel/adapters/drive/runtime_drive.py",
         "        staging = runtime.hooks.before_inference(action.run_id, action.step, action.staged)\n",
         "        answers = runtime.__dict__.setdefault(\"_staging_by_step\", {})  # the hooks run once per Step\n"
         "        if (action.run_id, action.step) not in answers:\n"
@@ -694,7 +694,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the pull runtime rebuilds the model's CallRequests without their operation ids",
-        "runkernel/adapters/drive/runtime.py",
+        "runkernel/adapters/drive/runtime_drive.py",
         "        calls = tuple(reply.calls)\n",
         "        calls = tuple(type(call)(call.tool, call.arguments, call.call_id) for call in reply.calls)\n",
         ONE_RUN_CALL_UNIT,
@@ -768,7 +768,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the CLI imports the simulator when it is imported",
-        "runkernel/cli/commands.py",
+        "runkernel/cli/simulate.py",
         "if TYPE_CHECKING:\n    from runkernel.testing.simulation.simulate import Report\n",
         "from runkernel.testing.simulation.simulate import Report\n",
         TESTING_IMPORTERS_UNIT,
@@ -789,16 +789,16 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "an async app gets a fresh event loop per drive",
-        "runkernel/adapters/worker/loop.py",
-        "                    self._async_loop().run(app.drive(driver, run_id))\n",
-        "                    asyncio.run(app.drive(driver, run_id))\n",
+        "runkernel/adapters/worker/app_loop.py",
+        "            self._runner.run(drive)\n",
+        "            asyncio.run(drive)\n",
         ASYNC_LOOP_UNIT,
     ),
     Mutant(
         "shutdown closes the async app's loop under the drive running on it",
-        "runkernel/adapters/worker/loop.py",
-        "        if self._async_running.acquire(blocking=False):\n",
-        "        if self._async_running.acquire(blocking=False) or True:\n",
+        "runkernel/adapters/worker/app_loop.py",
+        "        if self._running.acquire(blocking=False):\n",
+        "        if self._running.acquire(blocking=False) or True:\n",
         ASYNC_LOOP_SHUTDOWN_UNIT,
     ),
     Mutant(
@@ -831,21 +831,21 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "after a backoff the model is called again before a queued command is applied",
-        "runkernel/adapters/drive/runtime.py",
+        "runkernel/adapters/drive/runtime_drive.py",
         "            op = self._send(Poll())  # a command queued during the wait goes first\n",
         "            pass\n",
         BACKOFF_CANCEL_UNIT,
     ),
     Mutant(
         "a worker releases the lease of a Run backing off",
-        "runkernel/adapters/worker/loop.py",
-        "            if run_id not in self._set_aside:\n                self.leases.release(run_id)\n",
+        "runkernel/adapters/worker/set_aside.py",
+        "            if run_id not in self.drives:\n                self.leases.release(run_id)\n",
         "            self.leases.release(run_id)\n",
         BACKOFF_LEASE_UNIT,
     ),
     Mutant(
         "a worker does not renew the lease of a Run backing off",
-        "runkernel/adapters/worker/loop.py",
+        "runkernel/adapters/worker/set_aside.py",
         "                self.leases.for_commit(run_id)\n",
         "                pass\n",
         BACKOFF_LEASE_UNIT,
@@ -866,7 +866,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a push driver does not renew its lease before the host waits out a backoff",
-        "runkernel/adapters/drive/shell.py",
+        "runkernel/adapters/drive/store_ops.py",
         "                    self.leases.for_commit(op.run_id)  # renewed if its renewal is due\n",
         "                    pass\n",
         PUSH_BACKOFF_LEASE_UNIT,
@@ -880,7 +880,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a failure of the stream's checkpoint under the model is taken for a model error",
-        "runkernel/adapters/drive/runtime.py",
+        "runkernel/adapters/drive/runtime_drive.py",
         "            if stream.failed:\n",
         "            if False:\n",
         STREAM_FAILURE_UNIT,

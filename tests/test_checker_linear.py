@@ -15,7 +15,8 @@ from types import FrameType
 from typing import Any
 
 from runkernel.kernel.canonical import jcs_digest
-from runkernel.specs.checker import TraceJudge, Verdict, check_lines, parse_line
+from runkernel.specs.checker import TraceJudge, Verdict, check_lines
+from runkernel.specs.trace_lines import parse_line
 from runkernel.kernel.codec import commit_from_json
 
 WINDOW = 40  # the last lines, judged under the call counter

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from runkernel.adapters.stores.serial import commit_from_text, commit_text, judged_dumps
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import Role
-from runkernel.specs.checker import MAX_DEPTH, NotATrace, parse_line
+from runkernel.specs.checker import NotATrace
+from runkernel.specs.trace_lines import MAX_DEPTH, parse_line
 from runkernel.testing import activate
 
 scalars = (

@@ -21,7 +21,7 @@ from runkernel.adapters.drive.actions import CallRequest
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.stores.urls import open_store
 from runkernel.errors import BRANCHES, KernelBug, PeerError, RunkernelError, StoreError, UsageError
-from runkernel.specs.checker import parse_line
+from runkernel.specs.trace_lines import parse_line
 
 #: Exceptions defined in runkernel that are deliberately not RunkernelErrors, and why.
 NOT_IN_THE_TREE: dict[str, str] = {

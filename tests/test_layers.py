@@ -56,7 +56,7 @@ DEPRECATED_ALIAS_PREFIXES = ("runkernel.simulation",)
 #: kernel can still import ``runkernel.errors`` without loading anything else.
 TYPES_ONLY_FROM_ABOVE = {"runkernel.errors"}
 #: Library modules allowed to import ``runkernel.testing``, inside a function only.
-TESTING_IMPORTERS = {"runkernel.cli.commands", "runkernel.cli.crashtest"}
+TESTING_IMPORTERS = {"runkernel.cli.simulate", "runkernel.cli.crashtest"}
 
 
 def module_name(path: pathlib.Path, root: pathlib.Path) -> str:

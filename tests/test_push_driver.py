@@ -23,7 +23,7 @@ from runkernel.adapters.drive.actions import (
     UnknownTool,
     WaitFor,
 )
-from runkernel.adapters.drive.core import MESSAGE_HAS_METADATA
+from runkernel.adapters.drive.reports import MESSAGE_HAS_METADATA
 from runkernel.adapters.drive.inbox import submit_end, submit_resume
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.drive.ports import GateAnswer, Hold, Permit

@@ -22,7 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runkernel.cli.entry import main
-from runkernel.specs.checker import MAX_DEPTH, MAX_LINE_BYTES, Verdict, bounded_lines, check_lines
+from runkernel.specs.checker import Verdict, check_lines
+from runkernel.specs.trace_lines import MAX_DEPTH, MAX_LINE_BYTES, bounded_lines
 
 DATA = Path(__file__).resolve().parent / "data" / "traces"
 #: activation, a one-call batch, the gate, the finalizing result, the end.

@@ -31,7 +31,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "simulate",
         "the main job: scripted Runs crashed at every commit boundary, recovered and checked",
-        "commands:register",
+        "simulate:register_simulate",
     ),
     ("inspect", "the four questions about one Run, from committed facts only", "commands:register"),
     ("export", "print a Thread's runkernel/2 trace", "commands:register"),

@@ -12,153 +12,50 @@ Every decision comes from the kernel: ``decide`` for what the host reports, ``re
 when a Run is picked up or reaches a quiet point. An operation that follows an ``Append``
 is only yielded once the store acknowledged it, so an action that touches the world
 (run attempt n, begin a wait) is handed out only after its commit is durable.
+
+This module is the loop and its state; what a host's report means to the kernel is
+``reports``, how each handed-out action is built is ``handed``, the configuration is
+``settings``, and what happens at a quiet point is ``pending``, ``children`` and
+``delegations``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from typing import Any, assert_never
 
 import attrs
-from attrs import frozen
 
 from runkernel.adapters.drive.actions import (
-    Action,
-    CheckStatus,
-    ChildrenRunning,
-    Done,
-    DriverError,
-    Fence,
-    HistoryView,
-    HostProtocolError,
-    Infer,
-    MetadataUnsupported,
-    RunCall,
-    UnknownTool,
-    WaitFor,
+    Action, CheckStatus, ChildrenRunning, Done, DriverError, Fence, HostProtocolError, Infer, RunCall, WaitFor,
 )
+from runkernel.adapters.drive import handed
 from runkernel.adapters.drive.delegations import is_quiet
 from runkernel.adapters.drive.children import children_running, ended_children, start_child
 from runkernel.adapters.drive.protocol import (
-    Append,
-    AskGate,
-    CallEnded,
-    Compact,
-    DropCheckpoint,
-    End,
-    Fenced,
-    Hand,
-    InferenceFailed,
-    Inferred,
-    KeepLease,
-    LoadCheckpoint,
-    Observe,
-    Operation,
-    Partial,
-    Pending,
-    ReadCommands,
-    Poll,
-    ReadHead,
-    ReadMessages,
-    ReadLookups,
-    ReadRun,
-    ReadTrace,
-    Report,
-    Resume,
-    SaveCheckpoint,
-    SendCancel,
-    Settle,
-    Status,
-    Steps,
-    Tell,
+    Append, AskGate, Compact, DropCheckpoint, Fenced, Hand, InferenceFailed, Inferred, KeepLease, LoadCheckpoint,
+    Observe, Operation, Partial, Pending, ReadCommands, Poll, ReadHead, ReadMessages, ReadLookups, ReadRun, ReadTrace,
+    Report, SaveCheckpoint, SendCancel, Settle, Steps, Tell,
 )
-from runkernel.adapters.drive.model_errors import (
-    DEFAULT_MODEL_ATTEMPTS,
-    TransientPredicate,
-    model_backoff,
-    model_error,
-    transient_model_error,
-)
+from runkernel.adapters.drive.model_errors import model_backoff, model_error
 from runkernel.adapters.drive.fencing import calls_to_fence
 from runkernel.adapters.drive.pending import due_timer, exact_outcomes, expiry, has_deadline, needs_settled_commands, next_command
 from runkernel.adapters.drive.port_inputs import gate_verdict
-from runkernel.adapters.drive.ports import Clock, GateAnswer, IdSource
+from runkernel.adapters.drive.reports import EXPECTED, REPORT_NAMES, HeldMetadata, report_input
+from runkernel.adapters.drive.ports import GateAnswer
+from runkernel.adapters.drive.settings import Settings
 from runkernel.adapters.drive.events import ModelFailed, Recovered
-from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
 from runkernel.adapters.stores.contract import Checkpoint, InboxEntry, Settlement, UnknownRun
 from runkernel.kernel.decide import decide
 from runkernel.kernel.history import NO_HISTORY, History
-from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
-    Activate,
-    CancelChild,
-    Commit,
-    Decision,
-    DeliverTerminus,
-    EndRequest,
-    Execute,
-    InferenceResult,
-    Input,
-    NotifyWait,
-    ProposedCall,
-    PublishResults,
-    QueryStatus,
-    RequestInference,
-    ResumeCommand,
-    RunGate,
-    RunHook,
-    StartChild,
-    StatusReport,
-    ToolDelegated,
-    ToolFailure,
-    ToolFinished,
+    Activate, CancelChild, Commit, Decision, DeliverTerminus, EndRequest, Execute, Input, NotifyWait, PublishResults,
+    QueryStatus, RequestInference, RunGate, RunHook, StartChild,
 )
 from runkernel.kernel.recover import RecoveryDecision, recover
 from runkernel.kernel.rules import Rejection
-from runkernel.kernel.state import (
-    Awaiting,
-    CallAwaiting,
-    EndCause,
-    Ended,
-    Message,
-    RunSnapshot,
-    ThreadCommit,
-    ThreadHead,
-    ToolCall,
-)
+from runkernel.kernel.state import Awaiting, EndCause, Ended, Message, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
-
-#: Whether this build's ``Message`` carries host metadata (the judge's codec adds it).
-MESSAGE_HAS_METADATA = "metadata" in attrs.fields_dict(Message)
-
-
-@frozen
-class Settings:
-    """What a driver was configured with; shared by every core it makes."""
-
-    policies: Policies
-    ids: IdSource
-    clock: Clock
-    #: the application recorded on the activation of each Run this driver starts, and of
-    #: each child Run it activates for a concurrent delegation (a worker of that app
-    #: drives the child)
-    app: str | None = None
-    #: make ``decide`` and ``recover`` judge each commit they build before the store
-    #: judges it again (tests and the simulator; off in production)
-    self_check: bool = False
-    #: refuse a model reply that calls a tool without a declared policy (``UnknownTool``);
-    #: off, such a call is committed and its host fails it
-    refuse_unknown_tools: bool = True
-    #: which exceptions of a model call are worth another attempt (``model_errors``)
-    transient: TransientPredicate = transient_model_error
-    #: attempts of one model call in this driver's hands before the Run ends ``failed``
-    model_attempts: int = DEFAULT_MODEL_ATTEMPTS
-    #: the tools whose downstream takes a fence (W5): before a commit makes terminal a
-    #: call of one of them that this core found Executing and did not start, it hands
-    #: out ``Fence`` and commits only once the host answers ``fenced``
-    fences: frozenset[str] = frozenset()
-    #: told what each drive does (``telemetry``); the default records nothing
-    telemetry: Telemetry = NO_TELEMETRY
 
 
 class DriverCore:
@@ -173,8 +70,7 @@ class DriverCore:
         self.entry: InboxEntry | None = None
         self.lookups: History = NO_HISTORY
         self.terminus: DeliverTerminus | None = None
-        self.assistant_metadata: JsonValue = None
-        self.tool_metadata: dict[str, JsonValue] = {}
+        self.metadata = HeldMetadata()
         self.saved: Checkpoint | None = None  # read once at pick-up
         self.checkpointed = False  # a checkpoint may exist until the next inference commits
         #: calls whose child this core found running since the host last asked: while
@@ -277,7 +173,7 @@ class DriverCore:
                         break
                     case QueryStatus():
                         if not (yield from self._commands_waiting()):
-                            following = yield from self._ask(self._check_status(effect))
+                            following = yield from self._ask(handed.check_status(self._snapshot(), effect))
                         break
                     case StartChild():
                         state, app = self._snapshot(), self.settings.app
@@ -316,7 +212,7 @@ class DriverCore:
             if isinstance(state.state, Ended):
                 yield Compact(state.run_id)  # every command is settled: keep only the applied
             if isinstance(state.state, (Awaiting, Ended)):
-                action = self._wait_for(state) if isinstance(state.state, Awaiting) else self._done(state)
+                action = handed.wait_for(state) if isinstance(state.state, Awaiting) else handed.done(state, self.final, self.terminus)
                 answered = yield from self._ask(action)
                 if answered is not None:
                     return answered
@@ -332,7 +228,7 @@ class DriverCore:
         return plan
 
     def _commit(self, commit: ThreadCommit, expected: RunSnapshot) -> Generator[Operation, Any, None]:
-        commit = self._with_metadata(commit)
+        commit = self.metadata.put_on(commit)
         yield from self._fence(commit)
         # the inbox command this commit applies is settled in the commit's own transaction
         settle = None if self.entry is None else Settlement(self.entry.entry_id, "applied")
@@ -364,7 +260,7 @@ class DriverCore:
                 if isinstance(report, Fenced) and report.call_id == call.call_id:
                     break
                 refused = None if isinstance(report, Poll) else HostProtocolError(
-                    f"Fence expects {_EXPECTED[Fence]}, not {_REPORT_NAMES[type(report)]}", None, action
+                    f"Fence expects {EXPECTED[Fence]}, not {REPORT_NAMES[type(report)]}", None, action
                 )
 
     # --- asking the host ------------------------------------------------------------
@@ -398,7 +294,9 @@ class DriverCore:
                     continue
                 made = EndRequest(EndCause(EndCauseKind.FAILED, model_error(report.error)))
             else:
-                made = self._input(action, report)
+                made = report_input(
+                    action, report, self.policies, self.settings.ids, refuse_unknown_tools=self.settings.refuse_unknown_tools
+                )
             if isinstance(made, DriverError):
                 refused = made
                 telemetry.reported(action, report, str(made))
@@ -411,7 +309,7 @@ class DriverCore:
                 telemetry.reported(action, report, str(refused))
                 continue
             telemetry.reported(action, report, None)
-            self._keep_metadata(report)
+            self.metadata.keep(report)
             if isinstance(report, Inferred):
                 self.model_failures = 0
             return verdict
@@ -431,55 +329,6 @@ class DriverCore:
 
     def _decide(self, made: Input) -> Decision | Rejection:
         return decide(self._snapshot(), made, self.policies, self.lookups, self_check=self.settings.self_check)
-
-    def _input(self, action: Action, report: Report) -> Input | DriverError:
-        """The kernel input a report stands for, if it answers ``action``."""
-        if isinstance(report, End):
-            return EndRequest(report.cause)
-        if isinstance(report, (Inferred, CallEnded)) and report.metadata is not None and not MESSAGE_HAS_METADATA:
-            return MetadataUnsupported("this runkernel's Message has no metadata field")
-        match action, report:
-            case Infer(), Inferred():
-                return self._inference(report)
-            case RunCall(), CallEnded() if report.call_id == action.call_id:
-                outcome = report.outcome
-                if isinstance(outcome, ToolDelegated) and action.delegation is None:
-                    # the pull-mode runtime's answer too: only a declared tool has a child
-                    outcome = ToolFailure({
-                        "type": "UndeclaredDelegation",
-                        "message": f"tool {action.tool!r} delegated but is not declared a sequential delegation",
-                    })
-                return ToolFinished(action.call_id, action.attempt, outcome, report.reaction)
-            case CheckStatus(), Status() if report.call_id == action.call_id:
-                return StatusReport(action.call_id, action.attempt, report.status, report.value)
-            case WaitFor(), Resume():
-                ticket = action.ticket
-                return ResumeCommand(action.run_id, ticket.ticket_id, ticket.wait, report.payload)
-        return HostProtocolError(
-            f"{type(action).__name__} expects {_EXPECTED[type(action)]}, "
-            f"not {_REPORT_NAMES[type(report)]}"
-            + (f" for call {getattr(report, 'call_id')!r}" if isinstance(report, (CallEnded, Status)) else ""),
-            None,
-            action,
-        )
-
-    def _inference(self, report: Inferred) -> InferenceResult | DriverError:
-        unknown = sorted({c.tool for c in report.calls} - set(self.policies.tools))
-        if unknown and self.settings.refuse_unknown_tools:
-            return UnknownTool(
-                f"no policy for tool(s) {', '.join(map(repr, unknown))}: declare each tool's "
-                "recovery policy (Driver(store, tools={name: ToolPolicy(...)}))"
-            )
-        if not report.calls:
-            return InferenceResult(report.content, end=report.end, staged=report.staged)
-        ids = self.settings.ids
-        calls = tuple(
-            ProposedCall(
-                c.call_id or ids.new_id("call"), c.tool, c.arguments, c.operation_id or ids.new_id("op")
-            )
-            for c in report.calls
-        )
-        return InferenceResult(report.content, calls, ids.new_id("batch"), report.end, report.staged)
 
     def _gate(self, effect: RunGate) -> Generator[Operation, Any, Decision]:
         """The gate's answer for one call. In a group's gate round an Allow is held, not
@@ -530,102 +379,15 @@ class DriverCore:
         return self.state
 
     def _infer(self, step: int) -> Infer:
-        saved = self.saved
-        partial = saved.data if saved is not None and saved.step == step else None
-        state = self._snapshot()
-        return Infer(state.run_id, step, HistoryView(self.history), partial, state.staged, self.model_failures + 1)
+        return handed.infer(self._snapshot(), step, self.history, self.saved, self.model_failures + 1)
 
     def _run_call(self, effect: Execute) -> RunCall:
         state = self._snapshot()
         batch = state.open_batch
-        call = batch.call(effect.call_id) if batch is not None else None
-        child = call.delegation if call is not None else None
         if batch is not None and batch.batch_id != self.started_in:
             self.started, self.started_in = set(), batch.batch_id
         self.started.add((effect.call_id, effect.attempt))
-        return RunCall(
-            state.run_id,
-            effect.call_id,
-            effect.tool,
-            effect.arguments,
-            effect.operation_id,
-            effect.attempt,
-            effect.resume_value,
-            delegation=None if child is None or child.concurrent else child,
-        )
-
-    def _check_status(self, effect: QueryStatus) -> CheckStatus:
-        return CheckStatus(self._snapshot().run_id, effect.call_id, effect.tool, effect.operation_id, effect.attempt)
-
-    def _awaiting_call(self, state: RunSnapshot) -> _AwaitingCall:
-        assert isinstance(state.state, Awaiting) and state.open_batch is not None
-        call = state.open_batch.call(state.state.ticket.call_id)
-        assert call is not None and isinstance(call.status, CallAwaiting)
-        return _AwaitingCall(call, call.status)
-
-    def _wait_for(self, state: RunSnapshot) -> WaitFor:
-        assert isinstance(state.state, Awaiting)
-        awaiting = self._awaiting_call(state)
-        return WaitFor(state.run_id, state.state.ticket, awaiting.status.wait, awaiting.call)
-
-    def _done(self, state: RunSnapshot) -> Done:
-        assert isinstance(state.state, Ended)
-        redelivery = self.terminus.redelivery if self.terminus is not None else True
-        return Done(state.run_id, state.thread_id, state.state.cause, self.final, redelivery)
-
-    # --- message metadata -------------------------------------------------------------
-
-    def _keep_metadata(self, report: Report) -> None:
-        if isinstance(report, Inferred) and report.metadata is not None:
-            self.assistant_metadata = report.metadata
-        if isinstance(report, CallEnded) and report.metadata is not None:
-            self.tool_metadata[report.call_id] = report.metadata
-
-    def _with_metadata(self, commit: ThreadCommit) -> ThreadCommit:
-        """Put the host's metadata on the messages it belongs to (the assistant message of
-        the reply it came with, a call's tool-result message when the batch publishes)."""
-        if self.assistant_metadata is None and not self.tool_metadata:
-            return commit
-        messages = []
-        for message in commit.messages:
-            metadata: JsonValue = None
-            if message.role is Role.ASSISTANT and self.assistant_metadata is not None:
-                metadata, self.assistant_metadata = self.assistant_metadata, None
-            elif message.role is Role.TOOL and message.call_id in self.tool_metadata:
-                metadata = self.tool_metadata.pop(message.call_id)
-            # keyword by name: before the judge's merge, Message has no such field
-            with_metadata: dict[str, Any] = {"metadata": metadata}
-            messages.append(message if metadata is None else attrs.evolve(message, **with_metadata))
-        return attrs.evolve(commit, messages=tuple(messages))
+        return handed.run_call(state, effect)
 
 
-@frozen
-class _AwaitingCall:
-    call: ToolCall
-    status: CallAwaiting
-
-
-_EXPECTED: Mapping[type, str] = {
-    Infer: "inferred(...) or inference_failed(...)",
-    RunCall: "call_returned / call_failed / call_lost / call_scheduled for its call",
-    CheckStatus: "status(...) for its call",
-    Fence: "fenced(call_id) for its call, once the downstream took the fence",
-    WaitFor: "resume(payload), or next_action() to apply a queued command",
-    ChildrenRunning: "next_action() once a child may have ended, or end() / cancel()",
-    Done: "nothing: the Run is Ended",
-}
-
-_REPORT_NAMES: Mapping[type, str] = {
-    Inferred: "inferred(...)",
-    InferenceFailed: "inference_failed(...)",
-    CallEnded: "a call's result",
-    Status: "status(...)",
-    Fenced: "fenced(...)",
-    Resume: "resume(...)",
-    End: "end(...)",
-    Partial: "checkpoint(...)",
-    Poll: "next_action()",
-}
-
-
-__all__ = ["MESSAGE_HAS_METADATA", "DriverCore", "Settings"]
+__all__ = ["DriverCore", "Settings"]

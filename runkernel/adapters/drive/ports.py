@@ -1,4 +1,5 @@
-"""The ports the pull-mode runtime drives: model, tools, gate, hooks, sinks, ids, clock.
+"""The ports the pull-mode runtime drives: model, tools, gate, hooks, sinks; and (from
+``sources``, re-exported) ids and clock.
 
 A real provider, tool or approval UI implements these small protocols (structurally: no
 need to subclass or import them); the simulator and the tests plug in scripted ones.
@@ -15,8 +16,6 @@ kernel's own names, ``Allow``, ``ToolOutput``, ``RequireWait`` ..., stay behind
 
 from __future__ import annotations
 
-import datetime
-import secrets
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeAlias
@@ -25,6 +24,8 @@ from attrs import frozen
 
 from runkernel._deprecation import Moved, RenamedClass, moved_names, renamed_attribute
 from runkernel.adapters.drive.actions import CallRequest, RunCall
+# where ids and times come from is ``sources``; a driver's ports take them from here too
+from runkernel.adapters.drive.sources import Clock as Clock, IdSource as IdSource, SecretIds as SecretIds, utc_now as utc_now
 from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
 from runkernel.kernel.protocol import Hook, OperationStatus
 from runkernel.kernel.state import (
@@ -357,39 +358,6 @@ class NullObserver:
 
     def publish(self, run_id: str, batch: ActiveToolBatch) -> None:
         pass
-
-
-# --- ids and time -------------------------------------------------------------------
-
-
-class IdSource(Protocol):
-    """Where a driver gets the ids the host does not give (seed it in tests)."""
-
-    def new_id(self, prefix: str) -> str:
-        """A unique id for a batch, call, operation or Run."""
-        ...
-
-    def ticket_id(self) -> str:
-        """A never-reused ticket id with at least 128 random bits."""
-        ...
-
-
-class SecretIds:
-    """Ids from ``secrets``: 192 random bits for tickets, 128 for everything else."""
-
-    def new_id(self, prefix: str) -> str:
-        return f"{prefix}_{secrets.token_hex(16)}"
-
-    def ticket_id(self) -> str:
-        return f"tk_{secrets.token_urlsafe(24)}"
-
-
-Clock: TypeAlias = Callable[[], str]
-
-
-def utc_now() -> str:
-    """UTC ISO-8601 with a fixed width, so timestamps compare as strings."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 if TYPE_CHECKING:  # type checkers see each old name as the one that replaced it

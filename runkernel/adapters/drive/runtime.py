@@ -8,10 +8,12 @@ with the hooks and stream checkpoints; ``RunCall`` the tool; ``CheckStatus`` the
 status, with the lease epoch; ``Fence`` the tool's optional fence (W5); the gate
 through the core's ``AskGate``) and stops where the core would wait (``WaitFor``,
 ``ChildrenRunning``, ``Done``). Store operations go through the same
-``StoreOps`` as the push driver's. A runtime that crashes is thrown away, and a fresh one
-continues from the store alone with ``drive``. Tests kill it by wrapping its store and
-tools (``runkernel.testing.CrashingStore``, ``crashing_tools``), never through a switch
-of its own.
+``StoreOps`` as the push driver's. Each drive of one Run is a ``Drive``
+(``runtime_drive``), stepped one effect at a time; this module holds the ports' calls. A
+runtime that crashes is thrown away, and a fresh one continues from the store alone with
+``drive``. Tests kill it by wrapping its store and tools
+(``runkernel.testing.CrashingStore``, ``crashing_tools``), never through a switch of its
+own.
 
 A model call that raises is reported to the core (``InferenceFailed``), which decides as
 for a push host (``model_errors``): a transient error commits nothing and the same
@@ -24,7 +26,6 @@ was never committed.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,38 +41,11 @@ from runkernel.adapters.drive.actions import (
     RunCall,
     WaitFor,
 )
-from runkernel.adapters.drive.core import DriverCore, Settings
-from runkernel.adapters.drive.protocol import (
-    ActivateChild,
-    Append,
-    AskGate,
-    CallEnded,
-    DropCheckpoint,
-    Fenced,
-    Hand,
-    InferenceFailed,
-    Inferred,
-    Observe,
-    Operation,
-    LoadCheckpoint,
-    Partial,
-    Pending,
-    Poll,
-    ReadChild,
-    ReadCommands,
-    ReadHead,
-    ReadLookups,
-    ReadMessages,
-    ReadRun,
-    ReadTrace,
-    Report,
-    Resume,
-    SendCancel,
-    Status,
-    Steps,
-    Tell,
-)
-from runkernel.adapters.drive.shell import StoreOps
+from runkernel.adapters.drive.core import DriverCore
+from runkernel.adapters.drive.runtime_drive import Drive
+from runkernel.adapters.drive.settings import Settings
+from runkernel.adapters.drive.protocol import AskGate, CallEnded, Fenced, InferenceFailed, Operation, Status
+from runkernel.adapters.drive.store_ops import StoreOps
 from runkernel.adapters.drive.fencing import ask_status
 from runkernel.adapters.drive.invocation import invocation_scope
 from runkernel.adapters.drive.model_errors import (
@@ -82,24 +56,8 @@ from runkernel.adapters.drive.model_errors import (
 )
 from runkernel.adapters.drive.port_inputs import tool_outcome
 from runkernel.adapters.drive.ports import (
-    AllowAll,
-    Clock,
-    Failed,
-    GatePort,
-    HookPort,
-    IdSource,
-    InferenceRequest,
-    Lost,
-    ModelPort,
-    NoHooks,
-    NullObserver,
-    Observer,
-    SecretIds,
-    StatusReply,
-    ToolRegistry,
-    ToolReply,
-    fence_of,
-    utc_now,
+    AllowAll, Clock, Failed, GatePort, HookPort, IdSource, Lost, ModelPort, NoHooks, NullObserver, Observer,
+    SecretIds, StatusReply, ToolRegistry, ToolReply, fence_of, utc_now,
 )
 from runkernel.adapters.drive.events import (
     ALREADY_COMMITTED,
@@ -120,200 +78,12 @@ from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
 from runkernel.errors import RunkernelError
 from runkernel.kernel.policies import RecoveryMode
 from runkernel.kernel.protocol import OperationStatus, ResumePayload, ToolFailure, ToolOutcome
-from runkernel.kernel.state import Message, RunSnapshot, ThreadCommit, TypedError
+from runkernel.kernel.state import Message, TypedError
 from runkernel.kernel.values import JsonValue
 
 #: How often one runtime asks a reconnect tool about an operation that is still running
 #: before it stops driving and leaves the call to a later drive.
 MAX_STATUS_POLLS = 5
-
-#: The core's operations that carry out an effect: a step ends after one of them.
-_EFFECTS = (Append, ActivateChild, SendCancel, Observe, AskGate)
-#: What a new drive does before its first step: it reads, and reports its recovery.
-_READS = (ReadRun, ReadHead, ReadMessages, ReadLookups, LoadCheckpoint, Pending, ReadCommands, ReadChild, Tell, ReadTrace)
-
-
-class Drive:
-    """One runtime's progress on one Run, one effect at a time.
-
-    ``step()`` carries out one effect (a commit, a hook or notification, a port call, a
-    child's activation or cancel) with whatever reads lead up to it, and says whether
-    driving is over for now (see ``outcome``). A wait before a model call retried after
-    a transient error is a step too: it sets ``pause`` to the seconds to wait before the
-    next ``step()``, which first applies a command queued meanwhile, then calls the
-    model.
-    """
-
-    def __init__(self, runtime: Runtime, run_id: str, core: DriverCore, steps: Steps) -> None:
-        self.runtime = runtime
-        self.run_id = run_id
-        self._core = core
-        self._steps = steps
-        self.outcome: RunOutcome | None = None
-        #: seconds to wait before the next step (a model call retried after a transient
-        #: error), None when the next step may come at once
-        self.pause: float | None = None
-        self._waited: Infer | None = None  # the retried Infer whose wait was taken
-        #: a resume to answer the first action with (``Runtime.resume``): the wait
-        #: standing when the Run is picked up, or a typed refusal if none stands
-        self.resume_with: ResumePayload | None = None
-        # up to the first effect: what the drive will commit or ask first is decided now
-        op = self._send(None)
-        while isinstance(op, _READS):
-            op = self._send(runtime._perform(op))
-        #: the core's next operation, yielded already
-        self._next: Operation = op
-
-    @property
-    def state(self) -> RunSnapshot | None:
-        """The Run's latest acknowledged snapshot (None before its activation)."""
-        return self._core.state
-
-    @property
-    def next_commit(self) -> ThreadCommit | None:
-        """The commit this drive writes next, decided already (None if it does something
-        else first)."""
-        return self._next.commit if isinstance(self._next, Append) else None
-
-    def commit_next(self) -> bool:
-        """Whether what this drive does next is a commit already decided (or a
-        notification before it): a worker that stops finishes it and starts nothing new."""
-        return isinstance(self._next, (Append, Observe, Tell))
-
-    def step(self) -> bool:
-        """Advance by one effect. True once driving has stopped (see ``outcome``)."""
-        if self.outcome is not None:
-            return True
-        op = self._next
-        if self.pause is not None:
-            self.pause = None
-            op = self._send(Poll())  # a command queued during the wait goes first
-        while True:
-            if isinstance(op, Hand):
-                if self._must_wait(op):
-                    self._next = op
-                    return False
-                report = self._answer(op)
-                if report is None:
-                    return self._stop()
-                self._next = self._send(report)
-                return False
-            following = self._send(self.runtime._perform(op))
-            if isinstance(op, _EFFECTS):
-                while isinstance(following, DropCheckpoint):  # the commit's own cleanup
-                    following = self._send(self.runtime._perform(following))
-                self._next = following
-                return False
-            op = following
-
-    def run(self) -> RunOutcome:
-        """Step until driving stops, sleeping each ``pause``."""
-        while not self.step():
-            if self.pause is not None:
-                time.sleep(self.pause)
-        assert self.outcome is not None
-        return self.outcome
-
-    def _must_wait(self, hand: Hand) -> bool:
-        """Whether ``hand`` is a retried model call whose wait is still to be taken (and
-        if so, take it: ``pause``)."""
-        action = hand.action
-        if hand.refused is not None or not isinstance(action, Infer) or action.retry_after <= 0:
-            return False
-        if action is self._waited:
-            return False
-        self._waited, self.pause = action, action.retry_after
-        return True
-
-    # --- the core ------------------------------------------------------------------
-
-    def _send(self, value: object) -> Operation:
-        try:
-            return self._steps.send(value)
-        except HostProtocolError as refused:
-            if refused.rejection is None:
-                raise
-            raise RuntimeProtocolError(refused.rejection) from refused
-
-    def _stop(self) -> bool:
-        state = self._core.state
-        assert state is not None
-        self.outcome = RunOutcome(state.run_id, state)
-        self._steps.close()
-        return True
-
-    # --- answering the core's actions with the ports ---------------------------------
-
-    def _answer(self, hand: Hand) -> Report | None:
-        """The report a port gives for the action handed out; None stops driving."""
-        if hand.refused is not None:
-            if isinstance(hand.refused, HostProtocolError) and hand.refused.rejection is not None:
-                raise RuntimeProtocolError(hand.refused.rejection) from hand.refused
-            raise hand.refused
-        action = hand.action
-        if isinstance(action, Fence):
-            return self.runtime._fence(action)  # before the commit, whatever answers next
-        if self.resume_with is not None:
-            # only the wait standing now may take it: any other action refuses it, and
-            # the resume never lands on a wait that comes later
-            payload, self.resume_with = self.resume_with, None
-            return Resume(payload)
-        match action:
-            case Infer():
-                return self._infer(action)
-            case RunCall():
-                return self.runtime._run_call(action)
-            case CheckStatus():
-                return self.runtime._check_status(action)
-            case WaitFor() | ChildrenRunning() | Done():
-                return None  # a resume, a child's end or nothing wakes it: a later drive
-        raise AssertionError(f"not an action: {action!r}")
-
-    def _infer(self, action: Infer) -> Inferred | InferenceFailed:
-        runtime, state = self.runtime, self._core.state
-        assert state is not None
-        staging = runtime.hooks.before_inference(action.run_id, action.step, action.staged)
-        stream = _Stream(self, action.run_id)
-        request = InferenceRequest(
-            state.thread_id, action.run_id, action.step, action.messages, action.partial, stream, staging.context
-        )
-        try:
-            reply = runtime.model.infer(request)
-        except RunkernelError:
-            raise  # the runtime's own refusal, not the model's (a simulated death is no Exception)
-        except Exception as error:
-            if stream.failed:
-                raise  # the stream's checkpoint failed under the model: the drive's failure
-            return InferenceFailed(error)  # the core decides: the same Infer again, or failed
-        calls = tuple(reply.calls)
-        return Inferred(reply.content, calls, None if calls else reply.end, None, staging.staged)
-
-    def _checkpoint(self, partial: JsonValue) -> None:
-        """The model's output so far, while it infers: the core saves it, best effort."""
-        op = self._send(Partial(partial))
-        while not isinstance(op, Hand):
-            op = self._send(self.runtime._perform(op))
-        if op.refused is not None:
-            raise op.refused
-
-
-class _Stream:
-    def __init__(self, drive: Drive, run_id: str) -> None:
-        self.drive, self.run_id = drive, run_id
-        #: a checkpoint raised (the store, the core): whatever the model raises then is
-        #: not a model error
-        self.failed = False
-
-    def delta(self, data: JsonValue) -> None:
-        self.drive.runtime.observer.delta(self.run_id, data)
-
-    def checkpoint(self, partial: JsonValue) -> None:
-        try:
-            self.drive._checkpoint(partial)
-        except BaseException:
-            self.failed = True
-            raise
-
 
 class Runtime:
     """The pull-mode runtime: it drives Runs by calling the host's ports, answering each

@@ -1,6 +1,6 @@
 """What a drive tells an observer of its own progress (traces and metrics), at a few
 well-defined points of the one interpreter (``core``) and its store operations
-(``shell.StoreOps``).
+(``store_ops.StoreOps``).
 
 ``Telemetry`` is the interface and its own no-op default: every method does nothing, so
 a host without an observer pays one call per point and imports nothing. The

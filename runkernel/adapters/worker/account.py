@@ -1,14 +1,15 @@
 """What a worker tells of itself (Workers and leases: what an operator
 sees): its report's counts, what a drive waits for, which failure of a drive is a store
-outage rather than a failed drive, and which Run a drive ended ``failed``."""
+outage rather than a failed drive, which Run a drive ended ``failed``, and which lease
+was a take-over."""
 
 from __future__ import annotations
 
 from attrs import define
 
 from runkernel.adapters.drive.events import Acknowledged, Position
-from runkernel.adapters.stores.contract import StoreUnavailable
-from runkernel.kernel.state import CallExecuting, Ended, RunSnapshot
+from runkernel.adapters.stores.contract import Store, StoreUnavailable
+from runkernel.kernel.state import CallExecuting, Ended, Running, RunSnapshot
 from runkernel.kernel.values import EndCauseKind
 
 
@@ -78,3 +79,12 @@ def in_flight_after(event: Acknowledged) -> str:
             named = ", ".join(f"{c.tool} (call {c.call_id})" for c in running)
             return f"its tool {named} to return, then the commit of its outcome"
     return "the step in flight (a model call or a tool) and its commit"
+
+
+def taken_over(store: Store, run_id: str, worker_id: str) -> bool:
+    """Whether the Run's last commit was written under another worker's lease."""
+    snapshot = store.run(run_id)
+    if snapshot is None or not isinstance(snapshot.state, Running):
+        return False
+    writer = store.writer_of(snapshot.thread_id, snapshot.version)
+    return writer is not None and writer.worker_id != worker_id

@@ -14,10 +14,8 @@ that Run at once.
 ``shutdown()`` (what SIGTERM and SIGINT call) lets the commit in flight finish, starts
 nothing new, releases every lease, and ``run()`` returns.
 
-An asyncio push app (``AsyncPushApp``) runs in one long-lived event loop per worker,
-made at its first drive and closed at shutdown (its tasks cancelled, its async
-generators and default executor shut down, as ``asyncio.run`` does): what the app keeps
-across drives (an HTTP client, a connection pool) stays on the loop it was made on.
+A push app's drive is ``push_drive``'s; an asyncio push app runs in one long-lived event
+loop per worker (``app_loop``), closed at shutdown.
 
 An exception the host's tools, hooks, gate or push host raise never stops the worker:
 the drive is counted in ``failures`` and handed to ``on_failure``, the lease is
@@ -25,41 +23,37 @@ released, and the Run waits its turn behind the others (not again in the same
 ``run_once()``; skipped by ``run()`` for 1, 2, 4 ... polls after each failure in a row).
 A tool's exception is its call's outcome (``ToolRaised``), and the model's is decided
 by the one interpreter (``model_errors``): a transient one commits nothing, and the
-pull-mode Run is set aside for its backoff with its lease kept and renewed while the
-worker drives other Runs, then driven on by the same drive (the count of attempts is the
-drive's: it restarts when another worker takes the Run over); a non-transient one, or
-the last attempt's, ends the Run ``failed``. ``run_once()`` returns while only Runs
+pull-mode Run is set aside for its backoff (``set_aside``) with its lease kept and
+renewed while the worker drives other Runs, then driven on by the same drive (the count
+of attempts is the drive's: it restarts when another worker takes the Run over); a
+non-transient one, or the last attempt's, ends the Run ``failed``. ``run_once()`` returns while only Runs
 set aside remain, keeping them (and their leases) for the next call; ``shutdown()``
 drops them and releases their leases.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable, Collection
-from typing import Any
 
-from runkernel.adapters.drive.driver import AsyncDriver, Driver
-from runkernel.adapters.drive.actions import DriverStopped
 from runkernel.adapters.drive.ports import Clock, IdSource, SecretIds, utc_now
 from runkernel.adapters.drive.events import ToolRaised
-from runkernel.adapters.drive.runtime import Acknowledged, Drive, ModelFailed, Runtime, RuntimeEvent
+from runkernel.adapters.drive.runtime import Acknowledged, ModelFailed, Runtime, RuntimeEvent
 from runkernel.adapters.stores.contract import CommitConflict, LeaseHeld, LeaseLost, Store, StoreError, StoreUnavailable
 from runkernel.adapters.worker.account import WorkerReport as WorkerReport
-from runkernel.adapters.worker.account import ended_failed, in_flight_after, store_outage_in, version_of
+from runkernel.adapters.worker.account import ended_failed, in_flight_after, store_outage_in, taken_over, version_of
+from runkernel.adapters.worker.app_loop import AppLoop
 from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
 from runkernel.adapters.worker.outage import MAX_SKIPPED_POLLS as MAX_SKIPPED_POLLS, OutageEvent, RunBackoff, StoreOutage
+from runkernel.adapters.worker.push_drive import DRIVER_OPTIONS, drive_push
+from runkernel.adapters.worker.set_aside import SetAside
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
-from runkernel.kernel.state import EndCause, Ended, Running
-
-#: What a push app may set on the driver the worker builds for it (as ``Driver`` takes them).
-_DRIVER_OPTIONS = ("gate", "max_steps", "on_indeterminate", "transient", "model_attempts", "fences")
+from runkernel.kernel.state import EndCause, Ended
 
 #: Called by a worker when driving a Run failed (the host raised, or the store refused),
 #: with the Run's id and the exception; the worker itself neither prints nor logs.
@@ -70,6 +64,8 @@ OnFailure = Callable[[str, BaseException], None]
 #: already said the Run ends.
 OnRunFailed = Callable[[str, EndCause], None]
 
+#: the old name, which ``runkernel.testing.crashtest.hosts`` (a parallel branch's) imports
+_DRIVER_OPTIONS = DRIVER_OPTIONS
 
 
 def default_worker_id() -> str:
@@ -138,13 +134,10 @@ class Worker:
         self._end_told: set[str] = set()
         self._stopping = threading.Event()
         self._runtime = self._make_runtime() if isinstance(app, RuntimeApp) else None
-        #: the event loop of an asyncio push app (an ``asyncio.Runner``, made at its first
-        #: drive), and who runs it now: ``shutdown`` closes it only when nobody does
-        self._async_runner: asyncio.Runner | None = None
-        self._async_running = threading.Lock()
-        #: pull-mode drives set aside while a model call backs off after a transient
-        #: error, by Run, with when (``monotonic``) each is due again; their leases kept
-        self._set_aside: dict[str, tuple[Drive, float]] = {}
+        #: the event loop of an asyncio push app, made at its first drive
+        self._app_loop = AppLoop()
+        #: pull-mode drives set aside while a model call backs off, their leases kept
+        self._set_aside = SetAside(self.leases, monotonic)
 
     # --- public ---------------------------------------------------------------------
 
@@ -159,11 +152,7 @@ class Worker:
         runs on it, else once ``run()``/``run_once()`` returns). Safe to call from a
         signal handler and from another thread, and more than once."""
         self._stopping.set()
-        if self._async_running.acquire(blocking=False):
-            try:
-                self._close_async_loop()
-            finally:
-                self._async_running.release()
+        self._app_loop.close_unless_running()
 
     def waiting_for(self) -> str:
         """What the worker waits for before it can stop (one phrase, for the operator)."""
@@ -183,10 +172,10 @@ class Worker:
                 self.outage.begin_pass()
                 found: list[str] = []
                 try:
-                    self._keep_set_aside()
+                    self._set_aside.keep(self.report, self._failed)
                     for run_id in [r for r, version in stalled.items() if self._version(r) != version]:
                         del stalled[run_id]  # it moved since (a command, another worker): work again
-                    found = self._due() + self._work(failed | stalled.keys() | self._set_aside.keys())
+                    found = self._set_aside.due() + self._work(failed | stalled.keys() | self._set_aside.runs())
                     for run_id in found:
                         if self.stopping or self.outage.hit:
                             break
@@ -202,8 +191,8 @@ class Worker:
                 if not self.outage.active and not found:
                     break
         finally:
-            self._release_leases()
-            self._close_async_loop_if_stopping()
+            self._set_aside.release_others(stopping=self.stopping)
+            self._close_app_loop_if_stopping()
             self.report.outages = self.outage.count
         return self.report
 
@@ -223,8 +212,8 @@ class Worker:
                         waiter(0.0)  # start listening before the poll, so no wake-up is missed
                         listening = True
                     backoff.next_poll()
-                    self._keep_set_aside()
-                    for run_id in self._due() + self._work(backoff.skipped() | self._set_aside.keys()):
+                    self._set_aside.keep(self.report, self._failed)
+                    for run_id in self._set_aside.due() + self._work(backoff.skipped() | self._set_aside.runs()):
                         if self.stopping or self.outage.hit:
                             break
                         moved, failure = self._drive_tracked(run_id)
@@ -238,7 +227,7 @@ class Worker:
                 # nothing to do, or only Runs that cannot move yet (a reconnect tool still
                 # running, a model call backing off): wait a poll, or until the first Run
                 # set aside is due, instead of spinning on them
-                wait = self._until_due(self.poll_interval)
+                wait = self._set_aside.until_due(self.poll_interval)
                 try:
                     if waiter is not None:
                         waiter(wait)
@@ -249,8 +238,8 @@ class Worker:
                 if self.outage.active:
                     listening = False  # the listener dropped with the store: listen again first
         finally:
-            self._release_leases()
-            self._close_async_loop_if_stopping()
+            self._set_aside.release_others(stopping=self.stopping)
+            self._close_app_loop_if_stopping()
             self.report.outages = self.outage.count
         return self.report
 
@@ -274,19 +263,19 @@ class Worker:
             lease = self.leases.take(run_id)
         except LeaseHeld:
             self.report.contended += 1
-            self._set_aside.pop(run_id, None)
+            self._set_aside.take(run_id)
             return
         except StoreError as error:
-            self._set_aside.pop(run_id, None)
+            self._set_aside.take(run_id)
             self._failed(run_id, error)
             return
         self.current_run, self._in_flight = run_id, ""
         if resumed and (held is None or held.epoch != lease.epoch):
             # its lease lapsed while it waited: whatever it believed may be stale
-            self._set_aside.pop(run_id)
+            self._set_aside.take(run_id)
             resumed = False
         try:
-            if lease.epoch > 1 and not resumed and self._taken_over(run_id):
+            if lease.epoch > 1 and not resumed and taken_over(self.store, run_id, self.worker_id):
                 self.report.takeovers += 1
                 self.telemetry.taken_over(run_id, lease.epoch)
             if isinstance(self.app, RuntimeApp):
@@ -308,7 +297,7 @@ class Worker:
             # the Run's lease, and those its drive took on the children it activated:
             # the children are work for the next poll (this worker's or another's); a
             # Run set aside keeps its lease
-            self._release_leases()
+            self._set_aside.release_others(stopping=self.stopping)
 
     def _drive_tracked(self, run_id: str) -> tuple[bool, bool]:
         """Drive ``run_id``; whether anything was committed (to the Run, or to another:
@@ -362,53 +351,22 @@ class Worker:
 
     def _drive_pull(self, run_id: str) -> None:
         assert self._runtime is not None
-        aside = self._set_aside.pop(run_id, None)
-        drive = aside[0] if aside is not None else self._runtime.begin_drive(run_id)
+        drive = self._set_aside.take(run_id) or self._runtime.begin_drive(run_id)
         while not drive.step():
             if drive.pause is not None:
                 # a model call backs off: drive other Runs meanwhile, this one's lease kept
-                self._set_aside[run_id] = (drive, self.monotonic() + drive.pause)
+                self._set_aside.put(run_id, drive, drive.pause)
                 return
             if self.stopping and not drive.commit_next():
                 return  # the commit in flight is done; start nothing new
 
     def _drive_push(self, app: PushApp | AsyncPushApp, run_id: str) -> None:
-        options: dict[str, Any] = {k: getattr(app, k) for k in _DRIVER_OPTIONS if hasattr(app, k)}
-        options.update(ids=self.ids, clock=self.clock, leases=self.leases, app=app.name, on_event=self._push_event)
-        options.update(telemetry=self.telemetry)
-        driver: Driver | AsyncDriver | None = None
-        try:
-            if isinstance(app, AsyncPushApp):
-                driver = AsyncDriver(self.store, app.tools, **options)
-                with self._async_running:
-                    self._async_loop().run(app.drive(driver, run_id))
-            else:
-                driver = Driver(self.store, app.tools, **options)
-                app.serve(driver, driver.pick_up(run_id))
-        except DriverStopped as stopped:
-            cause = stopped.__cause__
-            if isinstance(cause, (CommitConflict, LeaseLost)):
-                raise cause from None
-            raise  # counted and reported by ``drive``, like any other failure
-        finally:
-            self.report.commits += driver.commits if driver is not None else 0
+        options = dict(ids=self.ids, clock=self.clock, leases=self.leases, app=app.name, on_event=self._push_event)
+        drive_push(self.store, app, run_id, self._app_loop, self.report, {**options, "telemetry": self.telemetry})
 
-    def _async_loop(self) -> asyncio.Runner:
-        """The worker's one event loop for an asyncio app, made at its first drive (again
-        only if a shutdown closed it and this worker is still asked to drive)."""
-        if self._async_runner is None:
-            self._async_runner = asyncio.Runner()
-        return self._async_runner
-
-    def _close_async_loop(self) -> None:
-        runner, self._async_runner = self._async_runner, None
-        if runner is not None:
-            runner.close()  # cancels what the app left running, then closes the loop
-
-    def _close_async_loop_if_stopping(self) -> None:
+    def _close_app_loop_if_stopping(self) -> None:
         if self.stopping:
-            with self._async_running:
-                self._close_async_loop()
+            self._app_loop.close()
 
     def _event(self, event: RuntimeEvent) -> None:
         if isinstance(event, Acknowledged):
@@ -428,45 +386,6 @@ class Worker:
         if self._on_event is not None:
             self._on_event(event)
 
-    # --- Runs set aside while a model call backs off ---------------------------------------
-
-    def _due(self) -> list[str]:
-        """The Runs set aside whose wait is over, the earliest first."""
-        now = self.monotonic()
-        return [r for r, (_, due) in sorted(self._set_aside.items(), key=lambda item: item[1][1]) if due <= now]
-
-    def _until_due(self, longest: float) -> float:
-        """Seconds until the first Run set aside is due, at most ``longest``."""
-        if not self._set_aside:
-            return longest
-        first = min(due for _, due in self._set_aside.values())
-        return max(0.0, min(longest, first - self.monotonic()))
-
-    def _keep_set_aside(self) -> None:
-        """Renew the lease of each Run set aside if its renewal is due: nothing is
-        committed while it waits, and no other worker may take it meanwhile."""
-        for run_id in list(self._set_aside):
-            try:
-                self.leases.for_commit(run_id)
-            except LeaseLost:
-                self.report.leases_lost += 1  # the Run is another worker's now
-                self._set_aside.pop(run_id)
-                self.leases.forget(run_id)
-            except StoreUnavailable:
-                raise  # an outage: the Run stays set aside, its renewal tried again later
-            except StoreError as error:
-                self._set_aside.pop(run_id)
-                self._failed(run_id, error)
-                self.leases.release(run_id)
-
-    def _release_leases(self) -> None:
-        """Release every lease but those of Runs set aside (all of them once stopping)."""
-        if self.stopping:
-            self._set_aside.clear()
-        for run_id in list(self.leases.held_runs()):
-            if run_id not in self._set_aside:
-                self.leases.release(run_id)
-
     # --- discovery ----------------------------------------------------------------------
 
     def _work(self, passed: Collection[str] = ()) -> list[str]:
@@ -478,12 +397,3 @@ class Worker:
 
     def _version(self, run_id: str) -> int:
         return version_of(self.store.run(run_id))
-
-    def _taken_over(self, run_id: str) -> bool:
-        """Whether the Run's last commit was written under another worker's lease."""
-        snapshot = self.store.run(run_id)
-        if snapshot is None or not isinstance(snapshot.state, Running):
-            return False
-        writer = self.store.writer_of(snapshot.thread_id, snapshot.version)
-        return writer is not None and writer.worker_id != self.worker_id
-
