@@ -31,6 +31,7 @@ NOT_IN_THE_TREE: dict[str, str] = {
     "runkernel.testing.crash.SimulatedCrash": "a simulated process death: must escape every handler of our errors",
     "runkernel.testing.simulation.failfast.EnvironmentFailure": "a simulation's verdict on its store: must escape them too",
     "runkernel.integrations.pydantic_ai._context.SystemPromptNotKept": "a UserWarning, warned and never raised",
+    "runkernel.kernel.codec_typed._NotCertain": "the typed reading's internal short-circuit: the strict reader reads the line",
 }
 
 #: Where each public error sits: a change here is a change of whose fault it is.

@@ -190,16 +190,21 @@ def test_no_checkpoint_write_at_all_when_the_model_saves_none(tmp_path: Path) ->
 
 
 def _count_validations(monkeypatch: pytest.MonkeyPatch, self_check: bool) -> tuple[int, int]:
-    """(commits, validate_commit calls) for one Run of 10 tool steps."""
+    """(commits, judgements) for one Run of 10 tool steps: the store's ``judge_commit``
+    (by the named edge, or in full when that cannot tell) and the kernel's own
+    ``validate_commit`` calls each count once."""
     calls = [0]
-    original = validate_module.validate_commit
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls[0] += 1
-        return original(*args, **kwargs)
+    def counting(original: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls[0] += 1
+            return original(*args, **kwargs)
 
-    for module in (store_module, planning_module, decide_module, validate_module):
-        monkeypatch.setattr(module, "validate_commit", counted)
+        return counted
+
+    monkeypatch.setattr(store_module, "judge_commit", counting(store_module.judge_commit))
+    for module in (planning_module, decide_module, validate_module):
+        monkeypatch.setattr(module, "validate_commit", counting(validate_module.validate_commit))
     store = MemoryStore()
     model = ScriptedModel({"r1": _script(10)})
     runtime = Runtime(store, model, ToolRegistry({"echo": EchoTool()}), self_check=self_check)
