@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -364,3 +365,30 @@ def test_every_unowned_file_is_one_typed_line_at_the_store(tmp_path: Path, kind:
     assert len(str(raised.value).splitlines()) == 1 and str(path) in str(raised.value)
     if before is not None:
         assert digest(path) == before
+
+
+def test_stores_created_together_never_see_each_others_file_empty(tmp_path: Path) -> None:
+    """Six openers with ``create`` released at once on a path that does not exist yet, ten
+    times: each opens the store (the file appears only with its header written), and no
+    scratch file is left beside it. Before, most saw another's file still empty and
+    refused it as "an empty file, not a runkernel store"."""
+    failures: list[str] = []
+    for attempt in range(10):
+        path = tmp_path / f"s{attempt}.db"
+        barrier = threading.Barrier(6)
+
+        def open_together() -> None:
+            barrier.wait()
+            try:
+                SqliteStore(path, create=True).close()
+            except Exception as error:  # noqa: BLE001 - every failure is the finding
+                failures.append(str(error))
+
+        openers = [threading.Thread(target=open_together) for _ in range(6)]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join()
+    left = sorted(name for name in os.listdir(tmp_path) if not name.startswith("s") or ".db" not in name)
+    print(f"60 openers of 10 new stores: {len(failures)} refused; scratch files left: {left}")
+    assert failures == [] and left == []

@@ -15,6 +15,7 @@ import enum
 import os
 import sqlite3
 import stat
+import tempfile
 import urllib.parse
 
 from attrs import frozen
@@ -111,6 +112,37 @@ def check_path(path: str, access: Access) -> bool:
     return True
 
 
+def _place_new_database(path: str) -> None:
+    """Put a new, empty SQLite database at ``path`` in one step: made under a scratch
+    name beside it (its header written) and hard-linked into place, so no process ever
+    finds the store's file empty, which ``check_path`` refuses as someone else's file.
+    A creator that loses the race to another leaves the other's file alone; where the
+    directory refuses the scratch file or hard links, SQLite creates the file instead."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        descriptor, scratch = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".new", dir=directory)
+    except OSError:
+        return
+    os.close(descriptor)
+    try:
+        db = sqlite3.connect(scratch, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # writes the header; the store runs in WAL
+        finally:
+            db.close()
+        os.link(scratch, path)
+    except FileExistsError:
+        pass  # another process created the store first: its file stands
+    except (OSError, sqlite3.Error):
+        pass
+    finally:
+        for leftover in (scratch, scratch + "-wal", scratch + "-shm"):
+            try:
+                os.unlink(leftover)
+            except FileNotFoundError:
+                pass
+
+
 def not_a_database(path: str, error: sqlite3.Error) -> SchemaError | None:
     """SQLite's refusal of a file whose header is not a SQLite database's, as one line."""
     if isinstance(error, sqlite3.DatabaseError) and "file is not a database" in str(error):
@@ -132,7 +164,8 @@ def connect(
     everything a read command shows comes from one snapshot of the store. With
     ``allow_older`` (``runkernel db migrate``) a WRITE connection also accepts an older
     runkernel schema and says so (``Recognized.OLDER``)."""
-    check_path(path, access)
+    if not check_path(path, access) and access is Access.CREATE:
+        _place_new_database(path)
     if access is Access.READ:
         return _connect_read(path, layout, timeout=timeout), Recognized.CURRENT
     mode = "rwc" if access is Access.CREATE else "rw"
