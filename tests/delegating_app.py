@@ -13,15 +13,14 @@ import time
 from runkernel.adapters.drive.ports import (
     GatePort,
     InferenceRequest,
-    ModelCall,
     ModelReply,
     Returned,
     StatusReply,
     Tool,
-    ToolInvocation,
     ToolRegistry,
     ToolReply,
 )
+from runkernel import CallRequest, RunCall
 from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.values import EndCauseKind, JsonValue
@@ -41,11 +40,11 @@ class DelegatingModel:
         topic = topic_of(request)
         if topic is not None:
             if request.step == 1:
-                return ModelReply("checking", (ModelCall("slow", {"topic": topic}),))
+                return ModelReply("checking", (CallRequest("slow", {"topic": topic}),))
             return ModelReply(f"answer about {topic}", end=EndCauseKind.COMPLETED)
         if request.step == 1:
             calls = (("d1", "research"), ("d2", "research"), ("o3", "fetch"))
-            return ModelReply("", tuple(ModelCall(tool, {"topic": call_id}, call_id) for call_id, tool in calls))
+            return ModelReply("", tuple(CallRequest(tool, {"topic": call_id}, call_id) for call_id, tool in calls))
         return ModelReply("summary", end=EndCauseKind.COMPLETED)
 
 
@@ -54,7 +53,7 @@ class Research:
 
     policy = ToolPolicy(terminal_only_delegation=True)
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         raise AssertionError("a terminal-only delegation's executor is its child's activation")
 
     def status(self, operation_id: str) -> StatusReply:
@@ -70,7 +69,7 @@ class Counted:
         self.seconds = seconds
         self.starts: list[str] = []
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         self.starts.append(invocation.operation_id)
         if self.seconds:
             time.sleep(self.seconds)

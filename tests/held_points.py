@@ -30,7 +30,8 @@ from pathlib import Path
 from attrs import frozen
 
 from runkernel.adapters.drive.fencing import ask_status
-from runkernel.adapters.drive.ports import StatusReply, Tool, ToolInvocation, ToolRegistry, ToolReply, fence_of
+from runkernel.adapters.drive.ports import StatusReply, Tool, ToolRegistry, ToolReply, fence_of
+from runkernel import RunCall
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.kernel.policies import ToolPolicy
@@ -191,7 +192,7 @@ class KillsAndStalls:
 # --- the worker's side ------------------------------------------------------------------
 
 
-def _hold(directory: Path, tool: str, when: str, invocation: ToolInvocation) -> None:
+def _hold(directory: Path, tool: str, when: str, invocation: RunCall) -> None:
     """Count this start at ``tool``/``when``; if its number is a planned point, say so
     and wait for the test's go-ahead."""
     descriptor = os.open(directory / f"count-{tool}-{when}", os.O_RDWR | os.O_CREAT, 0o644)
@@ -226,7 +227,7 @@ class HeldTool:
     def policy(self) -> ToolPolicy:
         return self.inner.policy
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         directory = os.environ.get(ENV)
         if directory:
             _hold(Path(directory), self.name, "before", invocation)

@@ -5,16 +5,8 @@ call's arguments say, and the armed crash plan.
 
 from __future__ import annotations
 
-from runkernel.adapters.drive.ports import (
-    GateAnswer,
-    Hold,
-    Permit,
-    Provide,
-    Refuse,
-    ToolInvocation,
-    ToolRegistry,
-    ToolReply,
-)
+from runkernel.adapters.drive.ports import GateAnswer, Hold, Permit, Provide, Refuse, ToolRegistry, ToolReply
+from runkernel import RunCall
 from runkernel.kernel.policies import IndeterminateChoice, RecoveryMode
 from runkernel.kernel.state import ToolCall
 from runkernel.kernel.values import WaitKind
@@ -68,7 +60,7 @@ DELEGATE_TOOL = "delegate"
 class ArgumentTool(ScriptedTool):
     """A ScriptedTool whose per-attempt behaviours come with each call's arguments."""
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         arguments = invocation.arguments
         replies = arguments.get("replies") if isinstance(arguments, dict) else None
         self.replies = tuple(replies) if replies else (OK,)

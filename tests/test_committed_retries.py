@@ -20,11 +20,9 @@ from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.drive.ports import (
     Failed,
     InferenceRequest,
-    ModelCall,
     ModelReply,
     Returned,
     StatusReply,
-    ToolInvocation,
     ToolRegistry,
     ToolReply,
 )
@@ -76,7 +74,7 @@ class Flaky:
         self.policy = _policy(retries)
         self.downstream = downstream
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         worked, value = self.downstream.answer(invocation.attempt)
         return Returned(value) if worked else Failed(value, retryable=True)
 
@@ -87,7 +85,7 @@ class Flaky:
 class OneCall:
     def infer(self, request: InferenceRequest) -> ModelReply:
         if request.step == 1:
-            return ModelReply("calling", (ModelCall("flaky", {"n": 1}, "c1"),))
+            return ModelReply("calling", (CallRequest("flaky", {"n": 1}, "c1"),))
         return ModelReply("done", end=EndCauseKind.COMPLETED)
 
 

@@ -12,14 +12,13 @@ from runkernel.adapters.drive.inbox import submit_end
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.drive.ports import (
     InferenceRequest,
-    ModelCall,
     ModelReply,
     Returned,
     StatusReply,
-    ToolInvocation,
     ToolRegistry,
     ToolReply,
 )
+from runkernel import CallRequest, RunCall
 from runkernel.adapters.drive.runtime import Runtime
 from runkernel.adapters.stores.contract import LeaseLost
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
@@ -49,9 +48,9 @@ class _Model:
         if request.run_id == PARENT:
             if request.step == 1:
                 return ModelReply("", (
-                    ModelCall("research", {"topic": "a"}, "d1"),
-                    ModelCall("research", {"topic": "b"}, "d2"),
-                    ModelCall("fetch", {"q": 1}, "o3"),
+                    CallRequest("research", {"topic": "a"}, "d1"),
+                    CallRequest("research", {"topic": "b"}, "d2"),
+                    CallRequest("fetch", {"q": 1}, "o3"),
                 ))
             return ModelReply("summary", end=EndCauseKind.COMPLETED)
         return ModelReply(f"child answer for {request.messages[0].content}", end=EndCauseKind.COMPLETED)
@@ -62,7 +61,7 @@ class _Tool:
         self.policy = policy
         self.runs = 0
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         self.runs += 1
         return Returned({"ran": invocation.call_id})
 

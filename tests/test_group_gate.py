@@ -17,13 +17,13 @@ from runkernel.adapters.drive.ports import (
     GateAnswer,
     Hold,
     InferenceRequest,
-    ModelCall,
     ModelReply,
     Permit,
     Provide,
     Refuse,
     ToolRegistry,
 )
+from runkernel import CallRequest
 from runkernel.adapters.drive.runtime import Runtime
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import ToolPolicy
@@ -62,8 +62,8 @@ class _Model:
     def infer(self, request: InferenceRequest) -> ModelReply:
         if request.run_id == PARENT:
             if request.step == 1:
-                calls = tuple(ModelCall("research", {"topic": m}, m) for m in MEMBERS)
-                return ModelReply("", calls + (ModelCall("fetch", {"q": 1}, "o4"),))
+                calls = tuple(CallRequest("research", {"topic": m}, m) for m in MEMBERS)
+                return ModelReply("", calls + (CallRequest("fetch", {"q": 1}, "o4"),))
             return ModelReply("summary", end=EndCauseKind.COMPLETED)
         return ModelReply(f"answer {request.messages[0].content}", end=EndCauseKind.COMPLETED)
 

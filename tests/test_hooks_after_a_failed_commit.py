@@ -22,12 +22,10 @@ from runkernel.adapters.drive.actions import CallRequest, Done, DriverStopped, I
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.drive.ports import (
     InferenceRequest,
-    ModelCall,
     ModelReply,
     Returned,
     Staging,
     StatusReply,
-    ToolInvocation,
     ToolRegistry,
     ToolReply,
 )
@@ -44,7 +42,16 @@ from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import Ended, Message, Staged
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 from runkernel.specs.checker import Verdict, check_lines
-from runkernel.testing import Boundary, CountingIds, CrashAt, CrashingStore, Failure, Position, SimulatedCrash, step
+from runkernel.testing import (
+    Boundary,
+    CountingIds,
+    CrashAt,
+    CrashingStore,
+    Failure,
+    Position,
+    SimulatedCrash,
+    step,
+)
 
 #: In every request-only context: no committed or exported line may ever contain it.
 CONTEXT_MARK = "request-only-context"
@@ -99,14 +106,14 @@ class OneCallModel:
     def infer(self, request: InferenceRequest) -> ModelReply:
         self.contexts.append((request.step, request.context))
         if request.step == 1:
-            return ModelReply("fetching", (ModelCall("fetch", {"q": 1}, "c1"),))
+            return ModelReply("fetching", (CallRequest("fetch", {"q": 1}, "c1"),))
         return ModelReply("done", end=EndCauseKind.COMPLETED)
 
 
 class Fetch:
     policy = REPLAY
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         return Returned({"got": invocation.arguments})
 
     def status(self, operation_id: str) -> StatusReply:

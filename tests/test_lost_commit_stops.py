@@ -22,15 +22,8 @@ from postgres_support import postgres_url
 from push_host import POLICIES, SHELLS, Reply, World, make_shell, play
 from runkernel.adapters.drive.driver import Driver
 from runkernel.adapters.drive.actions import Action, Done, DriverStopped, RunCall
-from runkernel.adapters.drive.ports import (
-    InferenceRequest,
-    ModelCall,
-    ModelReply,
-    Returned,
-    StatusReply,
-    ToolInvocation,
-    ToolRegistry,
-)
+from runkernel.adapters.drive.ports import InferenceRequest, ModelReply, Returned, StatusReply, ToolRegistry
+from runkernel import CallRequest
 from runkernel.adapters.drive.runtime import Runtime
 from runkernel.adapters.stores.contract import CommitConflict, Store
 from runkernel.kernel.policies import Policies, ToolPolicy
@@ -91,7 +84,7 @@ class CountingModel:
     def infer(self, request: InferenceRequest) -> ModelReply:
         self.asked.append(request.step)
         reply = SCRIPT[request.step]
-        calls = tuple(ModelCall(tool, arguments) for tool, arguments in reply.calls)
+        calls = tuple(CallRequest(tool, arguments) for tool, arguments in reply.calls)
         return ModelReply(reply.content, calls, reply.end)
 
 
@@ -103,7 +96,7 @@ class CountingTool:
     def __init__(self) -> None:
         self.starts: list[int] = []
 
-    def run(self, invocation: ToolInvocation) -> Returned:
+    def run(self, invocation: RunCall) -> Returned:
         self.starts.append(invocation.attempt)
         return Returned({"n": invocation.arguments})
 

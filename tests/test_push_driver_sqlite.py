@@ -17,13 +17,13 @@ from runkernel import CallRequest, CheckStatus, Done, Infer, OperationStatus, Ru
 HOST = textwrap.dedent(
     """
     import json, os, sys
-    from runkernel import CallRequest, Driver, RecoveryMode, RunCall, ToolPolicy, ToolRecoveryPolicy, open_store
+    from runkernel import CallRequest, Driver, RunCall, ToolPolicy, open_store
 
     store_url, downstream, tool = sys.argv[1], sys.argv[2], sys.argv[3]
     tools = {
-        "charge": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.RECONNECT)),
-        "fetch": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY)),
-        "email": ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)),
+        "charge": ToolPolicy.reconnect(),
+        "fetch": ToolPolicy.replay(),
+        "email": ToolPolicy.indeterminate(),
     }
     driver = Driver(open_store(store_url), tools)
     driver.start(["go"], thread_id="t1", run_id="r1")
@@ -36,9 +36,9 @@ HOST = textwrap.dedent(
 )
 
 TOOLS = {
-    "charge": runkernel.ToolPolicy(runkernel.ToolRecoveryPolicy(runkernel.RecoveryMode.RECONNECT)),
-    "fetch": runkernel.ToolPolicy(runkernel.ToolRecoveryPolicy(runkernel.RecoveryMode.REPLAY)),
-    "email": runkernel.ToolPolicy(runkernel.ToolRecoveryPolicy(runkernel.RecoveryMode.INDETERMINATE)),
+    "charge": runkernel.ToolPolicy.reconnect(),
+    "fetch": runkernel.ToolPolicy.replay(),
+    "email": runkernel.ToolPolicy.indeterminate(),
 }
 
 

@@ -11,13 +11,8 @@ import attrs
 import pytest
 
 from runkernel.adapters.stores.memory import MemoryStore
-from runkernel.adapters.drive.ports import (
-    Returned,
-    StatusReply,
-    ToolInvocation,
-    ToolRegistry,
-    ToolReply,
-)
+from runkernel.adapters.drive.ports import Returned, StatusReply, ToolRegistry, ToolReply
+from runkernel import RunCall
 from runkernel.adapters.drive.runtime import Runtime
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.adapters.stores.contract import Lease, Settlement, Store, StoreUnavailable
@@ -201,7 +196,7 @@ class NanTool:
 
     policy = ToolPolicy()
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         return Returned({"ratio": float("nan")})
 
     def status(self, operation_id: str) -> StatusReply:

@@ -20,10 +20,10 @@ from runkernel.adapters.drive.ports import (
     ModelReply,
     Returned,
     StatusReply,
-    ToolInvocation,
     ToolRegistry,
     ToolReply,
 )
+from runkernel import RunCall
 from runkernel.adapters.drive.runtime import Runtime
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.kernel.policies import ToolPolicy
@@ -61,7 +61,7 @@ class CountingStore(MemoryStore):
 class EchoTool:
     policy = ToolPolicy()
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         return Returned({"echo": invocation.arguments})
 
     def status(self, operation_id: str) -> StatusReply:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from runkernel.adapters.stores.memory import MemoryStore
-from runkernel.adapters.drive.ports import StatusReply, ToolInvocation, ToolRegistry, ToolReply
+from runkernel.adapters.drive.ports import StatusReply, ToolRegistry, ToolReply
+from runkernel import RunCall
 from runkernel.adapters.drive.runtime import Runtime
 from runkernel.adapters.drive.events import RuntimeEvent, ToolRaised
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
@@ -23,7 +24,7 @@ class Raising:
     def __init__(self, policy: ToolPolicy, error: BaseException) -> None:
         self.policy, self.error, self.attempts = policy, error, 0
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         self.attempts += 1
         raise self.error
 

@@ -12,15 +12,14 @@ from typing import Any
 
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.drive.ports import (
-    Delegate,
+    Delegated,
     InferenceRequest,
-    ModelCall,
     ModelReply,
     StatusReply,
-    ToolInvocation,
     ToolRegistry,
     ToolReply,
 )
+from runkernel import CallRequest, RunCall
 from runkernel.adapters.drive.inbox import submit_resume
 from runkernel.adapters.drive.runtime import Runtime
 from runkernel.kernel.codec import commit_to_json, policy_from_json, policy_to_json
@@ -37,18 +36,18 @@ LEGAL = Path(__file__).parent / "data" / "traces" / "legal" / "delegation-resume
 class _Model:
     def infer(self, request: InferenceRequest) -> ModelReply:
         if request.step == 1:
-            return ModelReply("", (ModelCall("ask", {"q": "which?"}, "c1"),))
+            return ModelReply("", (CallRequest("ask", {"q": "which?"}, "c1"),))
         return ModelReply("done", end=EndCauseKind.COMPLETED)
 
 
 class _Asker:
     def __init__(self, policy: ToolPolicy) -> None:
         self.policy = policy
-        self.invocations: list[ToolInvocation] = []
+        self.invocations: list[RunCall] = []
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         self.invocations.append(invocation)
-        return Delegate()
+        return Delegated()
 
     def status(self, operation_id: str) -> StatusReply:
         raise AssertionError("not a reconnect tool")

@@ -15,12 +15,10 @@ from runkernel.adapters.drive.actions import CallRequest, Done, Infer, RunCall
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.drive.ports import (
     InferenceRequest,
-    ModelCall,
     ModelReply,
     Returned,
     StatusReply,
     Staging,
-    ToolInvocation,
     ToolRegistry,
     ToolReply,
 )
@@ -157,14 +155,14 @@ class _Model:
     def infer(self, request: InferenceRequest) -> ModelReply:
         self.requests.append((request.step, request.context))
         if request.step == 1:
-            return ModelReply("", (ModelCall("fetch", {"q": 1}, "c1"),))
+            return ModelReply("", (CallRequest("fetch", {"q": 1}, "c1"),))
         return ModelReply("done", end=EndCauseKind.COMPLETED)
 
 
 class _Fetch:
     policy = ToolPolicy()
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         return Returned({"got": invocation.arguments})
 
     def status(self, operation_id: str) -> StatusReply:

@@ -17,25 +17,39 @@ from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.drive.ports import (
     Hold,
     InferenceRequest,
-    ModelCall,
     ModelReply,
     Permit,
     Returned,
-    Schedule,
+    Scheduled,
     StatusReply,
-    ToolInvocation,
     ToolRegistry,
     ToolReply,
 )
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.adapters.drive.runtime import CommitRetried, Runtime, RuntimeEvent
-from runkernel.adapters.stores.contract import Lease, LeaseHeld, LeaseLost, Settlement, StoreUnavailable, Writer
+from runkernel.adapters.stores.contract import (
+    Lease,
+    LeaseHeld,
+    LeaseLost,
+    Settlement,
+    StoreUnavailable,
+    Writer,
+)
 from runkernel.adapters.worker.loop import Worker
 from runkernel.adapters.worker.apps import AppLoadError, PushApp, RuntimeApp, load_app
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import OperationStatus
-from runkernel.kernel.state import Awaiting, CallCompleted, CallExecuting, Ended, Message, RunSnapshot, ThreadCommit, ToolCall
+from runkernel.kernel.state import (
+    Awaiting,
+    CallCompleted,
+    CallExecuting,
+    Ended,
+    Message,
+    RunSnapshot,
+    ThreadCommit,
+    ToolCall,
+)
 from runkernel.kernel.values import EndCauseKind, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_commits
 from runkernel.testing import ManualClock
@@ -52,7 +66,7 @@ class OneCall:
 
     def infer(self, request: InferenceRequest) -> ModelReply:
         if request.step == 1:
-            return ModelReply("working", (ModelCall(self.tool, {"n": 1}),))
+            return ModelReply("working", (CallRequest(self.tool, {"n": 1}),))
         return ModelReply("done", end=EndCauseKind.COMPLETED)
 
 
@@ -62,11 +76,11 @@ class Recording:
 
     def __init__(self, policy: ToolPolicy = REPLAY, during: object = None) -> None:
         self.policy = policy
-        self.starts: list[ToolInvocation] = []
-        self.seen_inside: list[ToolInvocation] = []
+        self.starts: list[RunCall] = []
+        self.seen_inside: list[RunCall] = []
         self.during = during
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         self.starts.append(invocation)
         self.seen_inside.append(current_invocation())
         if callable(self.during):
@@ -306,9 +320,9 @@ class Later:
     def __init__(self) -> None:
         self.runs = 0
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         self.runs += 1
-        return Schedule("2000-01-01T00:00:00Z") if self.runs == 1 else Returned("again")
+        return Scheduled("2000-01-01T00:00:00Z") if self.runs == 1 else Returned("again")
 
     def status(self, operation_id: str) -> StatusReply:
         return StatusReply(OperationStatus.NOT_FOUND)

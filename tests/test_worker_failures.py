@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from runkernel.adapters.stores.memory import MemoryStore
-from runkernel.adapters.drive.ports import Staging, ToolInvocation, ToolRegistry, ToolReply
+from runkernel.adapters.drive.ports import Staging, ToolRegistry, ToolReply
+from runkernel import RunCall
 from runkernel.adapters.worker.loop import Worker
 from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.kernel.state import Ended
@@ -22,7 +23,7 @@ from test_worker import OneCall, Recording, _activate
 class Exploding(Recording):
     """A tool that raises instead of answering for the Run ``bad``."""
 
-    def run(self, invocation: ToolInvocation) -> ToolReply:
+    def run(self, invocation: RunCall) -> ToolReply:
         if invocation.run_id == "bad":
             self.starts.append(invocation)
             raise RuntimeError("tool exploded")

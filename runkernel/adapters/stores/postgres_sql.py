@@ -1,7 +1,7 @@
 """The PostgreSQL side of the shared SQL layer (``sql_shared.SqlStore``): its statements
 run on the store's session (``postgres_connection``), reads repeated once on a new
 connection when the old one dropped, and leases judged by the server's clock ``now()``
-(DESIGN.md, Workers and leases): each lease act is one transaction holding the Run's
+(Workers and leases): each lease act is one transaction holding the Run's
 lease row locked, with the rules every store shares (``leases``)."""
 
 from __future__ import annotations

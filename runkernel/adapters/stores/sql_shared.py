@@ -76,7 +76,7 @@ class SqlStore:
         raise NotImplementedError
 
     def _checkpoint_write(self, query: str, params: Sequence[Any]) -> None:
-        """A best-effort checkpoint write (DESIGN.md, Cost model)."""
+        """A best-effort checkpoint write (Cost model)."""
         raise NotImplementedError
 
     def _lease_now(self, run_id: str) -> tuple[LeaseRow | None, float]:
@@ -273,7 +273,7 @@ class SqlStore:
         rows = self._all(query + " ORDER BY entry_id", params)
         return [Reconciliation(str(r[0]), str(r[1]), r[2]) for r in rows]
 
-    # --- leases (DESIGN.md, Workers and leases) ---------------------------------------
+    # --- leases (Workers and leases) ---------------------------------------
 
     def acquire_lease(self, run_id: str, worker_id: str, duration: float) -> Lease:
         checked_duration(duration)

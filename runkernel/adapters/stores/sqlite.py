@@ -285,7 +285,7 @@ class SqliteStore(SqlStore):
         return int(cursor.lastrowid or 0)
 
     def _checkpoint_write(self, query: str, params: Sequence[Any]) -> None:
-        """A best-effort write that never waits for an fsync (DESIGN.md, Cost model): its
+        """A best-effort write that never waits for an fsync (Cost model): its
         own connection with ``synchronous=OFF``. In WAL mode a process crash keeps it;
         a power loss may lose it, which only loses a partial inference."""
         try:
