@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 BOOM_APP = textwrap.dedent(
     """
-    from runkernel.adapters.drive.ports import ModelCall, ModelReply, Returned, Staging, StatusReply, ToolRegistry
+    from runkernel import CallRequest
+    from runkernel.adapters.drive.ports import ModelReply, Returned, Staging, StatusReply, ToolRegistry
     from runkernel.adapters.worker.apps import RuntimeApp
     from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
     from runkernel.kernel.protocol import OperationStatus
@@ -32,7 +33,7 @@ BOOM_APP = textwrap.dedent(
     class Model:
         def infer(self, request):
             if request.step == 1:
-                return ModelReply("calling", (ModelCall("boom", {}),))
+                return ModelReply("calling", (CallRequest("boom", {}),))
             return ModelReply("done", end=EndCauseKind.COMPLETED)
 
     class Boom:

@@ -13,6 +13,7 @@ import pytest
 
 import runkernel
 from runkernel import CallRequest, CheckStatus, Done, Infer, OperationStatus, RunCall
+from runkernel.specs.checker import Verdict
 
 HOST = textwrap.dedent(
     """
@@ -77,7 +78,7 @@ def test_another_process_picks_up_a_host_killed_mid_call(tmp_path: Path, tool: s
     done = driver.inferred("finished", end=runkernel.EndCauseKind.COMPLETED)
     assert isinstance(done, Done) and done.final == "finished"
     assert starts(downstream) == [[operation_id, attempt]], "the killed attempt is the only one downstream"
-    assert runkernel.check_trace(store.commits("t1")).verdict is runkernel.Verdict.LEGAL
+    assert runkernel.check_trace(store.commits("t1")).verdict is Verdict.LEGAL
     store.close()
     answer = {"charge": "asked for its status", "fetch": "replayed as attempt 2", "email": "made Indeterminate"}
     print(f"push driver on SQLite, {tool}: host killed mid-call; another process {answer[tool]}; 1 start downstream")

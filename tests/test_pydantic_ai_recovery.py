@@ -106,7 +106,7 @@ def test_a_reconnect_tool_running_past_its_asks_leaves_the_run_as_committed(worl
     agent, durable = build(world.url, str(world.record), "reconnect_crash")
     asked: list[str] = []
 
-    def running(operation_id: str) -> StatusReply:
+    def running(operation_id: str, lease_epoch: int | None) -> StatusReply:
         asked.append(operation_id)
         return StatusReply(OperationStatus.RUNNING)
 
