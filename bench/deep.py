@@ -1,27 +1,38 @@
 """The long verification runs that CI does not make (the ``deep`` profiles).
 
-    python bench/deep.py [--skip NAME ...]
+    python bench/deep.py [--skip NAME ...] [--time-limit SECONDS] [--memory-limit MIB]
+    python bench/deep.py --report-only RESULT.json   # rewrite bench/DEEP.md from a saved result
 
-- the model checker at the deep bound (3 calls per batch, 2 steps, 2 crashes);
+- the model checker at the deep bound (3 calls per batch, 2 steps, 2 crashes), stopped
+  as CAPPED (no proof) past ``--time-limit`` (an hour by default) or ``--memory-limit``;
 - the Hypothesis property and stateful tests with ``HYPOTHESIS_PROFILE=deep``;
 - ``runkernel simulate`` with 20,000 runs on the memory store.
 
-Each run's own summary is printed as it comes; the exit code is the worst of them.
+Each run's own summary is printed as it comes; the exit code is the worst of them. The
+model checker's figures (verdict, states, transitions, depth, time, states/s, peak
+memory, the frontier per depth) are written to ``bench/DEEP.md``, the file the README's
+'What is proved' quotes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+REPORT = ROOT / "bench" / "DEEP.md"
+MODEL_CHECKER = [sys.executable, "proofs/model_check.py", "--profile", "deep"]
 
 RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
-    "model-checker": ([sys.executable, "proofs/model_check.py", "--profile", "deep"], {}),
+    "model-checker": (MODEL_CHECKER, {}),
     "hypothesis": (
         [
             sys.executable, "-m", "pytest",
@@ -38,17 +49,92 @@ RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
 }
 
 
+def omission_probability(states: int) -> float:
+    """Upper bound of the chance that 64-bit hash compaction merged two distinct states
+    among ``states`` (the birthday bound n(n-1)/2 / 2^64), so that one was never explored."""
+    return states * (states - 1) / 2 / 2**64
+
+
+def report(result: dict[str, Any], command: str) -> str:
+    """bench/DEEP.md for a model-checker result (``model_check.py --json``)."""
+    states, seconds = result["states"], result["seconds"]
+    verdict = {
+        "ok": "OK: every invariant holds in every reachable state; the bound is exhausted",
+        "violation": "VIOLATION (see the counterexample in the run's output)",
+    }.get(result["verdict"], f"CAPPED by {result.get('stopped') or 'a cap'}: not exhausted, so NOT a proof")
+    lines = [
+        "# The deep model-checking bound",
+        "",
+        f"Written by `python bench/deep.py` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC from `{command}`"
+        " (the figures below are that run's; do not edit).",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| verdict | {verdict} |",
+        f"| states | {states:,} |",
+        f"| transitions | {result['transitions']:,} |",
+        f"| depth reached | {result['max_depth']} |",
+        f"| final states | {result['final_states']:,} |",
+        f"| seconds (wall clock) | {seconds:,.0f} |",
+        f"| states per second (wall clock) | {states / seconds if seconds else 0:,.0f} |",
+        f"| peak memory | {result.get('peak_mib', 0):,.0f} MiB |",
+    ]
+    if result.get("hash_compaction", result["profile"] == "deep"):
+        lines.append(f"| hash compaction: probability a state was omitted | at most {omission_probability(states):.1e} |")
+    else:
+        lines.append("| state store | exact (no hash compaction) |")
+    lines += [f"| {name} | {n:,} |" for name, n in result.get("counters", {}).items()]
+    lines += [
+        "",
+        "## Frontier per depth",
+        "",
+        "States first reached at each depth (the frontier expanded next); on a capped run the",
+        "last row is the frontier left unexpanded.",
+        "",
+        "| depth | frontier | states (cumulative) | transitions (cumulative) | seconds |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {lv['depth']} | {lv['frontier']:,} | {lv['states']:,} | {lv['transitions']:,} | {lv['seconds']:,.0f} |"
+        for lv in result.get("levels", [])
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _model_checker(argv: list[str], env: dict[str, str]) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = Path(tmp) / "result.json"
+        code = subprocess.run(argv + ["--json", str(saved)], cwd=ROOT, env=env, check=False).returncode
+        if saved.exists():
+            REPORT.write_text(report(json.loads(saved.read_text(encoding="utf-8")), " ".join(argv[1:])), "utf-8")
+            print(f"==> model-checker: figures written to {REPORT.relative_to(ROOT)}", flush=True)
+    return code
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--skip", nargs="*", default=[], choices=sorted(RUNS), help="runs to leave out")
-    skipped = set(parser.parse_args().skip)
+    parser.add_argument("--time-limit", type=float, default=3600.0, help="the model checker's (seconds)")
+    parser.add_argument("--memory-limit", type=float, default=8000.0, help="the model checker's peak (MiB)")
+    parser.add_argument("--report-only", metavar="JSON", help="write bench/DEEP.md from a saved result and stop")
+    parser.add_argument("--command", default=" ".join(MODEL_CHECKER[1:]), help="the command --report-only names")
+    args = parser.parse_args()
+    if args.report_only:
+        REPORT.write_text(report(json.loads(Path(args.report_only).read_text("utf-8")), args.command), "utf-8")
+        return 0
     worst = 0
     for name, (argv, extra) in RUNS.items():
-        if name in skipped:
+        if name in args.skip:
             continue
+        env = {**os.environ, **extra}
+        if name == "model-checker":
+            argv = argv + ["--time-limit", f"{args.time_limit:g}", "--memory-limit", f"{args.memory_limit:g}"]
         print(f"==> {name}: {' '.join(argv[1:])}", flush=True)
         started = time.monotonic()
-        code = subprocess.run(argv, cwd=ROOT, env={**os.environ, **extra}, check=False).returncode
+        if name == "model-checker":
+            code = _model_checker(argv, env)
+        else:
+            code = subprocess.run(argv, cwd=ROOT, env=env, check=False).returncode
         print(f"==> {name}: exit {code} after {time.monotonic() - started:.0f}s", flush=True)
         worst = max(worst, code)
     return worst
