@@ -49,6 +49,33 @@ RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
 }
 
 
+METHOD = """## How the search is made faster, and why each keeps the verdict
+
+- **A memo of the pure kernel** (`KernelMemo` in `proofs/mc_kernel.py`, on in the deep
+  profile): `decide` and `validate_commit` are pure, so a repeated call is answered from
+  the memo; the model's own checks of every answer still run on every transition.
+  The graph explored is the same (`tests/test_model_checker_memo.py` compares it state
+  for state on a small bound, and a planted bug gives the same counterexample).
+- **A live frontier** (not pickled) and **no cyclic garbage collection** during the
+  search: bookkeeping only, the same states in the same order.
+- **Hash compaction** (deep profile): visited states are remembered by a 64-bit hash of
+  their canonical key, so two distinct states may merge and one go unexplored; the
+  probability is at most the birthday bound given in the table above.
+- **Call-id symmetry**: none to exploit. The model derives every id from committed facts
+  (call `c{step}.{position}`, ticket `t-{call}-{n}`), so the key is already canonical;
+  calls of a batch are not interchangeable (the kernel carries them out in order and
+  each tool has its own recovery policy), so renaming them would merge states that
+  behave differently.
+- **Crashes**: a crash discards the runtime's queue, so its target depends only on
+  what is durable; a crash after a commit's write and one before the next commit's
+  write (with only observer effects between them) reach the same key and merge. Once the crash budget is spent, commits
+  are applied without an intermediate state (the existing chain reduction).
+- Not done: merging states that differ only in the crash budget left (a state with
+  more budget simulates one with less). It keeps the safety invariants but not the
+  liveness check (a final state reachable only through a crash), so it would change
+  what the verdict means."""
+
+
 def omission_probability(states: int) -> float:
     """Upper bound of the chance that 64-bit hash compaction merged two distinct states
     among ``states`` (the birthday bound n(n-1)/2 / 2^64), so that one was never explored."""
@@ -84,6 +111,7 @@ def report(result: dict[str, Any], command: str) -> str:
     else:
         lines.append("| state store | exact (no hash compaction) |")
     lines += [f"| {name} | {n:,} |" for name, n in result.get("counters", {}).items()]
+    lines += ["", *METHOD.splitlines()]
     lines += [
         "",
         "## Frontier per depth",
