@@ -102,8 +102,8 @@ class Profile:
     memo_kernel: bool = False
     """Answer repeated ``decide``/``validate_commit`` calls from a memo (``KernelMemo``:
     the kernel is pure, so the answer is the same; a speedup, not a reduction). It pays
-    where many paths reach one snapshot (the deep bound: a third less time) and costs a
-    little where few do (the CI bound, about a fifth of its calls repeat)."""
+    where many paths reach one snapshot (the deep bound: about a third less CPU time) and
+    costs a little time and memory where few calls repeat (the CI bound)."""
     pickle_frontier: bool = False
     """Keep the BFS frontier pickled (less memory, about a third of the time spent
     pickling) instead of as live objects that share their snapshots."""
