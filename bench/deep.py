@@ -82,7 +82,7 @@ def omission_probability(states: int) -> float:
     return states * (states - 1) / 2 / 2**64
 
 
-def report(result: dict[str, Any], command: str) -> str:
+def report(result: dict[str, Any], command: str, writer: str = "python bench/deep.py") -> str:
     """bench/DEEP.md for a model-checker result (``model_check.py --json``)."""
     states, seconds = result["states"], result["seconds"]
     verdict = {
@@ -92,7 +92,7 @@ def report(result: dict[str, Any], command: str) -> str:
     lines = [
         "# The deep model-checking bound",
         "",
-        f"Written by `python bench/deep.py` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC from `{command}`"
+        f"Written by `{writer}` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC from `{command}`"
         " (the figures below are that run's; do not edit).",
         "",
         "| figure | value |",
@@ -148,7 +148,8 @@ def main() -> int:
     parser.add_argument("--command", default=" ".join(MODEL_CHECKER[1:]), help="the command --report-only names")
     args = parser.parse_args()
     if args.report_only:
-        REPORT.write_text(report(json.loads(Path(args.report_only).read_text("utf-8")), args.command), "utf-8")
+        saved = json.loads(Path(args.report_only).read_text("utf-8"))
+        REPORT.write_text(report(saved, args.command, "python bench/deep.py --report-only"), "utf-8")
         return 0
     worst = 0
     for name, (argv, extra) in RUNS.items():
