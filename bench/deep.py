@@ -117,7 +117,7 @@ def report(result: dict[str, Any], command: str, writer: str = "python bench/dee
         "## Frontier per depth",
         "",
         "States first reached at each depth (the frontier expanded next); on a capped run the",
-        "last row is the frontier left unexpanded.",
+        "last row is the frontier it was expanding when it stopped (states past it are in the totals).",
         "",
         "| depth | frontier | states (cumulative) | transitions (cumulative) | seconds |",
         "|---:|---:|---:|---:|---:|",
