@@ -92,6 +92,72 @@ class Kernel:
         return fn(head, run, commit, history, ticket_seen=ticket_seen)
 
 
+#: Entries a kernel memo holds before it starts afresh (bounds its memory).
+MEMO_LIMIT = 100_000
+
+
+class KernelMemo:
+    """Answers of the pure kernel by their arguments: a faster kernel that keeps the verdict.
+
+    Why it is sound: ``decide`` and ``validate_commit`` are pure functions of their
+    arguments (DESIGN.md: no I/O, clock, randomness or hidden state), and their
+    arguments are immutable; the policies are one object for the whole search. A
+    repeated call therefore returns an equal answer, and the checks the model applies
+    to that answer (``adopt``, ``written``) still run on every transition. Snapshots,
+    histories and commits are looked up by identity (the memo keeps each alive, so an
+    id is never reused while it is remembered): the model shares them between states,
+    and hashing them by content costs more than the kernel call it saves. Events are
+    small and compared by content. A kernel that raises is never memoized (the search
+    stops there). A memo belongs to one search (one ``Context``), so a kernel planted by
+    a test is never answered from another kernel's memo. ``recover`` is not memoized:
+    I11 calls it twice to see it deterministic.
+    """
+
+    def __init__(self, kernel: Kernel, limit: int = MEMO_LIMIT) -> None:
+        self.kernel = kernel
+        self.limit = limit
+        self.decisions: dict[tuple[object, ...], tuple[object, object, Decision | Rejection]] = {}
+        self.verdicts: dict[tuple[int, int, int], tuple[object, object, object, Accepted | Rejection]] = {}
+        self.histories: dict[RunHistory, RunHistory] = {}
+        self.hits = 0
+
+    def decide(
+        self, state: RunSnapshot | None, event: Input, policies: Policies, history: History
+    ) -> Decision | Rejection:
+        key = (id(state), id(history), event)
+        try:
+            found = self.decisions.get(key)
+        except TypeError:  # an unhashable JSON value inside the event
+            return self.kernel.run_decide(state, event, policies, history)
+        if found is not None and found[0] is state and found[1] is history:
+            self.hits += 1
+            return found[2]
+        answer = self.kernel.run_decide(state, event, policies, history)
+        if len(self.decisions) >= self.limit:
+            self.decisions.clear()
+        self.decisions[key] = (state, history, answer)
+        return answer
+
+    def validate(
+        self,
+        head: ThreadHead | None,
+        run: RunSnapshot | None,
+        commit: ThreadCommit,
+        history: RunHistory,
+    ) -> Accepted | Rejection:
+        """``head`` is derived from ``run`` by the caller, so it is not part of the key."""
+        key = (id(run), id(commit), id(history))
+        found = self.verdicts.get(key)
+        if found is not None and found[0] is run and found[1] is commit and found[2] is history:
+            self.hits += 1
+            return found[3]
+        verdict = self.kernel.run_validate(head, run, commit, history, history.ticket_used)
+        if len(self.verdicts) >= self.limit:
+            self.verdicts.clear()
+        self.verdicts[key] = (run, commit, history, verdict)
+        return verdict
+
+
 @dataclass(frozen=True)
 class Context:
     profile: Profile
@@ -100,6 +166,26 @@ class Context:
     refusals_checked: set[Key] = field(default_factory=set)
     """Snapshots whose refused commands were already checked (they depend on nothing else)."""
     counters: dict[str, int] = field(default_factory=dict)
+    memo: KernelMemo | None = None
+    """The kernel's answers by argument (``Profile.memo_kernel``); None: ask the kernel."""
+
+    def decide(self, state: RunSnapshot | None, event: Input, history: History) -> Decision | Rejection:
+        if self.memo is None:
+            return self.kernel.run_decide(state, event, self.policies, history)
+        return self.memo.decide(state, event, self.policies, history)
+
+    def intern(self, history: RunHistory) -> RunHistory:
+        """One object per distinct history, so that the memo finds it by identity."""
+        if self.memo is None:
+            return history
+        return self.memo.histories.setdefault(history, history)
+
+    def validate(
+        self, head: ThreadHead | None, run: RunSnapshot | None, commit: ThreadCommit, history: RunHistory
+    ) -> Accepted | Rejection:
+        if self.memo is None:
+            return self.kernel.run_validate(head, run, commit, history, history.ticket_used)
+        return self.memo.validate(head, run, commit, history)
 
 
 class Violation(Exception):

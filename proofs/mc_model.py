@@ -128,7 +128,7 @@ def _ticket(ctx: Context, history: RunHistory, call_id: str) -> str | None:
 
 def _answer(ctx: Context, state: State, event: Input, label: str, actor: str = WORLD) -> Transition:
     try:
-        decision = ctx.kernel.run_decide(state.snap, event, ctx.policies, state.history)
+        decision = ctx.decide(state.snap, event, state.history)
         if isinstance(decision, Rejection) and isinstance(event, ResumeCommand):
             raise Violation("I14", f"the kernel refused a matching resume: {decision}")
         target, commits = adopt(ctx, state, decision, label)

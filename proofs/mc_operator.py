@@ -119,7 +119,7 @@ def check_refusals(ctx: Context, snap: RunSnapshot, history: RunHistory) -> None
     commands = refused_commands(snap, history)
     ctx.counters["refused commands checked"] = ctx.counters.get("refused commands checked", 0) + len(commands)
     for label, command in commands:
-        verdict = ctx.kernel.run_decide(snap, command, ctx.policies, history)
+        verdict = ctx.decide(snap, command, history)
         if not isinstance(verdict, Rejection):
             raise Violation("I14", f"the kernel accepted a command it must refuse ({label}): {command!r}")
     if repr((snap, history)) != before:

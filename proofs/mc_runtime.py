@@ -54,10 +54,10 @@ def validate(
     if prev is not None:
         active = None if isinstance(prev.state, Ended) else prev.run_id
         head = ThreadHead(prev.thread_id, prev.version, active)
-    verdict = ctx.kernel.run_validate(head, prev, commit, history, history.ticket_used)
+    verdict = ctx.validate(head, prev, commit, history)
     if isinstance(verdict, Rejection):
         raise Violation("I1-I14 validate_commit", f"the kernel emitted an illegal commit: {verdict}", commit)
-    return verdict.run, history.plus(verdict.keys)
+    return verdict.run, ctx.intern(history.plus(verdict.keys))
 
 
 def prune(state: State, snap: RunSnapshot) -> State:

@@ -10,6 +10,12 @@ tool-use calls with tool results, that no non-final state is a dead end, and (af
 search) that a final state stays reachable from every state.
 
     python proofs/model_check.py [--profile ci|deep] [--max-states N] [--counterexample FILE]
+        [--time-limit SECONDS] [--memory-limit MIB] [--json FILE] [--memo | --plain]
+
+The search reports its frontier per depth as it goes (stderr). Speedups that keep the
+verdict: the kernel memo (``KernelMemo``, on in the deep profile or with ``--memo``;
+``--plain`` turns it off), a frontier of live objects that share their snapshots
+(``Profile.pickle_frontier`` off), and no cyclic garbage collection during the search.
 
 Exit 0: every invariant holds in every reachable state and the search was exhaustive.
 Exit 1: a violation; the shortest counterexample is printed (and written to FILE as a
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import pickle
 import sys
@@ -30,56 +37,37 @@ from collections.abc import Callable
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import IndeterminateChoice
 from runkernel.kernel.state import ThreadCommit
-from runkernel.kernel.values import JsonValue
-from runkernel.testing import Boundary, Position
 
-from mc_config import PROFILES, TOOLS, Profile
+from mc_config import PROFILES, Profile
 from mc_encode import Key
-from mc_kernel import CRASH, INTERRUPT, Context, Kernel, State, Violation
+from mc_kernel import CRASH, INTERRUPT, Context, Kernel, KernelMemo, State, Violation
 from mc_model import expand
+from mc_result import Counterexample, Level, Result, peak_memory_mib, summary
+
+__all__ = ["Counterexample", "Level", "Result", "check", "main", "plain", "summary"]
 
 PROGRESS_EVERY = 100_000
 
 
-@dataclasses.dataclass
-class Counterexample:
-    invariant: str
-    message: str
-    choices: list[str]
-    """Labels of the choices from the initial state; the last one is where it failed."""
-    trace: list[dict[str, JsonValue]]
-    """The committed log along the path (``runkernel/2`` lines); with ``offending`` the last
-    line is the commit the kernel emitted that broke the invariant."""
-    offending: bool
-
-
-@dataclasses.dataclass
-class Result:
-    profile: str
-    verdict: str
-    """``ok``, ``violation`` or ``capped``."""
-    states: int
-    transitions: int
-    max_depth: int
-    seconds: float
-    final_states: int
-    crash_points: dict[str, int]
-    counterexample: Counterexample | None = None
-    counters: dict[str, int] = dataclasses.field(default_factory=dict)
-    """Other tallies, e.g. how many commands the kernel had to (and did) refuse."""
-
-    @property
-    def exit_code(self) -> int:
-        return {"ok": 0, "violation": 1}.get(self.verdict, 2)
-
-
 class _Search:
-    def __init__(self, ctx: Context, max_states: int, progress: Callable[[str], None] | None) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        max_states: int,
+        progress: Callable[[str], None] | None,
+        time_limit: float | None = None,
+        memory_limit: float | None = None,
+    ) -> None:
         self.ctx = ctx
+        self.memory_limit = memory_limit
         self.max_states = max_states
         self.progress = progress
+        self.time_limit = time_limit
+        self.stopped = ""
+        self.levels: list[Level] = []
         self.root = State(None)
         self.compact = ctx.profile.hash_compaction
+        self.pickled = ctx.profile.pickle_frontier
         self.index: dict[Key, int] = {self._key(self.root): 0}
         self.parent = array("q", [-1])
         self.label_of = array("q", [-1])
@@ -92,6 +80,18 @@ class _Search:
         self.depth = 0
         self.crash_points: dict[str, int] = {}
         self.started = time.perf_counter()
+
+    def _elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def _level(self, frontier: int) -> None:
+        level = Level(self.depth, frontier, len(self.index), self.transitions, self._elapsed())
+        self.levels.append(level)
+        if self.progress is not None:
+            self.progress(
+                f"[model-check] depth {level.depth}: frontier {level.frontier:,}, {level.states:,} states, "
+                f"{level.transitions:,} transitions, {level.seconds:.0f} s, peak {peak_memory_mib():,.0f} MiB"
+            )
 
     def _key(self, state: State) -> Key:
         key = state.key()
@@ -107,9 +107,17 @@ class _Search:
     def run(self) -> tuple[str, Counterexample | None]:
         frontier: list[tuple[int, State | bytes, Key]] = [(0, self.root, self._key(self.root))]
         live = self.ctx.profile.check_liveness
+        self._level(len(frontier))
         while frontier:
             upcoming: list[tuple[int, State | bytes, Key]] = []
             for idx, stored, key in frontier:
+                if idx % 1024 == 0:
+                    if self.time_limit is not None and self._elapsed() > self.time_limit:
+                        self.stopped = f"the time limit ({self.time_limit:.0f} s)"
+                        return "capped", None
+                    if self.memory_limit is not None and peak_memory_mib() > self.memory_limit:
+                        self.stopped = f"the memory limit ({self.memory_limit:,.0f} MiB)"
+                        return "capped", None
                 state = stored if isinstance(stored, State) else pickle.loads(stored)
                 try:
                     moves = expand(self.ctx, state)
@@ -127,14 +135,15 @@ class _Search:
                     target = self.index.get(target_key)
                     if target is None:
                         if len(self.index) >= self.max_states:
+                            self.stopped = f"the state cap ({self.max_states:,})"
                             return "capped", None
                         target = len(self.index)
                         self.index[target_key] = target
                         self.parent.append(idx)
                         self.label_of.append(self._label_id(move.label))
-                        # with hash compaction the frontier is kept pickled (about a third
-                        # of the memory of live objects)
-                        kept = pickle.dumps(move.target, protocol=5) if self.compact else move.target
+                        # a pickled frontier takes about a third of the memory of live
+                        # objects, and about a third of the time of the search
+                        kept = pickle.dumps(move.target, protocol=5) if self.pickled else move.target
                         upcoming.append((target, kept, target_key))
                         if self.progress is not None and target % PROGRESS_EVERY == 0:
                             self.progress(
@@ -151,6 +160,7 @@ class _Search:
                     return "violation", self.counterexample(idx, dead)
             if upcoming:
                 self.depth += 1
+                self._level(len(upcoming))
             frontier = upcoming
         if live:
             stuck = self._cannot_finish()
@@ -229,12 +239,25 @@ def check(
     max_states: int | None = None,
     kernel: Kernel | None = None,
     progress: Callable[[str], None] | None = None,
+    time_limit: float | None = None,
+    memory_limit: float | None = None,
 ) -> Result:
-    """Run the search for ``profile`` and return what it found."""
+    """Run the search for ``profile`` and return what it found (``capped`` past
+    ``max_states`` states, ``time_limit`` seconds or ``memory_limit`` MiB of peak memory)."""
     chosen = PROFILES[profile] if isinstance(profile, str) else profile
-    ctx = Context(chosen, chosen.policies(), kernel or Kernel())
-    search = _Search(ctx, max_states or chosen.max_states, progress)
-    verdict, counterexample = search.run()
+    used = kernel or Kernel()
+    memo = KernelMemo(used) if chosen.memo_kernel else None
+    ctx = Context(chosen, chosen.policies(), used, memo=memo)
+    search = _Search(ctx, max_states or chosen.max_states, progress, time_limit, memory_limit)
+    # the search builds no reference cycles worth collecting, and the collector's passes
+    # over millions of live states cost a fifth of the time
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        verdict, counterexample = search.run()
+    finally:
+        if collecting:
+            gc.enable()
     return Result(
         profile=chosen.name,
         verdict=verdict,
@@ -245,49 +268,17 @@ def check(
         final_states=len(search.finals),
         crash_points=dict(sorted(search.crash_points.items())),
         counterexample=counterexample,
-        counters=dict(ctx.counters),
+        counters=dict(ctx.counters) | ({"kernel answers from the memo": memo.hits} if memo else {}),
+        levels=search.levels,
+        stopped=search.stopped,
+        peak_mib=peak_memory_mib(),
+        hash_compaction=chosen.hash_compaction,
     )
 
 
-def summary(result: Result, profile: Profile) -> str:
-    lines = [
-        f"runkernel bounded model check, profile {profile.name}: up to {profile.max_calls} call(s) per "
-        f"tool step, {profile.tool_steps} tool step(s) "
-        f"{'at step 1' if profile.tool_step_first_only else 'at any step'}, {profile.max_steps} steps, "
-        f"{profile.max_crashes} crash(es), {profile.waits_per_call} wait(s) per call, tools "
-        f"{'/'.join(TOOLS)}, indeterminate results {profile.on_indeterminate.value}"
-        + (", hash compaction" if profile.hash_compaction else ""),
-        f"states explored: {result.states:,}",
-        f"transitions:     {result.transitions:,}",
-        f"max depth:       {result.max_depth}",
-        f"final states:    {result.final_states:,}",
-        *(f"{name}: {n:,}" for name, n in result.counters.items()),
-        f"seconds:         {result.seconds:.1f}",
-        "crash points covered (boundary @ position: transitions):",
-    ]
-    lines += [f"  {point.replace('@', ' @ ')}: {n:,}" for point, n in result.crash_points.items()]
-    possible = [f"{b.value}@{p.value}" for b in (Boundary.BEFORE_WRITE, Boundary.AFTER_WRITE) for p in Position]
-    possible.append(f"{Boundary.AFTER_EFFECT.value}@{Position.CALL_RESULT.value}")
-    missing = [p.replace("@", " @ ") for p in possible if p not in result.crash_points]
-    if missing and profile.max_crashes:
-        lines.append(f"  never reached within the bound: {', '.join(missing)}")
-    if result.verdict == "ok":
-        lines.append("verdict: OK - every invariant holds in every reachable state (exhaustive within the bound)")
-    elif result.verdict == "capped":
-        lines.append(
-            f"verdict: CAPPED - stopped at {result.states:,} states before exhausting the bound; "
-            "this is NOT a proof"
-        )
-    else:
-        cx = result.counterexample
-        assert cx is not None
-        lines.append(f"verdict: VIOLATION of {cx.invariant}: {cx.message}")
-        lines.append(f"shortest counterexample ({len(cx.choices)} choices):")
-        lines += [f"  {i}. {choice}" for i, choice in enumerate(cx.choices, 1)]
-        tail = " (the last line is the offending commit)" if cx.offending else ""
-        lines.append(f"committed log, runkernel/2{tail}:")
-        lines += [json.dumps(line, sort_keys=True) for line in cx.trace]
-    return "\n".join(lines)
+def plain(profile: Profile) -> Profile:
+    """``profile`` with every speedup and reduction switched off (the reference search)."""
+    return dataclasses.replace(profile, memo_kernel=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,6 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--counterexample", metavar="FILE", help="write a counterexample's runkernel/2 trace here")
     parser.add_argument("--end-on-indeterminate", action="store_true", help="the host ends the run on Indeterminate")
     parser.add_argument("--no-liveness", action="store_true", help="skip the final-state reachability check")
+    parser.add_argument("--json", metavar="FILE", help="also write the result (levels included) as JSON here")
+    parser.add_argument("--memory-limit", type=float, default=None, metavar="MIB", help="stop (capped) past this peak")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help="stop (capped) after this")
+    parser.add_argument("--memo", action="store_true", help="memoize the kernel's answers (as the deep profile does)")
+    parser.add_argument(
+        "--plain", action="store_true", help="no kernel memo and no reductions (to compare verdicts with them)"
+    )
     args = parser.parse_args(argv)
     profile = PROFILES[args.profile]
     profile = dataclasses.replace(
@@ -304,8 +302,21 @@ def main(argv: list[str] | None = None) -> int:
         on_indeterminate=IndeterminateChoice.END_RUN if args.end_on_indeterminate else profile.on_indeterminate,
         check_liveness=profile.check_liveness and not args.no_liveness,
     )
-    result = check(profile, max_states=args.max_states, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    if args.memo:
+        profile = dataclasses.replace(profile, memo_kernel=True)
+    if args.plain:
+        profile = plain(profile)
+    result = check(
+        profile,
+        max_states=args.max_states,
+        progress=lambda m: print(m, file=sys.stderr, flush=True),
+        time_limit=args.time_limit,
+        memory_limit=args.memory_limit,
+    )
     print(summary(result, profile))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump(dataclasses.asdict(result), out, indent=1)
     if result.counterexample is not None and args.counterexample:
         with open(args.counterexample, "w", encoding="utf-8") as out:
             for line in result.counterexample.trace:

@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -58,8 +59,10 @@ def _simulate(args: argparse.Namespace) -> int:
             _clear_export(export)
         progress = None if args.no_progress else SimulateProgress(sys.stderr)
         terminated: list[int] = []
+        began, cpu_began = time.monotonic(), time.process_time()
         with _sigterm_interrupts(terminated):
             report = simulate(store, args.runs, args.seed, progress)
+        took, cpu = time.monotonic() - began, time.process_time() - cpu_began
         if progress is not None and progress.tty and not report.complete:
             sys.stderr.write("\n")  # the partial report starts on a line of its own
         if report.store_failure is not None:
@@ -71,6 +74,8 @@ def _simulate(args: argparse.Namespace) -> int:
                 with (export / f"{thread_id}.jsonl").open("w", encoding="utf-8", newline="\n") as out:
                     out.writelines(line + "\n" for line in export_lines(store, thread_id, redact=False))
         sys.stdout.write(format_report(report))
+        # on stderr: the report on stdout stays the same for the same seed and code
+        print(f"runkernel simulate: {plural(report.runs, 'Run')} in {took:.1f} s ({cpu:.1f} s of CPU)", file=sys.stderr)
         if export is not None and report.complete:
             print(f"exported {plural(len(report.thread_ids), 'thread')} to {args.export}")
         if report.interrupted:
