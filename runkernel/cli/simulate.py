@@ -74,8 +74,10 @@ def _simulate(args: argparse.Namespace) -> int:
                 with (export / f"{thread_id}.jsonl").open("w", encoding="utf-8", newline="\n") as out:
                     out.writelines(line + "\n" for line in export_lines(store, thread_id, redact=False))
         sys.stdout.write(format_report(report))
-        # on stderr: the report on stdout stays the same for the same seed and code
-        print(f"runkernel simulate: {plural(report.runs, 'Run')} in {took:.1f} s ({cpu:.1f} s of CPU)", file=sys.stderr)
+        if report.complete:
+            # on stderr: the report on stdout stays the same for the same seed and code;
+            # a stopped run's one stderr line says why it stopped instead
+            print(f"runkernel simulate: {plural(report.runs, 'Run')} in {took:.1f} s ({cpu:.1f} s of CPU)", file=sys.stderr)
         if export is not None and report.complete:
             print(f"exported {plural(len(report.thread_ids), 'thread')} to {args.export}")
         if report.interrupted:
