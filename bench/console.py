@@ -1,4 +1,4 @@
-"""The console's Runs page (issue 21): one page, filtered by state and app, over a
+"""The console's Runs page: one page, filtered by state and app, over a
 store of 10 Runs and one of 100,000 (1,000 with ``--quick``). A page is a fixed number
 of queries, each an index range with a LIMIT, so its time must not follow the store.
 

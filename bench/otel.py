@@ -1,4 +1,4 @@
-"""The OpenTelemetry row (issue 21 item 3): what ``telemetry=OpenTelemetry()`` costs a
+"""The OpenTelemetry row: what ``telemetry=OpenTelemetry()`` costs a
 drive with the ``otel`` extra installed and no exporter configured (the API's global
 providers: every span non-recording), against the same agent loop without telemetry,
 in memory (no fsync to hide the cost behind)."""

@@ -1,4 +1,4 @@
-"""The PostgreSQL rows (issue 10 item 6): ``PostgresStore.append`` against a bare psycopg
+"""The PostgreSQL rows: ``PostgresStore.append`` against a bare psycopg
 INSERT+COMMIT of the same bytes on the same server, and 8 worker processes committing to
 shared Runs (commits/s and conflicts/s).
 

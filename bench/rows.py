@@ -376,7 +376,7 @@ def rows(sizes: Sizes) -> list[Row]:
 
 
 def console_rows(sizes: Sizes) -> list[Row]:
-    """The console's Runs page (issue 21), group in ``bench/console.py``."""
+    """The console's Runs page, group in ``bench/console.py``."""
     large = "1,000" if sizes.quick else "100,000"
     return [
         Row(
@@ -407,7 +407,7 @@ def _bytes_per_step_growth(a: Sample, b: Sample | None) -> float:
 
 
 def postgres_rows() -> list[Row]:
-    """The PostgreSQL rows (issue 10 item 6), groups in ``bench/postgres.py``."""
+    """The PostgreSQL rows, groups in ``bench/postgres.py``."""
     return [
         Row(
             "PostgresStore commit vs raw psycopg INSERT+COMMIT of the same bytes: raw time ÷ runkernel time",

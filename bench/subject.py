@@ -292,7 +292,7 @@ def check_trace(path: Path) -> bool:
     return check_file(path).verdict is Verdict.LEGAL
 
 
-# --- the console (issue 21) ------------------------------------------------------------
+# --- the console ------------------------------------------------------------
 
 
 def activate_runs(store: Store, count: int, *, apps: int) -> None:
@@ -327,7 +327,7 @@ def console_runs_page(store: Store, state: str, app: str) -> int:
     return len(runs_page(store, RunFilter(state, app)).runs)
 
 
-# --- the worker group (issue 22 item 3) ---------------------------------------------------
+# --- the worker group ---------------------------------------------------
 
 
 class _TwoCallModel:

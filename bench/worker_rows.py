@@ -1,5 +1,5 @@
-"""The worker group's rows (issue 22 item 3; the per-Run and per-drive transaction rows
-of item 1), read from ``bench/workers.py``'s sides, and the projection to more cores."""
+"""The worker group's rows (among them durable transactions per Run and per drive),
+read from ``bench/workers.py``'s sides, and the projection to more cores."""
 
 from __future__ import annotations
 

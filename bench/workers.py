@@ -1,4 +1,4 @@
-"""Worker throughput (issue 22 item 3): 1, 2 and 4 ``runkernel worker`` processes
+"""Worker throughput: 1, 2 and 4 ``runkernel worker`` processes
 draining the same short Runs, beside 1, 2 and 4 DBOS processes draining the same short
 unit, on SQLite and on PostgreSQL.
 

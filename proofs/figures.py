@@ -260,8 +260,9 @@ def block(results: str, deep: str | None = None) -> str:
         "invariant | `python3 -m pytest` (Hypothesis, `ci` profile) | — |",
     ]
     intro = (
-        f"From `proofs/RESULTS.md` ({written}): counts, the same for the same commit at any load "
-        "(but the one time, simulate's); rerun any command to see them."
+        f"From `proofs/RESULTS.md` ({written}) and `bench/DEEP.md`: counts, the same for the same commit "
+        "at any load, but for simulate's seconds and the deep bound's row (its run stops at a time "
+        "limit, so how far it gets depends on the machine); rerun any command to see them."
     )
     return "\n".join([BEGIN, intro, "", *table, END]) + "\n"
 

@@ -100,7 +100,7 @@ class KernelMemo:
     """Answers of the pure kernel by their arguments: a faster kernel that keeps the verdict.
 
     Why it is sound: ``decide`` and ``validate_commit`` are pure functions of their
-    arguments (DESIGN.md: no I/O, clock, randomness or hidden state), and their
+    arguments (the kernel is pure: no I/O, clock, randomness or hidden state), and their
     arguments are immutable; the policies are one object for the whole search. A
     repeated call therefore returns an equal answer, and the checks the model applies
     to that answer (``adopt``, ``written``) still run on every transition. Snapshots,

@@ -1,4 +1,4 @@
-"""The CLI held to its documented contract (docs/reference/commands.md) where it deviated (issue 20, items 5 and 6):
+"""The CLI held to its documented contract (docs/reference/commands.md) where it deviated:
 passwords masked however malformed the URL, a zero-byte file refused by start, db
 migrate's store failures exit 1, no -wal/-shm beside a refused newer-schema store, a
 locked store named, usage errors in one line, integers outside 0..2^53-1 not a trace."""

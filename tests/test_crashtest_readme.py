@@ -6,6 +6,8 @@ Pydantic AI page's first example (docs/pydantic-ai.md) passes the crash test."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
 import subprocess
 import sys
 import types
@@ -14,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from docs_blocks import Block, run_by
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 
@@ -61,3 +65,31 @@ def test_the_durable_pydantic_ai_agent_passes_the_crash_test(tmp_path: Path, mon
     assert report.crashes == report.boundaries["approve-every-wait"] >= 20
     assert (report.tools["search"].most_extra, report.tools["send_email"].most_extra) == (1, 0)
     assert list(tmp_path.iterdir()) == []  # the worker app's driver is the crash test's
+
+
+def _readme_section(title: str) -> list[tuple[str, str]]:
+    """(language, code) of each fenced block under the README's ``## title``."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end >= 0 else len(text)]
+    return re.findall(r"^```(\w+)\n(.*?)^```$", section, flags=re.MULTILINE | re.DOTALL)
+
+
+def test_the_readmes_crash_test_section_runs_as_printed(tmp_path: Path) -> None:
+    """Its command exits 0 with the report, and its pytest file passes, as a user runs
+    both from the clone."""
+    [(shell, command), (python, test_file)] = _readme_section("Crash-test your own agent")
+    assert (shell, python) == ("bash", "python")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "PYTHONPATH": str(ROOT), "RUNKERNEL_DEMO_LEDGER": str(tmp_path / "ledger.db")}
+    ran = subprocess.run(["bash", "-c", command.strip()], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    print(ran.stdout[-1500:])
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.startswith("runkernel crashtest: app demo") and ran.stdout.endswith("verdict: PASS\n")
+    (tmp_path / "test_readme_crashtest.py").write_text(test_file)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_readme_crashtest.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    print(done.stdout[-800:])
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr

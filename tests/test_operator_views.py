@@ -1,4 +1,4 @@
-"""What an approver and an operator see (issue 20, item 3 and the commands of item 5):
+"""What an approver and an operator see:
 the hold's request committed with its wait and shown by inspect, export, runs and the
 push driver's WaitFor, also after a crash; each Run's lease by the store's clock in
 inspect and runs; resume --call; a command identical to a queued one is not queued

@@ -1,4 +1,4 @@
-"""Many workers on PostgreSQL, killed and stalled (issue 10 item 5; W1-W4 across
+"""Many workers on PostgreSQL, killed and stalled (W1-W4 across
 processes): 4 ``runkernel worker`` processes drive 200 Runs of the example app while
 they are SIGKILLed (and restarted), and SIGSTOPped past their lease then continued;
 approvals are answered through ``runkernel resume``. Afterwards every Run is Ended or

@@ -1,4 +1,4 @@
-"""The Pydantic AI integration in production use (issue 23): one module-level durable
+"""The Pydantic AI integration in production use: one module-level durable
 agent used from 8 threads at once (SQLite and PostgreSQL); transient model errors
 retried with the interpreter's capped backoff (inline, under ``durable.resume`` and
 under ``runkernel worker``), the attempt cap and a non-transient error ending the Run

@@ -392,3 +392,13 @@ def test_stores_created_together_never_see_each_others_file_empty(tmp_path: Path
     left = sorted(name for name in os.listdir(tmp_path) if not name.startswith("s") or ".db" not in name)
     print(f"60 openers of 10 new stores: {len(failures)} refused; scratch files left: {left}")
     assert failures == [] and left == []
+
+
+def test_a_new_store_file_has_the_mode_sqlite_gives_a_new_file(tmp_path: Path) -> None:
+    """0666 less the umask, as a file SQLite creates itself: another user or group the
+    umask lets in can open the store."""
+    sqlite3.connect(tmp_path / "plain.db").execute("CREATE TABLE t (x)").connection.close()
+    SqliteStore(tmp_path / "store.db", create=True).close()
+    modes = {name: oct((tmp_path / name).stat().st_mode & 0o777) for name in ("plain.db", "store.db")}
+    print(f"modes: {modes}")
+    assert modes["store.db"] == modes["plain.db"]

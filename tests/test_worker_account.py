@@ -1,4 +1,4 @@
-"""The worker's account of itself and its stops (issue 20 items 1 and 4):
+"""The worker's account of itself and its stops:
 
 - a SQLite lock held longer than the busy timeout is one outage, ridden out: one report
   when it began, one when it ended, no failed drive, every Run ends;

@@ -1,4 +1,4 @@
-"""Workers ride out their database (Workers and leases, W6; issue 20 item 1).
+"""Workers ride out their database (Workers and leases, W6).
 
 - A PostgreSQL cluster of the test's own is stopped with ``-m immediate`` under 4
   ``runkernel worker`` processes driving 100 Runs, while one of them holds a tool's

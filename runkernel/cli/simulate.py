@@ -78,8 +78,8 @@ def _simulate(args: argparse.Namespace) -> int:
             # on stderr: the report on stdout stays the same for the same seed and code;
             # a stopped run's one stderr line says why it stopped instead
             print(f"runkernel simulate: {plural(report.runs, 'Run')} in {took:.1f} s ({cpu:.1f} s of CPU)", file=sys.stderr)
-        if export is not None and report.complete:
-            print(f"exported {plural(len(report.thread_ids), 'thread')} to {args.export}")
+            if export is not None:
+                print(f"exported {plural(len(report.thread_ids), 'thread')} to {args.export}")
         if report.interrupted:
             return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
         return EXIT_OK if report.complete and not report.violations else EXIT_FAILURE

@@ -197,7 +197,7 @@ class StoreContract(LeaseContract):
         assert raised.value.rejection.rule is Rule.ONE_ACTIVE_RUN
 
 
-    # --- the judge's side of the contract (issue 7) ---------------------------------
+    # --- the judge's side of the contract ---------------------------------
 
     @pytest.mark.parametrize("where", ["content", "metadata", "arguments", "event"])
     def test_a_lone_surrogate_is_refused_with_a_typed_error_before_writing(self, store: Store, where: str) -> None:
@@ -261,7 +261,7 @@ class StoreContract(LeaseContract):
         assert check_commits(list(store.commits("t1"))).verdict is Verdict.LEGAL
 
 
-    # --- listing and work discovery (issue 9) --------------------------------------
+    # --- listing and work discovery --------------------------------------
 
     def test_runs_are_listed_newest_first_with_their_app(self, store: Store) -> None:
         append_all(store, text_run("t1", "r1", 1, app="billing"))
@@ -321,7 +321,7 @@ class StoreContract(LeaseContract):
         store.put_command("ended", {"type": "end", "kind": "cancelled"})
         assert "ended" in store.runs_with_work("a")  # a command left to refuse is work too
 
-    # --- quiet parents and their children (issue 12) ----------------------------------
+    # --- quiet parents and their children ----------------------------------
 
     def test_a_quiet_parent_is_work_only_once_a_child_ended_or_was_never_activated(self, store: Store) -> None:
         run = delegating_run("tp", "parent", app="a")

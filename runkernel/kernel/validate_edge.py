@@ -42,6 +42,8 @@ and commits with deliberately wrong claims) and requires the same verdict.
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from runkernel.kernel.history import NO_HISTORY, History, commit_keys
 from runkernel.kernel.state import (
     RESUMED_EVENT,
@@ -111,7 +113,7 @@ def by_named_edge(
         elif claim.kind is EdgeKind.NEW_BATCH:
             confirmed = _is_new_batch(prev, commit, history)
         else:
-            confirmed = False
+            assert_never(claim.kind)
     except Illegal:
         return None  # the full judge reports it, under its own rule and message
     if not confirmed:

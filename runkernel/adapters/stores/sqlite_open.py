@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import enum
 import os
+import secrets
 import sqlite3
 import stat
-import tempfile
 import urllib.parse
 
 from attrs import frozen
@@ -116,14 +116,16 @@ def _place_new_database(path: str) -> None:
     """Put a new, empty SQLite database at ``path`` in one step: made under a scratch
     name beside it (its header written) and hard-linked into place, so no process ever
     finds the store's file empty, which ``check_path`` refuses as someone else's file.
-    A creator that loses the race to another leaves the other's file alone; where the
-    directory refuses the scratch file or hard links, SQLite creates the file instead."""
+    The scratch file is created with the mode SQLite gives a new file (0666 less the
+    umask). A creator that loses the race to another leaves the other's file alone;
+    where the directory refuses the scratch file or hard links, SQLite creates the file
+    instead."""
     directory = os.path.dirname(os.path.abspath(path))
+    scratch = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(8)}.new")
     try:
-        descriptor, scratch = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".new", dir=directory)
+        os.close(os.open(scratch, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     except OSError:
         return
-    os.close(descriptor)
     try:
         db = sqlite3.connect(scratch, isolation_level=None)
         try:
@@ -131,16 +133,14 @@ def _place_new_database(path: str) -> None:
         finally:
             db.close()
         os.link(scratch, path)
-    except FileExistsError:
-        pass  # another process created the store first: its file stands
     except (OSError, sqlite3.Error):
-        pass
+        pass  # FileExistsError: another process created the store first; its file stands
     finally:
         for leftover in (scratch, scratch + "-wal", scratch + "-shm"):
             try:
                 os.unlink(leftover)
-            except FileNotFoundError:
-                pass
+            except OSError:
+                pass  # gone already, or not ours to remove: nothing to undo
 
 
 def not_a_database(path: str, error: sqlite3.Error) -> SchemaError | None:

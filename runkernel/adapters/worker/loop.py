@@ -64,9 +64,6 @@ OnFailure = Callable[[str, BaseException], None]
 #: already said the Run ends.
 OnRunFailed = Callable[[str, EndCause], None]
 
-#: the old name, which ``runkernel.testing.crashtest.hosts`` (a parallel branch's) imports
-_DRIVER_OPTIONS = DRIVER_OPTIONS
-
 
 def default_worker_id() -> str:
     """Unique per process: host, pid and 48 random bits."""

@@ -23,7 +23,7 @@ from runkernel.adapters.drive.ports import ToolRegistry
 from runkernel.adapters.drive.runtime import Runtime
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
-from runkernel.adapters.worker.loop import _DRIVER_OPTIONS as DRIVER_OPTIONS  # what a push app may set
+from runkernel.adapters.worker.push_drive import DRIVER_OPTIONS  # what a push app may set
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import Activate, EndRequest, ResumeCommand
 from runkernel.kernel.rules import Rejection

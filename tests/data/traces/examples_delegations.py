@@ -1,4 +1,4 @@
-"""Examples for concurrent terminal-only delegations (issue 12; I8, I15): a parent whose
+"""Examples for concurrent terminal-only delegations (I8, I15): a parent whose
 two delegations run together, their children in Threads of their own, then an ordinary
 call; and the planted mistakes (a child's identity changed, a child activated twice, a
 result that is not the child's terminus, an ordinary call started while a delegation runs).

@@ -1,4 +1,4 @@
-"""Examples for the hooks that stage (issue 12): staged Run state (``staged``: absent is
+"""Examples for the hooks that stage: staged Run state (``staged``: absent is
 unchanged, null clears it) and AfterTool reactions, committed with the terminal result
 and immutable like it."""
 
