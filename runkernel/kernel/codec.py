@@ -19,7 +19,7 @@ import msgspec
 
 from runkernel.errors import IllegalShape as IllegalShape, TraceFormatError as TraceFormatError
 from runkernel.kernel.canonical import jcs_digest
-from runkernel.kernel.codec_typed import typed_commit, typed_commit_of_text
+from runkernel.kernel.codec_typed import remember_policy, remembered_policy, typed_commit, typed_commit_of_text
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.rules import Rule
 from runkernel.kernel.state import (
@@ -394,24 +394,19 @@ def _parent_from_json(value: Any, path: str) -> ParentCall | None:
     return ParentCall(_field(obj, "thread_id", str, path), _field(obj, "run_id", str, path), _field(obj, "call_id", str, path))
 
 
-_POLICIES: dict[tuple[Any, ...], ToolPolicy] = {}
-_POLICIES_KEPT = 256  # distinct policies remembered; a trace has a few, a hostile one no more
-
-
 def policy_from_json(value: Any, path: str) -> ToolPolicy | None:
     """Decode a call's ``policy`` (absent or null: the runtime did not record one)."""
     if value is None:
         return None
     obj = _object(value, path)
-    key = (obj.get("recovery"), obj.get("max_attempts"), obj.get("retries"), obj.get("delegation"))
-    hashable = type(key[0]) is str and type(key[1]) is int and type(key[2]) is int and type(key[3]) in (str, type(None))
-    known = _POLICIES.get(key) if hashable else None
-    if known is not None:
-        return known
-    policy = _decode_policy(obj, path)
-    if hashable and len(_POLICIES) < _POLICIES_KEPT:
-        _POLICIES[key] = policy
-    return policy
+    recovery, max_attempts, retries = obj.get("recovery"), obj.get("max_attempts"), obj.get("retries")
+    delegation = obj.get("delegation")
+    if not (type(recovery) is str and type(max_attempts) is int and type(retries) is int
+            and type(delegation) in (str, type(None))):
+        return _decode_policy(obj, path)
+    key = (recovery, max_attempts, retries, delegation)
+    known = remembered_policy(key)  # one cache with the typed reader's
+    return known if known is not None else remember_policy(key, _decode_policy(obj, path))
 
 
 def _decode_policy(obj: Mapping[str, Any], path: str) -> ToolPolicy:

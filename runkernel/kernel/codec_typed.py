@@ -166,8 +166,23 @@ class _NotCertain(Exception):
 
 _REQUESTED = CallRequested()
 _RUNNING = Running()
-_POLICIES: dict[tuple[str, int, int, Any], ToolPolicy] = {}
+#: a policy's wire fields: recovery, max_attempts, retries, delegation
+PolicyKey = tuple[str, int, int, Any]
+#: the policies both readers built, by wire fields (one ``ToolPolicy`` per distinct policy)
+_POLICIES: dict[PolicyKey, ToolPolicy] = {}
 _POLICIES_KEPT = 256  # distinct policies remembered; a trace has a few, a hostile one no more
+
+
+def remembered_policy(key: PolicyKey) -> ToolPolicy | None:
+    """The policy either reader built earlier from these wire fields, if any."""
+    return _POLICIES.get(key)
+
+
+def remember_policy(key: PolicyKey, policy: ToolPolicy) -> ToolPolicy:
+    """Keep ``policy`` for ``key`` (while fewer than ``_POLICIES_KEPT`` are kept) and return it."""
+    if len(_POLICIES) < _POLICIES_KEPT:
+        _POLICIES[key] = policy
+    return policy
 _DELEGATION_KINDS = (None, "terminal_only", "sequential")
 
 
@@ -283,7 +298,7 @@ def _policy(raw: _Policy) -> ToolPolicy:
     key = (raw.recovery.value, raw.max_attempts, raw.retries, raw.delegation)
     if not isinstance(raw.delegation, (str, type(None))):
         raise _NotCertain
-    known = _POLICIES.get(key)
+    known = remembered_policy(key)
     if known is not None:
         return known
     if raw.max_attempts < 1 or raw.delegation not in _DELEGATION_KINDS:
@@ -294,9 +309,7 @@ def _policy(raw: _Policy) -> ToolPolicy:
         terminal_only_delegation=raw.delegation == "terminal_only",
         sequential_delegation=raw.delegation == "sequential",
     )
-    if len(_POLICIES) < _POLICIES_KEPT:
-        _POLICIES[key] = policy
-    return policy
+    return remember_policy(key, policy)
 
 
 def _message(raw: _Message) -> Message:
