@@ -57,6 +57,7 @@ class DelegationStore(CrashingStore):
         settle: Settlement | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
         trace_context: str | None = None,
     ) -> RunSnapshot:
         parent = commit.parent
@@ -66,7 +67,7 @@ class DelegationStore(CrashingStore):
             assert call is not None and isinstance(call.status, CallExecuting), f"{commit.run_id} before its Executing"
             assert call.delegation is not None and call.delegation.run_id == commit.run_id
         try:
-            return super().append(commit, settle, lease=lease, trace_context=trace_context)
+            return super().append(commit, settle, lease=lease, release=release, trace_context=trace_context)
         finally:
             if parent is not None and self.run(commit.run_id) is not None:
                 self.activations.append(commit.run_id)  # it landed, even if the writer died

@@ -60,11 +60,12 @@ class _OrderedMemoryStore(MemoryStore):
         settle: Settlement | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
         trace_context: str | None = None,
     ) -> RunSnapshot:
         if self.fail_writes:
             raise StoreUnavailable("memory store: writes are failing (injected)")
-        stored = super().append(commit, settle, lease=lease, trace_context=trace_context)
+        stored = super().append(commit, settle, lease=lease, release=release, trace_context=trace_context)
         self.appended.append((commit.thread_id, commit.version))
         return stored
 
@@ -89,9 +90,10 @@ class _OrderedSqliteStore(SqliteStore):
         settle: Settlement | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
         trace_context: str | None = None,
     ) -> RunSnapshot:
-        stored = super().append(commit, settle, lease=lease, trace_context=trace_context)
+        stored = super().append(commit, settle, lease=lease, release=release, trace_context=trace_context)
         self.appended.append((commit.thread_id, commit.version))
         return stored
 

@@ -62,10 +62,11 @@ class _AtExecuting:
         settle: Settlement | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
         trace_context: str | None = None,
     ) -> RunSnapshot:
         if not starts_a_call(commit):
-            return super().append(commit, settle, lease=lease, trace_context=trace_context)  # type: ignore[misc, no-any-return]
+            return super().append(commit, settle, lease=lease, release=release, trace_context=trace_context)  # type: ignore[misc, no-any-return]
         if self.refuse_executing:
             self.refuse_executing = False
             self.conflicts_answered += 1
@@ -73,7 +74,7 @@ class _AtExecuting:
         before, self.before_executing = self.before_executing, None
         if before is not None:
             before(commit)
-        stored: RunSnapshot = super().append(commit, settle, lease=lease, trace_context=trace_context)  # type: ignore[misc]
+        stored: RunSnapshot = super().append(commit, settle, lease=lease, release=release, trace_context=trace_context)  # type: ignore[misc]
         after, self.after_executing = self.after_executing, None
         if after is not None:
             after(commit)

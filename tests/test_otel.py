@@ -306,8 +306,8 @@ class _StoreWithoutTraces:
     def __init__(self) -> None:
         self.inner = MemoryStore()
 
-    def append(self, commit: Any, settle: Any = None, *, lease: Any = None) -> Any:
-        return self.inner.append(commit, settle, lease=lease)
+    def append(self, commit: Any, settle: Any = None, *, lease: Any = None, release: bool = False) -> Any:
+        return self.inner.append(commit, settle, lease=lease, release=release)
 
     def __getattr__(self, name: str) -> Any:
         if name == "trace_context":

@@ -126,12 +126,13 @@ class FlakyStore(MemoryStore):
         settle: Settlement | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
         trace_context: str | None = None,
     ) -> RunSnapshot:
         self.appends += 1
         if self.appends == self.fail_at:
             raise StoreUnavailable("database restarted")
-        return super().append(commit, settle, lease=lease, trace_context=trace_context)
+        return super().append(commit, settle, lease=lease, release=release, trace_context=trace_context)
 
 
 @pytest.mark.parametrize("fail_at", range(1, 9))

@@ -63,14 +63,15 @@ class _LosesOneReply:
         settle: Settlement | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
         trace_context: str | None = None,
     ) -> RunSnapshot:
         self.appends += 1
         if self.appends != self.lose_at:
-            stored: RunSnapshot = super().append(commit, settle, lease=lease, trace_context=trace_context)  # type: ignore[misc]
+            stored: RunSnapshot = super().append(commit, settle, lease=lease, release=release, trace_context=trace_context)  # type: ignore[misc]
             return stored
         if self.instead is None:
-            super().append(commit, settle, lease=lease, trace_context=trace_context)  # type: ignore[misc]
+            super().append(commit, settle, lease=lease, release=release, trace_context=trace_context)  # type: ignore[misc]
         else:
             self.instead()
         raise StoreUnavailable("the connection dropped around the commit (injected)")

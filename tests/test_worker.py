@@ -201,10 +201,11 @@ class _LosesReplies:
         settle: Settlement | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
         trace_context: str | None = None,
     ) -> RunSnapshot:
         self.appends += 1
-        stored: RunSnapshot = super().append(commit, settle, lease=lease, trace_context=trace_context)  # type: ignore[misc]
+        stored: RunSnapshot = super().append(commit, settle, lease=lease, release=release, trace_context=trace_context)  # type: ignore[misc]
         if self.appends in self.lose:
             raise StoreUnavailable("connection dropped after COMMIT (injected)")
         return stored

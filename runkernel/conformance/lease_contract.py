@@ -1,7 +1,8 @@
 """The lease contract of a store (Workers and leases), as pytest tests that
 ``StoreContract`` (``suite``) inherits: one valid lease per Run by the store's clock,
 epochs rising with every take-over, the lease checked in the commit's transaction, each
-commit's writer recorded, a retried commit whose acknowledgement was lost adopted once.
+commit's writer recorded, a retried commit whose acknowledgement was lost adopted once,
+a quiet commit that releases its lease doing so in its own transaction.
 The tests need no clock control: a lease of duration 0 has expired when it is granted.
 Run them through ``StoreContract``, whose ``store`` fixture each test takes.
 """
@@ -190,6 +191,33 @@ class LeaseContract:
         with pytest.raises(CommitConflict):
             store.append(second)  # nor is an unleased retry ever adopted
         assert [c.version for c in store.commits("t1")] == [1, 2]
+
+    def test_a_commit_that_releases_its_lease_gives_it_up_in_the_same_write(self, store: Store) -> None:
+        first, second, *_ = text_run("t1", "r1", 2)
+        lease = store.acquire_lease("r1", "worker-a", self.LONG)
+        store.append(first, lease=lease)
+        landed = store.append(second, lease=lease, release=True)
+        assert store.current_lease("r1") is None
+        status = store.lease_status("r1")
+        assert (status.lease, status.released) == (lease, True)
+        assert store.writer_of("t1", 2) == lease.writer
+        # the reply was lost: the retry is adopted, and the lease stays released
+        assert store.append(second, lease=lease, release=True) == landed
+        assert store.lease_status("r1").released
+        assert store.acquire_lease("r1", "worker-b", self.LONG).epoch == lease.epoch + 1
+
+    def test_a_refused_commit_releases_nothing(self, store: Store) -> None:
+        first, second, *_ = text_run("t1", "r1", 2)
+        lease = store.acquire_lease("r1", "worker-a", self.LONG)
+        store.append(first, lease=lease)
+        rival = attrs.evolve(first, messages=(Message(Role.USER, "something else"),))
+        with pytest.raises((CommitConflict, IllegalCommit)):
+            store.append(rival, lease=lease, release=True)  # version 1 is taken
+        assert store.current_lease("r1") == lease
+        with pytest.raises(ValueError):
+            store.append(second, release=True)  # nothing to release without a lease
+        assert store.current_lease("r1") == lease
+        assert [c.version for c in store.commits("t1")] == [1]
 
     def test_a_different_commit_at_a_landed_version_is_a_conflict_even_for_its_writer(self, store: Store) -> None:
         first, second, *_ = text_run("t1", "r1", 2)

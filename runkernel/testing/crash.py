@@ -146,20 +146,24 @@ class CrashingStore:
         settle: Settlement | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
         trace_context: str | None = None,
     ) -> RunSnapshot:
         """The wrapped store's ``append``, between the plan's two write boundaries (a
-        ``trace_context`` passed on as it came)."""
+        ``release`` and a ``trace_context`` passed on only when given, so a wrapped store
+        that takes neither still works)."""
         position = position_of(self.store.run(commit.run_id), commit)
         if self.plan.crash_here(Boundary.BEFORE_WRITE, position):
             raise self.failure(Boundary.BEFORE_WRITE, position)
         if self.fail_writes:
             raise StoreUnavailable("writes are failing (injected)")
-        if trace_context is None:
-            stored = self.store.append(commit, settle, lease=lease)
-        else:
-            append: Callable[..., RunSnapshot] = self.store.append
-            stored = append(commit, settle, lease=lease, trace_context=trace_context)
+        options: dict[str, Any] = {}
+        if release:
+            options["release"] = True
+        if trace_context is not None:
+            options["trace_context"] = trace_context
+        append: Callable[..., RunSnapshot] = self.store.append
+        stored = append(commit, settle, lease=lease, **options)
         if self.plan.crash_here(Boundary.AFTER_WRITE, position):
             raise self.failure(Boundary.AFTER_WRITE, position)
         return stored

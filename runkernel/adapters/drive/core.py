@@ -232,7 +232,10 @@ class DriverCore:
         yield from self._fence(commit)
         # the inbox command this commit applies is settled in the commit's own transaction
         settle = None if self.entry is None else Settlement(self.entry.entry_id, "applied")
-        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)
+        # a commit that leaves the Run Awaiting or Ended makes it quiet: its lease goes
+        # with it (a command that turns up afterwards takes the lease again)
+        quiet = isinstance(commit.disposition, (Awaiting, Ended))
+        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry, quiet)
         self.entry = None
         if stored != expected:
             raise DriverError(f"store and kernel disagree after version {commit.version}")

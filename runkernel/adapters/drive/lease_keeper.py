@@ -52,6 +52,7 @@ class LeaseKeeper:
         self.taken = 0
         self.renewals = 0
         self.checks = 0
+        self.released_in_commits = 0
 
     def take(self, run_id: str) -> Lease:
         """Acquire (or extend) the lease on ``run_id``; ``LeaseHeld`` if another worker
@@ -103,6 +104,12 @@ class LeaseKeeper:
     def forget(self, run_id: str) -> None:
         """Drop a lease this worker lost (nothing to release)."""
         self._held.pop(run_id, None)
+
+    def released(self, run_id: str) -> None:
+        """The store released the lease on ``run_id`` in a commit (the commit that made
+        the Run quiet): this worker holds it no more, and a later commit takes it again."""
+        if self._held.pop(run_id, None) is not None:
+            self.released_in_commits += 1
 
     def release(self, run_id: str) -> None:
         """Give the lease on ``run_id`` up (the Run is quiet, or the worker stops)."""

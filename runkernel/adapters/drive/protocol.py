@@ -27,12 +27,14 @@ class Append:
     """Write the commit (settling ``settle``'s inbox command in the same transaction);
     answer with the store's new snapshot. ``prev`` is the Run's snapshot before it (None
     for an activation), which names the commit's position; ``applies`` is the inbox
-    command ``settle`` settles."""
+    command ``settle`` settles. ``quiet``: the commit leaves the Run Awaiting or Ended,
+    so a leased host gives the Run's lease up in the commit's own transaction."""
 
     commit: ThreadCommit
     settle: Settlement | None = None
     prev: RunSnapshot | None = None
     applies: InboxEntry | None = None
+    quiet: bool = False
 
 
 @frozen

@@ -150,27 +150,49 @@ class StoreOps:
         return stored
 
     def _write(
-        self, commit: ThreadCommit, activation: bool, settle: Settlement | None = None, lease: Lease | None = None
+        self,
+        commit: ThreadCommit,
+        activation: bool,
+        settle: Settlement | None = None,
+        lease: Lease | None = None,
+        release: bool = False,
     ) -> RunSnapshot:
         """The store's append; a Run's activation carries the telemetry's trace context
-        into the same transaction (none without telemetry: the call is unchanged)."""
+        into the same transaction (none without telemetry), and a quiet commit releases
+        its lease in it. Each keyword is passed only when it says something, so a store
+        (or a test's wrapper) that takes neither is called as before."""
         context = self.telemetry.activation_context(commit) if activation and self.keeps_traces else None
-        if context is None:
+        if context is None and not release:
             return self.store.append(commit, settle, lease=lease)
+        options: dict[str, Any] = {}
+        if release:
+            options["release"] = True
+        if context is not None:
+            options["trace_context"] = context
         append: Callable[..., RunSnapshot] = self.store.append
-        return append(commit, settle, lease=lease, trace_context=context)
+        return append(commit, settle, lease=lease, **options)
 
     def _leased_append(self, op: Append) -> RunSnapshot:
+        """A leased write; a quiet commit gives the lease up in its own transaction, so
+        the drive then holds no lease (a later commit of this drive takes it again)."""
+        stored = self._retried(op)
+        if op.quiet:
+            assert self.leases is not None
+            self.leases.released(op.commit.run_id)
+        return stored
+
+    def _retried(self, op: Append) -> RunSnapshot:
         """W4: a leased write whose reply was lost (the store became unavailable) is
         retried as it is; the store adopts it if it had landed, so it is never written
         twice."""
         assert self.leases is not None
+        run_id = op.commit.run_id
         for _ in range(APPEND_RETRIES):
             try:
-                return self._write(op.commit, op.prev is None, op.settle, self.leases.for_commit(op.commit.run_id))
+                return self._write(op.commit, op.prev is None, op.settle, self.leases.for_commit(run_id), op.quiet)
             except StoreUnavailable as error:
                 self.on_event(CommitRetried(op.commit, str(error)))
-        return self._write(op.commit, op.prev is None, op.settle, self.leases.for_commit(op.commit.run_id))
+        return self._write(op.commit, op.prev is None, op.settle, self.leases.for_commit(run_id), op.quiet)
 
     def _activate_child(self, op: ActivateChild) -> RunSnapshot | None:
         if self.leases is not None and op.commit.parent is not None:

@@ -158,7 +158,12 @@ class Store(Protocol):
     """What the runtime, the CLI and the conformance suite need from a store."""
 
     def append(
-        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None
+        self,
+        commit: ThreadCommit,
+        settle: Settlement | None = None,
+        *,
+        lease: Lease | None = None,
+        release: bool = False,
     ) -> RunSnapshot:
         """Write ``commit`` atomically, and settle the inbox entry ``settle`` names (if
         it is still pending) in the same transaction; return the Run's new snapshot.
@@ -168,6 +173,11 @@ class Store(Protocol):
         not released), else raises ``LeaseLost``; the commit records ``lease.writer``.
         Without one, the commit is refused with ``LeaseHeld`` while any worker holds a
         valid lease on the Run, and records no writer.
+
+        With ``release`` (only beside ``lease``), the same transaction also releases
+        the lease once the commit is written: the commit that makes the Run quiet gives
+        its lease up, so a drive costs no transaction of its own to release it. A
+        commit that is refused releases nothing.
 
         A retried commit whose acknowledgement was lost (W4) is recognized by identity,
         version and writer: if the Thread's latest commit has this commit's version,

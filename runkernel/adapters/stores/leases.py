@@ -69,6 +69,21 @@ def require_held(lease: Lease, row: LeaseRow | None, now: float, margin: float =
     return row.lease
 
 
+def checked_release(lease: Lease | None, release: bool) -> bool:
+    """``append(release=True)`` gives up the lease the commit names: without one there
+    is nothing to release, which is a caller's mistake, refused before anything is
+    written."""
+    if release and lease is None:
+        raise ValueError("append(release=True) releases the commit's lease: pass lease= too")
+    return release
+
+
+def released_row(lease: Lease) -> LeaseRow:
+    """The lease row a commit under ``lease`` leaves when it releases the lease (the
+    commit's lease check has just found it valid)."""
+    return LeaseRow(lease, released=True)
+
+
 def commit_writer(commit: ThreadCommit, lease: Lease | None, row: LeaseRow | None, now: float) -> Writer | None:
     """The writer a commit records, after the lease check its transaction makes."""
     if lease is None:

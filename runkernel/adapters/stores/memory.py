@@ -9,7 +9,9 @@ from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
-from runkernel.adapters.stores.leases import LeaseRow, acquired, commit_writer, is_own_landed_commit, require_held
+from runkernel.adapters.stores.leases import (
+    LeaseRow, acquired, checked_release, commit_writer, is_own_landed_commit, released_row, require_held,
+)
 from runkernel.adapters.stores.contract import (
     Checkpoint,
     InboxEntry,
@@ -67,9 +69,11 @@ class MemoryStore:
         settle: Settlement | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
         trace_context: str | None = None,
     ) -> RunSnapshot:
         """``Store.append``; ``trace_context`` (an activation's) is kept beside the Run."""
+        checked_release(lease, release)
         with self._lock:
             if self._landed_already(commit, lease):
                 return self._runs[commit.run_id]
@@ -97,6 +101,8 @@ class MemoryStore:
                 self._traces[commit.run_id] = trace_context
             if settle is not None:
                 self._settle(settle.entry_id, settle.outcome)
+            if release and lease is not None:
+                self._leases[commit.run_id] = released_row(self._leases[commit.run_id].lease)
             return accepted.run
 
     def trace_context(self, run_id: str) -> str | None:

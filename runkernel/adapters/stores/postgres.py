@@ -31,7 +31,7 @@ from runkernel.adapters.stores.contract import (
     StoreUnavailable,
     judge_append,
 )
-from runkernel.adapters.stores.leases import commit_writer
+from runkernel.adapters.stores.leases import checked_release, commit_writer
 from runkernel.adapters.stores.postgres_commit import Statement, commit_statements
 from runkernel.adapters.stores.postgres_connection import Connection
 from runkernel.adapters.stores.postgres_schema import TABLES, unavailable
@@ -83,10 +83,12 @@ class PostgresStore(PostgresSql):
         settle: Settlement | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
         trace_context: str | None = None,
     ) -> RunSnapshot:
         """``Store.append``; ``trace_context`` (a Run's activation only) is kept beside the
         Run, outside the commit log, in the same transaction (``trace_context()``)."""
+        checked_release(lease, release)
         if self.read_only:
             raise StoreUnavailable(f"{self.where} was opened read-only")
         if lease is not None and lease.run_id != commit.run_id:
@@ -95,7 +97,7 @@ class PostgresStore(PostgresSql):
         lost = False
         for _ in range(LOST_CONNECTION_ATTEMPTS):
             try:
-                return self._append_judged(commit, settle, lease, sent, lost, trace_context)
+                return self._append_judged(commit, settle, lease, sent, lost, trace_context, release)
             except _ConnectionLost:
                 lost = True
                 self._reconnect()
@@ -119,6 +121,7 @@ class PostgresStore(PostgresSql):
         sent: list[tuple[RunSnapshot, str]],
         lost: bool,
         trace_context: str | None = None,
+        release: bool = False,
     ) -> RunSnapshot:
         """Judge, then write in one transaction; a rival write found by the database,
         or a conflict judged against this store's own last write, makes it judge once
@@ -143,7 +146,7 @@ class PostgresStore(PostgresSql):
                 commit, line, head, accepted.head, judged_dumps(snapshot_to_json(accepted.run)),
                 summary_of(accepted.run, commit.app), accepted.keys,
                 settle, lease, before is None, (self._channel, commit.run_id) if before is None else None,
-                awaited_children(accepted.run), self._channel, trace_context,
+                awaited_children(accepted.run), self._channel, trace_context, release,
             )
             try:
                 self._write(query)

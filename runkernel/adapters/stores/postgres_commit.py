@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from runkernel.adapters.stores.contract import Lease, Settlement
-from runkernel.adapters.stores.sql_statements import history_statements, pg_sql
+from runkernel.adapters.stores.sql_statements import RELEASE_IN_COMMIT, history_statements, pg_sql
 from runkernel.adapters.stores.work import RunSummary, parent_columns
 from runkernel.kernel.history import HistoryKeys
 from runkernel.kernel.state import ThreadCommit, ThreadHead
@@ -67,13 +67,14 @@ def commit_statements(
     awaited: tuple[str, ...] = (),
     notify_channel: str | None = None,
     trace_context: str | None = None,
+    release: bool = False,
 ) -> list[Statement]:
     """The statements and their parameters for one commit judged against ``head``
     (``new_run``: the Run has no row yet); ``notify`` is (channel, payload) to wake
     workers when it commits; ``awaited`` the children the Run is quiet for
     (``runkernel.adapters.stores.work.awaited_children``); ``notify_channel`` where a child's
     end wakes its parent's workers; ``trace_context`` what a new Run's telemetry keeps
-    beside it."""
+    beside it; ``release`` gives ``lease`` up once the commit is written."""
     found: list[Statement] = []
 
     def add(text: str, *params: Any) -> None:
@@ -111,6 +112,8 @@ def commit_statements(
         add("UPDATE runs SET trace_context = %s WHERE run_id = %s", trace_context, commit.run_id)
     for text, params in history_statements(commit.run_id, keys, awaited, settle):
         add(pg_sql(text), *params)
+    if release and lease is not None:
+        add(pg_sql(RELEASE_IN_COMMIT), True, lease.run_id, lease.worker_id, lease.epoch)
     if notify is not None:
         add("SELECT pg_notify(%s, %s)", *notify)
     if summary.state == "ended" and notify_channel is not None:

@@ -23,6 +23,10 @@ HEAD_AND_RUN = (
     "(SELECT snapshot FROM runs WHERE run_id = ?)"
 )
 
+#: The commit's lease given up in the commit's own transaction (``append(release=True)``),
+#: after its lease check found it the Run's valid one: (run id, worker id, epoch, True).
+RELEASE_IN_COMMIT = "UPDATE leases SET released = ? WHERE run_id = ? AND worker_id = ? AND epoch = ?"
+
 
 @functools.lru_cache(maxsize=256)
 def pg_sql(query: str) -> str:

@@ -29,10 +29,10 @@ from runkernel.adapters.stores.contract import (
     Writer,
     judge_append,
 )
-from runkernel.adapters.stores.leases import LeaseRow, commit_writer, is_own_landed_commit
+from runkernel.adapters.stores.leases import LeaseRow, checked_release, commit_writer, is_own_landed_commit
 from runkernel.adapters.stores.serial import commit_text, dumps, line_text, snapshot_text
 from runkernel.adapters.stores.sql_shared import SqlStore
-from runkernel.adapters.stores.sql_statements import Row, history_statements
+from runkernel.adapters.stores.sql_statements import RELEASE_IN_COMMIT, Row, history_statements
 from runkernel.adapters.stores.sqlite_open import Access, Recognized, connect, recognize, statements, store_error
 from runkernel.adapters.stores.sqlite_schema import LAYOUT as LAYOUT
 from runkernel.adapters.stores.sqlite_schema import SCHEMA
@@ -132,10 +132,12 @@ class SqliteStore(SqlStore):
         settle: Settlement | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
         trace_context: str | None = None,
     ) -> RunSnapshot:
         """``Store.append``; ``trace_context`` (a Run's activation only) is kept beside the
         Run, outside the commit log, in the same transaction (``trace_context()``)."""
+        checked_release(lease, release)
         db = self._db
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -193,6 +195,8 @@ class SqliteStore(SqlStore):
                 db.execute("UPDATE runs SET trace_context = ? WHERE run_id = ?", (trace_context, commit.run_id))
             for statement, params in history_statements(commit.run_id, accepted.keys, awaited, settle):
                 db.execute(statement, params)
+            if release and lease is not None:
+                db.execute(RELEASE_IN_COMMIT, (True, lease.run_id, lease.worker_id, lease.epoch))
             self._written = None
             db.execute("COMMIT")
             self._written = (commit.run_id, snapshot, accepted.run)

@@ -283,6 +283,10 @@ class Worker:
             self.report.conflicts += 1
             self.telemetry.drive_failed(run_id, "conflict", conflict)
             self.leases.forget(run_id)
+        except LeaseHeld:
+            # its quiet commit gave the lease up, and another worker took the Run (for
+            # a command that came meanwhile) before this drive could take it again
+            self.report.contended += 1
         except LeaseLost as lost:
             self.report.leases_lost += 1
             self.telemetry.drive_failed(run_id, "lease_lost", lost)

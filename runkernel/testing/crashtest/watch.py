@@ -115,11 +115,12 @@ class LabelledStore(CrashingStore):
         settle: Settlement | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
         trace_context: str | None = None,
     ) -> RunSnapshot:
         named = self.naming(commit.run_id)
         self.sweep.where = f"{named}v{commit.version}{_tool_of(self.store.run(commit.run_id), commit)}"
-        return super().append(commit, settle, lease=lease, trace_context=trace_context)
+        return super().append(commit, settle, lease=lease, release=release, trace_context=trace_context)
 
 
 def _tool_of(before: RunSnapshot | None, commit: ThreadCommit) -> str:
