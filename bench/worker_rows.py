@@ -184,7 +184,8 @@ def rows() -> list[Row]:
                 Goal("<=", _drive_goal, "≤ its commits + 1"),
                 lambda s: f"{s.counts['transactions'] / max(s.counts['drives'], 1):.2f} tx and"
                 f" {s.counts['commits'] / max(s.counts['drives'], 1):.2f} commits per drive",
-                limit="the lease is taken and released in transactions of its own, beside the drive's commits",
+                limit="the lease is taken in a transaction of its own before the model is asked (so no other worker asks"
+                " it for the same step) and released in the drive's last commit",
             )
         )
         table.append(

@@ -920,6 +920,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "    pass  # the named edge taken on trust\n",
         unit("tests/test_named_edge.py::test_every_catalogued_mutation_gets_the_full_judges_verdict_under_every_claim"),
     ),
+    Mutant(
+        "a quiet commit keeps the lease (the worker releases it in a transaction of its own)",
+        "runkernel/adapters/drive/core.py",
+        "        quiet = isinstance(commit.disposition, (Awaiting, Ended))\n",
+        "        quiet = False\n",
+        unit("tests/test_drive_transactions.py::test_a_drive_costs_its_commits_plus_one_durable_transaction"),
+    ),
+    Mutant(
+        "SQLite: a commit asked to release its lease keeps it",
+        "runkernel/adapters/stores/sqlite.py",
+        "                db.execute(RELEASE_IN_COMMIT, (True, lease.run_id, lease.worker_id, lease.epoch))\n",
+        "                pass  # the release forgotten\n",
+        unit("tests/test_store_conformance.py::TestRunkernelStores::test_a_commit_that_releases_its_lease_gives_it_up_in_the_same_write"),
+    ),
 )
 
 

@@ -23,6 +23,32 @@ HEAD_AND_RUN = (
     "(SELECT snapshot FROM runs WHERE run_id = ?)"
 )
 
+#: SQLite's read for a commit, inside its transaction: the Thread's head, the Run's
+#: snapshot text and its lease row, in one statement (NULLs where a row is missing).
+HEAD_RUN_AND_LEASE = (
+    "SELECT t.version, t.active_run_id, r.snapshot, l.worker_id, l.epoch, l.expires_at, l.released "
+    "FROM (SELECT 1) AS one LEFT JOIN threads t ON t.thread_id = ? LEFT JOIN runs r ON r.run_id = ? "
+    "LEFT JOIN leases l ON l.run_id = ?"
+)
+
+#: SQLite's writes of a commit: its line, the Thread's head (a new Thread's row, or the
+#: head moved on) and the Run's row (a new Run's, with the app and parent its
+#: activation names and later commits keep; or the latest state moved on). The head's
+#: and the Run's changed columns come first, their keys last.
+INSERT_COMMIT = (
+    "INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) VALUES (?, ?, ?, ?, ?, ?)"
+)
+INSERT_THREAD = "INSERT INTO threads (version, active_run_id, thread_id) VALUES (?, ?, ?)"
+UPDATE_THREAD = "UPDATE threads SET version = ?, active_run_id = ? WHERE thread_id = ?"
+INSERT_RUN = (
+    "INSERT INTO runs (snapshot, state, step, version, waiting_for, wake_at, quiet, run_id, thread_id, app, "
+    "parent_thread_id, parent_run_id, parent_call_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+UPDATE_RUN = (
+    "UPDATE runs SET snapshot = ?, state = ?, step = ?, version = ?, waiting_for = ?, wake_at = ?, quiet = ? "
+    "WHERE run_id = ?"
+)
+
 #: The commit's lease given up in the commit's own transaction (``append(release=True)``),
 #: after its lease check found it the Run's valid one: (run id, worker id, epoch, True).
 RELEASE_IN_COMMIT = "UPDATE leases SET released = ? WHERE run_id = ? AND worker_id = ? AND epoch = ?"

@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from runkernel.adapters.stores.contract import (
+    CommitConflict,
+    IllegalCommit,
     Lease,
+    LeaseLost,
     SIMULATE_CLAIM,
     Settlement,
     StoreUnavailable,
@@ -32,7 +35,10 @@ from runkernel.adapters.stores.contract import (
 from runkernel.adapters.stores.leases import LeaseRow, checked_release, commit_writer, is_own_landed_commit
 from runkernel.adapters.stores.serial import commit_text, dumps, line_text, snapshot_text
 from runkernel.adapters.stores.sql_shared import SqlStore
-from runkernel.adapters.stores.sql_statements import RELEASE_IN_COMMIT, Row, history_statements
+from runkernel.adapters.stores.sql_statements import (
+    HEAD_RUN_AND_LEASE, INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT, UPDATE_RUN, UPDATE_THREAD, Row,
+    history_statements,
+)
 from runkernel.adapters.stores.sqlite_open import Access, Recognized, connect, recognize, statements, store_error
 from runkernel.adapters.stores.sqlite_schema import LAYOUT as LAYOUT
 from runkernel.adapters.stores.sqlite_schema import SCHEMA
@@ -146,51 +152,39 @@ class SqliteStore(SqlStore):
             failure = store_error(self.path, "beginning a write", error)
             raise (failure if isinstance(failure, StoreUnavailable) else StoreUnavailable(str(failure))) from None
         try:
-            if lease is not None and self._landed_already(commit, lease):
-                adopted = self.run(commit.run_id)
-                db.execute("ROLLBACK")
-                assert adopted is not None  # the landed commit wrote the Run's row
-                return adopted
-            writer = commit_writer(commit, lease, self._lease_row(commit.run_id), self._clock())
+            head, before, lease_row = self._before(commit.thread_id, commit.run_id)
             line = commit_to_json(commit)  # built once: scanned by the judge, then written
-            head, before = self._before(commit.thread_id, commit.run_id)
-            accepted = judge_append(
-                head,
-                before,
-                commit,
-                self.history(commit.run_id),
-                self._ticket_known,
-                line,
-            )
-            db.execute(
-                "INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (commit.thread_id, commit.version, commit.run_id, line_text(line), *_writer_columns(writer)),
-            )
+            try:
+                writer = commit_writer(commit, lease, lease_row, self._clock())
+                accepted = judge_append(head, before, commit, self.history(commit.run_id), self._ticket_known, line)
+            except (CommitConflict, IllegalCommit, LeaseLost):
+                # W4, only when the commit is refused (never on the common path): a
+                # retry of this writer's commit that landed, its reply lost, is adopted
+                if lease is not None and self._landed_already(commit, lease):
+                    adopted = self.run(commit.run_id)
+                    db.execute("ROLLBACK")
+                    assert adopted is not None  # the landed commit wrote the Run's row
+                    return adopted
+                raise
+            written_line = (commit.thread_id, commit.version, commit.run_id, line_text(line), *_writer_columns(writer))
+            db.execute(INSERT_COMMIT, written_line)
             new_head = accepted.head
             db.execute(
-                "INSERT INTO threads (thread_id, version, active_run_id) VALUES (?, ?, ?) "
-                "ON CONFLICT (thread_id) DO UPDATE SET version = excluded.version, "
-                "active_run_id = excluded.active_run_id",
-                (new_head.thread_id, new_head.version, new_head.active_run_id),
+                INSERT_THREAD if head is None else UPDATE_THREAD,
+                (new_head.version, new_head.active_run_id, new_head.thread_id),
             )
             snapshot = snapshot_text(accepted.run)  # msgspec, as the commit line
             summary = summary_of(accepted.run, commit.app)
             awaited = awaited_children(accepted.run)
-            # the app and the parent are the activation's: later commits never change them
-            db.execute(
-                "INSERT INTO runs (run_id, thread_id, snapshot, app, state, step, version, waiting_for, wake_at, "
-                "quiet, parent_thread_id, parent_run_id, parent_call_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (run_id) DO UPDATE SET snapshot = excluded.snapshot, state = excluded.state, "
-                "step = excluded.step, version = excluded.version, waiting_for = excluded.waiting_for, "
-                "wake_at = excluded.wake_at, quiet = excluded.quiet",
-                (
-                    commit.run_id, commit.thread_id, snapshot, summary.app, summary.state, summary.step,
-                    summary.version, summary.waiting_for, summary.wake_at, 1 if awaited else 0,
-                    *parent_columns(commit.parent),
-                ),
+            changed = (
+                snapshot, summary.state, summary.step, summary.version, summary.waiting_for, summary.wake_at, bool(awaited)
             )
+            if before is None:
+                # the app and the parent are the activation's: later commits never change them
+                parent = parent_columns(commit.parent)
+                db.execute(INSERT_RUN, (*changed, commit.run_id, commit.thread_id, summary.app, *parent))
+            else:
+                db.execute(UPDATE_RUN, (*changed, commit.run_id))
             if trace_context is not None:
                 db.execute("UPDATE runs SET trace_context = ? WHERE run_id = ?", (trace_context, commit.run_id))
             for statement, params in history_statements(commit.run_id, accepted.keys, awaited, settle):
@@ -208,17 +202,21 @@ class SqliteStore(SqlStore):
             raise
         return accepted.run
 
-    def _before(self, thread_id: str, run_id: str) -> tuple[ThreadHead | None, RunSnapshot | None]:
-        """The Thread's head and the Run's latest snapshot for a commit, read in one
-        statement. If the Run's row holds exactly the text this connection wrote last,
-        the snapshot kept from that commit is used instead of decoding the row again."""
-        head, text = self._head_and_run(thread_id, run_id)
+    def _before(self, thread_id: str, run_id: str) -> tuple[ThreadHead | None, RunSnapshot | None, LeaseRow | None]:
+        """The Thread's head, the Run's latest snapshot and its lease row for a commit,
+        read in one statement. If the Run's row holds exactly the text this connection
+        wrote last, the snapshot kept from that commit is used instead of decoding the
+        row again."""
+        row = self._db.execute(HEAD_RUN_AND_LEASE, (thread_id, run_id, run_id)).fetchone()
+        head = None if row[0] is None else self._head(thread_id, row[0], row[1])
+        lease = None if row[3] is None else _lease_row_of(run_id, *row[3:])
+        text = row[2]
         if text is None:
-            return head, None
+            return head, None, lease
         written = self._written
         if written is not None and written[0] == run_id and written[1] == text:
-            return head, written[2]
-        return head, self._snapshot(run_id, text)
+            return head, written[2], lease
+        return head, self._snapshot(run_id, text), lease
 
     def _landed_already(self, commit: ThreadCommit, lease: Lease) -> bool:
         """W4, inside the append's transaction: the Thread's latest commit is this one,
@@ -238,9 +236,7 @@ class SqliteStore(SqlStore):
         row = self._db.execute(
             "SELECT worker_id, epoch, expires_at, released FROM leases WHERE run_id = ?", (run_id,)
         ).fetchone()
-        if row is None:
-            return None
-        return LeaseRow(Lease(run_id, str(row[0]), int(row[1]), float(row[2])), bool(row[3]))
+        return None if row is None else _lease_row_of(run_id, *row)
 
     def _lease_now(self, run_id: str) -> tuple[LeaseRow | None, float]:
         row: LeaseRow | None = self._read(lambda: self._lease_row(run_id))
@@ -251,7 +247,7 @@ class SqliteStore(SqlStore):
         rows = self._all(
             f"SELECT run_id, worker_id, epoch, expires_at, released FROM leases WHERE run_id IN ({marks})", run_ids
         )
-        found = {str(r[0]): LeaseRow(Lease(str(r[0]), str(r[1]), int(r[2]), float(r[3])), bool(r[4])) for r in rows}
+        found = {str(r[0]): _lease_row_of(str(r[0]), *r[1:]) for r in rows}
         return found, self._clock()
 
     def _with_lease_row(
@@ -393,3 +389,8 @@ class SqliteStore(SqlStore):
 def _writer_columns(writer: Writer | None) -> tuple[str | None, int | None]:
     """The ``writer_id, writer_epoch`` columns of a commit row (None: no lease)."""
     return (None, None) if writer is None else (writer.worker_id, writer.epoch)
+
+
+def _lease_row_of(run_id: str, worker_id: Any, epoch: Any, expires_at: Any, released: Any) -> LeaseRow:
+    """A ``leases`` row's columns as the lease rules take them."""
+    return LeaseRow(Lease(run_id, str(worker_id), int(epoch), float(expires_at)), bool(released))
