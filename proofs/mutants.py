@@ -327,9 +327,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "an inbox command is settled after its commit, not in it",
         "runkernel/adapters/drive/core.py",
         "        settle = None if self.entry is None else Settlement(self.entry.entry_id, \"applied\")\n"
-        "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)\n"
+        "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry, quiet)\n"
         "        self.entry = None\n",
-        "        stored: RunSnapshot = yield Append(commit, None, self.state, None)\n"
+        "        stored: RunSnapshot = yield Append(commit, None, self.state, None, quiet)\n"
         "        if self.entry is not None:\n"
         "            yield Settle(self.entry, \"applied\")\n"
         "        self.entry = None\n",
@@ -478,8 +478,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "the push driver settles an inbox command after its commit, not in it",
         "runkernel/adapters/drive/core.py",
         "        settle = None if self.entry is None else Settlement(self.entry.entry_id, \"applied\")\n"
-        "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)\n",
-        "        stored: RunSnapshot = yield Append(commit, None, self.state, None)\n"
+        "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry, quiet)\n",
+        "        stored: RunSnapshot = yield Append(commit, None, self.state, None, quiet)\n"
         "        if self.entry is not None:\n"
         "            yield Settle(self.entry, \"applied\")\n",
         PUSH_SETTLED_AFTER_UNIT,
@@ -488,10 +488,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "the push driver settles an inbox command before its commit, not in it",
         "runkernel/adapters/drive/core.py",
         "        settle = None if self.entry is None else Settlement(self.entry.entry_id, \"applied\")\n"
-        "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry)\n",
+        "        stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry, quiet)\n",
         "        if self.entry is not None:\n"
         "            yield Settle(self.entry, \"applied\")\n"
-        "        stored: RunSnapshot = yield Append(commit, None, self.state, None)\n",
+        "        stored: RunSnapshot = yield Append(commit, None, self.state, None, quiet)\n",
         PUSH_SETTLED_BEFORE_UNIT,
     ),
     Mutant(
@@ -553,8 +553,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "the SQLite store asks only the Run's own history for used tickets",
         "runkernel/adapters/stores/sqlite.py",
-        "                self._ticket_known,\n",
-        "                self.history(commit.run_id).ticket_used,\n",
+        "self.history(commit.run_id), self._ticket_known, line)",
+        "self.history(commit.run_id), self.history(commit.run_id).ticket_used, line)",
         STORE_TICKETS_UNIT,
     ),
     Mutant(
@@ -716,12 +716,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "the crashing store dies 'after the write' before writing",
         "runkernel/testing/crash.py",
-        "        if trace_context is None:\n"
-        "            stored = self.store.append(commit, settle, lease=lease)\n",
+        "        stored = append(commit, settle, lease=lease, **options)\n",
         "        if self.plan.crash_here(Boundary.AFTER_WRITE, position):\n"
         "            raise self.failure(Boundary.AFTER_WRITE, position)\n"
-        "        if trace_context is None:\n"
-        "            stored = self.store.append(commit, settle, lease=lease)\n",
+        "        stored = append(commit, settle, lease=lease, **options)\n",
         TESTING_AFTER_WRITE_UNIT,
     ),
     Mutant(

@@ -202,3 +202,33 @@ def _close(store: Store) -> None:
     close = getattr(store, "close", None)
     if close is not None:
         close()
+
+
+class _ListedBefore(SqliteStore):
+    """A store whose poll answers what it would have answered before ``ended`` ended:
+    another worker ended that Run between this worker's poll and its drive."""
+
+    ended = ""
+
+    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+        return [self.ended, *super().runs_with_work(app, limit)]
+
+
+def test_a_stale_listing_of_a_run_another_worker_ended_costs_no_transaction(tmp_path: Path) -> None:
+    with sqlite_count() as count:
+        store = _ListedBefore(tmp_path / "runs.db")
+        ended, waiting = subject.start_runs(store, "stale", 2, "stale-app")
+        app = subject.two_call_app("stale-app", lambda: None)
+        Worker(store, app, worker_id="w1").drive(ended)
+        epoch = store.lease_status(ended).lease
+        store.ended = ended
+        before = count.transactions()
+        late = Worker(store, app, worker_id="w2")
+        late.run_once()
+        transactions = count.transactions() - before
+        print(f"w2's pass listed 2 Runs, 1 already ended: {late.report.drives} drive(s), {transactions} transactions")
+        assert late.report.drives == 1, "the ended Run is not driven again"
+        assert store.lease_status(ended).lease == epoch, "nor is its lease taken"
+        done = store.run(waiting)
+        assert done is not None and isinstance(done.state, Ended)
+        assert transactions == done.version - 1 + 1  # the other Run's commits (all but its activation) + its lease

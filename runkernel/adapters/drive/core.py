@@ -230,11 +230,11 @@ class DriverCore:
     def _commit(self, commit: ThreadCommit, expected: RunSnapshot) -> Generator[Operation, Any, None]:
         commit = self.metadata.put_on(commit)
         yield from self._fence(commit)
-        # the inbox command this commit applies is settled in the commit's own transaction
-        settle = None if self.entry is None else Settlement(self.entry.entry_id, "applied")
         # a commit that leaves the Run Awaiting or Ended makes it quiet: its lease goes
         # with it (a command that turns up afterwards takes the lease again)
         quiet = isinstance(commit.disposition, (Awaiting, Ended))
+        # the inbox command this commit applies is settled in the commit's own transaction
+        settle = None if self.entry is None else Settlement(self.entry.entry_id, "applied")
         stored: RunSnapshot = yield Append(commit, settle, self.state, self.entry, quiet)
         self.entry = None
         if stored != expected:

@@ -88,3 +88,10 @@ def taken_over(store: Store, run_id: str, worker_id: str) -> bool:
         return False
     writer = store.writer_of(snapshot.thread_id, snapshot.version)
     return writer is not None and writer.worker_id != worker_id
+
+
+def ended_since_listed(store: Store, snapshot: RunSnapshot | None) -> bool:
+    """Whether a Run a pass listed has nothing left to drive: Ended (by another worker,
+    since the poll) with no pending command, an Ended Run's only work. Driving it anyway
+    would take and release a lease for nothing: two durable transactions."""
+    return snapshot is not None and isinstance(snapshot.state, Ended) and not store.pending_commands(snapshot.run_id)

@@ -1,5 +1,6 @@
 """The worker: finds Runs of its app that have work, leases each, drives it until it is
-quiet, releases it (Workers and leases; the CLI's ``runkernel worker``).
+quiet (the commit that makes it quiet releases the lease), in Workers and leases; the
+CLI's ``runkernel worker``.
 
 Work is found by polling the store (``Store.runs_with_work``): Runs Running and
 unleased (new, or orphaned by a worker that died), Runs with an inbox command, expired
@@ -12,10 +13,8 @@ way under this worker's leases, so a commit that loses or a lease that is gone s
 that Run at once.
 
 ``shutdown()`` (what SIGTERM and SIGINT call) lets the commit in flight finish, starts
-nothing new, releases every lease, and ``run()`` returns.
-
-A push app's drive is ``push_drive``'s; an asyncio push app runs in one long-lived event
-loop per worker (``app_loop``), closed at shutdown.
+nothing new, releases every lease, and ``run()`` returns. A push app's drive is
+``push_drive``'s; an asyncio push app runs in one event loop per worker (``app_loop``).
 
 An exception the host's tools, hooks, gate or push host raise never stops the worker:
 the drive is counted in ``failures`` and handed to ``on_failure``, the lease is
@@ -23,12 +22,11 @@ released, and the Run waits its turn behind the others (not again in the same
 ``run_once()``; skipped by ``run()`` for 1, 2, 4 ... polls after each failure in a row).
 A tool's exception is its call's outcome (``ToolRaised``), and the model's is decided
 by the one interpreter (``model_errors``): a transient one commits nothing, and the
-pull-mode Run is set aside for its backoff (``set_aside``) with its lease kept and
-renewed while the worker drives other Runs, then driven on by the same drive (the count
-of attempts is the drive's: it restarts when another worker takes the Run over); a
-non-transient one, or the last attempt's, ends the Run ``failed``. ``run_once()`` returns while only Runs
-set aside remain, keeping them (and their leases) for the next call; ``shutdown()``
-drops them and releases their leases.
+pull-mode Run is set aside for its backoff (``set_aside``), its lease kept and renewed
+while the worker drives other Runs, then driven on by the same drive (whose count of
+attempts restarts when another worker takes the Run over); a non-transient one, or the
+last attempt's, ends the Run ``failed``. ``run_once()`` returns while only Runs set
+aside remain, keeping them and their leases; ``shutdown()`` releases them.
 """
 
 from __future__ import annotations
@@ -45,7 +43,9 @@ from runkernel.adapters.drive.events import ToolRaised
 from runkernel.adapters.drive.runtime import Acknowledged, ModelFailed, Runtime, RuntimeEvent
 from runkernel.adapters.stores.contract import CommitConflict, LeaseHeld, LeaseLost, Store, StoreError, StoreUnavailable
 from runkernel.adapters.worker.account import WorkerReport as WorkerReport
-from runkernel.adapters.worker.account import ended_failed, in_flight_after, store_outage_in, taken_over, version_of
+from runkernel.adapters.worker.account import (
+    ended_failed, ended_since_listed, in_flight_after, store_outage_in, taken_over, version_of,
+)
 from runkernel.adapters.worker.app_loop import AppLoop
 from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
 from runkernel.adapters.worker.outage import MAX_SKIPPED_POLLS as MAX_SKIPPED_POLLS, OutageEvent, RunBackoff, StoreOutage
@@ -305,6 +305,8 @@ class Worker:
         a quiet parent's drive commits only its children's activations), and whether
         the drive failed. A Run the drive ended ``failed`` is counted and reported."""
         before, commits, failures = self.store.run(run_id), self.report.commits, self.report.failures
+        if ended_since_listed(self.store, before):
+            return False, False
         self._end_told.discard(run_id)
         self.drive(run_id)
         after = self.store.run(run_id)
@@ -386,8 +388,6 @@ class Worker:
             self._in_flight = in_flight_after(event)
         if self._on_event is not None:
             self._on_event(event)
-
-    # --- discovery ----------------------------------------------------------------------
 
     def _work(self, passed: Collection[str] = ()) -> list[str]:
         """Up to ``batch`` Runs with work, none of ``passed`` (Runs this worker sets aside:
