@@ -10,7 +10,6 @@ from attrs import define
 from runkernel.adapters.drive.events import Acknowledged, Position
 from runkernel.adapters.stores.contract import Store, StoreUnavailable
 from runkernel.kernel.state import CallExecuting, Ended, Running, RunSnapshot
-from runkernel.kernel.values import EndCauseKind
 
 
 @define
@@ -50,11 +49,6 @@ class WorkerReport:
 def version_of(snapshot: RunSnapshot | None) -> int:
     """The Run's version, -1 for a Run the store does not have."""
     return -1 if snapshot is None else snapshot.version
-
-
-def ended_failed(snapshot: RunSnapshot) -> bool:
-    """Whether the Run ended ``failed``."""
-    return isinstance(snapshot.state, Ended) and snapshot.state.cause.kind is EndCauseKind.FAILED
 
 
 def store_outage_in(error: BaseException) -> StoreUnavailable | None:

@@ -44,7 +44,7 @@ from runkernel.adapters.drive.runtime import Acknowledged, ModelFailed, Runtime,
 from runkernel.adapters.stores.contract import CommitConflict, LeaseHeld, LeaseLost, Store, StoreError, StoreUnavailable
 from runkernel.adapters.worker.account import WorkerReport as WorkerReport
 from runkernel.adapters.worker.account import (
-    ended_failed, ended_since_listed, in_flight_after, store_outage_in, taken_over, version_of,
+    ended_since_listed, in_flight_after, store_outage_in, taken_over, version_of,
 )
 from runkernel.adapters.worker.app_loop import AppLoop
 from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
@@ -54,6 +54,7 @@ from runkernel.adapters.worker.set_aside import SetAside
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
 from runkernel.kernel.state import EndCause, Ended
+from runkernel.kernel.values import EndCauseKind
 
 #: Called by a worker when driving a Run failed (the host raised, or the store refused),
 #: with the Run's id and the exception; the worker itself neither prints nor logs.
@@ -79,10 +80,9 @@ class Worker:
     ``on_failure(run_id, error)`` hears of every failed drive, ``on_run_failed(run_id,
     cause)`` of every Run a drive ended ``failed``, and ``on_outage(event)`` when the
     store stops answering and when it answers again (``runkernel worker`` prints one
-    line for each).
-    ``telemetry`` is told what each drive does, its lease take-overs and failed drives
-    (``runkernel.integrations.otel.OpenTelemetry()`` for traces and metrics); the
-    default records nothing.
+    line for each). ``telemetry`` is told what each drive does, its lease take-overs and
+    failed drives (``runkernel.integrations.otel.OpenTelemetry()`` for traces and
+    metrics); the default records nothing.
     """
 
     def __init__(
@@ -110,9 +110,7 @@ class Worker:
         self.app = app
         self.worker_id = worker_id or default_worker_id()
         self.monotonic = monotonic
-        self.leases = LeaseKeeper(
-            store, self.worker_id, duration=lease_duration, margin=lease_margin, monotonic=monotonic
-        )
+        self.leases = LeaseKeeper(store, self.worker_id, duration=lease_duration, margin=lease_margin, monotonic=monotonic)
         self.poll_interval = poll_interval
         self.batch = batch
         self.ids = ids or SecretIds()
@@ -127,6 +125,8 @@ class Worker:
         #: the Run being driven now, and what its drive waits for (for the operator)
         self.current_run: str | None = None
         self._in_flight = ""
+        #: the drive's acknowledged commits (any Run's: a child's activation too), its ended Runs' causes
+        self._acknowledged, self._ended = 0, dict[str, EndCause]()
         #: Runs whose end ``failed`` a ``ModelFailed`` event already told, this drive
         self._end_told: set[str] = set()
         self._stopping = threading.Event()
@@ -170,14 +170,13 @@ class Worker:
                 found: list[str] = []
                 try:
                     self._set_aside.keep(self.report, self._failed)
-                    for run_id in [r for r, version in stalled.items() if self._version(r) != version]:
+                    for run_id in [r for r, version in stalled.items() if version_of(self.store.run(r)) != version]:
                         del stalled[run_id]  # it moved since (a command, another worker): work again
                     found = self._set_aside.due() + self._work(failed | stalled.keys() | self._set_aside.runs())
                     for run_id in found:
                         if self.stopping or self.outage.hit:
                             break
-                        before = self._version(run_id)
-                        moved, failure = self._drive_tracked(run_id)
+                        moved, failure, before = self._drive_tracked(run_id)
                         if failure:
                             failed.add(run_id)
                         elif not moved and run_id not in self._set_aside and not self.outage.hit:
@@ -213,7 +212,7 @@ class Worker:
                     for run_id in self._set_aside.due() + self._work(backoff.skipped() | self._set_aside.runs()):
                         if self.stopping or self.outage.hit:
                             break
-                        moved, failure = self._drive_tracked(run_id)
+                        moved, failure, _ = self._drive_tracked(run_id)
                         backoff.record(run_id, failed=failure)
                         progressed = moved or progressed
                 except StoreUnavailable as error:
@@ -300,23 +299,24 @@ class Worker:
             # Run set aside keeps its lease
             self._set_aside.release_others(stopping=self.stopping)
 
-    def _drive_tracked(self, run_id: str) -> tuple[bool, bool]:
+    def _drive_tracked(self, run_id: str) -> tuple[bool, bool, int]:
         """Drive ``run_id``; whether anything was committed (to the Run, or to another:
-        a quiet parent's drive commits only its children's activations), and whether
-        the drive failed. A Run the drive ended ``failed`` is counted and reported."""
-        before, commits, failures = self.store.run(run_id), self.report.commits, self.report.failures
+        a quiet parent's drive commits only its children's activations), whether the
+        drive failed, and the Run's version before it. A Run the drive ended ``failed``
+        is counted and reported."""
+        before, failures = self.store.run(run_id), self.report.failures
         if ended_since_listed(self.store, before):
-            return False, False
+            return False, False, version_of(before)
         self._end_told.discard(run_id)
+        # what the drive committed is told by its acknowledgements: no read after it
+        self._acknowledged, self._ended = 0, {}
         self.drive(run_id)
-        after = self.store.run(run_id)
-        moved = version_of(after) != version_of(before) or self.report.commits != commits
-        if moved and after is not None and ended_failed(after) and (before is None or not ended_failed(before)):
+        cause = self._ended.get(run_id)
+        if cause is not None and cause.kind is EndCauseKind.FAILED:
             self.report.runs_failed += 1
-            assert isinstance(after.state, Ended)
             if self._on_run_failed is not None and run_id not in self._end_told:
-                self._on_run_failed(run_id, after.state.cause)
-        return moved, self.report.failures != failures
+                self._on_run_failed(run_id, cause)
+        return self._acknowledged > 0, self.report.failures != failures, version_of(before)
 
     def _failed(self, run_id: str, error: BaseException) -> None:
         outage = store_outage_in(error)
@@ -386,6 +386,9 @@ class Worker:
             self.report.tool_exceptions += 1
         elif isinstance(event, Acknowledged):
             self._in_flight = in_flight_after(event)
+            self._acknowledged += 1
+            if isinstance(event.commit.disposition, Ended):
+                self._ended[event.commit.run_id] = event.commit.disposition.cause
         if self._on_event is not None:
             self._on_event(event)
 
@@ -395,6 +398,3 @@ class Worker:
         for as many more as are set aside: they never hide the Runs behind them."""
         found = self.store.runs_with_work(self.app.name, self.batch + len(passed))
         return [r for r in found if r not in passed][: self.batch]
-
-    def _version(self, run_id: str) -> int:
-        return version_of(self.store.run(run_id))
