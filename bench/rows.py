@@ -196,12 +196,12 @@ def rows(sizes: Sizes) -> list[Row]:
                 Goal(">=", 0.8 if mode == "FULL" else 0.5, "≥ 0.8" if mode == "FULL" else "≥ 0.5"),
                 rate("commits"),
                 rate("commits"),
-                "per append, in Python: `validate_commit` and the JSON-value scan of the commit (about"
-                " half of the append in the profile), then 7 to 8 statements (BEGIN, head read, snapshot"
-                " read, a history key lookup, INSERT of the line, thread and run upserts, COMMIT) against"
-                " the raw side's three; at NORMAL no fsync hides that CPU; lifted by head and snapshot in"
-                " one read (or the head kept in the runs row) and a cheaper `validate_commit` for the"
-                " common edges",
+                "per append, in Python: judging the commit (by the edge `decide` named, else in full)"
+                " and encoding its line and snapshot, then 6 to 7 statements (BEGIN, one read of head,"
+                " snapshot and lease, a history key lookup for some commits, INSERT of the line, UPDATE of"
+                " the thread and run rows, COMMIT) against the raw side's three; at NORMAL no fsync hides"
+                " that CPU; what is left to lift it is the codec's own cost (typed encoding, see the codec"
+                " rows)",
             )
         )
     table += [

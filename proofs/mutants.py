@@ -932,6 +932,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "                pass  # the release forgotten\n",
         unit("tests/test_store_conformance.py::TestRunkernelStores::test_a_commit_that_releases_its_lease_gives_it_up_in_the_same_write"),
     ),
+    Mutant(
+        "PostgreSQL: a lease taken over in one statement keeps the old epoch",
+        "runkernel/adapters/stores/postgres_sql.py",
+        '    f"epoch = CASE WHEN NOT l.released AND l.expires_at > {NOW} THEN l.epoch ELSE l.epoch + 1 END, "\n',
+        '    f"epoch = CASE WHEN NOT l.released AND l.expires_at > {NOW} THEN l.epoch ELSE l.epoch END, "\n',
+        unit("tests/test_postgres_store.py::TestPostgresStore::test_epochs_rise_with_every_take_over_and_after_a_release"),
+    ),
 )
 
 
