@@ -21,24 +21,23 @@ def side_name(kind: str, processes: int) -> str:
 
 DBOS_LIMIT = {
     "PostgreSQL": (
-        "the round trips of one Run at a time: a runkernel worker drives one Run and waits for each"
-        " statement's answer, so its CPU and its server backend's add up (in the run of 2026-12-03"
-        " 17:07: 6.4 ms client + 5.7 ms server CPU per Run, 12.1 of the 14 ms each Run took at 71"
-        " Runs/s), while DBOS spends as much CPU per workflow (12.0 ms) but runs 4 workflows per"
-        " process in threads, overlapping them; the disk was not the limit (5,774 fsyncs/s median"
-        " against 7 durable transactions × 71 Runs/s); 2 workers overlap and pass"
+        "the round trips of one Run at a time: a runkernel worker drives one Run and waits for the"
+        " answer to each of its statements, so its CPU and its server backend's add up (the CPU"
+        " per unit row: client + server per Run, against the Runs/s here), while DBOS runs 4"
+        " workflows per process in threads and overlaps them; not the disk (the header's fsync"
+        " rate against 7 durable transactions per Run); 2 workers overlap and pass"
     ),
     "SQLite": "runkernel is ahead",
 }
 SCALE_LIMIT = {
     "PostgreSQL": "the 2-core machine, shared with the server's backends",
     "SQLite": (
-        "SQLite's one write lock, held through each commit's fsync: with 1 worker, 3.2 to 3.4 ms of"
-        " each Run's 4.6 to 4.8 ms are spent inside write transactions (measured in-process, 300"
-        " Runs, 2026-12-03: 6 commits and the lease take), so a second worker can overlap less"
-        " than a third of a Run, and its waits for the lock and the two shared cores cost more than"
-        " that; judging a commit before taking the lock (tried: 1.2 → 1.0 ms of CPU under the lock"
-        " per Run) and finer retries of a busy lock (tried) did not change the ratio beyond noise"
+        "SQLite's one write lock, held through each commit's fsync: one worker spends about 70% of"
+        " each Run inside write transactions (`python -m bench.lock_share`: 5.4 to 5.5 of 7.7 to"
+        " 7.9 ms per Run over 300 Runs, on 2026-12-03), so a second worker can overlap less than a"
+        " third of a Run, and its waits for the lock on the two shared cores cost more than that;"
+        " judging a commit before taking the lock, and retrying a busy lock every 0.1 ms instead of"
+        " SQLite's 1, 2, 5 ms steps, were tried and moved the ratio no further than the noise"
     ),
 }
 

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
+import pytest
+
 from bench.counting import TransactionCounter
 
 
@@ -45,7 +47,11 @@ class PostgresCount:
         import psycopg
 
         self.connection = psycopg.connect(conninfo, autocommit=True)
-        self.connection.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        try:
+            self.connection.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        except psycopg.Error as error:
+            self.connection.close()
+            pytest.skip(f"counting durable transactions needs pg_walinspect (PostgreSQL >= 15): {error}")
         self.schema = schema
         self.start = self._lsn()
 

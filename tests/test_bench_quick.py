@@ -35,3 +35,11 @@ def test_quick_bench_writes_every_row(tmp_path: Path) -> None:
     # a runkernel side that errors means an entry point in bench/subject.py moved
     broken = [line for line in table if "error:" in line or ("not measured" in line and "peer not installed" not in line)]
     assert broken == []
+
+
+def test_the_sqlite_lock_share_is_a_part_of_each_run() -> None:
+    from bench.lock_share import lock_share
+
+    held, total = lock_share(5)
+    print(f"5 Runs: {held:.2f} of {total:.2f} ms per Run inside write transactions")
+    assert 0 < held < total
