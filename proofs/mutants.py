@@ -716,10 +716,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "the crashing store dies 'after the write' before writing",
         "runkernel/testing/crash.py",
-        "        stored = append(commit, settle, lease=lease, **options)\n",
+        "        stored = append_to(self.store, commit, settle, lease=lease, release=release, trace_context=trace_context)\n",
         "        if self.plan.crash_here(Boundary.AFTER_WRITE, position):\n"
         "            raise self.failure(Boundary.AFTER_WRITE, position)\n"
-        "        stored = append(commit, settle, lease=lease, **options)\n",
+        "        stored = append_to(self.store, commit, settle, lease=lease, release=release, trace_context=trace_context)\n",
         TESTING_AFTER_WRITE_UNIT,
     ),
     Mutant(

@@ -29,7 +29,7 @@ from runkernel.adapters.drive.actions import RunCall
 from runkernel.adapters.drive.fencing import ask_status
 from runkernel.adapters.drive.ports import StatusReply, Tool, ToolRegistry, ToolReply, fence_of
 from runkernel.adapters.drive.events import Position, position_of
-from runkernel.adapters.stores.contract import Checkpoint, Lease, Settlement, Store, StoreUnavailable
+from runkernel.adapters.stores.contract import Checkpoint, Lease, Settlement, Store, StoreUnavailable, append_to
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.state import RunSnapshot, ThreadCommit
 
@@ -157,13 +157,7 @@ class CrashingStore:
             raise self.failure(Boundary.BEFORE_WRITE, position)
         if self.fail_writes:
             raise StoreUnavailable("writes are failing (injected)")
-        options: dict[str, Any] = {}
-        if release:
-            options["release"] = True
-        if trace_context is not None:
-            options["trace_context"] = trace_context
-        append: Callable[..., RunSnapshot] = self.store.append
-        stored = append(commit, settle, lease=lease, **options)
+        stored = append_to(self.store, commit, settle, lease=lease, release=release, trace_context=trace_context)
         if self.plan.crash_here(Boundary.AFTER_WRITE, position):
             raise self.failure(Boundary.AFTER_WRITE, position)
         return stored

@@ -21,7 +21,7 @@ from runkernel.adapters.drive.protocol import (
     ReadCommands, ReadHead, ReadLookups, ReadMessages, ReadRun, ReadTrace, SaveCheckpoint, SendCancel, Settle, Tell,
 )
 from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
-from runkernel.adapters.stores.contract import CommitConflict, Lease, Settlement, Store, StoreUnavailable
+from runkernel.adapters.stores.contract import CommitConflict, Lease, Settlement, Store, StoreUnavailable, append_to
 from runkernel.kernel.protocol import NotifyWait, PublishResults, RunHook
 from runkernel.kernel.state import RunSnapshot, ThreadCommit
 
@@ -162,15 +162,7 @@ class StoreOps:
         its lease in it. Each keyword is passed only when it says something, so a store
         (or a test's wrapper) that takes neither is called as before."""
         context = self.telemetry.activation_context(commit) if activation and self.keeps_traces else None
-        if context is None and not release:
-            return self.store.append(commit, settle, lease=lease)
-        options: dict[str, Any] = {}
-        if release:
-            options["release"] = True
-        if context is not None:
-            options["trace_context"] = context
-        append: Callable[..., RunSnapshot] = self.store.append
-        return append(commit, settle, lease=lease, **options)
+        return append_to(self.store, commit, settle, lease=lease, release=release, trace_context=context)
 
     def _leased_append(self, op: Append) -> RunSnapshot:
         """A leased write; a quiet commit gives the lease up in its own transaction, so

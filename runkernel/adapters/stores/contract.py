@@ -16,7 +16,7 @@ store checks the lease in the commit's own transaction, by the store's clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from attrs import frozen
 
@@ -358,3 +358,25 @@ class Store(Protocol):
 
     def close(self) -> None:
         ...
+
+
+def append_to(
+    store: Store,
+    commit: ThreadCommit,
+    settle: Settlement | None = None,
+    *,
+    lease: Lease | None = None,
+    release: bool = False,
+    trace_context: str | None = None,
+) -> RunSnapshot:
+    """``store.append``, with ``release`` and a store's own ``trace_context`` passed only
+    when they say something, so a store (or a test's wrapper) that takes neither is
+    called as ``Store.append`` was before they existed."""
+    options: dict[str, Any] = {}
+    if release:
+        options["release"] = True
+    if trace_context is not None:
+        options["trace_context"] = trace_context
+    append: Callable[..., RunSnapshot] = store.append
+    return append(commit, settle, lease=lease, **options)
+
