@@ -87,5 +87,6 @@ def taken_over(store: Store, run_id: str, worker_id: str) -> bool:
 def ended_since_listed(store: Store, snapshot: RunSnapshot | None) -> bool:
     """Whether a Run a pass listed has nothing left to drive: Ended (by another worker,
     since the poll) with no pending command, an Ended Run's only work. Driving it anyway
-    would take and release a lease for nothing: two durable transactions."""
+    would take and release a lease for nothing: two durable transactions. (A Run this
+    worker set aside is driven on instead: its drive finds the lapsed lease itself.)"""
     return snapshot is not None and isinstance(snapshot.state, Ended) and not store.pending_commands(snapshot.run_id)

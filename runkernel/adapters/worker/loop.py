@@ -305,7 +305,7 @@ class Worker:
         drive failed, and the Run's version before it. A Run the drive ended ``failed``
         is counted and reported."""
         before, failures = self.store.run(run_id), self.report.failures
-        if ended_since_listed(self.store, before):
+        if run_id not in self._set_aside and ended_since_listed(self.store, before):
             return False, False, version_of(before)
         self._end_told.discard(run_id)
         # what the drive committed is told by its acknowledgements: no read after it
