@@ -169,7 +169,7 @@ def test_no_worker_asks_the_model_for_a_step_another_has_in_flight_under_a_valid
         first.drive(run_id)
         if first.report.failures or first.report.contended:
             failed.append(AssertionError(f"w1's drive did not go through: {first.report}"))
-        _close(store)
+        store.close()
 
     driving = threading.Thread(target=drive_first)
     driving.start()
@@ -195,13 +195,7 @@ def test_no_worker_asks_the_model_for_a_step_another_has_in_flight_under_a_valid
     assert not failed, failed
     done = second_store.run(run_id)
     assert done is not None and isinstance(done.state, Ended)
-    _close(second_store)
-
-
-def _close(store: Store) -> None:
-    close = getattr(store, "close", None)
-    if close is not None:
-        close()
+    second_store.close()
 
 
 class _ListedBefore(SqliteStore):

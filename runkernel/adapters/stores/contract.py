@@ -379,4 +379,3 @@ def append_to(
         options["trace_context"] = trace_context
     append: Callable[..., RunSnapshot] = store.append
     return append(commit, settle, lease=lease, **options)
-

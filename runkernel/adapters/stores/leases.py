@@ -37,12 +37,18 @@ def checked_duration(duration: float) -> float:
     return float(duration)
 
 
+def checked_take(worker_id: str, duration: float) -> float:
+    """What a taker asks for, checked before anything is read or written: a worker id
+    that is not empty, and a valid ``duration`` (returned as a float)."""
+    if not worker_id:
+        raise ValueError("a worker id must not be empty")
+    return checked_duration(duration)
+
+
 def acquired(run_id: str, row: LeaseRow | None, worker_id: str, duration: float, now: float) -> Lease:
     """The lease ``worker_id`` gets on ``run_id`` (a store writes it as the new row), or
     ``LeaseHeld`` while another worker's lease is valid."""
-    if not worker_id:
-        raise ValueError("a worker id must not be empty")
-    expires_at = now + checked_duration(duration)
+    expires_at = now + checked_take(worker_id, duration)
     if row is None:
         return Lease(run_id, worker_id, 1, expires_at)
     if row.valid_at(now):
@@ -69,19 +75,12 @@ def require_held(lease: Lease, row: LeaseRow | None, now: float, margin: float =
     return row.lease
 
 
-def checked_release(lease: Lease | None, release: bool) -> bool:
+def checked_release(lease: Lease | None, release: bool) -> None:
     """``append(release=True)`` gives up the lease the commit names: without one there
     is nothing to release, which is a caller's mistake, refused before anything is
     written."""
     if release and lease is None:
         raise ValueError("append(release=True) releases the commit's lease: pass lease= too")
-    return release
-
-
-def released_row(lease: Lease) -> LeaseRow:
-    """The lease row a commit under ``lease`` leaves when it releases the lease (the
-    commit's lease check has just found it valid)."""
-    return LeaseRow(lease, released=True)
 
 
 def commit_writer(commit: ThreadCommit, lease: Lease | None, row: LeaseRow | None, now: float) -> Writer | None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 import attrs
 
 from runkernel.adapters.stores.leases import (
-    LeaseRow, acquired, checked_release, commit_writer, is_own_landed_commit, released_row, require_held,
+    LeaseRow, acquired, checked_release, commit_writer, is_own_landed_commit, require_held,
 )
 from runkernel.adapters.stores.contract import (
     Checkpoint,
@@ -102,7 +102,7 @@ class MemoryStore:
             if settle is not None:
                 self._settle(settle.entry_id, settle.outcome)
             if release and lease is not None:
-                self._leases[commit.run_id] = released_row(self._leases[commit.run_id].lease)
+                self._leases[commit.run_id] = LeaseRow(self._leases[commit.run_id].lease, released=True)
             return accepted.run
 
     def trace_context(self, run_id: str) -> str | None:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from runkernel.adapters.stores.contract import Lease
-from runkernel.adapters.stores.leases import LeaseRow, checked_duration
+from runkernel.adapters.stores.leases import LeaseRow, checked_take
 from runkernel.adapters.stores.postgres_commit import NOW
 from runkernel.adapters.stores.postgres_connection import Connection, PostgresConnection
 from runkernel.adapters.stores.sql_shared import SqlStore
@@ -71,9 +71,7 @@ class PostgresSql(PostgresConnection, SqlStore):
         return float(row[0])
 
     def acquire_lease(self, run_id: str, worker_id: str, duration: float) -> Lease:
-        checked_duration(duration)
-        if not worker_id:
-            raise ValueError("a worker id must not be empty")
+        checked_take(worker_id, duration)
         taken = self._change(lambda c: c.execute(_TAKE.encode(), (run_id, worker_id, float(duration))).fetchone())
         if taken is not None:
             return Lease(run_id, worker_id, int(taken[0]), float(taken[1]))

@@ -28,7 +28,7 @@ from runkernel.adapters.stores.contract import (
     Writer,
 )
 from runkernel.adapters.stores.decode import decoded, integer, json_text, thread_head
-from runkernel.adapters.stores.leases import LeaseRow, acquired, checked_duration, require_held
+from runkernel.adapters.stores.leases import LeaseRow, acquired, checked_duration, checked_take, require_held
 from runkernel.adapters.stores.serial import commit_from_text, dumps, snapshot_from_json
 from runkernel.adapters.stores.sql_statements import HEAD_AND_RUN, Row, SqlHistory
 from runkernel.adapters.stores.work import (
@@ -276,9 +276,7 @@ class SqlStore:
     # --- leases (Workers and leases) ---------------------------------------
 
     def acquire_lease(self, run_id: str, worker_id: str, duration: float) -> Lease:
-        checked_duration(duration)
-        if not worker_id:
-            raise ValueError("a worker id must not be empty")
+        checked_take(worker_id, duration)
         granted: list[Lease] = []
 
         def take(row: LeaseRow | None, now: float) -> LeaseRow:
