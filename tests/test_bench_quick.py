@@ -6,6 +6,8 @@ under it. Without the ``bench`` extra the peer rows say "peer not installed".
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,16 +20,24 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_quick_bench_writes_every_row(tmp_path: Path) -> None:
     out = tmp_path / "RESULTS.md"
-    done = subprocess.run(
+    # The bench starts worker processes of its own; in a session of its own, a bench
+    # that overruns is killed with every process it started, not just its own.
+    bench = subprocess.Popen(
         [sys.executable, "-m", "bench", "--quick", "--out", str(out)],
         cwd=ROOT,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
-        check=False,
+        start_new_session=True,
     )
-    print(done.stderr[-2000:])
-    assert done.returncode == 0, done.stderr[-2000:]
+    try:
+        _, stderr = bench.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(bench.pid, signal.SIGKILL)
+        _, stderr = bench.communicate()
+        raise AssertionError(f"the quick bench ran over 300 s and was killed:\n{stderr[-2000:]}") from None
+    print(stderr[-2000:])
+    assert bench.returncode == 0, stderr[-2000:]
     text = out.read_text(encoding="utf-8")
     table = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| measure")]
     names = [row.name for row in rows(QUICK)]
