@@ -22,6 +22,7 @@ from bench import figures
 from bench.counting import FsyncProbe
 from bench.framework import FULL, QUICK, Group, SideResult, Sizes
 from bench.peers import PeerMissing
+from bench.profiles import profile, profile_key
 from bench.report import render
 from bench.rows import groups, rows
 
@@ -64,6 +65,11 @@ def run_group(
                 results[name] = SideResult([], error=f"{type(error).__name__}: {error}")
         probe.sample(0.05 if sizes.quick else 0.2)
         last_round = time.monotonic() - began
+    for name, work in prepared.profiles.items():
+        try:
+            prepared.notes[profile_key(name)] = profile(work.action, seconds=0.1 if sizes.quick else 1.0, most=work.most)
+        except Exception as error:  # noqa: BLE001 - a profile is a note, never a verdict
+            prepared.notes[profile_key(name)] = f"not profiled: {type(error).__name__}: {error}"
     return results, prepared.notes
 
 

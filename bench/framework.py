@@ -15,6 +15,8 @@ from pathlib import Path
 
 from attrs import field, frozen
 
+from bench.profiles import Work
+
 
 @frozen
 class Sample:
@@ -101,11 +103,15 @@ class Prepared:
         notes: Mapping[str, str] | None = None,
         *,
         first_round_only: frozenset[str] = frozenset(),
+        profiles: Mapping[str, Work] | None = None,
     ) -> None:
         self.sides = dict(sides)
         self.notes: dict[str, str] = dict(notes or {})
         self.first_round_only = first_round_only
         """Sides too costly to repeat (a traced run): measured in the first round only."""
+        self.profiles = dict(profiles or {})
+        """One unit of a runkernel side's work, by side name, profiled after the rounds
+        (``bench.profiles``): a row that misses its goal shows where that side's time went."""
 
 
 @frozen

@@ -16,6 +16,7 @@ from typing import Any
 from bench import peers, subject
 from bench.counting import TransactionCounter, database_bytes
 from bench.framework import Measure, Prepared, Sample, Sizes
+from bench.profiles import Work
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,9 +142,28 @@ def store_commit(synchronous: str) -> Callable[[Sizes, Path], Prepared]:
                 raw.commit(line)
             return Sample(time.perf_counter() - started, max(len(lines), 1))
 
-        return Prepared({"runkernel": runkernel, "raw": limit})
+        return Prepared(
+            {"runkernel": runkernel, "raw": limit},
+            profiles={"runkernel": appends_to_profile(store, "profiled", count)},
+        )
 
     return prepare
+
+
+PROFILED_APPENDS = 4_000
+"""Commits made ahead for a store's profile (``appends_to_profile``)."""
+
+
+def appends_to_profile(store: Any, thread_id: str, per_call: int) -> Work:
+    """One unit of a store side's work for its profile: append the next ``per_call`` of
+    commits made ahead, so the profile holds the appends and not ``decide``."""
+    made = iter(list(itertools.islice(subject.history_commits(thread_id, tool_steps=True), PROFILED_APPENDS)))
+
+    def append_next() -> None:
+        for commit in itertools.islice(made, per_call):
+            subject.append(store, commit)
+
+    return Work(append_next, most=PROFILED_APPENDS // per_call - 1)
 
 
 # --- simulate ------------------------------------------------------------------------
@@ -217,7 +237,13 @@ def kernel_decide(sizes: Sizes, scratch: Path) -> Prepared:
             units += len(machines) * len(sends)
         return Sample(elapsed, units)
 
-    return Prepared({"decide": decide_alone, "decide+validate": decide_validated, "statemachine": statemachine})
+    return Prepared(
+        {"decide": decide_alone, "decide+validate": decide_validated, "statemachine": statemachine},
+        profiles={
+            "decide": Work(lambda: subject.decide_events(state, events)),
+            "decide+validate": Work(lambda: subject.decide_and_validate_events(state, events)),
+        },
+    )
 
 
 # --- codec ---------------------------------------------------------------------------
@@ -275,7 +301,12 @@ def codec(sizes: Sizes, scratch: Path) -> Prepared:
 
     notes = {"bytes": f"{sum(map(len, encoded)) / len(encoded):,.0f} B per commit on average ({len(encoded)} commits)"}
     return Prepared(
-        {"encode": encode, "orjson encode": bare_encode, "decode": decode, "msgspec decode": bare_decode}, notes
+        {"encode": encode, "orjson encode": bare_encode, "decode": decode, "msgspec decode": bare_decode},
+        notes,
+        profiles={
+            "encode": Work(lambda: [subject.encode_commit(commit) for commit in commits]),
+            "decode": Work(lambda: [subject.decode_commit(line) for line in lines]),
+        },
     )
 
 
@@ -373,7 +404,10 @@ def check_trace(sizes: Sizes, scratch: Path) -> Prepared:
 
     notes = {"file": f"{lines:,} lines, {size / 1e6:.1f} MB, from `simulate --runs {sizes.trace_runs}`"}
     return Prepared(
-        {"check-trace": checker, "json.loads": loads_loop, "peak": peak}, notes, first_round_only=frozenset({"peak"})
+        {"check-trace": checker, "json.loads": loads_loop, "peak": peak},
+        notes,
+        first_round_only=frozenset({"peak"}),
+        profiles={"check-trace": Work(lambda: subject.check_trace(path))},
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from bench import subject
 from bench.framework import Prepared, Sample, Sizes
+from bench.measures import appends_to_profile
 from bench.peers import PeerMissing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +89,61 @@ def postgres_commit(sizes: Sizes, scratch: Path) -> Prepared:
             raw.commit()
         return Sample(time.perf_counter() - started, max(len(lines), 1))
 
-    return Prepared({"runkernel": runkernel, "raw": limit})
+    def drives() -> Sample:
+        return drive_round_trips(url, f"rt{next(rounds)}", scratch)
+
+    return Prepared(
+        {"runkernel": runkernel, "raw": limit, "round trips": drives},
+        profiles={"runkernel": appends_to_profile(store, "pg-profiled", count)},
+    )
+
+
+DRIVES = 5
+"""Runs driven for the round-trips side, one ``Worker.drive`` each."""
+
+
+def drive_round_trips(url: str, prefix: str, scratch: Path) -> Sample:
+    """``Worker.drive`` on the worker bench's Run (two tool calls, then an answer),
+    counting the round trips to the server: libpq's own trace of every connection the
+    store opens, one ``ReadyForQuery`` per statement sent (a multi-statement query is
+    one). The worker's listing pass is not in it: this is one drive, the Run's own cost."""
+    import psycopg
+
+    from runkernel import Worker
+    from runkernel.adapters.stores.postgres import PostgresStore
+
+    trace = scratch / f"libpq-{prefix}.trace"
+    connect = psycopg.Connection.connect
+    with trace.open("ab") as out:
+
+        def traced(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            conn = connect.__func__(cls, *args, **kwargs)  # type: ignore[attr-defined]
+            conn.pgconn.trace(out.fileno())
+            conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+            return conn
+
+        psycopg.Connection.connect = classmethod(traced)  # type: ignore[method-assign,assignment]
+        try:
+            store = PostgresStore(url)
+        finally:
+            psycopg.Connection.connect = connect  # type: ignore[method-assign]
+        try:
+            run_ids = subject.start_runs(store, prefix, DRIVES, f"{prefix}-app")
+            worker = Worker(store, subject.two_call_app(f"{prefix}-app", lambda: None), worker_id="w1")
+            out.flush()
+            before = trace.stat().st_size
+            started = time.perf_counter()
+            for run_id in run_ids:
+                worker.drive(run_id)
+            seconds = time.perf_counter() - started
+            after = trace.stat().st_size
+        finally:
+            store.close()
+    with trace.open("rb") as read:
+        read.seek(before)
+        sent = read.read(after - before).count(b"\tReadyForQuery\t")
+    trace.unlink()
+    return Sample(seconds, DRIVES, {"round trips": float(sent), "drives": float(DRIVES)})
 
 
 def postgres_workers(sizes: Sizes, scratch: Path) -> Prepared:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from bench.framework import Row, SideResult, Sizes, median, values
 from bench.peers import PEER_PACKAGES, version
+from bench.profiles import profile_key
 
 NOT_RUN = SideResult([], missing="not run")
 
@@ -149,6 +150,11 @@ def render(
         " ships on this branch, on the production path: `decide` and `recover` with their"
         " self-check off (the default; the tests, the simulator and the model checker turn it on),"
         " so each commit is judged once, by the store.",
+        "- A row that misses its goal shows, under \"Rows that miss their goal\", where runkernel's"
+        " time went on its side in this run: cProfile's own time over about a second of the side's"
+        " work after the timed rounds (`bench/profiles.py`), by area and by function. cProfile"
+        " charges every Python call a fixed cost, so the shares compare the parts of one side; the"
+        " table's rates are timed without it.",
         f"- Time budget: after {sizes.budget:.0f} s a group runs no round beyond its first (the agent"
         " loops run last, longest last); a cut is listed under the group's notes.",
         "",
@@ -164,7 +170,10 @@ def render(
         if verdict is False:
             failing.append(row)
     group_notes = [
-        f"- {group} ({key}): {text}" for group, found in notes.items() for key, text in found.items() if key not in ("missing",)
+        f"- {group} ({key}): {text}"
+        for group, found in notes.items()
+        for key, text in found.items()
+        if key != "missing" and not key.startswith(profile_key(""))
     ]
     if group_notes:
         lines += ["", "## Notes from the groups", "", *group_notes]
@@ -173,5 +182,8 @@ def render(
         lines.append("None.")
     for row in failing:
         lines.append(f"- {row.name}" + (f": {row.limit}" if row.limit else ""))
+        measured = notes.get(row.a.group, {}).get(profile_key(row.a.side))
+        if measured is not None:
+            lines.append(f"  - where runkernel's time went (cProfile of its side, own time, in this run): {measured}")
     lines.append("")
     return "\n".join(lines)
