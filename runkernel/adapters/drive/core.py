@@ -1,7 +1,7 @@
 """The one effect interpreter: a sans-IO generator per Run that every host drives.
 
 The core never touches a store, a gate or the host itself. It *yields* what it needs
-(``Append`` a commit, ``ReadRun``, ``Pending`` inbox commands, ``AskGate``, ``Hand`` an
+(``Append`` a commit, ``ReadPickUp``, ``Pending`` inbox commands, ``AskGate``, ``Hand`` an
 action to the host, ...) and is sent the answer, the way psycopg's protocol generators
 yield "wait for read". The push-mode ``Driver`` performs those operations synchronously
 and ``AsyncDriver`` awaits them; the pull-mode ``Runtime`` answers each handed-out action
@@ -21,7 +21,7 @@ This module is the loop and its state; what a host's report means to the kernel 
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import Any, assert_never
 
 import attrs
@@ -33,8 +33,8 @@ from runkernel.adapters.drive import handed
 from runkernel.adapters.drive.delegations import is_quiet
 from runkernel.adapters.drive.children import children_running, ended_children, start_child
 from runkernel.adapters.drive.protocol import (
-    Append, AskGate, Compact, DropCheckpoint, Fenced, Hand, InferenceFailed, Inferred, KeepLease, LoadCheckpoint,
-    Observe, Operation, Partial, Pending, ReadCommands, Poll, ReadHead, ReadMessages, ReadLookups, ReadRun, ReadTrace,
+    Append, AskGate, CancelOwed, Compact, DropCheckpoint, Fenced, Hand, InferenceFailed, Inferred, KeepLease,
+    Observe, Operation, Partial, Pending, ReadCommands, Poll, ReadHead, ReadMessages, ReadLookups, ReadPickUp, ReadTrace,
     Report, SaveCheckpoint, SendCancel, Settle, Steps, Tell,
 )
 from runkernel.adapters.drive.model_errors import model_backoff, model_error
@@ -46,6 +46,7 @@ from runkernel.adapters.drive.ports import GateAnswer
 from runkernel.adapters.drive.settings import Settings
 from runkernel.adapters.drive.events import ModelFailed, Recovered
 from runkernel.adapters.stores.contract import Checkpoint, InboxEntry, Settlement, UnknownRun
+from runkernel.adapters.stores.pick_up import PickUp
 from runkernel.kernel.decide import decide
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.protocol import (
@@ -123,12 +124,17 @@ class DriverCore:
         yield from self._drive(decision)
 
     def _pick_up(self, run_id: str) -> Steps:
-        state: RunSnapshot | None = yield ReadRun(run_id)
+        # the snapshot, the Thread's messages and the checkpoint in one store call (one
+        # round trip on PostgreSQL)
+        picked: PickUp = yield ReadPickUp(run_id)
+        state = picked.snapshot
         if state is None:
             raise UnknownRun(f"no committed state for run {run_id!r}")
-        yield from self._read_history(state.thread_id)
+        if picked.parent is not None:
+            yield CancelOwed(run_id)  # applied from the inbox like any cancel
+        self._took_history(picked.messages)
         self.lookups = yield ReadLookups(run_id)
-        self.saved = yield LoadCheckpoint(run_id)
+        self.saved = picked.checkpoint
         self.checkpointed = self.saved is not None
         self.state = state
         if self.checkpointed and isinstance(state.state, Ended):
@@ -141,6 +147,9 @@ class DriverCore:
 
     def _read_history(self, thread_id: str) -> Generator[Operation, Any, None]:
         messages: list[Message] = yield ReadMessages(thread_id)
+        self._took_history(messages)
+
+    def _took_history(self, messages: Sequence[Message]) -> None:
         self.history = list(messages)
         for message in reversed(self.history):
             if message.role is Role.ASSISTANT:

@@ -81,7 +81,6 @@ class AsyncDriver(Shell):
 
     async def pick_up(self, run_id: str) -> Action:
         """Continue a Run from the store alone (after a crash, in another process)."""
-        self._owed_cancel(run_id)
         core = DriverCore(self.settings)
         self._open(run_id, core.pick_up(run_id), core)
         return await self._advance(None)

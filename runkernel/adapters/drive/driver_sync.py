@@ -79,7 +79,6 @@ class Driver(Shell):
 
     def pick_up(self, run_id: str) -> Action:
         """Continue a Run from the store alone (after a crash, in another process)."""
-        self._owed_cancel(run_id)
         core = DriverCore(self.settings)
         self._open(run_id, core.pick_up(run_id), core)
         return self._advance(None)

@@ -45,8 +45,9 @@ class ReadLookups:
 
 
 @frozen
-class ReadRun:
-    """Answer with the Run's latest snapshot, or None."""
+class ReadPickUp:
+    """Answer with the Run's pick-up reads (``stores.pick_up.PickUp``: its latest
+    snapshot or None, its Thread's messages and its checkpoint), in one store call."""
 
     run_id: str
 
@@ -92,13 +93,6 @@ class Settle:
 class Compact:
     """The Run is Ended and its inbox settled: keep only the commands that were applied
     (``Store.compact_commands``); answer with None."""
-
-    run_id: str
-
-
-@frozen
-class LoadCheckpoint:
-    """Answer with the Run's saved checkpoint, or None."""
 
     run_id: str
 
@@ -166,6 +160,15 @@ class ReadTrace:
 
 
 @frozen
+class CancelOwed:
+    """The Run picked up is a child Run: if the Run it was activated for has ended,
+    queue the cancel that end owed it (a crash between the parent's end commit and its
+    cancels would otherwise leave the child running for nobody); answer with None."""
+
+    run_id: str
+
+
+@frozen
 class KeepLease:
     """The Run waits before it acts again (a model call backing off after a transient
     error) and commits nothing meanwhile: renew its lease now if its renewal is due, so
@@ -193,7 +196,7 @@ class Hand:
 
 Operation: TypeAlias = (
     Append
-    | ReadRun
+    | ReadPickUp
     | ReadLookups
     | ReadHead
     | ReadMessages
@@ -201,7 +204,6 @@ Operation: TypeAlias = (
     | ReadCommands
     | Settle
     | Compact
-    | LoadCheckpoint
     | SaveCheckpoint
     | DropCheckpoint
     | ReadChild
@@ -211,6 +213,7 @@ Operation: TypeAlias = (
     | Tell
     | ReadTrace
     | KeepLease
+    | CancelOwed
     | AskGate
     | Hand
 )
@@ -300,6 +303,7 @@ __all__ = [
     "Append",
     "AskGate",
     "CallEnded",
+    "CancelOwed",
     "Compact",
     "DropCheckpoint",
     "End",
@@ -308,7 +312,6 @@ __all__ = [
     "InferenceFailed",
     "Inferred",
     "KeepLease",
-    "LoadCheckpoint",
     "Observe",
     "Operation",
     "Partial",
@@ -319,7 +322,7 @@ __all__ = [
     "ReadHead",
     "ReadMessages",
     "ReadLookups",
-    "ReadRun",
+    "ReadPickUp",
     "ReadTrace",
     "Report",
     "Resume",

@@ -189,7 +189,6 @@ class Runtime:
         With leases, the Run's lease is taken first (``LeaseHeld`` if another worker
         holds it), so the state read next cannot change under this worker."""
         self.ops.lease(run_id)
-        self.ops.owed_cancel(run_id)  # applied from the inbox like any cancel
         core = DriverCore(self.settings)
         return Drive(self, run_id, core, core.pick_up(run_id))
 

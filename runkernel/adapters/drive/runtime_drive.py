@@ -22,8 +22,8 @@ from runkernel.adapters.drive.actions import (
 )
 from runkernel.adapters.drive.core import DriverCore
 from runkernel.adapters.drive.protocol import (
-    ActivateChild, Append, AskGate, DropCheckpoint, Hand, InferenceFailed, Inferred, Observe, Operation,
-    LoadCheckpoint, Partial, Pending, Poll, ReadChild, ReadCommands, ReadHead, ReadLookups, ReadMessages, ReadRun,
+    ActivateChild, Append, AskGate, CancelOwed, DropCheckpoint, Hand, InferenceFailed, Inferred, Observe, Operation,
+    Partial, Pending, Poll, ReadChild, ReadCommands, ReadHead, ReadLookups, ReadMessages, ReadPickUp,
     ReadTrace, Report, Resume, SendCancel, Steps, Tell,
 )
 from runkernel.adapters.drive.ports import InferenceRequest
@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
 #: The core's operations that carry out an effect: a step ends after one of them.
 _EFFECTS = (Append, ActivateChild, SendCancel, Observe, AskGate)
-#: What a new drive does before its first step: it reads, and reports its recovery.
-_READS = (ReadRun, ReadHead, ReadMessages, ReadLookups, LoadCheckpoint, Pending, ReadCommands, ReadChild, Tell, ReadTrace)
+#: What a new drive does before its first step: it reads, queues the cancel a child's ended
+#: parent owed it, and reports its recovery.
+_READS = (ReadPickUp, CancelOwed, ReadHead, ReadMessages, ReadLookups, Pending, ReadCommands, ReadChild, Tell, ReadTrace)
 
 
 class Drive:

@@ -238,13 +238,6 @@ class Shell:
         self._close()
         self._core = None
 
-    def _owed_cancel(self, run_id: str) -> None:
-        """``StoreOps.owed_cancel``, stopping the driver if the store fails."""
-        try:
-            self.ops.owed_cancel(run_id)
-        except StoreError as error:
-            raise DriverStopped(f"stopped driving run {run_id!r}: {error}; pick_up() tries again") from error
-
     def _stopped(self, error: StoreError) -> DriverStopped:
         self._forget()
         return DriverStopped(f"stopped driving run {self._run_id!r}: {error}; next_action() picks it up again")

@@ -17,11 +17,12 @@ from runkernel.adapters.drive.events import Acknowledged, CheckpointLost, Comman
 from runkernel.adapters.drive.lease_keeper import APPEND_RETRIES, LeaseKeeper
 from runkernel.adapters.drive.ports import NullObserver, Observer
 from runkernel.adapters.drive.protocol import (
-    ActivateChild, Append, Compact, DropCheckpoint, KeepLease, LoadCheckpoint, Observe, Operation, Pending, ReadChild,
-    ReadCommands, ReadHead, ReadLookups, ReadMessages, ReadRun, ReadTrace, SaveCheckpoint, SendCancel, Settle, Tell,
+    ActivateChild, Append, CancelOwed, Compact, DropCheckpoint, KeepLease, Observe, Operation, Pending, ReadChild,
+    ReadCommands, ReadHead, ReadLookups, ReadMessages, ReadPickUp, ReadTrace, SaveCheckpoint, SendCancel, Settle, Tell,
 )
 from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
 from runkernel.adapters.stores.contract import CommitConflict, Lease, Settlement, Store, StoreUnavailable, append_to
+from runkernel.adapters.stores.pick_up import read_pick_up
 from runkernel.kernel.protocol import NotifyWait, PublishResults, RunHook
 from runkernel.kernel.state import RunSnapshot, ThreadCommit
 
@@ -59,11 +60,6 @@ class StoreOps:
         if self.leases is not None and self.leases.held(run_id) is None:
             self.leases.take(run_id)
 
-    def owed_cancel(self, run_id: str) -> None:
-        """A child whose parent ended is sent the cancel the parent's end owed it (see
-        ``cancel_if_parent_ended``), before it is picked up."""
-        cancel_if_parent_ended(self.store, run_id)
-
     def before_run_call(self, action: RunCall) -> RunCall:
         """W1: the lease re-checked, with its margin, immediately before an executor
         starts; the call carries its epoch as fencing token."""
@@ -85,8 +81,11 @@ class StoreOps:
                 return self._append(op)
             case ReadLookups():
                 return store.history(op.run_id)
-            case ReadRun():
-                return store.run(op.run_id)
+            case ReadPickUp():
+                return read_pick_up(store, op.run_id)
+            case CancelOwed():
+                cancel_if_parent_ended(store, op.run_id)
+                return None
             case ReadHead():
                 return store.thread_head(op.thread_id)
             case ReadMessages():
@@ -103,8 +102,6 @@ class StoreOps:
             case Compact():
                 store.compact_commands(op.run_id)
                 return None
-            case LoadCheckpoint():
-                return store.load_checkpoint(op.run_id)
             case SaveCheckpoint():
                 try:
                     store.save_checkpoint(op.checkpoint)

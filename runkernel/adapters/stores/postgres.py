@@ -19,6 +19,7 @@ The store never creates its schema: ``runkernel db init`` does (``postgres_schem
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 from psycopg import errors, sql
@@ -32,12 +33,13 @@ from runkernel.adapters.stores.contract import (
     judge_append,
 )
 from runkernel.adapters.stores.leases import checked_release, commit_writer
+from runkernel.adapters.stores.pick_up import PickUp
 from runkernel.adapters.stores.postgres_commit import Statement, commit_statements
 from runkernel.adapters.stores.postgres_connection import Connection
 from runkernel.adapters.stores.postgres_schema import TABLES, unavailable
 from runkernel.adapters.stores.postgres_sql import PostgresSql
 from runkernel.adapters.stores.serial import commit_text, dumps, judged_dumps, snapshot_to_json
-from runkernel.adapters.stores.work import awaited_children, summary_of
+from runkernel.adapters.stores.work import awaited_children, parent_from_columns, summary_of
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.values import JsonValue
@@ -51,6 +53,19 @@ _RIVAL_WRITE = (errors.UniqueViolation, errors.NotNullViolation, errors.Deadlock
 
 class _ConnectionLost(Exception):
     """The connection broke during a write: whether it committed is unknown."""
+
+
+#: A pick-up's reads, each of one parameter (the run id): the Run's snapshot, its
+#: Thread's head and its parent's call, the Thread's log with the head's version (``SqlStore.commits``' rows),
+#: and the checkpoint.
+_PICK_UP = (
+    "SELECT r.snapshot, r.thread_id, t.version, t.active_run_id, r.parent_thread_id, r.parent_run_id, "
+    "r.parent_call_id FROM runs r "
+    "LEFT JOIN threads t ON t.thread_id = r.thread_id WHERE r.run_id = %s",
+    "SELECT c.version, c.line, t.version FROM runs r JOIN commits c ON c.thread_id = r.thread_id "
+    "LEFT JOIN threads t ON t.thread_id = r.thread_id WHERE r.run_id = %s ORDER BY c.version",
+    "SELECT step, data FROM checkpoints WHERE run_id = %s",
+)
 
 
 class PostgresStore(PostgresSql):
@@ -192,6 +207,37 @@ class PostgresStore(PostgresSql):
             Rule.VERSION,
             f"version {commit.version} of thread {commit.thread_id!r} was committed by another writer",
         )
+
+    def read_pick_up(self, run_id: str) -> PickUp:
+        """A pick-up's reads (``stores.pick_up``) in one round trip and one snapshot of
+        the database: the Run's snapshot with its Thread's head and its parent's call,
+        the Thread's log and the Run's checkpoint. The head and snapshot are what the Run's next commit is judged
+        against, as after this store's own last write: the conditional update still
+        refuses that commit if the Thread moved since."""
+
+        def read(conn: Connection) -> list[list[tuple[Any, ...]]]:
+            cursor = psycopg.ClientCursor(conn)
+            reads = [cursor.mogrify(query, (run_id,)) for query in _PICK_UP]
+            if not self.read_only:  # a read-only store is one snapshot already
+                reads = ["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", *reads, "COMMIT"]
+            cursor.execute("; ".join(reads).encode())
+            found = []
+            while True:
+                if cursor.description is not None:
+                    found.append(cursor.fetchall())
+                if not cursor.nextset():
+                    return found
+
+        (run_rows, log_rows, checkpoint_rows) = self._attempt("a read", read)
+        if not run_rows:
+            return PickUp(None)
+        text, thread_id, version, active = run_rows[0][:4]
+        snapshot = self._snapshot(run_id, text)
+        if version is not None and not self.read_only:
+            self._written = (run_id, self._head(thread_id, version, active), snapshot)
+        messages = tuple(m for c in self._checked_log(snapshot.thread_id, log_rows) for m in c.messages)
+        checkpoint = self._checkpoint(run_id, checkpoint_rows[0] if checkpoint_rows else None)
+        return PickUp(snapshot, messages, checkpoint, parent_from_columns(run_rows[0][4:]))
 
     def _before(self, commit: ThreadCommit, fresh: bool) -> tuple[ThreadHead | None, RunSnapshot | None]:
         written = self._written

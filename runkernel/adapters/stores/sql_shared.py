@@ -186,10 +186,15 @@ class SqlStore:
             "FROM commits c WHERE c.thread_id = ? ORDER BY c.version",
             (thread_id, thread_id),
         )
+        return iter(self._checked_log(thread_id, rows))
+
+    def _checked_log(self, thread_id: str, rows: Sequence[Row]) -> list[ThreadCommit]:
+        """``commits``' checks on the Thread's rows (version, line, the head's version),
+        ordered by version."""
         if not rows:
             if self.thread_head(thread_id) is not None:
                 raise DamagedStore(f"{self.where}: thread {thread_id!r} has a head but no commits")
-            return iter(())
+            return []
         commits: list[ThreadCommit] = []
         for expected, (stored_version, line, _) in enumerate(rows, start=1):
             where = f"commits row ({thread_id!r}, {stored_version!r})"
@@ -206,7 +211,7 @@ class SqlStore:
                 f"{self.where}: thread {thread_id!r} has {len(rows)} commits but its threads row "
                 f"says version {head_version!r}"
             )
-        return iter(commits)
+        return commits
 
     def commit_lines(self, thread_id: str) -> list[str]:
         """The stored ``runkernel/2`` lines, exactly as written."""
@@ -248,7 +253,10 @@ class SqlStore:
         self._checkpoint_write(_CHECKPOINT_PUT, (checkpoint.run_id, checkpoint.step, dumps(checkpoint.data)))
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
-        row = self._one("SELECT step, data FROM checkpoints WHERE run_id = ?", (run_id,))
+        return self._checkpoint(run_id, self._one("SELECT step, data FROM checkpoints WHERE run_id = ?", (run_id,)))
+
+    def _checkpoint(self, run_id: str, row: Row | None) -> Checkpoint | None:
+        """A checkpoints row (step, data) read back."""
         if row is None:
             return None
         checkpoint: Checkpoint = decoded(

@@ -1,0 +1,131 @@
+"""A pick-up reads the Run's snapshot, its Thread's messages, its checkpoint and its
+parent's call in one store call (``stores.pick_up``): PostgreSQL answers in one round
+trip what the ordinary reads answer in four, and the answers are the same. The
+snapshot and head it read are what the next commit is judged against, so a commit built
+on them after a rival moved the Thread is still a conflict with nothing written.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from bench.postgres import drive_round_trips
+from runkernel.adapters.stores.contract import Checkpoint, CommitConflict, DamagedStore, Store
+from runkernel.adapters.stores.memory import MemoryStore
+from runkernel.adapters.stores.pick_up import PickUp, read_pick_up
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.testing import delegating_run, text_run, tool_run
+from postgres_support import postgres_url  # noqa: F401 - a fixture
+
+if TYPE_CHECKING:
+    from runkernel.adapters.stores.postgres import PostgresStore
+
+KINDS = ["memory", "sqlite", "postgresql"]
+
+
+@pytest.fixture(params=KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    made: Store
+    if request.param == "memory":
+        made = MemoryStore()
+    elif request.param == "sqlite":
+        made = SqliteStore(tmp_path / "runs.db")
+    else:
+        from runkernel.adapters.stores.postgres import PostgresStore
+
+        made = PostgresStore(request.getfixturevalue("postgres_url"))
+    yield made
+    made.close()
+
+
+def _one_by_one(store: Store, run_id: str) -> PickUp:
+    """The pick-up as four ordinary reads."""
+    snapshot = store.run(run_id)
+    if snapshot is None:
+        return PickUp(None)
+    messages = tuple(store.messages(snapshot.thread_id))
+    return PickUp(snapshot, messages, store.load_checkpoint(run_id), store.parent_of(run_id))
+
+
+def test_the_pick_up_read_answers_what_the_four_reads_answer(store: Store) -> None:
+    for commit in tool_run("t-tool", "r-tool"):
+        store.append(commit)
+    for commit in text_run("t-text", "r-text", 3):
+        store.append(commit)
+    store.save_checkpoint(Checkpoint("r-text", 1, {"partial": ["a", 1]}))
+    family = delegating_run("t-parent", "r-parent")
+    for commit in (*family.opened, family.quiet, *family.activations):
+        store.append(commit)
+    children = family.children
+    for run_id in ("r-tool", "r-text", "r-parent", *children, "nobody"):
+        found = read_pick_up(store, run_id)
+        assert found == _one_by_one(store, run_id), run_id
+    assert read_pick_up(store, "r-text").checkpoint == Checkpoint("r-text", 1, {"partial": ["a", 1]})
+    assert read_pick_up(store, children[0]).parent == family.parents[0]
+    assert read_pick_up(store, "nobody") == PickUp(None)
+    assert len(read_pick_up(store, "r-tool").messages) == 4
+
+
+def _postgres_store(url: str) -> PostgresStore:
+    from runkernel.adapters.stores.postgres import PostgresStore
+
+    return PostgresStore(url)
+
+
+def test_postgresql_reads_the_pick_up_itself(postgres_url: str) -> None:  # noqa: F811
+    store = _postgres_store(postgres_url)
+    try:
+        assert callable(getattr(store, "read_pick_up", None))
+    finally:
+        store.close()
+
+
+def test_a_commit_built_on_a_pick_up_the_thread_has_moved_past_is_a_conflict(postgres_url: str) -> None:  # noqa: F811
+    commits = text_run("t1", "r1", 3)
+    mine, rival = _postgres_store(postgres_url), _postgres_store(postgres_url)
+    try:
+        mine.append(commits[0])
+        picked = read_pick_up(mine, "r1")
+        assert picked.snapshot is not None and picked.snapshot.version == 1
+        rival.append(commits[1])  # the Thread moves past what mine read
+        with pytest.raises(CommitConflict):
+            mine.append(commits[1])  # built on the snapshot mine read
+        assert [c.version for c in mine.commits("t1")] == [1, 2]
+        assert list(mine.commit_lines("t1")) == list(rival.commit_lines("t1"))
+    finally:
+        mine.close()
+        rival.close()
+
+
+def test_a_pick_up_of_a_damaged_log_is_refused_as_the_log_read_is(postgres_url: str) -> None:  # noqa: F811
+    import psycopg
+
+    store = _postgres_store(postgres_url)
+    try:
+        for commit in tool_run("t1", "r1"):
+            store.append(commit)
+        schema = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(postgres_url).query))["schema"]
+        conninfo = postgres_url.split("?")[0]
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f"DELETE FROM {schema}.commits WHERE thread_id = 't1' AND version = 2")
+        with pytest.raises(DamagedStore):
+            list(store.commits("t1"))
+        with pytest.raises(DamagedStore):
+            read_pick_up(store, "r1")
+    finally:
+        store.close()
+
+
+def test_a_drive_on_postgresql_reads_its_pick_up_in_one_round_trip(postgres_url: str, tmp_path: Path) -> None:  # noqa: F811
+    sample = drive_round_trips(postgres_url, "rt", tmp_path)
+    per_drive = sample.counts["round trips"] / sample.counts["drives"]
+    print(f"round trips per drive of the worker bench's Run on PostgreSQL: {per_drive:.1f}")
+    # the lease take, one pick-up read, 6 commits (the first judged after 2 history
+    # look-ups of its new batch), 5 inbox looks, 2 lease checks before the tools run
+    # and the inbox clean-up's look: 22 before the pick-up was one read
+    assert per_drive == 18
