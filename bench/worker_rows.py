@@ -22,15 +22,15 @@ def side_name(kind: str, processes: int) -> str:
 DBOS_LIMIT = {
     "PostgreSQL": (
         "the round trips of one Run at a time: a runkernel worker drives one Run and waits for the"
-        " answer to each of its 18 statements (the round-trips row: the lease take; one pick-up"
-        " read; 2 history look-ups for the first commit's new batch; the 6 commits; the inbox"
-        " looked at before each inference and gate and at the quiet point, 5; 2 lease checks"
-        " before the tools run; the inbox clean-up's look), so its CPU and its server"
+        " answer to each of its 13 statements (the round-trips row: the lease take; one pick-up"
+        " read, the inbox with it; 2 history look-ups for the first commit's new batch; the 6"
+        " commits, each reading the inbox in its own transaction; 2 lease checks before the"
+        " tools run; the inbox clean-up's look), so its CPU and its server"
         " backend's add up (the CPU per unit row: client + server per Run, against the Runs/s here),"
         " while DBOS runs 4 workflows per process in threads and overlaps them; not the disk (the"
         " header's fsync rate against 7 durable transactions per Run); 2 workers overlap and pass;"
-        " what would lift it: the inbox read in the round trip of the commit before it (5 of the"
-        " 18)"
+        " what would lift it: the lease checks before the tools in the Executing commit's round"
+        " trip, and the new batch's history look-ups in the commit's own"
     ),
     "SQLite": "runkernel is ahead",
 }

@@ -13,10 +13,9 @@ when a Run is picked up or reaches a quiet point. An operation that follows an `
 is only yielded once the store acknowledged it, so an action that touches the world
 (run attempt n, begin a wait) is handed out only after its commit is durable.
 
-This module is the loop and its state; what a host's report means to the kernel is
-``reports``, how each handed-out action is built is ``handed``, the configuration is
-``settings``, and what happens at a quiet point is ``pending``, ``children`` and
-``delegations``.
+This module is the loop and its state; a host's report to the kernel is ``reports``, a
+handed-out action is built by ``handed``, W5's fences are ``fencing``, the configuration
+is ``settings``, and a quiet point is ``pending``, ``children`` and ``delegations``.
 """
 
 from __future__ import annotations
@@ -27,26 +26,26 @@ from typing import Any, assert_never
 import attrs
 
 from runkernel.adapters.drive.actions import (
-    Action, CheckStatus, ChildrenRunning, Done, DriverError, Fence, HostProtocolError, Infer, RunCall, WaitFor,
+    Action, CheckStatus, ChildrenRunning, Done, DriverError, HostProtocolError, Infer, RunCall, WaitFor,
 )
 from runkernel.adapters.drive import handed
 from runkernel.adapters.drive.delegations import is_quiet
 from runkernel.adapters.drive.children import children_running, ended_children, start_child
 from runkernel.adapters.drive.protocol import (
-    Append, AskGate, CancelOwed, Compact, DropCheckpoint, Fenced, Hand, InferenceFailed, Inferred, KeepLease,
+    Append, AskGate, CancelOwed, Compact, DropCheckpoint, Hand, InferenceFailed, Inferred, KeepLease,
     Observe, Operation, Partial, Pending, ReadCommands, Poll, ReadHead, ReadMessages, ReadLookups, ReadPickUp, ReadTrace,
     Report, SaveCheckpoint, SendCancel, Settle, Steps, Tell,
 )
 from runkernel.adapters.drive.model_errors import model_backoff, model_error
-from runkernel.adapters.drive.fencing import calls_to_fence
+from runkernel.adapters.drive.fencing import fence
 from runkernel.adapters.drive.pending import due_timer, exact_outcomes, expiry, has_deadline, needs_settled_commands, next_command
 from runkernel.adapters.drive.port_inputs import gate_verdict
-from runkernel.adapters.drive.reports import EXPECTED, REPORT_NAMES, HeldMetadata, report_input
+from runkernel.adapters.drive.reports import HeldMetadata, report_input
 from runkernel.adapters.drive.ports import GateAnswer
 from runkernel.adapters.drive.settings import Settings
 from runkernel.adapters.drive.events import ModelFailed, Recovered
 from runkernel.adapters.stores.contract import Checkpoint, InboxEntry, Settlement, UnknownRun
-from runkernel.adapters.stores.pick_up import PickUp
+from runkernel.adapters.stores.folded_reads import PickUp
 from runkernel.kernel.decide import decide
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.protocol import (
@@ -85,6 +84,9 @@ class DriverCore:
         #: before their terminal commit; kept for one batch, so it never grows with the Run
         self.started: set[tuple[str, int]] = set()
         self.started_in: str | None = None
+        #: nothing handed out since: the next look at the inbox may be what the pick-up
+        #: read, or what the store saw in the commit of this version (``folded_reads``)
+        self.inbox_look: list[InboxEntry] | int | None = None
 
     # --- openings -------------------------------------------------------------------
 
@@ -116,7 +118,7 @@ class DriverCore:
                 "pick that one up instead"
             )
         if head is not None:
-            yield from self._read_history(thread_id)
+            self._took_history((yield ReadMessages(thread_id)))
         decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages, self.settings.app))
         if isinstance(decision, Rejection):
             raise HostProtocolError(f"can't start run {run_id!r}: {decision}", decision)
@@ -124,14 +126,14 @@ class DriverCore:
         yield from self._drive(decision)
 
     def _pick_up(self, run_id: str) -> Steps:
-        # the snapshot, the Thread's messages and the checkpoint in one store call (one
-        # round trip on PostgreSQL)
-        picked: PickUp = yield ReadPickUp(run_id)
+        picked: PickUp = yield ReadPickUp(run_id)  # one round trip on PostgreSQL
         state = picked.snapshot
         if state is None:
             raise UnknownRun(f"no committed state for run {run_id!r}")
+        # a child's owed cancel is queued first, then read and applied like any command
+        self.inbox_look = list(picked.pending) if picked.parent is None else None
         if picked.parent is not None:
-            yield CancelOwed(run_id)  # applied from the inbox like any cancel
+            yield CancelOwed(run_id)
         self._took_history(picked.messages)
         self.lookups = yield ReadLookups(run_id)
         self.saved = picked.checkpoint
@@ -144,10 +146,6 @@ class DriverCore:
         plan = self._recover(state)
         yield Tell(Recovered(plan.row, state))
         yield from self._drive(plan.decision)
-
-    def _read_history(self, thread_id: str) -> Generator[Operation, Any, None]:
-        messages: list[Message] = yield ReadMessages(thread_id)
-        self._took_history(messages)
 
     def _took_history(self, messages: Sequence[Message]) -> None:
         self.history = list(messages)
@@ -238,7 +236,7 @@ class DriverCore:
 
     def _commit(self, commit: ThreadCommit, expected: RunSnapshot) -> Generator[Operation, Any, None]:
         commit = self.metadata.put_on(commit)
-        yield from self._fence(commit)
+        yield from fence(self.state, commit, self.started, self.settings.fences)
         # a commit that leaves the Run Awaiting or Ended makes it quiet: its lease goes
         # with it (a command that turns up afterwards takes the lease again)
         quiet = isinstance(commit.disposition, (Awaiting, Ended))
@@ -249,6 +247,7 @@ class DriverCore:
         if stored != expected:
             raise DriverError(f"store and kernel disagree after version {commit.version}")
         self.state = stored
+        self.inbox_look = stored.version
         self.history.extend(commit.messages)
         inference_done = isinstance(commit.disposition, Ended) or any(
             m.role is Role.ASSISTANT for m in commit.messages
@@ -260,21 +259,6 @@ class DriverCore:
             if message.role is Role.ASSISTANT:
                 self.final = message.content
 
-    def _fence(self, commit: ThreadCommit) -> Generator[Operation, Any, None]:
-        """W5: hand out a ``Fence`` for each call ``commit`` makes terminal that this
-        core found Executing and did not start, and return once the host fenced each.
-        A host that cannot fence answers nothing: the commit is never written."""
-        for call in calls_to_fence(self.state, commit, self.started, self.settings.fences):
-            action = Fence(commit.run_id, call.call_id, call.tool, call.operation_id)
-            refused: DriverError | None = None
-            while True:
-                report: Report = yield Hand(action, refused)
-                if isinstance(report, Fenced) and report.call_id == call.call_id:
-                    break
-                refused = None if isinstance(report, Poll) else HostProtocolError(
-                    f"Fence expects {EXPECTED[Fence]}, not {REPORT_NAMES[type(report)]}", None, action
-                )
-
     # --- asking the host ------------------------------------------------------------
 
     def _ask(self, action: Action) -> Generator[Operation, Any, Decision | None]:
@@ -284,6 +268,7 @@ class DriverCore:
         telemetry = self.settings.telemetry
         telemetry.handed(action)
         while True:
+            self.inbox_look = None  # the host may take its time: look at the inbox again
             report: Report = yield Hand(action, refused)
             refused = None
             if isinstance(report, Poll):
@@ -347,6 +332,7 @@ class DriverCore:
         committed: the decision then carries only the next member's ``RunGate`` (with the
         allows so far), and the state is the one already committed."""
         state, call = self._snapshot(), effect.call
+        self.inbox_look = None
         answer: GateAnswer = yield AskGate(state.run_id, call)
         made = attrs.evolve(gate_verdict(call.call_id, answer, self.settings.ids), allowed=effect.allowed)
         verdict = self._decide(made)
@@ -357,11 +343,18 @@ class DriverCore:
     # --- inbox and deadlines --------------------------------------------------------
 
     def _commands_waiting(self) -> Generator[Operation, Any, bool]:
-        pending: list[InboxEntry] = yield Pending(self._snapshot().run_id)
-        return bool(pending)
+        return bool((yield from self._pending(self._snapshot().run_id)))
+
+    def _pending(self, run_id: str) -> Generator[Operation, Any, list[InboxEntry]]:
+        """The pending commands (right after a commit, maybe as the commit saw them)."""
+        look, self.inbox_look = self.inbox_look, None
+        if isinstance(look, list):
+            return look
+        pending: list[InboxEntry] = yield Pending(run_id, look)
+        return pending
 
     def _next_command(self, state: RunSnapshot) -> Generator[Operation, Any, Decision | None]:
-        pending: list[InboxEntry] = yield Pending(state.run_id)
+        pending = yield from self._pending(state.run_id)
         if not pending:
             return None
         termini = yield from ended_children(state)

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Collection, Set
-from typing import TypeVar
+from collections.abc import Callable, Collection, Generator, Set
+from typing import Any, TypeVar
 
 from runkernel._deprecation import REMOVED_IN
+from runkernel.adapters.drive.actions import DriverError, Fence, HostProtocolError
+from runkernel.adapters.drive.protocol import Fenced, Hand, Operation, Poll, Report
+from runkernel.adapters.drive.reports import EXPECTED, REPORT_NAMES
 from runkernel.kernel.state import CallCompleted, CallExecuting, CallIndeterminate, RunSnapshot, ThreadCommit, ToolCall
 
 _R = TypeVar("_R")
@@ -56,6 +59,24 @@ def calls_to_fence(
         if now is not None and isinstance(now.status, (CallCompleted, CallIndeterminate)):
             found.append(call)
     return tuple(found)
+
+
+def fence(
+    state: RunSnapshot | None, commit: ThreadCommit, started: Set[tuple[str, int]], fences: Collection[str]
+) -> Generator[Operation, Any, None]:
+    """W5: hand out a ``Fence`` for each call ``commit`` makes terminal that the core
+    found Executing in ``state`` and did not start, and return once the host fenced
+    each. A host that cannot fence answers nothing: the commit is never written."""
+    for call in calls_to_fence(state, commit, started, fences):
+        action = Fence(commit.run_id, call.call_id, call.tool, call.operation_id)
+        refused: DriverError | None = None
+        while True:
+            report: Report = yield Hand(action, refused)
+            if isinstance(report, Fenced) and report.call_id == call.call_id:
+                break
+            refused = None if isinstance(report, Poll) else HostProtocolError(
+                f"Fence expects {EXPECTED[Fence]}, not {REPORT_NAMES[type(report)]}", None, action
+            )
 
 
 def _takes_epoch(function: Callable[..., object]) -> bool:

@@ -46,7 +46,7 @@ class ReadLookups:
 
 @frozen
 class ReadPickUp:
-    """Answer with the Run's pick-up reads (``stores.pick_up.PickUp``: its latest
+    """Answer with the Run's pick-up reads (``stores.folded_reads.PickUp``: its latest
     snapshot or None, its Thread's messages and its checkpoint), in one store call."""
 
     run_id: str
@@ -68,9 +68,12 @@ class ReadMessages:
 
 @frozen
 class Pending:
-    """Answer with the Run's pending inbox commands."""
+    """Answer with the Run's pending inbox commands. ``committed``: the version this
+    drive just committed, with nothing handed to the host since (the store may answer
+    with what it saw in that commit's transaction, ``stores.folded_reads``)."""
 
     run_id: str
+    committed: int | None = None
 
 
 @frozen

@@ -22,7 +22,7 @@ from runkernel.adapters.drive.protocol import (
 )
 from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
 from runkernel.adapters.stores.contract import CommitConflict, Lease, Settlement, Store, StoreUnavailable, append_to
-from runkernel.adapters.stores.pick_up import read_pick_up
+from runkernel.adapters.stores.folded_reads import pending_commands, read_pick_up
 from runkernel.kernel.protocol import NotifyWait, PublishResults, RunHook
 from runkernel.kernel.state import RunSnapshot, ThreadCommit
 
@@ -91,7 +91,7 @@ class StoreOps:
             case ReadMessages():
                 return store.messages(op.thread_id)
             case Pending():
-                return store.pending_commands(op.run_id)
+                return pending_commands(store, op.run_id, op.committed)
             case ReadCommands():
                 return store.commands(op.run_id)
             case Settle():

@@ -26,6 +26,7 @@ from psycopg import errors, sql
 
 from runkernel.adapters.stores.contract import (
     CommitConflict,
+    InboxEntry,
     Lease,
     LeaseLost,
     Settlement,
@@ -33,8 +34,8 @@ from runkernel.adapters.stores.contract import (
     judge_append,
 )
 from runkernel.adapters.stores.leases import checked_release, commit_writer
-from runkernel.adapters.stores.pick_up import PickUp
-from runkernel.adapters.stores.postgres_commit import Statement, commit_statements
+from runkernel.adapters.stores.folded_reads import PickUp
+from runkernel.adapters.stores.postgres_commit import PENDING, Statement, commit_statements
 from runkernel.adapters.stores.postgres_connection import Connection
 from runkernel.adapters.stores.postgres_schema import TABLES, unavailable
 from runkernel.adapters.stores.postgres_sql import PostgresSql
@@ -56,8 +57,8 @@ class _ConnectionLost(Exception):
 
 
 #: A pick-up's reads, each of one parameter (the run id): the Run's snapshot, its
-#: Thread's head and its parent's call, the Thread's log with the head's version (``SqlStore.commits``' rows),
-#: and the checkpoint.
+#: Thread's head and its parent's call; the Thread's log with the head's version
+#: (``SqlStore.commits``' rows); the checkpoint; the pending commands.
 _PICK_UP = (
     "SELECT r.snapshot, r.thread_id, t.version, t.active_run_id, r.parent_thread_id, r.parent_run_id, "
     "r.parent_call_id FROM runs r "
@@ -65,6 +66,7 @@ _PICK_UP = (
     "SELECT c.version, c.line, t.version FROM runs r JOIN commits c ON c.thread_id = r.thread_id "
     "LEFT JOIN threads t ON t.thread_id = r.thread_id WHERE r.run_id = %s ORDER BY c.version",
     "SELECT step, data FROM checkpoints WHERE run_id = %s",
+    PENDING,
 )
 
 
@@ -84,11 +86,31 @@ class PostgresStore(PostgresSql):
         #: (run id, thread head, snapshot) this store wrote last: judged against without
         #: reading, since the conditional update refuses it if the Thread moved since
         self._written: tuple[str, ThreadHead, RunSnapshot] | None = None
+        #: (run id, version, pending commands) read in this store's last commit, until
+        #: asked for once or until this store writes anything else
+        self._inbox_seen: tuple[str, int, list[InboxEntry]] | None = None
         super().__init__(url, read_only=read_only, connect_timeout=connect_timeout)
 
     def _reconnect(self) -> None:
-        self._written = None
+        self._written = self._inbox_seen = None
         super()._reconnect()
+
+    def _change(self, work: Callable[[Connection], Any], *, repeat: bool = True) -> Any:
+        self._inbox_seen = None  # a write (a command put or settled) may change the inbox
+        return super()._change(work, repeat=repeat)
+
+    def _execute(self, query: str, params: tuple[Any, ...]) -> int:
+        self._inbox_seen = None
+        return super()._execute(query, params)
+
+    def pending_seen_in_commit(self, run_id: str, version: int) -> list[InboxEntry] | None:
+        """The Run's pending commands as this store's commit of ``version`` saw them in its
+        own transaction, once, and only if this store wrote nothing since; None: a read
+        must tell (``stores.folded_reads``)."""
+        seen, self._inbox_seen = self._inbox_seen, None
+        if seen is None or seen[:2] != (run_id, version):
+            return None
+        return seen[2]
 
     # --- commits --------------------------------------------------------------------
 
@@ -163,8 +185,9 @@ class PostgresStore(PostgresSql):
                 settle, lease, before is None, (self._channel, commit.run_id) if before is None else None,
                 awaited_children(accepted.run), self._channel, trace_context, release,
             )
+            self._inbox_seen = None
             try:
-                self._write(query)
+                pending = self._write(query)
             except errors.DivisionByZero:
                 self._written = None
                 self._refuse_lease(commit, lease)
@@ -173,6 +196,7 @@ class PostgresStore(PostgresSql):
                 self._written = None
                 continue
             self._written = (commit.run_id, accepted.head, accepted.run)
+            self._inbox_seen = (commit.run_id, commit.version, self._pending_entries(commit.run_id, pending))
             return accepted.run
         adopted = self._landed(commit, lease, sent, lost)
         if adopted is not None:
@@ -209,9 +233,9 @@ class PostgresStore(PostgresSql):
         )
 
     def read_pick_up(self, run_id: str) -> PickUp:
-        """A pick-up's reads (``stores.pick_up``) in one round trip and one snapshot of
+        """A pick-up's reads (``stores.folded_reads``) in one round trip and one snapshot of
         the database: the Run's snapshot with its Thread's head and its parent's call,
-        the Thread's log and the Run's checkpoint. The head and snapshot are what the Run's next commit is judged
+        the Thread's log, the Run's checkpoint and its pending commands. The head and snapshot are what the Run's next commit is judged
         against, as after this store's own last write: the conditional update still
         refuses that commit if the Thread moved since."""
 
@@ -228,7 +252,7 @@ class PostgresStore(PostgresSql):
                 if not cursor.nextset():
                     return found
 
-        (run_rows, log_rows, checkpoint_rows) = self._attempt("a read", read)
+        (run_rows, log_rows, checkpoint_rows, pending_rows) = self._attempt("a read", read)
         if not run_rows:
             return PickUp(None)
         text, thread_id, version, active = run_rows[0][:4]
@@ -237,7 +261,8 @@ class PostgresStore(PostgresSql):
             self._written = (run_id, self._head(thread_id, version, active), snapshot)
         messages = tuple(m for c in self._checked_log(snapshot.thread_id, log_rows) for m in c.messages)
         checkpoint = self._checkpoint(run_id, checkpoint_rows[0] if checkpoint_rows else None)
-        return PickUp(snapshot, messages, checkpoint, parent_from_columns(run_rows[0][4:]))
+        pending = tuple(self._pending_entries(run_id, pending_rows))
+        return PickUp(snapshot, messages, checkpoint, parent_from_columns(run_rows[0][4:]), pending)
 
     def _before(self, commit: ThreadCommit, fresh: bool) -> tuple[ThreadHead | None, RunSnapshot | None]:
         written = self._written
@@ -246,16 +271,20 @@ class PostgresStore(PostgresSql):
         head, text = self._head_and_run(commit.thread_id, commit.run_id)
         return head, None if text is None else self._snapshot(commit.run_id, text)
 
-    def _write(self, statements: list[Statement]) -> None:
+    def _write(self, statements: list[Statement]) -> list[tuple[Any, ...]]:
         """One commit's statements as one simple query: one round trip, one implicit
-        transaction. (A pipeline would let psycopg prepare them, but a statement refused
-        in a pipeline leaves psycopg's cache naming statements never prepared.)"""
+        transaction; returns the rows of the last statement. (A pipeline would let
+        psycopg prepare them, but a statement refused in a pipeline leaves psycopg's
+        cache naming statements never prepared.)"""
         conn = self._conn
         try:
             if self.before_commit is not None:
                 self.before_commit(conn)
             cursor = psycopg.ClientCursor(conn)
             cursor.execute("; ".join(cursor.mogrify(text, params) for text, params in statements).encode())
+            while cursor.nextset():
+                pass
+            return cursor.fetchall()
         except (*_RIVAL_WRITE, errors.DivisionByZero):
             raise
         except psycopg.Error as error:

@@ -51,6 +51,9 @@ PREPARED = (
 
 Statement = tuple[bytes, tuple[Any, ...]]
 
+#: The Run's pending inbox commands, the last statement of every commit.
+PENDING = "SELECT entry_id, body FROM inbox WHERE run_id = %s AND state = 'pending' ORDER BY entry_id"
+
 
 def commit_statements(
     commit: ThreadCommit,
@@ -122,4 +125,6 @@ def commit_statements(
             "SELECT pg_notify(%s, parent_run_id) FROM runs WHERE run_id = %s AND parent_run_id IS NOT NULL",
             notify_channel, commit.run_id,
         )
+    # last: the Run's inbox as this transaction sees it (``pending_seen_in_commit``)
+    add(PENDING, commit.run_id)
     return found

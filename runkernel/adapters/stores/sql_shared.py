@@ -227,6 +227,10 @@ class SqlStore:
         rows = self._all(
             "SELECT entry_id, body FROM inbox WHERE run_id = ? AND state = 'pending' ORDER BY entry_id", (run_id,)
         )
+        return self._pending_entries(run_id, rows)
+
+    def _pending_entries(self, run_id: str, rows: Sequence[Row]) -> list[InboxEntry]:
+        """Rows (entry id, body) of the Run's pending commands read back."""
         return [InboxEntry(int(r[0]), run_id, self._body(r[0], r[1]), "pending") for r in rows]
 
     def settle_command(self, entry_id: int, outcome: str) -> None:

@@ -1,5 +1,5 @@
 """A pick-up reads the Run's snapshot, its Thread's messages, its checkpoint and its
-parent's call in one store call (``stores.pick_up``): PostgreSQL answers in one round
+parent's call in one store call (``stores.folded_reads``): PostgreSQL answers in one round
 trip what the ordinary reads answer in four, and the answers are the same. The
 snapshot and head it read are what the next commit is judged against, so a commit built
 on them after a rival moved the Thread is still a conflict with nothing written.
@@ -17,7 +17,7 @@ import pytest
 from bench.postgres import drive_round_trips
 from runkernel.adapters.stores.contract import Checkpoint, CommitConflict, DamagedStore, Store
 from runkernel.adapters.stores.memory import MemoryStore
-from runkernel.adapters.stores.pick_up import PickUp, read_pick_up
+from runkernel.adapters.stores.folded_reads import PickUp, pending_commands, read_pick_up
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.testing import delegating_run, text_run, tool_run
 from postgres_support import postgres_url  # noqa: F401 - a fixture
@@ -44,20 +44,22 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 
 def _one_by_one(store: Store, run_id: str) -> PickUp:
-    """The pick-up as four ordinary reads."""
+    """The pick-up as five ordinary reads."""
     snapshot = store.run(run_id)
     if snapshot is None:
         return PickUp(None)
     messages = tuple(store.messages(snapshot.thread_id))
-    return PickUp(snapshot, messages, store.load_checkpoint(run_id), store.parent_of(run_id))
+    pending = tuple(store.pending_commands(run_id))
+    return PickUp(snapshot, messages, store.load_checkpoint(run_id), store.parent_of(run_id), pending)
 
 
-def test_the_pick_up_read_answers_what_the_four_reads_answer(store: Store) -> None:
+def test_the_pick_up_read_answers_what_the_five_reads_answer(store: Store) -> None:
     for commit in tool_run("t-tool", "r-tool"):
         store.append(commit)
     for commit in text_run("t-text", "r-text", 3):
         store.append(commit)
     store.save_checkpoint(Checkpoint("r-text", 1, {"partial": ["a", 1]}))
+    store.put_command("r-tool", {"kind": "end", "cause": "cancelled"})
     family = delegating_run("t-parent", "r-parent")
     for commit in (*family.opened, family.quiet, *family.activations):
         store.append(commit)
@@ -69,6 +71,7 @@ def test_the_pick_up_read_answers_what_the_four_reads_answer(store: Store) -> No
     assert read_pick_up(store, children[0]).parent == family.parents[0]
     assert read_pick_up(store, "nobody") == PickUp(None)
     assert len(read_pick_up(store, "r-tool").messages) == 4
+    assert [e.body for e in read_pick_up(store, "r-tool").pending] == [{"kind": "end", "cause": "cancelled"}]
 
 
 def _postgres_store(url: str) -> PostgresStore:
@@ -121,11 +124,59 @@ def test_a_pick_up_of_a_damaged_log_is_refused_as_the_log_read_is(postgres_url: 
         store.close()
 
 
-def test_a_drive_on_postgresql_reads_its_pick_up_in_one_round_trip(postgres_url: str, tmp_path: Path) -> None:  # noqa: F811
+def test_a_drive_on_postgresql_folds_its_pick_up_and_its_inbox_looks(postgres_url: str, tmp_path: Path) -> None:  # noqa: F811
     sample = drive_round_trips(postgres_url, "rt", tmp_path)
     per_drive = sample.counts["round trips"] / sample.counts["drives"]
     print(f"round trips per drive of the worker bench's Run on PostgreSQL: {per_drive:.1f}")
     # the lease take, one pick-up read, 6 commits (the first judged after 2 history
-    # look-ups of its new batch), 5 inbox looks, 2 lease checks before the tools run
-    # and the inbox clean-up's look: 22 before the pick-up was one read
-    assert per_drive == 18
+    # look-ups of its new batch), 2 lease checks before the tools run and the inbox
+    # clean-up's look; 22 when the pick-up was 5 reads and each of the 5 looks at the
+    # inbox a read of its own
+    assert per_drive == 13
+
+
+def test_the_look_after_a_commit_is_what_the_commit_saw_once(postgres_url: str) -> None:  # noqa: F811
+    commits = text_run("t1", "r1", 3)
+    mine, other = _postgres_store(postgres_url), _postgres_store(postgres_url)
+    try:
+        mine.append(commits[0])
+        first = other.put_command("r1", {"kind": "end", "cause": "cancelled"})
+        mine.append(commits[1])
+        seen = mine.pending_seen_in_commit("r1", 2)
+        assert seen is not None and [e.entry_id for e in seen] == [first]
+        assert seen == mine.pending_commands("r1")
+        assert mine.pending_seen_in_commit("r1", 2) is None, "answered once"
+        mine.append(commits[2])
+        second = other.put_command("r1", {"kind": "end", "cause": "stopped"})  # after the commit: concurrent
+        assert [e.entry_id for e in mine.pending_seen_in_commit("r1", 3) or []] == [first]
+        assert [e.entry_id for e in mine.pending_commands("r1")] == [first, second], "the next look reads"
+        assert mine.pending_seen_in_commit("r1", 2) is None, "another version's look is no answer"
+    finally:
+        mine.close()
+        other.close()
+
+
+def test_a_write_of_the_store_after_its_commit_voids_the_commit_s_look(postgres_url: str) -> None:  # noqa: F811
+    commits = text_run("t1", "r1", 2)
+    store = _postgres_store(postgres_url)
+    try:
+        store.append(commits[0])
+        store.put_command("r1", {"kind": "end", "cause": "cancelled"})  # this store's own write
+        assert store.pending_seen_in_commit("r1", 1) is None
+        store.append(commits[1])
+        entry = store.pending_commands("r1")[0]
+        store.settle_command(entry.entry_id, "refused: test")
+        assert store.pending_seen_in_commit("r1", 2) is None
+        assert store.pending_commands("r1") == []
+    finally:
+        store.close()
+
+
+def test_a_store_that_does_not_look_in_its_commits_is_read(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "runs.db")
+    try:
+        store.append(text_run("t1", "r1", 2)[0])
+        store.put_command("r1", {"kind": "end", "cause": "cancelled"})
+        assert [e.body for e in pending_commands(store, "r1", committed=1)] == [{"kind": "end", "cause": "cancelled"}]
+    finally:
+        store.close()
