@@ -47,6 +47,7 @@ from runkernel.adapters.worker.account import (
     ended_since_listed, in_flight_after, store_outage_in, taken_over, version_of,
 )
 from runkernel.adapters.worker.app_loop import AppLoop
+from runkernel.adapters.worker.listing import Listing, Walk
 from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
 from runkernel.adapters.worker.outage import MAX_SKIPPED_POLLS as MAX_SKIPPED_POLLS, OutageEvent, RunBackoff, StoreOutage
 from runkernel.adapters.worker.push_drive import DRIVER_OPTIONS, drive_push
@@ -104,8 +105,7 @@ class Worker:
         monotonic: Callable[[], float] = time.monotonic,
         telemetry: Telemetry | None = None,
     ) -> None:
-        # monotonic: this process's clock for when to renew a lease and when a Run set
-        # aside after a transient model error is due again (a test moves its own)
+        # monotonic: this process's clock to renew leases and for Runs set aside (a test's own)
         self.store = store
         self.app = app
         self.worker_id = worker_id or default_worker_id()
@@ -113,13 +113,12 @@ class Worker:
         self.leases = LeaseKeeper(store, self.worker_id, duration=lease_duration, margin=lease_margin, monotonic=monotonic)
         self.poll_interval = poll_interval
         self.batch = batch
+        self._listing = Listing(self.worker_id)
         self.ids = ids or SecretIds()
         self.clock = clock
         self.report = WorkerReport()
-        self._on_event = on_event
-        self._on_failure = on_failure
+        self._on_event, self._on_failure, self._on_run_failed = on_event, on_failure, on_run_failed
         self.telemetry = telemetry or NO_TELEMETRY
-        self._on_run_failed = on_run_failed
         #: whether the store answers (W6): one report when an outage begins, one when it ends
         self.outage = StoreOutage(on_outage, monotonic=monotonic)
         #: the Run being driven now, and what its drive waits for (for the operator)
@@ -167,12 +166,12 @@ class Worker:
         try:
             while self._after_outage_delay():
                 self.outage.begin_pass()
-                found: list[str] = []
+                found: Walk | list[str] = []
                 try:
                     self._set_aside.keep(self.report, self._failed)
                     for run_id in [r for r, version in stalled.items() if version_of(self.store.run(r)) != version]:
                         del stalled[run_id]  # it moved since (a command, another worker): work again
-                    found = self._set_aside.due() + self._work(failed | stalled.keys() | self._set_aside.runs())
+                    found = self._work(failed | stalled.keys() | self._set_aside.runs())
                     for run_id in found:
                         if self.stopping or self.outage.hit:
                             break
@@ -209,7 +208,7 @@ class Worker:
                         listening = True
                     backoff.next_poll()
                     self._set_aside.keep(self.report, self._failed)
-                    for run_id in self._set_aside.due() + self._work(backoff.skipped() | self._set_aside.runs()):
+                    for run_id in self._work(backoff.skipped() | self._set_aside.runs()):
                         if self.stopping or self.outage.hit:
                             break
                         moved, failure, _ = self._drive_tracked(run_id)
@@ -259,6 +258,7 @@ class Worker:
             lease = self.leases.take(run_id)
         except LeaseHeld:
             self.report.contended += 1
+            self._listing.met_another()
             self._set_aside.take(run_id)
             return
         except StoreError as error:
@@ -392,9 +392,9 @@ class Worker:
         if self._on_event is not None:
             self._on_event(event)
 
-    def _work(self, passed: Collection[str] = ()) -> list[str]:
-        """Up to ``batch`` Runs with work, none of ``passed`` (Runs this worker sets aside:
-        failing, or unable to move yet). The store lists the oldest first, so it is asked
-        for as many more as are set aside: they never hide the Runs behind them."""
+    def _work(self, passed: Collection[str] = ()) -> Walk:
+        """The Runs set aside now due, then up to ``batch`` Runs with work, none of ``passed``
+        (set aside: failing, or unable to move yet), in this worker's order (``listing``).
+        The store lists the oldest first, asked for as many more as ``passed`` hides."""
         found = self.store.runs_with_work(self.app.name, self.batch + len(passed))
-        return [r for r in found if r not in passed][: self.batch]
+        return self._listing.walk(self._set_aside.due(), found, passed, self.batch)
