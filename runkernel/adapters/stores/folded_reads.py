@@ -5,14 +5,16 @@ A pick-up reads the Run's snapshot, its Thread's messages (the model's context),
 checkpoint, for a child Run its parent's call, and its inbox, before it decides
 anything. A store that can answer these at once defines ``read_pick_up(run_id) ->
 PickUp`` (PostgreSQL: one round trip, where five reads would be five); any other store
-is read the ordinary ways. Either answer
-is the same; only the number of round trips differs.
+is read the ordinary ways. Either answer is the same; only the number of round trips
+differs.
 
 Before each model call, gate round and status check, and at each quiet point, a drive
-looks at the Run's inbox. Right after the pick-up, with nothing handed to the host
-since, the pick-up's read answers; right after a commit, a store that read the inbox in
-that commit's own transaction may answer with what it read (``pending_seen_in_commit(run_id, version)``: PostgreSQL reads it in the commit's
-round trip); a command queued since is concurrent with the commit, and the next look
+looks at the Run's inbox. With nothing handed to the host since (no action, no gate
+question; the observations its ``Observer`` is told of, which it never answers, do not
+count), right after the pick-up the pick-up's read answers, and right after a commit a
+store that read the inbox in that commit's own transaction may answer with what it
+read (``pending_seen_in_commit(run_id, version)``: PostgreSQL reads it in the commit's
+round trip). A command queued since is concurrent with that read, and the next look
 finds it.
 """
 
