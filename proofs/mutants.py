@@ -939,6 +939,30 @@ MUTANTS: tuple[Mutant, ...] = (
         '    f"epoch = CASE WHEN NOT l.released AND l.expires_at > {NOW} THEN l.epoch ELSE l.epoch END, "\n',
         unit("tests/test_postgres_store.py::TestPostgresStore::test_epochs_rise_with_every_take_over_and_after_a_release"),
     ),
+    Mutant(
+        "a child's pick-up answers its first look at the inbox from before its owed cancel was queued",
+        "runkernel/adapters/drive/core.py",
+        "        self.inbox_look = list(picked.pending) if picked.parent is None else None\n",
+        "        self.inbox_look = list(picked.pending)\n",
+        unit(
+            "tests/test_push_driver_delegations_hosts.py::"
+            "test_a_child_of_a_parent_that_ended_before_its_cancels_is_cancelled_when_picked_up"
+        ),
+    ),
+    Mutant(
+        "PostgreSQL: a commit's look at the inbox outlives a command this store put",
+        "runkernel/adapters/stores/postgres.py",
+        "        self._inbox_seen = None  # a write (a command put or settled) may change the inbox\n",
+        "        pass\n",
+        unit("tests/test_folded_reads.py::test_a_write_of_the_store_after_its_commit_voids_the_commit_s_look"),
+    ),
+    Mutant(
+        "PostgreSQL: a commit's look at the inbox answers for another version",
+        "runkernel/adapters/stores/postgres.py",
+        "        if seen is None or seen[:2] != (run_id, version):\n",
+        "        if seen is None or seen[0] != run_id:\n",
+        unit("tests/test_folded_reads.py::test_the_look_after_a_commit_is_what_the_commit_saw_once"),
+    ),
 )
 
 

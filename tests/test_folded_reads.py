@@ -136,7 +136,7 @@ def test_a_drive_on_postgresql_folds_its_pick_up_and_its_inbox_looks(postgres_ur
 
 
 def test_the_look_after_a_commit_is_what_the_commit_saw_once(postgres_url: str) -> None:  # noqa: F811
-    commits = text_run("t1", "r1", 3)
+    commits = text_run("t1", "r1", 3)  # the activation and 3 steps: versions 1 to 4
     mine, other = _postgres_store(postgres_url), _postgres_store(postgres_url)
     try:
         mine.append(commits[0])
@@ -147,10 +147,11 @@ def test_the_look_after_a_commit_is_what_the_commit_saw_once(postgres_url: str) 
         assert seen == mine.pending_commands("r1")
         assert mine.pending_seen_in_commit("r1", 2) is None, "answered once"
         mine.append(commits[2])
-        second = other.put_command("r1", {"kind": "end", "cause": "stopped"})  # after the commit: concurrent
-        assert [e.entry_id for e in mine.pending_seen_in_commit("r1", 3) or []] == [first]
-        assert [e.entry_id for e in mine.pending_commands("r1")] == [first, second], "the next look reads"
         assert mine.pending_seen_in_commit("r1", 2) is None, "another version's look is no answer"
+        mine.append(commits[3])
+        second = other.put_command("r1", {"kind": "end", "cause": "stopped"})  # after the commit: concurrent
+        assert [e.entry_id for e in mine.pending_seen_in_commit("r1", 4) or []] == [first]
+        assert [e.entry_id for e in mine.pending_commands("r1")] == [first, second], "the next look reads"
     finally:
         mine.close()
         other.close()
