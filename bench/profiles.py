@@ -76,7 +76,7 @@ def profile(
     by_area = ", ".join(f"{name} {spent / total:.0%}" for name, spent in ranked if spent / total >= 0.01)
     functions = sorted(own.items(), key=lambda item: item[1], reverse=True)[:top]
     by_function = ", ".join(f"{label(key)} {spent / total:.0%}" for key, spent in functions)
-    return f"{repeat:,} calls; by area: {by_area}; top functions: {by_function}"
+    return f"{repeat:,} call{'' if repeat == 1 else 's'}; by area: {by_area}; top functions: {by_function}"
 
 
 def _is_profiler(key: _Key) -> bool:

@@ -264,7 +264,7 @@ def rows(sizes: Sizes) -> list[Row]:
             Goal(">=", 0.5, "≥ 0.5×"),
             rate("commits"),
             rate("commits"),
-            "msgspec's encode is about 4% of the time in the profile; the rest is `commit_to_json`"
+            "msgspec's own encode is a small share of the profile below; the most is `commit_to_json`"
             " building the line's dict field by field in Python (a dict per message, call and policy,"
             " enum `.value` reads), which the orjson baseline is handed ready-made; lifted by encoding"
             " the typed values directly (msgspec Structs in the line's shape), with no dict built",
