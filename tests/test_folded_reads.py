@@ -181,3 +181,23 @@ def test_a_store_that_does_not_look_in_its_commits_is_read(tmp_path: Path) -> No
         assert [e.body for e in pending_commands(store, "r1", committed=1)] == [{"kind": "end", "cause": "cancelled"}]
     finally:
         store.close()
+
+
+def test_a_pick_up_read_that_fails_leaves_the_connection_usable(postgres_url: str) -> None:  # noqa: F811
+    import psycopg
+
+    from runkernel.adapters.stores.contract import StoreUnavailable
+
+    store = _postgres_store(postgres_url)
+    try:
+        for commit in tool_run("t1", "r1"):
+            store.append(commit)
+        schema = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(postgres_url).query))["schema"]
+        with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as conn:
+            conn.execute(f"ALTER TABLE {schema}.checkpoints RENAME TO checkpoints_gone")
+        with pytest.raises(StoreUnavailable):
+            read_pick_up(store, "r1")  # its third statement fails inside the read's block
+        snapshot = store.run("r1")  # not "current transaction is aborted"
+        assert snapshot is not None and snapshot.version == 5
+    finally:
+        store.close()

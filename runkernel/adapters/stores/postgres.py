@@ -235,16 +235,23 @@ class PostgresStore(PostgresSql):
     def read_pick_up(self, run_id: str) -> PickUp:
         """A pick-up's reads (``stores.folded_reads``) in one round trip and one snapshot of
         the database: the Run's snapshot with its Thread's head and its parent's call,
-        the Thread's log, the Run's checkpoint and its pending commands. The head and snapshot are what the Run's next commit is judged
-        against, as after this store's own last write: the conditional update still
-        refuses that commit if the Thread moved since."""
+        the Thread's log, the Run's checkpoint and its pending commands. The head and
+        snapshot are what the Run's next commit is judged against, as after this store's
+        own last write: the conditional update still refuses that commit if the Thread
+        moved since."""
 
         def read(conn: Connection) -> list[list[tuple[Any, ...]]]:
             cursor = psycopg.ClientCursor(conn)
             reads = [cursor.mogrify(query, (run_id,)) for query in _PICK_UP]
             if not self.read_only:  # a read-only store is one snapshot already
                 reads = ["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", *reads, "COMMIT"]
-            cursor.execute("; ".join(reads).encode())
+            try:
+                cursor.execute("; ".join(reads).encode())
+            except psycopg.Error:
+                # a statement that failed leaves the block open and aborted: end it
+                if not self.read_only and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                    conn.execute("ROLLBACK")
+                raise
             found = []
             while True:
                 if cursor.description is not None:
