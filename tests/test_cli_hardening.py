@@ -358,14 +358,21 @@ def _legal_trace(tmp_path: Path) -> Path:
     return path
 
 
-def test_check_trace_into_a_full_disk_is_exit_2_not_illegal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+def test_check_trace_into_a_full_disk_is_exit_2_not_illegal(tmp_path: Path, buffered: bool) -> None:
     trace = _legal_trace(tmp_path)
+    # buffered, the report still sits in stdout's buffer at exit, and the interpreter's
+    # last flush must not fail again (exit 120)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
     with open("/dev/full", "w") as full:
         result = subprocess.run(
             [sys.executable, "-m", "runkernel.cli", "check-trace", str(trace)],
-            stdout=full, stderr=subprocess.PIPE, text=True, check=False,
+            stdout=full, stderr=subprocess.PIPE, text=True, check=False, env=env,
         )
-    print(f"check-trace > /dev/full: exit {result.returncode}, {result.stderr.strip()}")
+    print(f"check-trace > /dev/full ({'buffered' if buffered else 'unbuffered'}): exit {result.returncode}, "
+          f"{result.stderr.strip()}")
     assert result.returncode == 2
     assert "cannot write" in _one_line(result.stderr)
 

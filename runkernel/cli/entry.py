@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from runkernel import __version__
-from runkernel.cli.text import EXIT_FAILURE, EXIT_USAGE, CliError
+from runkernel.cli.text import EXIT_FAILURE, EXIT_USAGE, CliError, flush_or_drop_stdout
 
 #: Every command, in the order ``--help`` lists them: (name, one-line help, the module
 #: and its function that adds the command's full parser). A module's function adds all
@@ -138,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as error:
         return _fail(args, str(error), error.code)
     except BrokenPipeError:
-        _silence_stdout()
+        flush_or_drop_stdout()
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         print(f"runkernel {args.command}: interrupted", file=sys.stderr)
@@ -148,6 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if failure is not None:
             return _fail(args, *failure)
         if isinstance(error, OSError):
+            flush_or_drop_stdout()  # if it was stdout that failed, its last flush would too
             where = f": {error.filename}" if error.filename else ""
             return _fail(args, f"{error.strerror or error}{where}", EXIT_FAILURE)
         raise
@@ -181,17 +181,6 @@ def _fail(args: argparse.Namespace, message: str, code: int) -> int:
     command = " ".join(c for c in (args.command, getattr(args, "db_command", None)) if c)
     print(f"runkernel {command}: {message}", file=sys.stderr)
     return code
-
-
-def _silence_stdout() -> None:
-    """After a closed pipe, point stdout at /dev/null so the interpreter's last flush
-    does not complain again on stderr."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass  # no real file descriptor (an embedding host, a test's capture)
 
 
 def _is_text(value: str) -> bool:

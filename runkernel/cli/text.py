@@ -4,6 +4,8 @@ of ids and durations given on the command line, and how committed text is shown.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 import unicodedata
 from typing import TextIO
@@ -13,6 +15,23 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process it killed
+
+
+def flush_or_drop_stdout() -> None:
+    """Flush stdout; if it cannot be written (a closed pipe, a full disk), point it at
+    /dev/null, so the interpreter's last flush of what is still buffered neither fails
+    again (exit 120) nor complains on stderr."""
+    try:
+        sys.stdout.flush()
+        return
+    except (OSError, ValueError):
+        pass
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass  # no real file descriptor (an embedding host, a test's capture)
 
 
 class CliError(Exception):
