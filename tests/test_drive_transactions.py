@@ -9,7 +9,6 @@ no other worker asks the model for that step.
 from __future__ import annotations
 
 import threading
-import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,9 +37,10 @@ def counted_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
             yield SqliteStore(tmp_path / "runs.db"), count
         return
     from runkernel.adapters.stores.postgres import PostgresStore
+    from runkernel.adapters.stores.postgres_schema import split_url
 
     url: str = request.getfixturevalue("postgres_url")
-    schema = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))["schema"]
+    _, schema = split_url(url)
     store = PostgresStore(url)
     counter = PostgresCount(dsn(), schema)
     try:

@@ -7,7 +7,6 @@ on them after a rival moved the Thread is still a conflict with nothing written.
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -105,17 +104,23 @@ def test_a_commit_built_on_a_pick_up_the_thread_has_moved_past_is_a_conflict(pos
         rival.close()
 
 
-def test_a_pick_up_of_a_damaged_log_is_refused_as_the_log_read_is(postgres_url: str) -> None:  # noqa: F811
+def _behind_the_store(url: str, statement: str) -> None:
+    """Run ``statement`` (``{schema}`` names the store's schema) on a connection of its own."""
     import psycopg
 
+    from runkernel.adapters.stores.postgres_schema import split_url
+
+    conninfo, schema = split_url(url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(statement.format(schema=schema).encode())
+
+
+def test_a_pick_up_of_a_damaged_log_is_refused_as_the_log_read_is(postgres_url: str) -> None:  # noqa: F811
     store = _postgres_store(postgres_url)
     try:
         for commit in tool_run("t1", "r1"):
             store.append(commit)
-        schema = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(postgres_url).query))["schema"]
-        conninfo = postgres_url.split("?")[0]
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f"DELETE FROM {schema}.commits WHERE thread_id = 't1' AND version = 2")
+        _behind_the_store(postgres_url, "DELETE FROM {schema}.commits WHERE thread_id = 't1' AND version = 2")
         with pytest.raises(DamagedStore):
             list(store.commits("t1"))
         with pytest.raises(DamagedStore):
@@ -184,17 +189,13 @@ def test_a_store_that_does_not_look_in_its_commits_is_read(tmp_path: Path) -> No
 
 
 def test_a_pick_up_read_that_fails_leaves_the_connection_usable(postgres_url: str) -> None:  # noqa: F811
-    import psycopg
-
     from runkernel.adapters.stores.contract import StoreUnavailable
 
     store = _postgres_store(postgres_url)
     try:
         for commit in tool_run("t1", "r1"):
             store.append(commit)
-        schema = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(postgres_url).query))["schema"]
-        with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as conn:
-            conn.execute(f"ALTER TABLE {schema}.checkpoints RENAME TO checkpoints_gone")
+        _behind_the_store(postgres_url, "ALTER TABLE {schema}.checkpoints RENAME TO checkpoints_gone")
         with pytest.raises(StoreUnavailable):
             read_pick_up(store, "r1")  # its third statement fails inside the read's block
         snapshot = store.run("r1")  # not "current transaction is aborted"

@@ -147,7 +147,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if failure is not None:
             return _fail(args, *failure)
         if isinstance(error, OSError):
-            flush_or_drop_stdout()  # if it was stdout that failed, its last flush would too
             where = f": {error.filename}" if error.filename else ""
             return _fail(args, f"{error.strerror or error}{where}", EXIT_FAILURE)
         raise
@@ -172,7 +171,10 @@ def _store_failure(error: Exception) -> tuple[str, int] | None:
 
 
 def _fail(args: argparse.Namespace, message: str, code: int) -> int:
-    """One line on stderr, with the store URL's passwords masked wherever it appears."""
+    """One line on stderr, with the store URL's passwords masked wherever it appears.
+    What the command left in stdout's buffer is written first, or dropped if stdout
+    failed, so the interpreter's last flush cannot fail again (exit 120)."""
+    flush_or_drop_stdout()
     store = getattr(args, "store", None)
     if isinstance(store, str) and store:
         from runkernel.adapters.stores.redact import masked

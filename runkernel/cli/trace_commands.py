@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from runkernel.cli.text import EXIT_OK, EXIT_USAGE, CliError, flush_or_drop_stdout
+from runkernel.cli.text import EXIT_OK, EXIT_USAGE, CliError
 
 # each command imports what it needs when it runs: ``schema`` reads one file, ``spec``
 # loads the machines, ``check-trace`` the kernel; the parser needs none of them
@@ -39,7 +39,6 @@ def _check_trace(args: argparse.Namespace) -> int:
     except OSError as error:
         # the verdicts are fine but could not be told: not "illegal" (1), whose exit
         # code a CI script reads as a verdict, but a failure of this run (2)
-        flush_or_drop_stdout()
         raise CliError(f"cannot write the report: {error.strerror or error}", EXIT_USAGE) from None
     return int(worst)
 

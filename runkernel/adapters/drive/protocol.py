@@ -47,7 +47,8 @@ class ReadLookups:
 @frozen
 class ReadPickUp:
     """Answer with the Run's pick-up reads (``stores.folded_reads.PickUp``: its latest
-    snapshot or None, its Thread's messages and its checkpoint), in one store call."""
+    snapshot or None, its Thread's messages, its checkpoint, its parent's call and its
+    pending commands), in one store call."""
 
     run_id: str
 
