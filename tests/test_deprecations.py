@@ -220,7 +220,12 @@ def test_the_library_itself_uses_no_old_name() -> None:
         "names = ['.'.join(('runkernel', *p.relative_to(root).with_suffix('').parts)).removesuffix('.__init__')\n"
         "         for p in sorted(root.rglob('*.py')) if 'integrations' not in p.parts]\n"
         "for name in names:\n"
-        "    importlib.import_module(name)\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError as error:  # a missing extra's module (the ui's Starlette)\n"
+        "        if (error.name or '').startswith('runkernel'):\n"
+        "            raise\n"
+        "        print('skipped for a missing extra:', name)\n"
         "from runkernel.cli.entry import main\n"
         "sys.exit(main(['simulate', '--store', 'memory:', '--runs', '40']))\n"
     )

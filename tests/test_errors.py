@@ -116,7 +116,9 @@ def _modules() -> tuple[list[ModuleType], list[str]]:
     return found, skipped
 
 
-def _defined_exceptions() -> dict[str, type[BaseException]]:
+def _defined_exceptions() -> tuple[dict[str, type[BaseException]], list[str]]:
+    """The exceptions runkernel defines, by qualified name, and the modules skipped for a
+    missing extra."""
     modules, skipped = _modules()
     defined: dict[str, type[BaseException]] = {}
     for module in modules:
@@ -125,12 +127,14 @@ def _defined_exceptions() -> dict[str, type[BaseException]]:
                 defined[f"{value.__module__}.{value.__qualname__}"] = value
     print(f"modules imported: {len(modules)}, skipped for a missing extra: {skipped}, exceptions: {len(defined)}")
     assert len(modules) > 60, "the walk found runkernel's modules"
-    return defined
+    return defined, skipped
 
 
 def test_every_exception_runkernel_defines_is_in_the_tree_under_one_branch() -> None:
-    defined = _defined_exceptions()
-    assert set(NOT_IN_THE_TREE) <= set(defined), "every documented exception still exists"
+    defined, skipped = _defined_exceptions()
+    # an exception of a module whose extra is not installed cannot be looked at here
+    documented = {name for name in NOT_IN_THE_TREE if not name.startswith(tuple(m + "." for m in skipped))}
+    assert documented <= set(defined), "every documented exception still exists"
     in_tree = 0
     for name, cls in sorted(defined.items()):
         if name in NOT_IN_THE_TREE:

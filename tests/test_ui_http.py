@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+# first: without the ui extra it skips this module, before anything imports starlette
+from ui_support import SAME_ORIGIN, SCRIPT, TOKEN, client, demo_store, drive, form_values
+
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.adapters.stores.urls import open_store
 from runkernel.cli.entry import main
@@ -21,7 +24,6 @@ from runkernel.kernel.state import Message
 from runkernel.kernel.values import Role
 from runkernel.ui.security import COOKIE, CSP, csrf_value
 from postgres_support import postgres_url
-from ui_support import SAME_ORIGIN, SCRIPT, TOKEN, client, demo_store, drive, form_values
 
 ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["postgres_url"]  # a fixture

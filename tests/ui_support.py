@@ -8,11 +8,16 @@ import re
 from pathlib import Path
 
 import pytest
-from starlette.testclient import TestClient
 
-from runkernel.cli.entry import main
-from runkernel.ui.app import create_app
-from runkernel.ui.security import COOKIE
+# the console's tests need the ui extra: without it, every module importing this one skips
+for _module in ("starlette", "jinja2", "multipart"):
+    pytest.importorskip(_module, reason="the ui extra is not installed (pip install -e '.[ui]')")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from runkernel.cli.entry import main  # noqa: E402
+from runkernel.ui.app import create_app  # noqa: E402
+from runkernel.ui.security import COOKIE  # noqa: E402
 
 TOKEN = "test-token-0123456789"
 HOST = "testserver"
