@@ -22,23 +22,23 @@ def side_name(kind: str, processes: int) -> str:
 DBOS_LIMIT = {
     "PostgreSQL": (
         "the round trips of one Run at a time: a runkernel worker drives one Run and waits for the"
-        " answer to each of its 13 statements (the round-trips row: the lease take; one pick-up"
-        " read, the inbox with it; 2 history look-ups for the first commit's new batch; the 6"
-        " commits, each reading the inbox in its own transaction; 2 lease checks before the"
-        " tools run; the inbox clean-up's look), so its CPU and its server"
-        " backend's add up (the CPU per unit row: client + server per Run, against the Runs/s here),"
-        " while DBOS runs 4 workflows per process in threads and overlaps them; not the disk (the"
-        " header's fsync rate against 7 durable transactions per Run); 2 workers overlap and pass;"
-        " what would lift it: the lease checks before the tools in the Executing commit's round"
-        " trip, and the new batch's history look-ups in the commit's own"
+        " answer to each of its 9 round trips (the round-trips row: the lease take; one pick-up"
+        " read, the inbox with it; decide's look-up of the new batch's id; the 6 commits, each"
+        " reading the inbox and its lease's time left in its own transaction), so its CPU and its"
+        " server backend's add up (the CPU per unit row: client + server per Run, against the"
+        " Runs/s here), while DBOS runs 4 workflows per process in threads and overlaps them; not"
+        " the disk (the header's fsync rate against 7 durable transactions per Run); 2 workers"
+        " overlap and pass; what would lift it: the lease take in the pick-up's round trip, or"
+        " driving several Runs at once"
     ),
     "SQLite": "runkernel is ahead",
 }
 SCALE_LIMIT = {
     "PostgreSQL": (
         "the 2-core machine, shared with the server's backends (DBOS's own 2 ÷ 1 is the row"
-        " below, measured in the same rounds); one Run costs 13 round trips, each CPU on both"
-        " sides (the CPU per unit row)"
+        " below, measured in the same rounds); one Run costs 9 round trips, each CPU on both"
+        " sides (the CPU per unit row): one worker alone already keeps the client and its"
+        " backend about as busy as one core"
     ),
     "SQLite": (
         "SQLite's one write lock, held through each commit's fsync: one worker spends about 70% of"

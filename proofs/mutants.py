@@ -709,8 +709,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "a PostgreSQL store trusts its cached head after a conflict",
         "runkernel/adapters/stores/postgres.py",
-        "                if not fresh and self._written is not None:\n",
-        "                if False:\n",
+        "                if unread:\n                    # judged against this store's own last write",
+        "                if False:\n                    # judged against this store's own last write",
         STALE_HEAD_UNIT,
     ),
     Mutant(
@@ -952,16 +952,40 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "PostgreSQL: a commit's look at the inbox outlives a command this store put",
         "runkernel/adapters/stores/postgres.py",
-        "        self._inbox_seen = None  # a write (a command put or settled) may change the inbox\n",
+        "        self._echo.forget()  # a write (a command put or settled, a lease given up) may change it\n",
         "        pass\n",
         unit("tests/test_folded_reads.py::test_a_write_of_the_store_after_its_commit_voids_the_commit_s_look"),
     ),
     Mutant(
         "PostgreSQL: a commit's look at the inbox answers for another version",
-        "runkernel/adapters/stores/postgres.py",
+        "runkernel/adapters/stores/postgres_echo.py",
         "        if seen is None or seen[:2] != (run_id, version):\n",
         "        if seen is None or seen[0] != run_id:\n",
         unit("tests/test_folded_reads.py::test_the_look_after_a_commit_is_what_the_commit_saw_once"),
+    ),
+    Mutant(
+        "PostgreSQL: a history answer read before the store's own commit is used after it",
+        "runkernel/adapters/stores/postgres.py",
+        "        self._memo.clear()\n",
+        "        pass\n",
+        unit(
+            "tests/test_commit_echo.py::"
+            "test_a_history_answer_read_before_the_store_s_own_commit_is_not_used_after_it"
+        ),
+    ),
+    Mutant(
+        "PostgreSQL: the lease's time left at the commit is taken as its time left now (W1)",
+        "runkernel/adapters/stores/postgres_echo.py",
+        "        return seen[3] - (self._monotonic() - seen[4])\n",
+        "        return seen[3]\n",
+        unit("tests/test_commit_echo.py::test_a_worker_stalled_past_its_lease_after_its_commit_starts_nothing"),
+    ),
+    Mutant(
+        "PostgreSQL: the ending commit's compaction answers for a refusal settled after it",
+        "runkernel/adapters/stores/postgres_echo.py",
+        "        self._inbox = self._lease = self._compacted = None\n",
+        "        self._inbox = self._lease = None\n",
+        unit("tests/test_commit_echo.py::test_a_refusal_settled_after_the_end_is_still_compacted"),
     ),
 )
 

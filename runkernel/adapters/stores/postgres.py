@@ -18,6 +18,7 @@ The store never creates its schema: ``runkernel db init`` does (``postgres_schem
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from psycopg import errors, sql
 
 from runkernel.adapters.stores.contract import (
     CommitConflict,
+    IllegalCommit,
     InboxEntry,
     Lease,
     LeaseLost,
@@ -37,10 +39,12 @@ from runkernel.adapters.stores.leases import checked_release, commit_writer
 from runkernel.adapters.stores.folded_reads import PickUp
 from runkernel.adapters.stores.postgres_commit import PENDING, Statement, commit_statements
 from runkernel.adapters.stores.postgres_connection import Connection
+from runkernel.adapters.stores.postgres_echo import CommitEcho, HistoryMemo
 from runkernel.adapters.stores.postgres_schema import TABLES, unavailable
 from runkernel.adapters.stores.postgres_sql import PostgresSql
 from runkernel.adapters.stores.serial import commit_text, dumps, judged_dumps, snapshot_to_json
 from runkernel.adapters.stores.work import awaited_children, parent_from_columns, summary_of
+from runkernel.kernel.history import History
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.values import JsonValue
@@ -86,31 +90,54 @@ class PostgresStore(PostgresSql):
         #: (run id, thread head, snapshot) this store wrote last: judged against without
         #: reading, since the conditional update refuses it if the Thread moved since
         self._written: tuple[str, ThreadHead, RunSnapshot] | None = None
-        #: (run id, version, pending commands) read in this store's last commit, until
-        #: asked for once or until this store writes anything else
-        self._inbox_seen: tuple[str, int, list[InboxEntry]] | None = None
+        #: what this store's last commit learnt in its own transaction, until this store
+        #: writes anything else (``postgres_echo``)
+        self._echo = CommitEcho()
+        #: history answers read since ``_written`` was last fixed
+        self._memo = HistoryMemo()
         super().__init__(url, read_only=read_only, connect_timeout=connect_timeout)
 
     def _reconnect(self) -> None:
-        self._written = self._inbox_seen = None
+        self._judge_against(None)
+        self._echo.forget()
         super()._reconnect()
 
     def _change(self, work: Callable[[Connection], Any], *, repeat: bool = True) -> Any:
-        self._inbox_seen = None  # a write (a command put or settled) may change the inbox
+        self._echo.forget()  # a write (a command put or settled, a lease given up) may change it
         return super()._change(work, repeat=repeat)
 
     def _execute(self, query: str, params: tuple[Any, ...]) -> int:
-        self._inbox_seen = None
+        self._echo.forget()
         return super()._execute(query, params)
+
+    def _judge_against(self, written: tuple[str, ThreadHead, RunSnapshot] | None) -> None:
+        """Fix what the next commit is judged against without reading (None: read it);
+        history answers read before are no longer valid for it."""
+        self._written = written
+        self._memo.clear()
 
     def pending_seen_in_commit(self, run_id: str, version: int) -> list[InboxEntry] | None:
         """The Run's pending commands as this store's commit of ``version`` saw them in its
         own transaction, once, and only if this store wrote nothing since; None: a read
         must tell (``stores.folded_reads``)."""
-        seen, self._inbox_seen = self._inbox_seen, None
-        if seen is None or seen[:2] != (run_id, version):
-            return None
-        return seen[2]
+        return self._echo.pending(run_id, version)
+
+    def lease_left_in_commit(self, lease: Lease) -> float | None:
+        """How many seconds ``lease`` is still valid at least, by the server's clock, as
+        this store's last commit found it in its own transaction, less the time elapsed
+        since that commit was sent; None if this store's last act was not a commit under
+        ``lease`` (the W1 re-check must then ask, ``LeaseKeeper.before_executor``)."""
+        return self._echo.lease_left(lease)
+
+    def history(self, run_id: str) -> History:
+        return self._memo.recording(run_id, super().history(run_id))
+
+    def compact_commands(self, run_id: str) -> int:
+        """``Store.compact_commands``: nothing to delete right after the commit that ended
+        the Run, which deleted its settled refusals in its own transaction."""
+        if self._echo.compacted(run_id):
+            return 0
+        return super().compact_commands(run_id)
 
     # --- commits --------------------------------------------------------------------
 
@@ -164,39 +191,51 @@ class PostgresStore(PostgresSql):
         or a conflict judged against this store's own last write, makes it judge once
         more against fresh rows (which names the conflict)."""
         for fresh in (False, True):
+            unread = False
             try:
-                head, before = self._before(commit, fresh)
-                accepted = judge_append(head, before, commit, self.history(commit.run_id), self._ticket_known)
-            except CommitConflict:
-                if not fresh and self._written is not None:
-                    # judged against this store's own last write: another writer may
-                    # have moved the Thread since, so judge once more against its rows
-                    self._written = None
+                head, before, unread = self._before(commit, fresh)
+                history = super().history(commit.run_id)
+                if unread:
+                    history = self._memo.answering(commit.run_id, history)
+                accepted = judge_append(head, before, commit, history, self._ticket_known)
+            except (CommitConflict, IllegalCommit) as refusal:
+                if unread:
+                    # judged against this store's own last write (and history answers read
+                    # since): another writer may have moved the Thread since, so judge
+                    # once more against its rows
+                    self._judge_against(None)
                     continue
+                if isinstance(refusal, IllegalCommit):
+                    raise
                 adopted = self._landed(commit, lease, sent, lost)
                 if adopted is not None:
                     return adopted
                 raise
             line = commit_text(commit)
             sent.append((accepted.run, line))
+            summary = summary_of(accepted.run, commit.app)
             query = commit_statements(
-                commit, line, head, accepted.head, judged_dumps(snapshot_to_json(accepted.run)),
-                summary_of(accepted.run, commit.app), accepted.keys,
+                commit, line, head, accepted.head, judged_dumps(snapshot_to_json(accepted.run)), summary, accepted.keys,
                 settle, lease, before is None, (self._channel, commit.run_id) if before is None else None,
                 awaited_children(accepted.run), self._channel, trace_context, release,
             )
-            self._inbox_seen = None
+            self._echo.forget()
+            sent_at = time.monotonic()
             try:
-                pending = self._write(query)
+                checked, pending = self._write(query)
             except errors.DivisionByZero:
-                self._written = None
+                self._judge_against(None)
                 self._refuse_lease(commit, lease)
                 continue  # the lease was fine again when read: judge and send once more
             except _RIVAL_WRITE:
-                self._written = None
+                self._judge_against(None)
                 continue
-            self._written = (commit.run_id, accepted.head, accepted.run)
-            self._inbox_seen = (commit.run_id, commit.version, self._pending_entries(commit.run_id, pending))
+            self._judge_against((commit.run_id, accepted.head, accepted.run))
+            held = None if lease is None or release else (lease, float(checked[0][0]), sent_at)
+            self._echo.committed(
+                commit.run_id, commit.version, self._pending_entries(commit.run_id, pending), held,
+                compacted=summary.state == "ended",
+            )
             return accepted.run
         adopted = self._landed(commit, lease, sent, lost)
         if adopted is not None:
@@ -265,33 +304,37 @@ class PostgresStore(PostgresSql):
         text, thread_id, version, active = run_rows[0][:4]
         snapshot = self._snapshot(run_id, text)
         if version is not None and not self.read_only:
-            self._written = (run_id, self._head(thread_id, version, active), snapshot)
+            self._judge_against((run_id, self._head(thread_id, version, active), snapshot))
         messages = tuple(m for c in self._checked_log(snapshot.thread_id, log_rows) for m in c.messages)
         checkpoint = self._checkpoint(run_id, checkpoint_rows[0] if checkpoint_rows else None)
         pending = tuple(self._pending_entries(run_id, pending_rows))
         return PickUp(snapshot, messages, checkpoint, parent_from_columns(run_rows[0][4:]), pending)
 
-    def _before(self, commit: ThreadCommit, fresh: bool) -> tuple[ThreadHead | None, RunSnapshot | None]:
+    def _before(self, commit: ThreadCommit, fresh: bool) -> tuple[ThreadHead | None, RunSnapshot | None, bool]:
+        """The head and snapshot ``commit`` is judged against, and whether they are this
+        store's own last write (or pick-up), unread."""
         written = self._written
         if not fresh and written is not None and written[0] == commit.run_id and written[1].thread_id == commit.thread_id:
-            return written[1], written[2]
+            return written[1], written[2], True
         head, text = self._head_and_run(commit.thread_id, commit.run_id)
-        return head, None if text is None else self._snapshot(commit.run_id, text)
+        return head, None if text is None else self._snapshot(commit.run_id, text), False
 
-    def _write(self, statements: list[Statement]) -> list[tuple[Any, ...]]:
+    def _write(self, statements: list[Statement]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """One commit's statements as one simple query: one round trip, one implicit
-        transaction; returns the rows of the last statement. (A pipeline would let
-        psycopg prepare them, but a statement refused in a pipeline leaves psycopg's
-        cache naming statements never prepared.)"""
+        transaction; returns the rows of the first statement (the lease check) and of
+        the last (the inbox). (A pipeline would let psycopg prepare them, but a
+        statement refused in a pipeline leaves psycopg's cache naming statements never
+        prepared.)"""
         conn = self._conn
         try:
             if self.before_commit is not None:
                 self.before_commit(conn)
             cursor = psycopg.ClientCursor(conn)
             cursor.execute("; ".join(cursor.mogrify(text, params) for text, params in statements).encode())
+            first = cursor.fetchall()
             while cursor.nextset():
                 pass
-            return cursor.fetchall()
+            return first, cursor.fetchall()
         except (*_RIVAL_WRITE, errors.DivisionByZero):
             raise
         except psycopg.Error as error:
@@ -320,7 +363,7 @@ class PostgresStore(PostgresSql):
         return entry
 
     def reset(self) -> None:
-        self._written = None
+        self._judge_against(None)
 
         def wipe(conn: Connection) -> None:
             with conn.transaction():

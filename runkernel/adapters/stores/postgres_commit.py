@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from runkernel.adapters.stores.contract import Lease, Settlement
-from runkernel.adapters.stores.sql_statements import RELEASE_IN_COMMIT, history_statements, pg_sql
+from runkernel.adapters.stores.sql_statements import COMPACT_COMMANDS, RELEASE_IN_COMMIT, history_statements, pg_sql
 from runkernel.adapters.stores.work import RunSummary, parent_columns
 from runkernel.kernel.history import HistoryKeys
 from runkernel.kernel.state import ThreadCommit, ThreadHead
@@ -22,8 +22,10 @@ NOW = "extract(epoch FROM now())::float8"
 #: The statements every commit runs, prepared once per connection (``PREPARED``) and
 #: run by name, so the server parses and plans them once, not at every commit.
 PREPARED = (
-    # the writer's lease, locked FOR SHARE so no take-over commits between check and commit
-    "PREPARE rk_lease_held (text, text, bigint) AS SELECT 1 / count(*) FROM (SELECT 1 FROM leases "
+    # the writer's lease, locked FOR SHARE so no take-over commits between check and
+    # commit; its answer is the seconds the lease has left (``postgres_echo``)
+    f"PREPARE rk_lease_held (text, text, bigint) AS SELECT (max(expires_at) - {NOW}) * (1 / count(*)) FROM "
+    "(SELECT expires_at FROM leases "
     f"WHERE run_id = $1 AND worker_id = $2 AND epoch = $3 AND NOT released AND expires_at > {NOW} FOR SHARE) AS held",
     f"PREPARE rk_no_lease_held (text) AS SELECT 1 / (1 - count(*)) FROM leases WHERE run_id = $1 AND NOT released "
     f"AND expires_at > {NOW}",
@@ -119,6 +121,9 @@ def commit_statements(
         add(pg_sql(RELEASE_IN_COMMIT), True, lease.run_id, lease.worker_id, lease.epoch)
     if notify is not None:
         add("SELECT pg_notify(%s, %s)", *notify)
+    if summary.state == "ended":
+        # the Run's end settles its inbox: its refusals go now (``compact_commands``)
+        add(pg_sql(COMPACT_COMMANDS), commit.run_id)
     if summary.state == "ended" and notify_channel is not None:
         # a child's end is its quiet parent's work: wake the workers at once
         add(

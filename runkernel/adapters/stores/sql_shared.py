@@ -30,7 +30,7 @@ from runkernel.adapters.stores.contract import (
 from runkernel.adapters.stores.decode import decoded, integer, json_text, thread_head
 from runkernel.adapters.stores.leases import LeaseRow, acquired, checked_duration, checked_take, require_held
 from runkernel.adapters.stores.serial import commit_from_text, dumps, snapshot_from_json
-from runkernel.adapters.stores.sql_statements import HEAD_AND_RUN, Row, SqlHistory
+from runkernel.adapters.stores.sql_statements import COMPACT_COMMANDS, HEAD_AND_RUN, REFUSED_COMMANDS, Row, SqlHistory
 from runkernel.adapters.stores.work import (
     RunSummary,
     count_query,
@@ -46,7 +46,6 @@ _CHECKPOINT_PUT = (
     "INSERT INTO checkpoints (run_id, step, data) VALUES (?, ?, ?) "
     "ON CONFLICT (run_id) DO UPDATE SET step = excluded.step, data = excluded.data"
 )
-_REFUSED = "SELECT entry_id FROM inbox WHERE run_id = ? AND state = 'settled' AND outcome LIKE 'refused%'"
 
 
 class SqlStore:
@@ -249,9 +248,9 @@ class SqlStore:
         return [InboxEntry(int(r[0]), run_id, self._body(r[0], r[1]), str(r[2]), r[3]) for r in rows]
 
     def compact_commands(self, run_id: str) -> int:
-        if self._one(_REFUSED + " LIMIT 1", (run_id,)) is None:
+        if self._one(REFUSED_COMMANDS + " LIMIT 1", (run_id,)) is None:
             return 0  # the common case: nothing to delete, so no write
-        return self._change_rows(f"DELETE FROM inbox WHERE entry_id IN ({_REFUSED})", (run_id,))
+        return self._change_rows(COMPACT_COMMANDS, (run_id,))
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         self._checkpoint_write(_CHECKPOINT_PUT, (checkpoint.run_id, checkpoint.step, dumps(checkpoint.data)))

@@ -53,6 +53,11 @@ UPDATE_RUN = (
 #: after its lease check found it the Run's valid one: (run id, worker id, epoch, True).
 RELEASE_IN_COMMIT = "UPDATE leases SET released = ? WHERE run_id = ? AND worker_id = ? AND epoch = ?"
 
+#: A Run's settled refusals (run id): what ``compact_commands`` deletes.
+REFUSED_COMMANDS = "SELECT entry_id FROM inbox WHERE run_id = ? AND state = 'settled' AND outcome LIKE 'refused%'"
+#: ... and deleting them (run id).
+COMPACT_COMMANDS = f"DELETE FROM inbox WHERE entry_id IN ({REFUSED_COMMANDS})"
+
 
 @functools.lru_cache(maxsize=256)
 def pg_sql(query: str) -> str:
