@@ -22,21 +22,20 @@ def side_name(kind: str, processes: int) -> str:
 DBOS_LIMIT = {
     "PostgreSQL": (
         "the round trips of one Run at a time: a runkernel worker drives one Run and waits for the"
-        " answer to each of its 9 round trips (the round-trips row: the lease take; one pick-up"
-        " read, the inbox with it; decide's look-up of the new batch's id; the 6 commits, each"
+        " answer to each of its 8 round trips (the round-trips row: the lease take with the"
+        " pick-up read, the inbox in it; decide's look-up of the new batch's id; the 6 commits, each"
         " reading the inbox and its lease's time left in its own transaction), so its CPU and its"
         " server backend's add up (the CPU per unit row: client + server per Run, against the"
         " Runs/s here), while DBOS runs 4 workflows per process in threads and overlaps them; not"
         " the disk (the header's fsync rate against 7 durable transactions per Run); 2 workers"
-        " overlap and pass; what would lift it: the lease take in the pick-up's round trip, or"
-        " driving several Runs at once"
+        " overlap and pass; what would lift it: driving several Runs at once"
     ),
     "SQLite": "runkernel is ahead",
 }
 SCALE_LIMIT = {
     "PostgreSQL": (
         "the 2-core machine, shared with the server's backends (DBOS's own 2 ÷ 1 is the row"
-        " below, measured in the same rounds); one Run costs 9 round trips, each CPU on both"
+        " below, measured in the same rounds); one Run costs 8 round trips, each CPU on both"
         " sides (the CPU per unit row): one worker alone already keeps the client and its"
         " backend about as busy as one core"
     ),

@@ -987,6 +987,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "        self._inbox = self._lease = None\n",
         unit("tests/test_commit_echo.py::test_a_refusal_settled_after_the_end_is_still_compacted"),
     ),
+    Mutant(
+        "PostgreSQL: the pick-up read with a lease take answers more than the operation after it",
+        "runkernel/adapters/drive/lease_keeper.py",
+        "        picked, self._picked = self._picked, None\n",
+        "        picked = self._picked\n",
+        unit("tests/test_folded_reads.py::test_a_pick_up_read_with_a_take_answers_only_the_store_operation_after_it"),
+    ),
 )
 
 

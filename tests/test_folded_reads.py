@@ -133,12 +133,51 @@ def test_a_drive_on_postgresql_folds_its_pick_up_and_its_inbox_looks(postgres_ur
     sample = drive_round_trips(postgres_url, "rt", tmp_path)
     per_drive = sample.counts["round trips"] / sample.counts["drives"]
     print(f"round trips per drive of the worker bench's Run on PostgreSQL: {per_drive:.1f}")
-    # the lease take, one pick-up read, decide's look-up of its new batch id and 6
+    # the lease take with the pick-up read, decide's look-up of its new batch id and 6
     # commits. 22 when the pick-up was 5 reads and each of the 5 looks at the inbox a
     # read of its own; 13 before the judge reused decide's look-up, the commits answered
     # the 2 lease checks before the tools and the ending commit compacted the inbox
-    # (tests/test_commit_echo.py)
-    assert per_drive == 9
+    # (tests/test_commit_echo.py); 9 before the pick-up came with the take
+    assert per_drive == 8
+
+
+def test_the_pick_up_read_with_the_lease_take_is_the_pick_up(postgres_url: str) -> None:  # noqa: F811
+    from runkernel.adapters.stores.contract import LeaseHeld
+
+    store = _postgres_store(postgres_url)
+    try:
+        for commit in tool_run("t1", "r1"):
+            store.append(commit)
+        store.put_command("r1", {"kind": "end", "cause": "cancelled"})
+        lease, picked = store.acquire_lease_and_pick_up("r1", "w1", 30.0)
+        assert picked == _one_by_one(store, "r1")
+        assert store.current_lease("r1") == lease and lease.epoch == 1
+        again, _ = store.acquire_lease_and_pick_up("r1", "w1", 30.0)
+        assert again.epoch == 1, "its own lease is extended, as acquire_lease does"
+        with pytest.raises(LeaseHeld):
+            store.acquire_lease_and_pick_up("r1", "w2", 30.0)
+        assert store.acquire_lease_and_pick_up("nobody", "w1", 30.0)[1] == PickUp(None)
+    finally:
+        store.close()
+
+
+def test_a_pick_up_read_with_a_take_answers_only_the_store_operation_after_it(postgres_url: str) -> None:  # noqa: F811
+    from runkernel.adapters.drive.lease_keeper import LeaseKeeper
+
+    store = _postgres_store(postgres_url)
+    try:
+        for commit in text_run("t1", "r1", 2)[:2]:
+            store.append(commit)
+        keeper = LeaseKeeper(store, "w1")
+        keeper.take_and_pick_up("r1")
+        first = keeper.picked_up()
+        assert first is not None and first[0] == "r1" and first[1] == read_pick_up(store, "r1")
+        assert keeper.picked_up() is None, "once"
+        keeper.take_and_pick_up("r1")
+        keeper.release("r1")
+        assert keeper.picked_up() is None, "a drive that never used it leaves nothing behind"
+    finally:
+        store.close()
 
 
 def test_the_look_after_a_commit_is_what_the_commit_saw_once(postgres_url: str) -> None:  # noqa: F811

@@ -82,7 +82,7 @@ class AsyncDriver(Shell):
     async def pick_up(self, run_id: str) -> Action:
         """Continue a Run from the store alone (after a crash, in another process)."""
         core = DriverCore(self.settings)
-        self._open(run_id, core.pick_up(run_id), core)
+        self._open(run_id, core.pick_up(run_id), core, picking_up=True)
         return await self._advance(None)
 
     async def next_action(self) -> Action:

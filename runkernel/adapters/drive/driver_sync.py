@@ -80,7 +80,7 @@ class Driver(Shell):
     def pick_up(self, run_id: str) -> Action:
         """Continue a Run from the store alone (after a crash, in another process)."""
         core = DriverCore(self.settings)
-        self._open(run_id, core.pick_up(run_id), core)
+        self._open(run_id, core.pick_up(run_id), core, picking_up=True)
         return self._advance(None)
 
     def next_action(self) -> Action:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from runkernel.adapters.stores.contract import Lease, LeaseLost, Store, StoreError
+from runkernel.adapters.stores.folded_reads import PickUp
 
 #: how often a leased commit whose reply was lost is retried before the error stands
 APPEND_RETRIES = 3
@@ -52,6 +53,7 @@ class LeaseKeeper:
             raise ValueError(f"the safety margin must be in [0, duration), not {self.margin!r}")
         self._monotonic = monotonic
         self._held: dict[str, tuple[Lease, float]] = {}
+        self._picked: tuple[str, PickUp] | None = None
         #: counts, for tests and the race test's report
         self.taken = 0
         self.renewals = 0
@@ -66,7 +68,29 @@ class LeaseKeeper:
         lease = self.store.acquire_lease(run_id, self.worker_id, self.duration)
         self._held[run_id] = (lease, self._monotonic())
         self.taken += 1
+        self._picked = None
         return lease
+
+    def take_and_pick_up(self, run_id: str) -> Lease:
+        """``take`` before a drive picks the Run up: where the store can
+        (``acquire_lease_and_pick_up``: PostgreSQL), the pick-up is read in the same round
+        trip and kept for the drive's first store operation (``picked_up``)."""
+        both: Callable[[str, str, float], tuple[Lease, PickUp | None]] | None = getattr(
+            self.store, "acquire_lease_and_pick_up", None
+        )
+        if both is None:
+            return self.take(run_id)
+        lease, picked = both(run_id, self.worker_id, self.duration)
+        self._held[run_id] = (lease, self._monotonic())
+        self.taken += 1
+        self._picked = None if picked is None else (run_id, picked)
+        return lease
+
+    def picked_up(self) -> tuple[str, PickUp] | None:
+        """The (run id, pick-up) read with the last take, once: the first store operation
+        after the take asks, whatever it is, so it never answers a later one."""
+        picked, self._picked = self._picked, None
+        return picked
 
     def held(self, run_id: str) -> Lease | None:
         """The lease this worker believes it holds on ``run_id`` (the store decides)."""
@@ -121,15 +145,18 @@ class LeaseKeeper:
     def forget(self, run_id: str) -> None:
         """Drop a lease this worker lost (nothing to release)."""
         self._held.pop(run_id, None)
+        self._picked = None
 
     def released(self, run_id: str) -> None:
         """The store released the lease on ``run_id`` in a commit (the commit that made
         the Run quiet): this worker holds it no more, and a later commit takes it again."""
+        self._picked = None
         if self._held.pop(run_id, None) is not None:
             self.released_in_commits += 1
 
     def release(self, run_id: str) -> None:
         """Give the lease on ``run_id`` up (the Run is quiet, or the worker stops)."""
+        self._picked = None  # a pick-up no drive used never answers a later one
         found = self._held.pop(run_id, None)
         if found is None:
             return

@@ -188,7 +188,7 @@ class Runtime:
         """A Drive that recovers a Run from the store alone; advance it with ``step()``.
         With leases, the Run's lease is taken first (``LeaseHeld`` if another worker
         holds it), so the state read next cannot change under this worker."""
-        self.ops.lease(run_id)
+        self.ops.lease(run_id, picking_up=True)
         core = DriverCore(self.settings)
         return Drive(self, run_id, core, core.pick_up(run_id))
 

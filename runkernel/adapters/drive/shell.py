@@ -218,14 +218,14 @@ class Shell:
         finally:
             self._busy = False
 
-    def _open(self, run_id: str, opening: Steps, core: DriverCore) -> None:
+    def _open(self, run_id: str, opening: Steps, core: DriverCore, *, picking_up: bool = False) -> None:
         if self._busy:
             raise DriverError("the driver is still busy with another call: await each call before the next")
-        self._attach(run_id, opening, core)
+        self._attach(run_id, opening, core, picking_up=picking_up)
 
-    def _attach(self, run_id: str, opening: Steps, core: DriverCore) -> None:
+    def _attach(self, run_id: str, opening: Steps, core: DriverCore, *, picking_up: bool = False) -> None:
         self._close()
-        self.ops.lease(run_id)
+        self.ops.lease(run_id, picking_up=picking_up)
         self._run_id, self._core, self._steps = run_id, core, opening
 
     def _close(self) -> None:
@@ -254,7 +254,7 @@ class Shell:
                 f"this driver stopped driving run {self._run_id!r}; call next_action() to pick it up again"
             )
         core = DriverCore(self.settings)
-        self._attach(self._run_id, core.pick_up(self._run_id), core)
+        self._attach(self._run_id, core.pick_up(self._run_id), core, picking_up=True)
         assert self._steps is not None
         return self._steps, None
 

@@ -55,10 +55,15 @@ class StoreOps:
         #: any other store is never handed one
         self.keeps_traces = callable(getattr(store, "trace_context", None))
 
-    def lease(self, run_id: str) -> None:
-        """Take the Run's lease before it is driven (``LeaseHeld``: another worker drives it)."""
+    def lease(self, run_id: str, *, picking_up: bool = False) -> None:
+        """Take the Run's lease before it is driven (``LeaseHeld``: another worker drives
+        it). ``picking_up``: the drive reads the Run next, so where the store can, that
+        read comes with the take and answers the drive's first operation, ``ReadPickUp``."""
         if self.leases is not None and self.leases.held(run_id) is None:
-            self.leases.take(run_id)
+            if picking_up:
+                self.leases.take_and_pick_up(run_id)
+            else:
+                self.leases.take(run_id)
 
     def before_run_call(self, action: RunCall) -> RunCall:
         """W1: the lease re-checked, with its margin, immediately before an executor
@@ -76,12 +81,16 @@ class StoreOps:
 
     def perform(self, op: Operation) -> Any:
         store = self.store
+        # the pick-up read with the lease take answers only the operation right after it
+        picked = None if self.leases is None else self.leases.picked_up()
         match op:
             case Append():
                 return self._append(op)
             case ReadLookups():
                 return store.history(op.run_id)
             case ReadPickUp():
+                if picked is not None and picked[0] == op.run_id:
+                    return picked[1]
                 return read_pick_up(store, op.run_id)
             case CancelOwed():
                 cancel_if_parent_ended(store, op.run_id)

@@ -35,13 +35,14 @@ from runkernel.adapters.stores.contract import (
     StoreUnavailable,
     judge_append,
 )
-from runkernel.adapters.stores.leases import checked_release, commit_writer
+from runkernel.adapters.stores.leases import checked_release, checked_take, commit_writer
 from runkernel.adapters.stores.folded_reads import PickUp
-from runkernel.adapters.stores.postgres_commit import PENDING, Statement, commit_statements
+from runkernel.adapters.stores.postgres_commit import Statement, commit_statements
 from runkernel.adapters.stores.postgres_connection import Connection
 from runkernel.adapters.stores.postgres_echo import CommitEcho, HistoryMemo
+from runkernel.adapters.stores.postgres_pick_up import Rows, pick_up_rows
 from runkernel.adapters.stores.postgres_schema import TABLES, unavailable
-from runkernel.adapters.stores.postgres_sql import PostgresSql
+from runkernel.adapters.stores.postgres_sql import TAKE, PostgresSql
 from runkernel.adapters.stores.serial import commit_text, dumps, judged_dumps, snapshot_to_json
 from runkernel.adapters.stores.work import awaited_children, parent_from_columns, summary_of
 from runkernel.kernel.history import History
@@ -58,20 +59,6 @@ _RIVAL_WRITE = (errors.UniqueViolation, errors.NotNullViolation, errors.Deadlock
 
 class _ConnectionLost(Exception):
     """The connection broke during a write: whether it committed is unknown."""
-
-
-#: A pick-up's reads, each of one parameter (the run id): the Run's snapshot, its
-#: Thread's head and its parent's call; the Thread's log with the head's version
-#: (``SqlStore.commits``' rows); the checkpoint; the pending commands.
-_PICK_UP = (
-    "SELECT r.snapshot, r.thread_id, t.version, t.active_run_id, r.parent_thread_id, r.parent_run_id, "
-    "r.parent_call_id FROM runs r "
-    "LEFT JOIN threads t ON t.thread_id = r.thread_id WHERE r.run_id = %s",
-    "SELECT c.version, c.line, t.version FROM runs r JOIN commits c ON c.thread_id = r.thread_id "
-    "LEFT JOIN threads t ON t.thread_id = r.thread_id WHERE r.run_id = %s ORDER BY c.version",
-    "SELECT step, data FROM checkpoints WHERE run_id = %s",
-    PENDING,
-)
 
 
 class PostgresStore(PostgresSql):
@@ -278,27 +265,25 @@ class PostgresStore(PostgresSql):
         snapshot are what the Run's next commit is judged against, as after this store's
         own last write: the conditional update still refuses that commit if the Thread
         moved since."""
+        rows = self._attempt("a read", lambda c: pick_up_rows(c, run_id, read_only=self.read_only))
+        return self._picked(run_id, rows)
 
-        def read(conn: Connection) -> list[list[tuple[Any, ...]]]:
-            cursor = psycopg.ClientCursor(conn)
-            reads = [cursor.mogrify(query, (run_id,)) for query in _PICK_UP]
-            if not self.read_only:  # a read-only store is one snapshot already
-                reads = ["BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", *reads, "COMMIT"]
-            try:
-                cursor.execute("; ".join(reads).encode())
-            except psycopg.Error:
-                # a statement that failed leaves the block open and aborted: end it
-                if not self.read_only and conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                    conn.execute("ROLLBACK")
-                raise
-            found = []
-            while True:
-                if cursor.description is not None:
-                    found.append(cursor.fetchall())
-                if not cursor.nextset():
-                    return found
+    def acquire_lease_and_pick_up(self, run_id: str, worker_id: str, duration: float) -> tuple[Lease, PickUp | None]:
+        """``acquire_lease``, and the pick-up (``read_pick_up``) in the same round trip, read
+        in a snapshot taken after the take committed (``postgres_pick_up``). The pick-up
+        is None when the take found another worker's lease (``acquire_lease`` then names
+        it by ``LeaseHeld``, or takes the lease if it expired since)."""
+        checked_take(worker_id, duration)
+        take = (TAKE, (run_id, worker_id, float(duration)))
+        rows = self._change(lambda c: pick_up_rows(c, run_id, read_only=self.read_only, take=take))
+        if not rows[0]:
+            return self.acquire_lease(run_id, worker_id, duration), None
+        epoch, expires_at = rows[0][0]
+        return Lease(run_id, worker_id, int(epoch), float(expires_at)), self._picked(run_id, rows[1:])
 
-        (run_rows, log_rows, checkpoint_rows, pending_rows) = self._attempt("a read", read)
+    def _picked(self, run_id: str, rows: list[Rows]) -> PickUp:
+        """The pick-up's four results read back; what the next commit is judged against."""
+        (run_rows, log_rows, checkpoint_rows, pending_rows) = rows
         if not run_rows:
             return PickUp(None)
         text, thread_id, version, active = run_rows[0][:4]

@@ -27,7 +27,7 @@ _WORK = work_query("?", NOW, "IS NOT DISTINCT FROM", "r.activated")
 #: update and nothing comes back. A new row, or a released or expired lease, gets the
 #: epoch after the row's (the placeholder row of ``_with_lease_row`` has epoch 0); the
 #: worker's own valid lease keeps its epoch and the later expiry.
-_TAKE = (
+TAKE = (
     "INSERT INTO leases AS l (run_id, worker_id, epoch, expires_at, released) "
     f"VALUES (%s, %s, 1, {NOW} + %s::float8, false) "
     "ON CONFLICT (run_id) DO UPDATE SET worker_id = excluded.worker_id, "
@@ -72,7 +72,7 @@ class PostgresSql(PostgresConnection, SqlStore):
 
     def acquire_lease(self, run_id: str, worker_id: str, duration: float) -> Lease:
         checked_take(worker_id, duration)
-        taken = self._change(lambda c: c.execute(_TAKE.encode(), (run_id, worker_id, float(duration))).fetchone())
+        taken = self._change(lambda c: c.execute(TAKE.encode(), (run_id, worker_id, float(duration))).fetchone())
         if taken is not None:
             return Lease(run_id, worker_id, int(taken[0]), float(taken[1]))
         # another worker's valid lease (the rare path): name it, by the same rules

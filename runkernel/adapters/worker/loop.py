@@ -255,7 +255,7 @@ class Worker:
         resumed = run_id in self._set_aside
         held = self.leases.held(run_id)
         try:
-            lease = self.leases.take(run_id)
+            lease = self.leases.take(run_id) if resumed else self.leases.take_and_pick_up(run_id)
         except LeaseHeld:
             self.report.contended += 1
             self._listing.met_another()
