@@ -67,7 +67,8 @@ def run_group(
         last_round = time.monotonic() - began
     for name, work in prepared.profiles.items():
         try:
-            prepared.notes[profile_key(name)] = profile(work.action, seconds=0.1 if sizes.quick else 1.0, most=work.most)
+            measured = profile(work.action, seconds=0.1 if sizes.quick else 1.0, most=work.most)
+            prepared.notes[profile_key(name)] = measured if work.of is None else f"{work.of}: {measured}"
         except Exception as error:  # noqa: BLE001 - a profile is a note, never a verdict
             prepared.notes[profile_key(name)] = f"not profiled: {type(error).__name__}: {error}"
     return results, prepared.notes

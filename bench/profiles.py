@@ -43,6 +43,8 @@ class Work:
 
     action: Callable[[], object]
     most: int | None = None
+    #: what is profiled, when it is not the side's own timed work
+    of: str | None = None
 
 
 def profile_key(side: str) -> str:

@@ -49,6 +49,7 @@ from typing import Any
 
 from bench import dbos_worker, peers, subject, unit_probe
 from bench.framework import Prepared, Sample, Sizes
+from bench.profiles import Work
 from bench.server_counts import APP_NAME, ServerCounts
 from bench.worker_rows import projection_note, side_name
 
@@ -322,9 +323,32 @@ def _prepared(
     for processes in PROCESSES:
         sides[side_name("runkernel", processes)] = kept(processes)
         sides[side_name("DBOS", processes)] = lazy(processes)
-    prepared = Prepared(sides)
+    profiles = {side_name("runkernel", n): _one_worker_work(store, units, f"rk-profile{n}") for n in PROCESSES}
+    prepared = Prepared(sides, profiles=profiles)
     prepared.notes = notes
     return prepared
+
+
+def _one_worker_work(store: Any, units: int, app: str) -> Work:
+    """The profile of every runkernel side: one worker in the bench's own process driving
+    the group's Run, one Run per call (its Runs started at the first call, under an app
+    of their own, after the timed rounds). A profile is of one process: the waits of
+    several processes on one another are not in it."""
+    from runkernel import Worker
+
+    worker = Worker(store, subject.two_call_app(app, lambda: None), worker_id=f"{app}-w")
+    run_ids: list[str] = []
+
+    def drive_one() -> None:
+        if not run_ids:
+            run_ids.extend(reversed(subject.start_runs(store, app, units, app)))
+        worker.drive(run_ids.pop())
+
+    return Work(
+        drive_one,
+        most=units - 1,
+        of="one worker in the bench's process driving the group's Run (the processes' waits on one another are not in it)",
+    )
 
 
 def workers_sqlite(sizes: Sizes, scratch: Path) -> Prepared:
