@@ -45,6 +45,8 @@ def test_quick_bench_writes_every_row(tmp_path: Path) -> None:
     # a runkernel side that errors means an entry point in bench/subject.py moved
     broken = [line for line in table if "error:" in line or ("not measured" in line and "peer not installed" not in line)]
     assert broken == []
+    # a profile under a row that misses is made by the side's own work: it must run too
+    assert [line for line in text.splitlines() if "not profiled:" in line] == []
 
 
 def test_the_sqlite_lock_share_is_a_part_of_each_run() -> None:
