@@ -976,9 +976,19 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "PostgreSQL: the lease's time left at the commit is taken as its time left now (W1)",
         "runkernel/adapters/stores/postgres_echo.py",
-        "        return seen[3] - (self._monotonic() - seen[4])\n",
-        "        return seen[3]\n",
+        "        return None if elapsed >= FRESH else seen[3] - elapsed\n",
+        "        return None if elapsed >= FRESH else seen[3]\n",
         unit("tests/test_commit_echo.py::test_a_worker_stalled_past_its_lease_after_its_commit_starts_nothing"),
+    ),
+    Mutant(
+        "PostgreSQL: a commit's figure for its lease is used however long ago the commit was sent (W1)",
+        "runkernel/adapters/stores/postgres_echo.py",
+        "        return None if elapsed >= FRESH else seen[3] - elapsed\n",
+        "        return seen[3] - elapsed\n",
+        unit(
+            "tests/test_commit_echo.py::"
+            "test_a_commit_s_figure_for_its_lease_is_less_the_time_since_and_only_while_fresh"
+        ),
     ),
     Mutant(
         "PostgreSQL: the ending commit's compaction answers for a refusal settled after it",

@@ -161,6 +161,68 @@ def test_the_pick_up_read_with_the_lease_take_is_the_pick_up(postgres_url: str) 
         store.close()
 
 
+def test_a_lease_taken_with_a_pick_up_of_a_damaged_log_is_held_and_the_drive_s_read_refuses(
+    postgres_url: str,  # noqa: F811
+) -> None:
+    store = _postgres_store(postgres_url)
+    try:
+        for commit in tool_run("t1", "r1"):
+            store.append(commit)
+        _behind_the_store(postgres_url, "DELETE FROM {schema}.commits WHERE thread_id = 't1' AND version = 2")
+        lease, picked = store.acquire_lease_and_pick_up("r1", "w1", 30.0)
+        assert picked is None and store.current_lease("r1") == lease, "held, so the drive releases it"
+        with pytest.raises(DamagedStore):
+            read_pick_up(store, "r1")
+    finally:
+        store.close()
+
+
+def test_a_read_only_store_takes_no_lease_with_its_pick_up(postgres_url: str) -> None:  # noqa: F811
+    from runkernel.adapters.stores.contract import StoreUnavailable
+    from runkernel.adapters.stores.postgres import PostgresStore
+
+    writer = _postgres_store(postgres_url)
+    for commit in text_run("t1", "r1", 2):
+        writer.append(commit)
+    reader = PostgresStore(postgres_url, read_only=True)  # one snapshot, taken now
+    try:
+        with pytest.raises(StoreUnavailable, match="read-only"):
+            reader.acquire_lease_and_pick_up("r1", "w1", 30.0)
+        assert reader.run("r1") is not None, "its connection still reads"
+        assert writer.current_lease("r1") is None
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_drive_s_first_store_operation_takes_the_pick_up_read_with_the_lease_or_drops_it(
+    postgres_url: str,  # noqa: F811
+) -> None:
+    from runkernel.adapters.drive.lease_keeper import LeaseKeeper
+    from runkernel.adapters.drive.protocol import ReadHead, ReadPickUp, ReadTrace
+    from runkernel.adapters.drive.store_ops import StoreOps
+
+    store, other = _postgres_store(postgres_url), _postgres_store(postgres_url)
+    try:
+        for commit in text_run("t1", "r1", 2)[:2]:
+            store.append(commit)
+        keeper = LeaseKeeper(store, "w1")
+        ops = StoreOps(store, keeper, lambda event: None)
+        ops.lease("r1", picking_up=True)
+        ops.perform(ReadTrace("r1"))  # reads nothing the pick-up holds: passes it on
+        other.put_command("r1", {"kind": "end", "cause": "cancelled"})
+        picked = ops.perform(ReadPickUp("r1"))
+        assert isinstance(picked, PickUp) and picked.pending == (), "read with the take, before the command"
+        keeper.release("r1")
+        ops.lease("r1", picking_up=True)
+        ops.perform(ReadHead("t1"))  # any other operation drops it
+        again = ops.perform(ReadPickUp("r1"))
+        assert isinstance(again, PickUp) and len(again.pending) == 1, "read again"
+    finally:
+        store.close()
+        other.close()
+
+
 def test_a_pick_up_read_with_a_take_answers_only_the_store_operation_after_it(postgres_url: str) -> None:  # noqa: F811
     from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 

@@ -81,8 +81,9 @@ class StoreOps:
 
     def perform(self, op: Operation) -> Any:
         store = self.store
-        # the pick-up read with the lease take answers only the operation right after it
-        picked = None if self.leases is None else self.leases.picked_up()
+        # the pick-up read with the lease take answers only the first operation after it
+        # (a read of the trace context, which changes nothing, passes it on)
+        picked = None if self.leases is None or isinstance(op, ReadTrace) else self.leases.picked_up()
         match op:
             case Append():
                 return self._append(op)

@@ -18,7 +18,6 @@ The store never creates its schema: ``runkernel db init`` does (``postgres_schem
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,10 +31,11 @@ from runkernel.adapters.stores.contract import (
     Lease,
     LeaseLost,
     Settlement,
+    StoreError,
     StoreUnavailable,
     judge_append,
 )
-from runkernel.adapters.stores.leases import checked_release, checked_take, commit_writer
+from runkernel.adapters.stores.leases import LeaseRow, checked_release, checked_take, commit_writer
 from runkernel.adapters.stores.folded_reads import PickUp
 from runkernel.adapters.stores.postgres_commit import Statement, commit_statements
 from runkernel.adapters.stores.postgres_connection import Connection
@@ -43,6 +43,7 @@ from runkernel.adapters.stores.postgres_echo import CommitEcho, HistoryMemo
 from runkernel.adapters.stores.postgres_pick_up import Rows, pick_up_rows
 from runkernel.adapters.stores.postgres_schema import TABLES, unavailable
 from runkernel.adapters.stores.postgres_sql import TAKE, PostgresSql
+from runkernel.adapters.stores.sql_shared import SqlStore
 from runkernel.adapters.stores.serial import commit_text, dumps, judged_dumps, snapshot_to_json
 from runkernel.adapters.stores.work import awaited_children, parent_from_columns, summary_of
 from runkernel.kernel.history import History
@@ -97,6 +98,12 @@ class PostgresStore(PostgresSql):
         self._echo.forget()
         return super()._execute(query, params)
 
+    def _with_lease_row(
+        self, run_id: str, act: Callable[[LeaseRow | None, float], LeaseRow | None], doing: str
+    ) -> None:
+        self._echo.forget()  # a lease renewed or given up
+        super()._with_lease_row(run_id, act, doing)
+
     def _judge_against(self, written: tuple[str, ThreadHead, RunSnapshot] | None) -> None:
         """Fix what the next commit is judged against without reading (None: read it);
         history answers read before are no longer valid for it."""
@@ -117,6 +124,9 @@ class PostgresStore(PostgresSql):
         return self._echo.lease_left(lease)
 
     def history(self, run_id: str) -> History:
+        written = self._written
+        if written is None or written[0] != run_id:
+            return super().history(run_id)  # kept only for the Run the next commit is judged for
         return self._memo.recording(run_id, super().history(run_id))
 
     def compact_commands(self, run_id: str) -> int:
@@ -207,7 +217,7 @@ class PostgresStore(PostgresSql):
                 awaited_children(accepted.run), self._channel, trace_context, release,
             )
             self._echo.forget()
-            sent_at = time.monotonic()
+            sent_at = self._echo.clock()
             try:
                 checked, pending = self._write(query)
             except errors.DivisionByZero:
@@ -274,12 +284,19 @@ class PostgresStore(PostgresSql):
         is None when the take found another worker's lease (``acquire_lease`` then names
         it by ``LeaseHeld``, or takes the lease if it expired since)."""
         checked_take(worker_id, duration)
+        if self.read_only:
+            raise StoreUnavailable(f"{self.where} was opened read-only")
         take = (TAKE, (run_id, worker_id, float(duration)))
-        rows = self._change(lambda c: pick_up_rows(c, run_id, read_only=self.read_only, take=take))
+        rows = self._change(lambda c: pick_up_rows(c, run_id, read_only=False, take=take))
         if not rows[0]:
-            return self.acquire_lease(run_id, worker_id, duration), None
+            # another worker's lease: named by the rules (one more round trip, the rare path)
+            return SqlStore.acquire_lease(self, run_id, worker_id, duration), None
         epoch, expires_at = rows[0][0]
-        return Lease(run_id, worker_id, int(epoch), float(expires_at)), self._picked(run_id, rows[1:])
+        lease = Lease(run_id, worker_id, int(epoch), float(expires_at))
+        try:
+            return lease, self._picked(run_id, rows[1:])
+        except StoreError:
+            return lease, None  # the lease is taken: the drive's own read reports what is wrong
 
     def _picked(self, run_id: str, rows: list[Rows]) -> PickUp:
         """The pick-up's four results read back; what the next commit is judged against."""
