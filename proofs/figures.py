@@ -215,15 +215,17 @@ def deep_row(deep: str) -> str:
         for line in deep.splitlines()
         if line.startswith("| ") and len(cells := [c.strip() for c in line.strip().strip("|").split("|")]) == 2
     }
-    missing = [key for key in ("verdict", "states", "depth reached", "seconds (wall clock)") if key not in figures]
+    wanted = ("verdict", "states", "transitions", "depth reached", "seconds (wall clock)", "states per second (wall clock)", "peak memory")
+    missing = [key for key in wanted if key not in figures]
     if missing:
         raise FiguresError(f"bench/DEEP.md lacks the figures {missing}")
     bound = PROFILES["deep"]
     return (
         f"| the same at the deep bound (up to {bound.max_calls} calls in a tool step, {bound.max_steps} steps, "
         f"{bound.max_crashes} crashes on a path) | `python bench/deep.py` | {figures['verdict']}: "
-        f"{figures['states']} states to depth {figures['depth reached']} in {figures['seconds (wall clock)']} s "
-        f"([its frontier per depth](bench/DEEP.md)) |"
+        f"{figures['states']} states and {figures['transitions']} transitions to depth {figures['depth reached']} "
+        f"in {figures['seconds (wall clock)']} s ({figures['states per second (wall clock)']} states/s, peak memory "
+        f"{figures['peak memory']}; [its frontier per depth](bench/DEEP.md)) |"
     )
 
 
