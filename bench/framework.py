@@ -60,7 +60,7 @@ class Sizes:
 FULL = Sizes(
     quick=False,
     agent_steps=(10, 100, 1000),
-    agent_rounds={10: 5, 100: 3, 1000: 2},
+    agent_rounds={10: 5, 100: 3, 1000: 3},
     agent_repeat={10: 6, 100: 1, 1000: 1},
     commit_rounds=7,
     commits_per_round=300,
