@@ -65,11 +65,7 @@ class LeaseKeeper:
     def take(self, run_id: str) -> Lease:
         """Acquire (or extend) the lease on ``run_id``; ``LeaseHeld`` if another worker
         holds it."""
-        lease = self.store.acquire_lease(run_id, self.worker_id, self.duration)
-        self._held[run_id] = (lease, self._monotonic())
-        self.taken += 1
-        self._picked = None
-        return lease
+        return self._granted(run_id, self.store.acquire_lease(run_id, self.worker_id, self.duration), None)
 
     def take_and_pick_up(self, run_id: str) -> Lease:
         """``take`` before a drive picks the Run up: where the store can
@@ -80,7 +76,10 @@ class LeaseKeeper:
         )
         if both is None:
             return self.take(run_id)
-        lease, picked = both(run_id, self.worker_id, self.duration)
+        return self._granted(run_id, *both(run_id, self.worker_id, self.duration))
+
+    def _granted(self, run_id: str, lease: Lease, picked: PickUp | None) -> Lease:
+        """Hold ``lease``, granted now; keep the pick-up read with it, if any."""
         self._held[run_id] = (lease, self._monotonic())
         self.taken += 1
         self._picked = None if picked is None else (run_id, picked)

@@ -37,7 +37,7 @@ from runkernel.adapters.stores.contract import (
 )
 from runkernel.adapters.stores.leases import LeaseRow, checked_release, checked_take, commit_writer
 from runkernel.adapters.stores.folded_reads import PickUp
-from runkernel.adapters.stores.postgres_commit import Statement, commit_statements
+from runkernel.adapters.stores.postgres_commit import Statement, commit_statements, compacts_inbox
 from runkernel.adapters.stores.postgres_connection import Connection
 from runkernel.adapters.stores.postgres_echo import CommitEcho, HistoryMemo
 from runkernel.adapters.stores.postgres_pick_up import Rows, pick_up_rows
@@ -231,7 +231,7 @@ class PostgresStore(PostgresSql):
             held = None if lease is None or release else (lease, float(checked[0][0]), sent_at)
             self._echo.committed(
                 commit.run_id, commit.version, self._pending_entries(commit.run_id, pending), held,
-                compacted=summary.state == "ended",
+                compacted=compacts_inbox(summary),
             )
             return accepted.run
         adopted = self._landed(commit, lease, sent, lost)

@@ -53,6 +53,12 @@ PREPARED = (
 
 Statement = tuple[bytes, tuple[Any, ...]]
 
+
+def compacts_inbox(summary: RunSummary) -> bool:
+    """Whether the commit that leaves a Run as ``summary`` says deletes its settled
+    refusals in its own transaction: the commit that ends it."""
+    return summary.state == "ended"
+
 #: The Run's pending inbox commands, the last statement of every commit.
 PENDING = "SELECT entry_id, body FROM inbox WHERE run_id = %s AND state = 'pending' ORDER BY entry_id"
 
@@ -121,15 +127,15 @@ def commit_statements(
         add(pg_sql(RELEASE_IN_COMMIT), True, lease.run_id, lease.worker_id, lease.epoch)
     if notify is not None:
         add("SELECT pg_notify(%s, %s)", *notify)
-    if summary.state == "ended":
+    if compacts_inbox(summary):
         # the Run's end settles its inbox: its refusals go now (``compact_commands``)
         add(pg_sql(COMPACT_COMMANDS), commit.run_id)
-    if summary.state == "ended" and notify_channel is not None:
-        # a child's end is its quiet parent's work: wake the workers at once
-        add(
-            "SELECT pg_notify(%s, parent_run_id) FROM runs WHERE run_id = %s AND parent_run_id IS NOT NULL",
-            notify_channel, commit.run_id,
-        )
+        if notify_channel is not None:
+            # a child's end is its quiet parent's work: wake the workers at once
+            add(
+                "SELECT pg_notify(%s, parent_run_id) FROM runs WHERE run_id = %s AND parent_run_id IS NOT NULL",
+                notify_channel, commit.run_id,
+            )
     # last: the Run's inbox as this transaction sees it (``pending_seen_in_commit``)
     add(PENDING, commit.run_id)
     return found
