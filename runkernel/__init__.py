@@ -12,10 +12,8 @@ Everything else lives in a documented module (``docs/api.md`` documents each):
 ``runkernel.kernel`` the kernel's vocabulary (``decide``, ``recover``,
 ``validate_commit``, the state, input and effect types); ``runkernel.errors`` every error;
 the stores and their contract in their modules (``runkernel.adapters.stores.contract``,
-``.memory_store``, ``.sqlite_store``, ``.postgres_store``, ``runkernel.conformance``);
-the pull-mode ports' protocols in ``runkernel.adapters.drive.ports``. A name this module
-exported before keeps working for one release, with a ``DeprecationWarning`` naming its
-new import path (``runkernel._compat``; CHANGELOG.md lists them).
+``.memory``, ``.sqlite``, ``.postgres``, ``runkernel.conformance``); the pull-mode ports'
+protocols in ``runkernel.adapters.drive.ports``.
 
 Names load on first use (module ``__getattr__``), so ``import runkernel`` costs little
 and needs only the core dependencies.
@@ -97,13 +95,10 @@ __all__ = [*_MODULE_OF]
 
 
 def __getattr__(name: str) -> Any:
-    """Load a public name from its module on first use; an old name warns (``_compat``)."""
+    """Load a public name from its module on first use."""
     module = _MODULE_OF.get(name)
     if module is None:
-        from runkernel._compat import MOVED
-        from runkernel._deprecation import resolve
-
-        return resolve(__name__, name, MOVED)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
@@ -114,7 +109,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in step)
-    from runkernel._compat import *  # noqa: F403 - the old names, until they go
     from runkernel.adapters.drive.driver import (
         AsyncDriver as AsyncDriver,
         Driver as Driver,

@@ -52,8 +52,6 @@ def test_the_type_checking_imports_are_the_same_table() -> None:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             for statement in node.body:
                 assert isinstance(statement, ast.ImportFrom) and statement.module is not None
-                if statement.module == "runkernel._compat":
-                    continue  # the old names (tests/test_deprecations.py checks that table)
                 for alias in statement.names:
                     assert alias.asname == alias.name, "re-exported names keep their name"
                     imported[alias.name] = statement.module

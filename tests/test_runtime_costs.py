@@ -64,7 +64,7 @@ class EchoTool:
     def run(self, invocation: RunCall) -> ToolReply:
         return Returned({"echo": invocation.arguments})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         raise AssertionError("not a reconnect tool")
 
 
@@ -131,7 +131,7 @@ class QuietModel(ScriptedModel):
 
     def infer(self, request: InferenceRequest) -> ModelReply:
         silent = InferenceRequest(
-            request.thread_id, request.run_id, request.step, request.messages, request.checkpoint, _NoStream()
+            request.thread_id, request.run_id, request.step, request.messages, request.partial, _NoStream()
         )
         return super().infer(silent)
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import ast
 import datetime
-import importlib
 import inspect
 import subprocess
 import sys
 import textwrap
-import warnings
 from pathlib import Path
 
 import attrs
@@ -255,7 +253,7 @@ class _Raises:
         self.runs += 1
         raise RuntimeError("socket closed")
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.UNKNOWN)
 
 
@@ -504,43 +502,16 @@ def test_the_module_docstring_example_runs_as_written() -> None:
     assert isinstance(world, World) and len(world.executions) == 1
 
 
-@pytest.mark.parametrize(
-    "old, name, new",
-    [
-        ("runkernel.adapters.crash", "SimulatedCrash", testing.SimulatedCrash),
-        ("runkernel.adapters.crash", "Position", testing.Position),
-        ("runkernel.simulation.actors", "SimTool", testing.ScriptedTool),
-        ("runkernel.simulation.actors", "CountingIds", testing.CountingIds),
-        ("runkernel.simulation.engine", "CrashTargets", testing.CrashAtEncounters),
-        ("runkernel.simulation.simulate", "simulate", importlib.import_module("runkernel.testing.simulation.simulate").simulate),
-    ],
-)
-def test_the_old_import_paths_still_work_for_a_release_with_a_deprecation_warning(old: str, name: str, new: object) -> None:
-    for loaded in [m for m in sys.modules if m == old]:
-        del sys.modules[loaded]
-    namespace: dict[str, object] = {}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        exec(compile(f"from {old} import {name}", "user_code.py", "exec"), namespace)  # noqa: S102
-    assert namespace[name] is new
-    assert [(w.category, w.filename) for w in caught] == [(DeprecationWarning, "user_code.py")], [
-        str(w.message) for w in caught
-    ]
-    assert f"{old} is deprecated: use `runkernel.testing" in str(caught[0].message)
-    assert "goes in runkernel 0.3" in str(caught[0].message)
-
-
-#: The only library modules that may import runkernel.testing: the CLI's simulate command
-#: (lazily), and the deprecated aliases of the old paths.
+#: The only library modules that may import runkernel.testing: the CLI's simulate and
+#: crashtest commands (lazily).
 ALLOWED_IMPORTERS = {"runkernel/cli/simulate.py", "runkernel/cli/crashtest.py"}
-DEPRECATED_ALIASES = {"runkernel/adapters/crash.py", *(f"runkernel/simulation/{p.name}" for p in (ROOT / "runkernel" / "simulation").glob("*.py"))}
 
 
 def test_no_library_module_imports_runkernel_testing_but_the_simulate_and_crashtest_commands_lazily() -> None:
     found: dict[str, list[str]] = {}
     for path in sorted((ROOT / "runkernel").rglob("*.py")):
         relative = path.relative_to(ROOT).as_posix()
-        if relative.startswith("runkernel/testing/") or relative in DEPRECATED_ALIASES:
+        if relative.startswith("runkernel/testing/"):
             continue
         tree = ast.parse(path.read_text())
         top_level = {id(node) for node in tree.body}

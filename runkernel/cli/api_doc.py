@@ -4,8 +4,7 @@
 docstring; a test fails while the page is stale. The page documents, in this order:
 ``runkernel`` (following ``runkernel.SECTIONS``, the table ``__all__`` is built from),
 ``runkernel.kernel`` (following its ``SECTIONS``) and the other documented modules
-(``MODULES``), so a name cannot be public and undocumented, and every name
-``runkernel`` used to export is documented where it lives now.
+(``MODULES``), so a name cannot be public and undocumented.
 """
 
 from __future__ import annotations
@@ -25,15 +24,14 @@ import runkernel
 import runkernel.kernel
 
 #: The documented modules besides ``runkernel`` and ``runkernel.kernel``: (module, what it
-#: holds, the names documented). The old flat paths (``runkernel.adapters.store``, ...)
-#: keep working until 0.3, with a ``DeprecationWarning`` (CHANGELOG.md).
+#: holds, the names documented).
 MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "runkernel.errors",
         "Every error runkernel raises on purpose, in one tree (see the module's docstring).",
         (
-            "RunkernelError", "UsageError", "DriverError", "UnknownTool", "MetadataUnsupported",
-            "HostProtocolError", "BadToolPolicy", "BadStoreUrl", "UnknownRun", "AppLoadError", "NoInvocation",
+            "RunkernelError", "UsageError", "DriverError", "UnknownTool", "HostProtocolError", "BadToolPolicy",
+            "BadStoreUrl", "UnknownRun", "AppLoadError", "NoInvocation",
             "PeerError", "RejectedError", "IllegalCommit", "RuntimeProtocolError", "TraceFormatError",
             "IllegalShape", "NotATrace", "NotIJson", "StoreError", "CommitConflict", "StoreUnavailable",
             "SchemaError", "DamagedStore", "LeaseError", "LeaseHeld", "LeaseLost", "DriverStopped", "KernelBug",
@@ -307,9 +305,7 @@ def render() -> str:
         "Generated from the docstrings by `python -m runkernel.cli.api_doc > docs/api.md`;",
         "do not edit by hand. The host's API is importable from `runkernel` (first part); the",
         "kernel's vocabulary from `runkernel.kernel` (second part); the rest from the module",
-        "each entry of the third part names. A name `runkernel` exported before 0.2 and no",
-        "longer does still works from `runkernel` until 0.3, with a `DeprecationWarning` that",
-        "names its new import path (CHANGELOG.md lists them).",
+        "each entry of the third part names.",
         "",
         "# `runkernel`: the host's API",
         "",

@@ -16,13 +16,11 @@ kernel's own names, ``Allow``, ``ToolOutput``, ``RequireWait`` ..., stay behind
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import Protocol, TypeAlias
 
 from attrs import frozen
 
-from runkernel._deprecation import Moved, RenamedClass, moved_names, renamed_attribute
 from runkernel.adapters.drive.actions import CallRequest, RunCall
 # where ids and times come from is ``sources``; a driver's ports take them from here too
 from runkernel.adapters.drive.sources import Clock as Clock, IdSource as IdSource, SecretIds as SecretIds, utc_now as utc_now
@@ -30,7 +28,6 @@ from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
 from runkernel.kernel.protocol import Hook, OperationStatus
 from runkernel.kernel.state import (
     ActiveToolBatch,
-    Delegation,
     Message,
     ResumeTicket,
     Staged,
@@ -70,12 +67,6 @@ class InferenceRequest:
     #: BeforeInference's request-only context: for this request only, never committed
     context: JsonValue = None
 
-    @property
-    def checkpoint(self) -> JsonValue:
-        """Deprecated: ``partial`` (the name ``Infer`` has)."""
-        warnings.warn(renamed_attribute("InferenceRequest.checkpoint", "partial"), DeprecationWarning, stacklevel=2)
-        return self.partial
-
 
 @frozen
 class ModelReply:
@@ -97,33 +88,6 @@ class ModelPort(Protocol):
 
 
 # --- tools ---------------------------------------------------------------------------
-
-
-def _tool_invocation(
-    run_id: str,
-    call_id: str,
-    operation_id: str,
-    attempt: int,
-    arguments: JsonValue,
-    resume_value: JsonValue = None,
-    lease_epoch: int | None = None,
-    delegation: Delegation | None = None,
-    *,
-    tool: str = "",
-) -> RunCall:
-    """The ``RunCall`` a ``ToolInvocation(...)`` of the old signature stands for (it
-    named no tool: ``tool`` is empty unless given)."""
-    return RunCall(run_id, call_id, tool, arguments, operation_id, attempt, resume_value, lease_epoch, delegation)
-
-
-class _ToolInvocation(metaclass=RenamedClass):
-    """Deprecated: the pull-mode tool's argument is the push-mode host's ``RunCall``.
-    ``isinstance(x, ToolInvocation)`` is ``isinstance(x, RunCall)``, and
-    ``ToolInvocation(run_id, call_id, operation_id, attempt, arguments, ...)`` (the old
-    field order) builds a ``RunCall``."""
-
-    __new_class__ = RunCall
-    __build__ = staticmethod(_tool_invocation)
 
 
 @frozen
@@ -177,9 +141,8 @@ class StatusReply:
     value: JsonValue = None
 
 
-#: A reconnect tool's ``status(operation_id, lease_epoch)``; the one-argument form
-#: ``status(operation_id)`` still works, with a ``DeprecationWarning``.
-StatusQuery: TypeAlias = Callable[[str, "int | None"], StatusReply] | Callable[[str], StatusReply]
+#: A reconnect tool's ``status(operation_id, lease_epoch)``.
+StatusQuery: TypeAlias = Callable[[str, "int | None"], StatusReply]
 
 
 class Tool(Protocol):
@@ -189,8 +152,7 @@ class Tool(Protocol):
     is the idempotency key, ``call.lease_epoch`` the fencing token under a worker (also
     ``current_invocation().lease_epoch``). ``status(operation_id, lease_epoch)`` is only
     called for tools under the reconnect policy: what became of the operation, asked
-    without starting anything, and the epoch goes with it (W5); a ``status`` that takes
-    only the operation id is deprecated. A tool may also have
+    without starting anything, and the epoch goes with it (W5). A tool may also have
     ``fence(operation_id, lease_epoch)``: called before a commit makes terminal a call
     of it that this drive found Executing and did not start (recovery's outcome, or the
     Run's end), so a downstream that keeps the highest epoch per operation refuses a
@@ -358,20 +320,3 @@ class NullObserver:
 
     def publish(self, run_id: str, batch: ActiveToolBatch) -> None:
         pass
-
-
-if TYPE_CHECKING:  # type checkers see each old name as the one that replaced it
-    ToolInvocation = RunCall
-    ModelCall = CallRequest
-    Delegate = Delegated
-    Schedule = Scheduled
-else:
-    __getattr__ = moved_names(
-        __name__,
-        {
-            "ToolInvocation": Moved("runkernel", "RunCall", shim=(__name__, "_ToolInvocation")),
-            "ModelCall": Moved("runkernel", "CallRequest"),
-            "Delegate": Moved(__name__, "Delegated"),
-            "Schedule": Moved(__name__, "Scheduled"),
-        },
-    )

@@ -6,6 +6,5 @@ opening one by URL (``urls``), and the read views the CLI answers from
 (``inspect_view``, ``inspect_calls``).
 
 A store knows nothing of who drives a Run: modules here import only ``runkernel.specs``,
-``runkernel.kernel`` and the base modules (``runkernel.errors``, ``runkernel._deprecation``,
-``runkernel._compat``), never ``drive``, ``worker`` or the CLI
-(``tests/test_layers.py``)."""
+``runkernel.kernel`` and the base module ``runkernel.errors``, never ``drive``, ``worker``
+or the CLI (``tests/test_layers.py``)."""

@@ -56,9 +56,6 @@ so the batch is committed in that order (function calls, then deferred calls, ea
 model's order) and tools run one at a time (``parallel_execution_mode('sequential')``).
 """
 
-from typing import TYPE_CHECKING
-
-from runkernel._deprecation import Moved, moved_names
 from runkernel.adapters.drive.invocation import current_invocation, invocation_scope
 from runkernel.integrations.pydantic_ai._capability import RunkernelDurability, StatusFunction
 from runkernel.integrations.pydantic_ai._context import (
@@ -72,15 +69,6 @@ from runkernel.integrations.pydantic_ai._context import (
 from runkernel.integrations.pydantic_ai._errors import pydantic_ai_transient
 from runkernel.integrations.pydantic_ai._mapping import to_model_messages
 from runkernel.integrations.pydantic_ai._worker import DepsFactory, DurableAgentApp
-
-if TYPE_CHECKING:  # type checkers see the old name as the one that replaced it
-    from runkernel.adapters.drive.actions import RunCall
-
-    Invocation = RunCall
-else:
-    __getattr__ = moved_names(
-        __name__, {"Invocation": Moved("runkernel", "RunCall", shim=(f"{__name__}._context", "_Invocation"))}
-    )
 
 __all__ = [
     "DeferredAfterStart",

@@ -11,8 +11,7 @@ from typing import Any
 import attrs
 from pydantic_ai.messages import AgentStreamEvent
 
-from runkernel import AsyncDriver, EndCauseKind, PeerError, RunCall, UsageError
-from runkernel._deprecation import RenamedClass
+from runkernel import AsyncDriver, EndCauseKind, PeerError, UsageError
 from runkernel.adapters.drive.actions import Answer
 from runkernel.kernel import ResumePayload
 
@@ -57,24 +56,6 @@ class StillRunning(PeerError):
     """Not the host's fault: a reconnect tool's downstream still said "running" after
     ``status_asks`` questions: nothing was committed wrongly, the call stays Executing;
     resume the Run later (a worker does, at its next poll)."""
-
-
-def _invocation(
-    run_id: str, call_id: str, tool: str, operation_id: str, attempt: int, lease_epoch: int | None = None
-) -> RunCall:
-    """The ``RunCall`` an ``Invocation(...)`` of the old signature stands for (it carried
-    no arguments)."""
-    return RunCall(run_id, call_id, tool, None, operation_id, attempt, lease_epoch=lease_epoch)
-
-
-class _Invocation(metaclass=RenamedClass):
-    """Deprecated: a durable tool body's ``current_invocation()`` is the ``RunCall`` of
-    its attempt, as everywhere in runkernel. ``isinstance(x, Invocation)`` is
-    ``isinstance(x, RunCall)``, and ``Invocation(run_id, call_id, tool, operation_id,
-    attempt, lease_epoch)`` builds a ``RunCall``."""
-
-    __new_class__ = RunCall
-    __build__ = staticmethod(_invocation)
 
 
 @attrs.frozen
