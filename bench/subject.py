@@ -119,7 +119,7 @@ class _LookupTool:
         step = arguments.get("n", 0) if isinstance(arguments, dict) else 0
         return Returned(tool_result(step if isinstance(step, int) else 0))
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         raise NotImplementedError("the lookup tool is not under the reconnect policy")
 
 

@@ -56,7 +56,7 @@ class Research:
     def run(self, invocation: RunCall) -> ToolReply:
         raise AssertionError("a terminal-only delegation's executor is its child's activation")
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         raise AssertionError("not a reconnect tool")
 
 
@@ -75,7 +75,7 @@ class Counted:
             time.sleep(self.seconds)
         return Returned({"done": invocation.call_id})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         raise AssertionError("not a reconnect tool")
 
 

@@ -29,7 +29,6 @@ from pathlib import Path
 
 from attrs import frozen
 
-from runkernel.adapters.drive.fencing import ask_status
 from runkernel.adapters.drive.ports import StatusReply, Tool, ToolRegistry, ToolReply, fence_of
 from runkernel import RunCall
 from runkernel.adapters.stores.contract import Store
@@ -237,7 +236,7 @@ class HeldTool:
         return reply
 
     def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
-        reply: StatusReply = ask_status(self.inner.status, operation_id, lease_epoch, owner=f"tool {self.name!r}'s status")
+        reply: StatusReply = self.inner.status(operation_id, lease_epoch)
         return reply
 
 

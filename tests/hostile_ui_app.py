@@ -41,7 +41,7 @@ class HostileTool:
     def run(self, call: RunCall) -> Returned:
         return Returned({"html": SCRIPT})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.UNKNOWN)
 
 

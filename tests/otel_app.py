@@ -37,7 +37,7 @@ class EchoTool:
     def run(self, invocation: RunCall) -> ToolReply:
         return Returned({"echo": invocation.arguments})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         raise AssertionError("not a reconnect tool")
 
 

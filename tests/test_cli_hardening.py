@@ -42,7 +42,7 @@ BOOM_APP = textwrap.dedent(
             if inv.run_id == "rb":
                 raise RuntimeError("tool exploded")
             return Returned({"ok": True})
-        def status(self, op):
+        def status(self, op, epoch):
             return StatusReply(OperationStatus.UNKNOWN)
 
     class BadModel(Model):

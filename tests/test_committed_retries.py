@@ -78,7 +78,7 @@ class Flaky:
         worked, value = self.downstream.answer(invocation.attempt)
         return Returned(value) if worked else Failed(value, retryable=True)
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.NOT_FOUND)
 
 

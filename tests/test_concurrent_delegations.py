@@ -65,7 +65,7 @@ class _Tool:
         self.runs += 1
         return Returned({"ran": invocation.call_id})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         raise AssertionError("not a reconnect tool")
 
 

@@ -1,13 +1,11 @@
 """The fencing protocol (W5) call by call: which commits a fence precedes,
 what a fence that raises does (a failed drive: nothing committed, driven again later),
-how a push host answers ``Fence``, the epoch on every question to the downstream, and
-the deprecated one-argument ``status(operation_id)``. The stall test is
-``test_fencing.py``."""
+how a push host answers ``Fence``, and the epoch on every question to the downstream.
+The stall test is ``test_fencing.py``."""
 
 from __future__ import annotations
 
 import asyncio
-import warnings
 from pathlib import Path
 
 import pytest
@@ -235,7 +233,7 @@ def test_async_push_fence() -> None:
     assert isinstance(after, Infer)
 
 
-# --- the epoch on status questions; the deprecated one-argument status ---------------------
+# --- the epoch on status questions -------------------------------------------------------
 
 
 def _push_reconnect_crashed() -> tuple[MemoryStore, ManualClock]:
@@ -259,34 +257,8 @@ def test_check_status_carries_the_epoch_and_ask_status_passes_it() -> None:
         asked.append((operation_id, lease_epoch))
         return StatusReply(OperationStatus.DONE, "paid")
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the current form warns about nothing
-        b.ask_status(status)
+    b.ask_status(status)
     assert asked == [("op-1", 2)]
-
-
-def test_one_argument_status_still_works_with_a_deprecation_warning() -> None:
-    store, clock = _push_reconnect_crashed()
-    b = Driver(store, {"t": "reconnect"}, leases=LeaseKeeper(store, "B", duration=LEASE, monotonic=clock))
-    b.pick_up("run")
-    with pytest.warns(DeprecationWarning, match=r"takes only the operation id.*status\(operation_id, lease_epoch\)"):
-        action = b.ask_status(lambda operation_id: StatusReply(OperationStatus.DONE, operation_id))
-    assert isinstance(action, Infer)
-
-    class OldTool:
-        policy = ToolPolicy.reconnect()
-
-        def run(self, call: RunCall) -> ToolReply:
-            raise AssertionError("recovery of a reconnect call starts nothing")
-
-        def status(self, operation_id: str) -> StatusReply:
-            return StatusReply(OperationStatus.DONE, "old")
-
-    store, clock = _push_reconnect_crashed()
-    runtime = Runtime(store, Model(), ToolRegistry({"t": OldTool()}), leases=LeaseKeeper(store, "B", duration=LEASE, monotonic=clock))
-    with pytest.warns(DeprecationWarning, match="tool 't'"):
-        outcome = runtime.drive("run")
-    assert outcome.snapshot.state.__class__.__name__ == "Ended"
 
 
 def test_a_running_tool_reads_its_epoch_from_current_invocation(tmp_path: Path) -> None:

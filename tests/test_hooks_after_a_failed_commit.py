@@ -116,7 +116,7 @@ class Fetch:
     def run(self, invocation: RunCall) -> ToolReply:
         return Returned({"got": invocation.arguments})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.NOT_FOUND)
 
 

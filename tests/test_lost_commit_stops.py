@@ -100,7 +100,7 @@ class CountingTool:
         self.starts.append(invocation.attempt)
         return Returned({"n": invocation.arguments})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.NOT_FOUND)
 
 

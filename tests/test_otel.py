@@ -154,7 +154,7 @@ class _Echo:
     def run(self, call: RunCall) -> ToolReply:
         return otel_app.EchoTool().run(call)
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         raise AssertionError("not a reconnect tool")
 
 
@@ -166,7 +166,7 @@ class _Vanishes:
     def run(self, call: RunCall) -> ToolReply:
         return Lost()
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         raise AssertionError("not a reconnect tool")
 
 

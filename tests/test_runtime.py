@@ -200,7 +200,7 @@ class NanTool:
     def run(self, invocation: RunCall) -> ToolReply:
         return Returned({"ratio": float("nan")})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         raise AssertionError("not a reconnect tool")
 
 

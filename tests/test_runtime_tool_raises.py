@@ -28,7 +28,7 @@ class Raising:
         self.attempts += 1
         raise self.error
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.UNKNOWN)
 
 

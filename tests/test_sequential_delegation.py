@@ -49,7 +49,7 @@ class _Asker:
         self.invocations.append(invocation)
         return Delegated()
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         raise AssertionError("not a reconnect tool")
 
 

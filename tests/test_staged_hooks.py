@@ -165,7 +165,7 @@ class _Fetch:
     def run(self, invocation: RunCall) -> ToolReply:
         return Returned({"got": invocation.arguments})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         raise AssertionError("replay tool")
 
 

@@ -283,7 +283,7 @@ def test_the_pydantic_ai_integration_takes_the_strings_and_refuses_the_rest() ->
     from runkernel.integrations.pydantic_ai import RunkernelDurability
     from runkernel.kernel.protocol import OperationStatus
 
-    def status(_operation_id: str) -> StatusReply:
+    def status(_operation_id: str, _lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.UNKNOWN)
 
     durable = RunkernelDurability(

@@ -66,7 +66,7 @@ class Search:
         self.current.append(current_invocation())
         return Returned({"hits": 3})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.UNKNOWN)
 
 

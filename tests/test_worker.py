@@ -87,7 +87,7 @@ class Recording:
             self.during()
         return Returned({"ok": True})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.NOT_FOUND)
 
 
@@ -325,7 +325,7 @@ class Later:
         self.runs += 1
         return Scheduled("2000-01-01T00:00:00Z") if self.runs == 1 else Returned("again")
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.NOT_FOUND)
 
 

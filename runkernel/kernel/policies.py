@@ -82,8 +82,9 @@ class ToolPolicy:
     @classmethod
     def reconnect(cls, *, retries: int = 0) -> ToolPolicy:
         """A tool whose work can be looked up by operation id: after a crash mid-call it
-        is never started again blindly; its ``status(operation_id)`` is asked, and only a
-        provable ``not_found`` runs the next attempt. ``retries`` as for ``replay``."""
+        is never started again blindly; its ``status(operation_id, lease_epoch)`` is asked,
+        and only a provable ``not_found`` runs the next attempt. ``retries`` as for
+        ``replay``."""
         return cls(ToolRecoveryPolicy(RecoveryMode.RECONNECT), _retry(retries))
 
     @classmethod

@@ -218,7 +218,7 @@ class ToolFinished:
 
 
 class OperationStatus(enum.Enum):
-    """The answers of a reconnect tool's ``status(operation_id)``."""
+    """The answers of a reconnect tool's ``status(operation_id, lease_epoch)``."""
 
     DONE = "done"
     FAILED = "failed"

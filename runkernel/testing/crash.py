@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from runkernel.adapters.drive.actions import RunCall
-from runkernel.adapters.drive.fencing import ask_status
 from runkernel.adapters.drive.ports import StatusReply, Tool, ToolRegistry, ToolReply, fence_of
 from runkernel.adapters.drive.events import Position, position_of
 from runkernel.adapters.stores.contract import Checkpoint, Lease, Settlement, Store, StoreUnavailable, append_to
@@ -194,7 +193,7 @@ class _CrashAfterEffect:
                 raise SimulatedCrash(Boundary.AFTER_EFFECT, Position.CALL_RESULT)
 
     def status(self, operation_id: str, lease_epoch: int | None = None) -> StatusReply:
-        reply: StatusReply = ask_status(self.tool.status, operation_id, lease_epoch, owner="a tool's status")
+        reply: StatusReply = self.tool.status(operation_id, lease_epoch)
         return reply
 
 

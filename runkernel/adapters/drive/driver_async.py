@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from runkernel.adapters.drive.actions import Action, CallRequest, CheckStatus, DriverError
-from runkernel.adapters.drive import fencing
 from runkernel.adapters.drive.core import DriverCore
 from runkernel.adapters.drive.shell import MaybeAwaitable, Shell, end_report, inferred_report
 from runkernel.adapters.drive.protocol import (
@@ -169,17 +168,16 @@ class AsyncDriver(Shell):
 
     async def ask_status(
         self,
-        status: Callable[[str, int | None], MaybeAwaitable[StatusReply]] | Callable[[str], MaybeAwaitable[StatusReply]],
+        status: Callable[[str, int | None], MaybeAwaitable[StatusReply]],
         *,
         interval: float = 0.2,
         asks: int | None = None,
     ) -> Action:
-        """Answer the standing ``CheckStatus`` with ``status(operation_id, lease_epoch)``
-        (a ``status`` that takes only the operation id is deprecated), and ask again
-        every ``interval`` seconds while the tool says the call is still running, at most
-        ``asks`` times (None: until it says something else). Returns the next action (the
-        same ``CheckStatus`` if the asks ran out); ``DriverError`` if no ``CheckStatus``
-        stands."""
+        """Answer the standing ``CheckStatus`` with ``status(operation_id, lease_epoch)``,
+        and ask again every ``interval`` seconds while the tool says the call is still
+        running, at most ``asks`` times (None: until it says something else). Returns the
+        next action (the same ``CheckStatus`` if the asks ran out); ``DriverError`` if no
+        ``CheckStatus`` stands."""
         first = self._standing_check()
         action: Action = first
         call_id, asked = first.call_id, 0
@@ -189,7 +187,7 @@ class AsyncDriver(Shell):
                     await asyncio.sleep(interval)
                 else:
                     time.sleep(interval)
-            reply = fencing.ask_status(status, action.operation_id, action.lease_epoch, owner="ask_status's status")
+            reply = status(action.operation_id, action.lease_epoch)
             if True:  # ASYNC
                 reply = await reply if inspect.isawaitable(reply) else reply
             asked += 1

@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from runkernel.adapters.drive.actions import Action, CallRequest, CheckStatus, DriverError
-from runkernel.adapters.drive import fencing
 from runkernel.adapters.drive.core import DriverCore
 from runkernel.adapters.drive.shell import Shell, end_report, inferred_report
 from runkernel.adapters.drive.protocol import (
@@ -167,24 +166,23 @@ class Driver(Shell):
 
     def ask_status(
         self,
-        status: Callable[[str, int | None], StatusReply] | Callable[[str], StatusReply],
+        status: Callable[[str, int | None], StatusReply],
         *,
         interval: float = 0.2,
         asks: int | None = None,
     ) -> Action:
-        """Answer the standing ``CheckStatus`` with ``status(operation_id, lease_epoch)``
-        (a ``status`` that takes only the operation id is deprecated), and ask again
-        every ``interval`` seconds while the tool says the call is still running, at most
-        ``asks`` times (None: until it says something else). Returns the next action (the
-        same ``CheckStatus`` if the asks ran out); ``DriverError`` if no ``CheckStatus``
-        stands."""
+        """Answer the standing ``CheckStatus`` with ``status(operation_id, lease_epoch)``,
+        and ask again every ``interval`` seconds while the tool says the call is still
+        running, at most ``asks`` times (None: until it says something else). Returns the
+        next action (the same ``CheckStatus`` if the asks ran out); ``DriverError`` if no
+        ``CheckStatus`` stands."""
         first = self._standing_check()
         action: Action = first
         call_id, asked = first.call_id, 0
         while isinstance(action, CheckStatus) and action.call_id == call_id and (asks is None or asked < asks):
             if asked:  # it said running: give it time
                 time.sleep(interval)
-            reply = fencing.ask_status(status, action.operation_id, action.lease_epoch, owner="ask_status's status")
+            reply = status(action.operation_id, action.lease_epoch)
             asked += 1
             action = self.status(action.call_id, reply.status, reply.value)
         return action

@@ -14,24 +14,19 @@ epoch per operation refuses the late start:
   host a ``Fence`` action). A fence that raises fails the drive: nothing is committed.
   Its answer never changes the decision (I11).
 
-This module holds the pure part (which calls a commit must fence first) and the
-deprecation of a one-argument ``status(operation_id)``.
+This module holds the pure part: which calls a commit must fence first, and the
+``Fence`` actions the core hands out for them.
 """
 
 from __future__ import annotations
 
-import inspect
-import warnings
-from collections.abc import Callable, Collection, Generator, Set
-from typing import Any, TypeVar
+from collections.abc import Collection, Generator, Set
+from typing import Any
 
-from runkernel._deprecation import REMOVED_IN
 from runkernel.adapters.drive.actions import DriverError, Fence, HostProtocolError
 from runkernel.adapters.drive.protocol import Fenced, Hand, Operation, Poll, Report
 from runkernel.adapters.drive.reports import EXPECTED, REPORT_NAMES
 from runkernel.kernel.state import CallCompleted, CallExecuting, CallIndeterminate, RunSnapshot, ThreadCommit, ToolCall
-
-_R = TypeVar("_R")
 
 
 def calls_to_fence(
@@ -79,33 +74,4 @@ def fence(
             )
 
 
-def _takes_epoch(function: Callable[..., object]) -> bool:
-    """Whether ``function`` takes a second positional argument (the lease epoch)."""
-    try:
-        inspect.signature(function).bind("operation", None)
-    except TypeError:
-        return False
-    except ValueError:  # no signature to read (a builtin): assume the current protocol
-        return True
-    return True
-
-
-def one_argument_status(owner: str) -> str:
-    """The warning for a ``status`` that takes only the operation id."""
-    return (
-        f"{owner} takes only the operation id: give it a second parameter, the lease epoch "
-        f"(status(operation_id, lease_epoch)), so the fencing token reaches the downstream; "
-        f"the one-argument form goes in runkernel {REMOVED_IN}"
-    )
-
-
-def ask_status(status: Callable[..., _R], operation_id: str, lease_epoch: int | None, *, owner: str) -> _R:
-    """``status(operation_id, lease_epoch)``, or ``status(operation_id)`` with a
-    ``DeprecationWarning`` if it takes only the operation id."""
-    if _takes_epoch(status):
-        return status(operation_id, lease_epoch)
-    warnings.warn(one_argument_status(owner), DeprecationWarning, stacklevel=3)
-    return status(operation_id)
-
-
-__all__ = ["ask_status", "calls_to_fence", "one_argument_status"]
+__all__ = ["calls_to_fence", "fence"]

@@ -46,7 +46,6 @@ from runkernel.adapters.drive.runtime_drive import Drive
 from runkernel.adapters.drive.settings import Settings
 from runkernel.adapters.drive.protocol import AskGate, CallEnded, Fenced, InferenceFailed, Operation, Status
 from runkernel.adapters.drive.store_ops import StoreOps
-from runkernel.adapters.drive.fencing import ask_status
 from runkernel.adapters.drive.invocation import invocation_scope
 from runkernel.adapters.drive.model_errors import (
     DEFAULT_MODEL_ATTEMPTS,
@@ -242,8 +241,7 @@ class Runtime:
         if tool is None:
             return Status(action.call_id, OperationStatus.UNKNOWN, None)
         action = attrs.evolve(action, lease_epoch=self.ops.lease_epoch(action.run_id))
-        owner = f"tool {action.tool!r}'s status"
-        reply: StatusReply = ask_status(tool.status, action.operation_id, action.lease_epoch, owner=owner)
+        reply: StatusReply = tool.status(action.operation_id, action.lease_epoch)
         return Status(action.call_id, reply.status, reply.value)
 
     def _fence(self, action: Fence) -> Fenced:

@@ -23,12 +23,8 @@ from runkernel.adapters.drive.invocation import invocation_scope
 from runkernel.integrations.openai_agents._mapping import DENIED, arguments_of, function_calls, shown, step_of
 from runkernel.kernel import CallAwaiting, CallCompleted, CallIndeterminate, CallRequested, ToolCall
 
-#: A reconnect tool's ``status(operation_id, lease_epoch)``, sync or async (the
-#: one-argument ``status(operation_id)`` still works, with a ``DeprecationWarning``).
-StatusFunction = (
-    Callable[[str, int | None], StatusReply | Awaitable[StatusReply]]
-    | Callable[[str], StatusReply | Awaitable[StatusReply]]
-)
+#: A reconnect tool's ``status(operation_id, lease_epoch)``, sync or async.
+StatusFunction = Callable[[str, int | None], StatusReply | Awaitable[StatusReply]]
 
 
 class IntegrationError(UsageError):

@@ -45,12 +45,8 @@ from runkernel.kernel import (
 )
 from runkernel.kernel.policies import tool_policies
 
-#: A reconnect tool's ``status(operation_id, lease_epoch)``, sync or async (the
-#: one-argument ``status(operation_id)`` still works, with a ``DeprecationWarning``).
-StatusFunction = (
-    Callable[[str, int | None], StatusReply | Awaitable[StatusReply]]
-    | Callable[[str], StatusReply | Awaitable[StatusReply]]
-)
+#: A reconnect tool's ``status(operation_id, lease_epoch)``, sync or async.
+StatusFunction = Callable[[str, int | None], StatusReply | Awaitable[StatusReply]]
 
 
 @dataclass

@@ -18,7 +18,6 @@ from attrs import define, field, frozen
 from runkernel.adapters.drive.actions import Action, RunCall
 from runkernel.adapters.drive.driver import AsyncDriver, Driver
 from runkernel.adapters.drive.events import RuntimeEvent
-from runkernel.adapters.drive.fencing import ask_status
 from runkernel.adapters.drive.ports import StatusReply, Tool, ToolReply
 from runkernel.adapters.drive.protocol import CallEnded, Report
 from runkernel.adapters.stores.contract import Lease, Settlement, Store
@@ -178,8 +177,7 @@ class WatchedTool:
             self.watch.effect_done(self.name, invocation)
 
     def status(self, operation_id: str, lease_epoch: int | None = None) -> StatusReply:
-        owner = f"tool {self.name!r}'s status"
-        reply: StatusReply = ask_status(self.tool.status, operation_id, lease_epoch, owner=owner)
+        reply: StatusReply = self.tool.status(operation_id, lease_epoch)
         if reply.status is OperationStatus.NOT_FOUND:
             self.watch.played.not_found.add(operation_id)
         return reply
