@@ -28,17 +28,45 @@ process, a ``BaseException`` so that no ``except Exception`` catches it either) 
 simulation's ``EnvironmentFailure``. The integration's errors (``runkernel.integrations.pydantic_ai``)
 live in the integration, under the same branches.
 
-This module has no dependencies, so the pure kernel may import it.
+This module imports nothing of runkernel, not even for annotations, so every room may
+import it, the pure kernel first. The records an error carries belong to the rooms that
+raise it, so they are described here by what is read of them: a ``Refusal`` is a
+kernel ``Rejection`` (``runkernel.kernel``), a ``LeaseRecord`` a store's ``Lease``
+(``runkernel.adapters.stores.contract``), and ``HostProtocolError.action`` the push-mode
+``Action`` that stands.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import enum
+from typing import Protocol
 
-if TYPE_CHECKING:  # annotations only: importing them would make the kernel depend on adapters
-    from runkernel.adapters.drive.actions import Action
-    from runkernel.adapters.stores.contract import Lease
-    from runkernel.kernel.rules import Rejection, Rule
+
+class Refusal(Protocol):
+    """What an error says of the kernel's refusal it carries (a ``runkernel.kernel.Rejection``
+    is one): the rule broken (a ``runkernel.kernel.Rule``) and why."""
+
+    @property
+    def rule(self) -> enum.Enum: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+class LeaseRecord(Protocol):
+    """What a lease error says of the lease it carries (a store's ``Lease`` is one)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def worker_id(self) -> str: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def expires_at(self) -> float: ...
 
 
 class RunkernelError(Exception):
@@ -73,17 +101,12 @@ class UnknownTool(DriverError, ValueError):
     applies it later. Give the driver a policy for every tool the model may call."""
 
 
-class MetadataUnsupported(DriverError):
-    """The host's fault: message metadata was given, but this build's ``Message`` has no
-    ``metadata`` field. Leave ``metadata`` out, or use a build that keeps it."""
-
-
 class HostProtocolError(DriverError):
     """The host's fault: its answer does not fit the action it was given, or the kernel
     refused it (``rejection`` says which rule). Nothing was committed; the same action
     stands, so answer it again, correctly."""
 
-    def __init__(self, message: str, rejection: Rejection | None = None, action: Action | None = None) -> None:
+    def __init__(self, message: str, rejection: Refusal | None = None, action: object = None) -> None:
         super().__init__(message)
         self.rejection = rejection
         self.action = action
@@ -158,7 +181,7 @@ class RejectedError(PeerError):
     """A peer's fault: the kernel refused an input (``rejection`` says which rule). Raised
     by the convenience wrappers that turn a ``Rejection`` into an exception."""
 
-    def __init__(self, rejection: Rejection) -> None:
+    def __init__(self, rejection: Refusal) -> None:
         super().__init__(str(rejection))
         self.rejection = rejection
 
@@ -168,7 +191,7 @@ class IllegalCommit(PeerError):
     (``rejection`` says which rule). Nothing was written; a commit built by ``decide`` or
     ``recover`` from the committed state is legal, so build it that way."""
 
-    def __init__(self, rejection: Rejection) -> None:
+    def __init__(self, rejection: Refusal) -> None:
         super().__init__(str(rejection))
         self.rejection = rejection
 
@@ -178,7 +201,7 @@ class RuntimeProtocolError(PeerError, RuntimeError):
     something the kernel refused (``rejection`` says which rule): a bug in that port, not
     a crash. Nothing was committed for the answer; fix the port."""
 
-    def __init__(self, rejection: Rejection) -> None:
+    def __init__(self, rejection: Refusal) -> None:
         super().__init__(str(rejection))
         self.rejection = rejection
 
@@ -197,7 +220,7 @@ class IllegalShape(TraceFormatError):
     Running disposition, duplicate call ids, a Requested call with an attempt): illegal,
     not unreadable. ``rule`` says which."""
 
-    def __init__(self, rule: Rule, path: str, message: str) -> None:
+    def __init__(self, rule: enum.Enum, path: str, message: str) -> None:
         super().__init__(path, message)
         self.rule = rule
 
@@ -226,7 +249,7 @@ class CommitConflict(StoreError):
     """Another writer won: identity or expected version did not match (``rejection``
     says which). Nothing was written; read the committed state again and go on from it."""
 
-    def __init__(self, rejection: Rejection) -> None:
+    def __init__(self, rejection: Refusal) -> None:
         super().__init__(str(rejection))
         self.rejection = rejection
 
@@ -256,7 +279,7 @@ class LeaseHeld(LeaseError):
     """Another worker holds a valid lease on the Run (by the store's clock): it may not
     be taken over, and no commit without that lease is accepted. Nothing was written."""
 
-    def __init__(self, holder: Lease) -> None:
+    def __init__(self, holder: LeaseRecord) -> None:
         super().__init__(
             f"lease-held: run {holder.run_id!r} is leased to {holder.worker_id!r} "
             f"(epoch {holder.epoch}) until store time {holder.expires_at:.3f}"
@@ -268,7 +291,7 @@ class LeaseLost(LeaseError):
     """The caller's lease is no longer valid: it expired, was released, or another
     worker took the Run over (a higher epoch). Nothing was written."""
 
-    def __init__(self, lease: Lease, why: str) -> None:
+    def __init__(self, lease: LeaseRecord, why: str) -> None:
         super().__init__(
             f"lease-lost: the lease of {lease.worker_id!r} on run {lease.run_id!r} "
             f"(epoch {lease.epoch}) is gone: {why}"
@@ -315,7 +338,6 @@ __all__ = [
     "LeaseError",
     "LeaseHeld",
     "LeaseLost",
-    "MetadataUnsupported",
     "NoInvocation",
     "NotATrace",
     "NotDeterministic",

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
-import warnings
 from types import ModuleType
 
 import pytest
@@ -38,7 +37,6 @@ NOT_IN_THE_TREE: dict[str, str] = {
 BRANCH_OF: dict[str, type[RunkernelError]] = {
     "DriverError": UsageError,
     "UnknownTool": UsageError,
-    "MetadataUnsupported": UsageError,
     "HostProtocolError": UsageError,
     "BadToolPolicy": UsageError,
     "BadStoreUrl": UsageError,
@@ -75,7 +73,7 @@ KEPT_BASES: dict[str, type[BaseException]] = {
 #: The modules that defined an error before ``runkernel.errors`` held them all.
 OLD_HOMES: dict[str, tuple[str, ...]] = {
     "runkernel.adapters.drive.actions": (
-        "DriverError", "UnknownTool", "MetadataUnsupported", "DriverStopped", "HostProtocolError",
+        "DriverError", "UnknownTool", "DriverStopped", "HostProtocolError",
     ),
     "runkernel.adapters.stores.contract": (
         "StoreError", "CommitConflict", "IllegalCommit", "StoreUnavailable", "SchemaError", "DamagedStore",
@@ -106,9 +104,7 @@ def _modules() -> tuple[list[ModuleType], list[str]]:
 
     for info in pkgutil.walk_packages(runkernel.__path__, "runkernel.", onerror=missing_extra):
         try:
-            with warnings.catch_warnings():  # the deprecated aliases warn when imported
-                warnings.simplefilter("ignore", DeprecationWarning)
-                found.append(importlib.import_module(info.name))
+            found.append(importlib.import_module(info.name))
         except ImportError as error:
             if (error.name or "").startswith("runkernel"):
                 raise  # our own import is broken: not a missing extra
@@ -187,11 +183,8 @@ def test_the_old_import_locations_export_the_same_classes() -> None:
         for name in names:
             assert getattr(module, name) is getattr(errors, name), f"{module_name}.{name}"
     for name in errors.__all__:
-        if name != "BRANCHES":
-            with warnings.catch_warnings():
-                # an error that left runkernel's top level still resolves there, with a warning
-                warnings.simplefilter("ignore", DeprecationWarning)
-                assert getattr(runkernel, name, getattr(errors, name)) is getattr(errors, name)
+        if name in runkernel.__all__:
+            assert getattr(runkernel, name) is getattr(errors, name), name
 
 
 def test_the_integrations_errors_are_on_their_branches() -> None:

@@ -18,12 +18,10 @@ from runkernel.adapters.drive.actions import (
     DriverStopped,
     HostProtocolError,
     Infer,
-    MetadataUnsupported,
     RunCall,
     UnknownTool,
     WaitFor,
 )
-from runkernel.adapters.drive.reports import MESSAGE_HAS_METADATA
 from runkernel.adapters.drive.inbox import submit_end, submit_resume
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.drive.ports import GateAnswer, Hold, Permit
@@ -457,14 +455,9 @@ def test_message_metadata(kind: str) -> None:
     driver = make_shell(kind, store)
     driver.start(["go"], thread_id="t1", run_id="r1")
     framework_json = {"parts": [{"part_kind": "text", "content": "hi"}]}
-    if not MESSAGE_HAS_METADATA:
-        with pytest.raises(MetadataUnsupported):
-            driver.inferred("hi", end=EndCauseKind.COMPLETED, metadata=framework_json)
-        assert snapshot(store).step == 0
-        return
     driver.inferred("hi", end=EndCauseKind.COMPLETED, metadata=framework_json)
     last = list(store.commits("t1"))[-1].messages[-1]
-    assert getattr(last, "metadata") == framework_json
+    assert last.metadata == framework_json
     assert isinstance(snapshot(store).state, Ended)
 
 

@@ -32,7 +32,7 @@ import attrs
 from attrs import frozen
 
 from runkernel.adapters.drive.message_log import MessagesSoFar
-from runkernel.errors import DriverError, DriverStopped, HostProtocolError, MetadataUnsupported, UnknownTool
+from runkernel.errors import DriverError, DriverStopped, HostProtocolError, UnknownTool
 from runkernel.kernel.protocol import ExternalResult, ProvideInput, ResumePayload
 from runkernel.kernel.state import Delegation, EndCause, Message, ResumeTicket, ToolCall, Wait
 from runkernel.kernel.values import JsonValue, WaitKind
@@ -243,7 +243,6 @@ __all__ = [
     "HistoryView",
     "HostProtocolError",
     "Infer",
-    "MetadataUnsupported",
     "RunCall",
     "UnknownTool",
     "WaitFor",

@@ -9,7 +9,6 @@ input is acceptable and keeps the metadata until its commit.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import attrs
 
@@ -22,7 +21,6 @@ from runkernel.adapters.drive.actions import (
     Fence,
     HostProtocolError,
     Infer,
-    MetadataUnsupported,
     RunCall,
     UnknownTool,
     WaitFor,
@@ -52,12 +50,8 @@ from runkernel.kernel.protocol import (
     ToolFailure,
     ToolFinished,
 )
-from runkernel.kernel.state import Message, ThreadCommit
+from runkernel.kernel.state import ThreadCommit
 from runkernel.kernel.values import JsonValue, Role
-
-#: Whether this build's ``Message`` carries host metadata (the judge's codec adds it).
-MESSAGE_HAS_METADATA = "metadata" in attrs.fields_dict(Message)
-
 
 def report_input(
     action: Action, report: Report, policies: Policies, ids: IdSource, *, refuse_unknown_tools: bool
@@ -65,8 +59,6 @@ def report_input(
     """The kernel input ``report`` stands for, if it answers ``action``."""
     if isinstance(report, End):
         return EndRequest(report.cause)
-    if isinstance(report, (Inferred, CallEnded)) and report.metadata is not None and not MESSAGE_HAS_METADATA:
-        return MetadataUnsupported("this runkernel's Message has no metadata field")
     match action, report:
         case Infer(), Inferred():
             return _inference(report, policies, ids, refuse_unknown_tools=refuse_unknown_tools)
@@ -139,9 +131,7 @@ class HeldMetadata:
                 metadata, self.assistant = self.assistant, None
             elif message.role is Role.TOOL and message.call_id in self.tools:
                 metadata = self.tools.pop(message.call_id)
-            # keyword by name: before the judge's merge, Message has no such field
-            with_metadata: dict[str, Any] = {"metadata": metadata}
-            messages.append(message if metadata is None else attrs.evolve(message, **with_metadata))
+            messages.append(message if metadata is None else attrs.evolve(message, metadata=metadata))
         return attrs.evolve(commit, messages=tuple(messages))
 
 
@@ -170,4 +160,4 @@ REPORT_NAMES: Mapping[type, str] = {
 }
 
 
-__all__ = ["EXPECTED", "MESSAGE_HAS_METADATA", "REPORT_NAMES", "HeldMetadata", "report_input"]
+__all__ = ["EXPECTED", "REPORT_NAMES", "HeldMetadata", "report_input"]
