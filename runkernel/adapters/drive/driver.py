@@ -6,11 +6,11 @@ the store in between. A tool declared a terminal-only delegation is never handed
 ``RunCall``: the driver activates its child Run itself (after the call's Executing commit
 is durable) and says ``ChildrenRunning`` while the parent has nothing else to do.
 ``Driver`` is for synchronous hosts, ``AsyncDriver`` for asyncio ones; both are thin
-shells around the one sans-IO core in ``driver_core.py`` and differ only in how they
+shells around the one sans-IO core in ``core.py`` and differ only in how they
 carry out its operations (an async shell awaits an async gate). They have one source:
 ``AsyncDriver`` is written by hand (``driver_async.py``) and ``Driver``
 (``driver_sync.py``) is generated from it by ``tools/async_to_sync.py``, which a test
-runs to fail while the two differ; what does no I/O is ``Shell``'s (``driver_shell.py``).
+runs to fail while the two differ; what does no I/O is ``Shell``'s (``shell.py``).
 
 A driver holds no truth of its own. After a crash, a fresh driver's ``pick_up(run_id)``
 continues from the store alone and hands out exactly what ``recover`` authorizes: a

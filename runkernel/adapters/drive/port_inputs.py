@@ -1,6 +1,6 @@
 """Pure translations from a port's vocabulary to kernel inputs, shared by the drivers.
 
-The ports (``adapters/ports.py``) speak without ids (``Permit``, ``Hold``, ``Delegated``,
+The ports (``ports.py``) speak without ids (``Permit``, ``Hold``, ``Delegated``,
 ...), because a gate or a tool should not have to mint tickets; the driver that asks
 them supplies the ids, and these functions make the kernel input.
 """

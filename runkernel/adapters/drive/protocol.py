@@ -1,6 +1,6 @@
 """The vocabulary between the push-mode driver's core and its shells.
 
-The core (``driver_core.py``) yields *operations* (store calls, the gate, and ``Hand``:
+The core (``core.py``) yields *operations* (store calls, the gate, and ``Hand``:
 give the host an action) and is sent their answers; a host's answer to a ``Hand`` is a
 *report*. Both shells (``driver.py``) speak exactly this, nothing else.
 """
