@@ -144,13 +144,13 @@ ONE_CALL_RETRIES_UNIT = unit("tests/test_tool_policies.py::test_replay_in_one_ca
 ERROR_TREE_UNIT = unit("tests/test_errors.py::test_every_exception_runkernel_defines_is_in_the_tree_under_one_branch")
 ERROR_BRANCH_UNIT = unit("tests/test_errors.py::test_each_public_error_is_on_the_branch_of_whose_fault_it_is")
 ABSTRACT_BRANCH_UNIT = unit("tests/test_errors.py::test_the_root_and_the_branches_cannot_be_raised")
-OLD_NAME_WARNS_UNIT = unit(
-    "tests/test_deprecations.py::test_every_old_name_warns_once_with_its_new_path_and_is_the_same_object"
+LAYERS_UNIT = unit("tests/test_layers.py::test_imports_only_go_down_and_make_no_circle")
+TYPE_CHECKING_CIRCLE_UNIT = unit("tests/test_layers.py::test_a_planted_circle_is_found[type-checking-import]")
+UNKNOWN_NAME_UNIT = unit("tests/test_public_api.py::test_every_public_name_resolves_to_its_module_object")
+STATUS_EPOCH_UNIT = unit(
+    "tests/test_fencing_protocol.py::test_check_status_carries_the_epoch_and_ask_status_passes_it"
 )
-EACH_USE_WARNS_UNIT = unit("tests/test_deprecations.py::test_each_use_warns_again")
-ONE_IMPORT_ONE_WARNING_UNIT = unit("tests/test_deprecations.py::test_one_import_statement_warns_once")
-OLD_INVOCATION_UNIT = unit("tests/test_deprecations.py::test_the_old_tool_invocation_builds_the_same_run_call")
-LIBRARY_OLD_NAMES_UNIT = unit("tests/test_deprecations.py::test_the_library_itself_uses_no_old_name")
+MESSAGE_METADATA_UNIT = unit("tests/test_push_driver.py::test_message_metadata[sync]")
 ONE_RUN_CALL_UNIT = unit(
     "tests/test_vocabulary.py::test_a_pull_mode_tool_runs_the_run_call_a_push_mode_host_is_handed"
 )
@@ -658,39 +658,40 @@ MUTANTS: tuple[Mutant, ...] = (
         ABSTRACT_BRANCH_UNIT,
     ),
     Mutant(
-        "an old name of runkernel resolves without a warning",
-        "runkernel/_deprecation.py",
-        "        warnings.warn(message(f\"{owner}.{name}\", moved), DeprecationWarning, stacklevel=depth + 2)\n",
-        "        pass\n",
-        OLD_NAME_WARNS_UNIT,
+        "the errors module names a kernel type for its annotations (a circle through every room)",
+        "runkernel/errors.py",
+        "import enum\nfrom typing import Protocol\n",
+        "import enum\nfrom typing import TYPE_CHECKING, Protocol\n\n"
+        "if TYPE_CHECKING:\n    from runkernel.kernel.rules import Rule\n",
+        LAYERS_UNIT,
     ),
     Mutant(
-        "an old name is cached in runkernel, so its next use warns nothing",
+        "the layer check leaves TYPE_CHECKING imports out of its circles",
+        "tests/test_layers.py",
+        "            edges[name].add(target)\n",
+        "            if not imp.type_only:\n                edges[name].add(target)\n",
+        TYPE_CHECKING_CIRCLE_UNIT,
+    ),
+    Mutant(
+        "runkernel answers a name it does not export (an old name resolves silently)",
         "runkernel/__init__.py",
-        "        return resolve(__name__, name, MOVED)\n",
-        "        globals()[name] = resolve(__name__, name, MOVED)\n        return globals()[name]\n",
-        EACH_USE_WARNS_UNIT,
+        "        raise AttributeError(f\"module {__name__!r} has no attribute {name!r}\")\n",
+        "        return None\n",
+        UNKNOWN_NAME_UNIT,
     ),
     Mutant(
-        "one import of an old name warns twice (the import system's probe warns too)",
-        "runkernel/_deprecation.py",
-        "    if not (asker.co_name == \"_handle_fromlist\" and \"importlib\" in asker.co_filename):\n",
-        "    if True:\n",
-        ONE_IMPORT_ONE_WARNING_UNIT,
+        "the push driver asks a reconnect tool's status without the lease epoch",
+        "runkernel/adapters/drive/driver_sync.py",
+        "            reply = status(action.operation_id, action.lease_epoch)\n",
+        "            reply = status(action.operation_id, None)\n",
+        STATUS_EPOCH_UNIT,
     ),
     Mutant(
-        "the old ToolInvocation's arguments land in the operation id",
-        "runkernel/adapters/drive/ports.py",
-        "    return RunCall(run_id, call_id, tool, arguments, operation_id, attempt, resume_value, lease_epoch, delegation)\n",
-        "    return RunCall(run_id, call_id, tool, operation_id, arguments, attempt, resume_value, lease_epoch, delegation)\n",
-        OLD_INVOCATION_UNIT,
-    ),
-    Mutant(
-        "the library reads a deprecated name (the simulator's model, InferenceRequest.checkpoint)",
-        "runkernel/testing/scripted.py",
-        "        if request.partial is not None:\n",
-        "        if request.checkpoint is not None:\n",
-        LIBRARY_OLD_NAMES_UNIT,
+        "the driver drops the host's message metadata",
+        "runkernel/adapters/drive/reports.py",
+        "            messages.append(message if metadata is None else attrs.evolve(message, metadata=metadata))\n",
+        "            messages.append(message)\n",
+        MESSAGE_METADATA_UNIT,
     ),
     Mutant(
         "the pull runtime rebuilds the model's CallRequests without their operation ids",
