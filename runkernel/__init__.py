@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: The public API by section: (title, ((module, names), ...)). The API reference is
 #: generated from this table, and ``__all__`` is every name in it.
