@@ -214,8 +214,8 @@ def test_a_retry_result_without_its_executing_commit_is_named() -> None:
     assert "Executing{2}" in finding.message
 
 
-def test_the_executing_rule_is_not_the_attempt_rule() -> None:
-    assert Rule.EXECUTING_FIRST is not Rule.ATTEMPT
+def test_the_attempt_rule_keeps_its_own_example() -> None:
+    """The catalogue's attempt jump (1 to 3) is still the attempt rule's, not the new one's."""
     assert check_lines(DATA.joinpath("illegal", "attempt-increments-by-one.jsonl").read_bytes().splitlines()).rule == (
         Rule.ATTEMPT.value
     )

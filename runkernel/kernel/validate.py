@@ -255,12 +255,12 @@ def _check_next(
             and prev.batch is not None
             and commit.batch.batch_id == prev.batch.batch_id
         ):
-            carried, finalized = commit.batch, prev.batch
+            kept, finalized = commit.batch, prev.batch
             require(
-                same_batch(carried, finalized),
+                same_batch(kept, finalized),
                 Rule.BATCH_IDENTITY,
                 lambda: f"finalized batch {finalized.batch_id!r} may be carried only unchanged: "
-                f"{batch_change(finalized, carried)}",
+                f"{batch_change(finalized, kept)}",
             )
             require(
                 not (assistants and assistants[0].tool_calls),
