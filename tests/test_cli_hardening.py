@@ -433,21 +433,28 @@ def test_check_trace_exits_with_the_worst_verdict_of_its_files_in_every_order(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # docs/reference/commands.md: 0 legal, 1 illegal, 2 not a trace; with several files the highest wins
+    from runkernel.adapters.stores.serial import commit_text
+
     legal = _legal_trace(tmp_path)
     lines = legal.read_bytes().splitlines(keepends=True)
+    other, _ = awaiting_run("t2", "r2", "ticket-approval-0002")  # another Thread and ticket
     illegal = tmp_path / "illegal.jsonl"
-    illegal.write_bytes(b"".join(lines) + lines[-1])  # the last version committed twice
+    illegal.write_text("".join(commit_text(c) + "\n" for c in other + other[-1:]))  # the last version twice
     not_a_trace = tmp_path / "not-a-trace.jsonl"
     not_a_trace.write_bytes(lines[0][: len(lines[0]) // 2] + b"\n")  # a line cut in half
     verdicts = {legal: 0, illegal: 1, not_a_trace: 2}
+    # the files of one call are one trace: a file given again repeats its Thread's
+    # versions (illegal at its first line), a file that is not a trace stays one
+    again = {legal: 1, illegal: 1, not_a_trace: 2}
     orders = list(itertools.product(verdicts, repeat=2)) + list(itertools.permutations(verdicts))
     for files in orders:
         code = main(["check-trace", *(str(f) for f in files)])
         captured = capsys.readouterr()
-        assert code == max(verdicts[f] for f in files), [f.name for f in files]
+        expected = [(again if f in files[:n] else verdicts)[f] for n, f in enumerate(files)]
+        assert code == max(expected), [f.name for f in files]
         # every file is judged and reported once, the legal ones on stdout
-        assert captured.out.count("\n") == sum(verdicts[f] == 0 for f in files)
-        assert captured.err.count("\n") == sum(verdicts[f] > 0 for f in files)
+        assert captured.out.count("\n") == expected.count(0)
+        assert captured.err.count("\n") == len(expected) - expected.count(0)
     print(f"check-trace over {len(orders)} orders of 2 and 3 files: each exited with its worst verdict")
 
 

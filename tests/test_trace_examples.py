@@ -113,8 +113,9 @@ def test_commit_log_rules_are_the_first_group() -> None:
     values = [rule.value for rule in COMMIT_LOG_RULES]
     assert values[0] == "identity" and values[-1] == "group-gated-before-it-starts"
     # the 23 of runkernel/1, the three resume rules of I14, the three delegation rules of
-    # I15 and the gate round of a group of concurrent delegations (I8)
-    assert len(values) == 30
+    # I15, the gate round of a group of concurrent delegations (I8) and an attempt
+    # started without its Executing commit (I5)
+    assert len(values) == 31
 
 
 def test_several_files_exit_with_the_highest_code(
@@ -125,7 +126,9 @@ def test_several_files_exit_with_the_highest_code(
     not_a_trace = tmp_path / "garbage.jsonl"
     not_a_trace.write_bytes(b"not json\n")
 
-    code, out, err = _check(capsys, legal, legal)
+    # several files are one trace: two legal files of other Threads are legal together
+    other = DATA / "legal" / "one-active-run.jsonl"
+    code, out, err = _check(capsys, legal, other)
     assert (code, err, out.count("\n")) == (0, "", 2)
 
     code, out, err = _check(capsys, legal, illegal)

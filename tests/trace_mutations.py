@@ -155,7 +155,8 @@ def requested_straight_to_output(ctx: Context) -> Iterator[Site]:
                     for key in ("wait", "reason", "delegation"):
                         target.pop(key, None)
                     target.update(status="completed", attempt=0, result={"kind": "output", "value": 1})
-                yield Site(edit, k + 1, Rule.EDGE_CONDITION)
+                # a tool's output with no attempt committed: its Executing commit is missing
+                yield Site(edit, k + 1, Rule.EXECUTING_FIRST)
 
 
 def drop_resumed_event(ctx: Context) -> Iterator[Site]:

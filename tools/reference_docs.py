@@ -45,6 +45,14 @@ from runkernel.kernel import (  # noqa: E402
     WaitKind,
 )
 from runkernel.specs.checker import check_file  # noqa: E402
+from runkernel.specs.rule_notes import (  # noqa: E402
+    CALL_MACHINE,
+    CONCURRENCY,
+    INVARIANTS,
+    RULE_NOTES,
+    RUN_MACHINE,
+    invariants_named,
+)
 
 REFERENCE = ROOT / "docs" / "reference"
 ILLEGAL = ROOT / "tests" / "data" / "traces" / "illegal"
@@ -181,7 +189,26 @@ def _commit_example(rule: Rule) -> str | None:
     return check_file(path).report(f"{rule.value}.jsonl")
 
 
-SECTIONS: tuple[tuple[str, str, Callable[[Rule], bool]], ...] = ()
+SPEC_SECTIONS = {
+    RUN_MACHINE: "the Run machine",
+    CALL_MACHINE: "the Tool-call machine",
+    CONCURRENCY: "the concurrency rule",
+}
+
+
+def _note(rule: Rule) -> list[str]:
+    """A rule's explanation and its links: the invariants it keeps (defined at the end of
+    the page) and the table of ``docs/spec.md`` it checks."""
+    note = RULE_NOTES.get(rule)
+    if note is None:
+        raise SystemExit(f"rule {rule.value!r} has no note in runkernel/specs/rule_notes.py")
+    links = [f"[{name}](#{name.lower()})" for name in note.invariants]
+    where = []
+    if links:
+        where.append(f"Keeps {', '.join(links)}")
+    if note.spec:
+        where.append(f"checks [{SPEC_SECTIONS[note.spec]}](../spec.md#{note.spec})")
+    return [note.text + (f" {'; '.join(where)}." if where else ""), ""]
 
 
 def rules_reference() -> str:
@@ -193,7 +220,10 @@ def rules_reference() -> str:
         "Every refusal names one of these rules: a commit the judge (`validate_commit`) refuses,",
         "which `check-trace` reports as `FILE:LINE: RULE: message`, or an input `decide`",
         "refuses (a resume, a command, an answer at the wrong time), which `runkernel resume`",
-        "prints as `refused: RULE: message`. A refusal changes nothing.",
+        "prints as `refused: RULE: message`. A refusal changes nothing. Each rule says what it",
+        "keeps: an [invariant](#invariants) (I1–I15 of the kernel, W1–W6 of workers and",
+        "leases, defined at the end of this page) and the table of [the machines](../spec.md)",
+        "it checks.",
         "",
         "## Commits",
         "",
@@ -201,11 +231,13 @@ def rules_reference() -> str:
         "catalogue in `tests/data/traces/illegal/`).",
         "",
     ]
+    mentioned = " ".join(" ".join(note.invariants) for note in RULE_NOTES.values())
     for rule in Rule:
         if rule in inputs or rule is Rule.JSON_VALUE:
             continue
         example = _commit_example(rule)
-        out += [f"### `{rule.value}`", ""]
+        mentioned += f" {example or ''}"
+        out += [f"### `{rule.value}`", "", *_note(rule)]
         out += ["```text", example, "```", ""] if example else ["(no example trace)", ""]
     out += [
         "## Inputs",
@@ -215,7 +247,8 @@ def rules_reference() -> str:
         "",
     ]
     for rule, (sent, refusal) in inputs.items():
-        out += [f"### `{rule.value}`", "", f"Sent: {sent}.", "", "```text", f"refused: {refusal}", "```", ""]
+        mentioned += f" {refusal}"
+        out += [f"### `{rule.value}`", "", *_note(rule), f"Sent: {sent}.", "", "```text", f"refused: {refusal}", "```", ""]
     out += [
         "## Values",
         "",
@@ -225,7 +258,18 @@ def rules_reference() -> str:
         "carry exactly (a lone surrogate in a string, a float that is not finite); a trace",
         "cannot hold one, so `check-trace` reports such a line as not a trace (exit 2).",
         "",
+        "## Invariants",
+        "",
+        "What the rules above keep, with what the stores, recovery and the workers keep",
+        "(W1–W6, [Workers and leases](../how-to/worker.md)); [Concepts](../concepts.md) says",
+        "which test or proof checks each.",
+        "",
     ]
+    unknown = sorted(invariants_named(mentioned) - INVARIANTS.keys())
+    if unknown:
+        raise SystemExit(f"rules.md names undefined invariants: {unknown}")
+    for name, text in INVARIANTS.items():
+        out += [f"### {name}", "", text, ""]
     return "\n".join(out).rstrip() + "\n"
 
 

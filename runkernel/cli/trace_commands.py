@@ -21,14 +21,14 @@ def _spec(args: argparse.Namespace) -> int:
 
 
 def _check_trace(args: argparse.Namespace) -> int:
-    from runkernel.specs.checker import Verdict, check_file
+    from runkernel.specs.checker import Verdict, check_files
 
     if args.files.count("-") > 1:
         raise CliError("- (standard input) may be given once: a second read finds it empty", EXIT_USAGE)
     worst = Verdict.LEGAL
     try:
-        for name in args.files:
-            finding = check_file(Path(name))
+        # the names as given, not as Path prints them ("./a" is reported as "./a")
+        for name, (_, finding) in zip(args.files, check_files(Path(name) for name in args.files)):
             stream = sys.stdout if finding.verdict is Verdict.LEGAL else sys.stderr
             if finding.verdict is not Verdict.LEGAL or not args.quiet:
                 print(finding.report(_printable(name)), file=stream)
@@ -75,8 +75,12 @@ def register_trace(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "check-trace",
         help="validate runkernel/2 traces: exit 0 legal, 1 illegal, 2 not a trace",
         description=(
-            "Judge every commit of each FILE with the kernel's commit validation. The first "
-            "illegal line is reported as FILE:LINE: RULE: message on stderr. Exit 0 if every "
+            "Judge every commit of each FILE with the kernel's commit validation. The files "
+            "are one trace split over files, judged in the order given: a ticket id is used "
+            "once across all of them, a child Run is checked against its parent in another "
+            "file, and a Thread's commits may go on in a later file (the same file twice is "
+            "refused at its first line). Each file is reported on its own; its first "
+            "illegal line as FILE:LINE: RULE: message on stderr. Exit 0 if every "
             "file is legal, 1 if a line is illegal, 2 if a file is not a trace; with several "
             "files the highest code wins. If the report cannot be written: 141 when standard "
             "output is a closed pipe (like a tool killed by SIGPIPE), 2 otherwise (a full disk)."

@@ -35,6 +35,7 @@ class Rule(enum.Enum):
     CALL_EDGE = "call-edge"
     EDGE_CONDITION = "edge-condition"
     ATTEMPT = "attempt-increments-by-one"
+    EXECUTING_FIRST = "attempt-starts-by-executing"
     BATCH_NEW = "batch-complete-and-requested"
     BATCH_IDENTITY = "batch-identity-stable"
     CALL_ORDER = "calls-one-at-a-time-in-order"

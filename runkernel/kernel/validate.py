@@ -41,6 +41,7 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.validate_calls import (
     Illegal,
+    batch_change,
     check_disposition_shape,
     check_delegation,
     check_open_batch,
@@ -254,10 +255,12 @@ def _check_next(
             and prev.batch is not None
             and commit.batch.batch_id == prev.batch.batch_id
         ):
+            kept, finalized = commit.batch, prev.batch
             require(
-                same_batch(commit.batch, prev.batch),
+                same_batch(kept, finalized),
                 Rule.BATCH_IDENTITY,
-                f"finalized batch {prev.batch.batch_id!r} may be carried only unchanged",
+                lambda: f"finalized batch {finalized.batch_id!r} may be carried only unchanged: "
+                f"{batch_change(finalized, kept)}",
             )
             require(
                 not (assistants and assistants[0].tool_calls),

@@ -66,20 +66,20 @@ def check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Thr
     require(
         batch is not None and batch.batch_id == prev_batch.batch_id,
         Rule.BATCH_IDENTITY,
-        lambda: f"open batch {prev_batch.batch_id!r} cannot be dropped or replaced before it is finalized",
+        lambda: f"open batch {prev_batch.batch_id!r} cannot be dropped or replaced before it is finalized: "
+        + ("the commit's batch is null" if batch is None else f"its batch_id changed to {batch.batch_id!r}"),
     )
     assert batch is not None
     require(
         len(batch.calls) == len(prev_batch.calls)
         and all(same_call(new, old) for new, old in zip(batch.calls, prev_batch.calls)),
         Rule.BATCH_IDENTITY,
-        lambda: f"the calls of batch {batch.batch_id!r} (ids, tools, arguments, operation ids, order) "
-        "must not change",
+        lambda: f"open batch {batch.batch_id!r}: {batch_change(prev_batch, batch)}",
     )
     require(
         batch.step == prev_batch.step,
         Rule.BATCH_IDENTITY,
-        lambda: f"batch {batch.batch_id!r} belongs to step {prev_batch.step}, not {batch.step}",
+        lambda: f"open batch {batch.batch_id!r}: its step changed ({prev_batch.step} -> {batch.step})",
     )
     ending = isinstance(commit.disposition, Ended)
     resumed_call = prev.state.ticket.call_id if isinstance(prev.state, Awaiting) else None
@@ -217,8 +217,39 @@ def check_call_change(old: ToolCall, new: ToolCall, *, ending: bool, resuming: b
         "Tool-call machine",
     )
     assert rule is not None
+    check_started(old, new, source, target)
     check_attempt(old, new, rule)
     check_edge_condition(old, new, rule, ending=ending, resuming=resuming)
+
+
+#: What only a started attempt leaves behind: a tool's result, an outcome that may have
+#: happened. A call reaches them from Executing, never before it.
+_ATTEMPT_RESULTS = frozenset({ResultKind.OUTPUT, ResultKind.ERROR})
+_ATTEMPT_REASONS = frozenset({IndeterminateReason.OUTCOME_UNKNOWN, IndeterminateReason.ATTEMPTS_EXHAUSTED})
+
+
+def check_started(old: ToolCall, new: ToolCall, source: CallPhase, target: CallPhase) -> None:
+    """I5: an attempt starts only after its Executing commit. A call that moves to
+    anything but Executing with a higher attempt, or from Requested or Awaiting with
+    what only an attempt produces (a tool's output or error, an outcome unknown from
+    Requested), skipped an Executing commit: say so, not the symptom. (A gate wait of a
+    tool's own kind stays an ``edge-condition``: which waits a gate may take.)"""
+    if target is CallPhase.EXECUTING:
+        return  # the Executing commit itself (its attempt is check_attempt's)
+    status = new.status
+    started = status.attempt > old.status.attempt
+    if source is not CallPhase.EXECUTING:
+        if isinstance(status, CallCompleted):
+            started = started or status.result.kind in _ATTEMPT_RESULTS
+        elif isinstance(status, CallIndeterminate):
+            started = started or (source is CallPhase.REQUESTED and status.reason in _ATTEMPT_REASONS)
+    attempt = max(new.status.attempt, old.status.attempt + 1)
+    require(
+        not started,
+        Rule.EXECUTING_FIRST,
+        lambda: f"call {old.call_id!r}: {source.value} -> {target.value} (attempt {new.status.attempt}) "
+        f"without its Executing commit: an attempt starts only after Executing{{{attempt}}} is committed (I5)",
+    )
 
 
 def check_attempt(old: ToolCall, new: ToolCall, rule: CallEdgeRule) -> None:
@@ -459,6 +490,43 @@ def same_status(a: CallStatus, b: CallStatus) -> bool:
 
 def same_call(new: ToolCall, old: ToolCall) -> bool:
     return new.same_identity(old) and same_json(new.arguments, old.arguments)
+
+
+#: A call's fields that never change once its batch is committed, in report order.
+IDENTITY_FIELDS = ("call_id", "tool", "arguments", "operation_id", "policy")
+
+
+def call_change(old: ToolCall, new: ToolCall) -> str | None:
+    """The first identity field of a call that differs (JSON sameness for arguments:
+    1 is not true), or None when the call is its committed self."""
+    for name in IDENTITY_FIELDS:
+        before, after = getattr(old, name), getattr(new, name)
+        same = same_json(before, after) if name == "arguments" else before == after
+        if not same:
+            return name
+    return None
+
+
+def batch_change(old: ActiveToolBatch, new: ActiveToolBatch) -> str:
+    """Which field of a batch changed, named, for ``batch-identity-stable``'s messages."""
+    if len(old.calls) != len(new.calls):
+        return f"its calls changed in number ({len(old.calls)} -> {len(new.calls)}); calls are never added or removed"
+    for index, (before, after) in enumerate(zip(old.calls, new.calls)):
+        name = call_change(before, after)
+        if name is not None:
+            return f"call {index + 1} ({before.call_id!r}) changed its {name}; a call's {', '.join(IDENTITY_FIELDS)} never change"
+    if old.step != new.step:
+        return f"its step changed ({old.step} -> {new.step})"
+    if old.finalized != new.finalized:
+        return f"its finalized changed ({str(old.finalized).lower()} -> {str(new.finalized).lower()})"
+    for index, (before, after) in enumerate(zip(old.calls, new.calls)):
+        if not same_status(before.status, after.status):
+            return f"call {index + 1} ({before.call_id!r}) changed its status or result"
+        if not same_json(before.reaction, after.reaction):
+            return f"call {index + 1} ({before.call_id!r}) changed its reaction"
+        if before.delegation != after.delegation:
+            return f"call {index + 1} ({before.call_id!r}) changed its delegation"
+    return "it changed"
 
 
 def same_batch(a: ActiveToolBatch, b: ActiveToolBatch) -> bool:

@@ -4,6 +4,11 @@ There is no second rule set here: every line is decoded to a ThreadCommit and ha
 to ``validate_commit`` against the previous committed state of its Thread. Input is
 read a bounded line at a time, so a hostile file costs at most one line of memory
 (``trace_lines``: bounded lines, strict JSON).
+
+Several files judged in one call are one trace split over files (``check_files``): one
+judge sees them all, in the order given, so a ticket id is used once across all of them
+and a child Run is checked against its parent in another file; each file still gets its
+own finding.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import attrs
@@ -124,6 +129,8 @@ class TraceJudge:
         self.histories: dict[str, KeyedHistory] = {}
         self.commits = 0
         self.delegations = DelegationJudge()
+        #: the Threads of the file being judged (``check_lines``), for its finding
+        self.file_threads: set[str] = set()
 
     def _ticket_seen(self, ticket_id: str) -> bool:
         return compact_key(ticket_id) in self.tickets
@@ -156,6 +163,7 @@ class TraceJudge:
         if isinstance(commit.disposition, Awaiting):
             self.tickets.add(compact_key(commit.disposition.ticket.ticket_id))
         self.commits += 1
+        self.file_threads.add(commit.thread_id)
         return self.delegations.after(commit, prev)
 
     def retained(self) -> dict[str, int]:
@@ -177,11 +185,13 @@ class DelegationJudge:
     child is activated once, for the call whose ``delegation`` names it, after that call's
     Executing commit; a concurrent delegation's result equals its child's terminus. A
     parent judged without its children is judged without these cross-Thread checks; a
-    mismatch found only when the child ends later in the file is reported there."""
+    mismatch found only when the child ends later in the file is reported there. When
+    the child comes first (its file before its parent's), the parent's Executing commit
+    is checked against the child already activated for that call."""
 
     def __init__(self) -> None:
         self.child_of: dict[str, tuple[str, str]] = {}  # child run -> (parent run, call)
-        self.activated: set[tuple[str, str]] = set()  # (parent run, call) with a child
+        self.activated: dict[tuple[str, str], tuple[str, str]] = {}  # (parent run, call) -> its child's (thread, run)
         self.finals: dict[str, JsonValue] = {}  # open child run -> last assistant content
         self.termini: dict[str, JsonValue] = {}  # ended child run -> terminus
         self.claimed: dict[str, JsonValue] = {}  # child run -> parent's result, child not ended yet
@@ -191,6 +201,10 @@ class DelegationJudge:
         self, commit: ThreadCommit, prev: RunSnapshot | None, runs: dict[str, RunSnapshot]
     ) -> Rejection | None:
         parent = commit.parent
+        if commit.batch is not None and self.activated:
+            early = self._fixes_another_child(commit)
+            if early is not None:
+                return early
         if parent is None:
             return None
         if prev is not None or commit.run_id in self.child_of:
@@ -220,10 +234,36 @@ class DelegationJudge:
             )
         return None  # the parent is not in this trace (or only its end is)
 
+    def _fixes_another_child(self, commit: ThreadCommit) -> Rejection | None:
+        """A call's Executing commit naming a child other than the one already activated
+        for it, or a child already activated for another call (the child came first)."""
+        assert commit.batch is not None
+        for call in commit.batch.calls:
+            delegation = call.delegation
+            key = (commit.run_id, call.call_id)
+            if delegation is None or key in self.fixed:
+                continue
+            child = self.activated.get(key)
+            if child is not None and child != (delegation.thread_id, delegation.run_id):
+                return Rejection(
+                    Rule.DELEGATION_FIXED,
+                    f"call {call.call_id!r} of run {commit.run_id!r} fixes child run {delegation.run_id!r} "
+                    f"of thread {delegation.thread_id!r}, but run {child[1]!r} of thread {child[0]!r} was "
+                    "activated for it (I15)",
+                )
+            owner = self.child_of.get(delegation.run_id)
+            if owner is not None and owner != key:
+                return Rejection(
+                    Rule.DELEGATION_FIXED,
+                    f"call {call.call_id!r} of run {commit.run_id!r} fixes child run {delegation.run_id!r}, "
+                    f"which was activated for call {owner[1]!r} of run {owner[0]!r} (I15)",
+                )
+        return None
+
     def after(self, commit: ThreadCommit, prev: RunSnapshot | None) -> Rejection | None:
         if commit.parent is not None and prev is None:
             self.child_of[commit.run_id] = (commit.parent.run_id, commit.parent.call_id)
-            self.activated.add((commit.parent.run_id, commit.parent.call_id))
+            self.activated[(commit.parent.run_id, commit.parent.call_id)] = (commit.thread_id, commit.run_id)
             self.finals[commit.run_id] = None
         if commit.run_id in self.finals:
             for message in commit.messages:
@@ -271,9 +311,13 @@ class DelegationJudge:
         return None
 
 
-def check_lines(lines: Iterable[bytes]) -> Finding:
-    """Judge a whole trace; stops at the first illegal or unreadable line."""
-    judge = TraceJudge()
+def check_lines(lines: Iterable[bytes], judge: TraceJudge | None = None) -> Finding:
+    """Judge a whole trace; stops at the first illegal or unreadable line. Given a
+    ``judge`` that already holds other files, the lines continue its trace (``check_files``);
+    the finding counts this file's commits and Threads only."""
+    judge = TraceJudge() if judge is None else judge
+    before = judge.commits
+    judge.file_threads = set()
     number = 0
     iterator = iter(lines)
     while True:
@@ -282,43 +326,55 @@ def check_lines(lines: Iterable[bytes]) -> Finding:
         except StopIteration:
             break
         except NotATrace as error:
-            return Finding(Verdict.NOT_A_TRACE, number + 1, NOT_A_TRACE, str(error), judge.commits)
+            return Finding(Verdict.NOT_A_TRACE, number + 1, NOT_A_TRACE, str(error), judge.commits - before)
         number += 1
-        finding = _judge_line(judge, raw, number)
+        finding = _judge_line(judge, raw, number, before)
         del raw  # hold one line at a time, never the previous one during the next parse
         if finding is not None:
             return finding
     if number == 0:
         return Finding(Verdict.NOT_A_TRACE, 0, NOT_A_TRACE, "empty file: a trace has at least one commit")
-    return Finding(Verdict.LEGAL, commits=judge.commits, threads=len(judge.heads))
+    return Finding(Verdict.LEGAL, commits=judge.commits - before, threads=len(judge.file_threads))
 
 
-def _judge_line(judge: TraceJudge, raw: bytes, number: int) -> Finding | None:
+def _judge_line(judge: TraceJudge, raw: bytes, number: int, before: int) -> Finding | None:
     """Decode and judge one line; its objects die on return unless the judge keeps them."""
     try:
         commit = commit_from_json(parse_line(raw))
     except IllegalShape as illegal:
-        return Finding(Verdict.ILLEGAL, number, illegal.rule.value, str(illegal), judge.commits)
+        return Finding(Verdict.ILLEGAL, number, illegal.rule.value, str(illegal), judge.commits - before)
     except (NotATrace, TraceFormatError) as error:
-        return Finding(Verdict.NOT_A_TRACE, number, NOT_A_TRACE, str(error), judge.commits)
+        return Finding(Verdict.NOT_A_TRACE, number, NOT_A_TRACE, str(error), judge.commits - before)
     rejection = judge.feed(commit)
     if rejection is not None:
-        return Finding(Verdict.ILLEGAL, number, rejection.rule.value, rejection.message, judge.commits)
+        return Finding(Verdict.ILLEGAL, number, rejection.rule.value, rejection.message, judge.commits - before)
     return None
 
 
 STDIN = "-"
 
 
-def check_file(path: Path) -> Finding:
-    """Judge one file (``-``: standard input); an unreadable file is 'not a trace'."""
+def check_file(path: Path, judge: TraceJudge | None = None) -> Finding:
+    """Judge one file (``-``: standard input); an unreadable file is 'not a trace'. With
+    a ``judge``, the file continues the trace that judge holds (``check_files``)."""
     if str(path) == STDIN:
-        return check_lines(bounded_lines(sys.stdin.buffer))
+        return check_lines(bounded_lines(sys.stdin.buffer), judge)
     try:
         with path.open("rb") as stream:
-            return check_lines(bounded_lines(stream))
+            return check_lines(bounded_lines(stream), judge)
     except OSError as error:
         return Finding(Verdict.NOT_A_TRACE, 0, NOT_A_TRACE, f"cannot read: {error.strerror or error}")
+
+
+def check_files(paths: Iterable[Path]) -> Iterator[tuple[Path, Finding]]:
+    """Judge several files as one trace, in the order given, and yield each file's
+    finding as soon as it is reached: one set of used ticket ids, one set of Threads
+    and Runs (a Thread's commits may go on in a later file), and a child Run judged
+    against its parent whichever file holds either. A file's illegal line stops that
+    file only; what was accepted before it stays, and the next file goes on from there."""
+    judge = TraceJudge()
+    for path in paths:
+        yield path, check_file(path, judge)
 
 
 def check_commits(commits: Iterable[ThreadCommit]) -> Finding:

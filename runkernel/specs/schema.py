@@ -2,8 +2,11 @@
 vocabularies and shipped as ``trace-line.schema.json`` (``runkernel schema``).
 
 The schema describes shape only, so that runtimes in other languages check it with
-their own tools: every line the checker reads validates, legal or illegal. Legality (the
-edges, the resume payload table, digests, ticket reuse) stays the checker's. Extra
+their own tools: every line of a legal trace validates, and a line it refuses the
+checker refuses too, as not a trace or, for a field the checker reads as a rule's (a
+``resumed`` event's ``command`` and ``digest``, which both require), as illegal under
+that rule. Legality (the edges, the resume payload table, digests, ticket reuse) stays
+the checker's. Extra
 fields are allowed everywhere, as the format says. A test fails when the shipped file
 is stale.
 """
@@ -121,15 +124,14 @@ def trace_line_schema() -> Schema:
         "payload": _object({"type": {"enum": [rule.payload for rule in RESUME_PAYLOAD_TABLE]}}),
         "event": {
             **_object({"type": _STRING}),
-            "allOf": [_when("type", "resumed", _object(
-                {"ticket_id": _STRING, "call_id": _STRING},
-                {
-                    "command": _object({
-                        "run_id": _STRING, "ticket_id": _STRING, "kind": _ref("wait_kind"), "payload": _ref("payload"),
-                    }),
-                    "digest": _STRING,
-                },
-            ))],
+            # the judge requires all four (resume-matches-ticket without them)
+            "allOf": [_when("type", "resumed", _object({
+                "ticket_id": _STRING, "call_id": _STRING,
+                "command": _object({
+                    "run_id": _STRING, "ticket_id": _STRING, "kind": _ref("wait_kind"), "payload": _ref("payload"),
+                }),
+                "digest": _STRING,
+            }))],
         },
     }
     line = _object(

@@ -102,6 +102,20 @@ def ex_attempt() -> Example:
     return (log.lines, prefix + [bad], "the retry jumps from attempt 1 to attempt 3.")
 
 
+def ex_executing_first() -> Example:
+    log = Log()
+    log.activate("thread-1", "run-1", "Fetch the exchange rates.")
+    log.feed("run-1", tools("batch-1", call("call-1", "fetch", {"url": "https://rates.example"})), RETRY3)
+    prefix = list(log.lines)
+    log.feed("run-1", allow("call-1"))
+    output = done("call-1", 1, {"EUR/USD": 1.08})
+    # the tool's output committed straight from Requested: the Executing commit is missing
+    bad = mutated(log.peek("run-1", output, RETRY3), lambda ln: ln.__setitem__("version", ln["version"] - 1))
+    log.feed("run-1", output, RETRY3)
+    log.feed("run-1", text("EUR/USD is 1.08.", EndCauseKind.COMPLETED))
+    return (log.lines, prefix + [bad], "call-1 completes with attempt 1 without its Executing commit.")
+
+
 def ex_batch_new() -> Example:
     log = Log()
     log.activate("thread-1", "run-1", "Check disk and memory on web-1.")
