@@ -25,6 +25,7 @@ from runkernel.testing.crashtest import (
     Scenario,
     Turn,
     crashtest,
+    format_json,
     format_text,
     scenario_schema,
     scenarios_from_json,
@@ -78,6 +79,26 @@ def test_a_non_idempotent_tool_declared_replay_is_reported_where_it_ran_twice() 
         ("extra-start", "charge", "#21 charge attempt 1, after_tool_effect"),
         ("extra-start", "charge", "#22 v10 (charge) finalize, before_write"),
     }
+
+
+def test_the_verdict_names_every_replay_tool_that_started_again() -> None:
+    """A replay tool's extra start passes, but the verdict line says which ran again: a
+    payment wrongly declared replay is seen at a glance, not only in the tools' table."""
+    charged = run(apps.double_charge)
+    assert charged.passed
+    verdict = format_text(charged).splitlines()[-1]
+    assert verdict == "verdict: PASS; replay tools that started again: charge (+1), lookup (+1)", verdict
+    lying = run(apps.lying_status)
+    verdict = format_text(lying).splitlines()[-1]
+    assert verdict == "verdict: FAIL, 2 violations; replay tools that started again: lookup (+1)", verdict
+    assert json.loads(format_json(charged))["started_again"] == {"charge": 1, "lookup": 1}
+
+
+def test_strict_fails_every_extra_start_even_of_a_replay_tool() -> None:
+    strict = run(apps.clean, strict=True)
+    assert not strict.passed and {(v.rule, v.tool) for v in strict.violations} == {("extra-start", "lookup")}
+    assert strict.tools["lookup"].failing and not strict.tools["charge"].failing
+    assert format_text(strict).splitlines()[-1].startswith(f"verdict: FAIL, {len(strict.violations)} violations")
 
 
 def test_a_tool_flagged_at_most_once_in_the_app_fails_on_an_extra_start() -> None:
@@ -155,7 +176,7 @@ def test_the_command_on_the_demo_app_prints_its_report_and_exits_0(tmp_path: Pat
     assert done.stdout.startswith("runkernel crashtest: app demo, scenarios approve-every-wait\n")
     assert "lookup (replay): up to 1 extra start per operation — declare it reconnect or indeterminate" in done.stdout
     assert "reserve (reconnect): no extra start" in done.stdout
-    assert done.stdout.endswith("verdict: PASS\n")
+    assert done.stdout.endswith("verdict: PASS; replay tools that started again: lookup (+1)\n")
     assert "crashtest: 25/25 crashes" in done.stderr  # progress goes to stderr
 
 
@@ -172,6 +193,21 @@ def test_the_command_exits_0_or_1_naming_boundary_and_tool(
 ) -> None:
     got, out, _ = cli(capsys, "--app", f"crashtest_apps:{app}")
     assert (got, said in out) == (code, True), out
+
+
+def test_the_command_fails_with_strict_on_a_replay_tools_extra_start(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "--app", "crashtest_apps:clean")
+    assert code == 0 and out.endswith("verdict: PASS; replay tools that started again: lookup (+1)\n"), out
+    code, out, _ = cli(capsys, "--app", "crashtest_apps:clean", "--strict")
+    assert code == 1 and "extra-start [lookup]" in out and "\nverdict: FAIL, " in out, out
+
+
+def test_help_shows_at_most_once_and_strict(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["crashtest", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "--at-most-once TOOL" in shown and "--strict" in shown
+    assert "every extra start fails" in shown  # --strict's help
 
 
 def test_the_command_exits_2_for_a_non_deterministic_app_and_bad_usage(capsys: pytest.CaptureFixture[str]) -> None:

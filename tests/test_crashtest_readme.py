@@ -81,13 +81,14 @@ def test_the_readmes_crash_test_section_runs_as_printed(tmp_path: Path) -> None:
     both from the clone."""
     [(shell, command), (python, test_file)] = _readme_section("Crash-test your own agent")
     assert (shell, python) == ("bash", "python")
+    assert "--at-most-once pay" in command  # the flag that makes a payment declared replay fail
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": str(ROOT), "RUNKERNEL_DEMO_LEDGER": str(tmp_path / "ledger.db")}
     ran = subprocess.run(["bash", "-c", command.strip()], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)
     print(ran.stdout[-1500:])
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert ran.stdout.startswith("runkernel crashtest: app demo") and ran.stdout.endswith("verdict: PASS\n")
+    assert ran.stdout.startswith("runkernel crashtest: app demo") and ran.stdout.endswith("verdict: PASS; replay tools that started again: lookup (+1)\n")
     (tmp_path / "test_readme_crashtest.py").write_text(test_file)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_readme_crashtest.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -73,7 +73,7 @@ def console(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[s
             printed = lines.get(timeout=GUARD_MS / 1000)  # the socket listens before this line
         except queue.Empty:
             pytest.fail("runkernel ui printed no URL within 120 s")
-        assert printed.startswith("open http://127.0.0.1:") and "?token=" in printed, printed
+        assert re.fullmatch(r"open http://127\.0\.0\.1:\d+/[\w-]{43}/\n", printed), printed
         yield url, printed.split("open ", 1)[1].strip()
     finally:
         server.terminate()
@@ -103,8 +103,8 @@ def test_approve_in_a_real_browser_and_see_the_run_end_after_a_worker_drive(cons
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 900})
             page.set_default_timeout(GUARD_MS)
-            page.goto(address)  # the token once; a cookie from then on
-            assert "token=" not in page.url
+            page.goto(address)  # every page under its access path; no cookie
+            assert page.url == address and page.context.cookies() == []
             expect(page.locator("#runs")).to_contain_text("run-demo")
             expect(page.locator("#count-awaiting")).to_have_text("awaiting: 1")
             _screenshot(page, "runs")
@@ -116,13 +116,13 @@ def test_approve_in_a_real_browser_and_see_the_run_end_after_a_worker_drive(cons
             _screenshot(page, "approvals")
 
             wait.locator("button.approve").click()
-            expect(page.locator("#notice")).to_contain_text("queued command 1 (approve) for run run-demo")
+            expect(page.locator("#notice")).to_have_text("queued command 1 (approve); a worker applies it")
 
             drive(url)  # a worker applies the approval, pays, and the model ends the Run
             # live updates: the page polls and replaces its content, no reload
             expect(page.locator("#no-waits")).to_be_visible()
 
-            page.goto(address.split("?")[0] + "run?id=run-demo")
+            page.goto(address + "run?id=run-demo")
             expect(page.locator("#run-state")).to_contain_text("ended")
             expect(page.locator("#messages")).to_contain_text("Your table at Baan is booked for two.")
             expect(page.locator(".machine-state.current").first).to_contain_text("Ended")
@@ -173,7 +173,7 @@ def test_the_console_approves_the_walkthrough_run_with_a_click(tmp_path: Path) -
         except queue.Empty:
             pytest.fail(f"{console_line!r} printed no URL within 120 s")
         address = printed.split("open ", 1)[1].strip()
-        assert address.startswith("http://127.0.0.1:8765/?token="), printed
+        assert re.fullmatch(r"http://127\.0\.0\.1:8765/[\w-]{43}/", address), printed
         with playwright_api.sync_playwright() as driver:
             browser = driver.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
             try:

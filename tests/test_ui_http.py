@@ -1,4 +1,4 @@
-"""The console over HTTP (Starlette's TestClient): the access token, the Host header,
+"""The console over HTTP (Starlette's TestClient): the access path, the Host header,
 cross-site forms, escaping of hostile committed data, read-only mode, refusals that
 queue nothing, and what each page shows."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 # first: without the ui extra it skips this module, before anything imports starlette
-from ui_support import SAME_ORIGIN, SCRIPT, TOKEN, client, demo_store, drive, form_values
+from ui_support import BASE, SAME_ORIGIN, SCRIPT, TOKEN, client, demo_store, drive, form_values
 
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.adapters.stores.urls import open_store
@@ -22,7 +22,7 @@ from runkernel.kernel.protocol import Activate
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import Role
-from runkernel.ui.security import COOKIE, CSP, csrf_value
+from runkernel.ui.security import CSP, csrf_value
 from postgres_support import postgres_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,7 +52,7 @@ def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return demo_store(tmp_path, monkeypatch)
 
 
-# --- the token ---------------------------------------------------------------------------
+# --- the access path ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", ["/", "/approvals", "/run?id=run-demo", "/trace?run=run-demo", "/static/live.js"])
@@ -64,19 +64,16 @@ def test_every_route_refuses_a_request_without_the_token(demo: str, path: str) -
     assert wrong.status_code == 403
 
 
-def test_the_printed_url_sets_a_strict_httponly_cookie_and_drops_the_token_from_the_address(demo: str) -> None:
+def test_every_page_lives_under_the_access_path_and_links_only_there(demo: str) -> None:
     browser = client(demo, token=None)
-    answer = browser.get(f"/approvals?token={TOKEN}", follow_redirects=False)
-    assert answer.status_code == 303 and answer.headers["location"] == "/approvals"
-    cookie = answer.headers["set-cookie"]
-    assert f"{COOKIE}={TOKEN}" in cookie and "HttpOnly" in cookie and "samesite=strict" in cookie.lower()
-    assert browser.get("/approvals").status_code == 200  # the cookie from now on
-    assert client(demo, token=None).get("/?token=guess", follow_redirects=False).status_code == 403
-
-
-def test_a_bearer_header_is_the_token_too(demo: str) -> None:
-    answer = client(demo, token=None).get("/", headers={"authorization": f"Bearer {TOKEN}"})
-    assert answer.status_code == 200
+    bare = browser.get(BASE, follow_redirects=False)  # the printed URL without its last "/"
+    assert bare.status_code == 303 and bare.headers["location"] == f"{BASE}/"
+    assert browser.get(f"{BASE}/approvals").status_code == 200
+    assert browser.get(f"/{TOKEN[:-1]}/approvals").status_code == 403  # a near guess
+    for path in ("/", "/approvals", "/run?id=run-demo"):
+        page = client(demo).get(path).text
+        links = re.findall(r'(?:href|action|src)="([^"]*)"', page)
+        assert links and all(link.startswith(f"{BASE}/") for link in links), (path, links)
 
 
 def test_an_unknown_host_header_is_refused_as_a_rebinding_page_would_send_it(demo: str) -> None:
@@ -90,7 +87,7 @@ def test_every_answer_carries_a_csp_without_inline_scripts(demo: str) -> None:
         answer = browser.get(path)
         assert answer.headers["content-security-policy"] == CSP and "'unsafe-inline'" not in CSP
         assert answer.headers["x-frame-options"] == "DENY"
-        assert "<script>" not in answer.text.replace('<script src="/static/live.js" defer></script>', "")
+        assert "<script" not in answer.text.replace(f'<script src="{BASE}/static/live.js" defer></script>', "")
 
 
 # --- the pages ---------------------------------------------------------------------------
@@ -98,7 +95,7 @@ def test_every_answer_carries_a_csp_without_inline_scripts(demo: str) -> None:
 
 def test_runs_lists_the_run_with_what_it_waits_for_and_counts_per_state(demo: str) -> None:
     page = client(demo).get("/").text
-    assert 'href="/run?id=run-demo"' in page and "approval" in page
+    assert f'href="{BASE}/run?id=run-demo"' in page and "approval" in page
     assert 'id="count-awaiting">awaiting: 1<' in page and 'id="count-ended">ended: 0<' in page
     assert "run-demo" not in client(demo).get("/?state=ended").text
     assert "run-demo" in client(demo).get("/?app=demo&state=awaiting").text
@@ -139,10 +136,10 @@ def test_runs_pages_newest_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     seen, address = [], "/"
     while True:
         page = browser.get(address).text
-        seen += sorted((f"r{n}" for n in range(5) if f'href="/run?id=r{n}"' in page), key=lambda r: page.index(f'"/run?id={r}"'))
+        seen += sorted((f"r{n}" for n in range(5) if f'href="{BASE}/run?id=r{n}"' in page), key=lambda r: page.index(f'/run?id={r}"'))
         if 'id="next-page"' not in page:
             break
-        address = page.split('id="next-page" href="')[1].split('"')[0].replace("&amp;", "&")
+        address = page.split('id="next-page" href="')[1].split('"')[0].replace("&amp;", "&").removeprefix(BASE)
     assert seen == ["r4", "r3", "r2", "r1", "r0"]
 
 
@@ -181,8 +178,7 @@ def test_a_password_in_the_store_url_is_never_shown(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(console, "store", _plain_store(url))
     from starlette.testclient import TestClient
 
-    browser = TestClient(console.application())
-    browser.cookies.set(COOKIE, TOKEN)
+    browser = TestClient(console.application(), base_url=f"http://testserver{BASE}/")
     for path in ("/", "/approvals", "/run?id=run-demo"):
         page = browser.get(path).text
         assert "hunter2" not in page and "password=***" in page
@@ -242,7 +238,7 @@ def test_approve_from_the_approvals_page_queues_what_the_cli_would_and_a_drive_e
         data={"csrf": csrf, "run_id": "run-demo", "ticket_id": ticket, "action": "approve", "back": "/approvals"},
         headers=SAME_ORIGIN,
     )
-    assert answer.status_code == 200 and "queued command 1 (approve) for run run-demo" in answer.text
+    assert answer.status_code == 200 and "queued command 1 (approve); a worker applies it" in answer.text
     assert _pending(demo, "run-demo") == 1
     drive(demo)
     assert _state(demo, "run-demo") == "ended"
@@ -329,7 +325,7 @@ def test_reconcile_an_indeterminate_call_as_runkernel_reconcile_does(demo: str) 
     assert bad.status_code == 400
     data = {**base, "operation_id": operation, "outcome": "not_applied", "note": f"bank says no {SCRIPT}"}
     answer = browser.post("/actions/reconcile", data=data, headers=SAME_ORIGIN)
-    assert answer.status_code == 200 and f"recorded &#39;not_applied&#39; for operation {operation}" in answer.text
+    assert answer.status_code == 200 and "recorded not_applied for the Indeterminate call" in answer.text
     assert "1. not_applied (bank says no &lt;script&gt;" in answer.text
     assert 'id="no-indeterminate"' in browser.get("/approvals").text  # reconciled: gone from Approvals
     store = open_store(demo, create=False, read_only=True)
@@ -389,12 +385,11 @@ def test_the_console_serves_a_postgresql_store_and_never_shows_its_password(
     assert _state(url, "run-pg") == "ended"
 
 
-def test_the_console_answers_only_its_own_names_unless_bound_to_every_interface() -> None:
+def test_the_console_answers_only_its_own_names() -> None:
     from runkernel.cli.ui import _hosts
 
     loopback = _hosts("127.0.0.1", 8765)
-    assert loopback is not None and {"127.0.0.1:8765", "localhost:8765", "[::1]:8765"} <= loopback
+    assert {"127.0.0.1:8765", "localhost:8765", "[::1]:8765"} <= loopback
     assert "evil.example:8765" not in loopback
     named = _hosts("console.internal", 80)
     assert named == frozenset({"console.internal", "console.internal:80"})
-    assert _hosts("0.0.0.0", 8765) is None  # the operator chose every interface: the token guards

@@ -1,6 +1,6 @@
 """Shared set-up of the console's tests: a store holding the worker walk-through's Run (docs/how-to/worker.md)
 (Awaiting approval of ``pay``), a Run whose committed data is hostile HTML, and an HTTP
-client of the console that holds the access token's cookie."""
+client of the console at its access path (``/TOKEN/``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from runkernel.cli.entry import main  # noqa: E402
 from runkernel.ui.app import create_app  # noqa: E402
-from runkernel.ui.security import COOKIE  # noqa: E402
 
 TOKEN = "test-token-0123456789"
 HOST = "testserver"
@@ -39,11 +38,10 @@ def drive(url: str, app: str = "examples.demo_app:app") -> None:
 
 
 def client(url: str, *, read_only: bool = False, token: str | None = TOKEN) -> TestClient:
-    """An HTTP client of the console, with the token's cookie unless ``token`` is None."""
-    browser = TestClient(create_app(url, TOKEN, read_only=read_only, hosts=frozenset({HOST})), base_url=f"http://{HOST}")
-    if token is not None:
-        browser.cookies.set(COOKIE, token)
-    return browser
+    """An HTTP client of the console: its paths ("/approvals") are asked under
+    ``/token/``, the console's access path, or at the server's root if ``token`` is None."""
+    base = f"http://{HOST}/{token}/" if token is not None else f"http://{HOST}/"
+    return TestClient(create_app(url, TOKEN, read_only=read_only, hosts=frozenset({HOST})), base_url=base)
 
 
 def form_values(html: str, name: str) -> list[str]:
@@ -52,3 +50,5 @@ def form_values(html: str, name: str) -> list[str]:
 
 
 SAME_ORIGIN = {"origin": f"http://{HOST}"}
+#: the console's access path, the prefix of every link it prints
+BASE = f"/{TOKEN}"

@@ -58,6 +58,7 @@ def _crashtest(args: argparse.Namespace) -> int:
             scenarios,
             reset=reset,
             at_most_once=args.at_most_once,
+            strict=args.strict,
             seed=args.seed,
             store=fresh,
             progress=Progress(sys.stderr),
@@ -131,7 +132,9 @@ def register_crashtest(commands: argparse._SubParsersAction[argparse.ArgumentPar
             "Play the app's scenario once without a crash (twice: an app that does not repeat "
             "itself is refused), then once per commit boundary of that Run and crash position, "
             "each recovered by a fresh host from the store alone; judge every Thread (I1-I15) "
-            "and count each tool's extra executor starts per operation. Exit 0 when every check "
+            "and count each tool's extra executor starts per operation: an extra start of a tool not "
+            "declared replay fails, and so does one of a tool named --at-most-once (or any, with "
+            "--strict); the verdict names every replay tool that started again. Exit 0 when every check "
             "passes, 1 when one fails, 2 for bad usage or a non-deterministic app."
         ),
     )
@@ -156,7 +159,13 @@ def register_crashtest(commands: argparse._SubParsersAction[argparse.ArgumentPar
         action="append",
         default=[],
         metavar="TOOL",
-        help="any extra start of TOOL fails the test, even if it is declared replay; repeatable",
+        help="any extra start of TOOL fails the test, even if it is declared replay; repeatable "
+        "(name every tool that must not run twice, a payment: a replay tool's extra start passes otherwise)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="every extra start fails, a replay tool's too (as --at-most-once for every tool)",
     )
     parser.set_defaults(handler=_crashtest)
 

@@ -3,7 +3,10 @@ by Jinja2 with autoescaping (committed data is hostile input: a ``<script>`` in 
 message, a tool name or an id is text), one small script for live updates and no
 JavaScript build step.
 
-Each request opens the store, reads (or queues one command) and closes it, so a page
+Every route lives under the console's access path (``/<token>/``, see
+``runkernel.ui.security`` for why the credential is a path and not a cookie); pages link
+with ``base``, and a form's ``back`` is a path of the console without it. Each request
+opens the store, reads (or queues one command) and closes it, so a page
 always shows the latest commits and no connection is shared between threads. Writing
 routes (resume, reconcile) exist only without ``read_only``; they call the CLI's own
 code (``submit_resume``, ``find_indeterminate`` and ``record_reconciliation``), so a
@@ -14,10 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import urlencode
 
 import jinja2
 from starlette.applications import Starlette
@@ -37,7 +40,7 @@ from runkernel.adapters.stores.urls import open_store, redacted
 from runkernel.kernel.protocol import Approve, Deny, ProvideInput, ResumeCommand, ResumePayload
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.values import WaitKind
-from runkernel.ui.security import Guard, csrf_refusal, csrf_value
+from runkernel.ui.security import Guard, base_path, csrf_refusal, csrf_value
 from runkernel.ui.views import (
     FORMS_BY_WAIT,
     STATES,
@@ -50,6 +53,31 @@ from runkernel.ui.views import (
 
 _HERE = Path(__file__).parent
 RECONCILE_OUTCOMES = ("applied", "not_applied", "compensated", "unknown")
+#: the answers the forms send (FORMS_BY_WAIT's values)
+ACTIONS = ("approve", "deny", "input")
+#: the Host names a console answers when none are given: its loopback names
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+
+#: every notice a page shows after a form, by its key: fixed texts whose only fields are
+#: a command number and a name from a fixed list (``?notice=`` never shows other text)
+NOTICES = {
+    "queued": "queued command {command} ({action}); a worker applies it",
+    "recorded": "recorded {outcome} for the Indeterminate call",
+}
+
+
+def notice_text(query: Mapping[str, str]) -> str | None:
+    """The banner for a page's query: a known notice with valid fields, else none."""
+    key = query.get("notice")
+    if key == "queued":
+        command, action = query.get("command", ""), query.get("action", "")
+        if command.isascii() and command.isdigit() and len(command) <= 18 and action in ACTIONS:
+            return NOTICES[key].format(command=int(command), action=action)
+    elif key == "recorded":
+        outcome = query.get("outcome", "")
+        if outcome in RECONCILE_OUTCOMES:
+            return NOTICES[key].format(outcome=outcome)
+    return None
 
 
 class Console:
@@ -59,7 +87,9 @@ class Console:
         self.store_url = store_url
         self.token = token
         self.read_only = read_only
-        self.guard = Guard(token, hosts)
+        #: the access path every route lives under
+        self.base = base_path(token)
+        self.guard = Guard(token, LOOPBACK_HOSTS if hosts is None else hosts)
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(_HERE / "templates"),
             autoescape=True,  # every value is escaped, whatever the template's name
@@ -81,7 +111,7 @@ class Console:
             store=redacted(self.store_url),
             read_only=self.read_only,
             csrf=csrf_value(self.token),
-            path=request.url.path,
+            base=self.base,
             **values,
         )
         return HTMLResponse(body, status_code=status)
@@ -113,7 +143,7 @@ class Console:
             d=detail,
             forms=FORMS_BY_WAIT,
             outcomes=RECONCILE_OUTCOMES,
-            notice=request.query_params.get("notice"),
+            notice=notice_text(request.query_params),
         )
 
     def trace(self, request: Request) -> Response:
@@ -143,7 +173,7 @@ class Console:
             unreconciled=unreconciled,
             outcomes=RECONCILE_OUTCOMES,
             forms=FORMS_BY_WAIT,
-            notice=request.query_params.get("notice"),
+            notice=notice_text(request.query_params),
         )
 
     # --- forms ------------------------------------------------------------------------
@@ -169,7 +199,7 @@ class Console:
             result = submit_resume(store, ResumeCommand(run_id, ticket_id, payload[0], payload[1]))
         if isinstance(result, Rejection):
             return self.page(request, "message.html", 409, title="Refused, nothing queued", text=str(result), back=back)
-        return _see(back, f"queued command {result} ({action}) for run {run_id}; a worker applies it")
+        return self.see(back, notice="queued", command=str(result), action=action)
 
     async def reconcile(self, request: Request) -> Response:
         form = await self.guard.checked_form(request)
@@ -187,12 +217,18 @@ class Console:
                 text = f"no Indeterminate call has operation id {operation_id!r}; nothing recorded"
                 return self.page(request, "message.html", 409, title="Refused, nothing recorded", text=text, back=back)
             store.record_reconciliation(Reconciliation(operation_id, outcome, note))
-        return _see(back, f"recorded {outcome!r} for operation {operation_id} (call {found[1]} of run {found[0]})")
+        return self.see(back, notice="recorded", outcome=outcome)
+
+    def see(self, back: str, **notice: str) -> Response:
+        """Back to the console's page the form was on (``back``: its path without the
+        access path), with a notice of the fixed list."""
+        separator = "&" if "?" in back else "?"
+        return RedirectResponse(f"{self.base}{back}{separator}{urlencode(notice)}", status_code=303)
 
     def application(self) -> Starlette:
         """The ASGI application."""
         routes: list[Route | Mount] = [
-            Route("/", self.runs),
+            Route("/", self.runs),  # the Runs list
             Route("/run", self.run),  # ?id=RUN: a run id may hold any character, "/" too
             Route("/trace", self.trace),  # ?run=RUN
             Route("/approvals", self.approvals),
@@ -203,18 +239,15 @@ class Console:
                 Route("/actions/resume", self.resume, methods=["POST"]),
                 Route("/actions/reconcile", self.reconcile, methods=["POST"]),
             ]
-        return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=self.guard)])
+        return Starlette(
+            routes=[Mount(self.base, routes=routes)],
+            middleware=[Middleware(BaseHTTPMiddleware, dispatch=self.guard)],
+        )
 
 
 def _local(back: str) -> str:
     """A path of this console, never another site (``//host``) or a ``javascript:`` URL."""
     return back if back.startswith("/") and not back.startswith("//") and "\\" not in back else "/"
-
-
-def _see(back: str, notice: str) -> Response:
-    """Back to the page the form was on, with a notice."""
-    separator = "&" if "?" in back else "?"
-    return RedirectResponse(f"{back}{separator}notice={quote(notice)}", status_code=303)
 
 
 def _json_text(value: Any) -> str:

@@ -1,18 +1,37 @@
-"""The console's guards, in front of every route: the access token, the Host header,
+"""The console's guards, in front of every route: the access path, the Host header,
 cross-site forms, and headers that keep committed (hostile) data inert.
 
-- **Token**: a random token is printed when the console starts. A request carries it
-  once as ``?token=`` (the printed URL): the console answers with an HttpOnly,
-  SameSite=Strict cookie and a redirect to the same page without the token, as Jupyter
-  does. Every other request needs that cookie (or ``Authorization: Bearer TOKEN``);
-  without it: 403 and nothing read.
+Threat model. The console runs on the operator's machine beside other local web servers
+(a dev server, a notebook, a page someone else serves on another port), and the operator's
+browser visits them too. A browser scopes cookies by host name, not by port (RFC 6265):
+a cookie set for ``127.0.0.1`` is sent to every port of it, whatever its name, so a
+console that kept its credential in a cookie handed it to every other local server the
+browser opened, and with that value alone ``curl`` read the CSRF value, forged the Origin
+and queued an approval (issue 36). Two consoles shared the one cookie too, so opening the
+second logged the first out. So the credential is never a cookie, a header or anything
+else a browser sends to another origin:
+
+- **Access path**: every route lives under a random path, ``/<token>/`` (256 bits),
+  printed once when the console starts (``open http://127.0.0.1:8765/<token>/``). A
+  request for any other path is refused (403) before anything is read. Only the console's
+  origin ever sees its own URLs: the pages link only to the console, and every answer
+  carries ``Referrer-Policy: same-origin``, so a link or a script taking the browser to
+  another site sends no Referer. The console sets no cookie and reads none: a value
+  another local server could log (a cookie of 127.0.0.1, a bearer header, a
+  ``?token=``) opens nothing. Page navigation and plain form posts work without
+  JavaScript, and each console has its own path, so consoles side by side all work.
+  The URL is the credential: treat it as a password (it is in the browser's history of
+  the operator's own profile, as a cookie would be in its cookie jar).
 - **Host**: only the names the console was bound to are served (a DNS-rebinding page
-  cannot reach it through a name of its own).
+  cannot reach it through a name of its own); ``--allow-remote`` keeps this check.
 - **Cross-site forms**: every request that is not a GET must come from the console's
   own origin (its Origin header), and every form carries a CSRF value derived from the
   token (HMAC), which the form's route checks (``checked_form``) before reading it.
 - **Headers**: a Content-Security-Policy without inline scripts, so a ``<script>``
   that escaped the templates' escaping would still not run; no framing; no sniffing.
+
+Out of scope: a program running as the operator (it can read the terminal and the
+browser profile) and anyone who is given the printed URL.
 """
 
 from __future__ import annotations
@@ -27,8 +46,6 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-COOKIE = "runkernel_ui_token"
-
 #: The Content-Security-Policy of every answer: the console's own script and style only
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -41,6 +58,11 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+def base_path(token: str) -> str:
+    """The path every route of the console lives under: the token is the credential."""
+    return "/" + token
+
+
 def csrf_value(token: str) -> str:
     """The CSRF value every form carries: derived from the token, so a page of another
     site can neither read nor guess it."""
@@ -50,24 +72,22 @@ def csrf_value(token: str) -> str:
 class Guard:
     """The checks every request passes before a route sees it."""
 
-    def __init__(self, token: str, hosts: frozenset[str] | None) -> None:
+    def __init__(self, token: str, hosts: frozenset[str]) -> None:
         self.token = token
-        #: the Host header values served (host or host:port); None serves any (a bind
-        #: on all interfaces, where the operator chose the names)
+        #: the path every route lives under
+        self.base = base_path(token)
+        #: the Host header values served (host or host:port)
         self.hosts = hosts
 
-    def _has_token(self, request: Request) -> bool:
-        offered = request.cookies.get(COOKIE, "")
-        header = request.headers.get("authorization", "")
-        if header.lower().startswith("bearer "):
-            offered = offered or header[7:].strip()
-        return bool(offered) and hmac.compare_digest(offered.encode(), self.token.encode())
-
     def _host_ok(self, request: Request) -> bool:
-        if self.hosts is None:
-            return True
         host = request.headers.get("host", "")
         return host in self.hosts or host.rsplit(":", 1)[0] in self.hosts
+
+    def _has_path(self, request: Request) -> bool:
+        """The request is for a path under the console's access path (compared in
+        constant time: the path is the credential)."""
+        first = request.url.path.split("/", 2)[1] if request.url.path.startswith("/") else ""
+        return hmac.compare_digest(first.encode(), self.token.encode())
 
     def _same_origin(self, request: Request) -> bool:
         """A POST comes from the console's own pages: its Origin (or, without one, its
@@ -81,17 +101,10 @@ class Guard:
     async def __call__(self, request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         if not self._host_ok(request):
             return _refused(400, "runkernel ui: unknown Host header (the console answers only its own address)")
-        offered = request.query_params.get("token")
-        if offered is not None and request.method == "GET":
-            if not hmac.compare_digest(offered.encode(), self.token.encode()):
-                return _refused(403, "runkernel ui: wrong token; open the URL printed when the console started")
-            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-            target = request.url.path + ("?" + urllib.parse.urlencode(rest) if rest else "")
-            answer = RedirectResponse(target, status_code=303)
-            answer.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", path="/")
-            return _hardened(answer)
-        if not self._has_token(request):
-            return _refused(403, "runkernel ui: no access token; open the URL printed when the console started")
+        if not self._has_path(request):
+            return _refused(403, "runkernel ui: not the console's address; open the URL printed when the console started")
+        if request.url.path == self.base:
+            return _hardened(RedirectResponse(self.base + "/", status_code=303))
         if request.method not in ("GET", "HEAD") and not self._same_origin(request):
             return _refused(403, "runkernel ui: cross-site request refused (Origin is not the console)")
         return _hardened(await call_next(request))

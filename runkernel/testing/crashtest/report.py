@@ -58,13 +58,23 @@ def format_text(report: CrashReport) -> str:
             )
         if len(report.extra_starts) > SHOWN:
             lines.append(f"  ... and {len(report.extra_starts) - SHOWN} more (--format json lists them all)")
-    lines += ["", "verdict: " + ("PASS" if report.passed else f"FAIL, {len(report.violations)} violations")]
+    lines += ["", verdict_line(report)]
     return "\n".join(lines) + "\n"
+
+
+def verdict_line(report: CrashReport) -> str:
+    """The report's last line: PASS or FAIL, and every replay tool that started again
+    (allowed, but said where the eye lands: a tool wrongly declared replay shows here)."""
+    line = "verdict: " + ("PASS" if report.passed else f"FAIL, {len(report.violations)} violations")
+    again = report.started_again()
+    if again:
+        line += "; replay tools that started again: " + ", ".join(f"{tool} (+{n})" for tool, n in again.items())
+    return line
 
 
 def format_json(report: CrashReport) -> str:
     """The report as one JSON object (``passed``, ``violations``, ``trials``, ``tools``,
-    ``extra_starts``, ``recoveries``, ``boundaries``)."""
+    ``extra_starts``, ``started_again``, ``recoveries``, ``boundaries``)."""
     body = {
         "app": report.app,
         "passed": report.passed,
@@ -75,9 +85,10 @@ def format_json(report: CrashReport) -> str:
         "trials": [attrs.asdict(t) for t in report.trials],
         "tools": {name: attrs.asdict(t) for name, t in report.tools.items()},
         "extra_starts": [attrs.asdict(e) for e in report.extra_starts],
+        "started_again": report.started_again(),
         "recoveries": dict(sorted(report.recoveries.items())),
     }
     return json.dumps(body, indent=2, sort_keys=False) + "\n"
 
 
-__all__ = ["format_json", "format_text"]
+__all__ = ["format_json", "format_text", "verdict_line"]

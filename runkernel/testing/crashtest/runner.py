@@ -21,7 +21,7 @@ from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.worker.apps import RuntimeApp, WorkerApp
 from runkernel.errors import CrashTestRefused, NotDeterministic
-from runkernel.kernel.policies import ToolPolicy, tool_policy
+from runkernel.kernel.policies import RecoveryMode, ToolPolicy, tool_policy
 from runkernel.kernel.state import Ended, ThreadCommit
 from runkernel.testing.crashtest.hosts import play
 from runkernel.testing.crashtest.judge import ExtraStart, Judge, Logs, Violation
@@ -96,6 +96,16 @@ class CrashReport:
         """How many crashed plays were judged."""
         return len(self.trials)
 
+    def started_again(self) -> dict[str, int]:
+        """Per replay tool that started again after a crash, the most extra starts one
+        operation had: allowed (unless flagged at-most-once or ``strict``), and named in
+        the verdict, since a tool wrongly declared replay (a payment) passes otherwise."""
+        return {
+            name: tool.most_extra
+            for name, tool in sorted(self.tools.items())
+            if tool.policy == RecoveryMode.REPLAY.value and tool.most_extra > 0
+        }
+
     def extra_starts_of(self, tool: str) -> dict[str, int]:
         """Per operation id, the extra starts of ``tool`` seen in any crash (the most)."""
         found: dict[str, int] = {}
@@ -115,6 +125,7 @@ def crashtest(
     *,
     reset: Callable[[], object] | None = None,
     at_most_once: Iterable[str] = (),
+    strict: bool = False,
     seed: int = 0,
     store: Callable[[], Store] | None = None,
     progress: Progress | None = None,
@@ -122,7 +133,8 @@ def crashtest(
     """Crash-test ``app`` (a ``RuntimeApp``, a push app or an async push app) on each
     scenario (none: one that approves every wait); ``reset()`` is called before every
     play, to empty the app's downstream test double. ``at_most_once`` names tools for
-    which any extra start fails (as does a tool whose ``at_most_once`` is True). Each
+    which any extra start fails (as does a tool whose ``at_most_once`` is True);
+    ``strict`` flags every tool so: any extra start fails, a replay tool's too. Each
     play gets a fresh store from ``store`` (default: a new ``MemoryStore``).
 
     Raises ``NotDeterministic`` when the crash-free Run does not repeat itself."""
@@ -132,6 +144,8 @@ def crashtest(
     unknown = sorted(flagged - set(policies))
     if unknown:
         raise CrashTestRefused(f"at-most-once tool {unknown[0]!r} is not a tool of app {app.name!r} ({', '.join(sorted(policies))})")
+    if strict:
+        flagged = set(policies)
     sequential = sorted(name for name, policy in policies.items() if policy.sequential_delegation)
     if sequential:
         raise CrashTestRefused(
