@@ -1005,6 +1005,66 @@ MUTANTS: tuple[Mutant, ...] = (
         "        picked = self._picked\n",
         unit("tests/test_folded_reads.py::test_a_pick_up_read_with_a_take_answers_only_the_store_operation_after_it"),
     ),
+    Mutant(
+        "PostgreSQL: a commit's figure for its lease starts an executor while it is under the margin (W1)",
+        "runkernel/adapters/drive/lease_keeper.py",
+        "        if left is not None and left >= self.margin:\n",
+        "        if left is not None and left > 0:\n",
+        unit(
+            "tests/test_lease_margin_end_to_end.py::"
+            "test_a_runtime_starts_no_tool_while_its_lease_has_less_left_than_the_margin[postgres]"
+        ),
+    ),
+    Mutant(
+        "the lease check before an executor asks the store for no safety margin (W1)",
+        "runkernel/adapters/drive/lease_keeper.py",
+        "            return self.store.check_lease(lease, self.margin)\n",
+        "            return self.store.check_lease(lease, 0.0)\n",
+        unit(
+            "tests/test_lease_margin_end_to_end.py::"
+            "test_a_push_driver_hands_out_no_run_call_while_its_lease_has_less_left_than_the_margin[sync-sqlite]"
+        ),
+    ),
+    Mutant(
+        "the pull runtime takes an Executing commit the store failed for landed and starts the tool (I5)",
+        "runkernel/adapters/drive/runtime_drive.py",
+        "            following = self._send(self.runtime._perform(op))\n"
+        "            if isinstance(op, _EFFECTS):\n",
+        "            from runkernel.adapters.stores.contract import StoreUnavailable\n"
+        "            from runkernel.kernel.validate import successor\n"
+        "            try:\n"
+        "                answer = self.runtime._perform(op)\n"
+        "            except StoreUnavailable:\n"
+        "                if not isinstance(op, Append):\n"
+        "                    raise\n"
+        "                answer = successor(op.prev, op.commit)  # taken to have landed: carry on\n"
+        "            following = self._send(answer)\n"
+        "            if isinstance(op, _EFFECTS):\n",
+        unit(
+            "tests/test_unavailable_executing_commit.py::"
+            "test_a_runtime_whose_executing_commit_is_lost_to_an_unavailable_store_never_runs_the_tool[sqlite-unleased]"
+        ),
+    ),
+    Mutant(
+        "PostgreSQL: history answers kept before a pick-up answer for the commit after it",
+        "runkernel/adapters/stores/postgres.py",
+        "            self._judge_against((run_id, self._head(thread_id, version, active), snapshot))\n",
+        "            self._written = (run_id, self._head(thread_id, version, active), snapshot)\n",
+        unit(
+            "tests/test_history_memo_pick_up.py::"
+            "test_a_history_answer_kept_before_another_writer_moved_the_thread_is_not_used_after_a_pick_up[read_pick_up]"
+        ),
+    ),
+    Mutant(
+        "a recovered wait's notification drops the request committed with it",
+        "runkernel/kernel/recover.py",
+        "        return Decision(state, (NotifyWait(state.state.ticket, waiting.status.wait),))\n",
+        "        return Decision(state, (NotifyWait(state.state.ticket, attrs.evolve(waiting.status.wait, request=None)),))\n",
+        unit(
+            "tests/test_recovered_wait_request.py::"
+            "test_a_runtime_that_recovers_a_wait_notifies_its_host_of_the_committed_request[sqlite]"
+        ),
+    ),
 )
 
 
