@@ -134,9 +134,9 @@ MOVED: dict[str, _Moved] = {
     "HookPort": _Moved(_PORTS, "HookPort"),
     "NoHooks": _Moved(_PORTS, "NoHooks"),
     "Staging": _Moved(_PORTS, "Staging"),
-    # runkernel.adapters.stores.postgres_schema
-    "init_postgres": _Moved("runkernel.adapters.stores.postgres_schema", "init_postgres"),
-    "migrate_postgres": _Moved("runkernel.adapters.stores.postgres_schema", "migrate_postgres"),
+    # runkernel.adapters.stores.postgres.schema
+    "init_postgres": _Moved("runkernel.adapters.stores.postgres.schema", "init_postgres"),
+    "migrate_postgres": _Moved("runkernel.adapters.stores.postgres.schema", "migrate_postgres"),
     # runkernel.adapters.stores.postgres
     "PostgresStore": _Moved("runkernel.adapters.stores.postgres", "PostgresStore"),
     # runkernel.adapters.drive.runtime
@@ -226,7 +226,7 @@ if TYPE_CHECKING:  # the same names, for type checkers: the new object under the
         StreamSink as StreamSink,
         Tool as Tool,
     )
-    from runkernel.adapters.stores.postgres_schema import (
+    from runkernel.adapters.stores.postgres.schema import (
         init_postgres as init_postgres,
         migrate_postgres as migrate_postgres,
     )

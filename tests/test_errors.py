@@ -19,7 +19,7 @@ from runkernel import errors
 from runkernel.adapters.drive.driver import Driver
 from runkernel.adapters.drive.actions import CallRequest
 from runkernel.adapters.stores.memory import MemoryStore
-from runkernel.adapters.stores.urls import open_store
+from runkernel.adapters.stores.registry import open_store
 from runkernel.errors import BRANCHES, KernelBug, PeerError, RunkernelError, StoreError, UsageError
 from runkernel.specs.trace_lines import parse_line
 
@@ -81,7 +81,7 @@ OLD_HOMES: dict[str, tuple[str, ...]] = {
         "StoreError", "CommitConflict", "IllegalCommit", "StoreUnavailable", "SchemaError", "DamagedStore",
         "LeaseError", "LeaseHeld", "LeaseLost", "UnknownRun",
     ),
-    "runkernel.adapters.stores.urls": ("BadStoreUrl",),
+    "runkernel.adapters.stores.registry": ("BadStoreUrl",),
     "runkernel.adapters.drive.events": ("RuntimeProtocolError",),
     "runkernel.adapters.drive.runtime": ("RuntimeProtocolError",),
     "runkernel.adapters.drive.invocation": ("NoInvocation",),
