@@ -36,9 +36,9 @@ def listing_query(
     after: str | None = None,
 ) -> tuple[str, list[object]]:
     """The ``runkernel runs`` query over a store's ``runs`` table, newest first by the
-    dialect's activation order, in ``?`` style. ``after``
-    (a run id) pages: only Runs activated before that one, found by its key, so a page
-    is a range of an index, never a count of rows skipped."""
+    dialect's activation order, in ``?`` style. ``after`` (a run id) pages: only Runs
+    activated before that one, found by its key, so a page is a range of an index, never
+    a count of rows skipped."""
     clause, params = _filters(state=state, thread_id=thread_id, app=app)
     newest_first = dialect.activation_order
     query = f"SELECT {SUMMARY_COLUMNS} FROM runs {clause}"
@@ -63,8 +63,9 @@ def work_query(dialect: Dialect) -> str:
     """The ``runs_with_work`` query over a store's ``runs``, ``awaited_children``,
     ``inbox`` and ``leases`` tables, in ``?`` style, with the dialect's store clock,
     null-safe equality and activation order. Its parameters: the app, the clock where the
-    dialect's is a parameter (twice), and the limit. Each branch is a key lookup: a quiet parent's children are
-    found by its awaited rows and their own runs rows, never by reading history."""
+    dialect's is a parameter (twice), and the limit. Each branch is a key lookup: a quiet
+    parent's children are found by its awaited rows and their own runs rows, never by
+    reading history."""
     now = dialect.now
     return (
         f"SELECT r.run_id FROM runs r WHERE r.app {dialect.same} ? AND ("
