@@ -43,7 +43,7 @@ def _server() -> str:
 
 def _fresh_store(tag: str) -> str:
     """A new, initialized store in a schema of its own, dropped at exit."""
-    from runkernel.adapters.stores.postgres_schema import drop_store, init_postgres
+    from runkernel.adapters.stores.postgres.schema import drop_store, init_postgres
 
     parts = urllib.parse.urlsplit(_server())
     query = urllib.parse.parse_qsl(parts.query) + [("schema", f"rk_bench_{tag}_{os.getpid()}")]
@@ -59,7 +59,7 @@ def postgres_commit(sizes: Sizes, scratch: Path) -> Prepared:
     connection to the same server, into a table keyed like the commit log."""
     import psycopg
 
-    from runkernel.adapters.stores.postgres_schema import split_url
+    from runkernel.adapters.stores.postgres.schema import split_url
     from runkernel.adapters.stores.postgres import PostgresStore
 
     url = _fresh_store("commit")

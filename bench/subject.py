@@ -357,7 +357,7 @@ def postgres_store(url: str) -> Store:
     """runkernel's PostgreSQL store at ``url`` (a ``schema`` query parameter), made there
     first if it is not."""
     from runkernel.adapters.stores.postgres import PostgresStore
-    from runkernel.adapters.stores.postgres_schema import init_postgres
+    from runkernel.adapters.stores.postgres.schema import init_postgres
 
     init_postgres(url)
     return PostgresStore(url)

@@ -379,7 +379,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the SQLite store reads a Run's lease before its write transaction",
-        "runkernel/adapters/stores/sqlite.py",
+        "runkernel/adapters/stores/sqlite/store.py",
         "            db.execute(\"BEGIN IMMEDIATE\")\n"
         "            try:\n"
         "                written = act(self._lease_row(run_id), self._clock())\n",
@@ -401,14 +401,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a lost acknowledgement adopts another writer's identical commit",
-        "runkernel/adapters/stores/postgres.py",
+        "runkernel/adapters/stores/postgres/store.py",
         "                if sent and stored[:2] == (sent[-1][1], None if lease is None else lease.writer):\n",
         "                if sent and stored[0] == sent[-1][1]:\n",
         PG_LOST_ACK_WRITER_UNIT,
     ),
     Mutant(
         "a resend after a lost connection adopts an identical commit before its writer is compared",
-        "runkernel/adapters/stores/postgres.py",
+        "runkernel/adapters/stores/postgres/store.py",
         "        if not mine or writer != (None if lease is None else lease.writer):\n"
         "            return None\n"
         "        if lost and sent:\n",
@@ -552,7 +552,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the SQLite store asks only the Run's own history for used tickets",
-        "runkernel/adapters/stores/sqlite.py",
+        "runkernel/adapters/stores/sqlite/store.py",
         "self.history(commit.run_id), self._ticket_known, line)",
         "self.history(commit.run_id), self.history(commit.run_id).ticket_used, line)",
         STORE_TICKETS_UNIT,
@@ -709,7 +709,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a PostgreSQL store trusts its cached head after a conflict",
-        "runkernel/adapters/stores/postgres.py",
+        "runkernel/adapters/stores/postgres/store.py",
         "                if unread:\n                    # judged against this store's own last write",
         "                if False:\n                    # judged against this store's own last write",
         STALE_HEAD_UNIT,
@@ -928,14 +928,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "SQLite: a commit asked to release its lease keeps it",
-        "runkernel/adapters/stores/sqlite.py",
+        "runkernel/adapters/stores/sqlite/store.py",
         "                db.execute(RELEASE_IN_COMMIT, (True, lease.run_id, lease.worker_id, lease.epoch))\n",
         "                pass  # the release forgotten\n",
         unit("tests/test_store_conformance.py::TestRunkernelStores::test_a_commit_that_releases_its_lease_gives_it_up_in_the_same_write"),
     ),
     Mutant(
         "PostgreSQL: a lease taken over in one statement keeps the old epoch",
-        "runkernel/adapters/stores/postgres_sql.py",
+        "runkernel/adapters/stores/postgres/sql.py",
         '    f"epoch = CASE WHEN NOT l.released AND l.expires_at > {NOW} THEN l.epoch ELSE l.epoch + 1 END, "\n',
         '    f"epoch = CASE WHEN NOT l.released AND l.expires_at > {NOW} THEN l.epoch ELSE l.epoch END, "\n',
         unit("tests/test_postgres_store.py::TestPostgresStore::test_epochs_rise_with_every_take_over_and_after_a_release"),
@@ -952,21 +952,21 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "PostgreSQL: a commit's look at the inbox outlives a command this store put",
-        "runkernel/adapters/stores/postgres.py",
+        "runkernel/adapters/stores/postgres/store.py",
         "        self._echo.forget()  # a write (a command put or settled, a lease given up) may change it\n",
         "        pass\n",
         unit("tests/test_folded_reads.py::test_a_write_of_the_store_after_its_commit_voids_the_commit_s_look"),
     ),
     Mutant(
         "PostgreSQL: a commit's look at the inbox answers for another version",
-        "runkernel/adapters/stores/postgres_echo.py",
+        "runkernel/adapters/stores/postgres/echo.py",
         "        if seen is None or seen[:2] != (run_id, version):\n",
         "        if seen is None or seen[0] != run_id:\n",
         unit("tests/test_folded_reads.py::test_the_look_after_a_commit_is_what_the_commit_saw_once"),
     ),
     Mutant(
         "PostgreSQL: a history answer read before the store's own commit is used after it",
-        "runkernel/adapters/stores/postgres.py",
+        "runkernel/adapters/stores/postgres/store.py",
         "        self._memo.clear()\n",
         "        pass\n",
         unit(
@@ -976,14 +976,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "PostgreSQL: the lease's time left at the commit is taken as its time left now (W1)",
-        "runkernel/adapters/stores/postgres_echo.py",
+        "runkernel/adapters/stores/postgres/echo.py",
         "        return None if elapsed >= FRESH else seen[3] - elapsed\n",
         "        return None if elapsed >= FRESH else seen[3]\n",
         unit("tests/test_commit_echo.py::test_a_worker_stalled_past_its_lease_after_its_commit_starts_nothing"),
     ),
     Mutant(
         "PostgreSQL: a commit's figure for its lease is used however long ago the commit was sent (W1)",
-        "runkernel/adapters/stores/postgres_echo.py",
+        "runkernel/adapters/stores/postgres/echo.py",
         "        return None if elapsed >= FRESH else seen[3] - elapsed\n",
         "        return seen[3] - elapsed\n",
         unit(
@@ -993,7 +993,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "PostgreSQL: the ending commit's compaction answers for a refusal settled after it",
-        "runkernel/adapters/stores/postgres_echo.py",
+        "runkernel/adapters/stores/postgres/echo.py",
         "        self._inbox = self._lease = self._compacted = None\n",
         "        self._inbox = self._lease = None\n",
         unit("tests/test_commit_echo.py::test_a_refusal_settled_after_the_end_is_still_compacted"),
@@ -1047,7 +1047,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "PostgreSQL: history answers kept before a pick-up answer for the commit after it",
-        "runkernel/adapters/stores/postgres.py",
+        "runkernel/adapters/stores/postgres/store.py",
         "            self._judge_against((run_id, self._head(thread_id, version, active), snapshot))\n",
         "            self._written = (run_id, self._head(thread_id, version, active), snapshot)\n",
         unit(

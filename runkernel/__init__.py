@@ -31,7 +31,7 @@ __version__ = "0.2.0"
 SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
     (
         "Opening a store",
-        (("runkernel.adapters.stores.urls", ("open_store",)),),
+        (("runkernel.adapters.stores.registry", ("open_store",)),),
     ),
     (
         "Driving Runs: push mode (Driver, AsyncDriver), pull mode (Runtime), workers",
@@ -141,7 +141,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
     from runkernel.adapters.drive.runtime import (
         Runtime as Runtime,
     )
-    from runkernel.adapters.stores.urls import (
+    from runkernel.adapters.stores.registry import (
         open_store as open_store,
     )
     from runkernel.adapters.worker.loop import (

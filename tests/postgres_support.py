@@ -39,7 +39,7 @@ def fresh_url(tag: str = "t") -> str:
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """An initialized, empty store of its own; dropped after the test."""
-    from runkernel.adapters.stores.postgres_schema import drop_store, init_postgres
+    from runkernel.adapters.stores.postgres.schema import drop_store, init_postgres
 
     url = fresh_url()
     init_postgres(url)

@@ -33,7 +33,7 @@ def test_built_ins_and_generated_code_have_their_own_areas() -> None:
     assert area(("~", 0, "<method 'execute' of 'sqlite3.Connection' objects>")) == "sqlite3 (C)"
     assert area(("~", 0, "<method 'decode' of 'msgspec.json.Decoder' objects>")) == "msgspec (C)"
     assert area(("<attrs generated methods runkernel.kernel.state.ToolCall>", 40, "__init__")).startswith("attrs")
-    assert area(("/x/runkernel/adapters/stores/sqlite.py", 1, "append")) == "runkernel stores"
+    assert area(("/x/runkernel/adapters/stores/sqlite/store.py", 1, "append")) == "runkernel stores"
 
 
 def _render(verdict_sample: Sample) -> str:

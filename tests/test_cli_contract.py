@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.stores import sqlite_migrate, urls
+from runkernel.adapters.stores.sqlite import migrate as sqlite_migrate
+from runkernel.adapters.stores.sqlite import store as sqlite_store
 from runkernel.adapters.stores.redact import masked, redacted
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.cli.entry import main
@@ -205,7 +206,7 @@ def test_start_on_a_locked_store_names_the_store(
 ) -> None:
     path = tmp_path / "locked.db"
     SqliteStore(path).close()
-    monkeypatch.setattr(urls, "SqliteStore", functools.partial(SqliteStore, busy_timeout=0.05))
+    monkeypatch.setattr(sqlite_store, "SqliteStore", functools.partial(SqliteStore, busy_timeout=0.05))
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another writer holds the store
     try:

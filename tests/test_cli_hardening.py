@@ -311,7 +311,7 @@ def test_a_password_in_the_url_is_masked_in_every_message(store: str, capsys: py
 
 
 def test_redacted_masks_the_user_info_and_the_query_password() -> None:
-    from runkernel.adapters.stores.urls import redacted
+    from runkernel.adapters.stores.registry import redacted
 
     assert redacted("postgresql://u:pw@h:5/d?schema=s&password=pw") == "postgresql://u:***@h:5/d?schema=s&password=***"
     assert redacted("postgresql://u@h/d?PASSWORD=x") == "postgresql://u@h/d?PASSWORD=***"

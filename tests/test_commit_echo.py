@@ -1,5 +1,5 @@
 """A PostgreSQL commit answers, in its own round trip, the reads a drive would send right
-after it (``stores.postgres_echo``): the W1 lease re-check before a tool starts, the
+after it (``stores.postgres.echo``): the W1 lease re-check before a tool starts, the
 compaction of an ended Run's inbox, and the judge's history look-ups that the drive's
 own look-ups already answered. Each answer must be exactly what a read would have said,
 and must be forgotten when anything could have changed it.
@@ -137,7 +137,7 @@ def test_what_a_commit_saw_of_its_lease_is_forgotten_when_it_may_have_changed(st
 
 def test_a_commit_s_figure_for_its_lease_is_less_the_time_since_and_only_while_fresh() -> None:
     from runkernel.adapters.stores.contract import Lease
-    from runkernel.adapters.stores.postgres_echo import FRESH, CommitEcho
+    from runkernel.adapters.stores.postgres.echo import FRESH, CommitEcho
 
     now = [100.0]
     echo = CommitEcho(clock=lambda: now[0])

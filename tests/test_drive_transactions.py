@@ -37,7 +37,7 @@ def counted_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> 
             yield SqliteStore(tmp_path / "runs.db"), count
         return
     from runkernel.adapters.stores.postgres import PostgresStore
-    from runkernel.adapters.stores.postgres_schema import split_url
+    from runkernel.adapters.stores.postgres.schema import split_url
 
     url: str = request.getfixturevalue("postgres_url")
     _, schema = split_url(url)

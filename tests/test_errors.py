@@ -18,7 +18,7 @@ from runkernel import errors
 from runkernel.adapters.drive.driver import Driver
 from runkernel.adapters.drive.actions import CallRequest
 from runkernel.adapters.stores.memory import MemoryStore
-from runkernel.adapters.stores.urls import open_store
+from runkernel.adapters.stores.registry import open_store
 from runkernel.errors import BRANCHES, KernelBug, PeerError, RunkernelError, StoreError, UsageError
 from runkernel.specs.trace_lines import parse_line
 
@@ -26,7 +26,7 @@ from runkernel.specs.trace_lines import parse_line
 NOT_IN_THE_TREE: dict[str, str] = {
     "runkernel.cli.text.CliError": "internal to the CLI: always one line on stderr and an exit code",
     "runkernel.kernel.validate_calls.Illegal": "the judge's internal short-circuit, returned as a Rejection",
-    "runkernel.adapters.stores.postgres._ConnectionLost": "private to the PostgreSQL store's retry loop",
+    "runkernel.adapters.stores.postgres.store._ConnectionLost": "private to the PostgreSQL store's retry loop",
     "runkernel.testing.crash.SimulatedCrash": "a simulated process death: must escape every handler of our errors",
     "runkernel.testing.simulation.failfast.EnvironmentFailure": "a simulation's verdict on its store: must escape them too",
     "runkernel.integrations.pydantic_ai._context.SystemPromptNotKept": "a UserWarning, warned and never raised",
@@ -79,7 +79,7 @@ OLD_HOMES: dict[str, tuple[str, ...]] = {
         "StoreError", "CommitConflict", "IllegalCommit", "StoreUnavailable", "SchemaError", "DamagedStore",
         "LeaseError", "LeaseHeld", "LeaseLost", "UnknownRun",
     ),
-    "runkernel.adapters.stores.urls": ("BadStoreUrl",),
+    "runkernel.adapters.stores.registry": ("BadStoreUrl",),
     "runkernel.adapters.drive.events": ("RuntimeProtocolError",),
     "runkernel.adapters.drive.runtime": ("RuntimeProtocolError",),
     "runkernel.adapters.drive.invocation": ("NoInvocation",),

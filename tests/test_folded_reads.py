@@ -108,7 +108,7 @@ def _behind_the_store(url: str, statement: str) -> None:
     """Run ``statement`` (``{schema}`` names the store's schema) on a connection of its own."""
     import psycopg
 
-    from runkernel.adapters.stores.postgres_schema import split_url
+    from runkernel.adapters.stores.postgres.schema import split_url
 
     conninfo, schema = split_url(url)
     with psycopg.connect(conninfo, autocommit=True) as conn:

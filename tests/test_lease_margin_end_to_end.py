@@ -135,7 +135,7 @@ class _Tool:
         self.starts.append(invocation.attempt)
         return Returned({"ran": invocation.attempt})
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.NOT_FOUND)
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.stores.sqlite_migrate import migrate_sqlite
-from runkernel.adapters.stores.sqlite import SCHEMA_VERSION, SqliteStore
+from runkernel.adapters.stores.sqlite.migrate import migrate_sqlite
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.sqlite.schema import SCHEMA_VERSION
 from runkernel.adapters.stores.contract import LeaseHeld, LeaseLost, SchemaError, Writer
 from runkernel.conformance import append_all
 from runkernel.specs.checker import Verdict, check_commits

@@ -24,7 +24,7 @@ WAKE_GUARD = 60.0
 
 
 def _tables(url: str) -> list[str]:
-    from runkernel.adapters.stores.postgres_schema import split_url
+    from runkernel.adapters.stores.postgres.schema import split_url
 
     conninfo, schema = split_url(url)
     with psycopg.connect(conninfo) as conn:
@@ -37,7 +37,7 @@ def _tables(url: str) -> list[str]:
 def test_an_uninitialized_store_is_refused_naming_db_init_and_reads_create_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from runkernel.adapters.stores.postgres_schema import drop_store
+    from runkernel.adapters.stores.postgres.schema import drop_store
 
     url = fresh_url("cli")
     try:
@@ -59,7 +59,7 @@ def test_an_uninitialized_store_is_refused_naming_db_init_and_reads_create_nothi
 
 
 def test_another_schema_version_is_refused_in_one_line(postgres_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from runkernel.adapters.stores.postgres_schema import split_url
+    from runkernel.adapters.stores.postgres.schema import split_url
 
     conninfo, schema = split_url(postgres_url)
     with psycopg.connect(conninfo, autocommit=True) as conn:
@@ -71,7 +71,7 @@ def test_another_schema_version_is_refused_in_one_line(postgres_url: str, capsys
 
 
 def test_another_applications_tables_are_not_a_store(capsys: pytest.CaptureFixture[str]) -> None:
-    from runkernel.adapters.stores.postgres_schema import drop_store, split_url
+    from runkernel.adapters.stores.postgres.schema import drop_store, split_url
 
     url = fresh_url("foreign")
     conninfo, schema = split_url(url)
@@ -131,7 +131,7 @@ def test_workers_are_woken_by_a_new_run_and_by_an_inbox_command(postgres_url: st
 
 
 def test_simulate_refuses_a_store_another_simulate_holds(postgres_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from runkernel.adapters.stores.postgres_claim import SimulateClaim
+    from runkernel.adapters.stores.postgres.claim import SimulateClaim
 
     with SimulateClaim(postgres_url) as claim:
         assert claim.taken
@@ -144,7 +144,7 @@ def test_simulate_refuses_a_store_another_simulate_holds(postgres_url: str, caps
 
 
 def test_two_simulations_started_together_on_postgres_do_not_both_run() -> None:
-    from runkernel.adapters.stores.postgres_schema import drop_store, init_postgres
+    from runkernel.adapters.stores.postgres.schema import drop_store, init_postgres
 
     for attempt in range(3):
         url = fresh_url("race")

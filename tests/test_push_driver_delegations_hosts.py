@@ -26,7 +26,7 @@ from runkernel.adapters.drive.driver import Driver
 from runkernel.adapters.drive.actions import Action, CallRequest, ChildrenRunning, Done, DriverStopped
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.stores.contract import LeaseLost, Writer
-from runkernel.adapters.stores.urls import open_store
+from runkernel.adapters.stores.registry import open_store
 from runkernel.adapters.worker.loop import Worker
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.cli.entry import main

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from postgres_support import fresh_url
-from runkernel.adapters.stores.sqlite_migrate import migrate_sqlite
-from runkernel.adapters.stores.sqlite import SCHEMA_VERSION, SqliteStore
+from runkernel.adapters.stores.sqlite.migrate import migrate_sqlite
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.sqlite.schema import SCHEMA_VERSION
 from runkernel.adapters.stores.contract import SchemaError, Store
 from runkernel.cli.entry import main
 from runkernel.conformance import append_all
@@ -88,8 +89,8 @@ def test_a_schema_3_sqlite_store_is_migrated_to_find_its_quiet_parent(
 
 def test_a_schema_1_postgres_store_is_migrated_to_find_its_quiet_parent(capsys: pytest.CaptureFixture[str]) -> None:
     psycopg = pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
-    from runkernel.adapters.stores.postgres_schema import SCHEMA_VERSION as PG_VERSION
-    from runkernel.adapters.stores.postgres_schema import drop_store, init_postgres, migrate_postgres, split_url
+    from runkernel.adapters.stores.postgres.schema import SCHEMA_VERSION as PG_VERSION
+    from runkernel.adapters.stores.postgres.schema import drop_store, init_postgres, migrate_postgres, split_url
     from runkernel.adapters.stores.postgres import PostgresStore
 
     url = fresh_url("wake")

@@ -71,7 +71,7 @@ class _Pay:
         self.starts += 1
         return Returned("paid")
 
-    def status(self, operation_id: str) -> StatusReply:
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         return StatusReply(OperationStatus.NOT_FOUND)
 
 

@@ -22,8 +22,9 @@ from history_facts import logged_history
 from runkernel.adapters.drive.inbox import submit_resume
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.stores.serial import dumps
-from runkernel.adapters.stores.sqlite_migrate import migrate_sqlite
-from runkernel.adapters.stores.sqlite import SCHEMA_VERSION, SqliteStore
+from runkernel.adapters.stores.sqlite.migrate import migrate_sqlite
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.sqlite.schema import SCHEMA_VERSION
 from runkernel.adapters.stores.contract import IllegalCommit, SchemaError, Store
 from runkernel.cli.entry import main
 from runkernel.kernel.codec import upgrade_v1_line

@@ -12,8 +12,9 @@ import pytest
 
 from postgres_support import fresh_url
 from runkernel.adapters.stores.memory import MemoryStore
-from runkernel.adapters.stores.sqlite import SCHEMA_VERSION, SqliteStore
-from runkernel.adapters.stores.sqlite_migrate import migrate_sqlite
+from runkernel.adapters.stores.sqlite import SqliteStore
+from runkernel.adapters.stores.sqlite.schema import SCHEMA_VERSION
+from runkernel.adapters.stores.sqlite.migrate import migrate_sqlite
 from runkernel.adapters.stores.contract import SchemaError
 from runkernel.cli.entry import main
 from runkernel.conformance import text_run
@@ -80,8 +81,8 @@ def test_a_schema_5_sqlite_store_is_migrated_to_keep_trace_contexts(
 def test_a_schema_2_postgres_store_is_migrated_to_keep_trace_contexts(capsys: pytest.CaptureFixture[str]) -> None:
     psycopg = pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
     from runkernel.adapters.stores.postgres import PostgresStore
-    from runkernel.adapters.stores.postgres_schema import SCHEMA_VERSION as PG_VERSION
-    from runkernel.adapters.stores.postgres_schema import drop_store, init_postgres, migrate_postgres, split_url
+    from runkernel.adapters.stores.postgres.schema import SCHEMA_VERSION as PG_VERSION
+    from runkernel.adapters.stores.postgres.schema import drop_store, init_postgres, migrate_postgres, split_url
 
     url = fresh_url("trace")
     init_postgres(url)

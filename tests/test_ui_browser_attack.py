@@ -28,7 +28,7 @@ from test_ui_browser import CHROMIUM, CHROMIUM_FLAGS, GUARD_MS, playwright_api
 
 import httpx
 
-from runkernel.adapters.stores.urls import open_store
+from runkernel.adapters.stores.registry import open_store
 from runkernel.ui.security import csrf_value
 
 ROOT = Path(__file__).resolve().parent.parent

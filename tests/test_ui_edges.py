@@ -25,7 +25,7 @@ from ui_support import HOST, SAME_ORIGIN, TOKEN, client, demo_store, form_values
 
 from starlette.testclient import TestClient
 
-from runkernel.adapters.stores.urls import open_store
+from runkernel.adapters.stores.registry import open_store
 from runkernel.cli.entry import main
 from runkernel.ui.app import create_app
 from runkernel.ui.security import csrf_value

@@ -15,7 +15,7 @@ import pytest
 from ui_support import BASE, SAME_ORIGIN, SCRIPT, TOKEN, client, demo_store, drive, form_values
 
 from runkernel.adapters.stores.sqlite import SqliteStore
-from runkernel.adapters.stores.urls import open_store
+from runkernel.adapters.stores.registry import open_store
 from runkernel.cli.entry import main
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import Activate

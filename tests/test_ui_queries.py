@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from runkernel.adapters.stores.sqlite import SqliteStore
-from runkernel.adapters.stores.sqlite_migrate import migrate_sqlite
-from runkernel.adapters.stores.work import count_query, listing_query
+from runkernel.adapters.stores.sqlite.migrate import migrate_sqlite
+from runkernel.adapters.stores.sql.dialect import SQLITE
+from runkernel.adapters.stores.sql.queries import count_query, listing_query
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import Activate
 from runkernel.kernel.rules import Rejection
@@ -71,7 +72,7 @@ def test_every_listing_query_is_an_index_range_with_a_limit(tmp_path: Path) -> N
     store = _store(tmp_path / "plan.db", 2_000)
     try:
         for state, app, thread, after in FILTERS:
-            query, params = listing_query("?", "rowid", state=state, thread_id=thread, limit=51, app=app, after=after)
+            query, params = listing_query(SQLITE, state=state, thread_id=thread, limit=51, app=app, after=after)
             assert query.rstrip().endswith("LIMIT ?")
             plan = [row[3] for row in store._db.execute("EXPLAIN QUERY PLAN " + query, params)]
             print(f"state={state} app={app} thread={thread} after={after}: {' | '.join(plan)}")
@@ -80,7 +81,7 @@ def test_every_listing_query_is_an_index_range_with_a_limit(tmp_path: Path) -> N
                 # the one SCAN: no filter, no cursor: the table's own rowid order, newest
                 # first, stopped by the LIMIT (its VM steps are bounded below)
                 assert not step.startswith("SCAN") or (step == "SCAN runs" and (state, app, thread, after) == (None,) * 4), plan
-            counting, counted = count_query("?", state=state, thread_id=thread, app=app, cap=COUNT_CAP)
+            counting, counted = count_query(state=state, thread_id=thread, app=app, cap=COUNT_CAP)
             plan = [row[3] for row in store._db.execute("EXPLAIN QUERY PLAN " + counting, counted)]
             print(f"count state={state} app={app} thread={thread}: {' | '.join(plan)}")
             assert "LIMIT ?" in counting and not any("TEMP B-TREE" in step for step in plan), plan
@@ -109,13 +110,13 @@ def sized(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Sqlite
 def test_a_page_costs_the_same_over_20000_and_100000_runs(
     sized: dict[int, SqliteStore], state: str | None, app: str | None, thread: str | None, after: str | None
 ) -> None:
-    query, params = listing_query("?", "rowid", state=state, thread_id=thread, limit=PAGE_SIZE + 1, app=app, after=after)
+    query, params = listing_query(SQLITE, state=state, thread_id=thread, limit=PAGE_SIZE + 1, app=app, after=after)
     few, many = (_vm_steps(sized[runs]._db, query, params) for runs in (20_000, 100_000))
     print(f"state={state} app={app} thread={thread} after={after}: {few} VM steps at 20,000 Runs, {many} at 100,000")
     # a full scan would take 5 times the steps; a page reads the same index range
     assert many <= 1.2 * few, (few, many)
     if after is None:
-        counting, counted = count_query("?", state=state, thread_id=thread, app=app, cap=COUNT_CAP)
+        counting, counted = count_query(state=state, thread_id=thread, app=app, cap=COUNT_CAP)
         few, many = (_vm_steps(sized[runs]._db, counting, counted) for runs in (20_000, 100_000))
         print(f"  its capped count: {few} VM steps at 20,000 Runs, {many} at 100,000")
         assert many <= 1.2 * few, (few, many)

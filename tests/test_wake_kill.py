@@ -45,7 +45,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'wake.db'}"
         return
-    from runkernel.adapters.stores.postgres_schema import drop_store, init_postgres
+    from runkernel.adapters.stores.postgres.schema import drop_store, init_postgres
 
     url = fresh_url("wakekill")
     init_postgres(url)
@@ -77,7 +77,7 @@ def _lease_epochs(url: str) -> dict[str, int]:
     import psycopg
     from psycopg import sql
 
-    from runkernel.adapters.stores.postgres_schema import split_url
+    from runkernel.adapters.stores.postgres.schema import split_url
 
     conninfo, schema = split_url(url)
     with psycopg.connect(conninfo, autocommit=True) as conn:

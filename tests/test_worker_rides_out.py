@@ -63,7 +63,7 @@ def cluster() -> Iterator[OwnCluster]:
 
 def _store_with_runs(url: str, runs: int) -> None:
     from runkernel.adapters.stores.postgres import PostgresStore
-    from runkernel.adapters.stores.postgres_schema import init_postgres
+    from runkernel.adapters.stores.postgres.schema import init_postgres
 
     init_postgres(url)
     store = PostgresStore(url)

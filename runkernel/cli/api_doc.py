@@ -46,7 +46,7 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("runkernel.adapters.stores.sqlite", "The embedded SQLite store (``sqlite:///path``).", ("SqliteStore",)),
     ("runkernel.adapters.stores.postgres", "The PostgreSQL store (the ``postgres`` extra).", ("PostgresStore",)),
     (
-        "runkernel.adapters.stores.postgres_schema",
+        "runkernel.adapters.stores.postgres.schema",
         "Creating and upgrading a PostgreSQL store's schema (``runkernel db``).",
         ("init_postgres", "migrate_postgres"),
     ),
@@ -116,7 +116,7 @@ STORE_MODULES: tuple[str, ...] = (
     "runkernel.adapters.stores.memory",
     "runkernel.adapters.stores.sqlite",
     "runkernel.adapters.stores.postgres",
-    "runkernel.adapters.stores.postgres_schema",
+    "runkernel.adapters.stores.postgres.schema",
     "runkernel.conformance",
 )
 

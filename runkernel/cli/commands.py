@@ -19,7 +19,7 @@ from runkernel.adapters.stores.inspect_view import (
     inspect_text,
 )
 from runkernel.adapters.stores.contract import Reconciliation, SchemaError, Store
-from runkernel.adapters.stores.urls import DEFAULT_STORE_URL, BadStoreUrl, open_store
+from runkernel.adapters.stores.registry import DEFAULT_STORE_URL, BadStoreUrl, open_store
 from runkernel.kernel.protocol import (
     Approve,
     DelegationResult,

@@ -104,7 +104,7 @@ def _stores(url: str | None) -> tuple[Callable[[], Store] | None, Store | None]:
     must hold nothing but a crash test's own Threads: never the Run store)."""
     if url is None or url == "memory:":
         return None, None
-    from runkernel.adapters.stores.urls import open_store
+    from runkernel.adapters.stores.registry import open_store
 
     store = open_store(url)
     foreign = [t for t in store.thread_ids() if not t.startswith(THREAD_PREFIX)]

@@ -5,37 +5,17 @@ from __future__ import annotations
 
 import argparse
 
-from runkernel.adapters.stores.sqlite_migrate import migrate_sqlite
-from runkernel.adapters.stores.sqlite_open import Access, check_path
-from runkernel.adapters.stores.urls import BadStoreUrl, redacted
+from runkernel.adapters.stores.registry import BadStoreUrl, kind_of, redacted
 
 EXIT_OK = 0
-
-_POSTGRES = ("postgresql://", "postgres://")
-
-
-def _require_psycopg() -> None:
-    """Refuse with one line when the ``postgres`` extra is not installed."""
-    try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-    except ImportError as error:
-        raise BadStoreUrl(f"the PostgreSQL store needs psycopg and psycopg-pool ({error}); install runkernel[postgres]") from None
 
 
 def _migrate(args: argparse.Namespace) -> int:
     url: str = args.store
-    if url.startswith(_POSTGRES):
-        _require_psycopg()
-        from runkernel.adapters.stores.postgres_schema import migrate_postgres
-
-        before, after = migrate_postgres(url)
-    elif url.startswith("sqlite:///") and url[len("sqlite:///"):]:
-        path = url[len("sqlite:///"):]
-        check_path(path, Access.WRITE)  # a missing file, a directory, a FIFO: refused as elsewhere
-        before, after = migrate_sqlite(path)
-    else:
+    kind = kind_of(url)
+    if kind is None or kind.migrate is None:
         raise BadStoreUrl(f"{url!r}: only a SQLite (sqlite:///path.db) or PostgreSQL store has a schema to migrate")
+    before, after = kind.migrate(url)
     if before == after:
         print(f"{redacted(url)}: schema version {after}, nothing to migrate")
     else:
@@ -45,17 +25,15 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _init(args: argparse.Namespace) -> int:
     url: str = args.store
-    if not url.startswith(_POSTGRES):
+    kind = kind_of(url)
+    if kind is None or kind.init is None:
         raise BadStoreUrl(
             f"{url!r}: db init is for server stores (postgresql://...); a SQLite file is created "
             "by `runkernel start` or `runkernel simulate`"
         )
-    _require_psycopg()
-    from runkernel.adapters.stores.postgres_schema import SCHEMA_VERSION, init_postgres
-
-    made = init_postgres(url)
+    made, version = kind.init(url)
     state = "created" if made else "already initialized"
-    print(f"{redacted(url)}: runkernel store {state}, schema version {SCHEMA_VERSION}")
+    print(f"{redacted(url)}: runkernel store {state}, schema version {version}")
     return EXIT_OK
 
 

@@ -158,7 +158,7 @@ def _store_failure(error: Exception) -> tuple[str, int] | None:
     never loads them: an error of a module nobody imported cannot have been raised."""
     if "runkernel.adapters.stores.contract" in sys.modules:
         from runkernel.adapters.stores.contract import IllegalCommit, SchemaError, StoreError, UnknownRun
-        from runkernel.adapters.stores.urls import BadStoreUrl
+        from runkernel.adapters.stores.registry import BadStoreUrl
 
         if isinstance(error, (BadStoreUrl, SchemaError)):  # a bad URL, or a file that is not a store
             return str(error), EXIT_USAGE

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from runkernel.adapters.stores.contract import SIMULATE_CLAIM, Store
 from runkernel.adapters.stores.export import export_lines
+from runkernel.adapters.stores.registry import kind_of
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.cli.commands import _opened, _store_option
 from runkernel.cli.text import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, CliError, ProgressBar, plural
@@ -147,10 +148,9 @@ def _claim(store: Store, url: str, *, reset: bool) -> Iterator[None]:
             refused = store.claim_empty(owner, reset=reset)
         else:
             claim = None
-            if url.startswith(("postgresql://", "postgres://")):
-                from runkernel.adapters.stores.postgres_claim import SimulateClaim
-
-                claim = held.enter_context(SimulateClaim(url))
+            kind = kind_of(url)
+            if kind is not None and kind.claim is not None:
+                claim = held.enter_context(kind.claim(url))
                 if not claim.taken:
                     raise CliError(
                         f"store {url} is in use by another simulate (it holds the store's claim until it "

@@ -16,7 +16,7 @@ import socket
 import sys
 from types import FrameType
 
-from runkernel.adapters.stores.urls import open_store, redacted
+from runkernel.adapters.stores.registry import open_store, redacted
 from runkernel.cli.commands import _store_option
 from runkernel.cli.text import EXIT_OK, EXIT_USAGE, CliError
 

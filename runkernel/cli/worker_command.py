@@ -25,7 +25,7 @@ from types import FrameType
 from runkernel.adapters.drive.events import ModelFailed, RuntimeEvent, ToolRaised
 from runkernel.adapters.drive.telemetry import Telemetry
 from runkernel.adapters.stores.contract import SchemaError, Store, StoreUnavailable
-from runkernel.adapters.stores.urls import BadStoreUrl, open_store
+from runkernel.adapters.stores.registry import BadStoreUrl, open_store
 from runkernel.adapters.worker.apps import AppLoadError, load_app
 from runkernel.adapters.worker.loop import Worker, WorkerReport
 from runkernel.adapters.worker.outage import OUTAGE_MAX_DELAY, OutageBegan, OutageEnded, OutageEvent, StoreOutage

@@ -36,7 +36,7 @@ from runkernel.adapters.stores.contract import Reconciliation, Store
 from runkernel.adapters.stores.damage import check_snapshot
 from runkernel.adapters.stores.export import export_lines
 from runkernel.adapters.stores.inspect_view import find_indeterminate
-from runkernel.adapters.stores.urls import open_store, redacted
+from runkernel.adapters.stores.registry import open_store, redacted
 from runkernel.kernel.protocol import Approve, Deny, ProvideInput, ResumeCommand, ResumePayload
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.values import WaitKind

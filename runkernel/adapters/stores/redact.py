@@ -1,5 +1,5 @@
 """A store URL as messages show it: without its passwords. Its own module, so that the
-PostgreSQL modules need not import ``urls`` (which opens them).
+PostgreSQL modules need not import ``registry`` (which opens them).
 
 Masking must hold however malformed the URL is: a password with an unencoded ``@``,
 ``:``, ``/`` or ``%`` makes a URL parser (and libpq) split it somewhere else, and the

@@ -142,79 +142,6 @@ def has_work(
     return summary.state == "awaiting" and summary.wake_at is not None and summary.wake_at <= now
 
 
-#: the summary columns, in RunSummary's field order, as both SQL stores keep them
-SUMMARY_COLUMNS = "run_id, thread_id, state, step, version, app, waiting_for, wake_at"
-
-
-def _filters(
-    placeholder: str, *, state: str | None, thread_id: str | None, app: str | None
-) -> tuple[str, list[object]]:
-    """The WHERE clause of the listing's filters, and its parameters."""
-    clause = "WHERE 1 = 1"
-    params: list[object] = []
-    for column, value in (("state", state), ("app", app), ("thread_id", thread_id)):
-        if value is not None:
-            clause += f" AND {column} = {placeholder}"
-            params.append(value)
-    return clause, params
-
-
-def listing_query(
-    placeholder: str,
-    newest_first: str,
-    *,
-    state: str | None,
-    thread_id: str | None,
-    limit: int | None,
-    app: str | None = None,
-    after: str | None = None,
-) -> tuple[str, list[object]]:
-    """The ``runkernel runs`` query over a store's ``runs`` table, in the SQL dialect whose
-    parameter ``placeholder`` and newest-first ordering expression are given. ``after``
-    (a run id) pages: only Runs activated before that one, found by its key, so a page
-    is a range of an index, never a count of rows skipped."""
-    clause, params = _filters(placeholder, state=state, thread_id=thread_id, app=app)
-    query = f"SELECT {SUMMARY_COLUMNS} FROM runs {clause}"
-    if after is not None:
-        query += f" AND {newest_first} < (SELECT {newest_first} FROM runs WHERE run_id = {placeholder})"
-        params.append(after)
-    query += f" ORDER BY {newest_first} DESC"
-    if limit is not None:
-        query += f" LIMIT {placeholder}"
-        params.append(limit)
-    return query, params
-
-
-def count_query(
-    placeholder: str, *, state: str | None, thread_id: str | None, app: str | None, cap: int
-) -> tuple[str, list[object]]:
-    """How many Runs match the listing's filters, at most ``cap``: index entries counted
-    without reading the rows, and the count stops at the cap."""
-    clause, params = _filters(placeholder, state=state, thread_id=thread_id, app=app)
-    return f"SELECT count(*) FROM (SELECT 1 FROM runs {clause} LIMIT {placeholder}) AS capped", [*params, cap]
-
-
-def work_query(placeholder: str, now: str, same_app: str, oldest_first: str) -> str:
-    """The ``runs_with_work`` query over a store's ``runs``, ``awaited_children``,
-    ``inbox`` and ``leases`` tables, in the SQL dialect whose parameter ``placeholder``,
-    store-clock expression ``now``, null-safe equality ``same_app`` and activation
-    ordering are given. Its parameters: the app, ``now`` where it is a placeholder
-    (twice), and the limit. Each branch is a key lookup: a quiet parent's children are
-    found by its awaited rows and their own runs rows, never by reading history."""
-    p = placeholder
-    return (
-        f"SELECT r.run_id FROM runs r WHERE r.app {same_app} {p} AND ("
-        " (r.state = 'running' AND (NOT r.quiet OR EXISTS (SELECT 1 FROM awaited_children a"
-        "  LEFT JOIN runs c ON c.run_id = a.child_run_id"
-        "  WHERE a.parent_run_id = r.run_id AND (c.run_id IS NULL OR c.state = 'ended'))))"
-        f" OR (r.state = 'awaiting' AND r.wake_at <= {now})"
-        " OR EXISTS (SELECT 1 FROM inbox i WHERE i.run_id = r.run_id AND i.state = 'pending'))"
-        " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.run_id = r.run_id"
-        f"  AND NOT l.released AND l.expires_at > {now})"
-        f" ORDER BY {oldest_first} LIMIT {p}"
-    )
-
-
 def parent_columns(parent: ParentCall | None) -> tuple[str | None, str | None, str | None]:
     """The ``parent_thread_id, parent_run_id, parent_call_id`` columns of a Run's row."""
     return (None, None, None) if parent is None else (parent.thread_id, parent.run_id, parent.call_id)
@@ -234,17 +161,3 @@ def activation_parent(line: Mapping[str, Any]) -> ParentCall | None:
     if parent is None:
         return None
     return ParentCall(str(parent["thread_id"]), str(parent["run_id"]), str(parent["call_id"]))
-
-
-def summary_from_row(row: Sequence[Any]) -> RunSummary:
-    """A RunSummary from a row of ``SUMMARY_COLUMNS``."""
-    return RunSummary(
-        str(row[0]),
-        str(row[1]),
-        str(row[2]),
-        int(row[3]),
-        int(row[4]),
-        row[5],
-        row[6],
-        None if row[7] is None else float(row[7]),
-    )

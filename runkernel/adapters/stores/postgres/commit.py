@@ -11,19 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 from runkernel.adapters.stores.contract import Lease, Settlement
-from runkernel.adapters.stores.sql_statements import COMPACT_COMMANDS, RELEASE_IN_COMMIT, history_statements, pg_sql
+from runkernel.adapters.stores.sql.dialect import POSTGRESQL
+from runkernel.adapters.stores.sql.statements import COMPACT_COMMANDS, RELEASE_IN_COMMIT, history_statements
 from runkernel.adapters.stores.work import RunSummary, parent_columns
 from runkernel.kernel.history import HistoryKeys
 from runkernel.kernel.state import ThreadCommit, ThreadHead
 
 #: The store's clock, in seconds since the Unix epoch: the server's, never a worker's.
-NOW = "extract(epoch FROM now())::float8"
+NOW = POSTGRESQL.now
 
 #: The statements every commit runs, prepared once per connection (``PREPARED``) and
 #: run by name, so the server parses and plans them once, not at every commit.
 PREPARED = (
     # the writer's lease, locked FOR SHARE so no take-over commits between check and
-    # commit; its answer is the seconds the lease has left (``postgres_echo``)
+    # commit; its answer is the seconds the lease has left (``postgres.echo``)
     f"PREPARE rk_lease_held (text, text, bigint) AS SELECT (max(expires_at) - {NOW}) * (1 / count(*)) FROM "
     "(SELECT expires_at FROM leases "
     f"WHERE run_id = $1 AND worker_id = $2 AND epoch = $3 AND NOT released AND expires_at > {NOW} FOR SHARE) AS held",
@@ -122,14 +123,14 @@ def commit_statements(
     if new_run and trace_context is not None:
         add("UPDATE runs SET trace_context = %s WHERE run_id = %s", trace_context, commit.run_id)
     for text, params in history_statements(commit.run_id, keys, awaited, settle):
-        add(pg_sql(text), *params)
+        add(POSTGRESQL.sql(text), *params)
     if release and lease is not None:
-        add(pg_sql(RELEASE_IN_COMMIT), True, lease.run_id, lease.worker_id, lease.epoch)
+        add(POSTGRESQL.sql(RELEASE_IN_COMMIT), True, lease.run_id, lease.worker_id, lease.epoch)
     if notify is not None:
         add("SELECT pg_notify(%s, %s)", *notify)
     if compacts_inbox(summary):
         # the Run's end settles its inbox: its refusals go now (``compact_commands``)
-        add(pg_sql(COMPACT_COMMANDS), commit.run_id)
+        add(POSTGRESQL.sql(COMPACT_COMMANDS), commit.run_id)
         if notify_channel is not None:
             # a child's end is its quiet parent's work: wake the workers at once
             add(

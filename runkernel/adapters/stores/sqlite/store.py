@@ -4,11 +4,11 @@ Each commit is one row holding its ``runkernel/2`` line: the message *delta*, ne
 the history again, so a commit's size does not grow with the Thread. The latest state
 of every Run and Thread is kept in rows of its own, updated in the same transaction,
 so reading it is one primary-key lookup whatever the history's length. The schema is
-versioned (``sqlite_schema``): a file that is not a runkernel store, or is newer, is
+versioned (``sqlite.schema``): a file that is not a runkernel store, or is newer, is
 refused.
 
 What this store shares with the PostgreSQL one (reads, inbox, checkpoints,
-reconciliations, lease rules, listing) is ``sql_shared.SqlStore``. Its own: each write
+reconciliations, lease rules, listing) is ``sql.shared.SqlStore``. Its own: each write
 is a ``BEGIN IMMEDIATE`` transaction, so the rows a commit or a lease act is judged
 against are read under the write lock, and the lease clock is this process's.
 """
@@ -22,41 +22,32 @@ from pathlib import Path
 from typing import Any
 
 from runkernel.adapters.stores.contract import (
-    CommitConflict,
-    IllegalCommit,
-    Lease,
-    LeaseLost,
-    SIMULATE_CLAIM,
-    Settlement,
-    StoreUnavailable,
-    Writer,
-    judge_append,
+    CommitConflict, IllegalCommit, Lease, LeaseLost, SIMULATE_CLAIM, Settlement, StoreUnavailable, Writer, judge_append,
 )
 from runkernel.adapters.stores.leases import LeaseRow, checked_release, commit_writer, is_own_landed_commit
 from runkernel.adapters.stores.serial import commit_text, dumps, line_text, snapshot_text
-from runkernel.adapters.stores.sql_shared import SqlStore
-from runkernel.adapters.stores.sql_statements import (
+from runkernel.adapters.stores.sql.dialect import SQLITE
+from runkernel.adapters.stores.sql.queries import work_query
+from runkernel.adapters.stores.sql.shared import SqlStore
+from runkernel.adapters.stores.sql.statements import (
     HEAD_RUN_AND_LEASE, INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT, UPDATE_RUN, UPDATE_THREAD, Row,
     history_statements,
 )
-from runkernel.adapters.stores.sqlite_open import Access, Recognized, connect, recognize, statements, store_error
-from runkernel.adapters.stores.sqlite_schema import LAYOUT as LAYOUT
-from runkernel.adapters.stores.sqlite_schema import SCHEMA
-from runkernel.adapters.stores.sqlite_schema import SCHEMA_NAME as SCHEMA_NAME
-from runkernel.adapters.stores.sqlite_schema import SCHEMA_VERSION as SCHEMA_VERSION
-from runkernel.adapters.stores.work import STORE_TABLES, awaited_children, parent_columns, summary_of, work_query
+from runkernel.adapters.stores.sqlite.opening import Access, Recognized, connect, path_of, recognize, statements, store_error
+from runkernel.adapters.stores.sqlite.schema import LAYOUT, SCHEMA, SCHEMA_NAME, SCHEMA_VERSION
+from runkernel.adapters.stores.work import STORE_TABLES, awaited_children, parent_columns, summary_of
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.state import RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.values import JsonValue
 
 #: Runs with work, judged by this process's clock (given twice as a parameter).
-_WORK = work_query("?", "?", "IS", "r.rowid")
+_WORK = work_query(SQLITE)
 
 
 class SqliteStore(SqlStore):
     """A runkernel store in one SQLite file. Use one instance per thread of control."""
 
-    _ACTIVATION_ORDER = "rowid"
+    dialect = SQLITE
 
     def __init__(
         self,
@@ -394,3 +385,9 @@ def _writer_columns(writer: Writer | None) -> tuple[str | None, int | None]:
 def _lease_row_of(run_id: str, worker_id: Any, epoch: Any, expires_at: Any, released: Any) -> LeaseRow:
     """A ``leases`` row's columns as the lease rules take them."""
     return LeaseRow(Lease(run_id, str(worker_id), int(epoch), float(expires_at)), bool(released))
+
+
+def open_sqlite(url: str, *, create: bool = True, read_only: bool = False) -> SqliteStore:
+    """The store a ``sqlite:///path.db`` URL names (``SqliteStore``'s ``create`` and
+    ``read_only``), as ``registry.open_store`` opens it."""
+    return SqliteStore(path_of(url), create=create, read_only=read_only)

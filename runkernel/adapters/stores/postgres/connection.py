@@ -20,8 +20,8 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from runkernel.adapters.stores.postgres_commit import PREPARED
-from runkernel.adapters.stores.postgres_schema import check_current, redacted, split_url, unavailable
+from runkernel.adapters.stores.postgres.commit import PREPARED
+from runkernel.adapters.stores.postgres.schema import check_current, redacted, split_url, unavailable
 from runkernel.adapters.stores.contract import StoreUnavailable
 
 Connection = psycopg.Connection[tuple[Any, ...]]

@@ -13,7 +13,7 @@ import psycopg
 from psycopg import sql
 
 from runkernel.adapters.stores.contract import SIMULATE_CLAIM
-from runkernel.adapters.stores.postgres_schema import split_url, unavailable
+from runkernel.adapters.stores.postgres.schema import split_url, unavailable
 
 #: The lock's key is this text and the schema name, hashed by the server.
 _KEY = "runkernel simulate claim:"

@@ -26,15 +26,15 @@ from pathlib import Path
 
 from runkernel.adapters.stores.serial import dumps, legacy_history_from_json, snapshot_from_json, snapshot_to_json
 from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
-from runkernel.adapters.stores.sqlite_open import not_a_database, store_error
-from runkernel.adapters.stores.sqlite_schema import (
+from runkernel.adapters.stores.sqlite.opening import not_a_database, store_error
+from runkernel.adapters.stores.sqlite.schema import (
     AWAITED_CHILDREN_TABLE,
     HISTORY_TABLES,
     LEASES_TABLE,
     SCHEMA_NAME,
     SCHEMA_VERSION,
 )
-from runkernel.adapters.stores.sql_migrate import quiet_parent_statements
+from runkernel.adapters.stores.sql.migrate import quiet_parent_statements
 from runkernel.adapters.stores.work import summary_of
 from runkernel.kernel.codec import upgrade_v1_line
 from runkernel.kernel.state import RESUMED_EVENT

@@ -2,7 +2,7 @@
 discovery find a quiet parent by key (SQLite 3 to 4, PostgreSQL 1 to 2) fills each
 Run's quiet flag and the children it waits for from its latest state, and a child's
 parent call from its activation line; the statements are in ``?`` style
-(``sql_statements.pg_sql`` rewrites them for psycopg)."""
+(``dialect.POSTGRESQL.sql`` rewrites them for psycopg)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from runkernel.adapters.stores.contract import SchemaError
 from runkernel.adapters.stores.serial import snapshot_from_json
-from runkernel.adapters.stores.sql_statements import Statement
+from runkernel.adapters.stores.sql.statements import Statement
 from runkernel.adapters.stores.work import activation_parent, awaited_children, parent_columns
 
 

@@ -13,7 +13,7 @@ looking the commit up by identity and version on a new connection: this store's 
 line there is adopted, another line is a conflict, no line means nothing was written and
 the commit is sent again. Nothing is ever committed twice.
 
-The store never creates its schema: ``runkernel db init`` does (``postgres_schema``).
+The store never creates its schema: ``runkernel db init`` does (``postgres.schema``).
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ from runkernel.adapters.stores.contract import (
 )
 from runkernel.adapters.stores.leases import LeaseRow, checked_release, checked_take, commit_writer
 from runkernel.adapters.stores.folded_reads import PickUp
-from runkernel.adapters.stores.postgres_commit import Statement, commit_statements, compacts_inbox
-from runkernel.adapters.stores.postgres_connection import Connection
-from runkernel.adapters.stores.postgres_echo import CommitEcho, HistoryMemo
-from runkernel.adapters.stores.postgres_pick_up import Rows, pick_up_rows
-from runkernel.adapters.stores.postgres_schema import TABLES, unavailable
-from runkernel.adapters.stores.postgres_sql import TAKE, PostgresSql
-from runkernel.adapters.stores.sql_shared import SqlStore
+from runkernel.adapters.stores.postgres.commit import Statement, commit_statements, compacts_inbox
+from runkernel.adapters.stores.postgres.connection import Connection
+from runkernel.adapters.stores.postgres.echo import CommitEcho, HistoryMemo
+from runkernel.adapters.stores.postgres.pick_up import Rows, pick_up_rows
+from runkernel.adapters.stores.postgres.schema import TABLES, unavailable
+from runkernel.adapters.stores.postgres.sql import TAKE, PostgresSql
+from runkernel.adapters.stores.sql.shared import SqlStore
 from runkernel.adapters.stores.serial import commit_text, dumps, judged_dumps, snapshot_to_json
 from runkernel.adapters.stores.work import awaited_children, parent_from_columns, summary_of
 from runkernel.kernel.history import History
@@ -79,7 +79,7 @@ class PostgresStore(PostgresSql):
         #: reading, since the conditional update refuses it if the Thread moved since
         self._written: tuple[str, ThreadHead, RunSnapshot] | None = None
         #: what this store's last commit learnt in its own transaction, until this store
-        #: writes anything else (``postgres_echo``)
+        #: writes anything else (``postgres.echo``)
         self._echo = CommitEcho()
         #: history answers read since ``_written`` was last fixed
         self._memo = HistoryMemo()
@@ -280,7 +280,7 @@ class PostgresStore(PostgresSql):
 
     def acquire_lease_and_pick_up(self, run_id: str, worker_id: str, duration: float) -> tuple[Lease, PickUp | None]:
         """``acquire_lease``, and the pick-up (``read_pick_up``) in the same round trip, read
-        in a snapshot taken after the take committed (``postgres_pick_up``). The pick-up
+        in a snapshot taken after the take committed (``postgres.pick_up``). The pick-up
         is None when the take found another worker's lease (``acquire_lease`` then names
         it by ``LeaseHeld``, or takes the lease if it expired since)."""
         checked_take(worker_id, duration)
@@ -374,3 +374,9 @@ class PostgresStore(PostgresSql):
                         conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(table)))
 
         self._change(wipe)
+
+
+def open_postgres(url: str, *, create: bool = True, read_only: bool = False) -> PostgresStore:
+    """The store a ``postgresql://`` URL names, as ``registry.open_store`` opens it. It is
+    never created here, whatever ``create`` says: ``runkernel db init`` creates it."""
+    return PostgresStore(url, read_only=read_only)

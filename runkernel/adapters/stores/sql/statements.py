@@ -1,10 +1,9 @@
-"""The statements the SQL stores share that are not methods of ``sql_shared.SqlStore``:
-every statement is written in SQLite's ``?`` style, and ``pg_sql`` rewrites one for
-psycopg; the commit's reads and history rows; a Run's history read by key."""
+"""The statements the SQL stores share that are not methods of ``sql.shared.SqlStore``:
+the commit's reads and history rows; a Run's history read by key. Every statement is
+written in SQLite's ``?`` style (``dialect`` says how each database takes one)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -57,13 +56,6 @@ RELEASE_IN_COMMIT = "UPDATE leases SET released = ? WHERE run_id = ? AND worker_
 REFUSED_COMMANDS = "SELECT entry_id FROM inbox WHERE run_id = ? AND state = 'settled' AND outcome LIKE 'refused%'"
 #: ... and deleting them (run id).
 COMPACT_COMMANDS = f"DELETE FROM inbox WHERE entry_id IN ({REFUSED_COMMANDS})"
-
-
-@functools.lru_cache(maxsize=256)
-def pg_sql(query: str) -> str:
-    """A statement written in ``?`` style as psycopg takes it (``%s``, a literal ``%``
-    doubled). No shared statement holds a ``?`` of its own."""
-    return query.replace("%", "%%").replace("?", "%s")
 
 
 def history_statements(

@@ -12,8 +12,8 @@ from typing import Any
 
 import psycopg
 
-from runkernel.adapters.stores.postgres_commit import PENDING
-from runkernel.adapters.stores.postgres_connection import Connection
+from runkernel.adapters.stores.postgres.commit import PENDING
+from runkernel.adapters.stores.postgres.connection import Connection
 
 Rows = list[tuple[Any, ...]]
 

@@ -1,5 +1,5 @@
-"""The PostgreSQL side of the shared SQL layer (``sql_shared.SqlStore``): its statements
-run on the store's session (``postgres_connection``), reads repeated once on a new
+"""The PostgreSQL side of the shared SQL layer (``sql.shared.SqlStore``): its statements
+run on the store's session (``postgres.connection``), reads repeated once on a new
 connection when the old one dropped, and leases judged by the server's clock ``now()``
 (Workers and leases): each lease act is one transaction holding the Run's
 lease row locked, with the rules every store shares (``leases``); taking a lease, the
@@ -12,14 +12,15 @@ from typing import Any
 
 from runkernel.adapters.stores.contract import Lease
 from runkernel.adapters.stores.leases import LeaseRow, checked_take
-from runkernel.adapters.stores.postgres_commit import NOW
-from runkernel.adapters.stores.postgres_connection import Connection, PostgresConnection
-from runkernel.adapters.stores.sql_shared import SqlStore
-from runkernel.adapters.stores.sql_statements import Row, pg_sql
-from runkernel.adapters.stores.work import work_query
+from runkernel.adapters.stores.postgres.commit import NOW
+from runkernel.adapters.stores.postgres.connection import Connection, PostgresConnection
+from runkernel.adapters.stores.sql.dialect import POSTGRESQL
+from runkernel.adapters.stores.sql.queries import work_query
+from runkernel.adapters.stores.sql.shared import SqlStore
+from runkernel.adapters.stores.sql.statements import Row
 
 #: Runs with work, judged by the server's clock.
-_WORK = work_query("?", NOW, "IS NOT DISTINCT FROM", "r.activated")
+_WORK = work_query(POSTGRESQL)
 
 #: A lease taken in one statement, one round trip (the worker's hot path): the rules of
 #: ``leases.acquired`` in SQL. The row is locked by the upsert itself, so two takers
@@ -42,27 +43,27 @@ TAKE = (
 class PostgresSql(PostgresConnection, SqlStore):
     """The shared store methods, on the store's session."""
 
-    _ACTIVATION_ORDER = "activated"
+    dialect = POSTGRESQL
 
     # --- the hooks of SqlStore --------------------------------------------------------
 
     def _one(self, query: str, params: Sequence[Any]) -> Row | None:
-        row: Row | None = self._fetch(pg_sql(query), tuple(params))
+        row: Row | None = self._fetch(POSTGRESQL.sql(query), tuple(params))
         return row
 
     def _all(self, query: str, params: Sequence[Any]) -> list[Row]:
-        return self._fetch_all(pg_sql(query), tuple(params))
+        return self._fetch_all(POSTGRESQL.sql(query), tuple(params))
 
     def _change_rows(self, query: str, params: Sequence[Any]) -> int:
-        return self._execute(pg_sql(query), tuple(params))
+        return self._execute(POSTGRESQL.sql(query), tuple(params))
 
     def _write_once(self, query: str, params: Sequence[Any]) -> None:
-        text, values = pg_sql(query).encode(), tuple(params)
+        text, values = POSTGRESQL.sql(query).encode(), tuple(params)
         self._change(lambda c: c.execute(text, values), repeat=False)
 
     def _checkpoint_write(self, query: str, params: Sequence[Any]) -> None:
         # the checkpoints table is UNLOGGED: the write never waits for a WAL flush
-        self._execute(pg_sql(query), tuple(params))
+        self._execute(POSTGRESQL.sql(query), tuple(params))
 
     # --- leases, by the server's clock ------------------------------------------------
 

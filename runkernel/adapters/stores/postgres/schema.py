@@ -18,8 +18,8 @@ from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
 from runkernel.errors import BadStoreUrl
 from runkernel.adapters.stores.redact import redacted as redacted  # the other PostgreSQL modules take it from here
 from runkernel.adapters.stores.redact import masked
-from runkernel.adapters.stores.sql_migrate import quiet_parent_statements
-from runkernel.adapters.stores.sql_statements import pg_sql
+from runkernel.adapters.stores.sql.migrate import quiet_parent_statements
+from runkernel.adapters.stores.sql.dialect import POSTGRESQL
 from runkernel.adapters.stores.work import STORE_TABLES
 
 SCHEMA_NAME = "runkernel-postgres"
@@ -215,7 +215,7 @@ def _one_to_two(conn: psycopg.Connection[tuple[object, ...]], url: str) -> None:
     # only an activation names a parent: the lines that cannot are not read
     lines = conn.execute("SELECT run_id, line FROM commits WHERE strpos(line, '\"parent\"') > 0").fetchall()
     for statement, params in quiet_parent_statements(redacted(url), runs, lines):
-        conn.execute(pg_sql(statement).encode(), params)
+        conn.execute(POSTGRESQL.sql(statement).encode(), params)
 
 
 def drop_store(url: str) -> None:

@@ -1,10 +1,10 @@
 """The SQLite store's schema: its name and version, and the tables a new store is made
-with. ``sqlite_migrate`` upgrades older files; the tables it adds take their
+with. ``sqlite.migrate`` upgrades older files; the tables it adds take their
 definitions from here, so a migrated store and a new one declare them alike."""
 
 from __future__ import annotations
 
-from runkernel.adapters.stores.sqlite_open import Layout
+from runkernel.adapters.stores.sqlite.opening import Layout
 from runkernel.adapters.stores.work import STORE_TABLES
 
 SCHEMA_NAME = "runkernel-sqlite"

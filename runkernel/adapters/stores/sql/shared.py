@@ -6,8 +6,8 @@ Both keep the same tables (``work.STORE_TABLES``): each commit a row holding its
 row of its own, history facts in indexed rows read by key. Their reads, the inbox, the
 checkpoints, the reconciliations, the lease rules and the listing are therefore the same
 SQL; ``SqlStore`` holds them, with every statement written in SQLite's ``?`` style and
-handed to a few hooks each store implements (``sql_statements.pg_sql`` rewrites a
-statement for psycopg). What stays in each store is what truly differs: opening the database, the
+handed to a few hooks each store implements (its ``dialect`` says how its database takes
+a statement: ``dialect.POSTGRESQL.sql`` rewrites one for psycopg). What stays in each store is what truly differs: opening the database, the
 commit's transaction and its checks (``BEGIN IMMEDIATE`` and reads inside it on SQLite;
 one round trip of statements whose failures are the checks on PostgreSQL), how a lease
 row is locked and which clock judges it, retries and error translation.
@@ -30,14 +30,10 @@ from runkernel.adapters.stores.contract import (
 from runkernel.adapters.stores.decode import decoded, integer, json_text, thread_head
 from runkernel.adapters.stores.leases import LeaseRow, acquired, checked_duration, checked_take, require_held
 from runkernel.adapters.stores.serial import commit_from_text, dumps, snapshot_from_json
-from runkernel.adapters.stores.sql_statements import COMPACT_COMMANDS, HEAD_AND_RUN, REFUSED_COMMANDS, Row, SqlHistory
-from runkernel.adapters.stores.work import (
-    RunSummary,
-    count_query,
-    listing_query,
-    parent_from_columns,
-    summary_from_row,
-)
+from runkernel.adapters.stores.sql.dialect import Dialect
+from runkernel.adapters.stores.sql.queries import count_query, listing_query, summary_from_row
+from runkernel.adapters.stores.sql.statements import COMPACT_COMMANDS, HEAD_AND_RUN, REFUSED_COMMANDS, Row, SqlHistory
+from runkernel.adapters.stores.work import RunSummary, parent_from_columns
 from runkernel.kernel.history import History
 from runkernel.kernel.state import Message, ParentCall, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.values import JsonValue
@@ -50,11 +46,12 @@ _CHECKPOINT_PUT = (
 
 class SqlStore:
     """The methods both SQL stores share. A store sets ``where`` (how its errors name
-    it) and implements the hooks below; every statement it is handed is in ``?`` style."""
+    it) and its ``dialect``, and implements the hooks below; every statement it is handed
+    is in ``?`` style."""
 
     where: str
-    #: the expression ordering Runs by activation (``runs`` listing, newest first)
-    _ACTIVATION_ORDER: str
+    #: the store's SQL: its placeholders, clock, null-safe equality and activation order
+    dialect: Dialect
 
     # --- hooks ------------------------------------------------------------------------
 
@@ -355,13 +352,13 @@ class SqlStore:
         after: str | None = None,
     ) -> list[RunSummary]:
         query, params = listing_query(
-            "?", self._ACTIVATION_ORDER, state=state, thread_id=thread_id, limit=limit, app=app, after=after
+            self.dialect, state=state, thread_id=thread_id, limit=limit, app=app, after=after
         )
         return [summary_from_row(r) for r in self._all(query, params)]
 
     def count_runs(
         self, *, state: str | None = None, thread_id: str | None = None, app: str | None = None, cap: int = 1000
     ) -> int:
-        query, params = count_query("?", state=state, thread_id=thread_id, app=app, cap=cap)
+        query, params = count_query(state=state, thread_id=thread_id, app=app, cap=cap)
         row = self._one(query, params)
         return 0 if row is None else int(row[0])

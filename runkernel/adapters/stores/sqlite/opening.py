@@ -21,6 +21,19 @@ import urllib.parse
 from attrs import frozen
 
 from runkernel.adapters.stores.contract import DamagedStore, SchemaError, StoreUnavailable
+from runkernel.errors import BadStoreUrl
+
+#: How a SQLite store's URL starts: ``sqlite:///rel.db`` is relative to the working
+#: directory, ``sqlite:////abs/path.db`` absolute.
+URL_PREFIX = "sqlite:///"
+
+
+def path_of(url: str) -> str:
+    """The file a ``sqlite:///path.db`` URL names."""
+    path = url[len(URL_PREFIX):]
+    if not path:
+        raise BadStoreUrl(f"{url!r} names no file; use sqlite:///path.db")
+    return path
 
 
 #: SQLite's primary result codes this module tells apart (``sqlite_errorcode & 0xff``).
