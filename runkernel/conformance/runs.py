@@ -6,7 +6,7 @@ commit judged as it is built), ``crash()`` continues as ``recover`` says, and
 only the judge reaches (a commit no ``decide`` would build). Every test, proof and
 benchmark builds its data with it, through ``runkernel.testing`` (which re-exports
 it): it lives here because the store contract suite builds its runs with it, and no
-library module imports ``runkernel.testing`` (the layers, tests/test_layers.py).
+library module imports ``runkernel.testing`` (the layers, tests/proofs/test_layers.py).
 
 ``text_run``, ``tool_run``, ``awaiting_run`` and ``delegating_run`` are the suite's
 fixed runs, for tests of a store's own specifics too.

@@ -8,4 +8,4 @@ opening one by URL (``urls``), and the read views the CLI answers from
 A store knows nothing of who drives a Run: modules here import only ``runkernel.specs``,
 ``runkernel.kernel`` and the base modules (``runkernel.errors``, ``runkernel._deprecation``,
 ``runkernel._compat``), never ``drive``, ``worker`` or the CLI
-(``tests/test_layers.py``)."""
+(``tests/proofs/test_layers.py``)."""

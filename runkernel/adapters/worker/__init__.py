@@ -5,7 +5,7 @@ event loop per worker: ``app_loop``), the Runs it sets aside while a model call 
 (``outage``).
 
 Modules here may import ``runkernel.adapters.drive`` and everything below it, never the
-CLI (``tests/test_layers.py``).
+CLI (``tests/proofs/test_layers.py``).
 
 ``runkernel.adapters.worker`` was a module until 0.2: its one documented name,
 ``WorkerReport``, still resolves here with a ``DeprecationWarning`` (it lives in
