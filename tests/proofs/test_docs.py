@@ -3,16 +3,21 @@ the generated reference pages are what their generators print today."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import urllib.parse
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
+import postgres_support
 from docs_blocks import RUN_LANGUAGES, SHOWN_LANGUAGES, Block, blocks, commands, pages
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -31,21 +36,42 @@ NEEDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _fresh_howto_schema() -> None:
-    """The PostgreSQL how-to's store is a schema of the machine's test server (the page
-    names 127.0.0.1:5432/test, where this project's tests run): emptied before the page
-    runs, so its fixed run ids start afresh."""
-    dsn = os.environ.get("RUNKERNEL_TEST_POSTGRES_DSN")
-    if not dsn:
-        pytest.skip("no PostgreSQL server: set RUNKERNEL_TEST_POSTGRES_DSN=postgresql://user@host:port/db to run these tests")
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("DROP SCHEMA IF EXISTS howto_workers CASCADE")
+#: The store URL the PostgreSQL how-to prints: a schema of the database ``test`` on this
+#: machine's server. The test runs the page on the database ``RUNKERNEL_TEST_POSTGRES_DSN``
+#: names instead, never on a database the DSN does not name.
+HOWTO_STORE = "postgresql://postgres@127.0.0.1:5432/test?schema=howto_workers"
 
 
-#: What a page needs done before its blocks run.
-SETUP = {"how-to/postgres.md": _fresh_howto_schema}
+@contextlib.contextmanager
+def _howto_store_on_the_dsn() -> Iterator[dict[str, str]]:
+    """The PostgreSQL how-to's store, moved onto the DSN's database in a schema of its
+    own (so its fixed run ids start afresh and parallel runs never meet), dropped after:
+    the one text of the page the test replaces."""
+    url = postgres_support.fresh_url("howto")
+    try:
+        yield {HOWTO_STORE: url}
+    finally:
+        import psycopg
+        import psycopg.sql
+
+        _, schema = split_url(url)
+        with psycopg.connect(postgres_support.dsn(), autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(psycopg.sql.Identifier(schema)))
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """A store URL's libpq part and its ``schema`` parameter."""
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qsl(parts.query)
+    schema = dict(query)["schema"]
+    rest = urllib.parse.urlencode([(k, v) for k, v in query if k != "schema"])
+    return urllib.parse.urlunsplit(parts._replace(query=rest)), schema
+
+
+#: What a page needs done before its blocks run: the texts to replace in its blocks.
+SETUP: dict[str, Callable[[], contextlib.AbstractContextManager[dict[str, str]]]] = {
+    "how-to/postgres.md": _howto_store_on_the_dsn,
+}
 
 
 def _environment() -> dict[str, str]:
@@ -132,13 +158,35 @@ def test_every_block_of_a_page_runs_as_printed(page: Path, tmp_path: Path) -> No
         pytest.importorskip(module, reason=reason)
     env = _environment()
     setup = SETUP.get(name)
-    if setup is not None:
-        setup()
     cwd = tmp_path / "page"
     cwd.mkdir()
-    for block in blocks(page):
-        if block.language in RUN_LANGUAGES and block.run_by is None:
-            print(run_block(block, cwd, env, tmp_path / "shell-state.sh"))
+    with setup() if setup is not None else contextlib.nullcontext({}) as replacements:
+        for block in blocks(page):
+            if block.language in RUN_LANGUAGES and block.run_by is None:
+                print(run_block(_replaced(block, replacements), cwd, env, tmp_path / "shell-state.sh"))
+
+
+def _replaced(block: Block, replacements: dict[str, str]) -> Block:
+    code = block.code
+    for printed, used in replacements.items():
+        code = code.replace(printed, used)
+    return attrs.evolve(block, code=code)
+
+
+def test_the_postgres_page_runs_on_the_database_its_dsn_names() -> None:
+    """The how-to prints a store on the database ``test``; the page's setup replaces that
+    URL in its blocks with a schema of its own on the DSN's database, so the page writes
+    to no other database (and the URL it replaces is the one the page prints)."""
+    page = "how-to/postgres.md"
+    run = [block for block in blocks(ROOT / "docs" / page) if block.language in RUN_LANGUAGES and block.run_by is None]
+    assert any(HOWTO_STORE in block.code for block in run), "the page no longer prints the store URL the test replaces"
+    with SETUP[page]() as replacements:
+        replaced = [_replaced(block, replacements) for block in run]
+        (url,) = set(replacements.values())
+    assert not any(HOWTO_STORE in block.code for block in replaced)
+    assert any(url in block.code for block in replaced)
+    base, schema = split_url(url)
+    assert base == postgres_support.dsn() and schema != "howto_workers"
 
 
 def test_a_block_another_test_runs_is_run_by_that_test() -> None:
