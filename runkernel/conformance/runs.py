@@ -119,6 +119,13 @@ class Builder:
             built = built._took(decision)
         return built
 
+    def propose(self, *tools: str, first: int = 1, text: str = "using tools", batch_id: str = "b1") -> Builder:
+        """Feed an inference result opening a batch of one Requested call per tool, in
+        order: call ids ``c{n}``, operations ``op{n}`` and arguments ``{"i": n}``, with
+        ``n`` counting from ``first``."""
+        calls = tuple(ProposedCall(f"c{n}", tool, {"i": n}, f"op{n}") for n, tool in enumerate(tools, start=first))
+        return self.feed(InferenceResult(text, calls, batch_id))
+
     def crash(self) -> Builder:
         """What a fresh host does after a crash: ``recover`` from the committed state."""
         decision = recover(self.snapshot, self.policies, self_check=True, history=self.history).decision

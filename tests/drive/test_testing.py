@@ -491,6 +491,23 @@ def test_the_builder_takes_a_hand_made_commit_only_if_the_judge_accepts_it() -> 
         opened.commit(ThreadCommit("th", "r1", run.version, run.step, Running(), skipped))
 
 
+def test_the_builder_proposes_one_requested_call_per_tool_in_order() -> None:
+    proposed = Builder("th").start("r1").propose("pay", "fetch")
+    expected = InferenceResult(
+        "using tools", (ProposedCall("c1", "pay", {"i": 1}, "op1"), ProposedCall("c2", "fetch", {"i": 2}, "op2")), "b1"
+    )
+    assert proposed == Builder("th").start("r1").feed(expected)
+    batch = proposed.snapshot.batch
+    assert batch is not None and batch.batch_id == "b1"
+    assert [(c.call_id, c.tool, c.arguments, c.operation_id, c.status) for c in batch.calls] == [
+        ("c1", "pay", {"i": 1}, "op1", CallRequested()),
+        ("c2", "fetch", {"i": 2}, "op2", CallRequested()),
+    ]
+    counted = Builder("th").start("r1").propose("pay", first=0, text="go", batch_id="b7").snapshot.batch
+    assert counted is not None and counted.batch_id == "b7" and [c.call_id for c in counted.calls] == ["c0"]
+    assert check_commits(proposed.commits).verdict is Verdict.LEGAL
+
+
 # --- the documented example, the old paths, and who may import runkernel.testing ---------
 
 

@@ -31,7 +31,6 @@ from runkernel.kernel.protocol import (
     InferenceResult,
     Input,
     OperationStatus,
-    ProposedCall,
     ProvideInput,
     QueryStatus,
     RequestInference,
@@ -88,17 +87,16 @@ POLICIES = Policies(
 )
 
 
-def with_batch(*tools: str) -> RunSnapshot:
-    calls = tuple(ProposedCall(f"c{i}", tool, {}, f"op{i}") for i, tool in enumerate(tools))
-    return Builder("t", POLICIES).start("r", ("task",)).feed(InferenceResult("go", calls, "b1")).snapshot
+#: Run ``r`` of Thread ``t``, activated: ``ACTIVE.propose(...)`` opens its batch (calls from ``c0``)
+ACTIVE = Builder("t", POLICIES).start("r", ("task",))
 
 
 def executing(*tools: str) -> RunSnapshot:
-    return step(with_batch(*tools), GateVerdict("c0", Allow()), POLICIES).state
+    return step(ACTIVE.propose(*tools, first=0).snapshot, GateVerdict("c0", Allow()), POLICIES).state
 
 
 def awaiting(kind: WaitKind, *tools: str, ticket: str = "tk-0001") -> RunSnapshot:
-    return step(with_batch(*tools), GateVerdict("c0", RequireWait(kind, ticket)), POLICIES).state
+    return step(ACTIVE.propose(*tools, first=0).snapshot, GateVerdict("c0", RequireWait(kind, ticket)), POLICIES).state
 
 
 def effects_of(state: RunSnapshot, event: object) -> tuple[object, ...]:
@@ -153,7 +151,7 @@ NEAR_INPUTS: dict[str, Callable[[str], Input]] = {
 def test_decide_refuses_a_ticket_id_that_only_nearly_matches(near_miss: str, make: Callable[[str], Input]) -> None:
     # an approval whose deadline has passed, so that both a resume and the deadline apply
     state = step(
-        with_batch("pay"),
+        ACTIVE.propose("pay", first=0).snapshot,
         GateVerdict("c0", RequireWait(WaitKind.APPROVAL, NEAR_TICKET, expires_at="2000-01-01T00:00:00Z")),
         POLICIES,
     ).state
@@ -207,7 +205,7 @@ def test_deny_and_external_answers_complete_the_call(kind: WaitKind, payload: ob
 
 def test_an_expired_approval_becomes_a_deny_and_an_unexpired_one_does_not() -> None:
     state = step(
-        with_batch("pay"),
+        ACTIVE.propose("pay", first=0).snapshot,
         GateVerdict("c0", RequireWait(WaitKind.APPROVAL, "tk-0001", expires_at="2026-01-02T00:00:00.000000Z")),
         POLICIES,
     ).state
@@ -321,7 +319,7 @@ def test_an_outcome_for_the_wrong_call_or_attempt_is_rejected() -> None:
 
 
 def test_inference_is_refused_while_a_batch_is_open() -> None:
-    verdict = decide(with_batch("pay"), InferenceResult("too early"), POLICIES)
+    verdict = decide(ACTIVE.propose("pay", first=0).snapshot, InferenceResult("too early"), POLICIES)
     assert isinstance(verdict, Rejection) and verdict.rule is Rule.INFERENCE_OPEN_BATCH
 
 
@@ -383,7 +381,7 @@ def test_recovery_rows_match_the_committed_frontier() -> None:
     fresh = activate("t", "r").state
     assert recover(fresh, POLICIES).row is RecoveryRow.RUNNING_NO_OPEN_BATCH
     assert isinstance(recover(fresh, POLICIES).decision.effects[-1], RequestInference)
-    requested = with_batch("pay")
+    requested = ACTIVE.propose("pay", first=0).snapshot
     assert recover(requested, POLICIES).row is RecoveryRow.CALL_REQUESTED
     assert isinstance(recover(requested, POLICIES).decision.effects[0], RunGate)
     assert recover(executing("pay"), POLICIES).row is RecoveryRow.CALL_EXECUTING
@@ -482,7 +480,7 @@ def test_values_that_are_not_json_are_refused_not_committed(bad: object) -> None
 )
 def test_deadlines_compare_instants_not_strings(expires_at: str, now: str, expired: bool) -> None:
     state = step(
-        with_batch("pay"),
+        ACTIVE.propose("pay", first=0).snapshot,
         GateVerdict("c0", RequireWait(WaitKind.APPROVAL, "tk-0001", expires_at=expires_at)),
         POLICIES,
     ).state
@@ -513,7 +511,7 @@ def test_validation_refuses_outcome_unknown_without_an_indeterminate_call() -> N
 
     from runkernel.kernel.planning import check_decision
 
-    requested = with_batch("fetch")
+    requested = ACTIVE.propose("fetch", first=0).snapshot
     decision = end_run(requested, requested.batch, EndCause(EndCauseKind.OUTCOME_UNKNOWN))
     with pytest.raises(KernelBug):
         check_decision(requested, RunHistory(), decision)
