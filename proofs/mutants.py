@@ -55,8 +55,12 @@ MODEL_CHECKER = Detector(
 )
 
 
-def unit(test_id: str) -> Detector:
-    return Detector(f"unit test {test_id.split('::')[-1]}", ("-m", "pytest", test_id, "-x", "-q", "-p", "no:cacheprovider"))
+def unit(test_id: str, only: str | None = None) -> Detector:
+    """One test (every case of it, or those pytest's ``-k ONLY`` selects: a test run over
+    several hosts names the host that must catch the mutant)."""
+    select = ("-k", only) if only is not None else ()
+    name = test_id.split("::")[-1] + (f" [{only}]" if only is not None else "")
+    return Detector(f"unit test {name}", ("-m", "pytest", test_id, *select, "-x", "-q", "-p", "no:cacheprovider"))
 
 
 WRONG_KIND_UNIT = unit("tests/kernel/test_decide_units.py::test_a_resume_with_the_wrong_wait_kind_is_rejected")
@@ -87,12 +91,9 @@ PUSH_LEASE_LOSS_UNIT = unit(
     "tests/drive/test_push_driver_lease_loss.py::"
     "test_a_push_driver_whose_lease_is_lost_after_its_executing_commit_hands_out_no_run_call"
 )
-PUSH_LOST_COMMIT_UNIT = unit(
-    "tests/drive/test_lost_commit_stops.py::test_a_push_driver_whose_executing_commit_loses_to_another_driver_hands_out_nothing"
-)
-PULL_LOST_COMMIT_UNIT = unit(
-    "tests/drive/test_lost_commit_stops.py::test_a_runtime_whose_executing_commit_loses_to_another_runtime_starts_nothing"
-)
+LOST_COMMIT_TEST = "tests/drive/test_lost_commit_stops.py::test_a_host_whose_executing_commit_loses_to_another_host_starts_nothing"
+PUSH_LOST_COMMIT_UNIT = unit(LOST_COMMIT_TEST, only="sync or async")
+PULL_LOST_COMMIT_UNIT = unit(LOST_COMMIT_TEST, only="pull")
 STAGING_REUSED_UNIT = unit(
     "tests/drive/test_hooks_after_a_failed_commit.py::test_a_runtime_reused_after_a_failed_commit_runs_the_hook_again"
 )

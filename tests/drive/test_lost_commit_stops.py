@@ -6,29 +6,33 @@ Two drivers without leases pick up one Run whose host died after Executing{1}: b
 decide the same Executing{2} replay, the winner's write lands first (forced: it runs
 between the loser's decision and its write), and the loser's identical commit loses on
 version. And a store answers ``CommitConflict`` to a driver's Executing commit. Either
-way the loser hands out no ``RunCall`` (push mode: ``Driver`` and ``AsyncDriver``,
-stopping with ``DriverStopped`` caused by the conflict) or starts no tool and asks no
-model (pull mode: ``Runtime``, which raises the ``CommitConflict`` out of driving), on
-memory, SQLite and PostgreSQL."""
+way the loser starts no tool and asks no model, on memory, SQLite and PostgreSQL, and
+each test runs over every host: the pull-mode ``Runtime`` (which raises the
+``CommitConflict`` out of driving) and the push-mode driver through both shells,
+``Driver`` and ``AsyncDriver`` (which hand out no ``RunCall`` and stop with
+``DriverStopped`` caused by the conflict)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
+import attrs
 import pytest
 
 from postgres_support import postgres_url
-from push_host import POLICIES, SHELLS, Reply, World, make_shell, play
-from runkernel.adapters.drive.driver import Driver
-from runkernel.adapters.drive.actions import Action, Done, DriverStopped, RunCall
+from push_host import POLICIES, SHELLS, Reply, Shell, World, make_shell, play
+from runkernel.adapters.drive.actions import Action, Done, DriverStopped, Infer, RunCall
 from runkernel.adapters.drive.ports import InferenceRequest, ModelReply, Returned, StatusReply, ToolRegistry
 from runkernel import CallRequest
 from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.drive.runtime_drive import Drive
 from runkernel.adapters.stores.contract import CommitConflict, Store
 from runkernel.kernel.policies import Policies, ToolPolicy
 from runkernel.kernel.protocol import Allow, GateVerdict, InferenceResult, OperationStatus, ProposedCall
-from runkernel.kernel.state import CallExecuting, CallRequested, Ended, ThreadCommit, ToolCall
+from runkernel.kernel.state import CallExecuting, CallRequested, Ended, Message, ThreadCommit, ToolCall
+from runkernel.kernel.values import Role
 from runkernel.kernel.values import EndCauseKind
 from runkernel.specs.checker import Verdict, check_commits
 from runkernel.testing import CountingIds, activate, step
@@ -109,140 +113,203 @@ def runtime(store: Store) -> tuple[Runtime, CountingModel, CountingTool]:
     return Runtime(store, model, ToolRegistry({"replay": tool}), self_check=True), model, tool
 
 
-# --- push mode -----------------------------------------------------------------------
+# --- the hosts: one pull, two push -----------------------------------------------------
+
+#: the pull-mode Runtime, and the push-mode driver through both shells
+HOSTS = ("pull", *SHELLS)
+
+
+class Host(Protocol):
+    """A host of Run r1 (Thread t1) on one store, and what it started: the steps it
+    asked the model for and the attempts of the replay tool's executor it started."""
+
+    model_steps: list[int]
+    tool_starts: list[int]
+
+    def start(self) -> None:
+        """Start r1 and drive it until it ends."""
+
+    def pick_up(self) -> None:
+        """Pick r1 up from the store alone and drive it until it ends."""
+
+    def take_over(self, call: ToolCall) -> None:
+        """Pick r1 up as far as its replay of ``call``'s Executing{2} commit (written),
+        and no further."""
+
+    def finish(self) -> None:
+        """Drive on from ``take_over`` until r1 ends."""
+
+    def stopped_by_conflict(self, stopped: Exception | None) -> None:
+        """Assert that driving stopped with the conflict, as this host says it."""
+
+    def carry_on(self) -> Host:
+        """The host that drives r1 on after the stop, from the store alone, to its end."""
+
+
+class PullHost:
+    """The pull-mode ``Runtime``: it asks the model and starts the tool itself."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.runtime, self.model, self.tool = runtime(store)
+        self.model_steps, self.tool_starts = self.model.asked, self.tool.starts
+        self.taken: Drive | None = None
+
+    def start(self) -> None:
+        outcome = self.runtime.start("t1", "r1", (Message(Role.USER, "go"),))
+        assert isinstance(outcome.snapshot.state, Ended)
+
+    def pick_up(self) -> None:
+        assert isinstance(self.runtime.drive("r1").snapshot.state, Ended)
+
+    def take_over(self, call: ToolCall) -> None:
+        self.taken = self.runtime.begin_drive("r1")
+        decided = self.taken.next_commit
+        assert decided is not None and decided.batch is not None
+        assert decided.batch.call(call.call_id) == attrs.evolve(call, status=CallExecuting(2))
+        assert not self.taken.step()  # its Executing{2} written
+
+    def finish(self) -> None:
+        assert self.taken is not None
+        assert isinstance(self.taken.run().snapshot.state, Ended)
+
+    def stopped_by_conflict(self, stopped: Exception | None) -> None:
+        assert isinstance(stopped, CommitConflict), repr(stopped)
+
+    def carry_on(self) -> Host:
+        after = PullHost(self.store)  # a fresh runtime
+        after.pick_up()
+        return after
+
+
+class CountingWorld(World):
+    """The push host's world, counting the steps its model is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__(SCRIPT)
+        self.asked: list[int] = []
+
+    def infer(self, action: Infer) -> Reply:
+        self.asked.append(action.step)
+        return super().infer(action)
+
+
+class PushHost:
+    """The push-mode driver through one shell, played by a host whose world starts the
+    tool and asks the model."""
+
+    def __init__(self, kind: str, store: Store, shell: Shell | None = None) -> None:
+        self.store = store
+        self.driver = shell or make_shell(kind, store, ids=CountingIds("id"))
+        self.world = CountingWorld()
+        self.model_steps = self.world.asked
+        self.tool_starts: list[int] = []
+        self.taken: RunCall | None = None
+
+    def _play(self, action: Action) -> None:
+        try:
+            assert isinstance(play(self.driver, action, self.world), Done)
+        finally:
+            self.tool_starts[:] = [attempt for attempts in self.world.starts.values() for attempt in attempts]
+
+    def start(self) -> None:
+        self._play(self.driver.start(["go"], thread_id="t1", run_id="r1"))
+
+    def pick_up(self) -> None:
+        self._play(self.driver.pick_up("r1"))
+
+    def take_over(self, call: ToolCall) -> None:
+        replay = self.driver.pick_up("r1")
+        assert isinstance(replay, RunCall) and (replay.call_id, replay.attempt) == (call.call_id, 2)
+        self.taken = replay
+
+    def finish(self) -> None:
+        assert self.taken is not None
+        self._play(self.taken)
+        assert self.world.starts == {self.taken.operation_id: [2]}
+
+    def stopped_by_conflict(self, stopped: Exception | None) -> None:
+        assert isinstance(stopped, DriverStopped) and isinstance(stopped.__cause__, CommitConflict), repr(stopped)
+        assert self.driver.snapshot is None, "a stopped driver holds no belief"
+        with pytest.raises(DriverStopped):
+            self.driver.call_returned("c1", "a result for a call it never handed out")
+
+    def carry_on(self) -> Host:
+        after = PushHost("", self.store, self.driver)  # the same driver: next_action() picks r1 up
+        again = self.driver.next_action()
+        assert isinstance(again, RunCall) and again.attempt == 1
+        after._play(again)
+        assert after.world.starts == {again.operation_id: [1]}
+        return after
+
+
+def make_host(kind: str, store: Store) -> Host:
+    return PullHost(store) if kind == "pull" else PushHost(kind, store)
+
+
+# --- the tests -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("store_kind", STORES)
-@pytest.mark.parametrize("kind", SHELLS)
-def test_a_push_driver_whose_executing_commit_loses_to_another_driver_hands_out_nothing(
-    kind: str, store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_host_whose_executing_commit_loses_to_another_host_starts_nothing(
+    host: str, store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     store, rival_store = open_stores(store_kind, tmp_path, request)
     call = abandoned_at_executing(store)
-    # the winner is a synchronous Driver whatever the loser's shell: it runs inside the
-    # loser's store call, after the loser decided Executing{2} and before it writes it
-    winner = Driver(rival_store, POLICIES)
+    # the winner is a host of the same mode, a synchronous one whatever the loser's shell:
+    # it runs inside the loser's store call, after the loser decided Executing{2} and
+    # before it writes it
+    winner = make_host("pull" if host == "pull" else "sync", rival_store)
     decided: list[ThreadCommit] = []
-    won: list[Action] = []
 
     def winner_goes_first(executing: ThreadCommit) -> None:
         decided.append(executing)
-        won.append(winner.pick_up("r1"))
+        winner.take_over(call)
 
     store.before_executing = winner_goes_first
-    loser = make_shell(kind, store)
-    handed_by_loser: list[Action] = []
-    stopped = raised_by(lambda: handed_by_loser.append(loser.pick_up("r1")))
-    assert handed_by_loser == [], "the loser handed out an action after its commit lost"
-    assert isinstance(stopped, DriverStopped) and isinstance(stopped.__cause__, CommitConflict), repr(stopped)
-    (replay,) = won
-    assert isinstance(replay, RunCall) and (replay.call_id, replay.attempt) == (call.call_id, 2)
-    assert loser.snapshot is None, "a stopped driver holds no belief"
-    with pytest.raises(DriverStopped):
-        loser.call_returned(call.call_id, "a result for a call it never handed out")
+    loser = make_host(host, store)
+    stopped = raised_by(loser.pick_up)
+    assert loser.tool_starts == [] and loser.model_steps == [], "the loser started something after its commit lost"
+    loser.stopped_by_conflict(stopped)
     state = rival_store.run("r1")
     assert state is not None and state.version == 4 and state.open_batch is not None
     assert state.open_batch.calls[0].status == CallExecuting(2), "the loser wrote nothing"
     (loser_commit,) = decided
-    assert list(rival_store.commits("t1"))[3] == loser_commit, "both drivers decided the same Executing{2}"
-    # the winner's host runs the one attempt 2 and finishes the Run
-    world = World(SCRIPT)
-    assert isinstance(play(winner, replay, world), Done)
-    assert world.starts == {call.operation_id: [2]}
+    assert list(rival_store.commits("t1"))[3] == loser_commit, "both hosts decided the same Executing{2}"
+    # the winner runs the one attempt 2 and finishes the Run
+    winner.finish()
+    assert winner.tool_starts == [2] and winner.model_steps == [2]
     commits = legal(rival_store)
     print(
-        f"lost commit, push [{kind}/{store_kind}]: Executing{{2}} decided by 2 drivers, written by 1; "
-        f"RunCalls handed by the loser {len(handed_by_loser)}, by the winner {len(won)}; "
-        f"starts {world.starts}; commits {commits}"
-    )
-
-
-@pytest.mark.parametrize("store_kind", STORES)
-@pytest.mark.parametrize("kind", SHELLS)
-def test_a_push_driver_whose_executing_commit_is_answered_conflict_hands_out_nothing(
-    kind: str, store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    store, _ = open_stores(store_kind, tmp_path, request)
-    store.refuse_executing = True
-    world = World(SCRIPT)
-    driver = make_shell(kind, store, ids=CountingIds("id"))
-    first = driver.start(["go"], thread_id="t1", run_id="r1")
-    # the host answers Infer with the call; a RunCall would start the tool
-    stopped = raised_by(lambda: play(driver, first, world))
-    started_before_pick_up = sum(len(attempts) for attempts in world.starts.values())
-    assert started_before_pick_up == 0, f"the tool started although its Executing commit lost: {world.starts}"
-    assert isinstance(stopped, DriverStopped) and isinstance(stopped.__cause__, CommitConflict), repr(stopped)
-    assert store.conflicts_answered == 1
-    assert driver.snapshot is None
-    state = store.run("r1")
-    assert state is not None and state.version == 2 and state.open_batch is not None
-    assert state.open_batch.calls[0].status == CallRequested(), "nothing was half-written"
-    # next_action() picks the Run up from the store alone: attempt 1, once
-    again = driver.next_action()
-    assert isinstance(again, RunCall) and again.attempt == 1
-    assert isinstance(play(driver, again, world), Done)
-    assert world.starts == {again.operation_id: [1]}
-    commits = legal(store)
-    print(
-        f"conflict answered, push [{kind}/{store_kind}]: conflicts {store.conflicts_answered}, tool starts "
-        f"before the pick-up {started_before_pick_up}, after it {world.starts}; commits {commits}"
-    )
-
-
-# --- pull mode -----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("store_kind", STORES)
-def test_a_runtime_whose_executing_commit_loses_to_another_runtime_starts_nothing(
-    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    store, rival_store = open_stores(store_kind, tmp_path, request)
-    abandoned_at_executing(store)
-    loser, loser_model, loser_tool = runtime(store)
-    winner, winner_model, winner_tool = runtime(rival_store)
-    losing = loser.begin_drive("r1")
-    winning = winner.begin_drive("r1")
-    decided = winning.next_commit
-    assert decided is not None and losing.next_commit == decided, "both decide Executing{2}"
-    assert not winning.step()  # the winner's Executing{2} lands first
-    stopped = raised_by(losing.run)
-    assert loser_tool.starts == [] and loser_model.asked == [], "the loser started something after its commit lost"
-    assert isinstance(stopped, CommitConflict), repr(stopped)
-    outcome = winning.run()
-    assert isinstance(outcome.snapshot.state, Ended)
-    assert winner_tool.starts == [2] and winner_model.asked == [2]
-    commits = legal(rival_store)
-    print(
-        f"lost commit, pull [{store_kind}]: Executing{{2}} decided by 2 runtimes, written by 1; loser's tool "
-        f"starts {loser_tool.starts}, model calls {len(loser_model.asked)}; winner's starts {winner_tool.starts}; "
+        f"lost commit [{host}/{store_kind}]: Executing{{2}} decided by 2 hosts, written by 1; loser's tool "
+        f"starts {loser.tool_starts}, model calls {loser.model_steps}; winner's starts {winner.tool_starts}; "
         f"commits {commits}"
     )
 
 
 @pytest.mark.parametrize("store_kind", STORES)
-def test_a_runtime_whose_executing_commit_is_answered_conflict_starts_nothing(
-    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_host_whose_executing_commit_is_answered_conflict_starts_nothing(
+    host: str, store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     store, _ = open_stores(store_kind, tmp_path, request)
-    activation = activate("t1", "r1").commit
-    assert activation is not None
-    store.append(activation)
     store.refuse_executing = True
-    first, first_model, first_tool = runtime(store)
-    stopped = raised_by(lambda: first.drive("r1"))
-    assert first_tool.starts == [], "the tool started although its Executing commit lost"
-    assert first_model.asked == [1], "the model was asked again after the commit lost"
-    assert isinstance(stopped, CommitConflict), repr(stopped)
+    first = make_host(host, store)
+    # the host answers the model's step 1 with the call; its Executing commit would start the tool
+    stopped = raised_by(first.start)
+    assert first.tool_starts == [], "the tool started although its Executing commit lost"
+    assert first.model_steps == [1], "the model was asked again after the commit lost"
+    first.stopped_by_conflict(stopped)
     assert store.conflicts_answered == 1
     state = store.run("r1")
     assert state is not None and state.version == 2 and state.open_batch is not None
     assert state.open_batch.calls[0].status == CallRequested(), "nothing was half-written"
-    # a fresh runtime continues from the store alone: attempt 1, once
-    second, second_model, second_tool = runtime(store)
-    assert isinstance(second.drive("r1").snapshot.state, Ended)
-    assert second_tool.starts == [1] and second_model.asked == [2]
+    # the Run goes on from the store alone: attempt 1, once
+    after = first.carry_on()
+    assert after.tool_starts == [1] and after.model_steps == [2]
     commits = legal(store)
     print(
-        f"conflict answered, pull [{store_kind}]: conflicts {store.conflicts_answered}, tool starts before the pick-up "
-        f"{len(first_tool.starts)}, model calls {first_model.asked}; after it {second_tool.starts}; commits {commits}"
+        f"conflict answered [{host}/{store_kind}]: conflicts {store.conflicts_answered}, tool starts before the "
+        f"pick-up {first.tool_starts}, model calls {first.model_steps}; after it {after.tool_starts}; commits {commits}"
     )
