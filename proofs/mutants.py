@@ -95,7 +95,8 @@ LOST_COMMIT_TEST = "tests/drive/test_lost_commit_stops.py::test_a_host_whose_exe
 PUSH_LOST_COMMIT_UNIT = unit(LOST_COMMIT_TEST, only="sync or async")
 PULL_LOST_COMMIT_UNIT = unit(LOST_COMMIT_TEST, only="pull")
 STAGING_REUSED_UNIT = unit(
-    "tests/drive/test_hooks_after_a_failed_commit.py::test_a_runtime_reused_after_a_failed_commit_runs_the_hook_again"
+    "tests/drive/test_hooks_after_a_failed_commit.py::test_a_host_reused_after_a_failed_commit_runs_the_hook_again",
+    only="pull",
 )
 REACTION_REUSED_UNIT = unit(
     "tests/drive/test_hooks_after_a_failed_commit.py::"

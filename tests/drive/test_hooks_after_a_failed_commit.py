@@ -39,7 +39,7 @@ from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import Activate, OperationStatus
 from runkernel.kernel.rules import Rejection, Rule
-from runkernel.kernel.state import Ended, Message, Staged
+from runkernel.kernel.state import Ended, Message, RunSnapshot, Staged
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 from runkernel.specs.checker import Verdict, check_lines
 from runkernel.testing import (
@@ -148,37 +148,104 @@ def _assert_only_the_second_answer_was_committed(store: Store, thread_id: str) -
     assert finding.verdict is Verdict.LEGAL, finding
 
 
-# --- the pull-mode runtime, reused -------------------------------------------------------
+# --- a host reused: the pull-mode runtime, and the push-mode driver through both shells ---
+
+#: the pull-mode Runtime, and the push-mode driver through both shells
+HOSTS = ("pull", *SHELLS)
+
+
+class ReusedRuntime:
+    """The pull-mode ``Runtime``: it runs the hooks and hands each inference request the
+    request-only context its own hook call answered."""
+
+    def __init__(self, store: Store, hooks: CountingHooks) -> None:
+        self.store, self.model = store, OneCallModel()
+        self.runtime = Runtime(store, self.model, ToolRegistry({"fetch": Fetch()}), hooks=hooks, self_check=True)
+
+    def start(self) -> None:
+        self.runtime.start("t", "r", (Message(Role.USER, "go"),))
+
+    def drive_again(self) -> RunSnapshot:
+        outcome = self.runtime.drive("r")  # the same runtime object drives the Run again
+        return outcome.snapshot
+
+    def stops_with(self, raised: type[BaseException]) -> tuple[type[BaseException], ...]:
+        return (raised,)
+
+    def check_contexts(self) -> None:
+        # each inference request carries the context its own hook call just answered
+        assert self.model.contexts == [
+            (1, {"mark": CONTEXT_MARK, "answer": 1}),
+            (1, {"mark": CONTEXT_MARK, "answer": 2}),
+            (2, {"mark": CONTEXT_MARK, "answer": 3}),
+        ]
+
+
+class ReusedDriver:
+    """The push-mode driver through one shell, with a host that runs its own hooks (the
+    request-only context stays with that host: the driver is never handed it)."""
+
+    def __init__(self, shell: str, store: Store, hooks: CountingHooks) -> None:
+        self.store, self.hooks = store, hooks
+        self.driver = make_shell(shell, store, ids=CountingIds("id"), tools={"fetch": REPLAY})
+
+    def start(self) -> None:
+        action = self.driver.start(["go"], thread_id="t", run_id="r")
+        assert isinstance(action, Infer) and action.staged is None
+        staging = self.hooks.before_inference("r", action.step, action.staged)
+        self.driver.inferred("fetching", [CallRequest("fetch", {"q": 1}, "c1")], staged=staging.staged)
+
+    def drive_again(self) -> RunSnapshot:
+        picked = self.driver.next_action()  # the same driver picks the Run up again
+        # the Step is asked again with the committed staged state, not the lost answer
+        assert isinstance(picked, Infer) and picked.step == 1 and picked.staged is None
+        staging = self.hooks.before_inference("r", picked.step, picked.staged)
+        action = self.driver.inferred("fetching", [CallRequest("fetch", {"q": 1}, "c1")], staged=staging.staged)
+        assert isinstance(action, RunCall)
+        action = self.driver.call_returned(action.call_id, {"got": 1})
+        assert isinstance(action, Infer) and action.step == 2 and action.staged == _answer(2)
+        staging = self.hooks.before_inference("r", action.step, action.staged)
+        done = self.driver.inferred("done", end=EndCauseKind.COMPLETED, staged=staging.staged)
+        assert isinstance(done, Done)
+        snapshot = self.store.run("r")
+        assert snapshot is not None
+        return snapshot
+
+    def stops_with(self, raised: type[BaseException]) -> tuple[type[BaseException], ...]:
+        return (DriverStopped, SimulatedCrash)
+
+    def check_contexts(self) -> None:
+        """The driver never sees a request-only context: nothing to check beyond the commits."""
+
+
+def reused_host(host: str, store: Store, hooks: CountingHooks) -> ReusedRuntime | ReusedDriver:
+    return ReusedRuntime(store, hooks) if host == "pull" else ReusedDriver(host, store, hooks)
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 @pytest.mark.parametrize("failure", sorted(FAILURES))
-def test_a_runtime_reused_after_a_failed_commit_runs_the_hook_again(
-    failure: str, kind: str, tmp_path: Path
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_host_reused_after_a_failed_commit_runs_the_hook_again(
+    host: str, failure: str, kind: str, tmp_path: Path
 ) -> None:
     inject, raised = FAILURES[failure]
     plan = _batch_open_fails()
     store = _store(kind, tmp_path, plan, inject)
-    hooks, model = CountingHooks(), OneCallModel()
-    runtime = Runtime(store, model, ToolRegistry({"fetch": Fetch()}), hooks=hooks, self_check=True)
-    with pytest.raises(raised):
-        runtime.start("t", "r", (Message(Role.USER, "go"),))
+    hooks = CountingHooks()
+    reused = reused_host(host, store, hooks)
+    with pytest.raises(reused.stops_with(raised)):
+        reused.start()
     assert plan.fired == 1
     before = store.run("r")
     assert before is not None and before.version == 1 and before.staged is None
-    outcome = runtime.drive("r")  # the same runtime object drives the Run again
-    assert isinstance(outcome.snapshot.state, Ended)
+    final = reused.drive_again()
+    assert isinstance(final.state, Ended)
     # Step 1's hook ran again, handed the committed staged state (none), not its lost answer
     assert hooks.seen == [(1, None), (1, None), (2, _answer(2))]
-    # each inference request carries the context its own hook call just answered
-    assert model.contexts == [
-        (1, {"mark": CONTEXT_MARK, "answer": 1}),
-        (1, {"mark": CONTEXT_MARK, "answer": 2}),
-        (2, {"mark": CONTEXT_MARK, "answer": 3}),
-    ]
+    reused.check_contexts()
     _assert_only_the_second_answer_was_committed(store, "t")
-    assert outcome.snapshot.staged == {"step": 2, "answer": 3}
-    print(f"runtime reused after {failure} ({kind}): hook asked {hooks.answers} times, committed answer 2 of step 1")
+    assert final.staged == {"step": 2, "answer": 3}
+    print(f"{host} host reused after {failure} ({kind}): hook asked {hooks.answers} times, committed answer 2 of step 1")
     store.close()
 
 
@@ -260,36 +327,3 @@ def test_a_worker_that_drives_again_after_a_failed_commit_runs_the_hook_again(
         f"failures {second.failures}, conflicts {second.conflicts}, hook asked {hooks.answers} times"
     )
     store.close()
-
-
-# --- the push-mode driver, reused ---------------------------------------------------------
-
-
-@pytest.mark.parametrize("shell", SHELLS)
-@pytest.mark.parametrize("failure", sorted(FAILURES))
-def test_a_push_driver_reused_after_a_failed_commit_asks_for_the_staging_again(failure: str, shell: str) -> None:
-    inject, _ = FAILURES[failure]
-    plan = _batch_open_fails()
-    store = CrashingStore(MemoryStore(), plan, inject)
-    hooks = CountingHooks()  # the host's own hooks: a push-mode host runs them itself
-    driver = make_shell(shell, store, ids=CountingIds("id"), tools={"fetch": REPLAY})
-    action = driver.start(["go"], thread_id="t", run_id="r")
-    assert isinstance(action, Infer) and action.staged is None
-    staging = hooks.before_inference("r", action.step, action.staged)
-    with pytest.raises((DriverStopped, SimulatedCrash)):
-        driver.inferred("fetching", [CallRequest("fetch", {"q": 1}, "c1")], staged=staging.staged)
-    assert plan.fired == 1
-    picked = driver.next_action()  # the same driver picks the Run up again
-    # the Step is asked again with the committed staged state, not the lost answer
-    assert isinstance(picked, Infer) and picked.step == 1 and picked.staged is None
-    staging = hooks.before_inference("r", picked.step, picked.staged)
-    action = driver.inferred("fetching", [CallRequest("fetch", {"q": 1}, "c1")], staged=staging.staged)
-    assert isinstance(action, RunCall)
-    action = driver.call_returned(action.call_id, {"got": 1})
-    assert isinstance(action, Infer) and action.step == 2 and action.staged == _answer(2)
-    staging = hooks.before_inference("r", action.step, action.staged)
-    done = driver.inferred("done", end=EndCauseKind.COMPLETED, staged=staging.staged)
-    assert isinstance(done, Done)
-    assert hooks.seen == [(1, None), (1, None), (2, _answer(2))]
-    _assert_only_the_second_answer_was_committed(store, "t")
-    print(f"push driver [{shell}] reused after {failure}: Infer of step 1 handed twice, committed answer 2")
