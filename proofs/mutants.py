@@ -65,9 +65,8 @@ def unit(test_id: str, only: str | None = None) -> Detector:
 
 WRONG_KIND_UNIT = unit("tests/kernel/test_decide_units.py::test_a_resume_with_the_wrong_wait_kind_is_rejected")
 EXECUTING_UNIT = unit("tests/kernel/test_decide_units.py::test_recovery_never_turns_executing_into_requested")
-SETTLE_UNIT = unit(
-    "tests/drive/test_peer_failures.py::test_a_command_is_settled_in_the_transaction_of_the_commit_that_applies_it"
-)
+SETTLED_TEST = "tests/drive/test_inbox_settlement.py::test_a_host_that_dies_right_after_applying_a_command_leaves_it_settled"
+SETTLE_UNIT = unit(SETTLED_TEST, only="pull")
 CANCEL_UNIT = unit("tests/kernel/test_decide_units.py::test_cancelling_an_awaiting_run_closes_the_waiting_call")
 PUSH_BATCH_UNIT = unit(
     "tests/drive/test_push_driver.py::test_a_tool_batch_runs_in_call_order_and_publishes_every_result"
@@ -102,11 +101,9 @@ REACTION_REUSED_UNIT = unit(
     "tests/drive/test_hooks_after_a_failed_commit.py::"
     "test_a_runtime_reused_after_a_lost_result_commits_the_reaction_of_the_attempt_it_commits"
 )
-PUSH_SETTLED_AFTER_UNIT = unit(
-    "tests/drive/test_push_inbox_settlement.py::test_a_push_driver_that_dies_right_after_applying_a_command_leaves_it_settled"
-)
+PUSH_SETTLED_AFTER_UNIT = unit(SETTLED_TEST, only="sync or async")
 PUSH_SETTLED_BEFORE_UNIT = unit(
-    "tests/drive/test_push_inbox_settlement.py::"
+    "tests/drive/test_inbox_settlement.py::"
     "test_a_command_whose_applying_commit_fails_stays_pending_and_is_applied_by_the_next_pick_up"
 )
 COMMITTED_RETRIES_UNIT = unit(

@@ -268,32 +268,3 @@ def test_illegal_transitions_are_typed_rejections_not_silent_skips() -> None:
     assert isinstance(refused, Rejection) and refused.rule is Rule.RUN_ENDED
     batch = next(c.batch for c in store.commits("t1") if c.batch and c.batch.finalized)
     assert isinstance(batch.calls[0].status, CallCompleted)
-
-
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-def test_a_command_is_settled_in_the_transaction_of_the_commit_that_applies_it(
-    kind: str, tmp_path: Path
-) -> None:
-    """A crash right after the commit that applies an inbox command finds the command
-    settled already: there is no point between the commit and its settlement."""
-    store: Store = MemoryStore() if kind == "memory" else SqliteStore(tmp_path / "s.db")
-    runtime, _ = make(
-        store, (calls("pay"), END), {"pay": RecoveryMode.INDETERMINATE}, gate={"pay": Hold(WaitKind.APPROVAL)}
-    )
-    assert isinstance(runtime.start("t1", "r1", TASK).snapshot.state, Awaiting)
-    entry = submit_end(store, "r1", EndRequest(EndCause(EndCauseKind.CANCELLED)))
-    assert isinstance(entry, int)
-    crashing, _ = make(store, (calls("pay"), END), {"pay": RecoveryMode.INDETERMINATE},
-                       crash=CrashAt(Boundary.AFTER_WRITE, Position.END))
-    with pytest.raises(SimulatedCrash):
-        crashing.drive("r1")
-    snapshot = store.run("r1")
-    assert snapshot is not None and isinstance(snapshot.state, Ended)
-    assert store.pending_commands("r1") == []  # settled by the end commit itself
-    settled = store.inbox_entry(entry)
-    assert settled is not None and settled.outcome == "applied"
-    fresh, _ = make(store, (calls("pay"), END), {"pay": RecoveryMode.INDETERMINATE})
-    fresh.drive("r1")
-    again = store.inbox_entry(entry)
-    assert again is not None and again.outcome == "applied"
-    store.close()

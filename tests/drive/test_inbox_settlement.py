@@ -1,12 +1,14 @@
-"""The push-mode driver settles an inbox command in the transaction of the commit that
-applies it (the driver "applies inbox commands (a ``resume`` or ``cancel``
-from the CLI or the console) when the host asks what to do next").
+"""Every host settles an inbox command in the transaction of the commit that applies it
+(the push-mode driver "applies inbox commands (a ``resume`` or ``cancel`` from the CLI
+or the console) when the host asks what to do next"; the pull-mode runtime when it
+drives the Run).
 
 A command queued through the store's inbox, as the CLI queues it, is applied by the
-host's ``next_action()``. No crash can fall between that commit and the command's
-settlement: a writer that dies right after the commit landed leaves the command
-applied, and a commit that never landed leaves it pending, for the next pick-up to
-apply. (The pull-mode runtime's twin: ``tests/drive/test_peer_failures.py``.)
+push host's ``next_action()`` or the runtime's ``drive()``. No crash can fall between
+that commit and the command's settlement: a writer that dies right after the commit
+landed leaves the command applied (over every host: the pull-mode ``Runtime``, and
+the push-mode driver through both shells), and a commit that never landed leaves it
+pending, for the next pick-up to apply.
 """
 
 from __future__ import annotations
@@ -18,15 +20,32 @@ import pytest
 from push_host import SHELLS, Reply, Shell, World, make_shell, play
 from runkernel.adapters.drive.actions import Action, Done, DriverStopped, RunCall, WaitFor
 from runkernel.adapters.drive.inbox import submit_end, submit_resume
+from runkernel.adapters.drive.ports import Hold, ToolRegistry
+from runkernel.adapters.drive.runtime import Runtime
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.adapters.stores.contract import CommitConflict, StoreUnavailable
 from runkernel.kernel.protocol import Approve, EndRequest, ResumeCommand
 from runkernel.kernel.rules import Rejection, Rule
-from runkernel.kernel.state import RESUMED_EVENT, EndCause, Ended, Running
-from runkernel.kernel.values import EndCauseKind, WaitKind
+from runkernel.kernel.policies import RecoveryMode
+from runkernel.kernel.state import RESUMED_EVENT, Awaiting, EndCause, Ended, Message, Running
+from runkernel.kernel.values import EndCauseKind, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_commits
-from runkernel.testing import Boundary, CountingIds, CrashAt, CrashingStore, Failure, Position, SimulatedCrash
+from runkernel.testing import (
+    OK,
+    Boundary,
+    CountingIds,
+    CrashAt,
+    CrashingStore,
+    Failure,
+    Position,
+    ScriptedGate,
+    ScriptedModel,
+    ScriptedTool,
+    SimulatedCrash,
+    StepScript,
+)
+from runkernel.testing import World as Downstream
 
 SCRIPT = {1: Reply("pay?", (("pay", {"amount": 5}),)), 2: Reply("paid", end=EndCauseKind.COMPLETED)}
 #: the commit point of the commit that applies each command
@@ -39,10 +58,10 @@ def _store(kind: str, tmp_path: Path, plan: CrashAt, failure: Failure) -> Crashi
     return CrashingStore(SqliteStore(tmp_path / "inbox.db"), plan, failure)
 
 
-def _queue(command: str, store: CrashingStore, waiting: WaitFor) -> int:
+def _queue(command: str, store: CrashingStore, ticket_id: str) -> int:
     """Queue ``command`` through the store's inbox, as ``runkernel resume``/``cancel`` do."""
     if command == "resume":
-        entry = submit_resume(store, ResumeCommand("r1", waiting.ticket.ticket_id, WaitKind.APPROVAL, Approve()))
+        entry = submit_resume(store, ResumeCommand("r1", ticket_id, WaitKind.APPROVAL, Approve()))
     else:
         entry = submit_end(store, "r1", EndRequest(EndCause(EndCauseKind.CANCELLED)))
     assert isinstance(entry, int), entry
@@ -65,32 +84,83 @@ def _finish(command: str, action: Action, driver: Shell, world: World) -> None:
     assert done.cause.kind is (EndCauseKind.COMPLETED if command == "resume" else EndCauseKind.CANCELLED)
 
 
+#: the pull-mode Runtime, and the push-mode driver through both shells
+HOSTS = ("pull", *SHELLS)
+
+
+class PullHost:
+    """The pull-mode ``Runtime``, with the push host's script: ``pay`` held for approval."""
+
+    def __init__(self, store: CrashingStore) -> None:
+        self.store = store
+        self.downstream = Downstream.new(store)
+        self.runtime = self._runtime("id")
+
+    def _runtime(self, ids: str) -> Runtime:
+        steps = (StepScript("pay?", (("pay", {"amount": 5}),)), StepScript("paid", end=EndCauseKind.COMPLETED))
+        tool = ScriptedTool("pay", self.downstream, mode=RecoveryMode.INDETERMINATE, replies=(OK,))
+        return Runtime(
+            self.store, ScriptedModel({"r1": steps}), ToolRegistry({"pay": tool}),
+            gate=ScriptedGate({"pay": Hold(WaitKind.APPROVAL)}), ids=CountingIds(ids),
+        )
+
+    def wait(self) -> str:
+        state = self.runtime.start("t1", "r1", (Message(Role.USER, "go"),)).snapshot.state
+        assert isinstance(state, Awaiting)
+        return state.ticket.ticket_id
+
+    def apply(self) -> None:
+        self.runtime.drive("r1")
+
+    def finish_fresh(self, command: str) -> None:
+        state = self._runtime("fresh").drive("r1").snapshot.state
+        assert isinstance(state, Ended)
+        assert state.cause.kind is (EndCauseKind.COMPLETED if command == "resume" else EndCauseKind.CANCELLED)
+
+
+class PushHost:
+    """The push-mode driver through one shell, played against the push host's world."""
+
+    def __init__(self, shell: str, store: CrashingStore) -> None:
+        self.shell, self.store = shell, store
+        self.world = World(SCRIPT)
+        self.driver = make_shell(shell, store, ids=CountingIds("id"))
+
+    def wait(self) -> str:
+        waiting = play(self.driver, self.driver.start(["go"], thread_id="t1", run_id="r1"), self.world)
+        assert isinstance(waiting, WaitFor)
+        return waiting.ticket.ticket_id
+
+    def apply(self) -> None:
+        self.driver.next_action()
+
+    def finish_fresh(self, command: str) -> None:
+        fresh = make_shell(self.shell, self.store, ids=CountingIds("fresh"))
+        _finish(command, fresh.pick_up("r1"), fresh, self.world)
+
+
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
-@pytest.mark.parametrize("shell", SHELLS)
 @pytest.mark.parametrize("command", ["resume", "cancel"])
-def test_a_push_driver_that_dies_right_after_applying_a_command_leaves_it_settled(
-    command: str, shell: str, kind: str, tmp_path: Path
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_host_that_dies_right_after_applying_a_command_leaves_it_settled(
+    host: str, command: str, kind: str, tmp_path: Path
 ) -> None:
     plan = CrashAt(Boundary.AFTER_WRITE, APPLIED_AT[command])
     store = _store(kind, tmp_path, plan, SimulatedCrash)
-    world = World(SCRIPT)
-    driver = make_shell(shell, store, ids=CountingIds("id"))
-    waiting = play(driver, driver.start(["go"], thread_id="t1", run_id="r1"), world)
-    assert isinstance(waiting, WaitFor)
-    entry = _queue(command, store, waiting)
+    hosting = PullHost(store) if host == "pull" else PushHost(host, store)
+    entry = _queue(command, store, hosting.wait())
     with pytest.raises(SimulatedCrash):
-        driver.next_action()  # applies the command; the writer dies once its commit landed
+        hosting.apply()  # applies the command; the writer dies once its commit landed
     assert plan.fired == 1 and _applied_by_the_last_commit(command, store)
     settled = store.inbox_entry(entry)
     assert settled is not None and settled.outcome == "applied", "the commit landed without its settlement"
-    assert store.pending_commands("r1") == []
-    fresh = make_shell(shell, store, ids=CountingIds("fresh"))
-    _finish(command, fresh.pick_up("r1"), fresh, world)
+    assert store.pending_commands("r1") == []  # settled by the applying commit itself
+    hosting.finish_fresh(command)
     again = store.inbox_entry(entry)
     assert again is not None and again.outcome == "applied"
     assert [e.entry_id for e in store.commands("r1")] == [entry]
     assert check_commits(store.commits("t1")).verdict is Verdict.LEGAL
-    print(f"push [{shell}, {kind}] {command}: died after the applying commit, command {entry} settled 'applied'")
+    print(f"{host} host ({kind}) {command}: died after the applying commit, command {entry} settled 'applied'")
     store.close()
 
 
@@ -123,7 +193,7 @@ def test_a_command_whose_applying_commit_fails_stays_pending_and_is_applied_by_t
     waiting = play(driver, driver.start(["go"], thread_id="t1", run_id="r1"), world)
     assert isinstance(waiting, WaitFor)
     before = store.run("r1")
-    entry = _queue(command, store, waiting)
+    entry = _queue(command, store, waiting.ticket.ticket_id)
     with pytest.raises(raised):
         driver.next_action()
     assert plan.fired == 1 and store.run("r1") == before
