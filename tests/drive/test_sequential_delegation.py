@@ -2,7 +2,9 @@
 "every delegation's child (sequential ones too) has a Thread id and Run id derived from
 the parent Run id and the call's operation id ... fixed in the call's `delegation` field
 by its Executing{n} commit"): the kernel, the pull-mode runtime, the codec and the judge.
-Traces written before the tool had to be declared stay legal."""
+An undeclared tool that delegates fails with ``UndeclaredDelegation`` under every host
+(the pull-mode runtime and the push-mode driver through both shells). Traces written
+before the tool had to be declared stay legal."""
 
 from __future__ import annotations
 
@@ -10,6 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from push_host import SHELLS, make_shell
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.drive.ports import (
     Delegated,
@@ -20,15 +25,17 @@ from runkernel.adapters.drive.ports import (
     ToolReply,
 )
 from runkernel import CallRequest, RunCall
+from runkernel.adapters.drive.actions import Infer
 from runkernel.adapters.drive.inbox import submit_resume
 from runkernel.adapters.drive.runtime import Runtime
 from runkernel.kernel.codec import commit_to_json, policy_from_json, policy_to_json
 from runkernel.kernel.delegation import child_identity
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.protocol import DelegationResult, ResumeCommand
-from runkernel.kernel.state import Awaiting, CallAwaiting, CallCompleted, CallExecuting, Ended, Message
+from runkernel.kernel.state import Awaiting, CallAwaiting, CallCompleted, CallExecuting, Delegation, Ended, Message
 from runkernel.kernel.values import EndCauseKind, ResultKind, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_lines
+from runkernel.testing import CountingIds
 
 LEGAL = Path(__file__).parent.parent / "data" / "traces" / "legal" / "delegation-resumed.jsonl"
 
@@ -90,18 +97,42 @@ def test_the_childs_identity_is_derived_and_fixed_by_the_executing_commit() -> N
     assert finding.verdict is Verdict.LEGAL, finding.report("store")
 
 
-def test_a_tool_not_declared_a_delegation_that_delegates_fails_with_a_typed_error() -> None:
+#: the pull-mode Runtime, and the push-mode driver through both shells
+HOSTS = ("pull", *SHELLS)
+
+
+def _undeclared_delegates(host: str, store: MemoryStore) -> list[Delegation | None]:
+    """Run r1 (Thread t1) asks for ``c1`` of a tool not declared a delegation, which
+    answers that it delegated; the host drives on until the call's result is committed
+    (the pull runtime to the Run's end, a push host to the next Infer). Returns the
+    child identity each invocation of the tool was told."""
+    if host == "pull":
+        asker = _Asker(ToolPolicy())
+        outcome = Runtime(store, _Model(), ToolRegistry({"ask": asker}), self_check=True).start(
+            "t1", "r1", (Message(Role.USER, "go"),)
+        )
+        assert isinstance(outcome.snapshot.state, Ended)
+        return [i.delegation for i in asker.invocations]
+    driver = make_shell(host, store, ids=CountingIds("id"), tools={"ask": ToolPolicy()})
+    assert isinstance(driver.start(["go"], thread_id="t1", run_id="r1"), Infer)
+    action = driver.inferred("", [CallRequest("ask", {"q": "which?"}, "c1")])
+    assert isinstance(action, RunCall)
+    step = driver.call_delegated("c1")
+    assert isinstance(step, Infer) and step.step == 2  # the call ended; the model is asked again
+    assert [m.role for m in store.messages("t1")][-1] is Role.TOOL
+    return [action.delegation]
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_tool_not_declared_a_delegation_that_delegates_fails_with_a_typed_error(host: str) -> None:
     store = MemoryStore()
-    asker = _Asker(ToolPolicy())
-    outcome = Runtime(store, _Model(), ToolRegistry({"ask": asker}), self_check=True).start(
-        "t", "parent", (Message(Role.USER, "go"),)
-    )
-    assert isinstance(outcome.snapshot.state, Ended)
-    assert [i.delegation for i in asker.invocations] == [None]
-    finalized = [c.batch for c in store.commits("t") if c.batch is not None and c.batch.finalized][0]
+    assert _undeclared_delegates(host, store) == [None]
+    finalized = [c.batch for c in store.commits("t1") if c.batch is not None and c.batch.finalized][0]
     status = finalized.calls[0].status
     assert isinstance(status, CallCompleted) and status.result.kind is ResultKind.ERROR
-    assert status.result.value["type"] == "UndeclaredDelegation"
+    assert isinstance(status.result.value, dict) and status.result.value["type"] == "UndeclaredDelegation"
+    finding = check_lines(_lines(store))
+    assert finding.verdict is Verdict.LEGAL, finding.report("store")
 
 
 def test_the_policy_declares_the_kind_of_delegation_in_the_trace() -> None:
