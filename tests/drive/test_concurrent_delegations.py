@@ -1,6 +1,8 @@
 """Terminal-only child delegations running concurrently (Step and ToolBatch;
-I8, I15): the pull-mode runtime with parents and children in one store, crashes and a
-parent cancelled while children run, and the judge on parent and children together."""
+I8, I15): the pull-mode runtime with parents and children in one store, crashes, and
+the judge on parent and children together. A child that ends while its parent is down,
+and a parent cancelled while children run, over every host (the pull-mode runtime,
+and the push-mode driver through both shells)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,9 @@ import json
 
 import pytest
 
+import push_children
+from push_host import SHELLS, make_shell, play_until_quiet
+from runkernel.adapters.drive.actions import ChildrenRunning, Done
 from runkernel.adapters.drive.inbox import submit_end
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.drive.ports import (
@@ -33,10 +38,11 @@ from runkernel.kernel.state import (
     Ended,
     Message,
     Running,
+    RunSnapshot,
 )
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, Role
 from runkernel.specs.checker import Verdict, check_lines
-from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
+from runkernel.testing import Boundary, CountingIds, CrashAt, CrashingStore, Position, SimulatedCrash
 
 PARENT = "parent"
 
@@ -145,38 +151,131 @@ def test_a_crash_while_children_start_reconnects_to_the_same_children(position: 
     _judged_legal(store)
 
 
-def test_a_child_that_ends_while_the_parent_is_down_completes_on_recovery() -> None:
+# --- over every host: the pull-mode runtime, and the push-mode driver through both shells ---
+
+#: the pull-mode Runtime, and the push-mode driver through both shells
+HOSTS = ("pull", *SHELLS)
+
+
+class PullParent:
+    """The pull-mode ``Runtime`` hosting the parent and its children in one store, a
+    fresh runtime for every drive (as after a crash)."""
+
+    thread, parent = "t", PARENT
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.tools, _, self.fetch = _registry()
+
+    def _runtime(self) -> Runtime:
+        return Runtime(self.store, _Model(), self.tools, self_check=True)
+
+    def quiet(self) -> list[str]:
+        """Start the parent; it stops, quiet, while its two children run."""
+        self._runtime().start(self.thread, self.parent, (Message(Role.USER, "go"),))
+        return _children(self.store)
+
+    def drive_child(self, run_id: str) -> None:
+        assert isinstance(self._runtime().drive(run_id).snapshot.state, Ended)
+
+    def pick_up_parent(self, running: str) -> None:
+        self._runtime().drive(self.parent)
+        assert self.fetch.runs == 0  # the ordinary call waits for the group
+
+    def finish_parent(self) -> None:
+        ended = self._runtime().drive(self.parent).snapshot.state
+        assert isinstance(ended, Ended) and ended.cause.kind is EndCauseKind.COMPLETED
+        assert self.fetch.runs == 1  # only now, after the group
+
+    def apply_commands(self) -> None:
+        assert isinstance(self._runtime().drive(self.parent).snapshot.state, Ended)
+
+
+class PushParent:
+    """The push-mode driver through one shell, and one host process that drives the
+    parent and every child (``push_children``)."""
+
+    thread, parent = "t1", push_children.PARENT
+
+    def __init__(self, shell: str, store: MemoryStore) -> None:
+        self.shell, self.store = shell, store
+
+    def quiet(self) -> list[str]:
+        self.driver, quiet, self.world = push_children.quiet_parent(self.shell, self.store)
+        self.children = quiet.children
+        return [child.run_id for child in quiet.children]
+
+    def drive_child(self, run_id: str) -> None:
+        push_children.drive_child(self.shell, self.store, self.world, run_id)
+
+    def pick_up_parent(self, running: str) -> None:
+        self.driver = make_shell(self.shell, self.store, ids=CountingIds("again"), tools=push_children.TOOLS)
+        picked = self.driver.pick_up(self.parent)
+        assert isinstance(picked, ChildrenRunning)
+        assert picked.children == tuple(child for child in self.children if child.run_id == running)
+
+    def finish_parent(self) -> None:
+        action = self.driver.next_action()
+        assert isinstance(action, RunCall) and action.tool == "reconnect"  # only now, after the group
+        done = play_until_quiet(self.driver, action, self.world)
+        assert isinstance(done, Done) and done.cause.kind is EndCauseKind.COMPLETED
+
+    def apply_commands(self) -> None:
+        done = self.driver.next_action()
+        assert isinstance(done, Done) and done.cause.kind is EndCauseKind.CANCELLED
+
+
+def parent_host(host: str, store: MemoryStore) -> PullParent | PushParent:
+    return PullParent(store) if host == "pull" else PushParent(host, store)
+
+
+def _parent_state(store: MemoryStore, run_id: str) -> RunSnapshot:
+    snapshot = store.run(run_id)
+    assert snapshot is not None and snapshot.batch is not None
+    return snapshot
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_child_that_ends_while_the_parent_is_down_completes_when_the_parent_is_picked_up(host: str) -> None:
     store = MemoryStore()
-    tools, _, _ = _registry()
-    Runtime(store, _Model(), tools, self_check=True).start("t", PARENT, (Message(Role.USER, "go"),))
-    children = _children(store)
-    Runtime(store, _Model(), tools, self_check=True).drive(children[0])  # parent is down
-    after = Runtime(store, _Model(), tools, self_check=True).drive(PARENT)
-    batch = after.snapshot.batch
+    hosting = parent_host(host, store)
+    first, second = hosting.quiet()
+    hosting.drive_child(first)  # the parent is down
+    hosting.pick_up_parent(running=second)
+    batch = _parent_state(store, hosting.parent).batch
     assert batch is not None
     assert isinstance(batch.calls[0].status, CallCompleted)
     assert isinstance(batch.calls[1].status, CallExecuting)  # still quiet on the other child
+    hosting.drive_child(second)
+    hosting.finish_parent()
     _judged_legal(store)
 
 
-def test_a_parent_cancelled_while_children_run_cancels_them_and_keeps_committed_termini() -> None:
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_parent_cancelled_through_its_inbox_while_children_run_cancels_them_and_keeps_committed_termini(
+    host: str,
+) -> None:
     store = MemoryStore()
-    tools, _, _ = _registry()
-    Runtime(store, _Model(), tools, self_check=True).start("t", PARENT, (Message(Role.USER, "go"),))
-    children = _children(store)
-    Runtime(store, _Model(), tools, self_check=True).drive(children[0])
-    assert isinstance(submit_end(store, PARENT, EndRequest(EndCause(EndCauseKind.CANCELLED))), int)
-    ended = Runtime(store, _Model(), tools, self_check=True).drive(PARENT)
-    assert isinstance(ended.snapshot.state, Ended)
-    closed = ended.snapshot.batch
-    assert closed is not None
-    first, second, third = closed.calls
-    assert isinstance(first.status, CallCompleted)  # its child's terminus was committed
-    assert second.status == CallIndeterminate(1, IndeterminateReason.OUTCOME_UNKNOWN)
-    assert third.status == CallIndeterminate(0, IndeterminateReason.RUN_ENDED)
+    hosting = parent_host(host, store)
+    first, second = hosting.quiet()
+    hosting.drive_child(first)
+    assert isinstance(submit_end(store, hosting.parent, EndRequest(EndCause(EndCauseKind.CANCELLED))), int)
+    hosting.apply_commands()
+    state = _parent_state(store, hosting.parent)
+    assert isinstance(state.state, Ended) and state.batch is not None and state.batch.finalized
+    ended, running, ordinary = state.batch.calls
+    # its terminus was committed
+    assert isinstance(ended.status, CallCompleted) and ended.delegation is not None and ended.delegation.run_id == first
+    assert isinstance(ended.status.result.value, dict) and ended.status.result.value["run_id"] == first
+    assert running.status == CallIndeterminate(1, IndeterminateReason.OUTCOME_UNKNOWN)
+    assert ordinary.status == CallIndeterminate(0, IndeterminateReason.RUN_ENDED)
+    assert [e.outcome for e in store.commands(hosting.parent)] == ["applied"]
     # the running child was sent a cancel through its inbox and ends cancelled
-    child = Runtime(store, _Model(), tools, self_check=True).drive(children[1])
-    assert isinstance(child.snapshot.state, Ended) and child.snapshot.state.cause.kind is EndCauseKind.CANCELLED
+    assert running.delegation is not None and running.delegation.run_id == second
+    assert len(store.pending_commands(second)) == 1
+    hosting.drive_child(second)
+    child = store.run(second)
+    assert child is not None and isinstance(child.state, Ended) and child.state.cause.kind is EndCauseKind.CANCELLED
     _judged_legal(store)
 
 

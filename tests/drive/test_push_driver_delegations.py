@@ -1,6 +1,7 @@
 """Terminal-only child delegations under the push-mode driver (Step and
 ToolBatch: grouping, identity, terminus, the parent ending first, the quiet parent,
-recovery), through both shells.
+recovery), through both shells. (A child that ends while its parent is down, and a
+parent cancelled through its inbox, run over every host in test_concurrent_delegations.py.)
 
 The host here is one process that drives the parent and, whenever the parent is quiet
 (``ChildrenRunning``), each child Run with a driver of its own. A crash kills the whole
@@ -31,11 +32,10 @@ from push_children import (
     quiet_parent,
 )
 from push_host import SHELLS, Reply, World, make_shell, play_until_quiet
-from runkernel.adapters.drive.actions import Action, ChildrenRunning, Done, HostProtocolError, RunCall, WaitFor
-from runkernel.adapters.drive.inbox import submit_end
+from runkernel.adapters.drive.actions import Action, ChildrenRunning, Done, HostProtocolError, WaitFor
 from runkernel.adapters.stores.memory import MemoryStore
-from runkernel.kernel.protocol import Approve, EndRequest
-from runkernel.kernel.state import CallCompleted, CallExecuting, CallIndeterminate, EndCause, Ended, Message
+from runkernel.kernel.protocol import Approve
+from runkernel.kernel.state import CallCompleted, CallExecuting, CallIndeterminate, Ended, Message
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, JsonValue, Role
 from runkernel.testing import Boundary, CountingIds, CrashAtEncounters, Position, SimulatedCrash
 
@@ -219,25 +219,6 @@ def test_the_quiet_parent_refuses_every_answer_but_asking_again_or_ending(kind: 
     assert driver.next_action() == quiet  # the same action stands
 
 
-@pytest.mark.parametrize("kind", SHELLS)
-def test_a_child_that_ends_while_the_parent_is_down_completes_on_pick_up(kind: str) -> None:
-    store = MemoryStore()
-    _, quiet, world = quiet_parent(kind, store)  # the parent's driver goes down here
-    first, second = quiet.children
-    drive_child(kind, store, world, first.run_id)
-    driver = make_shell(kind, store, ids=CountingIds("again"), tools=TOOLS)
-    picked = driver.pick_up(PARENT)
-    assert isinstance(picked, ChildrenRunning) and picked.children == (second,)
-    state = parent_batch(store)
-    assert state.batch is not None and isinstance(state.batch.calls[0].status, CallCompleted)
-    drive_child(kind, store, world, second.run_id)
-    action = driver.next_action()
-    assert isinstance(action, RunCall) and action.tool == "reconnect"  # only now, after the group
-    done = play_until_quiet(driver, action, world)
-    assert isinstance(done, Done) and done.cause.kind is EndCauseKind.COMPLETED
-    assert judged_legal(store) == ""
-
-
 def cancelled_parent(store: MemoryStore, done: Action, world: World, kind: str) -> None:
     """The end of a parent cancelled after its first child ended: the ended child's
     terminus is kept, the running one's call is Indeterminate and it is sent a cancel."""
@@ -262,16 +243,6 @@ def test_a_parent_cancelled_by_its_host_while_children_run_cancels_them(kind: st
     driver, quiet, world = quiet_parent(kind, store)
     drive_child(kind, store, world, quiet.children[0].run_id)
     cancelled_parent(store, driver.cancel(), world, kind)
-
-
-@pytest.mark.parametrize("kind", SHELLS)
-def test_a_parent_cancelled_through_its_inbox_while_children_run_cancels_them(kind: str) -> None:
-    store = MemoryStore()
-    driver, quiet, world = quiet_parent(kind, store)
-    drive_child(kind, store, world, quiet.children[0].run_id)
-    assert isinstance(submit_end(store, PARENT, EndRequest(EndCause(EndCauseKind.CANCELLED))), int)
-    cancelled_parent(store, driver.next_action(), world, kind)
-    assert [e.outcome for e in store.commands(PARENT)] == ["applied"]
 
 
 @pytest.mark.parametrize("kind", SHELLS)
