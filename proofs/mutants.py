@@ -76,7 +76,7 @@ SLOPPY_TICKET_UNIT = unit("tests/kernel/test_resume_judge.py::test_a_resume_nami
 COMMITTED_POLICY_UNIT = unit(
     "tests/kernel/test_resume_judge.py::test_recover_reads_the_committed_policy_not_the_workers_configuration"
 )
-GROUP_ROUND_UNIT = unit("tests/drive/test_group_gate.py::test_every_gate_answer_on_every_member_position[allow-d1]")
+GROUP_ROUND_UNIT = unit("tests/drive/test_group_gate_hosts.py::test_every_gate_answer_on_every_member_position[allow-d1-pull]")
 GROUP_STATE_UNIT = unit(
     "tests/drive/test_group_gate.py::test_the_judge_refuses_a_member_waiting_while_another_starts_in_the_same_commit"
 )

@@ -1,8 +1,8 @@
 """Gate answers for members of a group of concurrent delegations (Step and
-ToolBatch; ``CONCURRENCY_RULE``), with the pull-mode runtime: every answer kind on the
-first, middle and last member. A member the gate does not allow outright is handled
-before its group starts; the allowed members start together, in one commit; the judge
-finds every Thread (parent and children together) legal."""
+ToolBatch; ``CONCURRENCY_RULE``), with the pull-mode runtime: its model, gate and
+answers (every answer kind, played on the first, middle and last member over every host
+in test_group_gate_hosts.py), the judge's refusals of a group gated out of order, and a
+member's input answer reaching its child."""
 
 from __future__ import annotations
 
@@ -37,16 +37,13 @@ from runkernel.kernel.protocol import (
 )
 from runkernel.kernel.state import (
     Awaiting,
-    CallAwaiting,
-    CallCompleted,
     CallExecuting,
-    CallRequested,
     Ended,
     Message,
     RunSnapshot,
     ToolCall,
 )
-from runkernel.kernel.values import EndCauseKind, JsonValue, ResultKind, Role, WaitKind
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_lines
 from runkernel.testing import Boundary, CrashAt, CrashingStore, Position, SimulatedCrash
 from test_concurrent_delegations import _Tool
@@ -134,113 +131,6 @@ class _World:
             for child in self.children_running():
                 self.runtime().drive(child)
         raise AssertionError("the parent did not end in 8 rounds")
-
-
-def _statuses(snapshot: RunSnapshot) -> list[type]:
-    assert snapshot.batch is not None
-    return [type(c.status) for c in snapshot.batch.calls]
-
-
-def _group_start_commits(world: _World) -> list[list[str]]:
-    """For each parent commit that starts members from Requested, which ones it starts."""
-    starts, before = [], None
-    for commit in world.store.commits("t"):
-        batch = commit.batch
-        if batch is not None and before is not None and before.batch_id == batch.batch_id:
-            moved = [
-                n.call_id for o, n in zip(before.calls, batch.calls)
-                if isinstance(o.status, CallRequested) and isinstance(n.status, CallExecuting) and n.tool == "research"
-            ]
-            if moved:
-                starts.append(moved)
-        before = batch
-    return starts
-
-
-@pytest.mark.parametrize("held", MEMBERS)
-@pytest.mark.parametrize("kind", KINDS)
-def test_every_gate_answer_on_every_member_position(held: str, kind: str) -> None:
-    world = _World(held, kind)
-    outcome = world.runtime().start("t", PARENT, (Message(Role.USER, "go"),))
-    others = [m for m in MEMBERS if m != held]
-    if kind in HOLDS:
-        # the round ended at the held member: it waits like an ordinary call, nothing started
-        state = world.store.run(PARENT)
-        assert state is not None
-        payload = HOLDS[kind][1]
-        if payload is None:  # a due timer fires in the same drive: the member runs alone
-            assert isinstance(state.state, type(outcome.snapshot.state))
-        else:
-            assert isinstance(state.state, Awaiting) and state.state.ticket.call_id == held
-            assert _statuses(state) == [
-                CallAwaiting if m == held else CallRequested for m in MEMBERS
-            ] + [CallRequested]
-            assert world.store.thread_ids() == ["t"]  # no child activated before the group starts
-            ticket = state.state.ticket
-            command = ResumeCommand(PARENT, ticket.ticket_id, ticket.wait, payload)
-            assert isinstance(submit_resume(world.store, command), int)
-            world.runtime().drive(PARENT)
-        resumed = world.parent()
-        assert resumed.batch is not None
-        call = resumed.batch.call(held)
-        assert call is not None
-        if kind in ("deny", "external"):
-            assert isinstance(call.status, CallCompleted)  # terminal at once: a new round started
-        else:
-            # resumed to Executing: the member runs alone, its siblings still Requested
-            assert isinstance(call.status, CallExecuting) and call.delegation is not None
-            assert all(isinstance(c.status, CallRequested) for c in resumed.batch.calls if c.call_id != held)
-            assert world.children_running() == [call.delegation.run_id]
-    world.finish()
-    final = world.parent()
-    assert isinstance(final.state, Ended) and final.state.cause.kind is EndCauseKind.COMPLETED
-    finalized = [c.batch for c in world.store.commits("t") if c.batch is not None and c.batch.finalized][0]
-    results = {c.call_id: c.status for c in finalized.calls}
-    assert all(isinstance(s, CallCompleted) for s in results.values())
-    held_status = results[held]
-    assert isinstance(held_status, CallCompleted)
-    expected_kind = {
-        "block": ResultKind.BLOCKED, "supply": ResultKind.SUPPLIED, "deny": ResultKind.DENIED,
-        "external": ResultKind.EXTERNAL,
-    }.get(kind, ResultKind.OUTPUT)
-    assert held_status.result.kind is expected_kind
-    # the allowed members started together, in one commit, after the held one was handled
-    starts = _group_start_commits(world)
-    if kind == "allow":
-        assert starts == [list(MEMBERS)]
-    elif kind in ("block", "supply", "deny", "external"):
-        assert starts == [others]
-    else:
-        assert starts == [others]  # the resumed member started by its resume commit
-    assert world.fetch.runs == 1 and world.research.runs == 0
-    assert world.gate.asked[held] == 1
-    tool_messages = [m.call_id for m in world.store.messages("t") if m.role is Role.TOOL]
-    assert tool_messages == list(MEMBERS) + ["o4"]
-    children = [t for t in world.store.thread_ids() if t != "t"]
-    expected_children = 3 if kind in ("allow", "approve", "input", "scheduled") else 2
-    assert len(children) == expected_children
-    for thread in children:
-        assert len([c for c in world.store.commits(thread) if c.parent is not None]) == 1  # activated once
-    world.judged_legal()
-    print(f"{kind}@{held}: gate asked {dict(world.gate.asked)}, group starts {starts}, {len(world.lines())} lines")
-
-
-@pytest.mark.parametrize("held, position", [("d1", Position.CALL_RESULT), ("d2", Position.CALL_RESULT), ("d3", Position.CALL_START)])
-def test_a_crash_after_a_block_in_the_round_asks_the_gate_again_from_the_first_member(held: str, position: Position) -> None:
-    # an Allow is not committed: after a crash the gate is asked again for every member
-    # still Requested, and the group still starts in one commit (the last member's block
-    # is committed with the start of the allowed ones: nothing is asked again)
-    world = _World(held, "block")
-    dying = CrashingStore(world.store, CrashAt(Boundary.AFTER_WRITE, position))
-    crashing = Runtime(dying, _Model(), world.tools, gate=world.gate, self_check=True)
-    with pytest.raises(SimulatedCrash):
-        crashing.start("t", PARENT, (Message(Role.USER, "go"),))
-    assert world.store.thread_ids() == ["t"]
-    world.finish()
-    assert _group_start_commits(world) == [[m for m in MEMBERS if m != held]]
-    again = MEMBERS[: MEMBERS.index(held)] if position is Position.CALL_RESULT else ()
-    assert {m: world.gate.asked[m] for m in MEMBERS} == {m: 2 if m in again else 1 for m in MEMBERS}
-    world.judged_legal()
 
 
 def test_the_judge_refuses_a_run_awaiting_while_a_member_of_its_group_runs() -> None:
