@@ -30,7 +30,7 @@ STEPS = 120
 KILLS = (("commit", 5), ("commit", 45), ("checkpoint", 30), ("commit", 100))
 CHILD = f"""
 import signal, sys
-sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
+sys.path.insert(0, {str(Path(__file__).parent)!r})
 from runkernel.adapters.drive.ports import ToolRegistry
 from runkernel.adapters.drive.runtime import Runtime
 from runkernel.adapters.stores.sqlite import SqliteStore
