@@ -36,9 +36,9 @@ RUNS: dict[str, tuple[list[str], dict[str, str]]] = {
     "hypothesis": (
         [
             sys.executable, "-m", "pytest",
-            "tests/test_decide_properties.py", "tests/test_recover_properties.py",
-            "tests/test_trace_properties.py", "tests/test_kernel_regressions.py",
-            "tests/test_stateful_runtime.py",
+            "tests/kernel/test_decide_properties.py", "tests/kernel/test_recover_properties.py",
+            "tests/specs/test_trace_properties.py", "tests/kernel/test_kernel_regressions.py",
+            "tests/drive/test_stateful_runtime.py",
         ],
         {"HYPOTHESIS_PROFILE": "deep"},
     ),
@@ -54,7 +54,7 @@ METHOD = """## How the search is made faster, and why each keeps the verdict
 - **A memo of the pure kernel** (`KernelMemo` in `proofs/mc_kernel.py`, on in the deep
   profile): `decide` and `validate_commit` are pure, so a repeated call is answered from
   the memo; the model's own checks of every answer still run on every transition.
-  The graph explored is the same (`tests/test_model_checker_memo.py` compares it state
+  The graph explored is the same (`tests/proofs/test_model_checker_memo.py` compares it state
   for state on a small bound, and a planted bug gives the same counterexample).
 - **A live frontier** (not pickled) and **no cyclic garbage collection** during the
   search: bookkeeping only, the same states in the same order.

@@ -4,7 +4,7 @@
     python -m bench.figures --check    # exit 1 if README.md's block is not the generated one
 
 ``python -m bench`` calls it after writing the default RESULTS.md, so the README never
-quotes another run than the results file; ``tests/test_bench_figures.py`` fails when
+quotes another run than the results file; ``tests/proofs/test_bench_figures.py`` fails when
 the two differ. The block is every row of the results table: its median ratio, the goal
 and the verdict, with the run's date.
 """

@@ -9,7 +9,7 @@
 defaults (in memory), and counts the planted bugs of ``proofs/mutants.py`` and
 the CrossHair contracts of the contract modules from their definitions. Every figure is
 a count: the same commit gives the same file at any load (no seconds are written).
-``tests/test_proof_figures.py`` fails when the README's block is not the one this
+``tests/proofs/test_proof_figures.py`` fails when the README's block is not the one this
 generator makes from RESULTS.md, or when a count read from the definitions has changed
 since RESULTS.md was written; ``.ci/run`` measures again with ``--verify``.
 """

@@ -44,7 +44,7 @@ class Detector:
 
 STATEFUL = Detector(
     "stateful test (memory store)",
-    ("-m", "pytest", "tests/test_stateful_runtime.py", "-k", "Memory", "-x", "-q", "-p", "no:cacheprovider"),
+    ("-m", "pytest", "tests/drive/test_stateful_runtime.py", "-k", "Memory", "-x", "-q", "-p", "no:cacheprovider"),
 )
 MODEL_CHECKER = Detector(
     "model checker (CI bound)",
@@ -55,170 +55,169 @@ MODEL_CHECKER = Detector(
 )
 
 
-def unit(test_id: str) -> Detector:
-    return Detector(f"unit test {test_id.split('::')[-1]}", ("-m", "pytest", test_id, "-x", "-q", "-p", "no:cacheprovider"))
+def unit(test_id: str, only: str | None = None) -> Detector:
+    """One test (every case of it, or those pytest's ``-k ONLY`` selects: a test run over
+    several hosts names the host that must catch the mutant)."""
+    select = ("-k", only) if only is not None else ()
+    name = test_id.split("::")[-1] + (f" [{only}]" if only is not None else "")
+    return Detector(f"unit test {name}", ("-m", "pytest", test_id, *select, "-x", "-q", "-p", "no:cacheprovider"))
 
 
-WRONG_KIND_UNIT = unit("tests/test_decide_units.py::test_a_resume_with_the_wrong_wait_kind_is_rejected")
-EXECUTING_UNIT = unit("tests/test_decide_units.py::test_recovery_never_turns_executing_into_requested")
-SETTLE_UNIT = unit(
-    "tests/test_peer_failures.py::test_a_command_is_settled_in_the_transaction_of_the_commit_that_applies_it"
-)
-CANCEL_UNIT = unit("tests/test_decide_units.py::test_cancelling_an_awaiting_run_closes_the_waiting_call")
+WRONG_KIND_UNIT = unit("tests/kernel/test_decide_units.py::test_a_resume_with_the_wrong_wait_kind_is_rejected")
+EXECUTING_UNIT = unit("tests/kernel/test_decide_units.py::test_recovery_never_turns_executing_into_requested")
+SETTLED_TEST = "tests/drive/test_inbox_settlement.py::test_a_host_that_dies_right_after_applying_a_command_leaves_it_settled"
+SETTLE_UNIT = unit(SETTLED_TEST, only="pull")
+CANCEL_UNIT = unit("tests/kernel/test_decide_units.py::test_cancelling_an_awaiting_run_closes_the_waiting_call")
 PUSH_BATCH_UNIT = unit(
-    "tests/test_push_driver.py::test_a_tool_batch_runs_in_call_order_and_publishes_every_result"
+    "tests/drive/test_push_driver.py::test_a_tool_batch_runs_in_call_order_and_publishes_every_result"
 )
-PUSH_HISTORY_UNIT = unit("tests/test_push_driver.py::test_text_without_an_end_starts_another_step")
-SLOPPY_TICKET_UNIT = unit("tests/test_resume_judge.py::test_a_resume_naming_a_sloppily_equal_ticket_is_illegal")
+PUSH_HISTORY_UNIT = unit("tests/drive/test_push_driver.py::test_text_without_an_end_starts_another_step")
+SLOPPY_TICKET_UNIT = unit("tests/kernel/test_resume_judge.py::test_a_resume_naming_a_sloppily_equal_ticket_is_illegal")
 COMMITTED_POLICY_UNIT = unit(
-    "tests/test_resume_judge.py::test_recover_reads_the_committed_policy_not_the_workers_configuration"
+    "tests/kernel/test_resume_judge.py::test_recover_reads_the_committed_policy_not_the_workers_configuration"
 )
-GROUP_ROUND_UNIT = unit("tests/test_group_gate.py::test_every_gate_answer_on_every_member_position[allow-d1]")
+GROUP_ROUND_UNIT = unit("tests/drive/test_group_gate_hosts.py::test_every_gate_answer_on_every_member_position[allow-d1-pull]")
 GROUP_STATE_UNIT = unit(
-    "tests/test_group_gate.py::test_the_judge_refuses_a_member_waiting_while_another_starts_in_the_same_commit"
+    "tests/drive/test_group_gate.py::test_the_judge_refuses_a_member_waiting_while_another_starts_in_the_same_commit"
 )
 SQLITE_LEASE_RACE_UNIT = unit(
-    "tests/test_lease_race.py::test_processes_taking_one_runs_lease_at_one_instant_are_granted_it_once"
+    "tests/stores/test_lease_race.py::test_processes_taking_one_runs_lease_at_one_instant_are_granted_it_once"
 )
 MEMORY_LEASE_RACE_UNIT = unit(
-    "tests/test_lease_race.py::test_threads_taking_one_runs_lease_at_one_instant_are_granted_it_once"
+    "tests/stores/test_lease_race.py::test_threads_taking_one_runs_lease_at_one_instant_are_granted_it_once"
 )
 PUSH_LEASE_LOSS_UNIT = unit(
-    "tests/test_push_driver_lease_loss.py::"
+    "tests/drive/test_push_driver_lease_loss.py::"
     "test_a_push_driver_whose_lease_is_lost_after_its_executing_commit_hands_out_no_run_call"
 )
-PUSH_LOST_COMMIT_UNIT = unit(
-    "tests/test_lost_commit_stops.py::test_a_push_driver_whose_executing_commit_loses_to_another_driver_hands_out_nothing"
-)
-PULL_LOST_COMMIT_UNIT = unit(
-    "tests/test_lost_commit_stops.py::test_a_runtime_whose_executing_commit_loses_to_another_runtime_starts_nothing"
-)
+LOST_COMMIT_TEST = "tests/drive/test_lost_commit_stops.py::test_a_host_whose_executing_commit_loses_to_another_host_starts_nothing"
+PUSH_LOST_COMMIT_UNIT = unit(LOST_COMMIT_TEST, only="sync or async")
+PULL_LOST_COMMIT_UNIT = unit(LOST_COMMIT_TEST, only="pull")
 STAGING_REUSED_UNIT = unit(
-    "tests/test_hooks_after_a_failed_commit.py::test_a_runtime_reused_after_a_failed_commit_runs_the_hook_again"
+    "tests/drive/test_hooks_after_a_failed_commit.py::test_a_host_reused_after_a_failed_commit_runs_the_hook_again",
+    only="pull",
 )
 REACTION_REUSED_UNIT = unit(
-    "tests/test_hooks_after_a_failed_commit.py::"
+    "tests/drive/test_hooks_after_a_failed_commit.py::"
     "test_a_runtime_reused_after_a_lost_result_commits_the_reaction_of_the_attempt_it_commits"
 )
-PUSH_SETTLED_AFTER_UNIT = unit(
-    "tests/test_push_inbox_settlement.py::test_a_push_driver_that_dies_right_after_applying_a_command_leaves_it_settled"
-)
+PUSH_SETTLED_AFTER_UNIT = unit(SETTLED_TEST, only="sync or async")
 PUSH_SETTLED_BEFORE_UNIT = unit(
-    "tests/test_push_inbox_settlement.py::"
+    "tests/drive/test_inbox_settlement.py::"
     "test_a_command_whose_applying_commit_fails_stays_pending_and_is_applied_by_the_next_pick_up"
 )
 COMMITTED_RETRIES_UNIT = unit(
-    "tests/test_committed_retries.py::test_a_pull_mode_continuation_retries_as_the_batch_committed"
+    "tests/drive/test_committed_retries.py::test_a_pull_mode_continuation_retries_as_the_batch_committed"
 )
 
 PG_LOST_ACK_WRITER_UNIT = unit(
-    "tests/test_postgres_lost_ack.py::"
+    "tests/stores/test_postgres_lost_ack.py::"
     "test_a_lost_acknowledgement_adopts_the_identical_commit_only_if_this_writer_wrote_it[another worker]"
 )
 PG_RESEND_WRITER_UNIT = unit(
-    "tests/test_postgres_lost_ack.py::"
+    "tests/stores/test_postgres_lost_ack.py::"
     "test_an_identical_commit_landing_between_the_lookup_and_the_resend_is_a_conflict[another worker]"
 )
 LOST_REPLY_EPOCH_UNIT = unit(
-    "tests/test_store_conformance.py::"
+    "tests/stores/test_store_conformance.py::"
     "test_a_retry_after_a_lost_reply_adopts_the_identical_commit_only_if_this_writer_wrote_it"
     "[sqlite-this worker id at a later epoch]"
 )
-TICKET_SEEN_REQUIRED_UNIT = unit("tests/test_ticket_reuse.py::test_validate_commit_has_no_default_for_the_used_tickets")
-TICKET_SEEN_ASKED_UNIT = unit("tests/test_ticket_reuse.py::test_validate_commit_refuses_a_ticket_its_ticket_seen_knows")
+TICKET_SEEN_REQUIRED_UNIT = unit("tests/specs/test_ticket_reuse.py::test_validate_commit_has_no_default_for_the_used_tickets")
+TICKET_SEEN_ASKED_UNIT = unit("tests/specs/test_ticket_reuse.py::test_validate_commit_refuses_a_ticket_its_ticket_seen_knows")
 TRACE_JUDGE_TICKETS_UNIT = unit(
-    "tests/test_ticket_reuse.py::test_the_trace_judge_refuses_the_reused_ticket_when_fed_commits"
+    "tests/specs/test_ticket_reuse.py::test_the_trace_judge_refuses_the_reused_ticket_when_fed_commits"
 )
 STORE_TICKETS_UNIT = unit(
-    "tests/test_store_conformance.py::TestRunkernelStores::test_a_ticket_of_an_earlier_run_of_the_thread_is_never_reused"
+    "tests/stores/test_store_conformance.py::TestRunkernelStores::test_a_ticket_of_an_earlier_run_of_the_thread_is_never_reused"
 )
-NEAR_TICKET_UNIT = unit("tests/test_decide_units.py::test_decide_refuses_a_ticket_id_that_only_nearly_matches")
+NEAR_TICKET_UNIT = unit("tests/kernel/test_decide_units.py::test_decide_refuses_a_ticket_id_that_only_nearly_matches")
 CHECK_TRACE_EXIT_UNIT = unit(
-    "tests/test_cli_hardening.py::test_check_trace_exits_with_the_worst_verdict_of_its_files_in_every_order"
+    "tests/cli/test_cli_hardening.py::test_check_trace_exits_with_the_worst_verdict_of_its_files_in_every_order"
 )
-FAST_PATH_TEXT_UNIT = unit("tests/test_resume_judge.py::test_the_fast_path_on_non_ascii_text_is_rfc8785s_form_and_digest")
-ASTRAL_KEYS_UNIT = unit("tests/test_resume_judge.py::test_keys_outside_the_bmp_leave_the_fast_path_and_sort_by_utf16")
-BAD_POLICY_STRING_UNIT = unit("tests/test_tool_policies.py::test_a_driver_refuses_a_bad_policy_string_naming_the_tool")
-REPLAY_STRING_UNIT = unit("tests/test_tool_policies.py::test_a_replay_string_commits_replay_and_the_call_is_run_again")
-ONE_CALL_RETRIES_UNIT = unit("tests/test_tool_policies.py::test_replay_in_one_call_sets_every_field")
-ERROR_TREE_UNIT = unit("tests/test_errors.py::test_every_exception_runkernel_defines_is_in_the_tree_under_one_branch")
-ERROR_BRANCH_UNIT = unit("tests/test_errors.py::test_each_public_error_is_on_the_branch_of_whose_fault_it_is")
-ABSTRACT_BRANCH_UNIT = unit("tests/test_errors.py::test_the_root_and_the_branches_cannot_be_raised")
-LAYERS_UNIT = unit("tests/test_layers.py::test_imports_only_go_down_and_make_no_circle")
-TYPE_CHECKING_CIRCLE_UNIT = unit("tests/test_layers.py::test_a_planted_circle_is_found[type-checking-import]")
-UNKNOWN_NAME_UNIT = unit("tests/test_public_api.py::test_every_public_name_resolves_to_its_module_object")
+FAST_PATH_TEXT_UNIT = unit("tests/kernel/test_resume_judge.py::test_the_fast_path_on_non_ascii_text_is_rfc8785s_form_and_digest")
+ASTRAL_KEYS_UNIT = unit("tests/kernel/test_resume_judge.py::test_keys_outside_the_bmp_leave_the_fast_path_and_sort_by_utf16")
+BAD_POLICY_STRING_UNIT = unit("tests/integrations/test_tool_policies.py::test_a_driver_refuses_a_bad_policy_string_naming_the_tool")
+REPLAY_STRING_UNIT = unit("tests/integrations/test_tool_policies.py::test_a_replay_string_commits_replay_and_the_call_is_run_again")
+ONE_CALL_RETRIES_UNIT = unit("tests/integrations/test_tool_policies.py::test_replay_in_one_call_sets_every_field")
+ERROR_TREE_UNIT = unit("tests/kernel/test_errors.py::test_every_exception_runkernel_defines_is_in_the_tree_under_one_branch")
+ERROR_BRANCH_UNIT = unit("tests/kernel/test_errors.py::test_each_public_error_is_on_the_branch_of_whose_fault_it_is")
+ABSTRACT_BRANCH_UNIT = unit("tests/kernel/test_errors.py::test_the_root_and_the_branches_cannot_be_raised")
+LAYERS_UNIT = unit("tests/proofs/test_layers.py::test_imports_only_go_down_and_make_no_circle")
+TYPE_CHECKING_CIRCLE_UNIT = unit("tests/proofs/test_layers.py::test_a_planted_circle_is_found[type-checking-import]")
+UNKNOWN_NAME_UNIT = unit("tests/proofs/test_public_api.py::test_every_public_name_resolves_to_its_module_object")
 STATUS_EPOCH_UNIT = unit(
-    "tests/test_fencing_protocol.py::test_check_status_carries_the_epoch_and_ask_status_passes_it"
+    "tests/drive/test_fencing_protocol.py::test_check_status_carries_the_epoch_and_ask_status_passes_it"
 )
-MESSAGE_METADATA_UNIT = unit("tests/test_push_driver.py::test_message_metadata[sync]")
+MESSAGE_METADATA_UNIT = unit("tests/drive/test_push_driver.py::test_message_metadata[sync]")
 ONE_RUN_CALL_UNIT = unit(
-    "tests/test_vocabulary.py::test_a_pull_mode_tool_runs_the_run_call_a_push_mode_host_is_handed"
+    "tests/kernel/test_vocabulary.py::test_a_pull_mode_tool_runs_the_run_call_a_push_mode_host_is_handed"
 )
-PUBLIC_IMPORTS_UNIT = unit("tests/test_public_imports.py::test_users_copy_only_public_imports[examples/demo_app.py]")
+PUBLIC_IMPORTS_UNIT = unit("tests/proofs/test_public_imports.py::test_users_copy_only_public_imports[examples/demo_app.py]")
 STALE_HEAD_UNIT = unit(
-    "tests/test_postgres_race.py::test_a_writer_commits_again_after_another_writer_moved_its_thread"
+    "tests/stores/test_postgres_race.py::test_a_writer_commits_again_after_another_writer_moved_its_thread"
 )
 TESTING_AFTER_WRITE_UNIT = unit(
-    "tests/test_testing.py::test_a_crash_before_the_write_leaves_nothing_and_one_after_it_leaves_the_commit_durable"
+    "tests/drive/test_testing.py::test_a_crash_before_the_write_leaves_nothing_and_one_after_it_leaves_the_commit_durable"
 )
-TESTING_POSITION_UNIT = unit("tests/test_testing.py::test_a_crashing_store_names_each_commit_point_as_the_runtime_does")
+TESTING_POSITION_UNIT = unit("tests/drive/test_testing.py::test_a_crashing_store_names_each_commit_point_as_the_runtime_does")
 TESTING_AFTER_EFFECT_UNIT = unit(
-    "tests/test_testing.py::test_a_crash_after_the_effect_lets_the_tool_run_and_commits_nothing_of_its_outcome"
+    "tests/drive/test_testing.py::test_a_crash_after_the_effect_lets_the_tool_run_and_commits_nothing_of_its_outcome"
 )
 CRASH_INSIDE_TOOL_UNIT = unit(
-    "tests/test_runtime_tool_raises.py::test_an_injected_crash_inside_a_tool_is_still_the_runtimes_death"
+    "tests/drive/test_runtime_tool_raises.py::test_an_injected_crash_inside_a_tool_is_still_the_runtimes_death"
 )
 TESTING_BUILDER_HISTORY_UNIT = unit(
-    "tests/test_testing.py::test_the_builder_keeps_the_runs_history_so_decide_sees_used_tickets"
+    "tests/drive/test_testing.py::test_the_builder_keeps_the_runs_history_so_decide_sees_used_tickets"
 )
 TESTING_BUILDER_JUDGE_UNIT = unit(
-    "tests/test_testing.py::test_the_builder_takes_a_hand_made_commit_only_if_the_judge_accepts_it"
+    "tests/drive/test_testing.py::test_the_builder_takes_a_hand_made_commit_only_if_the_judge_accepts_it"
 )
 TESTING_IMPORTERS_UNIT = unit(
-    "tests/test_testing.py::test_no_library_module_imports_runkernel_testing_but_the_simulate_and_crashtest_commands_lazily"
+    "tests/drive/test_testing.py::test_no_library_module_imports_runkernel_testing_but_the_simulate_and_crashtest_commands_lazily"
 )
 SYNC_SHELL_GENERATED_UNIT = unit(
-    "tests/test_async_to_sync.py::test_the_checked_in_sync_driver_is_generated_from_the_async_one"
+    "tests/drive/test_async_to_sync.py::test_the_checked_in_sync_driver_is_generated_from_the_async_one"
 )
 ASYNC_LOOP_UNIT = unit(
-    "tests/test_worker_async_loop.py::"
+    "tests/worker/test_worker_async_loop.py::"
     "test_every_drive_of_an_async_app_runs_on_the_workers_one_loop_until_shutdown_closes_it"
 )
 ASYNC_LOOP_SHUTDOWN_UNIT = unit(
-    "tests/test_worker_async_loop.py::test_a_shutdown_during_a_drive_lets_it_finish_on_its_loop_then_closes_the_loop"
+    "tests/worker/test_worker_async_loop.py::test_a_shutdown_during_a_drive_lets_it_finish_on_its_loop_then_closes_the_loop"
 )
 TRANSIENT_SUCCESS_UNIT = unit(
-    "tests/test_transient_model_errors.py::test_a_transient_model_error_commits_nothing_and_the_call_succeeds_after_three[memory]"
+    "tests/drive/test_transient_model_errors.py::test_a_transient_model_error_commits_nothing_and_the_call_succeeds_after_three[memory]"
 )
-TRANSIENT_CAP_UNIT = unit("tests/test_transient_model_errors.py::test_the_last_attempt_ends_the_run_failed_with_its_error[sqlite]")
-NON_TRANSIENT_UNIT = unit("tests/test_transient_model_errors.py::test_a_non_transient_model_error_ends_the_run_failed_at_once[memory]")
-MODEL_COUNT_RESET_UNIT = unit("tests/test_transient_model_errors.py::test_the_count_restarts_at_each_model_call[memory]")
+TRANSIENT_CAP_UNIT = unit("tests/drive/test_transient_model_errors.py::test_the_last_attempt_ends_the_run_failed_with_its_error[sqlite]")
+NON_TRANSIENT_UNIT = unit("tests/drive/test_transient_model_errors.py::test_a_non_transient_model_error_ends_the_run_failed_at_once[memory]")
+MODEL_COUNT_RESET_UNIT = unit("tests/drive/test_transient_model_errors.py::test_the_count_restarts_at_each_model_call[memory]")
 BACKOFF_CANCEL_UNIT = unit(
-    "tests/test_transient_model_errors.py::test_a_cancel_queued_during_the_backoff_is_applied_before_the_model_is_called_again[memory]"
+    "tests/drive/test_transient_model_errors.py::test_a_cancel_queued_during_the_backoff_is_applied_before_the_model_is_called_again[memory]"
 )
 BACKOFF_LEASE_UNIT = unit(
-    "tests/test_transient_model_errors.py::"
+    "tests/drive/test_transient_model_errors.py::"
     "test_a_worker_keeps_and_renews_the_lease_of_a_run_backing_off_and_drives_another_meanwhile[sqlite]"
 )
 STALE_ASIDE_UNIT = unit(
-    "tests/test_transient_model_errors.py::test_a_run_set_aside_whose_lease_lapsed_is_picked_up_afresh_not_resumed[memory]"
+    "tests/drive/test_transient_model_errors.py::test_a_run_set_aside_whose_lease_lapsed_is_picked_up_afresh_not_resumed[memory]"
 )
-PUSH_BACKOFF_LEASE_UNIT = unit("tests/test_transient_model_errors.py::test_a_push_driver_renews_its_lease_when_it_hands_a_retried_infer[memory-async]")
-STREAM_FAILURE_UNIT = unit("tests/test_transient_model_errors.py::test_an_error_the_streams_checkpoint_raised_under_the_model_is_no_model_error")
+PUSH_BACKOFF_LEASE_UNIT = unit("tests/drive/test_transient_model_errors.py::test_a_push_driver_renews_its_lease_when_it_hands_a_retried_infer[memory-async]")
+STREAM_FAILURE_UNIT = unit("tests/drive/test_transient_model_errors.py::test_an_error_the_streams_checkpoint_raised_under_the_model_is_no_model_error")
 DEFAULT_TRANSIENT_UNIT = unit(
-    "tests/test_transient_model_errors.py::test_the_default_predicate_takes_timeouts_dropped_connections_and_retryable_statuses[WithStatus429-True]"
+    "tests/drive/test_transient_model_errors.py::test_the_default_predicate_takes_timeouts_dropped_connections_and_retryable_statuses[WithStatus429-True]"
 )
 ASYNC_TO_SYNC_REWRITE_UNIT = unit(
-    "tests/test_async_to_sync.py::test_the_rewrite_drops_async_resolves_async_blocks_and_renames"
+    "tests/drive/test_async_to_sync.py::test_the_rewrite_drops_async_resolves_async_blocks_and_renames"
 )
-OUTAGE_TOLD_ONCE_UNIT = unit("tests/test_worker_account.py::test_an_outage_is_told_once_and_its_backoff_is_capped")
+OUTAGE_TOLD_ONCE_UNIT = unit("tests/worker/test_worker_account.py::test_an_outage_is_told_once_and_its_backoff_is_capped")
 SQLITE_LOCK_OUTAGE_UNIT = unit(
-    "tests/test_worker_account.py::test_a_sqlite_lock_held_past_the_busy_timeout_is_one_outage_ridden_out"
+    "tests/worker/test_worker_account.py::test_a_sqlite_lock_held_past_the_busy_timeout_is_one_outage_ridden_out"
 )
 
 def example(name: str) -> Detector:
     """The illegal example trace ``name`` must be reported at its line with its rule."""
-    return unit(f"tests/test_trace_examples.py::test_illegal_example_is_reported_at_its_line_and_rule[{name}.jsonl]")
+    return unit(f"tests/specs/test_trace_examples.py::test_illegal_example_is_reported_at_its_line_and_rule[{name}.jsonl]")
 
 
 @frozen
@@ -667,7 +666,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the layer check leaves TYPE_CHECKING imports out of its circles",
-        "tests/test_layers.py",
+        "tests/proofs/test_layers.py",
         "            edges[name].add(target)\n",
         "            if not imp.type_only:\n                edges[name].add(target)\n",
         TYPE_CHECKING_CIRCLE_UNIT,
@@ -910,35 +909,35 @@ MUTANTS: tuple[Mutant, ...] = (
         "runkernel/kernel/codec_typed.py",
         "                wait.request,\n",
         "                None,\n",
-        unit("tests/test_operator_views.py::test_check_trace_ignores_the_requests_value"),
+        unit("tests/cli/test_operator_views.py::test_check_trace_ignores_the_requests_value"),
     ),
     Mutant(
         "the store takes a commit's named edge on trust (the named call's move is never judged)",
         "runkernel/kernel/validate_edge.py",
         "    check_call_change(old, new, ending=False, resuming=False)\n",
         "    pass  # the named edge taken on trust\n",
-        unit("tests/test_named_edge.py::test_every_catalogued_mutation_gets_the_full_judges_verdict_under_every_claim"),
+        unit("tests/kernel/test_named_edge.py::test_every_catalogued_mutation_gets_the_full_judges_verdict_under_every_claim"),
     ),
     Mutant(
         "a quiet commit keeps the lease (the worker releases it in a transaction of its own)",
         "runkernel/adapters/drive/core.py",
         "        quiet = isinstance(commit.disposition, (Awaiting, Ended))\n",
         "        quiet = False\n",
-        unit("tests/test_drive_transactions.py::test_a_drive_costs_its_commits_plus_one_durable_transaction"),
+        unit("tests/drive/test_drive_transactions.py::test_a_drive_costs_its_commits_plus_one_durable_transaction"),
     ),
     Mutant(
         "SQLite: a commit asked to release its lease keeps it",
         "runkernel/adapters/stores/sqlite/store.py",
         "                db.execute(RELEASE_IN_COMMIT, (True, lease.run_id, lease.worker_id, lease.epoch))\n",
         "                pass  # the release forgotten\n",
-        unit("tests/test_store_conformance.py::TestRunkernelStores::test_a_commit_that_releases_its_lease_gives_it_up_in_the_same_write"),
+        unit("tests/stores/test_store_conformance.py::TestRunkernelStores::test_a_commit_that_releases_its_lease_gives_it_up_in_the_same_write"),
     ),
     Mutant(
         "PostgreSQL: a lease taken over in one statement keeps the old epoch",
         "runkernel/adapters/stores/postgres/sql.py",
         '    f"epoch = CASE WHEN NOT l.released AND l.expires_at > {NOW} THEN l.epoch ELSE l.epoch + 1 END, "\n',
         '    f"epoch = CASE WHEN NOT l.released AND l.expires_at > {NOW} THEN l.epoch ELSE l.epoch END, "\n',
-        unit("tests/test_postgres_store.py::TestPostgresStore::test_epochs_rise_with_every_take_over_and_after_a_release"),
+        unit("tests/stores/test_postgres_store.py::TestPostgresStore::test_epochs_rise_with_every_take_over_and_after_a_release"),
     ),
     Mutant(
         "a child's pick-up answers its first look at the inbox from before its owed cancel was queued",
@@ -946,7 +945,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        self.inbox_look = list(picked.pending) if picked.parent is None else None\n",
         "        self.inbox_look = list(picked.pending)\n",
         unit(
-            "tests/test_push_driver_delegations_hosts.py::"
+            "tests/worker/test_push_driver_delegations_hosts.py::"
             "test_a_child_of_a_parent_that_ended_before_its_cancels_is_cancelled_when_picked_up"
         ),
     ),
@@ -955,14 +954,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "runkernel/adapters/stores/postgres/store.py",
         "        self._echo.forget()  # a write (a command put or settled, a lease given up) may change it\n",
         "        pass\n",
-        unit("tests/test_folded_reads.py::test_a_write_of_the_store_after_its_commit_voids_the_commit_s_look"),
+        unit("tests/stores/test_folded_reads.py::test_a_write_of_the_store_after_its_commit_voids_the_commit_s_look"),
     ),
     Mutant(
         "PostgreSQL: a commit's look at the inbox answers for another version",
         "runkernel/adapters/stores/postgres/echo.py",
         "        if seen is None or seen[:2] != (run_id, version):\n",
         "        if seen is None or seen[0] != run_id:\n",
-        unit("tests/test_folded_reads.py::test_the_look_after_a_commit_is_what_the_commit_saw_once"),
+        unit("tests/stores/test_folded_reads.py::test_the_look_after_a_commit_is_what_the_commit_saw_once"),
     ),
     Mutant(
         "PostgreSQL: a history answer read before the store's own commit is used after it",
@@ -970,7 +969,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        self._memo.clear()\n",
         "        pass\n",
         unit(
-            "tests/test_commit_echo.py::"
+            "tests/stores/test_commit_echo.py::"
             "test_a_history_answer_read_before_the_store_s_own_commit_is_not_used_after_it"
         ),
     ),
@@ -979,7 +978,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "runkernel/adapters/stores/postgres/echo.py",
         "        return None if elapsed >= FRESH else seen[3] - elapsed\n",
         "        return None if elapsed >= FRESH else seen[3]\n",
-        unit("tests/test_commit_echo.py::test_a_worker_stalled_past_its_lease_after_its_commit_starts_nothing"),
+        unit("tests/stores/test_commit_echo.py::test_a_worker_stalled_past_its_lease_after_its_commit_starts_nothing"),
     ),
     Mutant(
         "PostgreSQL: a commit's figure for its lease is used however long ago the commit was sent (W1)",
@@ -987,7 +986,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        return None if elapsed >= FRESH else seen[3] - elapsed\n",
         "        return seen[3] - elapsed\n",
         unit(
-            "tests/test_commit_echo.py::"
+            "tests/stores/test_commit_echo.py::"
             "test_a_commit_s_figure_for_its_lease_is_less_the_time_since_and_only_while_fresh"
         ),
     ),
@@ -996,14 +995,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "runkernel/adapters/stores/postgres/echo.py",
         "        self._inbox = self._lease = self._compacted = None\n",
         "        self._inbox = self._lease = None\n",
-        unit("tests/test_commit_echo.py::test_a_refusal_settled_after_the_end_is_still_compacted"),
+        unit("tests/stores/test_commit_echo.py::test_a_refusal_settled_after_the_end_is_still_compacted"),
     ),
     Mutant(
         "PostgreSQL: the pick-up read with a lease take answers more than the operation after it",
         "runkernel/adapters/drive/lease_keeper.py",
         "        picked, self._picked = self._picked, None\n",
         "        picked = self._picked\n",
-        unit("tests/test_folded_reads.py::test_a_pick_up_read_with_a_take_answers_only_the_store_operation_after_it"),
+        unit("tests/stores/test_folded_reads.py::test_a_pick_up_read_with_a_take_answers_only_the_store_operation_after_it"),
     ),
     Mutant(
         "PostgreSQL: a commit's figure for its lease starts an executor while it is under the margin (W1)",
@@ -1011,7 +1010,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if left is not None and left >= self.margin:\n",
         "        if left is not None and left > 0:\n",
         unit(
-            "tests/test_lease_margin_end_to_end.py::"
+            "tests/drive/test_lease_margin_end_to_end.py::"
             "test_a_runtime_starts_no_tool_while_its_lease_has_less_left_than_the_margin[postgres]"
         ),
     ),
@@ -1021,7 +1020,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            return self.store.check_lease(lease, self.margin)\n",
         "            return self.store.check_lease(lease, 0.0)\n",
         unit(
-            "tests/test_lease_margin_end_to_end.py::"
+            "tests/drive/test_lease_margin_end_to_end.py::"
             "test_a_push_driver_hands_out_no_run_call_while_its_lease_has_less_left_than_the_margin[sync-sqlite]"
         ),
     ),
@@ -1041,7 +1040,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            following = self._send(answer)\n"
         "            if isinstance(op, _EFFECTS):\n",
         unit(
-            "tests/test_unavailable_executing_commit.py::"
+            "tests/drive/test_unavailable_executing_commit.py::"
             "test_a_runtime_whose_executing_commit_is_lost_to_an_unavailable_store_never_runs_the_tool[sqlite-unleased]"
         ),
     ),
@@ -1051,7 +1050,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            self._judge_against((run_id, self._head(thread_id, version, active), snapshot))\n",
         "            self._written = (run_id, self._head(thread_id, version, active), snapshot)\n",
         unit(
-            "tests/test_history_memo_pick_up.py::"
+            "tests/stores/test_history_memo_pick_up.py::"
             "test_a_history_answer_kept_before_another_writer_moved_the_thread_is_not_used_after_a_pick_up[read_pick_up]"
         ),
     ),
@@ -1061,7 +1060,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        return Decision(state, (NotifyWait(state.state.ticket, waiting.status.wait),))\n",
         "        return Decision(state, (NotifyWait(state.state.ticket, attrs.evolve(waiting.status.wait, request=None)),))\n",
         unit(
-            "tests/test_recovered_wait_request.py::"
+            "tests/drive/test_recovered_wait_request.py::"
             "test_a_runtime_that_recovers_a_wait_notifies_its_host_of_the_committed_request[sqlite]"
         ),
     ),

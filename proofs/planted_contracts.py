@@ -1,6 +1,6 @@
 """Deliberately broken contracts: the harness must fail on each of them.
 
-``tests/test_crosshair_harness.py`` runs ``proofs/crosshair_check.py`` on this file and
+``tests/proofs/test_crosshair_harness.py`` runs ``proofs/crosshair_check.py`` on this file and
 checks that every planted problem is reported, so a harness that passes anything
 (CrossHair's own exit code 0, say) cannot go unnoticed. ``planted_fixed_exhausted`` is
 the control: the same contract without the bug, which must pass.

@@ -3,7 +3,7 @@
 ``ci`` (the default) is derandomized and bounded so CI is reproducible and fast;
 ``deep`` explores far more examples for runs from the benchmarks or by hand:
 
-    HYPOTHESIS_PROFILE=deep python -m pytest tests/test_decide_properties.py
+    HYPOTHESIS_PROFILE=deep python -m pytest tests/kernel/test_decide_properties.py
 
 Hypothesis loads a built-in profile named ``ci`` on its own when ``CI=true``;
 registering ours under the same name replaces it, and we select the profile

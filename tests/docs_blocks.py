@@ -10,7 +10,7 @@ the files and the store an earlier one made:
   a line that installs the package (``python3 -m pip install ...``) is not run, because
   the tests run in an environment that has it and ``.ci/run`` installs each extra;
 * ``text``, ``json`` and ``mermaid`` blocks show output or data and are not run;
-* a block right under a ``<!-- tests/NAME.py runs this block ... -->`` line is run by that
+* a block right under a ``<!-- tests/LAYER/NAME.py runs this block ... -->`` line is run by that
   test, which checks what it prints, so this one does not run it a second time.
 
 Where a command needs an id the reader copies from an earlier command's output (the
@@ -31,7 +31,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 _FENCE = re.compile(r"^(?P<indent>[ ]*)```(?P<lang>[\w-]*)(?P<attrs>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.S | re.M)
 _TITLE = re.compile(r'title="([^"]+)"')
-_RUN_BY = re.compile(r"<!-- (tests/\w+\.py) runs this block\b[^\n]*-->\n\Z")
+_RUN_BY = re.compile(r"<!-- (tests/(?:\w+/)?\w+\.py) runs this block\b[^\n]*-->\n\Z")
 RUN_LANGUAGES = ("python", "bash")
 SHOWN_LANGUAGES = ("text", "json", "mermaid", "")
 INSTALL = re.compile(r"^python3? -m pip install\b")
@@ -45,7 +45,7 @@ class Block:
     title: str | None
     code: str
     run_by: str | None = None
-    """The test that runs this block instead (``tests/NAME.py``), if the page names one."""
+    """The test that runs this block instead (``tests/LAYER/NAME.py``), if the page names one."""
 
     @property
     def name(self) -> str:
@@ -74,8 +74,9 @@ def blocks(page: Path) -> list[Block]:
 
 
 def run_by(page: str, test: str) -> list[Block]:
-    """The blocks of ``docs/PAGE`` that the page says ``tests/TEST`` runs, in order."""
-    return [block for block in blocks(DOCS / page) if block.run_by == f"tests/{test}"]
+    """The blocks of ``docs/PAGE`` that the page says ``tests/LAYER/TEST`` runs, in order (test
+    basenames are unique across the layers)."""
+    return [block for block in blocks(DOCS / page) if block.run_by is not None and Path(block.run_by).name == test]
 
 
 def commands(block: Block) -> Iterator[str]:

@@ -1,6 +1,6 @@
 """Committed Run states for the spec-equivalence tests, grown with
 ``runkernel.testing.Builder``: activated and given a batch through ``decide``
-(``activated``, ``with_batch``), then moved call by call by hand-made commits that
+(``activated``, then ``Builder.propose``), then moved call by call by hand-made commits that
 ``validate_commit`` accepts (the judge's edges, which no single ``decide`` takes): a Run
 whose batch holds a call in each phase (``reach``) or in a given Run phase (``run_in``),
 and every commit in which a call could take a status (``candidates``).
@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import attrs
 
 from runkernel.kernel.edges import CallPhase, RunPhase
-from runkernel.kernel.protocol import InferenceResult, ProposedCall
 from runkernel.kernel.state import (
     ActiveToolBatch,
     Awaiting,
@@ -69,12 +68,6 @@ def activated() -> Builder:
     return Builder(THREAD).start(RUN)
 
 
-def with_batch(calls: int) -> Builder:
-    """Activated, then an inference result opening a batch of ``calls`` Requested calls."""
-    proposed = tuple(ProposedCall(f"c{i}", "tool", {"i": i}, f"op{i}") for i in range(1, calls + 1))
-    return activated().feed(InferenceResult("using tools", proposed, "b1"))
-
-
 def move(chain: Builder, call_id: str, status: CallStatus, disposition: RunDisposition | None = None) -> Builder:
     """A hand-made commit moving one call of the batch to ``status``."""
     run = chain.snapshot
@@ -118,7 +111,7 @@ REACH: dict[CallPhase, list[Callable[[Builder, str], Builder]]] = {
 
 def reach(phases: Sequence[CallPhase], variant: Sequence[int] | None = None) -> Builder:
     """A Run whose batch holds one call per phase, reached call by call, in order."""
-    chain = with_batch(len(phases))
+    chain = activated().propose(*("tool",) * len(phases))
     for index, phase in enumerate(phases):
         how = REACH[phase][variant[index] if variant else 0]
         chain = how(chain, f"c{index + 1}")

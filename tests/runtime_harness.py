@@ -1,4 +1,4 @@
-"""A Hypothesis state machine over the reference runtime (``tests/test_stateful_runtime.py``).
+"""A Hypothesis state machine over the reference runtime (``tests/drive/test_stateful_runtime.py``).
 
 The machine plays everything outside the runtime: it starts Runs with drawn scripts,
 advances the current ``Drive`` one effect at a time, kills runtimes at drawn crash

@@ -1,6 +1,6 @@
 """Seed programs of the stateful test's machine (``runtime_harness.py``): for each
 staged-hook and concurrent-delegation scenario, a fixed sequence of rules that reaches
-it. ``tests/test_stateful_runtime.py`` plays them before the drawn examples, so every
+it. ``tests/drive/test_stateful_runtime.py`` plays them before the drawn examples, so every
 scenario is reached in every run, whatever the draws (most programs are the ones
 Hypothesis shrank a search for the scenario to).
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Generate the sync push-mode driver from the async one, as psycopg generates its sync
 code (its ``tools/async_to_sync.py``): the async shell is written by hand, the sync
-shell is this tool's output, checked in, and ``tests/test_async_to_sync.py`` fails while
+shell is this tool's output, checked in, and ``tests/drive/test_async_to_sync.py`` fails while
 it differs from what this tool generates.
 
 ``python tools/async_to_sync.py`` rewrites every generated file; ``--check`` only says

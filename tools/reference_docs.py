@@ -1,7 +1,7 @@
 """Write the documentation's generated reference pages from the code.
 
     python tools/reference_docs.py          # rewrite docs/reference/{cli,rules,errors}.md
-    python tools/reference_docs.py --check  # exit 1 if one is stale (tests/test_docs.py)
+    python tools/reference_docs.py --check  # exit 1 if one is stale (tests/proofs/test_docs.py)
 
 * ``cli.md``: every command, its usage, options and exit codes, from the parser;
 * ``rules.md``: every rule id a refusal or ``check-trace`` prints, with an example made

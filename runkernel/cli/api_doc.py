@@ -110,7 +110,7 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 #: The documented modules of the stores and their contract: with ``runkernel``,
 #: ``runkernel.kernel``, ``runkernel.testing`` and ``runkernel.integrations.<framework>``,
 #: the only modules the README, the docs and ``examples/`` may import
-#: (``tests/test_public_imports.py``).
+#: (``tests/proofs/test_public_imports.py``).
 STORE_MODULES: tuple[str, ...] = (
     "runkernel.adapters.stores.contract",
     "runkernel.adapters.stores.memory",

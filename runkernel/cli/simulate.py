@@ -1,6 +1,6 @@
 """``runkernel simulate``: scripted Runs crashed at every commit boundary, recovered and
 checked, on a store it claims for itself; the simulator itself is
-``runkernel.testing.simulation``, imported only when the command runs (the layering test, ``tests/test_layers.py``).
+``runkernel.testing.simulation``, imported only when the command runs (the layering test, ``tests/proofs/test_layers.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ commit judged as it is built), ``crash()`` continues as ``recover`` says, and
 only the judge reaches (a commit no ``decide`` would build). Every test, proof and
 benchmark builds its data with it, through ``runkernel.testing`` (which re-exports
 it): it lives here because the store contract suite builds its runs with it, and no
-library module imports ``runkernel.testing`` (the layers, tests/test_layers.py).
+library module imports ``runkernel.testing`` (the layers, tests/proofs/test_layers.py).
 
 ``text_run``, ``tool_run``, ``awaiting_run`` and ``delegating_run`` are the suite's
 fixed runs, for tests of a store's own specifics too.
@@ -118,6 +118,13 @@ class Builder:
             decision = step(built.state, event, built.policies, built.history)
             built = built._took(decision)
         return built
+
+    def propose(self, *tools: str, first: int = 1, text: str = "using tools", batch_id: str = "b1") -> Builder:
+        """Feed an inference result opening a batch of one Requested call per tool, in
+        order: call ids ``c{n}``, operations ``op{n}`` and arguments ``{"i": n}``, with
+        ``n`` counting from ``first``."""
+        calls = tuple(ProposedCall(f"c{n}", tool, {"i": n}, f"op{n}") for n, tool in enumerate(tools, start=first))
+        return self.feed(InferenceResult(text, calls, batch_id))
 
     def crash(self) -> Builder:
         """What a fresh host does after a crash: ``recover`` from the committed state."""

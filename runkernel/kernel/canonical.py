@@ -3,7 +3,7 @@
 JCS fixes key order (UTF-16 code units), number formatting (ECMAScript's shortest
 round-trip form) and string escaping, so a runtime in any language that has a JCS
 implementation recomputes the same digest. The canonical form is produced by the
-maintained ``rfc8785`` package; ``tests/test_resume_judge.py`` checks it against the
+maintained ``rfc8785`` package; ``tests/kernel/test_resume_judge.py`` checks it against the
 RFC's published examples. Pure: no I/O.
 
 Fast path: for a value without floats whose keys are all in the Basic Multilingual

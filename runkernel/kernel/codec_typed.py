@@ -8,7 +8,7 @@ a value a kernel class refuses, a field the strict decoder reads leniently in a 
 this one does not take), and ``codec.commit_from_json`` then decodes the line with its
 strict, field-by-field reader, which names the exact path of what it refuses. So an
 error is always the strict reader's, and a line this path reads is read to the same
-commit (``tests/test_codec_typed.py`` compares both readers on the random kernel
+commit (``tests/kernel/test_codec_typed.py`` compares both readers on the random kernel
 driver's lines and on every catalogued mutation of them).
 """
 

@@ -9,7 +9,7 @@ Why this module is long: it is the kernel's one transition table. Each input kin
 acts on a Running Run (an inference result, a tool's outcome, a status report, an end
 request, a child's end) has its handler here, next to the dispatch, so the whole of
 "what may happen next" reads in one place beside the spec's input table
-(``tests/test_spec_decide_input_table.py``). What several handlers share already lives
+(``tests/specs/test_spec_decide_input_table.py``). What several handlers share already lives
 apart: commit building (``planning``), the gate (``gate``), resumes and deadlines
 (``resume``), delegations (``delegation``) and the effect plan (``effects_plan``).
 """

@@ -35,7 +35,7 @@ once the listed conditions hold):
   JSON, carrying no delegation, and a Requested one no reaction), and the disposition
   shape (no call is left Awaiting).
 
-``tests/test_named_edge.py`` gives both paths the same commits (the random kernel
+``tests/kernel/test_named_edge.py`` gives both paths the same commits (the random kernel
 driver's, every catalogued trace mutation under the claim of the commit it mutates,
 and commits with deliberately wrong claims) and requires the same verdict.
 """

@@ -42,7 +42,8 @@ Build committed data for a unit test through the kernel itself::
     run = Builder("thread-1", policies).start("r1").feed(InferenceResult(...), GateVerdict(...))
     store.append(run.commits[0]); ...; recover(run.snapshot, policies)
 
-``Builder`` feeds each input to ``decide`` (which must accept it), ``crash()`` continues
+``Builder`` feeds each input to ``decide`` (which must accept it), ``propose(*tools)``
+feeds the inference result that opens a batch of one call per tool, ``crash()`` continues
 as ``recover`` says, and ``commit()`` takes a hand-made commit that ``validate_commit``
 accepts, only for states no ``decide`` builds. ``text_run``, ``tool_run``,
 ``awaiting_run`` and ``delegating_run`` are ready-made runs (those of the store contract

@@ -8,4 +8,4 @@ a driver keeps (``lease_keeper``).
 
 Modules here may import ``runkernel.adapters.stores``, ``runkernel.specs``,
 ``runkernel.kernel`` and the base modules, never ``worker`` or the CLI
-(``tests/test_layers.py``)."""
+(``tests/proofs/test_layers.py``)."""

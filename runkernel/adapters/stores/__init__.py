@@ -10,6 +10,6 @@ PostgreSQL store (``postgres``); the store kinds a URL names, and opening one
 
 A store knows nothing of who drives a Run: modules here import only ``runkernel.specs``,
 ``runkernel.kernel`` and the base module ``runkernel.errors``, never ``drive``, ``worker``
-or the CLI (``tests/test_layers.py``). Inside, the rooms import down only: ``postgres`` and
+or the CLI (``tests/proofs/test_layers.py``). Inside, the rooms import down only: ``postgres`` and
 ``sqlite`` import ``sql``, which imports the shared top-level modules, which import none
 of the rooms (``registry`` alone opens them)."""

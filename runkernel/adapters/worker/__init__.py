@@ -5,4 +5,4 @@ event loop per worker: ``app_loop``), the Runs it sets aside while a model call 
 (``outage``).
 
 Modules here may import ``runkernel.adapters.drive`` and everything below it, never the
-CLI (``tests/test_layers.py``)."""
+CLI (``tests/proofs/test_layers.py``)."""
