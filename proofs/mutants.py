@@ -244,8 +244,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "recovery turns Executing into Requested",
         "runkernel/kernel/recover.py",
-        "        unknown = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)\n",
-        "        unknown = CallRequested()  # type: ignore[assignment]\n",
+        "                unknown = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)\n",
+        "                unknown = CallRequested()  # type: ignore[assignment]\n",
         EXECUTING_UNIT,
     ),
     Mutant(
@@ -279,18 +279,18 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "recovery overwrites a terminal result",
         "runkernel/kernel/recover.py",
-        "        return settle(state, batch.replace_call(attrs.evolve(call, status=unknown)), policies)\n",
-        "        overwritten = attrs.evolve(batch, calls=tuple(attrs.evolve(c, status=unknown) for c in batch.calls))\n"
-        "        return settle(state, overwritten, policies)\n",
+        "                return settle(state, batch.replace_call(attrs.evolve(call, status=unknown)), policies)\n",
+        "                overwritten = attrs.evolve(batch, calls=tuple(attrs.evolve(c, status=unknown) for c in batch.calls))\n"
+        "                return settle(state, overwritten, policies)\n",
         MODEL_CHECKER,
     ),
     Mutant(
         "a replay attempt reuses its attempt number",
         "runkernel/kernel/recover.py",
-        "            replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt + 1)))\n"
-        "            again = execute_effect(call, attempt + 1, state.input_for(call.call_id))\n",
-        "            replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt)))\n"
-        "            again = execute_effect(call, attempt, state.input_for(call.call_id))\n",
+        "                replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt + 1)))\n"
+        "                again = execute_effect(call, attempt + 1, state.input_for(call.call_id))\n",
+        "                replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt)))\n"
+        "                again = execute_effect(call, attempt, state.input_for(call.call_id))\n",
         STATEFUL,
     ),
     Mutant(
@@ -303,8 +303,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "a non-replay tool is re-executed after a crash",
         "runkernel/kernel/recover.py",
-        "        if recovery.mode is RecoveryMode.REPLAY:\n",
-        "        if recovery.mode is not RecoveryMode.RECONNECT:\n",
+        "            case RecoveryMode.REPLAY:\n",
+        "            case RecoveryMode.REPLAY | RecoveryMode.INDETERMINATE:\n",
         STATEFUL,
     ),
     Mutant(

@@ -27,7 +27,7 @@ was never committed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, assert_never
 
 import attrs
 
@@ -226,9 +226,13 @@ class Runtime:
         error for a replay tool, an unknown outcome otherwise (see ``ToolRaised``)."""
         typed = TypedError(type(error).__name__, str(error))
         self.on_event(ToolRaised(action.run_id, action.call_id, action.attempt, typed))
-        if mode is RecoveryMode.REPLAY:
-            return Failed({"type": typed.type, "message": typed.message}, retryable=True)
-        return Lost()
+        match mode:
+            case RecoveryMode.REPLAY:
+                return Failed({"type": typed.type, "message": typed.message}, retryable=True)
+            case RecoveryMode.RECONNECT | RecoveryMode.INDETERMINATE:
+                return Lost()
+            case _:
+                assert_never(mode)
 
     def _check_status(self, action: CheckStatus) -> Status | None:
         """Ask a reconnect tool about its operation, with the lease epoch (W5); None
