@@ -26,7 +26,7 @@ from pydantic_core import to_jsonable_python
 
 from runkernel import Approve, Deny
 from runkernel.adapters.drive.actions import Answer
-from runkernel.integrations.pydantic_ai._context import IntegrationError
+from runkernel.integrations._common import IntegrationError
 from runkernel.kernel import (
     CallCompleted, CallIndeterminate, DelegationResult, ExternalResult, JsonValue, Message, ProvideInput, ResultKind,
     ResumePayload, Role, TimerFired, ToolCall, tool_result_content,

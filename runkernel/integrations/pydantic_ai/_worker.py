@@ -11,7 +11,7 @@ from pydantic_ai import Agent
 
 from runkernel import AsyncDriver, ToolPolicy
 from runkernel.adapters.drive.model_errors import TransientPredicate
-from runkernel.integrations.pydantic_ai._context import StillRunning
+from runkernel.integrations._common import StillRunning
 from runkernel.kernel import Ended, IndeterminateChoice
 
 if TYPE_CHECKING:
