@@ -457,16 +457,16 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "a runtime reuses a hook's uncommitted staging in its next drive",
         "runkernel/adapters/drive/runtime_drive.py",
-        "        staging = runtime.hooks.before_inference(action.run_id, action.step, action.staged)\n",
-        "        answers = runtime.__dict__.setdefault(\"_staging_by_step\", {})  # the hooks run once per Step\n"
+        "        staging = ports.hooks.before_inference(action.run_id, action.step, action.staged)\n",
+        "        answers = ports.__dict__.setdefault(\"_staging_by_step\", {})  # the hooks run once per Step\n"
         "        if (action.run_id, action.step) not in answers:\n"
-        "            answers[(action.run_id, action.step)] = runtime.hooks.before_inference(action.run_id, action.step, action.staged)\n"
+        "            answers[(action.run_id, action.step)] = ports.hooks.before_inference(action.run_id, action.step, action.staged)\n"
         "        staging = answers[(action.run_id, action.step)]\n",
         STAGING_REUSED_UNIT,
     ),
     Mutant(
         "a runtime reuses a lost attempt's AfterTool reaction",
-        "runkernel/adapters/drive/runtime.py",
+        "runkernel/adapters/drive/runtime_ports.py",
         "            reaction = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)\n",
         "            reactions = self.__dict__.setdefault(\"_reactions\", {})  # AfterTool runs once per call\n"
         "            if (action.run_id, action.call_id) not in reactions:\n"
