@@ -105,18 +105,14 @@ class Runtime:
         ``telemetry`` is told what each drive does (``runkernel.integrations.otel``'s
         ``OpenTelemetry`` for traces and metrics); the default records nothing."""
         self.store = store
-        self.model = model
-        self.tools = tools
         self.policies = tools.policies
-        self.gate = gate or AllowAll()
-        self.observer = observer or NullObserver()
+        observer = observer or NullObserver()
         self.ids = ids or SecretIds()
         self.clock = clock
         self.on_event = on_event or (lambda _event: None)
         self.self_check = self_check
         self.leases = leases
         self.app = app
-        self.hooks = hooks or NoHooks()
         # a tool the model names without a registered one is committed, and its call fails
         self.settings = Settings(
             self.policies,
@@ -131,12 +127,40 @@ class Runtime:
             telemetry=telemetry or NO_TELEMETRY,
         )
         self.ops = StoreOps(
-            store, leases, lambda event: self.on_event(event), self.observer, telemetry=self.settings.telemetry
+            store, leases, lambda event: self.on_event(event), observer, telemetry=self.settings.telemetry
         )
         #: what each of this runtime's drives calls (the store operations and the ports)
         self.ports = RuntimePorts(
-            self.ops, model, tools, self.gate, self.hooks, self.observer, self.ids, lambda event: self.on_event(event)
+            self.ops, model, tools, gate or AllowAll(), hooks or NoHooks(), observer, self.ids,
+            lambda event: self.on_event(event),
         )
+
+    # --- the ports, as given (fixed at construction: a new port needs a new runtime) -----
+
+    @property
+    def model(self) -> ModelPort:
+        """The model port."""
+        return self.ports.model
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The tools, with their policies."""
+        return self.ports.tools
+
+    @property
+    def gate(self) -> GatePort:
+        """The gate asked before each call (``AllowAll`` unless one was given)."""
+        return self.ports.gate
+
+    @property
+    def hooks(self) -> HookPort:
+        """The hooks (``NoHooks`` unless some were given)."""
+        return self.ports.hooks
+
+    @property
+    def observer(self) -> Observer:
+        """Told each commit and streamed delta (``NullObserver`` unless one was given)."""
+        return self.ports.observer
 
     # --- entry points -------------------------------------------------------------
 
