@@ -243,8 +243,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "recovery turns Executing into Requested",
         "runkernel/kernel/recover.py",
-        "        unknown = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)\n",
-        "        unknown = CallRequested()  # type: ignore[assignment]\n",
+        "                unknown = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)\n",
+        "                unknown = CallRequested()  # type: ignore[assignment]\n",
         EXECUTING_UNIT,
     ),
     Mutant(
@@ -278,18 +278,18 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "recovery overwrites a terminal result",
         "runkernel/kernel/recover.py",
-        "        return settle(state, batch.replace_call(attrs.evolve(call, status=unknown)), policies)\n",
-        "        overwritten = attrs.evolve(batch, calls=tuple(attrs.evolve(c, status=unknown) for c in batch.calls))\n"
-        "        return settle(state, overwritten, policies)\n",
+        "                return settle(state, batch.replace_call(attrs.evolve(call, status=unknown)), policies)\n",
+        "                overwritten = attrs.evolve(batch, calls=tuple(attrs.evolve(c, status=unknown) for c in batch.calls))\n"
+        "                return settle(state, overwritten, policies)\n",
         MODEL_CHECKER,
     ),
     Mutant(
         "a replay attempt reuses its attempt number",
         "runkernel/kernel/recover.py",
-        "            replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt + 1)))\n"
-        "            again = execute_effect(call, attempt + 1, state.input_for(call.call_id))\n",
-        "            replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt)))\n"
-        "            again = execute_effect(call, attempt, state.input_for(call.call_id))\n",
+        "                replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt + 1)))\n"
+        "                again = execute_effect(call, attempt + 1, state.input_for(call.call_id))\n",
+        "                replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt)))\n"
+        "                again = execute_effect(call, attempt, state.input_for(call.call_id))\n",
         STATEFUL,
     ),
     Mutant(
@@ -302,8 +302,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "a non-replay tool is re-executed after a crash",
         "runkernel/kernel/recover.py",
-        "        if recovery.mode is RecoveryMode.REPLAY:\n",
-        "        if recovery.mode is not RecoveryMode.RECONNECT:\n",
+        "            case RecoveryMode.REPLAY:\n",
+        "            case RecoveryMode.REPLAY | RecoveryMode.INDETERMINATE:\n",
         STATEFUL,
     ),
     Mutant(
@@ -456,16 +456,16 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "a runtime reuses a hook's uncommitted staging in its next drive",
         "runkernel/adapters/drive/runtime_drive.py",
-        "        staging = runtime.hooks.before_inference(action.run_id, action.step, action.staged)\n",
-        "        answers = runtime.__dict__.setdefault(\"_staging_by_step\", {})  # the hooks run once per Step\n"
+        "        staging = ports.hooks.before_inference(action.run_id, action.step, action.staged)\n",
+        "        answers = ports.__dict__.setdefault(\"_staging_by_step\", {})  # the hooks run once per Step\n"
         "        if (action.run_id, action.step) not in answers:\n"
-        "            answers[(action.run_id, action.step)] = runtime.hooks.before_inference(action.run_id, action.step, action.staged)\n"
+        "            answers[(action.run_id, action.step)] = ports.hooks.before_inference(action.run_id, action.step, action.staged)\n"
         "        staging = answers[(action.run_id, action.step)]\n",
         STAGING_REUSED_UNIT,
     ),
     Mutant(
         "a runtime reuses a lost attempt's AfterTool reaction",
-        "runkernel/adapters/drive/runtime.py",
+        "runkernel/adapters/drive/runtime_ports.py",
         "            reaction = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)\n",
         "            reactions = self.__dict__.setdefault(\"_reactions\", {})  # AfterTool runs once per call\n"
         "            if (action.run_id, action.call_id) not in reactions:\n"

@@ -18,7 +18,7 @@ from runkernel.adapters.stores.inspect_view import (
     inspect_json,
     inspect_text,
 )
-from runkernel.adapters.stores.contract import Reconciliation, SchemaError, Store
+from runkernel.adapters.stores.contract import RECONCILE_OUTCOMES, Reconciliation, SchemaError, Store
 from runkernel.adapters.stores.registry import DEFAULT_STORE_URL, BadStoreUrl, open_store
 from runkernel.kernel.protocol import (
     Approve,
@@ -35,8 +35,6 @@ from runkernel.cli.text import EXIT_OK, EXIT_USAGE, CliError, printable, require
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import EndCause
 from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
-
-RECONCILE_OUTCOMES = ("applied", "not_applied", "compensated", "unknown")
 
 
 #: Commands that read or change what a store keeps between processes: an in-process

@@ -8,6 +8,7 @@ never shows a half-finished batch to inference.
 from __future__ import annotations
 
 import enum
+from typing import assert_never
 
 import attrs
 from attrs import frozen
@@ -179,16 +180,20 @@ def _plan(row: RecoveryRow, state: RunSnapshot, policies: Policies) -> Decision:
         attempt = call.status.attempt
         # the policy committed with the batch, not this worker's configuration (I11)
         recovery = call.policy_or(policies.for_tool(call.tool)).recovery
-        if recovery.mode is RecoveryMode.REPLAY:
-            if attempt >= recovery.max_attempts:
-                exhausted = CallIndeterminate(attempt, IndeterminateReason.ATTEMPTS_EXHAUSTED)
-                return settle(state, batch.replace_call(attrs.evolve(call, status=exhausted)), policies)
-            replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt + 1)))
-            again = execute_effect(call, attempt + 1, state.input_for(call.call_id))
-            return settle(state, replay, policies, follow_up=(again,))
-        if recovery.mode is RecoveryMode.RECONNECT:
-            return Decision(state, (QueryStatus(call.call_id, call.tool, call.operation_id, attempt),))
-        unknown = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
-        return settle(state, batch.replace_call(attrs.evolve(call, status=unknown)), policies)
+        match recovery.mode:
+            case RecoveryMode.REPLAY:
+                if attempt >= recovery.max_attempts:
+                    exhausted = CallIndeterminate(attempt, IndeterminateReason.ATTEMPTS_EXHAUSTED)
+                    return settle(state, batch.replace_call(attrs.evolve(call, status=exhausted)), policies)
+                replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt + 1)))
+                again = execute_effect(call, attempt + 1, state.input_for(call.call_id))
+                return settle(state, replay, policies, follow_up=(again,))
+            case RecoveryMode.RECONNECT:
+                return Decision(state, (QueryStatus(call.call_id, call.tool, call.operation_id, attempt),))
+            case RecoveryMode.INDETERMINATE:
+                unknown = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
+                return settle(state, batch.replace_call(attrs.evolve(call, status=unknown)), policies)
+            case _:
+                assert_never(recovery.mode)
     assert isinstance(call.status, CallRequested)
     return Decision(state, (RunGate(call),))

@@ -32,7 +32,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from runkernel.adapters.drive.inbox import submit_resume
-from runkernel.adapters.stores.contract import Reconciliation, Store
+from runkernel.adapters.stores.contract import RECONCILE_OUTCOMES, Reconciliation, Store
 from runkernel.adapters.stores.damage import check_snapshot
 from runkernel.adapters.stores.export import export_lines
 from runkernel.adapters.stores.inspect_view import find_indeterminate
@@ -52,7 +52,6 @@ from runkernel.ui.views import (
 )
 
 _HERE = Path(__file__).parent
-RECONCILE_OUTCOMES = ("applied", "not_applied", "compensated", "unknown")
 #: the answers the forms send (FORMS_BY_WAIT's values)
 ACTIONS = ("approve", "deny", "input")
 #: the Host names a console answers when none are given: its loopback names

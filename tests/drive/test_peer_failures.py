@@ -52,14 +52,17 @@ def make(
     *,
     gate: dict[str, Hold] | None = None,
     crash: CrashAt | None = None,
+    reuse: ToolRegistry | None = None,
 ) -> tuple[Runtime, World]:
-    """A runtime with scripted ports; with ``crash``, its store and tools die there."""
+    """A runtime with scripted ports; with ``crash``, its store and tools die there;
+    ``reuse``: another runtime's tools, as they are (the same downstream world answers
+    both runtimes)."""
     world = World.new(store)
     registry = ToolRegistry({name: ScriptedTool(name, world, mode=mode, replies=(OK,)) for name, mode in tools.items()})
     runtime = Runtime(
         store if crash is None else CrashingStore(store, crash),
         ScriptedModel({"r1": steps}),
-        registry if crash is None else crashing_tools(registry, crash),
+        reuse or (registry if crash is None else crashing_tools(registry, crash)),
         gate=ScriptedGate(gate or {}),
         ids=CountingIds("t"),
     )
@@ -82,8 +85,7 @@ def crash_then_recover(
     except SimulatedCrash:
         pass
     assert crash.fired
-    fresh, _ = make(store, steps, tools)
-    fresh.tools = runtime.tools  # the same downstream world answers both runtimes
+    fresh, _ = make(store, steps, tools, reuse=runtime.tools)  # the same downstream world answers both
     outcome = fresh.drive("r1")
     return outcome.snapshot, world
 
@@ -189,8 +191,7 @@ def test_recovery_after_a_database_restart_mid_recovery_finishes(tmp_path: Path)
     recovery_crash = CrashAt(Boundary.AFTER_WRITE, Position.CALL_RETRY)
     for _ in range(2):  # recovery itself dies once, right after its replay commit
         reopened = SqliteStore(path)
-        again, _ = make(reopened, (calls("fetch", "job"), END), tools, crash=recovery_crash)
-        again.tools = runtime.tools
+        again, _ = make(reopened, (calls("fetch", "job"), END), tools, crash=recovery_crash, reuse=runtime.tools)
         world.store = reopened
         try:
             final = again.drive("r1").snapshot
@@ -227,8 +228,7 @@ def test_a_completed_call_is_not_rerun_when_its_step_is_recovered() -> None:
     with pytest.raises(SimulatedCrash):
         runtime.start("t1", "r1", TASK)
     assert second_start.fired == 1 and [(e.tool, e.attempt) for e in world.executions] == [("fetch", 1)]
-    fresh, _ = make(store, (calls("fetch", "send"), END), tools)
-    fresh.tools = runtime.tools
+    fresh, _ = make(store, (calls("fetch", "send"), END), tools, reuse=runtime.tools)
     final = fresh.drive("r1").snapshot
     assert isinstance(final.state, Ended)
     by_tool = [(e.tool, e.attempt) for e in world.executions]
@@ -248,8 +248,7 @@ def test_checkpointed_tool_calls_are_never_executed_from_the_stream() -> None:
     assert world.executions == []
     committed = store.run("r1")
     assert committed is not None and committed.open_batch is None
-    fresh, _ = make(store, (calls("fetch"), END), {"fetch": RecoveryMode.REPLAY})
-    fresh.tools = runtime.tools
+    fresh, _ = make(store, (calls("fetch"), END), {"fetch": RecoveryMode.REPLAY}, reuse=runtime.tools)
     model = fresh.model
     assert isinstance(model, ScriptedModel)
     fresh.drive("r1")

@@ -23,6 +23,7 @@ from runkernel.adapters.worker.apps import AsyncPushApp, load_app  # noqa: E402
 from runkernel.kernel import Awaiting, Ended  # noqa: E402
 from runkernel.adapters.stores.sqlite import SqliteStore  # noqa: E402
 from runkernel.cli.entry import main  # noqa: E402
+from runkernel.integrations.pydantic_ai import RunkernelDurability  # noqa: E402
 
 TESTS = ROOT / "tests"
 #: so long that no machine load runs it out before the worker reaches its crash point;
@@ -146,8 +147,10 @@ def test_a_reconnect_tool_still_running_lets_the_worker_go_on(world: World, monk
     for name, value in _env(world, "reconnect_crash").items():
         monkeypatch.setenv(name, value)
     app = worker_app()
-    app.durability.status = {"charge": lambda op, epoch: StatusReply(OperationStatus.RUNNING)}
-    app.durability.status_asks, app.durability.poll_interval = 2, 0.0
+    durability = app.durability
+    assert isinstance(durability, RunkernelDurability)
+    durability.status = {"charge": lambda op, epoch: StatusReply(OperationStatus.RUNNING)}
+    durability.status_asks, durability.poll_interval = 2, 0.0
     report = Worker(store, app, worker_id="w2").run_once()
     print("still running:", report)
     state = store.run("r1")

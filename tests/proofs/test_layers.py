@@ -45,12 +45,6 @@ ROOMS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
 )
 BASE = {"runkernel.errors", "runkernel.adapters"}
 TESTING = "runkernel.testing"
-#: Circles counted since TYPE_CHECKING imports count, each cut by issue 32's extension-point
-#: work (h3-extension-points); delete an entry with the circle: none may be added.
-CIRCLES_BEING_CUT = (
-    ["runkernel.adapters.drive.runtime", "runkernel.adapters.drive.runtime_drive"],
-    ["runkernel.integrations.pydantic_ai._capability", "runkernel.integrations.pydantic_ai._worker"],
-)
 #: Library modules allowed to import ``runkernel.testing``, inside a function only.
 TESTING_IMPORTERS = {"runkernel.cli.simulate", "runkernel.cli.crashtest"}
 
@@ -199,8 +193,7 @@ def test_imports_only_go_down_and_make_no_circle() -> None:
     bad, loops = violations(PACKAGE)
     print(f"modules: {sum(1 for _ in PACKAGE.rglob('*.py'))}, upward or forbidden imports: {len(bad)}, circles: {len(loops)}")
     assert not bad, "imports that break the layers:\n" + "\n".join(bad)
-    new = [c for c in loops if c not in CIRCLES_BEING_CUT]
-    assert not new, "import circles:\n" + "\n".join(" <-> ".join(c) for c in new)
+    assert not loops, "import circles:\n" + "\n".join(" <-> ".join(c) for c in loops)
 
 
 @pytest.mark.parametrize(

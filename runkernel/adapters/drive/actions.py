@@ -26,7 +26,7 @@ action                the host answers with
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import TypeAlias, assert_never
 
 import attrs
 from attrs import frozen
@@ -214,7 +214,14 @@ class Answer:
 
     def payload(self, wait: WaitFor) -> ResumePayload:
         """The resume payload this answer is for ``wait``."""
-        return ProvideInput(self.value) if wait.wait.kind is WaitKind.INPUT else ExternalResult(self.value)
+        kind = wait.wait.kind
+        match kind:
+            case WaitKind.INPUT:
+                return ProvideInput(self.value)
+            case WaitKind.EXTERNAL | WaitKind.APPROVAL | WaitKind.DELEGATION | WaitKind.SCHEDULED:
+                return ExternalResult(self.value)
+            case _:
+                assert_never(kind)
 
 
 @frozen

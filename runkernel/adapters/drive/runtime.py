@@ -9,7 +9,8 @@ status, with the lease epoch; ``Fence`` the tool's optional fence (W5); the gate
 through the core's ``AskGate``) and stops where the core would wait (``WaitFor``,
 ``ChildrenRunning``, ``Done``). Store operations go through the same
 ``StoreOps`` as the push driver's. Each drive of one Run is a ``Drive``
-(``runtime_drive``), stepped one effect at a time; this module holds the ports' calls. A
+(``runtime_drive``), stepped one effect at a time, calling the ports through the
+runtime's ``RuntimePorts`` (``runtime_ports``); this module holds the entry points. A
 runtime that crashes is thrown away, and a fresh one continues from the store alone with
 ``drive``. Tests kill it by wrapping its store and tools
 (``runkernel.testing.CrashingStore``, ``crashing_tools``), never through a switch of its
@@ -27,36 +28,21 @@ was never committed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-import attrs
-
-from runkernel.adapters.drive.actions import (
-    CheckStatus,
-    ChildrenRunning,
-    Done,
-    Fence,
-    HostProtocolError,
-    Infer,
-    RunCall,
-    WaitFor,
-)
 from runkernel.adapters.drive.core import DriverCore
 from runkernel.adapters.drive.runtime_drive import Drive
+from runkernel.adapters.drive.runtime_ports import MAX_STATUS_POLLS, RuntimePorts
 from runkernel.adapters.drive.settings import Settings
-from runkernel.adapters.drive.protocol import AskGate, CallEnded, Fenced, InferenceFailed, Operation, Status
 from runkernel.adapters.drive.store_ops import StoreOps
-from runkernel.adapters.drive.invocation import invocation_scope
 from runkernel.adapters.drive.model_errors import (
     DEFAULT_MODEL_ATTEMPTS,
     TransientPredicate,
     checked_attempts,
     transient_model_error,
 )
-from runkernel.adapters.drive.port_inputs import tool_outcome
 from runkernel.adapters.drive.ports import (
-    AllowAll, Clock, Failed, GatePort, HookPort, IdSource, Lost, ModelPort, NoHooks, NullObserver, Observer,
-    SecretIds, StatusReply, ToolRegistry, ToolReply, fence_of, utc_now,
+    AllowAll, Clock, GatePort, HookPort, IdSource, ModelPort, NoHooks, NullObserver, Observer, SecretIds,
+    ToolRegistry, fence_of, utc_now,
 )
 from runkernel.adapters.drive.events import (
     ALREADY_COMMITTED,
@@ -69,20 +55,12 @@ from runkernel.adapters.drive.events import (
     RunOutcome,
     RuntimeEvent,
     RuntimeProtocolError,
-    ToolRaised,
 )
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
-from runkernel.errors import RunkernelError
-from runkernel.kernel.policies import RecoveryMode
-from runkernel.kernel.protocol import OperationStatus, ResumePayload, ToolFailure, ToolOutcome
-from runkernel.kernel.state import Message, TypedError
-from runkernel.kernel.values import JsonValue
-
-#: How often one runtime asks a reconnect tool about an operation that is still running
-#: before it stops driving and leaves the call to a later drive.
-MAX_STATUS_POLLS = 5
+from runkernel.kernel.protocol import ResumePayload
+from runkernel.kernel.state import Message
 
 class Runtime:
     """The pull-mode runtime: it drives Runs by calling the host's ports, answering each
@@ -127,18 +105,14 @@ class Runtime:
         ``telemetry`` is told what each drive does (``runkernel.integrations.otel``'s
         ``OpenTelemetry`` for traces and metrics); the default records nothing."""
         self.store = store
-        self.model = model
-        self.tools = tools
         self.policies = tools.policies
-        self.gate = gate or AllowAll()
-        self.observer = observer or NullObserver()
+        observer = observer or NullObserver()
         self.ids = ids or SecretIds()
         self.clock = clock
         self.on_event = on_event or (lambda _event: None)
         self.self_check = self_check
         self.leases = leases
         self.app = app
-        self.hooks = hooks or NoHooks()
         # a tool the model names without a registered one is committed, and its call fails
         self.settings = Settings(
             self.policies,
@@ -153,9 +127,40 @@ class Runtime:
             telemetry=telemetry or NO_TELEMETRY,
         )
         self.ops = StoreOps(
-            store, leases, lambda event: self.on_event(event), self.observer, telemetry=self.settings.telemetry
+            store, leases, lambda event: self.on_event(event), observer, telemetry=self.settings.telemetry
         )
-        self._polls: dict[str, int] = {}
+        #: what each of this runtime's drives calls (the store operations and the ports)
+        self.ports = RuntimePorts(
+            self.ops, model, tools, gate or AllowAll(), hooks or NoHooks(), observer, self.ids,
+            lambda event: self.on_event(event),
+        )
+
+    # --- the ports, as given (fixed at construction: a new port needs a new runtime) -----
+
+    @property
+    def model(self) -> ModelPort:
+        """The model port."""
+        return self.ports.model
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The tools, with their policies."""
+        return self.ports.tools
+
+    @property
+    def gate(self) -> GatePort:
+        """The gate asked before each call (``AllowAll`` unless one was given)."""
+        return self.ports.gate
+
+    @property
+    def hooks(self) -> HookPort:
+        """The hooks (``NoHooks`` unless some were given)."""
+        return self.ports.hooks
+
+    @property
+    def observer(self) -> Observer:
+        """Told each commit and streamed delta (``NullObserver`` unless one was given)."""
+        return self.ports.observer
 
     # --- entry points -------------------------------------------------------------
 
@@ -181,7 +186,7 @@ class Runtime:
     def begin_start(self, thread_id: str, run_id: str, messages: tuple[Message, ...]) -> Drive:
         """A Drive that activates a new Run; advance it with ``step()``."""
         core = DriverCore(self.settings)
-        return Drive(self, run_id, core, core.start(thread_id, run_id, messages))
+        return Drive(self.ports, run_id, core, core.start(thread_id, run_id, messages))
 
     def begin_drive(self, run_id: str) -> Drive:
         """A Drive that recovers a Run from the store alone; advance it with ``step()``.
@@ -189,69 +194,7 @@ class Runtime:
         holds it), so the state read next cannot change under this worker."""
         self.ops.lease(run_id, picking_up=True)
         core = DriverCore(self.settings)
-        return Drive(self, run_id, core, core.pick_up(run_id))
-
-    # --- the ports ------------------------------------------------------------------
-
-    def _perform(self, op: Operation) -> Any:
-        """Carry out one of the core's operations other than handing out an action."""
-        if isinstance(op, AskGate):
-            return self.gate.check(op.run_id, op.call)
-        return self.ops.perform(op)
-
-    def _run_call(self, action: RunCall) -> CallEnded:
-        """Run the tool's attempt (its Executing commit is durable) under the lease
-        re-checked with its margin (W1); a tool that raised is reported (``ToolRaised``)."""
-        tool = self.tools.get(action.tool)
-        outcome: ToolOutcome
-        reaction: JsonValue = None
-        if tool is None:
-            outcome = ToolFailure({"type": "UnknownTool", "message": f"no tool named {action.tool!r}"})
-        else:
-            action = self.ops.before_run_call(action)
-            with invocation_scope(action):  # the tool runs the RunCall a push host is handed
-                try:
-                    reply = tool.run(action)
-                except RunkernelError:
-                    raise  # the runtime's own refusal, not the tool's outcome
-                except Exception as error:
-                    reply = self._raised(action, tool.policy.recovery.mode, error)
-            reaction = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)
-            outcome = tool_outcome(reply, self.ids)
-        return CallEnded(action.call_id, outcome, None, reaction)
-
-    def _raised(self, action: RunCall, mode: RecoveryMode, error: Exception) -> ToolReply:
-        """A tool that raised: its exception is reported, and the call is a retryable
-        error for a replay tool, an unknown outcome otherwise (see ``ToolRaised``)."""
-        typed = TypedError(type(error).__name__, str(error))
-        self.on_event(ToolRaised(action.run_id, action.call_id, action.attempt, typed))
-        if mode is RecoveryMode.REPLAY:
-            return Failed({"type": typed.type, "message": typed.message}, retryable=True)
-        return Lost()
-
-    def _check_status(self, action: CheckStatus) -> Status | None:
-        """Ask a reconnect tool about its operation, with the lease epoch (W5); None
-        (stop driving) once it was asked ``MAX_STATUS_POLLS`` times by this runtime: a
-        later drive asks again."""
-        polled = self._polls.get(action.operation_id, 0)
-        if polled >= MAX_STATUS_POLLS:
-            return None
-        self._polls[action.operation_id] = polled + 1
-        tool = self.tools.get(action.tool)
-        if tool is None:
-            return Status(action.call_id, OperationStatus.UNKNOWN, None)
-        action = attrs.evolve(action, lease_epoch=self.ops.lease_epoch(action.run_id))
-        reply: StatusReply = tool.status(action.operation_id, action.lease_epoch)
-        return Status(action.call_id, reply.status, reply.value)
-
-    def _fence(self, action: Fence) -> Fenced:
-        """W5: the tool's ``fence(operation_id, lease_epoch)`` before the commit that
-        makes its call terminal; whatever it raises fails the drive, nothing committed."""
-        fence = fence_of(self.tools.tools[action.tool])
-        assert fence is not None, "a Fence is handed out only for a tool with a fence"
-        action = attrs.evolve(action, lease_epoch=self.ops.lease_epoch(action.run_id))
-        fence(action.operation_id, action.lease_epoch)
-        return Fenced(action.call_id)
+        return Drive(self.ports, run_id, core, core.pick_up(run_id))
 
 
 __all__ = [

@@ -1,14 +1,12 @@
 """One pull-mode runtime's progress on one Run (``Drive``), one effect at a time: it
-sends the core (``core``) what the runtime's ports answered, and stops where a push-mode
-host would wait. The ports themselves are called by ``Runtime`` (``runtime``), which
-begins each Drive.
+sends the core (``core``) what the runtime's ports (``runtime_ports``) answered, and
+stops where a push-mode host would wait. ``Runtime`` (``runtime``) begins each Drive
+with its ports.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
-
 
 from runkernel.adapters.drive.actions import (
     CheckStatus,
@@ -27,15 +25,12 @@ from runkernel.adapters.drive.protocol import (
     ReadTrace, Report, Resume, SendCancel, Steps, Tell,
 )
 from runkernel.adapters.drive.ports import InferenceRequest
+from runkernel.adapters.drive.runtime_ports import RuntimePorts
 from runkernel.adapters.drive.events import RunOutcome, RuntimeProtocolError
 from runkernel.errors import RunkernelError
 from runkernel.kernel.protocol import ResumePayload
 from runkernel.kernel.state import RunSnapshot, ThreadCommit
 from runkernel.kernel.values import JsonValue
-
-if TYPE_CHECKING:
-    from runkernel.adapters.drive.runtime import Runtime
-
 
 #: The core's operations that carry out an effect: a step ends after one of them.
 _EFFECTS = (Append, ActivateChild, SendCancel, Observe, AskGate)
@@ -55,8 +50,8 @@ class Drive:
     model.
     """
 
-    def __init__(self, runtime: Runtime, run_id: str, core: DriverCore, steps: Steps) -> None:
-        self.runtime = runtime
+    def __init__(self, ports: RuntimePorts, run_id: str, core: DriverCore, steps: Steps) -> None:
+        self.ports = ports
         self.run_id = run_id
         self._core = core
         self._steps = steps
@@ -71,7 +66,7 @@ class Drive:
         # up to the first effect: what the drive will commit or ask first is decided now
         op = self._send(None)
         while isinstance(op, _READS):
-            op = self._send(runtime._perform(op))
+            op = self._send(ports.perform(op))
         #: the core's next operation, yielded already
         self._next: Operation = op
 
@@ -109,10 +104,10 @@ class Drive:
                     return self._stop()
                 self._next = self._send(report)
                 return False
-            following = self._send(self.runtime._perform(op))
+            following = self._send(self.ports.perform(op))
             if isinstance(op, _EFFECTS):
                 while isinstance(following, DropCheckpoint):  # the commit's own cleanup
-                    following = self._send(self.runtime._perform(following))
+                    following = self._send(self.ports.perform(following))
                 self._next = following
                 return False
             op = following
@@ -163,7 +158,7 @@ class Drive:
             raise hand.refused
         action = hand.action
         if isinstance(action, Fence):
-            return self.runtime._fence(action)  # before the commit, whatever answers next
+            return self.ports.fence(action)  # before the commit, whatever answers next
         if self.resume_with is not None:
             # only the wait standing now may take it: any other action refuses it, and
             # the resume never lands on a wait that comes later
@@ -173,23 +168,23 @@ class Drive:
             case Infer():
                 return self._infer(action)
             case RunCall():
-                return self.runtime._run_call(action)
+                return self.ports.run_call(action)
             case CheckStatus():
-                return self.runtime._check_status(action)
+                return self.ports.check_status(action)
             case WaitFor() | ChildrenRunning() | Done():
                 return None  # a resume, a child's end or nothing wakes it: a later drive
         raise AssertionError(f"not an action: {action!r}")
 
     def _infer(self, action: Infer) -> Inferred | InferenceFailed:
-        runtime, state = self.runtime, self._core.state
+        ports, state = self.ports, self._core.state
         assert state is not None
-        staging = runtime.hooks.before_inference(action.run_id, action.step, action.staged)
+        staging = ports.hooks.before_inference(action.run_id, action.step, action.staged)
         stream = _Stream(self, action.run_id)
         request = InferenceRequest(
             state.thread_id, action.run_id, action.step, action.messages, action.partial, stream, staging.context
         )
         try:
-            reply = runtime.model.infer(request)
+            reply = ports.model.infer(request)
         except RunkernelError:
             raise  # the runtime's own refusal, not the model's (a simulated death is no Exception)
         except Exception as error:
@@ -203,7 +198,7 @@ class Drive:
         """The model's output so far, while it infers: the core saves it, best effort."""
         op = self._send(Partial(partial))
         while not isinstance(op, Hand):
-            op = self._send(self.runtime._perform(op))
+            op = self._send(self.ports.perform(op))
         if op.refused is not None:
             raise op.refused
 
@@ -216,7 +211,7 @@ class _Stream:
         self.failed = False
 
     def delta(self, data: JsonValue) -> None:
-        self.drive.runtime.observer.delta(self.run_id, data)
+        self.drive.ports.observer.delta(self.run_id, data)
 
     def checkpoint(self, partial: JsonValue) -> None:
         try:

@@ -114,8 +114,14 @@ class Reconciliation:
     """What a downstream system said happened to an Indeterminate call's operation."""
 
     operation_id: str
+    #: one of ``RECONCILE_OUTCOMES``
     outcome: str
     note: str | None
+
+
+#: What a reconciliation may say happened downstream (``runkernel reconcile --outcome``,
+#: the console's form).
+RECONCILE_OUTCOMES = ("applied", "not_applied", "compensated", "unknown")
 
 
 CONFLICT_RULES = frozenset({Rule.VERSION, Rule.IDENTITY})

@@ -19,6 +19,11 @@ A push app may also have ``gate``, ``max_steps``, ``on_indeterminate``, ``transi
 
 Either has a ``name``: the ``app`` its Runs record at activation. A worker drives only
 Runs whose app is its app's name.
+
+Whoever hosts an app's drives (the worker, ``runkernel crashtest``, ``runkernel
+simulate``) builds them here, from the app and the host's own ``HostOptions``:
+``app_runtime`` for a ``RuntimeApp``, ``app_driver`` and ``app_async_driver`` for a push
+app.
 """
 
 from __future__ import annotations
@@ -26,20 +31,23 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from attrs import frozen
 
+from runkernel.adapters.drive.actions import Action
+from runkernel.adapters.drive.driver import AsyncDriver, Driver
+from runkernel.adapters.drive.events import RuntimeEvent
+from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.drive.model_errors import DEFAULT_MODEL_ATTEMPTS, TransientPredicate, transient_model_error
-from runkernel.adapters.drive.ports import GatePort, HookPort, ModelPort, Observer, ToolRegistry
+from runkernel.adapters.drive.ports import Clock, GatePort, HookPort, IdSource, ModelPort, Observer, ToolRegistry, utc_now
+from runkernel.adapters.drive.runtime import Runtime
+from runkernel.adapters.drive.telemetry import Telemetry
+from runkernel.adapters.stores.contract import Store
 from runkernel.errors import AppLoadError as AppLoadError
 from runkernel.kernel.policies import ToolPolicy
-
-if TYPE_CHECKING:
-    from runkernel.adapters.drive.driver import AsyncDriver, Driver
-    from runkernel.adapters.drive.actions import Action
 
 
 @frozen
@@ -104,6 +112,74 @@ class AsyncPushApp(Protocol):
 
 
 WorkerApp = RuntimeApp | PushApp | AsyncPushApp
+
+#: What a push app may set on the driver built for it (as ``Driver`` takes them).
+DRIVER_OPTIONS = ("gate", "max_steps", "on_indeterminate", "transient", "model_attempts", "fences")
+
+DriverT = TypeVar("DriverT", bound=Driver)
+AsyncDriverT = TypeVar("AsyncDriverT", bound=AsyncDriver)
+
+
+@frozen
+class HostOptions:
+    """What the host of an app's drives sets, whatever the app (an app cannot override
+    them): the ids and clock, who is told each event, a worker's leases, telemetry."""
+
+    ids: IdSource | None = None
+    clock: Clock = utc_now
+    on_event: Callable[[RuntimeEvent], None] | None = None
+    leases: LeaseKeeper | None = None
+    telemetry: Telemetry | None = None
+
+
+def app_runtime(
+    app: RuntimeApp,
+    store: Store,
+    host: HostOptions,
+    *,
+    model: ModelPort | None = None,
+    tools: ToolRegistry | None = None,
+    self_check: bool = False,
+) -> Runtime:
+    """The pull-mode runtime that drives ``app``'s Runs on ``store``: the app's ports and
+    model options, the host's options; ``model`` and ``tools`` stand in for the app's (a
+    host that watches or scripts them)."""
+    return Runtime(
+        store,
+        app.model if model is None else model,
+        app.tools if tools is None else tools,
+        gate=app.gate,
+        observer=app.observer,
+        hooks=app.hooks,
+        transient=app.transient,
+        model_attempts=app.model_attempts,
+        app=app.name,
+        ids=host.ids,
+        clock=host.clock,
+        on_event=host.on_event,
+        leases=host.leases,
+        telemetry=host.telemetry,
+        self_check=self_check,
+    )
+
+
+def _driver_options(app: PushApp | AsyncPushApp, host: HostOptions) -> dict[str, Any]:
+    options: dict[str, Any] = {k: getattr(app, k) for k in DRIVER_OPTIONS if hasattr(app, k)}
+    options.update(
+        ids=host.ids, clock=host.clock, on_event=host.on_event, leases=host.leases, telemetry=host.telemetry, app=app.name
+    )
+    return options
+
+
+def app_driver(app: PushApp, store: Store, host: HostOptions, kind: type[DriverT]) -> DriverT:
+    """The push-mode driver (of class ``kind``: ``Driver`` or a subclass) a host hands
+    ``app``: the driver options the app sets (``DRIVER_OPTIONS``), the host's options."""
+    return kind(store, app.tools, **_driver_options(app, host))
+
+
+def app_async_driver(app: AsyncPushApp, store: Store, host: HostOptions, kind: type[AsyncDriverT]) -> AsyncDriverT:
+    """``app_driver`` for an asyncio app (``kind``: ``AsyncDriver`` or a subclass)."""
+    return kind(store, app.tools, **_driver_options(app, host))
 
 
 def load_app(spec: str) -> WorkerApp:

@@ -48,9 +48,9 @@ from runkernel.adapters.worker.account import (
 )
 from runkernel.adapters.worker.app_loop import AppLoop
 from runkernel.adapters.worker.listing import Listing, Walk
-from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
+from runkernel.adapters.worker.apps import AsyncPushApp, HostOptions, PushApp, RuntimeApp, WorkerApp, app_runtime
 from runkernel.adapters.worker.outage import MAX_SKIPPED_POLLS as MAX_SKIPPED_POLLS, OutageEvent, RunBackoff, StoreOutage
-from runkernel.adapters.worker.push_drive import DRIVER_OPTIONS, drive_push
+from runkernel.adapters.worker.push_drive import drive_push
 from runkernel.adapters.worker.set_aside import SetAside
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
@@ -335,22 +335,10 @@ class Worker:
 
     def _make_runtime(self) -> Runtime:
         assert isinstance(self.app, RuntimeApp)
-        return Runtime(
-            self.store,
-            self.app.model,
-            self.app.tools,
-            gate=self.app.gate,
-            observer=self.app.observer,
-            ids=self.ids,
-            clock=self.clock,
-            on_event=self._event,
-            leases=self.leases,
-            app=self.app.name,
-            hooks=self.app.hooks,
-            transient=self.app.transient,
-            model_attempts=self.app.model_attempts,
-            telemetry=self.telemetry,
-        )
+        return app_runtime(self.app, self.store, self._host(self._event))
+
+    def _host(self, on_event: Callable[[RuntimeEvent], None]) -> HostOptions:
+        return HostOptions(self.ids, self.clock, on_event, self.leases, self.telemetry)
 
     def _drive_pull(self, run_id: str) -> None:
         assert self._runtime is not None
@@ -364,8 +352,7 @@ class Worker:
                 return  # the commit in flight is done; start nothing new
 
     def _drive_push(self, app: PushApp | AsyncPushApp, run_id: str) -> None:
-        options = dict(ids=self.ids, clock=self.clock, leases=self.leases, app=app.name, on_event=self._push_event)
-        drive_push(self.store, app, run_id, self._app_loop, self.report, {**options, "telemetry": self.telemetry})
+        drive_push(self.store, app, run_id, self._app_loop, self.report, self._host(self._push_event))
 
     def _close_app_loop_if_stopping(self) -> None:
         if self.stopping:

@@ -6,17 +6,12 @@ stopped on a lost commit or a lost lease raises that cause, as a pull-mode drive
 
 from __future__ import annotations
 
-from typing import Any
-
 from runkernel.adapters.drive.actions import DriverStopped
 from runkernel.adapters.drive.driver import AsyncDriver, Driver
 from runkernel.adapters.stores.contract import CommitConflict, LeaseLost, Store
 from runkernel.adapters.worker.account import WorkerReport
 from runkernel.adapters.worker.app_loop import AppLoop
-from runkernel.adapters.worker.apps import AsyncPushApp, PushApp
-
-#: What a push app may set on the driver the worker builds for it (as ``Driver`` takes them).
-DRIVER_OPTIONS = ("gate", "max_steps", "on_indeterminate", "transient", "model_attempts", "fences")
+from runkernel.adapters.worker.apps import AsyncPushApp, HostOptions, PushApp, app_async_driver, app_driver
 
 
 def drive_push(
@@ -25,20 +20,18 @@ def drive_push(
     run_id: str,
     app_loop: AppLoop,
     report: WorkerReport,
-    worker_options: dict[str, Any],
+    host: HostOptions,
 ) -> None:
     """Drive ``run_id`` with ``app`` until the app returns; its driver's commits are
-    counted in ``report`` whatever happens. ``worker_options`` are the worker's own
-    (ids, clock, leases, app name, events, telemetry): the app's cannot override them."""
-    options: dict[str, Any] = {k: getattr(app, k) for k in DRIVER_OPTIONS if hasattr(app, k)}
-    options.update(worker_options)
+    counted in ``report`` whatever happens. ``host`` holds the worker's own options
+    (ids, clock, leases, events, telemetry): the app's cannot override them."""
     driver: Driver | AsyncDriver | None = None
     try:
         if isinstance(app, AsyncPushApp):
-            driver = AsyncDriver(store, app.tools, **options)
+            driver = app_async_driver(app, store, host, AsyncDriver)
             app_loop.run(app.drive(driver, run_id))
         else:
-            driver = Driver(store, app.tools, **options)
+            driver = app_driver(app, store, host, Driver)
             app.serve(driver, driver.pick_up(run_id))
     except DriverStopped as stopped:
         cause = stopped.__cause__
@@ -49,4 +42,4 @@ def drive_push(
         report.commits += driver.commits if driver is not None else 0
 
 
-__all__ = ["DRIVER_OPTIONS", "drive_push"]
+__all__ = ["drive_push"]

@@ -34,9 +34,8 @@ serves ``runkernel worker``; a tool body reads its operation id and lease epoch 
 """
 
 from runkernel.adapters.drive.invocation import current_invocation
-from runkernel.integrations.openai_agents._binding import (
-    DurableModel, GuardrailTripped, IntegrationError, RunEnded, StatusFunction, StillRunning,
-)
+from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning
+from runkernel.integrations.openai_agents._binding import DurableModel, GuardrailTripped
 from runkernel.integrations.openai_agents._mapping import input_items
 from runkernel.integrations.openai_agents._runner import DurableAgentApp, DurableRunner, DurableStream, openai_transient
 

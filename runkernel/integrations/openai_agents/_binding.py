@@ -14,41 +14,12 @@ from agents.models.interface import Model
 from openai.types.responses import ResponseCompletedEvent, ResponseFunctionToolCall
 from pydantic_core import to_jsonable_python
 
-from runkernel import (
-    Approve, AsyncDriver, CheckStatus, Deny, Done, EndCauseKind, Hold, Infer, Permit, PeerError, RunCall, StatusReply,
-    UsageError, WaitFor, WaitKind,
-)
+from runkernel import Approve, AsyncDriver, CheckStatus, Deny, Done, Hold, Infer, Permit, PeerError, RunCall, WaitFor, WaitKind
 from runkernel.adapters.drive.actions import Action
 from runkernel.adapters.drive.invocation import invocation_scope
+from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning
 from runkernel.integrations.openai_agents._mapping import DENIED, arguments_of, function_calls, shown, step_of
 from runkernel.kernel import CallAwaiting, CallCompleted, CallIndeterminate, CallRequested, ToolCall
-
-#: A reconnect tool's ``status(operation_id, lease_epoch)``, sync or async.
-StatusFunction = Callable[[str, int | None], StatusReply | Awaitable[StatusReply]]
-
-
-class IntegrationError(UsageError):
-    """The host's fault: the agent did something its durable Run cannot commit (a tool
-    without a policy, a call out of runkernel's order, an agent run outside
-    ``DurableRunner``); the message says what to use."""
-
-
-class RunEnded(PeerError):
-    """Not the host's fault: the Run ended while the agent still ran (``runkernel
-    cancel``, or ``on_indeterminate=END_RUN`` after a call whose outcome nobody knows):
-    ``cause`` is committed; ``operation_ids`` names the Indeterminate calls to reconcile
-    downstream (empty when there are none)."""
-
-    def __init__(self, message: str, cause: EndCauseKind, operation_ids: tuple[str, ...]) -> None:
-        super().__init__(message)
-        self.cause = cause
-        self.operation_ids = operation_ids
-
-
-class StillRunning(PeerError):
-    """Not the host's fault: a reconnect tool's downstream still said "running" after
-    ``status_asks`` questions; the call stays Executing: resume the Run later."""
-
 
 class GuardrailTripped(PeerError):
     """Not the host's fault: guardrail ``guardrail`` tripped its wire (``kind`` is

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from agents import ModelResponse, Usage
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputItem, ResponseOutputMessage, ResponseOutputText
@@ -95,9 +95,14 @@ def shown(call: ToolCall) -> Any:
     if isinstance(status, CallIndeterminate):
         return json.dumps(tool_result_content(status, call.operation_id))  # the model sees the operation id
     assert isinstance(status, CallCompleted)
-    if status.result.kind is ResultKind.OUTPUT:
-        return status.result.value  # as the tool returned it (JSON): the SDK formats it as the first time
-    return _output_text(tool_result_content(status, call.operation_id))
+    kind = status.result.kind
+    match kind:
+        case ResultKind.OUTPUT:
+            return status.result.value  # as the tool returned it (JSON): the SDK formats it as the first time
+        case ResultKind.ERROR | ResultKind.DENIED | ResultKind.BLOCKED | ResultKind.SUPPLIED | ResultKind.EXTERNAL:
+            return _output_text(tool_result_content(status, call.operation_id))
+        case _:
+            assert_never(kind)
 
 
 def last_response(messages: Sequence[Message]) -> int | None:

@@ -18,12 +18,10 @@ from runkernel import AsyncDriver, Done, EndCauseKind, StoreError, ToolPolicy, o
 from runkernel.adapters.drive.model_errors import transient_model_error
 from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
-from runkernel.integrations.openai_agents._binding import (
-    _BINDING, Binding, DurableModel, GuardrailTripped, IntegrationError, RunEnded, StatusFunction, StillRunning, durable_tool,
-)
+from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, checked_policies
+from runkernel.integrations.openai_agents._binding import _BINDING, Binding, DurableModel, GuardrailTripped, durable_tool
 from runkernel.integrations.openai_agents._mapping import input_items, last_response, replayed_response
-from runkernel.kernel import Ended, IndeterminateChoice, Message, RecoveryMode, Role, TypedError
-from runkernel.kernel.policies import tool_policies
+from runkernel.kernel import Ended, IndeterminateChoice, Message, Role, TypedError
 
 
 def openai_transient(error: BaseException) -> bool:
@@ -84,11 +82,8 @@ class DurableRunner:
         poll_interval: float = 0.2,
         status_asks: int | None = None,
     ) -> None:
-        self.store, self.policies = store, tool_policies(tools)
         self.status = dict(status or {})
-        for name, policy in self.policies.items():
-            if policy.recovery.mode is RecoveryMode.RECONNECT and name not in self.status:
-                raise ValueError(f"tool {name!r} reconnects after a crash: give it status={{{name!r}: fn}}")
+        self.store, self.policies = store, checked_policies(tools, self.status)
         self.max_steps, self.on_indeterminate = max_steps, on_indeterminate
         self.transient, self.model_attempts = transient, model_attempts
         self.poll_interval, self.status_asks = poll_interval, status_asks

@@ -57,13 +57,11 @@ model's order) and tools run one at a time (``parallel_execution_mode('sequentia
 """
 
 from runkernel.adapters.drive.invocation import current_invocation, invocation_scope
-from runkernel.integrations.pydantic_ai._capability import RunkernelDurability, StatusFunction
+from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning
+from runkernel.integrations.pydantic_ai._capability import RunkernelDurability
 from runkernel.integrations.pydantic_ai._context import (
     DeferredAfterStart,
     DepsMismatch,
-    IntegrationError,
-    RunEnded,
-    StillRunning,
     SystemPromptNotKept,
 )
 from runkernel.integrations.pydantic_ai._errors import pydantic_ai_transient

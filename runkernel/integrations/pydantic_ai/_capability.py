@@ -20,7 +20,7 @@ from pydantic_ai.tools import RunContext
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
-    Approve, AsyncDriver, CallRequest, CheckStatus, Done, EndCauseKind, Infer, RunCall, StatusReply, StoreError,
+    Approve, AsyncDriver, CallRequest, CheckStatus, Done, EndCauseKind, Infer, RunCall, StoreError,
     ToolPolicy, WaitFor, WaitKind,
 )
 from runkernel.adapters.drive.actions import Action
@@ -28,9 +28,9 @@ from runkernel.adapters.drive.invocation import invocation_scope
 from runkernel.adapters.drive.model_errors import DEFAULT_MODEL_ATTEMPTS, TransientPredicate
 from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
+from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, checked_policies
 from runkernel.integrations.pydantic_ai._context import (
-    _PICK_UP, DeferredAfterStart, DepsMismatch, IntegrationError, PickUp, RunEnded, StillRunning,
-    _warn_if_system_prompt,
+    _PICK_UP, DeferredAfterStart, DepsMismatch, PickUp, _warn_if_system_prompt,
 )
 from runkernel.integrations.pydantic_ai._errors import ended_message, pydantic_ai_transient
 from runkernel.integrations.pydantic_ai._events import StreamListener
@@ -41,13 +41,8 @@ from runkernel.integrations.pydantic_ai._mapping import (
 from runkernel.integrations.pydantic_ai._stores import ThreadStores
 from runkernel.integrations.pydantic_ai._worker import DepsFactory, DurableAgentApp
 from runkernel.kernel import (
-    CallCompleted, CallIndeterminate, IndeterminateChoice, JsonValue, Message, RecoveryMode, Role, TypedError,
+    CallCompleted, CallIndeterminate, IndeterminateChoice, JsonValue, Message, Role, TypedError,
 )
-from runkernel.kernel.policies import tool_policies
-
-#: A reconnect tool's ``status(operation_id, lease_epoch)``, sync or async.
-StatusFunction = Callable[[str, int | None], StatusReply | Awaitable[StatusReply]]
-
 
 @dataclass
 class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any]):
@@ -113,11 +108,7 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
     app: str | None = None
 
     def __post_init__(self) -> None:
-        policies = tool_policies(self.tools)  # "replay" and the like become their ToolPolicy
-        self.tools = policies
-        for name, policy in policies.items():
-            if policy.recovery.mode is RecoveryMode.RECONNECT and name not in self.status:
-                raise ValueError(f"tool {name!r} reconnects after a crash: give it status={{{name!r}: fn}}")
+        self.tools = checked_policies(self.tools, self.status)  # "replay" and the like become their ToolPolicy
         self._stores = ThreadStores(self.store)
         self._reset()
 

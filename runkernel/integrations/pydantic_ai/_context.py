@@ -11,15 +11,10 @@ from typing import Any
 import attrs
 from pydantic_ai.messages import AgentStreamEvent
 
-from runkernel import AsyncDriver, EndCauseKind, PeerError, UsageError
+from runkernel import AsyncDriver
 from runkernel.adapters.drive.actions import Answer
+from runkernel.integrations._common import IntegrationError
 from runkernel.kernel import ResumePayload
-
-
-class IntegrationError(UsageError):
-    """The host's fault: the agent did something its durable Run cannot commit (a tool
-    without a policy, a call out of runkernel's order, a new Run without a prompt); the
-    message says what to use."""
 
 
 class DeferredAfterStart(IntegrationError):
@@ -39,23 +34,6 @@ class SystemPromptNotKept(UserWarning):
     and a run continued from history is sent none of them. Use ``instructions=``."""
 
 
-class RunEnded(PeerError):
-    """Not the host's fault: the Run is Ended (it failed, reached ``max_steps``, was
-    cancelled with ``runkernel cancel``, or ended ``outcome_unknown`` under
-    ``on_indeterminate=END_RUN``): ``cause`` is committed, the message says what to do
-    for it, and ``operation_ids`` names the Indeterminate calls to reconcile downstream
-    (empty when there are none). An Ended Run is never resumed."""
-
-    def __init__(self, message: str, cause: EndCauseKind, operation_ids: tuple[str, ...]) -> None:
-        super().__init__(message)
-        self.cause = cause
-        self.operation_ids = operation_ids
-
-
-class StillRunning(PeerError):
-    """Not the host's fault: a reconnect tool's downstream still said "running" after
-    ``status_asks`` questions: nothing was committed wrongly, the call stays Executing;
-    resume the Run later (a worker does, at its next poll)."""
 
 
 @attrs.frozen

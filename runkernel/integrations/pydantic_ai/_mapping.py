@@ -5,7 +5,7 @@ payloads, committed messages as Pydantic AI's message history."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from pydantic_ai import DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.exceptions import ModelRetry, ToolFailed, ToolRetryError
@@ -26,10 +26,10 @@ from pydantic_core import to_jsonable_python
 
 from runkernel import Approve, Deny
 from runkernel.adapters.drive.actions import Answer
-from runkernel.integrations.pydantic_ai._context import IntegrationError
+from runkernel.integrations._common import IntegrationError
 from runkernel.kernel import (
-    CallCompleted, CallIndeterminate, JsonValue, Message, ResultKind, ResumePayload, Role, ToolCall,
-    tool_result_content,
+    CallCompleted, CallIndeterminate, DelegationResult, ExternalResult, JsonValue, Message, ProvideInput, ResultKind,
+    ResumePayload, Role, TimerFired, ToolCall, tool_result_content,
 )
 
 
@@ -67,15 +67,19 @@ def _shown(call: ToolCall) -> Any:
     if isinstance(status, CallIndeterminate):
         return tool_result_content(status, call.operation_id)  # what the model sees of it
     assert isinstance(status, CallCompleted)
-    value = status.result.value
-    if status.result.kind is ResultKind.ERROR:
-        message = value.get("message") if isinstance(value, dict) else value
-        if isinstance(value, dict) and value.get("type") == "ToolFailed":
-            raise ToolFailed(str(message))
-        raise ModelRetry(str(message))
-    if status.result.kind is ResultKind.DENIED:
-        return value if value is not None else ToolDenied().message
-    return value
+    value, kind = status.result.value, status.result.kind
+    match kind:
+        case ResultKind.ERROR:
+            message = value.get("message") if isinstance(value, dict) else value
+            if isinstance(value, dict) and value.get("type") == "ToolFailed":
+                raise ToolFailed(str(message))
+            raise ModelRetry(str(message))
+        case ResultKind.DENIED:
+            return value if value is not None else ToolDenied().message
+        case ResultKind.OUTPUT | ResultKind.BLOCKED | ResultKind.SUPPLIED | ResultKind.EXTERNAL:
+            return value
+        case _:
+            assert_never(kind)
 
 
 def _deferred_answer(call: ToolCall) -> Any:
@@ -110,11 +114,17 @@ def _payloads(results: DeferredToolResults | None) -> dict[str, ResumePayload | 
 
 
 def _answer_of(payload: ResumePayload | Answer) -> Any:
-    if isinstance(payload, Approve):
-        return ToolApproved()
-    if isinstance(payload, Deny):
-        return ToolDenied(payload.reason if isinstance(payload.reason, str) else ToolDenied().message)
-    return getattr(payload, "value", None)
+    match payload:
+        case Approve():
+            return ToolApproved()
+        case Deny():
+            return ToolDenied(payload.reason if isinstance(payload.reason, str) else ToolDenied().message)
+        case ProvideInput() | ExternalResult() | DelegationResult() | Answer():
+            return payload.value
+        case TimerFired():
+            return None
+        case _:
+            assert_never(payload)
 
 
 def _deps_type(deps: Any) -> str:

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 from pydantic_ai import Agent
 
 from runkernel import AsyncDriver, ToolPolicy
 from runkernel.adapters.drive.model_errors import TransientPredicate
-from runkernel.integrations.pydantic_ai._context import StillRunning
+from runkernel.integrations._common import StillRunning
 from runkernel.kernel import Ended, IndeterminateChoice
-
-if TYPE_CHECKING:
-    from runkernel.integrations.pydantic_ai._capability import RunkernelDurability
 
 #: Makes the deps of the Run a worker drives, from its run id (sync or async).
 DepsFactory = Callable[[str], Any | Awaitable[Any]]
+
+
+class Resumer(Protocol):
+    """What a ``DurableAgentApp`` needs of its ``RunkernelDurability``: its ``resume``."""
+
+    async def resume(self, agent: Agent[Any, Any], run_id: str, *, driver: AsyncDriver | None = None, **run: Any) -> Any:
+        """Continue Run ``run_id`` with ``driver`` until it is quiet."""
+        ...
 
 
 @attrs.frozen
@@ -33,7 +38,7 @@ class DurableAgentApp:
     ``model_attempts`` are the capability's, for the driver the worker builds."""
 
     name: str
-    durability: RunkernelDurability = attrs.field(repr=False)
+    durability: Resumer = attrs.field(repr=False)
     agent: Agent[Any, Any] = attrs.field(repr=False)
     tools: Mapping[str, ToolPolicy | str] = attrs.field(repr=False)
     max_steps: int = attrs.field(repr=False)

@@ -15,15 +15,14 @@ does.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from runkernel.adapters.drive.events import Recovered, RunOutcome, RuntimeEvent
 from runkernel.adapters.drive.inbox import submit_end, submit_resume
 from runkernel.adapters.drive.ports import ToolRegistry
-from runkernel.adapters.drive.runtime import Runtime
 from runkernel.adapters.stores.contract import Store
-from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
-from runkernel.adapters.worker.push_drive import DRIVER_OPTIONS  # what a push app may set
+from runkernel.adapters.worker.apps import (
+    AsyncPushApp, HostOptions, PushApp, RuntimeApp, WorkerApp, app_async_driver, app_driver, app_runtime,
+)
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import Activate, EndRequest, ResumeCommand
 from runkernel.kernel.rules import Rejection
@@ -193,23 +192,14 @@ class Player:
             max_steps=policies.max_steps,
             on_indeterminate=policies.on_indeterminate,
         )
-        runtime = Runtime(
-            self.crashing,
-            model,
-            tools,
-            gate=app.gate,
-            observer=app.observer,
-            hooks=app.hooks,
-            transient=app.transient,
-            model_attempts=app.model_attempts,
-            ids=self.ids,
-            clock=self.clock.iso,
-            on_event=self._event,
-            app=app.name,
-        )
+        runtime = app_runtime(app, self.crashing, self._host(), model=model, tools=tools)
         if first:
             return runtime.start(self.played.thread_id, run_id, self.messages)
         return runtime.drive(run_id)
+
+    def _host(self) -> HostOptions:
+        """The crash tester's own options for each host it builds: fixed ids and clock."""
+        return HostOptions(ids=self.ids, clock=self.clock.iso, on_event=self._event)
 
     def _activate(self) -> None:
         head = self.store.thread_head(self.played.thread_id)
@@ -223,17 +213,15 @@ class Player:
 
     def _push(self, run_id: str) -> None:
         app = self.app
-        options: dict[str, Any] = {k: getattr(app, k) for k in DRIVER_OPTIONS if hasattr(app, k)}  # as the worker does
-        options.update(ids=self.ids, clock=self.clock.iso, app=app.name, on_event=self._event)
         if isinstance(app, AsyncPushApp):
-            async_driver = WatchedAsyncDriver(self.crashing, app.tools, **options)
+            async_driver = app_async_driver(app, self.crashing, self._host(), WatchedAsyncDriver)  # as the worker does
             async_driver.watch, async_driver.handed = self.watch, {}
             if self._runner is None:
                 self._runner = asyncio.Runner()
             self._runner.run(app.drive(async_driver, run_id))
         else:
             assert isinstance(app, PushApp)
-            driver = WatchedDriver(self.crashing, app.tools, **options)
+            driver = app_driver(app, self.crashing, self._host(), WatchedDriver)
             driver.watch, driver.handed = self.watch, {}
             app.serve(driver, driver.pick_up(run_id))
 

@@ -18,6 +18,7 @@ from runkernel.adapters.drive.ports import Staging, ToolRegistry, ToolReply
 from runkernel.adapters.drive.runtime import ModelFailed, Recovered, RunOutcome, Runtime, RuntimeEvent
 from runkernel.adapters.stores.serial import resume_to_inbox
 from runkernel.adapters.stores.contract import Store, StoreUnavailable
+from runkernel.adapters.worker.apps import HostOptions, RuntimeApp, app_runtime
 from runkernel.kernel.protocol import (
     Hook,
     Approve,
@@ -69,6 +70,8 @@ from runkernel.testing.simulation.scenarios import (
 )
 
 MAX_ROUNDS = 60
+#: The app the simulated Runs record at activation.
+SIMULATE_APP = "simulate"
 
 
 class SimHooks:
@@ -171,18 +174,14 @@ class ScenarioRun:
         self.leftover_children: list[Delegation] = []
 
     def _runtime(self) -> Runtime:
-        return Runtime(
-            self.crashing_store,
-            self.model,
-            self.crashing_tools,
-            gate=self.gate,
-            observer=self.observer,
-            ids=self.ids,
-            clock=lambda: SIM_NOW,
-            on_event=self._event,
-            self_check=True,  # the simulator judges the kernel's commits before the store does
-            hooks=SimHooks() if self.scenario.hooks else None,
-        )
+        """A fresh process's runtime, built as a worker builds one for its app: the
+        scripted ports (fresh hooks: a process that died kept none), dying where the
+        plan says."""
+        hooks = SimHooks() if self.scenario.hooks else None
+        app = RuntimeApp(SIMULATE_APP, self.model, self.crashing_tools, self.gate, self.observer, hooks)
+        host = HostOptions(ids=self.ids, clock=lambda: SIM_NOW, on_event=self._event)
+        # the simulator judges the kernel's commits before the store does
+        return app_runtime(app, self.crashing_store, host, self_check=True)
 
     def _event(self, event: RuntimeEvent) -> None:
         self.trial.events.append((event, len(self.world.executions)))
