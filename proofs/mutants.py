@@ -1027,12 +1027,12 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "the pull runtime takes an Executing commit the store failed for landed and starts the tool (I5)",
         "runkernel/adapters/drive/runtime_drive.py",
-        "            following = self._send(self.runtime._perform(op))\n"
+        "            following = self._send(self.ports.perform(op))\n"
         "            if isinstance(op, _EFFECTS):\n",
         "            from runkernel.adapters.stores.contract import StoreUnavailable\n"
         "            from runkernel.kernel.validate import successor\n"
         "            try:\n"
-        "                answer = self.runtime._perform(op)\n"
+        "                answer = self.ports.perform(op)\n"
         "            except StoreUnavailable:\n"
         "                if not isinstance(op, Append):\n"
         "                    raise\n"
