@@ -349,11 +349,13 @@ def test_inspect_and_runs_escape_control_characters(tmp_path: Path, capsys: pyte
 # --- F9: check-trace's output failing is not "illegal" ----------------------------------------
 
 
-def _legal_trace(tmp_path: Path) -> Path:
-    path = tmp_path / "t.jsonl"
+def _legal_trace(tmp_path: Path, n: int = 1) -> Path:
+    """A legal trace file; files of different ``n`` are legal judged together too (their
+    Threads, Runs and tickets differ)."""
+    path = tmp_path / ("t.jsonl" if n == 1 else f"t{n}.jsonl")
     from runkernel.adapters.stores.serial import commit_text
 
-    commits, _ = awaiting_run("t1", "r1", "ticket-approval-0001")
+    commits, _ = awaiting_run(f"t{n}", f"r{n}", f"ticket-approval-000{n}")
     path.write_text("".join(commit_text(c) + "\n" for c in commits))
     return path
 
@@ -378,12 +380,14 @@ def test_check_trace_into_a_full_disk_is_exit_2_not_illegal(tmp_path: Path, buff
 
 
 def test_check_trace_into_a_closed_pipe_dies_like_sigpipe(tmp_path: Path) -> None:
-    trace = _legal_trace(tmp_path)
+    # two files that are one legal trace (the same file twice would be one trace twice:
+    # illegal, whichever file's report the closed pipe cut)
+    first, second = _legal_trace(tmp_path, 1), _legal_trace(tmp_path, 2)
     reader, writer = os.pipe()
     os.close(reader)
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "runkernel.cli", "check-trace", str(trace), str(trace)],
+            [sys.executable, "-m", "runkernel.cli", "check-trace", str(first), str(second)],
             stdout=writer, stderr=subprocess.PIPE, text=True, check=False,
         )
     finally:
