@@ -27,7 +27,7 @@ from runkernel.adapters.drive.telemetry import Telemetry
 from runkernel.adapters.stores.contract import SchemaError, Store, StoreUnavailable
 from runkernel.adapters.stores.registry import BadStoreUrl, open_store
 from runkernel.adapters.worker.apps import AppLoadError, load_app
-from runkernel.adapters.worker.loop import Worker, WorkerReport
+from runkernel.adapters.worker.loop import DEFAULT_CONCURRENCY, Worker, WorkerReport
 from runkernel.adapters.worker.outage import OUTAGE_MAX_DELAY, OutageBegan, OutageEnded, OutageEvent, StoreOutage
 from runkernel.cli.text import (
     EXIT_INTERRUPTED,
@@ -56,6 +56,8 @@ COUNTERS = (
      "that raised, too many steps (one line each)"),
     ("tool exceptions", "tool calls whose executor raised: committed as the call's outcome (one line each)"),
     ("model failures", "model calls that raised: retried after a backoff, or the Run ended failed (one line each)"),
+    ("in flight", "the most Runs driven at once (at most --concurrency, and one more Run taken over from a "
+     "worker whose lease expired while every slot was busy)"),
     ("outages ridden out", "times the store stopped answering (restart, dropped connection, server down, lock "
      "held past the busy timeout): one line when it began, one when it ended; the worker retries with a "
      "capped backoff and drives on"),
@@ -65,6 +67,8 @@ COUNTERS = (
 def _worker(args: argparse.Namespace) -> int:
     positive_seconds(args.lease, "--lease")
     positive_seconds(args.poll, "--poll")
+    if args.concurrency < 1:
+        raise CliError(f"--concurrency must be at least 1, not {args.concurrency}", EXIT_USAGE)
     if args.worker_id is not None:
         require_id(args.worker_id, "--worker-id", plain=True)
     if args.store == "memory:":
@@ -96,6 +100,7 @@ def _worker(args: argparse.Namespace) -> int:
                 on_run_failed=_tell_run_failed,
                 on_outage=_tell_outage,
                 telemetry=telemetry,
+                concurrency=args.concurrency,
             )
             folded.outage = worker.outage
             stopping.worker = worker
@@ -275,7 +280,7 @@ def _report_line(worker_id: str, report: WorkerReport) -> str:
         f"{plural(report.conflicts, 'conflict')}, {plural(report.leases_lost, 'lease', 'leases')} lost, "
         f"{plural(report.failures, 'failure')}, {plural(report.runs_failed, 'run', 'runs')} failed, "
         f"{plural(report.tool_exceptions, 'tool exception')}, {plural(report.model_failures, 'model failure')}, "
-        f"{plural(report.outages, 'outage', 'outages')} ridden out"
+        f"at most {report.in_flight_peak} in flight, {plural(report.outages, 'outage', 'outages')} ridden out"
     )
 
 
@@ -304,6 +309,14 @@ def register_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser
     worker.add_argument("--lease", type=float, default=30.0, metavar="SECONDS", help="lease duration (default 30)")
     worker.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)")
     worker.add_argument("--worker-id", metavar="ID", help="this worker's id (default: host:pid:random)")
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"drive up to N Runs at once, each in a slot with its own store connection (default {DEFAULT_CONCURRENCY}; "
+        "1: one at a time)",
+    )
     worker.add_argument(
         "--otel",
         action="store_true",

@@ -362,6 +362,13 @@ class Store(Protocol):
         """Delete everything (``simulate --reset``)."""
         ...
 
+    def reopen(self) -> Store:
+        """Another instance on the same storage, for another thread of control: a worker's
+        slots each drive through their own (a store instance keeps per-instance memos of
+        its own writes, and a connection). A store that is safe to share (the memory
+        store) returns itself."""
+        ...
+
     def close(self) -> None:
         ...
 

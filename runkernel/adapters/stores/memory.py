@@ -311,6 +311,10 @@ class MemoryStore:
     def reconciliations(self, operation_id: str | None = None) -> list[Reconciliation]:
         return [r for r in self._reconciliations if operation_id in (None, r.operation_id)]
 
+    def reopen(self) -> MemoryStore:
+        """This store itself: one process's dicts, already behind one lock."""
+        return self
+
     def close(self) -> None:
         """Nothing to release."""
 

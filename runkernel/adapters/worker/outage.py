@@ -16,6 +16,7 @@ Also here: ``RunBackoff``, which Runs a worker skips after their drives failed.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -56,7 +57,9 @@ OutageEvent = OutageBegan | OutageEnded
 
 class StoreOutage:
     """Whether a worker's store is out, since when, and how long to wait before the next
-    try. ``on_change`` hears ``OutageBegan`` and ``OutageEnded``, once each per outage."""
+    try. ``on_change`` hears ``OutageBegan`` and ``OutageEnded``, once each per outage.
+    A worker's slots share one: a drive in any of them may report a failure, from its
+    own thread (one outage reported once, whichever slot saw it first)."""
 
     def __init__(
         self,
@@ -78,6 +81,7 @@ class StoreOutage:
         self._folded = 0
         #: whether the current pass over the store hit the outage
         self._hit = False
+        self._lock = threading.RLock()
 
     @property
     def active(self) -> bool:
@@ -87,6 +91,10 @@ class StoreOutage:
     def failed(self, error: BaseException, *, drive: bool = False) -> None:
         """A store call failed with ``error`` (a drive's, if ``drive``): the outage
         begins (reported) or goes on (counted)."""
+        with self._lock:
+            self._failed(error, drive)
+
+    def _failed(self, error: BaseException, drive: bool) -> None:
         self._hit = True
         if drive:
             self._interrupted += 1
@@ -101,7 +109,8 @@ class StoreOutage:
 
     def fold(self) -> None:
         """A message of the store's client library about the outage, not printed."""
-        self._folded += 1
+        with self._lock:
+            self._folded += 1
 
     def begin_pass(self) -> None:
         """A new pass over the store starts (a poll and the drives it finds)."""
@@ -109,6 +118,10 @@ class StoreOutage:
 
     def end_pass(self) -> None:
         """The pass finished: if it hit no outage, an outage under way ends (reported)."""
+        with self._lock:
+            self._end_pass()
+
+    def _end_pass(self) -> None:
         if self._hit or self._since is None:
             return
         ended = OutageEnded(self._monotonic() - self._since, self._retries, self._interrupted, self._folded)

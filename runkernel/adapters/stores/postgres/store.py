@@ -85,6 +85,11 @@ class PostgresStore(PostgresSql):
         self._memo = HistoryMemo()
         super().__init__(url, read_only=read_only, connect_timeout=connect_timeout)
 
+    def reopen(self) -> PostgresStore:
+        """Another session on the same schema (its own connection and memos), for another
+        thread of control: each slot of a worker opens one."""
+        return PostgresStore(self.url, read_only=self.read_only, connect_timeout=self.connect_timeout)
+
     def _reconnect(self) -> None:
         self._judge_against(None)
         self._echo.forget()

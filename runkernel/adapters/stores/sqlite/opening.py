@@ -183,7 +183,7 @@ def connect(
         return _connect_read(path, layout, timeout=timeout), Recognized.CURRENT
     mode = "rwc" if access is Access.CREATE else "rw"
     try:
-        db = sqlite3.connect(_uri(path, mode=mode), uri=True, isolation_level=None, timeout=timeout)
+        db = sqlite3.connect(_uri(path, mode=mode), uri=True, isolation_level=None, timeout=timeout, check_same_thread=False)
     except sqlite3.Error as error:
         raise store_error(path, "opening", error) from None
     try:
@@ -205,12 +205,12 @@ def _connect_read(path: str, layout: Layout, *, timeout: float) -> sqlite3.Conne
             # nobody has the store open in WAL mode: recognize it without the WAL index
             # first, so a refused file (a newer schema, another application's) is left
             # without the -wal and -shm files a WAL reader creates beside it
-            probe = sqlite3.connect(_uri(path, mode="ro", immutable="1"), uri=True, isolation_level=None, timeout=timeout)
+            probe = sqlite3.connect(_uri(path, mode="ro", immutable="1"), uri=True, isolation_level=None, timeout=timeout, check_same_thread=False)
             try:
                 _begin_recognized(probe, path, layout)
             finally:
                 probe.close()
-        db = sqlite3.connect(_uri(path, mode="ro"), uri=True, isolation_level=None, timeout=timeout)
+        db = sqlite3.connect(_uri(path, mode="ro"), uri=True, isolation_level=None, timeout=timeout, check_same_thread=False)
         try:
             return _begin_recognized(db, path, layout)
         except sqlite3.OperationalError as error:
@@ -225,7 +225,7 @@ def _connect_read(path: str, layout: Layout, *, timeout: float) -> sqlite3.Conne
                 f"{path} is on read-only media with an uncheckpointed write-ahead log; "
                 "it cannot be read consistently there"
             )
-        db = sqlite3.connect(_uri(path, mode="ro", immutable="1"), uri=True, isolation_level=None, timeout=timeout)
+        db = sqlite3.connect(_uri(path, mode="ro", immutable="1"), uri=True, isolation_level=None, timeout=timeout, check_same_thread=False)
         try:
             return _begin_recognized(db, path, layout)
         except BaseException:

@@ -45,7 +45,9 @@ _WORK = work_query(SQLITE)
 
 
 class SqliteStore(SqlStore):
-    """A runkernel store in one SQLite file. Use one instance per thread of control."""
+    """A runkernel store in one SQLite file. One instance serves one thread of control at a
+    time (it may move between threads: an asyncio host's store calls run off its loop);
+    ``reopen()`` opens another on the same file for another thread."""
 
     dialect = SQLITE
 
@@ -63,6 +65,7 @@ class SqliteStore(SqlStore):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
         self.path = str(path)
         self.where = self.path
+        self._options = (synchronous, read_only, busy_timeout)
         # the store's clock for leases: every process on one file shares the machine's
         # wall clock, the only clock they have in common
         self._clock = clock
@@ -342,6 +345,13 @@ class SqliteStore(SqlStore):
                 raise
         except sqlite3.Error as error:
             raise store_error(self.path, "claiming the store", error) from None
+
+    def reopen(self) -> SqliteStore:
+        """Another connection to the same file, with this one's options and clock."""
+        synchronous, read_only, busy_timeout = self._options
+        return SqliteStore(
+            self.path, synchronous=synchronous, create=False, read_only=read_only, busy_timeout=busy_timeout, clock=self._clock
+        )
 
     def close(self) -> None:
         if self._scratch is not None:
