@@ -32,9 +32,10 @@ from runkernel.kernel.protocol import (
     TimerFired,
 )
 from runkernel.cli.text import EXIT_OK, EXIT_USAGE, CliError, printable, require_id
+from runkernel.kernel.resume import payload_problem
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import EndCause
-from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
+from runkernel.kernel.values import RESUME_MAX_DEPTH, EndCauseKind, JsonValue, WaitKind
 
 
 #: Commands that read or change what a store keeps between processes: an in-process
@@ -134,6 +135,10 @@ def _json_value(raw: str) -> JsonValue:
         )
     except json.JSONDecodeError as error:
         raise CliError(f"the value must be JSON: {error}", EXIT_USAGE) from None
+    except RecursionError:  # deeper than the parser's stack: far past any trace's nesting
+        raise CliError(
+            f"the resume value cannot be committed: it nests deeper than {RESUME_MAX_DEPTH} levels", EXIT_USAGE
+        ) from None
     return value
 
 
@@ -164,6 +169,9 @@ def _resume(args: argparse.Namespace) -> int:
     else:
         require_id(args.call, "--call")
     kind, payload = _payload(args)
+    problem = payload_problem(payload)
+    if problem is not None:  # refused before the store is opened: nothing is queued
+        raise CliError(problem, EXIT_USAGE)
     with _opened(args.store, command="resume") as store:
         ticket = args.ticket
         if ticket is None:  # --call: the ticket the call's committed wait holds
