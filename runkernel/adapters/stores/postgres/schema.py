@@ -85,7 +85,10 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 def split_url(url: str) -> tuple[str, str]:
     """(the libpq connection URL, the schema name) of a runkernel store URL: runkernel's
     own ``schema`` query parameter is taken out, everything else goes to libpq."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as error:  # an unclosed "[", a bracketed host that is no address
+        raise BadStoreUrl(masked(f"{redacted(url)}: not a valid URL: {error}", url)) from None
     query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
     schemas = [value for key, value in query if key == "schema"]
     rest = [(key, value) for key, value in query if key != "schema"]
@@ -107,6 +110,31 @@ def unavailable(url: str, doing: str, error: BaseException) -> StoreUnavailable:
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     # the server's or libpq's words may quote pieces of a malformed URL: masked too
     return StoreUnavailable(masked(f"{redacted(url)}: {doing} failed: {first}", url))
+
+
+#: What libpq or the server says of a connection that can never succeed, however long a
+#: worker waits: an option value libpq refuses (a port past 65535, ``sslmode=bogus``)
+#: and credentials the server refuses. (A host name that does not resolve, a refused
+#: connection or a server starting up may heal: those stay ``StoreUnavailable``.)
+_NEVER_CONNECTS = re.compile(
+    r"invalid (?:[\w ]+ )?(?:value|number)\b"
+    r"|invalid connection option"
+    r"|password authentication failed"
+    r"|no password supplied"
+    r"|role \"[^\"]*\" does not exist"
+    r"|database \"[^\"]*\" does not exist"
+    r"|no pg_hba\.conf entry"
+)
+
+
+def connect_failure(url: str, doing: str, error: BaseException) -> StoreUnavailable | BadStoreUrl:
+    """What a failed connection attempt is: ``BadStoreUrl`` (a usage error: exit 2, and
+    a worker stops at once) when the URL can never connect (an option libpq refuses,
+    credentials the server refuses), else ``StoreUnavailable`` (``unavailable``)."""
+    found = unavailable(url, doing, error)
+    if _NEVER_CONNECTS.search(str(error)):
+        return BadStoreUrl(str(found))
+    return found
 
 
 def found_version(conn: psycopg.Connection[tuple[object, ...]], url: str, schema: str) -> int | None:
@@ -153,7 +181,7 @@ def _connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
     try:
         return psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
     except psycopg.Error as error:
-        raise unavailable(url, "connecting", error) from None
+        raise connect_failure(url, "connecting", error) from None
 
 
 def init_postgres(url: str) -> bool:
