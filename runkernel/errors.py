@@ -254,6 +254,17 @@ class CommitConflict(StoreError):
         self.rejection = rejection
 
 
+class AnswerPending(StoreError):
+    """Another answer won: the wait's ticket already has an answer pending in the store's
+    inbox (command ``entry_id``), and a wait takes one answer. Nothing was queued;
+    ``runkernel inspect`` shows the pending answer, which the runtime applies."""
+
+    def __init__(self, entry_id: int, ticket_id: str) -> None:
+        super().__init__(f"ticket {ticket_id!r} already has an answer pending: command {entry_id}")
+        self.entry_id = entry_id
+        self.ticket_id = ticket_id
+
+
 class StoreUnavailable(StoreError):
     """The store could not be reached or failed mid-write; the write did not happen.
     Try again once the store is back."""
@@ -322,6 +333,7 @@ BRANCHES: tuple[type[RunkernelError], ...] = (UsageError, PeerError, StoreError)
 
 __all__ = [
     "BRANCHES",
+    "AnswerPending",
     "AppLoadError",
     "BadScenario",
     "BadStoreUrl",

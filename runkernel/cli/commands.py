@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from runkernel.adapters.stores.damage import check_snapshot, check_thread
 from runkernel.adapters.stores.export import export_lines
-from runkernel.adapters.drive.inbox import AlreadyQueued, queue_end, queue_resume, ticket_of_call
+from runkernel.adapters.drive.inbox import AlreadyAnswered, AlreadyQueued, queue_end, queue_resume, ticket_of_call
 from runkernel.adapters.stores.inspect_view import (
     find_indeterminate,
     inspect_json,
@@ -66,11 +66,14 @@ def _opened(url: str, *, create: bool = False, read_only: bool = False, command:
         store.close()
 
 
-def _queued(result: Rejection | AlreadyQueued | int, what: str, run_id: str) -> int:
-    """Report an inbox submission: the typed rejection, where the command went, or the
-    identical command already waiting there (exit 0: what was asked is queued)."""
+def _queued(result: Rejection | AlreadyQueued | AlreadyAnswered | int, what: str, run_id: str) -> int:
+    """Report an inbox submission: the typed rejection, the different answer already
+    pending for the wait (exit 1: a wait takes one answer), where the command went, or
+    the identical command already waiting there (exit 0: what was asked is queued)."""
     if isinstance(result, Rejection):
         raise CliError(f"refused: {result}")
+    if isinstance(result, AlreadyAnswered):
+        raise CliError(f"{result} for run {run_id}; nothing new queued")
     if isinstance(result, AlreadyQueued):
         print(f"already queued as command {result.entry_id} for run {run_id}; nothing new queued")
         return EXIT_OK

@@ -18,12 +18,12 @@ from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
 from runkernel.errors import BadStoreUrl
 from runkernel.adapters.stores.redact import redacted as redacted  # the other PostgreSQL modules take it from here
 from runkernel.adapters.stores.redact import masked
-from runkernel.adapters.stores.sql.migrate import quiet_parent_statements
+from runkernel.adapters.stores.sql.migrate import one_answer_statements, quiet_parent_statements
 from runkernel.adapters.stores.sql.dialect import POSTGRESQL
 from runkernel.adapters.stores.work import STORE_TABLES
 
 SCHEMA_NAME = "runkernel-postgres"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: An advisory lock key that serializes ``db init`` and ``db migrate`` runs.
 _SCHEMA_LOCK = 0x72756E6B  # "runk"
@@ -45,6 +45,15 @@ _ONE_TO_TWO = (
 #: What schema 3 adds: each Run's trace context (OpenTelemetry), written with its
 #: activation, outside the commit log; the Runs made before have none.
 _TWO_TO_THREE = ("ALTER TABLE runs ADD COLUMN trace_context text",)
+
+#: What schema 4 adds: one pending answer per wait (a resume's inbox row names the
+#: ticket it answers, and no two pending rows name the same one); ``db migrate`` first
+#: settles a ticket's pending answers after its oldest (``one_answer_statements``).
+_THREE_TO_FOUR_COLUMN = "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS ticket_id text"
+_THREE_TO_FOUR_KEY = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS inbox_one_answer ON inbox (run_id, ticket_id) "
+    "WHERE state = 'pending' AND ticket_id IS NOT NULL"
+)
 
 _SCHEMA = (
     "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -68,6 +77,8 @@ _SCHEMA = (
     "CREATE TABLE inbox (entry_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, run_id text NOT NULL, "
     "body text NOT NULL, state text NOT NULL DEFAULT 'pending', outcome text)",
     "CREATE INDEX inbox_pending ON inbox (run_id, state)",
+    _THREE_TO_FOUR_COLUMN,
+    _THREE_TO_FOUR_KEY,
     # best effort, never truth: unlogged, so a checkpoint write never waits for a WAL flush
     "CREATE UNLOGGED TABLE checkpoints (run_id text PRIMARY KEY, step bigint NOT NULL, data text NOT NULL)",
     "CREATE TABLE reconciliations (entry_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
@@ -214,7 +225,8 @@ def migrate_postgres(url: str) -> tuple[int, int]:
     """``runkernel db migrate``: (version before, version after), in one transaction (a
     crash leaves the old schema or the new one). Schema 2 adds what finds a quiet parent
     by key (each Run's quiet flag and parent call, the children a quiet Run waits for),
-    filled from the latest states and activations; schema 3 each Run's trace context; a current store is left alone, an
+    filled from the latest states and activations; schema 3 each Run's trace context;
+    schema 4 one pending answer per wait (later answers of a ticket settled first); a current store is left alone, an
     uninitialized one is refused naming ``db init``, a newer one naming an upgrade."""
     _, schema = split_url(url)
     with _connect(url) as conn:
@@ -222,18 +234,30 @@ def migrate_postgres(url: str) -> tuple[int, int]:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 version = found_version(conn, url, schema)
-                if version not in (1, 2):
+                if version not in (1, 2, 3):
                     check_current(conn, url, schema)
                     return SCHEMA_VERSION, SCHEMA_VERSION
                 conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
                 if version == 1:
                     _one_to_two(conn, url)
-                for statement in _TWO_TO_THREE:
-                    conn.execute(statement.encode())
+                if version <= 2:
+                    for statement in _TWO_TO_THREE:
+                        conn.execute(statement.encode())
+                _three_to_four(conn)
                 conn.execute("UPDATE meta SET value = %s WHERE key = 'version'", (str(SCHEMA_VERSION),))
                 return version, SCHEMA_VERSION
         except psycopg.Error as error:
             raise unavailable(url, "the migration", error) from None
+
+
+def _three_to_four(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    conn.execute(_THREE_TO_FOUR_COLUMN.encode())
+    pending = conn.execute(
+        "SELECT entry_id, run_id, body FROM inbox WHERE state = 'pending' ORDER BY entry_id"
+    ).fetchall()
+    for statement, params in list(one_answer_statements(pending)):
+        conn.execute(POSTGRESQL.sql(statement).encode(), params)
+    conn.execute(_THREE_TO_FOUR_KEY.encode())
 
 
 def _one_to_two(conn: psycopg.Connection[tuple[object, ...]], url: str) -> None:
