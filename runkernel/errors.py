@@ -270,6 +270,16 @@ class StoreUnavailable(StoreError):
     Try again once the store is back."""
 
 
+class HostUnresolved(StoreUnavailable):
+    """The store's host name does not resolve (yet): ``host`` names it. A database
+    container may still be starting, so a worker rides it out with a line of its own;
+    ``runkernel worker --once`` gives up once its backoff reached its cap."""
+
+    def __init__(self, host: str, message: str) -> None:
+        super().__init__(message)
+        self.host = host
+
+
 class SchemaError(StoreError):
     """The database is not a runkernel store, or has a schema this version does not know.
     Point at the right database, or migrate it (``runkernel db migrate``)."""
@@ -344,6 +354,7 @@ __all__ = [
     "DriverError",
     "DriverStopped",
     "HostProtocolError",
+    "HostUnresolved",
     "IllegalCommit",
     "IllegalShape",
     "KernelBug",

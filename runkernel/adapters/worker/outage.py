@@ -1,5 +1,7 @@
 """How a worker rides out its store (Workers and leases, W6): a database
-restart, a dropped connection, a server down, a SQLite lock held past the busy timeout.
+restart, a dropped connection, a server down, a SQLite lock held past the busy timeout,
+a host name that does not resolve yet (a database container still starting: its own
+line, and ``gives_up()`` once a try after the capped backoff failed, for ``--once``).
 
 A store call that fails with ``StoreUnavailable`` (polling, waiting for work, taking a
 lease, a commit) begins an **outage**: it is reported once (``OutageBegan``), the worker
@@ -21,6 +23,8 @@ from collections.abc import Callable
 
 from attrs import frozen
 
+from runkernel.errors import HostUnresolved
+
 #: Seconds before the first retry of an outage, doubled at each failed retry...
 OUTAGE_FIRST_DELAY = 0.5
 #: ... up to this many seconds between retries.
@@ -32,10 +36,12 @@ MAX_SKIPPED_POLLS = 64
 
 @frozen
 class OutageBegan:
-    """The worker's store stopped answering: ``error`` is the store's one-line reason.
-    The worker retries with a capped backoff until it answers again."""
+    """The worker's store stopped answering: ``error`` is the store's one-line reason;
+    ``host`` the store's host name when it is one that does not resolve (yet). The
+    worker retries with a capped backoff until it answers again."""
 
     error: str
+    host: str | None = None
 
 
 @frozen
@@ -78,6 +84,10 @@ class StoreOutage:
         self._folded = 0
         #: whether the current pass over the store hit the outage
         self._hit = False
+        #: the host name the last failure found unresolved, if it was that
+        self._unresolved: str | None = None
+        #: whether the last failure came after a wait of the capped backoff
+        self._capped = False
 
     @property
     def active(self) -> bool:
@@ -90,14 +100,28 @@ class StoreOutage:
         self._hit = True
         if drive:
             self._interrupted += 1
+        self._unresolved = error.host if isinstance(error, HostUnresolved) else None
         if self._since is None:
             self._since = self._monotonic()
             self._retries = 0
+            self._capped = False
             self.count += 1
             if self._on_change is not None:
-                self._on_change(OutageBegan(_one_line(error)))
+                self._on_change(OutageBegan(_one_line(error), self._unresolved))
         else:
+            self._capped = self.delay() >= self.max_delay  # this try came after a wait at the cap
             self._retries += 1
+
+    def gives_up(self) -> bool:
+        """Whether a worker that gives up (``--once``) stops here: the store's host name
+        still does not resolve on a try made after a wait of the capped backoff. Every
+        other outage is ridden out."""
+        return self._since is not None and self._unresolved is not None and self._capped
+
+    @property
+    def seconds(self) -> float:
+        """How long the current outage has lasted (0 when there is none)."""
+        return 0.0 if self._since is None else self._monotonic() - self._since
 
     def fold(self) -> None:
         """A message of the store's client library about the outage, not printed."""

@@ -15,7 +15,7 @@ import psycopg
 from psycopg import sql
 
 from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
-from runkernel.errors import BadStoreUrl
+from runkernel.errors import BadStoreUrl, HostUnresolved
 from runkernel.adapters.stores.redact import redacted as redacted  # the other PostgreSQL modules take it from here
 from runkernel.adapters.stores.redact import masked
 from runkernel.adapters.stores.sql.migrate import one_answer_statements, quiet_parent_statements
@@ -135,16 +135,25 @@ _NEVER_CONNECTS = re.compile(
     r"|role \"[^\"]*\" does not exist"
     r"|database \"[^\"]*\" does not exist"
     r"|no pg_hba\.conf entry"
+    r"|Servname not supported"  # the port is no service (a negative one, a URL split elsewhere)
 )
+
+#: A host name that does not resolve (psycopg's resolver, or libpq's words).
+_UNRESOLVED = re.compile(r"failed to resolve host '([^']*)'|could not translate host name \"([^\"]*)\"")
 
 
 def connect_failure(url: str, doing: str, error: BaseException) -> StoreUnavailable | BadStoreUrl:
     """What a failed connection attempt is: ``BadStoreUrl`` (a usage error: exit 2, and
     a worker stops at once) when the URL can never connect (an option libpq refuses,
-    credentials the server refuses), else ``StoreUnavailable`` (``unavailable``)."""
+    credentials the server refuses), ``HostUnresolved`` for a host name that does not
+    resolve (yet), else ``StoreUnavailable`` (``unavailable``)."""
     found = unavailable(url, doing, error)
     if _NEVER_CONNECTS.search(str(error)):
         return BadStoreUrl(str(found))
+    unresolved = _UNRESOLVED.search(str(error))
+    if unresolved:
+        host = masked(unresolved.group(1) or unresolved.group(2) or "", url)
+        return HostUnresolved(host, str(found))
     return found
 
 
