@@ -63,13 +63,19 @@ def redacted(url: str) -> str:
 
 
 def secrets_of(url: str) -> list[str]:
-    """The passwords a URL holds (user-info and query), as written and percent-decoded."""
+    """The passwords a URL holds (user-info and query): as written, percent-decoded and
+    percent-encoded (``%40`` and ``@`` alike)."""
     found: list[str] = []
     _, user_info, _, query = _split(url)
     if ":" in user_info:
         found.append(user_info.partition(":")[2])
     found += [m.group(0).partition("=")[2] for m in _QUERY_SECRET.finditer(query)]
     found += [urllib.parse.unquote(s) for s in found]
+    # and as a URL or a query may write it back: percent-encoded ("/" too or not) and
+    # query-encoded, so "p@ss" typed is also hidden where a message shows "p%40ss"
+    meant = [urllib.parse.unquote(s) for s in found]
+    found += [urllib.parse.quote(s, safe="") for s in meant] + [urllib.parse.quote(s) for s in meant]
+    found += [urllib.parse.quote_plus(s) for s in meant]
     return [s for s in dict.fromkeys(found) if s]
 
 

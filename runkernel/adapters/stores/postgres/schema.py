@@ -107,6 +107,9 @@ def split_url(url: str) -> tuple[str, str]:
     if not _IDENTIFIER.fullmatch(schema):
         raise SchemaError(f"schema={schema!r} in the store URL is not a plain SQL identifier")
     conninfo = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(rest)))
+    if not parts.netloc and url.startswith(f"{parts.scheme}://"):
+        # an empty authority (``postgresql:///?service=NAME``) is kept: urlunsplit drops its "//"
+        conninfo = f"{parts.scheme}://" + urllib.parse.urlunsplit(parts._replace(scheme="", query=urllib.parse.urlencode(rest)))
     try:
         psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as error:
