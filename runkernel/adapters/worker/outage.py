@@ -8,8 +8,9 @@ lease, a commit) begins an **outage**: it is reported once (``OutageBegan``), th
 stops the pass it was making and tries again after a capped exponential backoff
 (``OUTAGE_FIRST_DELAY`` doubled up to ``OUTAGE_MAX_DELAY`` seconds), and every failed try
 meanwhile is only counted. The outage ends, reported once (``OutageEnded``), at the
-first pass over the store that hit no outage: a poll that answered, and every drive it
-started finished without one. Nothing is lost meanwhile: a commit either was
+first poll over the store that answers (``answered``); a drive that poll started which
+fails begins a new outage, so each restart of a server is one outage, however long the
+pass of drives. Nothing is lost meanwhile: a commit either was
 acknowledged or is judged again by identity and version on the next drive (W4), and a
 lease the worker could not release only expires (W2).
 
@@ -130,6 +131,12 @@ class StoreOutage:
     def begin_pass(self) -> None:
         """A new pass over the store starts (a poll and the drives it finds)."""
         self._hit = False
+
+    def answered(self) -> None:
+        """The store answered this pass's poll: an outage under way ends now (reported),
+        not after the drives that follow, so a failure later in the pass (the server
+        restarting again) is an outage of its own."""
+        self.end_pass()
 
     def end_pass(self) -> None:
         """The pass finished: if it hit no outage, an outage under way ends (reported)."""
