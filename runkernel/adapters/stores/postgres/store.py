@@ -25,7 +25,6 @@ import psycopg
 from psycopg import errors, sql
 
 from runkernel.adapters.stores.contract import (
-    AnswerPending,
     CommitConflict,
     IllegalCommit,
     InboxEntry,
@@ -40,14 +39,13 @@ from runkernel.adapters.stores.leases import LeaseRow, checked_release, checked_
 from runkernel.adapters.stores.folded_reads import PickUp
 from runkernel.adapters.stores.postgres.commit import Statement, commit_statements, compacts_inbox
 from runkernel.adapters.stores.postgres.connection import Connection
+from runkernel.adapters.stores.postgres.inbox import put_command
 from runkernel.adapters.stores.postgres.echo import CommitEcho, HistoryMemo
 from runkernel.adapters.stores.postgres.pick_up import Rows, pick_up_rows
 from runkernel.adapters.stores.postgres.schema import TABLES, unavailable
 from runkernel.adapters.stores.postgres.sql import TAKE, PostgresSql
 from runkernel.adapters.stores.sql.shared import SqlStore
-from runkernel.adapters.stores.serial import answered_ticket, commit_text, dumps, judged_dumps, snapshot_to_json
-from runkernel.adapters.stores.sql.dialect import POSTGRESQL
-from runkernel.adapters.stores.sql.statements import PENDING_ANSWER, PUT_ANSWER
+from runkernel.adapters.stores.serial import commit_text, dumps, judged_dumps, snapshot_to_json
 from runkernel.adapters.stores.work import awaited_children, parent_from_columns, summary_of
 from runkernel.kernel.history import History
 from runkernel.kernel.rules import Rejection, Rule
@@ -355,33 +353,7 @@ class PostgresStore(PostgresSql):
     # --- inbox ------------------------------------------------------------------------
 
     def put_command(self, run_id: str, body: JsonValue) -> int:
-        ticket = answered_ticket(body)
-
-        def put(conn: Connection) -> int | AnswerPending | None:
-            with conn.transaction():
-                if ticket is None:
-                    row = conn.execute(
-                        "INSERT INTO inbox (run_id, body) VALUES (%s, %s) RETURNING entry_id", (run_id, dumps(body))
-                    ).fetchone()
-                else:
-                    # the unique key decides: of racing answers one is inserted, the others
-                    # wait for its transaction and then insert nothing
-                    row = conn.execute(_PUT_ANSWER.encode(), (run_id, dumps(body), ticket)).fetchone()
-                    if row is None:
-                        pending = conn.execute(_PENDING_ANSWER.encode(), (run_id, ticket)).fetchone()
-                        # None: settled since the insert was refused, so try again
-                        return None if pending is None else AnswerPending(int(pending[0]), ticket)
-                conn.execute("SELECT pg_notify(%s, %s)", (self._channel, run_id))
-            assert row is not None
-            return int(row[0])
-
-        for _ in range(_PUT_TRIES):
-            entry: int | AnswerPending | None = self._change(put, repeat=False)  # twice would queue it twice
-            if isinstance(entry, AnswerPending):
-                raise entry
-            if entry is not None:
-                return entry
-        raise StoreUnavailable(f"{self.where}: the pending answer of ticket {ticket!r} kept changing")
+        return put_command(self._change, self.where, self._channel, run_id, body)
 
     def reset(self) -> None:
         self._judge_against(None)
@@ -393,14 +365,6 @@ class PostgresStore(PostgresSql):
                         conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(table)))
 
         self._change(wipe)
-
-
-#: An answer's insert and the read of the pending one that refused it (``?`` rewritten).
-_PUT_ANSWER = POSTGRESQL.sql(PUT_ANSWER + " RETURNING entry_id")
-_PENDING_ANSWER = POSTGRESQL.sql(PENDING_ANSWER)
-#: How often ``put_command`` tries an answer whose refusing pending answer was settled
-#: between its insert and its read (each try waits for no one).
-_PUT_TRIES = 5
 
 
 def open_postgres(url: str, *, create: bool = True, read_only: bool = False) -> PostgresStore:

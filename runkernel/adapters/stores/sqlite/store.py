@@ -22,18 +22,19 @@ from pathlib import Path
 from typing import Any
 
 from runkernel.adapters.stores.contract import (
-    AnswerPending, CommitConflict, IllegalCommit, Lease, LeaseLost, SIMULATE_CLAIM, Settlement, StoreUnavailable, Writer,
+    CommitConflict, IllegalCommit, Lease, LeaseLost, SIMULATE_CLAIM, Settlement, StoreUnavailable, Writer,
     judge_append,
 )
 from runkernel.adapters.stores.leases import LeaseRow, checked_release, commit_writer, is_own_landed_commit
-from runkernel.adapters.stores.serial import answered_ticket, commit_text, dumps, line_text, snapshot_text
+from runkernel.adapters.stores.serial import commit_text, line_text, snapshot_text
 from runkernel.adapters.stores.sql.dialect import SQLITE
 from runkernel.adapters.stores.sql.queries import work_query
 from runkernel.adapters.stores.sql.shared import SqlStore
 from runkernel.adapters.stores.sql.statements import (
-    HEAD_RUN_AND_LEASE, INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, PENDING_ANSWER, PUT_ANSWER, RELEASE_IN_COMMIT,
+    HEAD_RUN_AND_LEASE, INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT,
     UPDATE_RUN, UPDATE_THREAD, Row, history_statements,
 )
+from runkernel.adapters.stores.sqlite.inbox import put_command
 from runkernel.adapters.stores.sqlite.opening import Access, Recognized, connect, path_of, recognize, statements, store_error
 from runkernel.adapters.stores.sqlite.schema import LAYOUT, SCHEMA, SCHEMA_NAME, SCHEMA_VERSION
 from runkernel.adapters.stores.work import STORE_TABLES, awaited_children, parent_columns, summary_of
@@ -273,30 +274,7 @@ class SqliteStore(SqlStore):
     # --- inbox, checkpoints -------------------------------------------------------------
 
     def put_command(self, run_id: str, body: JsonValue) -> int:
-        ticket = answered_ticket(body)
-        if ticket is None:
-            cursor = self._write("INSERT INTO inbox (run_id, body) VALUES (?, ?)", (run_id, dumps(body)))
-            return int(cursor.lastrowid or 0)
-        # under the write lock, so the pending answer read cannot change before the insert;
-        # read first only so a refused answer uses up no command number: the unique key
-        # ``inbox_one_answer`` is what refuses a second pending answer
-        self._write("BEGIN IMMEDIATE", ())
-        try:
-            pending = self._write(PENDING_ANSWER, (run_id, ticket)).fetchone()
-            entry_id = None
-            if pending is None:
-                inserted = self._write(PUT_ANSWER, (run_id, dumps(body), ticket))
-                if inserted.rowcount:
-                    entry_id = int(inserted.lastrowid or 0)
-                else:
-                    pending = self._write(PENDING_ANSWER, (run_id, ticket)).fetchone()
-            self._write("COMMIT", ())
-        finally:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
-        if entry_id is None:
-            raise AnswerPending(int(pending[0]) if pending is not None else 0, ticket)
-        return entry_id
+        return put_command(self._db, run_id, body, self._write)
 
     def _checkpoint_write(self, query: str, params: Sequence[Any]) -> None:
         """A best-effort write that never waits for an fsync (Cost model): its
