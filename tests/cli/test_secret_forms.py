@@ -5,6 +5,7 @@ message shows, for a password typed each way, and the CLI's own messages."""
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ ENCODED = urllib.parse.quote(MEANT, safe="")  # p%40ss%3Aw%2Frd%25x
 TYPED = {"typed encoded": ENCODED, "typed unencoded": MEANT}
 #: how a message may show it: as typed, percent-decoded, percent-encoded (also with "/"
 #: kept and "+" for a space, as urllib and libpq write a query)
-SHOWN = {
+SHOWN: dict[str, Callable[[str], str]] = {
     "as typed": lambda typed: typed,
     "percent-decoded": urllib.parse.unquote,
     "percent-encoded": lambda typed: urllib.parse.quote(urllib.parse.unquote(typed), safe=""),
