@@ -126,3 +126,31 @@ def test_a_failed_connection_is_told_apart_by_whether_it_can_ever_heal(said: str
     assert type(found).__name__ == kind and "S3cretPw" not in str(found), found
     if isinstance(found, HostUnresolved):
         assert found.host == "db"
+
+
+def test_the_worker_stops_on_a_password_the_server_refuses(tmp_path: Path) -> None:
+    """A cluster of the test's own that asks for passwords (scram-sha-256 over TCP): a
+    wrong one stops the worker at once, exit 2, the password in no line."""
+    pytest.importorskip("psycopg_pool", reason="the postgres extra (psycopg, psycopg-pool) is not installed")
+    import psycopg
+
+    from own_postgres import OwnCluster
+
+    cluster = OwnCluster()
+    try:
+        cluster.start()
+        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+            conn.execute("CREATE ROLE rk_app LOGIN PASSWORD 'Right-Pw-1'")
+        cluster.stop_immediately()
+        (cluster.data / "pg_hba.conf").write_text(
+            "local all all trust\nhost all rk_app 127.0.0.1/32 scram-sha-256\nhost all all 127.0.0.1/32 trust\n"
+        )
+        cluster.start()
+        url = f"postgresql://rk_app:Wr%40ng-Pw@127.0.0.1:{cluster.port}/postgres?schema=rk_x"
+        code, out, err, seconds = _worker(url, tmp_path, "--once")
+        print(f"a refused password: exit {code} after {seconds:.1f} s: {err.strip()}")
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert 'password authentication failed for user "rk_app"' in err
+        assert "Wr%40ng-Pw" not in err and "Wr@ng-Pw" not in err
+    finally:
+        cluster.close()
