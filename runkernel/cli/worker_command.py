@@ -25,6 +25,7 @@ from types import FrameType
 from runkernel.adapters.drive.events import ModelFailed, RuntimeEvent, ToolRaised
 from runkernel.adapters.drive.telemetry import Telemetry
 from runkernel.adapters.stores.contract import SchemaError, Store, StoreUnavailable
+from runkernel.errors import HostUnresolved
 from runkernel.adapters.stores.registry import BadStoreUrl, open_store
 from runkernel.adapters.worker.apps import AppLoadError, load_app
 from runkernel.adapters.worker.loop import DEFAULT_CONCURRENCY, Worker, WorkerReport
@@ -85,7 +86,7 @@ def _worker(args: argparse.Namespace) -> int:
         telemetry = _telemetry() if args.otel else None
         opening = StoreOutage(_tell_outage)
         folded.outage = opening
-        store = _open_riding_out(args.store, opening, stopping)
+        store = _open_riding_out(args.store, opening, stopping, once=args.once)
         if store is None:
             return EXIT_OK  # stopped while the store was down: nothing held, nothing to report
         try:
@@ -125,10 +126,12 @@ def _telemetry() -> Telemetry:
     return OpenTelemetry()
 
 
-def _open_riding_out(url: str, outage: StoreOutage, stopping: _Stopping) -> Store | None:
+def _open_riding_out(url: str, outage: StoreOutage, stopping: _Stopping, *, once: bool = False) -> Store | None:
     """The store, opened once it answers (a server down at start is an outage like any
     other); None if a signal stopped the worker meanwhile. A URL or a store that is
-    wrong (not a runkernel store, a missing file) is refused at once."""
+    wrong (not a runkernel store, a missing file, credentials the server refuses) is
+    refused at once; with ``once``, a host name that still does not resolve after the
+    capped backoff is given up (exit 1)."""
     while not stopping.requested.is_set():
         try:
             store = open_store(url, create=False)
@@ -136,6 +139,10 @@ def _open_riding_out(url: str, outage: StoreOutage, stopping: _Stopping) -> Stor
             raise CliError(str(error), EXIT_USAGE) from None
         except StoreUnavailable as error:
             outage.failed(error)
+            if once and isinstance(error, HostUnresolved) and outage.gives_up():
+                raise CliError(
+                    f"host {error.host} still does not resolve after {outage.seconds:.1f} s; --once gives up"
+                ) from None
             stopping.requested.wait(outage.delay())
             continue
         outage.begin_pass()
@@ -220,7 +227,12 @@ class _FoldingHandler(logging.Handler):
 
 
 def _tell_outage(event: OutageEvent) -> None:
-    if isinstance(event, OutageBegan):
+    if isinstance(event, OutageBegan) and event.host is not None:
+        _tell_worker(
+            f"host {event.host} does not resolve (yet): {event.error}; waiting for it with a capped backoff "
+            f"(up to {OUTAGE_MAX_DELAY:g} s)"
+        )
+    elif isinstance(event, OutageBegan):
         _tell_worker(
             f"store unavailable: {event.error}; retrying with a capped backoff (up to {OUTAGE_MAX_DELAY:g} s) "
             "until it answers"

@@ -466,6 +466,8 @@ class SettlementLog(MemoryStore):
 @pytest.mark.parametrize("driver", ["pull", "push"])
 def test_both_drivers_settle_a_duplicate_command_with_the_same_outcome(driver: str) -> None:
     from runkernel.adapters.drive.inbox import submit_resume
+    from runkernel.adapters.stores.contract import InboxEntry
+    from runkernel.adapters.stores.serial import resume_to_inbox
     from runkernel.kernel.protocol import Approve, ResumeCommand
 
     store = SettlementLog()
@@ -474,8 +476,14 @@ def test_both_drivers_settle_a_duplicate_command_with_the_same_outcome(driver: s
     snapshot = store.run("r1")
     assert snapshot is not None and isinstance(snapshot.state, Awaiting)
     approve = ResumeCommand("r1", snapshot.state.ticket.ticket_id, WaitKind.APPROVAL, Approve())
-    first, second = submit_resume(store, approve), submit_resume(store, approve)
-    assert isinstance(first, int) and isinstance(second, int)
+    first = submit_resume(store, approve)
+    assert isinstance(first, int) and submit_resume(store, approve) == first, "a wait takes one answer"
+    # a duplicate only a store without the one-answer key could hold (one made before
+    # it, before ``db migrate``): the drivers still settle it alike
+    with store._lock:
+        second = next(store._ids)
+        store._inbox[second] = InboxEntry(second, "r1", resume_to_inbox(approve), "pending")
+        store._pending.setdefault("r1", {})[second] = None
     if driver == "pull":
         Worker(store, _app(Recording()), worker_id="w1").run_once()
     else:

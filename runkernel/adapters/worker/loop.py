@@ -197,6 +197,7 @@ class Worker:
                     for run_id in [r for r, version in stalled.items() if version_of(self.store.run(r)) != version]:
                         del stalled[run_id]  # it moved since (a command, another worker): work again
                     found = self._work(failed | stalled.keys() | self._set_aside.runs())
+                    self.outage.answered()  # the store is back: an outage ends here, once
                     for run_id in found:
                         if self.stopping or self.outage.hit:
                             break
@@ -235,7 +236,9 @@ class Worker:
                         listening = True
                     backoff.next_poll()
                     self._set_aside.keep(self.report, self._failed)
-                    for run_id in self._work(backoff.skipped() | self._set_aside.runs()):
+                    found = self._work(backoff.skipped() | self._set_aside.runs())
+                    self.outage.answered()  # the store is back: an outage ends here, once
+                    for run_id in found:
                         if self.stopping or self.outage.hit:
                             break
                         moved, failure, _ = self._drive_tracked(run_id)

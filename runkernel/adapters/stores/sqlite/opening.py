@@ -33,6 +33,11 @@ def path_of(url: str) -> str:
     path = url[len(URL_PREFIX):]
     if not path:
         raise BadStoreUrl(f"{url!r} names no file; use sqlite:///path.db")
+    if "?" in path:
+        # SQLite's own URI parameters (mode=, cache=...) would be a file name here: the
+        # store opens its file with the modes each command needs, so a query is refused
+        query = path[path.index("?"):]
+        raise BadStoreUrl(f"{url!r}: a SQLite store URL takes no query ({query!r}); use sqlite:///path.db")
     return path
 
 

@@ -22,17 +22,19 @@ from pathlib import Path
 from typing import Any
 
 from runkernel.adapters.stores.contract import (
-    CommitConflict, IllegalCommit, Lease, LeaseLost, SIMULATE_CLAIM, Settlement, StoreUnavailable, Writer, judge_append,
+    CommitConflict, IllegalCommit, Lease, LeaseLost, SIMULATE_CLAIM, Settlement, StoreUnavailable, Writer,
+    judge_append,
 )
 from runkernel.adapters.stores.leases import LeaseRow, checked_release, commit_writer, is_own_landed_commit
-from runkernel.adapters.stores.serial import commit_text, dumps, line_text, snapshot_text
+from runkernel.adapters.stores.serial import commit_text, line_text, snapshot_text
 from runkernel.adapters.stores.sql.dialect import SQLITE
 from runkernel.adapters.stores.sql.queries import work_query
 from runkernel.adapters.stores.sql.shared import SqlStore
 from runkernel.adapters.stores.sql.statements import (
-    HEAD_RUN_AND_LEASE, INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT, UPDATE_RUN, UPDATE_THREAD, Row,
-    history_statements,
+    HEAD_RUN_AND_LEASE, INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT,
+    UPDATE_RUN, UPDATE_THREAD, Row, history_statements,
 )
+from runkernel.adapters.stores.sqlite.inbox import put_command
 from runkernel.adapters.stores.sqlite.opening import Access, Recognized, connect, path_of, recognize, statements, store_error
 from runkernel.adapters.stores.sqlite.schema import LAYOUT, SCHEMA, SCHEMA_NAME, SCHEMA_VERSION
 from runkernel.adapters.stores.work import STORE_TABLES, awaited_children, parent_columns, summary_of
@@ -275,8 +277,7 @@ class SqliteStore(SqlStore):
     # --- inbox, checkpoints -------------------------------------------------------------
 
     def put_command(self, run_id: str, body: JsonValue) -> int:
-        cursor = self._write("INSERT INTO inbox (run_id, body) VALUES (?, ?)", (run_id, dumps(body)))
-        return int(cursor.lastrowid or 0)
+        return put_command(self._db, run_id, body, self._write)
 
     def _checkpoint_write(self, query: str, params: Sequence[Any]) -> None:
         """A best-effort write that never waits for an fsync (Cost model): its
