@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from runkernel.conformance.racing import StoreFactory
 from runkernel.conformance.runs import DelegatingRun, awaiting_run, delegating_run, text_run, tool_run
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DelegatingRun",
     "StoreContract",
+    "StoreFactory",
     "append_all",
     "awaiting_run",
     "delegating_run",
