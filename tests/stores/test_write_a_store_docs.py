@@ -36,3 +36,19 @@ def test_the_example_store_passes_the_suite_as_printed(tmp_path: Path) -> None:
     print(f"the example store: {passed.group(0) if passed else result.stdout[-300:]}")
     assert passed is not None and int(passed.group(1)) >= len(contract_tests), result.stdout[-3000:]
     assert "skipped" not in result.stdout  # reopen and store_factory given: nothing left out
+
+
+def test_every_name_a_store_calls_is_documented() -> None:
+    """What a store author needs is on the page or in the API reference: every name of
+    ``runkernel.adapters.stores.kit``, the one module the example store imports."""
+    from runkernel.adapters.stores import kit
+
+    page = (ROOT / "docs" / PAGE).read_text(encoding="utf-8")
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    on_page = [name for name in kit.__all__ if f"`{name}" in page]
+    in_api = [name for name in kit.__all__ if f"### `{name}" in api]
+    print(f"kit names: {len(kit.__all__)}, on the page {len(on_page)}, in the API reference {len(in_api)}")
+    assert [name for name in kit.__all__ if name not in on_page and name not in in_api] == []
+    assert [name for name in kit.__all__ if name not in in_api] == []
+    imported = re.findall(r"^from (\S+) import", (ROOT / "examples" / "jsonl_store.py").read_text(), re.M)
+    assert [m for m in imported if m.startswith("runkernel")] == ["runkernel.adapters.stores.kit"]
