@@ -1,5 +1,7 @@
 """runkernel's store contract suite, for any store: subclass ``StoreContract`` in your
-own tests and give it a ``store`` fixture (see ``runkernel.conformance.suite``).
+own tests and give it a ``store`` fixture (see ``runkernel.conformance.suite``), and a
+``reopen`` fixture and a ``store_factory`` (a ``StoreFactory``) to run its tests across
+instances and processes (``instances``, ``processes``; docs/how-to/store-contract.md).
 
 The builders in ``runkernel.conformance.runs`` make legal commit sequences through the
 kernel, for tests of a store's own specifics.

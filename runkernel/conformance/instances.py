@@ -46,18 +46,18 @@ class InstancesContract:
         pytest.skip("no reopen fixture: give StoreContract a `reopen` fixture to run the tests across instances")
 
     @pytest.fixture
-    def other(self, store: Store, reopen: Reopen) -> Iterator[Store]:
+    def second(self, store: Store, reopen: Reopen) -> Iterator[Store]:
         made = reopen()
         yield made
         if made is not store:
             made.close()
 
     def test_two_instances_interleaving_commits_and_reads_see_every_commit_at_once(
-        self, store: Store, other: Store
+        self, store: Store, second: Store
     ) -> None:
         first = tool_run("t1", "r1")
         commits = first + text_run("t1", "r2", 3, expected_version=len(first))
-        instances = (store, other)
+        instances = (store, second)
         for index, commit in enumerate(commits):
             writer = instances[index % 2]
             for seen in instances:  # no stale head: each sees the other's last commit
@@ -72,17 +72,17 @@ class InstancesContract:
             assert list(seen.commits("t1")) == commits
             assert seen.messages("t1") == [m for c in commits for m in c.messages]
             assert seen.thread_ids() == ["t1"] and seen.thread_of("r2") == "t1"
-        assert check_commits(list(other.commits("t1"))).verdict is Verdict.LEGAL
+        assert check_commits(list(second.commits("t1"))).verdict is Verdict.LEGAL
 
-    def test_an_instance_that_did_not_see_a_commit_cannot_overwrite_it(self, store: Store, other: Store) -> None:
-        first, second, *_ = text_run("t1", "r1", 3)
-        store.append(first)
-        other.append(second)
-        rival = attrs.evolve(second, messages=(Message(Role.ASSISTANT, "another text"),))
+    def test_an_instance_that_did_not_see_a_commit_cannot_overwrite_it(self, store: Store, second: Store) -> None:
+        one, two, *_ = text_run("t1", "r1", 3)
+        store.append(one)
+        second.append(two)
+        rival = attrs.evolve(two, messages=(Message(Role.ASSISTANT, "another text"),))
         with pytest.raises((CommitConflict, IllegalCommit)):
             store.append(rival)  # version 2 is taken, by the other instance
-        for seen in (store, other):
-            assert list(seen.commits("t1")) == [first, second], "a lost write"
+        for seen in (store, second):
+            assert list(seen.commits("t1")) == [one, two], "a lost write"
 
     def test_instances_racing_to_commit_acknowledge_each_version_once(self, store: Store, reopen: Reopen) -> None:
         commits = text_run("t1", "r1", 12)
@@ -116,14 +116,14 @@ class InstancesContract:
         assert sorted(acknowledged) == [c.version for c in commits], "a version acknowledged twice, or never"
         assert list(store.commits("t1")) == commits
 
-    def test_a_lease_taken_over_through_another_instance_is_lost_to_the_first(self, store: Store, other: Store) -> None:
+    def test_a_lease_taken_over_through_another_instance_is_lost_to_the_first(self, store: Store, second: Store) -> None:
         first, *_ = text_run("t1", "r1", 2)
         lease = store.acquire_lease("r1", "worker-a", self.LONG)
-        assert other.current_lease("r1") == lease
+        assert second.current_lease("r1") == lease
         with pytest.raises(LeaseHeld):
-            other.acquire_lease("r1", "worker-b", self.LONG)
-        assert other.release_lease(lease) is True
-        taken = other.acquire_lease("r1", "worker-b", self.LONG)
+            second.acquire_lease("r1", "worker-b", self.LONG)
+        assert second.release_lease(lease) is True
+        taken = second.acquire_lease("r1", "worker-b", self.LONG)
         assert taken.epoch == lease.epoch + 1
         with pytest.raises(LeaseLost):
             store.renew_lease(lease, self.LONG)  # renewed on a stale read, it would be held twice
@@ -134,9 +134,9 @@ class InstancesContract:
         assert store.release_lease(lease) is False
         with pytest.raises(LeaseHeld):
             store.acquire_lease("r1", "worker-a", self.LONG)
-        assert store.current_lease("r1") == taken == other.current_lease("r1")
+        assert store.current_lease("r1") == taken == second.current_lease("r1")
         store.append(first, lease=taken)
-        assert other.writer_of("t1", 1) == taken.writer
+        assert second.writer_of("t1", 1) == taken.writer
 
     def test_a_reopened_instance_judges_with_the_history_it_replays(self, store: Store, reopen: Reopen) -> None:
         commits, _ = awaiting_run("t1", "r1", "ticket-reopen-0001")
@@ -158,16 +158,16 @@ class InstancesContract:
     def test_a_retry_through_a_reopened_instance_adopts_the_commit_that_landed(
         self, store: Store, reopen: Reopen
     ) -> None:
-        first, second, third, *_ = tool_run("t1", "r1")
+        one, two, three, *_ = tool_run("t1", "r1")
         lease = store.acquire_lease("r1", "worker-a", self.LONG)
-        store.append(first, lease=lease)
-        landed = store.append(second, lease=lease)
+        store.append(one, lease=lease)
+        landed = store.append(two, lease=lease)
         again = reopen()  # the reply was lost; the worker restarted and retries
         try:
-            assert again.append(second, lease=lease) == landed
+            assert again.append(two, lease=lease) == landed
             assert [c.version for c in again.commits("t1")] == [1, 2]
             assert again.writer_of("t1", 2) == lease.writer
-            again.append(third, lease=lease)
+            again.append(three, lease=lease)
             assert [c.version for c in store.commits("t1")] == [1, 2, 3]
         finally:
             if again is not store:
