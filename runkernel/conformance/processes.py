@@ -59,6 +59,7 @@ class ProcessContract:
         seed = random.randrange(2**32)
         rng = random.Random(seed)
         commits = text_run("t-crash", "r-crash", STEPS)
+        assert store.thread_head("t-crash") is None  # this instance has read the storage: it must read it again
         acknowledged = 0
         stored: list[int] = []
         for kill in range(KILLS):
@@ -99,7 +100,8 @@ class ProcessContract:
             assert run is not None and run.version == len(stored), "the Run's snapshot is not its last commit"
             assert exported == commits[: len(stored)]
             assert check_commits(exported).verdict is Verdict.LEGAL
-        assert [c.version for c in store.commits("t-crash")] == stored  # the first instance sees it all too
+        seen = [c.version for c in store.commits("t-crash")]
+        assert seen == stored, f"an instance open all along sees versions 1..{len(seen)} of {len(stored)}"
 
     def test_processes_racing_for_a_lease_are_granted_it_once(self, store: Store, store_factory: StoreFactory) -> None:
         try:
