@@ -21,7 +21,9 @@ from collections.abc import Callable, Iterator
 import attrs
 import pytest
 
-from runkernel.adapters.stores.contract import CommitConflict, IllegalCommit, LeaseHeld, LeaseLost, Store
+from runkernel.adapters.stores.contract import (
+    Checkpoint, CommitConflict, IllegalCommit, LeaseHeld, LeaseLost, Reconciliation, Store,
+)
 from runkernel.conformance.racing import RACERS, HANG_GUARD, Grant, RaceClock, judge_race, race
 from runkernel.conformance.runs import awaiting_run, text_run, tool_run
 from runkernel.kernel.rules import Rule
@@ -83,6 +85,32 @@ class InstancesContract:
             store.append(rival)  # version 2 is taken, by the other instance
         for seen in (store, second):
             assert list(seen.commits("t1")) == [one, two], "a lost write"
+
+    def test_what_is_kept_beside_the_log_is_one_for_every_instance(self, store: Store, second: Store) -> None:
+        commits, _ = awaiting_run("t1", "r1", "ticket-beside-0001", app="a")
+        for commit in commits:
+            store.append(commit)
+        entry = store.put_command("r1", {"type": "end", "kind": "cancelled"})
+        assert [e.entry_id for e in second.pending_commands("r1")] == [entry]
+        assert second.runs_with_work("a") == ["r1"]  # a pending command is work, whoever queued it
+        assert [s.run_id for s in second.list_runs(app="a")] == ["r1"]
+        second.settle_command(entry, "refused: a test")
+        assert store.pending_commands("r1") == []
+        settled = store.inbox_entry(entry)
+        assert settled is not None and settled.outcome == "refused: a test"
+        assert store.compact_commands("r1") == 1 and second.commands("r1") == []
+        store.save_checkpoint(Checkpoint("r1", 2, {"partial": "pay"}))
+        assert second.load_checkpoint("r1") == Checkpoint("r1", 2, {"partial": "pay"})
+        second.delete_checkpoint("r1")
+        assert store.load_checkpoint("r1") is None
+        store.record_reconciliation(Reconciliation("op1", "applied", None))
+        assert second.reconciliations("op1") == [Reconciliation("op1", "applied", None)]
+        lease = second.acquire_lease("r1", "worker-b", self.LONG)
+        status = store.lease_status("r1")
+        assert (status.lease, status.released) == (lease, False)
+        assert store.runs_with_work("a") == []  # leased through the other instance
+        second.reset()
+        assert store.thread_ids() == [] and store.run("r1") is None and store.current_lease("r1") is None
 
     def test_instances_racing_to_commit_acknowledge_each_version_once(self, store: Store, reopen: Reopen) -> None:
         commits = text_run("t1", "r1", 12)
