@@ -3,7 +3,8 @@
 
 ``python -m runkernel.conformance.child commit MODULE:ATTR ARGUMENT THREAD RUN STEPS``
 opens the store, reads the Thread's head and appends the rest of
-``text_run(THREAD, RUN, STEPS)`` from there, printing each acknowledged version on a line
+``text_run(THREAD, RUN, STEPS)`` from there, each commit settling an inbox command
+(``Settlement``), printing each acknowledged version on a line
 of its own as soon as ``append`` returned: the parent kills it with SIGKILL at a random
 point and holds the store to every version it printed.
 """
@@ -14,6 +15,7 @@ import multiprocessing.connection
 import sys
 from collections.abc import MutableSequence
 
+from runkernel.adapters.stores.contract import Settlement
 from runkernel.conformance.racing import Barrier, Condition, RaceClock, StoreFactory, race
 from runkernel.conformance.runs import text_run
 
@@ -23,7 +25,11 @@ def commit_until_killed(factory: StoreFactory, thread_id: str, run_id: str, step
     commits = text_run(thread_id, run_id, steps)
     head = store.thread_head(thread_id)
     for commit in commits[0 if head is None else head.version :]:
-        store.append(commit)
+        # each commit settles an inbox command in its own transaction: a command left
+        # pending by a kill is the one the next commit settles
+        pending = store.pending_commands(run_id)
+        entry = pending[0].entry_id if pending else store.put_command(run_id, {"crash_test": commit.version})
+        store.append(commit, Settlement(entry, f"applied at {commit.version}"))
         sys.stdout.write(f"{commit.version}\n")
         sys.stdout.flush()
     store.close()

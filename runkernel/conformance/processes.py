@@ -5,8 +5,9 @@ the storage of ``store`` in a child process (``"MODULE:ATTR"`` and its argument)
 Crash atomicity: a child commits a Run step after step and prints each acknowledged
 version; the parent kills it with SIGKILL at a random point, reopens the storage, and
 holds it to every version printed: all there, versions contiguous, the Thread's head and
-the Run's snapshot at the last one, the export legal by ``check_commits``; the next child
-continues from there. And processes racing for leases, with their reads forced to
+the Run's snapshot at the last one, the export legal by ``check_commits``, and each
+commit's inbox settlement there with it, never without it; the next child continues
+from there. And processes racing for leases, with their reads forced to
 overlap (``racing``): one grant per attempt. Counts, not times: the random kill points
 are drawn from a seed the test prints.
 """
@@ -91,6 +92,7 @@ class ProcessContract:
                 stored = [c.version for c in reopened.commits("t-crash")]
                 head, run = reopened.thread_head("t-crash"), reopened.run("r-crash")
                 exported = list(reopened.commits("t-crash"))
+                kept = reopened.commands("r-crash")
             finally:
                 reopened.close()
             print(f"kill {kill + 1} (seed {seed}): acknowledged up to version {acknowledged}, stored {len(stored)}")
@@ -100,6 +102,9 @@ class ProcessContract:
             assert run is not None and run.version == len(stored), "the Run's snapshot is not its last commit"
             assert exported == commits[: len(stored)]
             assert check_commits(exported).verdict is Verdict.LEGAL
+            settled = sorted(e.outcome or "" for e in kept if e.state == "settled")
+            assert settled == sorted(f"applied at {v}" for v in stored), "a commit and its settlement apart"
+            assert len([e for e in kept if e.state == "pending"]) <= 1
         seen = [c.version for c in store.commits("t-crash")]
         assert seen == stored, f"an instance open all along sees versions 1..{len(seen)} of {len(stored)}"
 

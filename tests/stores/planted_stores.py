@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from examples.jsonl_store import JsonlStore, Record
-from runkernel.adapters.stores.kit import Lease, LeaseRow, MutableHistory, acquired, commit_from_text, require_held
+from runkernel.adapters.stores.kit import (
+    Lease, LeaseRow, MutableHistory, RunSnapshot, Settlement, ThreadCommit, acquired, commit_from_text, require_held,
+)
 
 
 class NonAtomicCommitStore(JsonlStore):
@@ -40,6 +42,23 @@ class NonAtomicCommitStore(JsonlStore):
             self._apply_commit({**record, "op": "commit"})
         else:
             super()._apply(record)
+
+
+class NonAtomicSettlementStore(JsonlStore):
+    """Settles the inbox command a commit applies in a write of its own, after the
+    commit: killed between them, the commit is there and its command still pending, and
+    the next commit applies it a second time."""
+
+    WINDOW = 0.02
+
+    def append(
+        self, commit: ThreadCommit, settle: Settlement | None = None, *, lease: Lease | None = None, release: bool = False
+    ) -> RunSnapshot:
+        landed = super().append(commit, lease=lease, release=release)
+        if settle is not None:
+            time.sleep(self.WINDOW)
+            self.settle_command(settle.entry_id, settle.outcome)
+        return landed
 
 
 class DoubleGrantStore(JsonlStore):
@@ -117,6 +136,7 @@ class StaleRenewStore(JsonlStore):
 #: each planted store, and the test of the suite that must catch it
 CAUGHT_BY: dict[str, tuple[str, ...]] = {
     "NonAtomicCommitStore": ("test_a_child_killed_while_committing_loses_no_acknowledged_commit",),
+    "NonAtomicSettlementStore": ("test_a_child_killed_while_committing_loses_no_acknowledged_commit",),
     "DoubleGrantStore": (
         "test_threads_racing_for_a_lease_through_their_own_instances_are_granted_it_once",
         "test_processes_racing_for_a_lease_are_granted_it_once",
@@ -131,6 +151,7 @@ CAUGHT_BY: dict[str, tuple[str, ...]] = {
 
 PLANTED: dict[str, Callable[..., JsonlStore]] = {
     "NonAtomicCommitStore": NonAtomicCommitStore,
+    "NonAtomicSettlementStore": NonAtomicSettlementStore,
     "DoubleGrantStore": DoubleGrantStore,
     "StaleReadStore": StaleReadStore,
     "UnjudgedReplayStore": UnjudgedReplayStore,
