@@ -9,9 +9,11 @@ keep messages as deltas, keep the inbox, checkpoints and reconciliations beside
 the log, and keep the lease contract (Workers and leases: one valid lease
 per Run by the store's clock, epochs rising with every take-over, the lease checked in
 the commit's transaction, each commit's writer recorded, a retried commit whose
-acknowledgement was lost adopted once). The lease tests need no clock control: a lease
-of duration 0 has expired when it is granted. Subclass ``StoreContract`` in a module pytest collects, with a class name
-starting with ``Test``, and override its ``store`` fixture::
+acknowledgement was lost adopted once), and keep all of it across instances on one
+storage and across a crash (another thread, process or restart opening it again). The
+lease tests need no clock control: a lease of duration 0 has expired when it is granted.
+Subclass ``StoreContract`` in a module pytest collects, with a class name starting with
+``Test``, and override its ``store`` fixture, and ``reopen`` and ``store_factory``::
 
     class TestMyStore(StoreContract):
         @pytest.fixture
