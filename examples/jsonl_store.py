@@ -27,38 +27,10 @@ from typing import Any
 import attrs
 
 from runkernel.adapters.stores.kit import (
-    NO_HISTORY,
-    Accepted,
-    Checkpoint,
-    DamagedStore,
-    Ended,
-    IllegalCommit,
-    CommitConflict,
-    InboxEntry,
-    Lease,
-    LeaseRow,
-    LeaseStatus,
-    Message,
-    MutableHistory,
-    ParentCall,
-    Reconciliation,
-    RunSnapshot,
-    RunSummary,
-    Settlement,
-    ThreadCommit,
-    ThreadHead,
-    Writer,
-    acquired,
-    awaited_children,
-    checked_release,
-    commit_from_text,
-    commit_text,
-    commit_writer,
-    has_work,
-    is_own_landed_commit,
-    judge_append,
-    require_held,
-    summary_of,
+    NO_HISTORY, Accepted, Checkpoint, CommitConflict, DamagedStore, Ended, IllegalCommit, InboxEntry, Lease,
+    LeaseRow, LeaseStatus, Message, MutableHistory, ParentCall, Reconciliation, RunSnapshot, RunSummary,
+    Settlement, ThreadCommit, ThreadHead, Writer, acquired, awaited_children, checked_release, commit_from_text,
+    commit_text, commit_writer, has_work, is_own_landed_commit, judge_append, require_held, summary_of,
 )
 
 Record = dict[str, Any]
@@ -438,7 +410,3 @@ class _LiveHistory:
     def applied_digest(self, ticket_id: str) -> str | None:
         return self._history().applied_digest(ticket_id)
 
-
-def open_jsonl_store(directory: str, **options: Any) -> JsonlStore:
-    """The factory child processes of the contract suite open the store with."""
-    return JsonlStore(directory, **options)
