@@ -386,6 +386,10 @@ class JsonlStore:
             os.replace(fresh, self._journal)  # a new file: every instance starts over
             self._catch_up(exclusive=True)
 
+    def reopen(self) -> JsonlStore:
+        """Another instance on the same directory, with this clock (a worker's slot's)."""
+        return JsonlStore(self.directory, clock=self._clock)
+
     def close(self) -> None:
         self._lock_file.close()
 
