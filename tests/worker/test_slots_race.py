@@ -25,7 +25,6 @@ import itertools
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -35,9 +34,11 @@ import attrs
 import pytest
 
 from postgres_support import postgres_url
+from race_audit import acknowledged, downstream
+from race_audit import duplicated as duplicated_in
+from race_audit import lost as lost_of
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.stores.registry import open_store
-from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.protocol import Activate
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import Role
@@ -215,29 +216,12 @@ def race(tmp: Path, url: str, size: Size) -> None:
     summaries = {s.run_id: s for s in store.list_runs()}
     assert sorted(summaries) == run_ids
     legal = sum(check_commits(list(store.commits(t))).verdict is Verdict.LEGAL for t in store.thread_ids())
-    acks = [json.loads(line) for p in tmp.glob("acks-*.jsonl") for line in p.read_text().splitlines() if line.strip()]
-    lost = sum(
-        1 for thread_id, version, worker_id in acks
-        if (writer := store.writer_of(thread_id, version)) is None or writer.worker_id != worker_id
-    )
-    duplicated = 0
-    for thread_id in store.thread_ids():
-        lines = [commit_to_json(c) for c in store.commits(thread_id)]
-        duplicated += sum(
-            {k: v for k, v in a.items() if k != "version"} == {k: v for k, v in b.items() if k != "version"}
-            for a, b in zip(lines, lines[1:])
-        )
+    acks = acknowledged(tmp)
+    lost = lost_of(store, acks)
+    duplicated = sum(duplicated_in(store, t) for t in store.thread_ids())
     store.close()
-    ledger = sqlite3.connect(race.ledger)
-    repeated = ledger.execute(
-        "SELECT count(*) FROM (SELECT operation_id FROM starts WHERE tool IN ('reserve', 'pay') AND refused = 0 "
-        "GROUP BY operation_id HAVING count(*) > 1)"
-    ).fetchone()[0]
-    fenced = ledger.execute("SELECT count(*) FROM starts WHERE refused = 1").fetchone()[0]
-    replays = ledger.execute(
-        "SELECT count(*) - count(DISTINCT operation_id) FROM starts WHERE tool = 'lookup' AND refused = 0"
-    ).fetchone()[0]
-    ledger.close()
+    seen = downstream(race.ledger)
+    repeated, fenced, replays = seen.repeated, seen.fenced, seen.replays
     peak = max((r["in_flight_peak"] for r in reports), default=0)
     print(
         f"\nslots race ({url.split(':')[0]}): workers {size.workers} x {size.slots} slots "

@@ -20,15 +20,16 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from held_points import HeldPoints, KillsAndStalls, Process
+from race_audit import acknowledged, downstream
+from race_audit import duplicated as duplicated_in
+from race_audit import lost as lost_of
 from runkernel.adapters.stores.sqlite import SqliteStore
-from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.protocol import Activate
 from runkernel.kernel.state import Message
 from runkernel.kernel.values import Role
@@ -157,39 +158,19 @@ def test_workers_race_with_kills_and_stalls_and_lose_or_repeat_nothing(tmp_path:
     assert legal == RUNS
 
     # 0 lost: every commit a worker saw acknowledged is in the store, written by it
-    acks = [
-        json.loads(line)
-        for path in tmp_path.glob("acks-*.jsonl")
-        for line in path.read_text().splitlines()
-        if line.strip()
-    ]
-    lost = 0
-    for thread_id, version, worker_id in acks:
-        writer = watcher.writer_of(thread_id, version)
-        lost += writer is None or writer.worker_id != worker_id
+    acks = acknowledged(tmp_path)
+    lost = lost_of(watcher, acks)
     # 0 duplicated: no commit repeats the one before it (a write made twice)
-    duplicated = 0
+    duplicated = sum(duplicated_in(watcher, t) for t in watcher.thread_ids())
     takeovers = 0
     for thread_id in watcher.thread_ids():
-        lines = [commit_to_json(c) for c in watcher.commits(thread_id)]
-        for before, after in zip(lines, lines[1:]):
-            same = {k: v for k, v in before.items() if k != "version"} == {k: v for k, v in after.items() if k != "version"}
-            duplicated += same
-        writers = [watcher.writer_of(thread_id, v) for v in range(2, len(lines) + 1)]
+        writers = [watcher.writer_of(thread_id, v) for v in range(2, len(list(watcher.commits(thread_id))) + 1)]
         takeovers += sum(
             1 for a, b in zip(writers, writers[1:]) if a is not None and b is not None and a.worker_id != b.worker_id
         )
     # 0 executor starts of a reconnect or indeterminate call after its first
-    ledger = sqlite3.connect(race.ledger)
-    repeated = ledger.execute(
-        "SELECT count(*) FROM (SELECT operation_id FROM starts WHERE tool IN ('reserve', 'pay') AND refused = 0 "
-        "GROUP BY operation_id HAVING count(*) > 1)"
-    ).fetchone()[0]
-    fenced = ledger.execute("SELECT count(*) FROM starts WHERE refused = 1").fetchone()[0]
-    replays = ledger.execute(
-        "SELECT count(*) - count(DISTINCT operation_id) FROM starts WHERE tool = 'lookup' AND refused = 0"
-    ).fetchone()[0]
-    ledger.close()
+    seen = downstream(race.ledger)
+    repeated, fenced, replays = seen.repeated, seen.fenced, seen.replays
     reports = [json.loads(p.read_text()) for p in tmp_path.glob("report-*.json")]
     conflicts = sum(r["conflicts"] for r in reports)
     leases_lost = sum(r["leases_lost"] for r in reports)

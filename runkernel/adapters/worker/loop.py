@@ -27,6 +27,15 @@ while the worker drives other Runs, then driven on by the same drive (whose coun
 attempts restarts when another worker takes the Run over); a non-transient one, or the
 last attempt's, ends the Run ``failed``. ``run_once()`` returns while only Runs set
 aside remain, keeping them and their leases; ``shutdown()`` releases them.
+
+With more than one slot (``concurrency``), ``run()`` and ``run_once()`` hand the Runs
+they find to the slots (``slots``), each a serial worker of this class on its own store;
+``start()`` runs ``run()`` in a background thread (the embedded worker).
+
+Why this module is long: the ``Worker`` is the one object a user holds, and its serial
+passes, the hooks its slots and their dispatcher call, and the embedded thread all act
+on the same state (its leases, report, stop flag and outage); split into mixins, that
+state would be declared in one module and changed in three.
 """
 
 from __future__ import annotations
