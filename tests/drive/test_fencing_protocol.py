@@ -121,7 +121,9 @@ def test_a_worker_retries_a_run_whose_fence_raised_with_backoff() -> None:
     downstream.fence_fails = 1
     failures: list[BaseException] = []
     app = RuntimeApp(name="app", model=Model(), tools=ToolRegistry({"t": tool}))
-    worker = Worker(store, app, worker_id="W", lease_duration=LEASE, monotonic=clock, on_failure=lambda _r, e: failures.append(e))
+    worker = Worker(
+        store, app, worker_id="W", lease_duration=LEASE, monotonic=clock, on_failure=lambda _r, e: failures.append(e), concurrency=1
+    )
     first = worker.run_once()  # a failed drive is not tried again in the same run_once
     assert first.failures == 1 and isinstance(failures[0], ConnectionError)
     assert store.current_lease("run") is None  # released: nothing held while it backs off
@@ -300,6 +302,6 @@ def test_a_push_app_under_a_worker_gets_its_fences() -> None:
     assert isinstance(a.inferred(None, [CallRequest("t", {}, "call-1", "op-1")]), RunCall)  # A dies here
     clock.advance(LEASE + 1)
     app = FencingPushApp()
-    report = Worker(store, app, worker_id="W", lease_duration=LEASE, monotonic=clock).run_once()
+    report = Worker(store, app, worker_id="W", lease_duration=LEASE, monotonic=clock, concurrency=1).run_once()
     assert report.failures == 0
     assert app.fenced == [("op-1", 2)]

@@ -323,7 +323,8 @@ def _worker(
     store: Store, model: FlakyModel, clock: Clock, worker_id: str, *, lease: float = 4.0, **options: Any
 ) -> Worker:
     app = RuntimeApp("flaky", model, ToolRegistry({}), **options)
-    return Worker(store, app, worker_id=worker_id, lease_duration=lease, monotonic=clock)
+    # one slot: the Run backing off is set aside on the test's clock, and the worker drives others (a slot waits its backoff out)
+    return Worker(store, app, worker_id=worker_id, lease_duration=lease, monotonic=clock, concurrency=1)
 
 
 TICK = 0.5  # how often the worker's loop comes round in these tests (run() polls each second)

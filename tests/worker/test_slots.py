@@ -343,3 +343,32 @@ def test_an_async_driver_runs_no_store_call_on_its_loop(store: Store) -> None:
     assert watch.calls > 0 and watch.on_loop == 0
     assert _ended(store, "solo")
 
+
+
+class FailsOnce:
+    """The first model call of ``r1`` times out (a transient error); every other answers."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        self.calls.append(request.run_id)
+        if request.run_id == "r1" and self.calls.count("r1") == 1:
+            raise TimeoutError("the model took too long")
+        return ModelReply("done", end=EndCauseKind.COMPLETED)
+
+
+def test_a_slot_waits_out_a_model_calls_backoff_with_its_lease_kept(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'backoff.db'}")
+    model = FailsOnce()
+    app = RuntimeApp("slots", model, ToolRegistry({}))
+    for run_id in ("r1", "r2"):
+        _activate(store, run_id)
+    report = Worker(store, app, worker_id="w1", concurrency=2).run_once()
+    lease = store.lease_statuses(["r1"])["r1"].lease
+    print(f"a transient model error in one slot: model calls {model.calls}, report {report}")
+    assert all(_ended(store, r) for r in ("r1", "r2"))
+    # the drive after the backoff is the same drive of r1 taken up again: counted again, as the serial worker counts it
+    assert report.model_failures == 1 and report.failures == 0 and report.drives == 3
+    assert lease is not None and lease.epoch == 1, "the lease was given up during the backoff"
+    store.close()
