@@ -261,7 +261,12 @@ class ThreadWatch:
         return watch
 
     def __getattr__(self, name: str) -> Any:
-        found = getattr(self.store, name)
+        return self._watched(getattr(self.store, name), deep=name == "history")
+
+    def _watched(self, found: Any, *, deep: bool = False) -> Any:
+        """``found`` if it is no method; else the method, recording where each call runs
+        (and, for ``history``, where each read of the history it returns runs: the
+        kernel's look-ups read the store too)."""
         if not callable(found):
             return found
 
@@ -270,9 +275,20 @@ class ThreadWatch:
             with self.lock:
                 owner.calls += 1
                 owner.on_loop += threading.get_ident() in self.loop_threads
-            return found(*args, **kwargs)
+            answer = found(*args, **kwargs)
+            return _WatchedReads(self, answer) if deep else answer
 
         return call
+
+
+class _WatchedReads:
+    """A history whose every look-up is recorded by ``watch``."""
+
+    def __init__(self, watch: ThreadWatch, history: Any) -> None:
+        self.watch, self.history = watch, history
+
+    def __getattr__(self, name: str) -> Any:
+        return self.watch._watched(getattr(self.history, name))
 
 
 class SleepingAsyncApp:
@@ -332,8 +348,13 @@ def test_an_async_driver_runs_no_store_call_on_its_loop(store: Store) -> None:
 
     async def main() -> None:
         watch.loop_threads.add(threading.get_ident())
-        driver = AsyncDriver(watch, {})
+        driver = AsyncDriver(watch, {"search": "replay"})
         action = await driver.start(["hello"], run_id="solo")
+        assert isinstance(action, Infer)
+        # a tool call: the kernel looks the batch up in the Run's history (a store read)
+        action = await driver.inferred("looking", [CallRequest("search", {"q": "x"})])
+        assert isinstance(action, RunCall)
+        action = await driver.call_returned(action.call_id, {"found": 1})
         assert isinstance(action, Infer)
         action = await driver.inferred("hi", end=EndCauseKind.COMPLETED)
         assert isinstance(action, Done)

@@ -217,11 +217,18 @@ class AsyncDriver(Shell):
 
     async def _advance_once(self, answer: Report | None) -> Action:
         with self._one_call():
-            steps, op = self._first(answer)
+            if True:  # ASYNC
+                # the kernel's decisions read the Run's history from the store: off the loop too
+                steps, op = await off_loop(self.store, self._first, answer)
+            else:
+                steps, op = self._first(answer)
             while not isinstance(op, Hand):
                 with self._performing():
                     result = await self._perform(op)
-                op = self._send(steps, result)
+                if True:  # ASYNC
+                    op = await off_loop(self.store, self._send, steps, result)
+                else:
+                    op = self._send(steps, result)
             return self._handed(op)
 
     async def _perform(self, op: Operation) -> Any:

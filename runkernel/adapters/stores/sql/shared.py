@@ -15,6 +15,9 @@ row is locked and which clock judges it, retries and error translation.
 
 from __future__ import annotations
 
+import functools
+import inspect
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -44,14 +47,45 @@ _CHECKPOINT_PUT = (
 )
 
 
+def _one_call_at_a_time(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(self: SqlStore, *args: Any, **kwargs: Any) -> Any:
+        with self._serial:
+            return method(self, *args, **kwargs)
+
+    return call
+
+
+def _serialize_public_methods(cls: type) -> None:
+    for name, value in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(value):
+            setattr(cls, name, _one_call_at_a_time(value))
+
+
 class SqlStore:
     """The methods both SQL stores share. A store sets ``where`` (how its errors name
     it) and its ``dialect``, and implements the hooks below; every statement it is handed
-    is in ``?`` style."""
+    is in ``?`` style.
+
+    One call at a time: every public method of a SQL store (and of its subclasses) holds
+    the instance's lock, so a store an asyncio host's driver uses from its store thread
+    (``store_thread``) and the host's own code uses from the loop never interleave two
+    transactions on its one connection; another thread waits its turn."""
 
     where: str
     #: the store's SQL: its placeholders, clock, null-safe equality and activation order
     dialect: Dialect
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> SqlStore:
+        made = super().__new__(cls)
+        made._serial = threading.RLock()
+        return made
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _serialize_public_methods(cls)
+
+    _serial: threading.RLock
 
     # --- hooks ------------------------------------------------------------------------
 
@@ -362,3 +396,6 @@ class SqlStore:
         query, params = count_query(state=state, thread_id=thread_id, app=app, cap=cap)
         row = self._one(query, params)
         return 0 if row is None else int(row[0])
+
+
+_serialize_public_methods(SqlStore)
