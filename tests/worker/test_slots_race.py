@@ -151,10 +151,14 @@ def _held_by(store: Store, run_ids: list[str], worker_id: str) -> list[str]:
 
 def _taken_from(store: Store, run_ids: list[str], worker_id: str) -> bool:
     """Whether none of ``run_ids`` is ``worker_id``'s any more: another worker's now, or
-    released by it before it stalled (the stall comes at its next store call, a moment
-    after the signal)."""
+    released or ended by it before it stalled (the stall comes at its next store call, a
+    moment after the signal: an ending commit may land, its lease's release not)."""
     statuses = store.lease_statuses(run_ids)
-    return all(s.lease is not None and (s.lease.worker_id != worker_id or s.released) for s in statuses.values())
+    ended = {s.run_id for s in store.list_runs() if s.state == "ended"}
+    return all(
+        s.lease is not None and (s.lease.worker_id != worker_id or s.released or run_id in ended)
+        for run_id, s in statuses.items()
+    )
 
 
 def race(tmp: Path, url: str, size: Size) -> None:
