@@ -50,7 +50,8 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         (
             "judge_append", "commit_text", "commit_from_text", "LeaseRow", "acquired", "require_held",
             "commit_writer", "checked_release", "checked_duration", "is_own_landed_commit", "summary_of",
-            "awaited_children", "has_work", "HistoryKeys",
+            "awaited_children", "has_work", "HistoryKeys", "snapshot_text", "snapshot_from_text",
+            "answered_ticket", "AnswerPending",
         ),
     ),
     ("runkernel.adapters.stores.memory", "The in-memory store (``memory:``).", ("MemoryStore",)),

@@ -349,6 +349,7 @@ class Store(Protocol):
         ...
 
     def load_checkpoint(self, run_id: str) -> Checkpoint | None:
+        """The Run's checkpoint as last saved, or None (never saved, or deleted)."""
         ...
 
     def delete_checkpoint(self, run_id: str) -> None:
@@ -361,6 +362,7 @@ class Store(Protocol):
         ...
 
     def reconciliations(self, operation_id: str | None = None) -> list[Reconciliation]:
+        """The reconciliations recorded, oldest first: all, or those of ``operation_id``."""
         ...
 
     def reset(self) -> None:
@@ -375,6 +377,7 @@ class Store(Protocol):
         ...
 
     def close(self) -> None:
+        """Release the storage (connections, file handles); the store is not used again."""
         ...
 
 

@@ -12,12 +12,15 @@ A store calls three things of runkernel's, and keeps the rest of the contract
   ``history(run_id)`` and ``ticket_seen`` answer the next judgment;
 - **the line codec**: ``commit_text(commit)`` is the commit's ``runkernel/2`` trace line,
   what the store writes and what its export is; ``commit_from_text(line)`` reads one back
-  (``commit_from_text(commit_text(c)) == c``);
+  (``commit_from_text(commit_text(c)) == c``); ``snapshot_text`` and
+  ``snapshot_from_text`` store a Run's latest snapshot the same way;
 - **the lease rules and the work-discovery helpers**, pure functions of a stored lease row,
   a snapshot and the store's clock, so every store decides as runkernel's own do:
   ``acquired``, ``require_held``, ``commit_writer``, ``checked_release``,
   ``is_own_landed_commit`` (W4); ``summary_of``, ``awaited_children`` and ``has_work``
-  (what ``runs_with_work`` must find).
+  (what ``runs_with_work`` must find); ``answered_ticket(body)``, the ticket an inbox
+  command answers: ``put_command`` refuses a second pending answer for one ticket with
+  ``AnswerPending(entry_id, ticket_id)``, atomically.
 
 A store that replays a journal when it opens judges every line again with
 ``judge_append``, exactly as when it was appended, so its heads, snapshots and history
@@ -46,9 +49,10 @@ from runkernel.adapters.stores.leases import (
     is_own_landed_commit,
     require_held,
 )
-from runkernel.adapters.stores.serial import commit_from_text, commit_text
+from runkernel.adapters.stores.serial import answered_ticket, commit_from_text, commit_text, snapshot_from_text, snapshot_text
 from runkernel.adapters.stores.work import RunSummary, awaited_children, has_work, summary_of
 from runkernel.errors import (
+    AnswerPending,
     CommitConflict,
     DamagedStore,
     IllegalCommit,
@@ -82,6 +86,7 @@ __all__ = [
     "StoreUnavailable",
     "DamagedStore",
     "SchemaError",
+    "AnswerPending",
     # the judgment of an append
     "judge_append",
     "Accepted",
@@ -92,6 +97,10 @@ __all__ = [
     # the line codec
     "commit_text",
     "commit_from_text",
+    "snapshot_text",
+    "snapshot_from_text",
+    # the inbox: the ticket a resume answers (one pending answer per ticket)
+    "answered_ticket",
     # the lease rules
     "LeaseRow",
     "acquired",

@@ -92,6 +92,11 @@ def snapshot_to_json(snapshot: RunSnapshot) -> dict[str, JsonValue]:
     }
 
 
+def snapshot_from_text(text: str | bytes) -> RunSnapshot:
+    """The snapshot ``snapshot_text`` stored (``snapshot_from_text(snapshot_text(s)) == s``)."""
+    return snapshot_from_json(json.loads(text))
+
+
 def snapshot_from_json(obj: Any) -> RunSnapshot:
     return RunSnapshot(
         thread_id=obj["thread_id"],
