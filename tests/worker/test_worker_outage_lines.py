@@ -36,8 +36,9 @@ def test_a_store_that_answers_a_poll_ends_its_outage_and_a_later_failure_is_a_ne
     for run_id in ("r0", "r1", "r2"):
         _activate(store, run_id)
     heard: list[OutageEvent] = []
+    # one slot: the lease takes come in the order of the pass (slots take them at once)
     worker = Worker(store, RuntimeApp("test", OneCall(), ToolRegistry({"work": Recording()})), worker_id="w1",
-                    on_outage=heard.append)
+                    on_outage=heard.append, concurrency=1)
     report = worker.run_once()
     kinds = [type(event).__name__ for event in heard]
     print(f"two failures a pass apart: {kinds}; {report.outages} outages")

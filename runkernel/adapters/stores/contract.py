@@ -370,10 +370,8 @@ class Store(Protocol):
         ...
 
     def reopen(self) -> Store:
-        """Another instance on the same storage, for another thread of control: a worker's
-        slots each drive through their own (a store instance keeps per-instance memos of
-        its own writes, and a connection). A store that is safe to share (the memory
-        store) returns itself."""
+        """Another instance on the same storage, for another thread: a worker's slots each
+        drive through their own (its connection and memos). One safe to share returns itself."""
         ...
 
     def close(self) -> None:

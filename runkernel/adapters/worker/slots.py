@@ -209,7 +209,12 @@ class Slots:
                     self._collect(wait)
                 elif not once:
                     # nothing in flight: a poll that found nothing waits a whole interval
-                    owner._idle(owner.poll_interval if polled_now else wait, listen=listening)
+                    try:
+                        owner._idle(owner.poll_interval if polled_now else wait, listen=listening)
+                    except StoreUnavailable as error:  # the listener dropped with the store
+                        owner.outage.failed(error)
+                        listening, need_poll = False, True
+                        continue
                 need_poll = need_poll or not self._backlog or owner.monotonic() >= last_poll + owner.poll_interval
         finally:
             if self._death is not None:

@@ -67,10 +67,9 @@ class SqlStore:
     it) and its ``dialect``, and implements the hooks below; every statement it is handed
     is in ``?`` style.
 
-    One call at a time: every public method of a SQL store (and of its subclasses) holds
-    the instance's lock, so a store an asyncio host's driver uses from its store thread
-    (``store_thread``) and the host's own code uses from the loop never interleave two
-    transactions on its one connection; another thread waits its turn."""
+    One call at a time: every public method (its subclasses' too) holds the instance's
+    lock, so the store thread of an asyncio host's driver (``store_thread``) and the
+    host's own calls never interleave two transactions on its one connection."""
 
     where: str
     #: the store's SQL: its placeholders, clock, null-safe equality and activation order

@@ -47,9 +47,7 @@ _WORK = work_query(SQLITE)
 
 
 class SqliteStore(SqlStore):
-    """A runkernel store in one SQLite file. One instance serves one thread of control at a
-    time (it may move between threads: an asyncio host's store calls run off its loop);
-    ``reopen()`` opens another on the same file for another thread."""
+    """A store in one SQLite file, one call at a time from any thread (``reopen()``: another)."""
 
     dialect = SQLITE
 
@@ -65,8 +63,7 @@ class SqliteStore(SqlStore):
     ) -> None:
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
-        self.path = str(path)
-        self.where = self.path
+        self.path = self.where = str(path)
         self._options = (synchronous, read_only, busy_timeout)
         # the store's clock for leases: every process on one file shares the machine's
         # wall clock, the only clock they have in common
@@ -349,10 +346,9 @@ class SqliteStore(SqlStore):
 
     def reopen(self) -> SqliteStore:
         """Another connection to the same file, with this one's options and clock."""
-        synchronous, read_only, busy_timeout = self._options
-        return SqliteStore(
-            self.path, synchronous=synchronous, create=False, read_only=read_only, busy_timeout=busy_timeout, clock=self._clock
-        )
+        synchronous, read_only, timeout = self._options
+        return SqliteStore(self.path, synchronous=synchronous, create=False, read_only=read_only,
+                           busy_timeout=timeout, clock=self._clock)
 
     def close(self) -> None:
         if self._scratch is not None:
