@@ -254,9 +254,30 @@ class CommitConflict(StoreError):
         self.rejection = rejection
 
 
+class AnswerPending(StoreError):
+    """Another answer won: the wait's ticket already has an answer pending in the store's
+    inbox (command ``entry_id``), and a wait takes one answer. Nothing was queued;
+    ``runkernel inspect`` shows the pending answer, which the runtime applies."""
+
+    def __init__(self, entry_id: int, ticket_id: str) -> None:
+        super().__init__(f"ticket {ticket_id!r} already has an answer pending: command {entry_id}")
+        self.entry_id = entry_id
+        self.ticket_id = ticket_id
+
+
 class StoreUnavailable(StoreError):
     """The store could not be reached or failed mid-write; the write did not happen.
     Try again once the store is back."""
+
+
+class HostUnresolved(StoreUnavailable):
+    """The store's host name does not resolve (yet): ``host`` names it. A database
+    container may still be starting, so a worker rides it out with a line of its own;
+    ``runkernel worker --once`` gives up once its backoff reached its cap."""
+
+    def __init__(self, host: str, message: str) -> None:
+        super().__init__(message)
+        self.host = host
 
 
 class SchemaError(StoreError):
@@ -322,6 +343,7 @@ BRANCHES: tuple[type[RunkernelError], ...] = (UsageError, PeerError, StoreError)
 
 __all__ = [
     "BRANCHES",
+    "AnswerPending",
     "AppLoadError",
     "BadScenario",
     "BadStoreUrl",
@@ -332,6 +354,7 @@ __all__ = [
     "DriverError",
     "DriverStopped",
     "HostProtocolError",
+    "HostUnresolved",
     "IllegalCommit",
     "IllegalShape",
     "KernelBug",

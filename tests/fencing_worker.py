@@ -28,7 +28,12 @@ class StallOnceWorker(Worker):
 def main(store_path: str, worker_id: str, lease: str) -> int:
     store = SqliteStore(store_path, create=False)
     worker = StallOnceWorker(
-        store, held_points.held_app(app), worker_id=worker_id, lease_duration=float(lease), poll_interval=0.05
+        store,
+        held_points.held_app(app),
+        worker_id=worker_id,
+        lease_duration=float(lease),
+        poll_interval=0.05,
+        concurrency=1,  # a stall is planned per process: one drive in it at a time
     )
     signal.signal(signal.SIGTERM, lambda _signum, _frame: worker.shutdown())
     (Path(store_path).parent / f"{worker_id}.ready").touch()

@@ -16,15 +16,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def spawn_worker(
-    url: str, app: str, env: dict[str, str], worker_id: str, *, lease: float, poll: float
+    url: str, app: str, env: dict[str, str], worker_id: str, *, lease: float, poll: float, concurrency: int = 1
 ) -> subprocess.Popen[str]:
-    """A long-running worker of ``app`` over ``url``, its report on stdout; its stderr
+    """A long-running worker of ``app`` over ``url`` with ``concurrency`` slots (one by
+    default: a point planned per process holds its only drive), its report on stdout; its stderr
     goes to a scratch file that ``stop_workers`` shows if the worker hangs, with every
     thread's stack (``PYTHONFAULTHANDLER``: a SIGABRT dumps them)."""
     stderr = tempfile.TemporaryFile(mode="w+")
     worker = subprocess.Popen(
         [sys.executable, "-m", "runkernel.cli", "worker", "--store", url, "--app", app,
-         "--lease", str(lease), "--poll", str(poll), "--worker-id", worker_id],
+         "--lease", str(lease), "--poll", str(poll), "--worker-id", worker_id, "--concurrency", str(concurrency)],
         cwd=ROOT, env={**env, "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE, stderr=stderr, text=True,
     )
     _STDERR[worker.pid] = stderr

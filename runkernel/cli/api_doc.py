@@ -39,8 +39,19 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
     (
         "runkernel.adapters.stores.contract",
-        "The store contract every store keeps (``open_store`` opens one by URL).",
-        ("Store", "InboxEntry", "Lease", "Writer"),
+        "The store contract every store keeps (``open_store`` opens one by URL; "
+        "docs/how-to/write-a-store.md has every method's contract).",
+        ("Store", "InboxEntry", "Lease", "Writer", "LeaseStatus", "Settlement", "Checkpoint", "Reconciliation"),
+    ),
+    (
+        "runkernel.adapters.stores.kit",
+        "What a store of your own calls: the judgment of an append, the line codec, the lease rules and "
+        "work discovery (it also re-exports the records, errors and kernel values a store holds).",
+        (
+            "judge_append", "commit_text", "commit_from_text", "LeaseRow", "acquired", "require_held",
+            "commit_writer", "checked_release", "checked_duration", "is_own_landed_commit", "summary_of",
+            "awaited_children", "has_work", "HistoryKeys",
+        ),
     ),
     ("runkernel.adapters.stores.memory", "The in-memory store (``memory:``).", ("MemoryStore",)),
     ("runkernel.adapters.stores.sqlite", "The embedded SQLite store (``sqlite:///path``).", ("SqliteStore",)),
@@ -64,7 +75,7 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "runkernel.conformance",
         "The store contract suite, for a store of your own (needs ``pytest``).",
-        ("StoreContract",),
+        ("StoreContract", "StoreFactory"),
     ),
     (
         "runkernel.adapters.drive.actions",
@@ -113,6 +124,7 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 #: (``tests/proofs/test_public_imports.py``).
 STORE_MODULES: tuple[str, ...] = (
     "runkernel.adapters.stores.contract",
+    "runkernel.adapters.stores.kit",
     "runkernel.adapters.stores.memory",
     "runkernel.adapters.stores.sqlite",
     "runkernel.adapters.stores.postgres",

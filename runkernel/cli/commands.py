@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from runkernel.adapters.stores.damage import check_snapshot, check_thread
 from runkernel.adapters.stores.export import export_lines
-from runkernel.adapters.drive.inbox import AlreadyQueued, queue_end, queue_resume, ticket_of_call
+from runkernel.adapters.drive.inbox import AlreadyAnswered, AlreadyQueued, queue_end, queue_resume, ticket_of_call
 from runkernel.adapters.stores.inspect_view import (
     find_indeterminate,
     inspect_json,
@@ -32,9 +32,10 @@ from runkernel.kernel.protocol import (
     TimerFired,
 )
 from runkernel.cli.text import EXIT_OK, EXIT_USAGE, CliError, printable, require_id
+from runkernel.kernel.resume import payload_problem
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import EndCause
-from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
+from runkernel.kernel.values import RESUME_MAX_DEPTH, EndCauseKind, JsonValue, WaitKind
 
 
 #: Commands that read or change what a store keeps between processes: an in-process
@@ -65,11 +66,14 @@ def _opened(url: str, *, create: bool = False, read_only: bool = False, command:
         store.close()
 
 
-def _queued(result: Rejection | AlreadyQueued | int, what: str, run_id: str) -> int:
-    """Report an inbox submission: the typed rejection, where the command went, or the
-    identical command already waiting there (exit 0: what was asked is queued)."""
+def _queued(result: Rejection | AlreadyQueued | AlreadyAnswered | int, what: str, run_id: str) -> int:
+    """Report an inbox submission: the typed rejection, the different answer already
+    pending for the wait (exit 1: a wait takes one answer), where the command went, or
+    the identical command already waiting there (exit 0: what was asked is queued)."""
     if isinstance(result, Rejection):
         raise CliError(f"refused: {result}")
+    if isinstance(result, AlreadyAnswered):
+        raise CliError(f"{result} for run {run_id}; nothing new queued")
     if isinstance(result, AlreadyQueued):
         print(f"already queued as command {result.entry_id} for run {run_id}; nothing new queued")
         return EXIT_OK
@@ -134,6 +138,10 @@ def _json_value(raw: str) -> JsonValue:
         )
     except json.JSONDecodeError as error:
         raise CliError(f"the value must be JSON: {error}", EXIT_USAGE) from None
+    except RecursionError:  # deeper than the parser's stack: far past any trace's nesting
+        raise CliError(
+            f"the resume value cannot be committed: it nests deeper than {RESUME_MAX_DEPTH} levels", EXIT_USAGE
+        ) from None
     return value
 
 
@@ -164,6 +172,9 @@ def _resume(args: argparse.Namespace) -> int:
     else:
         require_id(args.call, "--call")
     kind, payload = _payload(args)
+    problem = payload_problem(payload)
+    if problem is not None:  # refused before the store is opened: nothing is queued
+        raise CliError(problem, EXIT_USAGE)
     with _opened(args.store, command="resume") as store:
         ticket = args.ticket
         if ticket is None:  # --call: the ticket the call's committed wait holds

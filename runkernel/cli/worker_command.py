@@ -25,9 +25,10 @@ from types import FrameType
 from runkernel.adapters.drive.events import ModelFailed, RuntimeEvent, ToolRaised
 from runkernel.adapters.drive.telemetry import Telemetry
 from runkernel.adapters.stores.contract import SchemaError, Store, StoreUnavailable
+from runkernel.errors import HostUnresolved
 from runkernel.adapters.stores.registry import BadStoreUrl, open_store
 from runkernel.adapters.worker.apps import AppLoadError, load_app
-from runkernel.adapters.worker.loop import Worker, WorkerReport
+from runkernel.adapters.worker.loop import DEFAULT_CONCURRENCY, Worker, WorkerReport
 from runkernel.adapters.worker.outage import OUTAGE_MAX_DELAY, OutageBegan, OutageEnded, OutageEvent, StoreOutage
 from runkernel.cli.text import (
     EXIT_INTERRUPTED,
@@ -56,6 +57,8 @@ COUNTERS = (
      "that raised, too many steps (one line each)"),
     ("tool exceptions", "tool calls whose executor raised: committed as the call's outcome (one line each)"),
     ("model failures", "model calls that raised: retried after a backoff, or the Run ended failed (one line each)"),
+    ("in flight", "the most Runs driven at once (at most --concurrency, and one more Run taken over from a "
+     "worker whose lease expired while every slot was busy)"),
     ("outages ridden out", "times the store stopped answering (restart, dropped connection, server down, lock "
      "held past the busy timeout): one line when it began, one when it ended; the worker retries with a "
      "capped backoff and drives on"),
@@ -65,6 +68,8 @@ COUNTERS = (
 def _worker(args: argparse.Namespace) -> int:
     positive_seconds(args.lease, "--lease")
     positive_seconds(args.poll, "--poll")
+    if args.concurrency < 1:
+        raise CliError(f"--concurrency must be at least 1, not {args.concurrency}", EXIT_USAGE)
     if args.worker_id is not None:
         require_id(args.worker_id, "--worker-id", plain=True)
     if args.store == "memory:":
@@ -81,7 +86,7 @@ def _worker(args: argparse.Namespace) -> int:
         telemetry = _telemetry() if args.otel else None
         opening = StoreOutage(_tell_outage)
         folded.outage = opening
-        store = _open_riding_out(args.store, opening, stopping)
+        store = _open_riding_out(args.store, opening, stopping, once=args.once)
         if store is None:
             return EXIT_OK  # stopped while the store was down: nothing held, nothing to report
         try:
@@ -96,6 +101,7 @@ def _worker(args: argparse.Namespace) -> int:
                 on_run_failed=_tell_run_failed,
                 on_outage=_tell_outage,
                 telemetry=telemetry,
+                concurrency=args.concurrency,
             )
             folded.outage = worker.outage
             stopping.worker = worker
@@ -120,10 +126,12 @@ def _telemetry() -> Telemetry:
     return OpenTelemetry()
 
 
-def _open_riding_out(url: str, outage: StoreOutage, stopping: _Stopping) -> Store | None:
+def _open_riding_out(url: str, outage: StoreOutage, stopping: _Stopping, *, once: bool = False) -> Store | None:
     """The store, opened once it answers (a server down at start is an outage like any
     other); None if a signal stopped the worker meanwhile. A URL or a store that is
-    wrong (not a runkernel store, a missing file) is refused at once."""
+    wrong (not a runkernel store, a missing file, credentials the server refuses) is
+    refused at once; with ``once``, a host name that still does not resolve after the
+    capped backoff is given up (exit 1)."""
     while not stopping.requested.is_set():
         try:
             store = open_store(url, create=False)
@@ -131,6 +139,10 @@ def _open_riding_out(url: str, outage: StoreOutage, stopping: _Stopping) -> Stor
             raise CliError(str(error), EXIT_USAGE) from None
         except StoreUnavailable as error:
             outage.failed(error)
+            if once and isinstance(error, HostUnresolved) and outage.gives_up():
+                raise CliError(
+                    f"host {error.host} still does not resolve after {outage.seconds:.1f} s; --once gives up"
+                ) from None
             stopping.requested.wait(outage.delay())
             continue
         outage.begin_pass()
@@ -215,7 +227,12 @@ class _FoldingHandler(logging.Handler):
 
 
 def _tell_outage(event: OutageEvent) -> None:
-    if isinstance(event, OutageBegan):
+    if isinstance(event, OutageBegan) and event.host is not None:
+        _tell_worker(
+            f"host {event.host} does not resolve (yet): {event.error}; waiting for it with a capped backoff "
+            f"(up to {OUTAGE_MAX_DELAY:g} s)"
+        )
+    elif isinstance(event, OutageBegan):
         _tell_worker(
             f"store unavailable: {event.error}; retrying with a capped backoff (up to {OUTAGE_MAX_DELAY:g} s) "
             "until it answers"
@@ -275,7 +292,7 @@ def _report_line(worker_id: str, report: WorkerReport) -> str:
         f"{plural(report.conflicts, 'conflict')}, {plural(report.leases_lost, 'lease', 'leases')} lost, "
         f"{plural(report.failures, 'failure')}, {plural(report.runs_failed, 'run', 'runs')} failed, "
         f"{plural(report.tool_exceptions, 'tool exception')}, {plural(report.model_failures, 'model failure')}, "
-        f"{plural(report.outages, 'outage', 'outages')} ridden out"
+        f"at most {report.in_flight_peak} in flight, {plural(report.outages, 'outage', 'outages')} ridden out"
     )
 
 
@@ -304,6 +321,14 @@ def register_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser
     worker.add_argument("--lease", type=float, default=30.0, metavar="SECONDS", help="lease duration (default 30)")
     worker.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)")
     worker.add_argument("--worker-id", metavar="ID", help="this worker's id (default: host:pid:random)")
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"drive up to N Runs at once, each in a slot with its own store connection (default {DEFAULT_CONCURRENCY}; "
+        "1: one at a time)",
+    )
     worker.add_argument(
         "--otel",
         action="store_true",

@@ -1,5 +1,7 @@
 """runkernel's store contract suite, for any store: subclass ``StoreContract`` in your
-own tests and give it a ``store`` fixture (see ``runkernel.conformance.suite``).
+own tests and give it a ``store`` fixture (see ``runkernel.conformance.suite``), and a
+``reopen`` fixture and a ``store_factory`` (a ``StoreFactory``) to run its tests across
+instances and processes (``instances``, ``processes``; docs/how-to/store-contract.md).
 
 The builders in ``runkernel.conformance.runs`` make legal commit sequences through the
 kernel, for tests of a store's own specifics.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from runkernel.conformance.racing import StoreFactory
 from runkernel.conformance.runs import DelegatingRun, awaiting_run, delegating_run, text_run, tool_run
 
 if TYPE_CHECKING:
@@ -27,6 +30,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DelegatingRun",
     "StoreContract",
+    "StoreFactory",
     "append_all",
     "awaiting_run",
     "delegating_run",

@@ -9,9 +9,11 @@ keep messages as deltas, keep the inbox, checkpoints and reconciliations beside
 the log, and keep the lease contract (Workers and leases: one valid lease
 per Run by the store's clock, epochs rising with every take-over, the lease checked in
 the commit's transaction, each commit's writer recorded, a retried commit whose
-acknowledgement was lost adopted once). The lease tests need no clock control: a lease
-of duration 0 has expired when it is granted. Subclass ``StoreContract`` in a module pytest collects, with a class name
-starting with ``Test``, and override its ``store`` fixture::
+acknowledgement was lost adopted once), and keep all of it across instances on one
+storage and across a crash (another thread, process or restart opening it again). The
+lease tests need no clock control: a lease of duration 0 has expired when it is granted.
+Subclass ``StoreContract`` in a module pytest collects, with a class name starting with
+``Test``, and override its ``store`` fixture, and ``reopen`` and ``store_factory``::
 
     class TestMyStore(StoreContract):
         @pytest.fixture
@@ -20,7 +22,17 @@ starting with ``Test``, and override its ``store`` fixture::
             yield made
             made.close()
 
-Every test starts from an empty store. Needs ``pytest`` (runkernel's ``dev`` extra).
+        @pytest.fixture
+        def reopen(self, tmp_path):  # a new instance on the same storage
+            return lambda **options: MyStore(tmp_path / "db", **options)
+
+        @pytest.fixture
+        def store_factory(self, tmp_path):  # the same, for a child process
+            return StoreFactory("my_package.my_module:MyStore", str(tmp_path / "db"))
+
+Without ``reopen`` the tests across instances are skipped, without ``store_factory``
+those across processes (``instances``, ``processes``). Every test starts from an empty
+store. Needs ``pytest`` (runkernel's ``dev`` extra).
 """
 
 from __future__ import annotations
@@ -31,7 +43,9 @@ import attrs
 import pytest
 
 from runkernel.adapters.stores.contract import Checkpoint, CommitConflict, IllegalCommit, Reconciliation, Store
+from runkernel.conformance.instances import InstancesContract
 from runkernel.conformance.lease_contract import LeaseContract
+from runkernel.conformance.processes import ProcessContract
 from runkernel.conformance.runs import awaiting_run, delegating_run, step, text_run, tool_run
 from runkernel.kernel.canonical import jcs_digest
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
@@ -47,9 +61,12 @@ def append_all(store: Store, commits: list[ThreadCommit]) -> None:
         store.append(commit)
 
 
-class StoreContract(LeaseContract):
-    """The store contract as pytest tests; subclass it and override ``store``. The lease
-    contract's tests are ``LeaseContract``'s (``lease_contract``), inherited."""
+class StoreContract(LeaseContract, InstancesContract, ProcessContract):
+    """The store contract as pytest tests; subclass it and override ``store``, and
+    ``reopen`` and ``store_factory`` to run the tests across instances and processes.
+    The lease contract's tests are ``LeaseContract``'s (``lease_contract``), those across
+    instances ``InstancesContract``'s (``instances``), those across processes
+    ``ProcessContract``'s (``processes``), inherited."""
 
     @pytest.fixture
     def store(self) -> Iterator[Store]:

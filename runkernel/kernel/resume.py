@@ -8,6 +8,8 @@ command for an applied ticket is "stale".
 from __future__ import annotations
 
 import hmac
+
+import attrs
 from typing import assert_never
 
 from runkernel.kernel.delegation import begin_attempt, is_group_call, start_member
@@ -46,6 +48,7 @@ from runkernel.kernel.values import (
     WaitKind,
     instant,
     ijson_problem,
+    resume_value_problem,
 )
 
 
@@ -63,6 +66,17 @@ def _applied_before(history: History, command: ResumeCommand) -> Rejection | Non
     )
 
 
+def payload_problem(payload: ResumePayload) -> str | None:
+    """Why a resume payload's value cannot be committed (None when it can): nested
+    deeper, larger, or with integers or strings outside what a trace line may hold
+    (``resume_value_problem``); what ``runkernel resume`` refuses before it queues."""
+    for value in attrs.astuple(payload, recurse=False):
+        problem = resume_value_problem(value)
+        if problem is not None:
+            return f"the resume value cannot be committed: {problem}"
+    return None
+
+
 def check_resume(
     state: RunSnapshot, command: ResumeCommand, history: History = NO_HISTORY
 ) -> Rejection | None:
@@ -72,6 +86,9 @@ def check_resume(
         return Rejection(
             Rule.WRONG_RUN, f"command for run {command.run_id!r} sent to run {state.run_id!r}"
         )
+    problem = payload_problem(command.payload)  # before to_json, which recurses
+    if problem is not None:
+        return Rejection(Rule.PAYLOAD_TYPE, problem)
     problem = ijson_problem(command.to_json())
     if problem is not None:
         return Rejection(Rule.PAYLOAD_TYPE, f"the command is not I-JSON (RFC 7493): {problem}")

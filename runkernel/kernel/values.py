@@ -171,6 +171,20 @@ def request_problem(value: JsonValue) -> str | None:
     return None
 
 
+#: A resume's value (an input, an external or delegation result, a denial's reason) is
+#: committed as deep in its line as a wait's request (``events[i].command.payload.value``,
+#: ``batch.calls[i].result.value``), so it is held to the same limits.
+RESUME_MAX_DEPTH = REQUEST_MAX_DEPTH
+RESUME_MAX_BYTES = REQUEST_MAX_BYTES
+
+
+def resume_value_problem(value: JsonValue) -> str | None:
+    """Why ``value`` cannot be committed as a resume's value (None when it can): the
+    rules of ``request_problem``, checked without recursion, so a value nested
+    thousands deep is refused, never a ``RecursionError``."""
+    return request_problem(value)
+
+
 def instant(text: str) -> datetime.datetime:
     """Parse an ISO-8601 timestamp that names its zone (``Z`` or an offset).
 

@@ -161,6 +161,10 @@ class CrashingStore:
             raise self.failure(Boundary.AFTER_WRITE, position)
         return stored
 
+    def reopen(self) -> CrashingStore:
+        """The wrapped store reopened, under the same plan (whose count its slots share)."""
+        return CrashingStore(self.store.reopen(), self.plan, self.failure)
+
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """The wrapped store's, unless ``fail_checkpoints`` says it fails."""
         if self.fail_checkpoints:

@@ -9,7 +9,7 @@ with ``base``, and a form's ``back`` is a path of the console without it. Each r
 opens the store, reads (or queues one command) and closes it, so a page
 always shows the latest commits and no connection is shared between threads. Writing
 routes (resume, reconcile) exist only without ``read_only``; they call the CLI's own
-code (``submit_resume``, ``find_indeterminate`` and ``record_reconciliation``), so a
+code (``queue_resume``, ``find_indeterminate`` and ``record_reconciliation``), so a
 command the CLI refuses is refused here with the same rule, and nothing is queued.
 """
 
@@ -31,7 +31,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from runkernel.adapters.drive.inbox import submit_resume
+from runkernel.adapters.drive.inbox import AlreadyAnswered, AlreadyQueued, queue_resume
 from runkernel.adapters.stores.contract import RECONCILE_OUTCOMES, Reconciliation, Store
 from runkernel.adapters.stores.damage import check_snapshot
 from runkernel.adapters.stores.export import export_lines
@@ -61,6 +61,7 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
 #: a command number and a name from a fixed list (``?notice=`` never shows other text)
 NOTICES = {
     "queued": "queued command {command} ({action}); a worker applies it",
+    "already-queued": "already queued as command {command} ({action}); nothing new queued",
     "recorded": "recorded {outcome} for the Indeterminate call",
 }
 
@@ -68,7 +69,7 @@ NOTICES = {
 def notice_text(query: Mapping[str, str]) -> str | None:
     """The banner for a page's query: a known notice with valid fields, else none."""
     key = query.get("notice")
-    if key == "queued":
+    if key in ("queued", "already-queued"):
         command, action = query.get("command", ""), query.get("action", "")
         if command.isascii() and command.isdigit() and len(command) <= 18 and action in ACTIONS:
             return NOTICES[key].format(command=int(command), action=action)
@@ -195,9 +196,14 @@ class Console:
         if not run_id or not ticket_id:
             return self.page(request, "message.html", 400, title="Refused", text="the form names no Run or ticket")
         with self.store(write=True) as store:
-            result = submit_resume(store, ResumeCommand(run_id, ticket_id, payload[0], payload[1]))
+            result = queue_resume(store, ResumeCommand(run_id, ticket_id, payload[0], payload[1]))
+        if isinstance(result, AlreadyAnswered):
+            text = f"{result}; a wait takes one answer"
+            return self.page(request, "message.html", 409, title="Refused, nothing queued", text=text, back=back)
         if isinstance(result, Rejection):
             return self.page(request, "message.html", 409, title="Refused, nothing queued", text=str(result), back=back)
+        if isinstance(result, AlreadyQueued):
+            return self.see(back, notice="already-queued", command=str(result.entry_id), action=action)
         return self.see(back, notice="queued", command=str(result), action=action)
 
     async def reconcile(self, request: Request) -> Response:

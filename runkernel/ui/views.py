@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 from attrs import frozen
 
 from runkernel.adapters.stores.contract import Store
+from runkernel.adapters.stores.serial import answer_name, answered_ticket
 from runkernel.adapters.stores.work import RunSummary, state_name
 from runkernel.adapters.stores.inspect_view import inspect_json
 from runkernel.adapters.stores.run_views import lease_text
@@ -88,6 +90,20 @@ class PendingWait:
     #: the gate's request (the JSON given with a hold), committed with the wait; None
     #: when the hold gave none
     request: Any
+    #: the answer already pending in the inbox for this wait (its command number and
+    #: what it answers, ``approve``...): a wait takes one, so no form offers a second
+    answer_command: int | None = None
+    answer: str | None = None
+
+
+def with_answer(store: Store, wait: PendingWait | None) -> PendingWait | None:
+    """``wait`` with the answer pending for its ticket, if one is."""
+    if wait is None:
+        return None
+    for entry in store.pending_commands(wait.run_id):
+        if answered_ticket(entry.body) == wait.ticket_id:
+            return attrs.evolve(wait, answer_command=entry.entry_id, answer=answer_name(entry.body))
+    return wait
 
 
 def pending_waits(store: Store, after: str | None = None) -> tuple[list[PendingWait], str | None]:
@@ -99,7 +115,7 @@ def pending_waits(store: Store, after: str | None = None) -> tuple[list[PendingW
         snapshot = store.run(summary.run_id)
         if snapshot is None:
             continue
-        wait = pending_wait(snapshot, summary.app)
+        wait = with_answer(store, pending_wait(snapshot, summary.app))
         if wait is not None:
             found.append(wait)
     more = len(rows) > PAGE_SIZE
@@ -240,7 +256,7 @@ def run_detail(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
         "children": children,
         "parent": None if parent is None else {"run_id": parent.run_id, "call_id": parent.call_id},
         "diagrams": diagrams(snapshot, calls),
-        "pending": pending_wait(snapshot, view["app"]),
+        "pending": with_answer(store, pending_wait(snapshot, view["app"])),
         # its holder, epoch and expiry by the store's clock, as `inspect` tells them
         "lease": lease,
     }

@@ -489,7 +489,8 @@ def test_inspect_numbers_pending_commands_as_resume_printed_them(
 ) -> None:
     base = ["resume", "--store", url(waiting_store), "r1", "--ticket", "ticket-approval-0001"]
     assert main([*base, "--approve"]) == 0
-    assert main([*base, "--deny", "--reason", "too pricey"]) == 0
+    assert main([*base, "--deny", "--reason", "too pricey"]) == 1, "a wait takes one answer"
+    assert main(["cancel", "--store", url(waiting_store), "r1"]) == 0
     numbers = [line.split()[2] for line in capsys.readouterr().out.splitlines()]
     assert main(["inspect", "--store", url(waiting_store), "r1"]) == 0
     shown = capsys.readouterr().out
@@ -497,4 +498,5 @@ def test_inspect_numbers_pending_commands_as_resume_printed_them(
     assert main(["inspect", "--store", url(waiting_store), "r1", "--format", "json"]) == 0
     pending = json.loads(capsys.readouterr().out)["pending_commands"]
     assert [str(p["entry_id"]) for p in pending] == numbers
-    assert pending[1]["command"]["command"]["payload"] == {"type": "deny", "reason": "too pricey"}
+    assert pending[0]["command"]["command"]["payload"] == {"type": "approve"}
+    assert pending[1]["command"] == {"type": "end", "kind": "cancelled"}

@@ -290,11 +290,12 @@ def test_a_command_identical_to_a_queued_one_is_not_queued_again(
     assert (code, out) == (0, "already queued as command 1 for run r1; nothing new queued\n")
     code, out, _ = cli(capsys, "resume", "--store", db, "r1", "--call", "r1-c1", "--approve")
     assert (code, out) == (0, "already queued as command 1 for run r1; nothing new queued\n"), "the same command"
-    code, out, _ = cli(capsys, "resume", "--store", db, "r1", "--ticket", "ticket-approval-0001", "--deny")
-    assert (code, out) == (0, "queued command 2 for run r1; the runtime driving it applies it\n"), "another command"
-    assert cli(capsys, "cancel", "--store", db, "r1")[1] == "queued cancel 3 for run r1; the runtime driving it applies it\n"
+    code, out, err = cli(capsys, "resume", "--store", db, "r1", "--ticket", "ticket-approval-0001", "--deny")
+    assert (code, out) == (1, ""), "another answer to the same wait: a wait takes one"
+    assert err == "runkernel resume: already answered by command 1 (approve) for run r1; nothing new queued\n"
+    assert cli(capsys, "cancel", "--store", db, "r1")[1] == "queued cancel 2 for run r1; the runtime driving it applies it\n"
     code, out, _ = cli(capsys, "cancel", "--store", db, "r1")
-    assert (code, out) == (0, "already queued as command 3 for run r1; nothing new queued\n")
+    assert (code, out) == (0, "already queued as command 2 for run r1; nothing new queued\n")
     store = SqliteStore(tmp_path / "s.db", read_only=True)
-    assert [e.entry_id for e in store.pending_commands("r1")] == [1, 2, 3]
+    assert [e.entry_id for e in store.pending_commands("r1")] == [1, 2]
     store.close()

@@ -292,7 +292,8 @@ def test_a_worker_that_drives_again_after_a_failed_commit_runs_the_hook_again(
     store.append(activation.commit)
     hooks, model = CountingHooks(), OneCallModel()
     app = RuntimeApp("hooked", model, ToolRegistry({"fetch": Fetch()}), hooks=hooks)
-    worker = Worker(store, app, worker_id="w1")
+    # one slot: the test drives the Run again with the same runtime, the worker's own
+    worker = Worker(store, app, worker_id="w1", concurrency=1)
     if failure == "writer_died":
         # a simulated death is no failed drive: it passes the worker's handlers, as a
         # real crash would (the worker object, kept by the test, is reused below)

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from runkernel.adapters.stores.contract import SchemaError, Store
-from runkernel.conformance import StoreContract, append_all
+from runkernel.conformance import StoreContract, StoreFactory, append_all
+from runkernel.conformance.instances import Reopen
 from runkernel.testing import text_run
 from postgres_support import dsn, fresh_url, postgres_url
 
@@ -25,3 +26,13 @@ class TestPostgresStore(StoreContract):
         made = PostgresStore(postgres_url)
         yield made
         made.close()
+
+    @pytest.fixture
+    def reopen(self, postgres_url: str) -> Reopen:
+        from runkernel.adapters.stores.postgres import PostgresStore
+
+        return lambda **options: PostgresStore(postgres_url, **options)  # no clock= (the server's): no forced race
+
+    @pytest.fixture
+    def store_factory(self, postgres_url: str) -> StoreFactory:
+        return StoreFactory("runkernel.adapters.stores.postgres:PostgresStore", postgres_url)

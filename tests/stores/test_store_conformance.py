@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,7 +16,8 @@ import pytest
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.stores.serial import commit_text
 from runkernel.adapters.stores.sqlite import SqliteStore
-from runkernel.conformance import StoreContract, append_all
+from runkernel.conformance import StoreContract, StoreFactory, append_all
+from runkernel.conformance.instances import Reopen
 from runkernel.adapters.stores.contract import (
     Checkpoint,
     CommitConflict,
@@ -34,14 +36,52 @@ from runkernel.specs.checker import Verdict, check_commits
 from runkernel.testing import awaiting_run, text_run, tool_run
 
 
+class _ThreadClock:
+    """A MemoryStore's clock that each thread may set for itself: the one MemoryStore
+    instance stands for every instance on its storage, each racer with its own clock."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def __call__(self) -> float:
+        clock: Callable[[], float] = getattr(self._local, "clock", time.time)
+        return clock()
+
+    def use(self, clock: Callable[[], float]) -> None:
+        self._local.clock = clock
+
+
 class TestRunkernelStores(StoreContract):
-    """runkernel's own stores run the public suite, exactly as a third party's would."""
+    """runkernel's own stores run the public suite, exactly as a third party's would. The
+    MemoryStore's storage is the instance itself: its ``reopen`` is the store (the tests
+    across instances run as threads sharing it), and it has no storage a child process
+    could open."""
 
     @pytest.fixture(params=["memory", "sqlite"])
     def store(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-        made: Store = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "store.db")
+        made: Store = MemoryStore(clock=_ThreadClock()) if request.param == "memory" else SqliteStore(tmp_path / "store.db")
         yield made
         made.close()
+
+    @pytest.fixture
+    def reopen(self, store: Store, tmp_path: Path) -> Reopen:
+        if isinstance(store, MemoryStore):
+            memory = store
+
+            def the_same(*, clock: Callable[[], float] | None = None) -> Store:
+                if clock is not None:
+                    assert isinstance(memory._clock, _ThreadClock)
+                    memory._clock.use(clock)
+                return memory
+
+            return the_same
+        return lambda **options: SqliteStore(tmp_path / "store.db", **options)
+
+    @pytest.fixture
+    def store_factory(self, store: Store, tmp_path: Path) -> StoreFactory:
+        if isinstance(store, MemoryStore):
+            pytest.skip("a MemoryStore's storage is its instance: no child process can open it")
+        return StoreFactory("runkernel.adapters.stores.sqlite:SqliteStore", str(tmp_path / "store.db"))
 
 
 # --- W4 on the in-process stores: a retry after a lost reply ---------------------------

@@ -15,6 +15,7 @@ import pytest
 
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.adapters.stores.sqlite.migrate import migrate_sqlite
+from runkernel.adapters.stores.sqlite.schema import SCHEMA_VERSION
 from runkernel.adapters.stores.sql.dialect import SQLITE
 from runkernel.adapters.stores.sql.queries import count_query, listing_query
 from runkernel.kernel.decide import decide
@@ -172,7 +173,7 @@ def test_migrate_4_to_5_adds_the_listing_indexes(tmp_path: Path) -> None:
     db.execute("ALTER TABLE runs DROP COLUMN trace_context")  # schema 6's
     db.execute("UPDATE meta SET value = '4' WHERE key = 'version'")
     db.close()
-    assert migrate_sqlite(path) == (4, 6)
+    assert migrate_sqlite(path) == (4, SCHEMA_VERSION)
     db = sqlite3.connect(path)
     names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     db.close()

@@ -50,7 +50,8 @@ class CountingWorker(Worker):
     """A worker that remembers which Run each drive was for."""
 
     def __init__(self, store: Store, app: RuntimeApp) -> None:
-        super().__init__(store, app, worker_id="w1", poll_interval=0.0)
+        # one slot: its drives are this instance's (each slot drives with a Worker of its own)
+        super().__init__(store, app, worker_id="w1", poll_interval=0.0, concurrency=1)
         self.drives_of: Counter[str] = Counter()
 
     def drive(self, run_id: str) -> None:

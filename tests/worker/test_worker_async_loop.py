@@ -60,7 +60,7 @@ def _ended(store: MemoryStore, run_id: str) -> bool:
 def test_every_drive_of_an_async_app_runs_on_the_workers_one_loop_until_shutdown_closes_it() -> None:
     store, app = MemoryStore(), LoopRecordingApp()
     assert isinstance(app, AsyncPushApp)
-    worker = Worker(store, app, worker_id="w1")
+    worker = Worker(store, app, worker_id="w1", concurrency=1)  # one drive at a time: its own loop, as slots share theirs (test_slots)
     _activate(store, "r1")
     _activate(store, "r2")
     first = worker.run_once()
@@ -80,7 +80,7 @@ def test_every_drive_of_an_async_app_runs_on_the_workers_one_loop_until_shutdown
 
 def test_a_shutdown_during_a_drive_lets_it_finish_on_its_loop_then_closes_the_loop() -> None:
     store, app = MemoryStore(), LoopRecordingApp()
-    worker = Worker(store, app, worker_id="w1")
+    worker = Worker(store, app, worker_id="w1", concurrency=1)  # one drive at a time: its own loop, as slots share theirs (test_slots)
     _activate(store, "r1")
     _activate(store, "r2")
     app.during = worker.shutdown  # what SIGTERM does while the app awaits its model

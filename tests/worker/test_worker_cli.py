@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from held_points import HeldPoints
+from held_points import Arrival, HeldPoints
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.cli.entry import main
 from runkernel.kernel.state import CallCompleted
@@ -59,13 +59,17 @@ def test_worker_refuses_an_app_that_is_not_one(tmp_path: Path, capsys: pytest.Ca
     assert "not a worker app" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("slots", [1, 3])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signalled_worker_finishes_releases_its_leases_and_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
+def test_a_signalled_worker_finishes_releases_its_leases_and_exits_0(
+    tmp_path: Path, sig: signal.Signals, slots: int
+) -> None:
     path = tmp_path / "s.db"
     for index in range(3):
         assert main(["start", "--store", f"sqlite:///{path}", "--thread", f"t{index}", "--app", "demo", "go"]) == 0
-    # signalled while it holds still after its first reserve, the reply not committed yet
-    points = HeldPoints(tmp_path / "points", ["reserve:after:1"])
+    # signalled while every Run in flight holds still after its first reserve, the reply
+    # not committed yet (one Run with one slot, all three with three)
+    points = HeldPoints(tmp_path / "points", [f"reserve:after:{n}" for n in range(1, slots + 1)])
     env = {
         **os.environ,
         "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}",
@@ -74,40 +78,45 @@ def test_a_signalled_worker_finishes_releases_its_leases_and_exits_0(tmp_path: P
     }
     worker = subprocess.Popen(
         [sys.executable, "-m", "runkernel.cli", "worker", "--store", f"sqlite:///{path}",
-         "--app", "held_points:demo_app", "--lease", "30"],
+         "--app", "held_points:demo_app", "--lease", "30", "--concurrency", str(slots)],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     store = SqliteStore(path, create=False)
+    held: list[Arrival] = []
     try:
         began = time.monotonic()
-        while not (arrivals := points.arrivals()):
+        while len(held) < slots:
+            held += points.arrivals()
             assert worker.poll() is None, worker.communicate()
-            assert time.monotonic() - began < 300, "hang guard: the worker never reached its first reserve"
+            assert time.monotonic() - began < 300, "hang guard: the worker never reached its reserves"
             time.sleep(0.01)
-        [held] = arrivals
-        assert store.current_lease(held.run_id) is not None, "held mid-drive, it holds the Run's lease"
+        assert all(store.current_lease(h.run_id) is not None for h in held), "held mid-drive, each holds its lease"
         worker.send_signal(sig)
-        points.release(held)  # its handler ran first: the signal was delivered before this
+        for arrival in held:
+            points.release(arrival)  # its handler ran first: the signal was delivered before this
         out, err = worker.communicate(timeout=60)
     finally:
         if worker.poll() is None:
             worker.kill()
     assert worker.returncode == 0, err
-    assert out.startswith("worker "), out
+    assert out.startswith("worker ") and f"at most {slots} in flight" in out, out
     # a 30 s lease: only a release lets another worker in now
     assert all(store.current_lease(s.run_id) is None for s in store.list_runs())
     for summary in store.list_runs():
         assert store.thread_head(summary.thread_id) is not None
-    # the commit in flight finished: the reserve's reply is committed; nothing new started
-    thread_id = store.thread_of(held.run_id)
-    assert thread_id is not None
-    reserves = [
-        call.status for c in store.commits(thread_id) if c.batch is not None for call in c.batch.calls
-        if call.tool == "reserve"
-    ]
-    assert isinstance(reserves[-1], CallCompleted), reserves[-1]
-    assert sorted(s.version for s in store.list_runs() if s.run_id != held.run_id) == [1, 1], "another Run was driven"
-    print(f"{sig.name} while held after a reserve: {out.strip()}")
+    # each commit in flight finished: every held reserve's reply is committed; nothing new started
+    for arrival in held:
+        thread_id = store.thread_of(arrival.run_id)
+        assert thread_id is not None
+        reserves = [
+            call.status for c in store.commits(thread_id) if c.batch is not None for call in c.batch.calls
+            if call.tool == "reserve"
+        ]
+        assert isinstance(reserves[-1], CallCompleted), reserves[-1]
+    held_runs = {h.run_id for h in held}
+    versions = sorted(s.version for s in store.list_runs() if s.run_id not in held_runs)
+    assert versions == [1] * (3 - slots), "a Run that was not in flight was driven"
+    print(f"{sig.name} with {slots} slot(s), each Run in flight held after a reserve: {out.strip()}")
     store.close()
 
 

@@ -45,6 +45,8 @@ from worker_processes import report_figure
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKERS = 4
 RUNS = 100
+#: slots per worker: Runs in flight in each worker while the server restarts
+SLOTS = 4
 HANG_GUARD = 300.0  # seconds: only so that a broken test fails instead of hanging CI
 BEGAN = "runkernel worker: store unavailable: "
 ENDED = "runkernel worker: store answers again after "
@@ -83,7 +85,7 @@ class _Worker:
     def __init__(self, url: str, env: dict[str, str], name: str, *, lease: float = 2.0) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "runkernel.cli", "worker", "--store", url, "--app", "ride_out_app:app",
-             "--lease", str(lease), "--poll", "0.1", "--worker-id", name],
+             "--lease", str(lease), "--poll", "0.1", "--worker-id", name, "--concurrency", str(SLOTS)],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         self.lines: list[str] = []

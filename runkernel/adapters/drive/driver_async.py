@@ -38,13 +38,15 @@ from runkernel.kernel.values import EndCauseKind, JsonValue
 
 if True:  # ASYNC
     import asyncio
+
+    from runkernel.adapters.drive.store_thread import off_loop
 else:
     import time
 
 
 class AsyncDriver(Shell):
     """The push-mode driver for asyncio hosts: the gate may be async; store
-    calls are short local writes and run inline.
+    calls run off the event loop, on one thread kept for the store (``store_thread``).
 
     ``AsyncDriver(store, tools={"search": ToolPolicy.replay(), "send_email": "indeterminate"})``;
     every tool the model may call needs its policy (an unknown one is ``UnknownTool``).
@@ -233,7 +235,10 @@ class AsyncDriver(Shell):
                         answer.close()  # never awaited: say so once, not in a RuntimeWarning
                     raise DriverError("the gate returned an awaitable: use AsyncDriver for an async gate")
             return answer
-        return self._perform_store(op)
+        if True:  # ASYNC
+            return await off_loop(self.store, self._perform_store, op)
+        else:
+            return self._perform_store(op)
 
 
 __all__ = ["AsyncDriver"]

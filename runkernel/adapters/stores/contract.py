@@ -22,6 +22,7 @@ from attrs import frozen
 
 from runkernel.adapters.stores.work import RunSummary
 from runkernel.errors import (  # the store's errors, importable from here as before
+    AnswerPending as AnswerPending,
     CommitConflict as CommitConflict,
     DamagedStore as DamagedStore,
     IllegalCommit as IllegalCommit,
@@ -313,7 +314,11 @@ class Store(Protocol):
         ...
 
     def put_command(self, run_id: str, body: JsonValue) -> int:
-        """Append a command to the inbox; returns its entry id."""
+        """Append a command to the inbox; returns its entry id. A wait takes one answer:
+        a resume (``serial.answered_ticket``) for a ticket that already has one pending
+        raises ``AnswerPending`` naming it and queues nothing, decided atomically (a
+        unique key on the pending answer), so of two racing answers exactly one is
+        queued."""
         ...
 
     def pending_commands(self, run_id: str) -> list[InboxEntry]:
@@ -360,6 +365,13 @@ class Store(Protocol):
 
     def reset(self) -> None:
         """Delete everything (``simulate --reset``)."""
+        ...
+
+    def reopen(self) -> Store:
+        """Another instance on the same storage, for another thread of control: a worker's
+        slots each drive through their own (a store instance keeps per-instance memos of
+        its own writes, and a connection). A store that is safe to share (the memory
+        store) returns itself."""
         ...
 
     def close(self) -> None:

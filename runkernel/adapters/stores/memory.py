@@ -13,6 +13,7 @@ from runkernel.adapters.stores.leases import (
     LeaseRow, acquired, checked_release, commit_writer, is_own_landed_commit, require_held,
 )
 from runkernel.adapters.stores.contract import (
+    AnswerPending,
     Checkpoint,
     InboxEntry,
     Lease,
@@ -22,6 +23,7 @@ from runkernel.adapters.stores.contract import (
     Writer,
     judge_append,
 )
+from runkernel.adapters.stores.serial import answered_ticket
 from runkernel.adapters.stores.work import RunSummary, awaited_children, has_work, summary_of
 from runkernel.kernel.history import NO_HISTORY, History, MutableHistory
 from runkernel.kernel.state import (
@@ -258,7 +260,12 @@ class MemoryStore:
         return [m for c in self._log.get(thread_id, []) for m in c.messages]
 
     def put_command(self, run_id: str, body: JsonValue) -> int:
+        ticket = answered_ticket(body)
         with self._lock:
+            if ticket is not None:
+                for pending in self._pending.get(run_id, ()):
+                    if answered_ticket(self._inbox[pending].body) == ticket:
+                        raise AnswerPending(pending, ticket)
             entry_id = next(self._ids)
             self._inbox[entry_id] = InboxEntry(entry_id, run_id, body, "pending")
             self._pending.setdefault(run_id, {})[entry_id] = None
@@ -310,6 +317,10 @@ class MemoryStore:
 
     def reconciliations(self, operation_id: str | None = None) -> list[Reconciliation]:
         return [r for r in self._reconciliations if operation_id in (None, r.operation_id)]
+
+    def reopen(self) -> MemoryStore:
+        """This store itself: one process's dicts, already behind one lock."""
+        return self
 
     def close(self) -> None:
         """Nothing to release."""

@@ -25,14 +25,20 @@ _FRAGMENT = 3
 _QUOTED = re.compile(r'"[^"]*"|\'[^\']*\'')
 
 
-def _split(url: str) -> tuple[str, str, str, str] | None:
-    """(scheme and ``//``, user-info, authority and path, ``?query``) of a URL with an
-    authority; the user-info ends at the last ``@`` before the query (or, if the query
-    has none before it, the last ``@`` at all), so a password holding ``@``, ``/``, ``:``
-    or ``?`` is all inside it. None when there is no ``//`` authority."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return None
+#: A scheme and the slashes after it; a URL without one (``user:pw@host``, a scheme
+#: mistyped with one slash or none) is read from its start.
+_HEAD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/+")
+
+
+def _split(url: str) -> tuple[str, str, str, str]:
+    """(scheme and slashes, user-info, authority and path, ``?query``) of a URL; the
+    user-info ends at the last ``@`` before the query (or, if the query has none before
+    it, the last ``@`` at all), so a password holding ``@``, ``/``, ``:`` or ``?`` is all
+    inside it. A URL without ``scheme:/`` (one mistyped ``postgresql:fz:pw@host``) is
+    read as user-info from its start, so its password is masked all the same."""
+    head = _HEAD.match(url)
+    scheme = head.group(0) if head else ""
+    rest = url[len(scheme):]
     question = rest.find("?")
     before = rest if question < 0 else rest[:question]
     at = before.rfind("@")
@@ -44,32 +50,32 @@ def _split(url: str) -> tuple[str, str, str, str] | None:
         user_info, remainder = rest[:at], rest[at + 1:]
     question = remainder.find("?")
     host_path, query = (remainder, "") if question < 0 else (remainder[:question], remainder[question:])
-    return scheme + sep, user_info, host_path, query
+    return scheme, user_info, host_path, query
 
 
 def redacted(url: str) -> str:
     """The URL without its passwords (user-info and query parameters), for messages."""
-    parts = _split(url)
-    if parts is None:
-        return _QUERY_SECRET.sub(r"\1\2=***", url)
-    head, user_info, host_path, query = parts
+    head, user_info, host_path, query = _split(url)
     if ":" in user_info:
         user_info = user_info.partition(":")[0] + ":***"
-    at = "@" if user_info or "@" in url.partition("://")[2] else ""
+    at = "@" if user_info or "@" in url[len(head):] else ""
     return head + user_info + at + host_path + _QUERY_SECRET.sub(r"\1\2=***", query)
 
 
 def secrets_of(url: str) -> list[str]:
-    """The passwords a URL holds (user-info and query), as written and percent-decoded."""
+    """The passwords a URL holds (user-info and query): as written, percent-decoded and
+    percent-encoded (``%40`` and ``@`` alike)."""
     found: list[str] = []
-    parts = _split(url)
-    query = url
-    if parts is not None:
-        _, user_info, _, query = parts
-        if ":" in user_info:
-            found.append(user_info.partition(":")[2])
+    _, user_info, _, query = _split(url)
+    if ":" in user_info:
+        found.append(user_info.partition(":")[2])
     found += [m.group(0).partition("=")[2] for m in _QUERY_SECRET.finditer(query)]
     found += [urllib.parse.unquote(s) for s in found]
+    # and as a URL or a query may write it back: percent-encoded ("/" too or not) and
+    # query-encoded, so "p@ss" typed is also hidden where a message shows "p%40ss"
+    meant = [urllib.parse.unquote(s) for s in found]
+    found += [urllib.parse.quote(s, safe="") for s in meant] + [urllib.parse.quote(s) for s in meant]
+    found += [urllib.parse.quote_plus(s) for s in meant]
     return [s for s in dict.fromkeys(found) if s]
 
 

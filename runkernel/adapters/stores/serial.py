@@ -121,6 +121,24 @@ def resume_to_inbox(command: ResumeCommand) -> dict[str, JsonValue]:
     return {"type": "resume", "command": command.to_json()}
 
 
+def answered_ticket(body: JsonValue) -> str | None:
+    """The ticket an inbox body answers (a resume's), None for any other body: the key
+    that allows one pending answer per wait."""
+    if isinstance(body, dict) and body.get("type") == "resume":
+        command = body.get("command")
+        if isinstance(command, dict) and isinstance(command.get("ticket_id"), str):
+            return str(command["ticket_id"])
+    return None
+
+
+def answer_name(body: JsonValue) -> str:
+    """What a resume body answers, as the CLI names it (``approve``, ``deny``, ``input``...)."""
+    command = body.get("command") if isinstance(body, dict) else None
+    payload = command.get("payload") if isinstance(command, dict) else None
+    kind = payload.get("type") if isinstance(payload, dict) else None
+    return kind if isinstance(kind, str) else "resume"
+
+
 def end_to_inbox(request: EndRequest) -> dict[str, JsonValue]:
     cause = request.cause
     body: dict[str, JsonValue] = {"type": "end", "kind": cause.kind.value}

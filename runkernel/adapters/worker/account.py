@@ -5,7 +5,7 @@ was a take-over."""
 
 from __future__ import annotations
 
-from attrs import define
+from attrs import define, fields
 
 from runkernel.adapters.drive.events import Acknowledged, Position
 from runkernel.adapters.stores.contract import Store, StoreUnavailable
@@ -44,6 +44,16 @@ class WorkerReport:
     #: drives cut short by a store outage (not failures: each continues from committed
     #: facts once the store answers)
     interrupted: int = 0
+    #: the most Runs this worker had in flight at once (at most its ``concurrency``)
+    in_flight_peak: int = 0
+
+
+def add_counts(total: WorkerReport, part: WorkerReport) -> None:
+    """Add a slot's counts to its worker's report (not ``outages``: the slots share the
+    worker's one count; not ``in_flight_peak``: the worker's own)."""
+    for field in fields(WorkerReport):
+        if field.name not in ("outages", "in_flight_peak"):
+            setattr(total, field.name, getattr(total, field.name) + getattr(part, field.name))
 
 
 def version_of(snapshot: RunSnapshot | None) -> int:

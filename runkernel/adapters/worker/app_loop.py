@@ -48,4 +48,62 @@ class AppLoop:
             runner.close()  # cancels what the app left running, then closes the loop
 
 
-__all__ = ["AppLoop"]
+
+class SharedAppLoop(AppLoop):
+    """The one event loop a worker's slots share for its asyncio app, run by a thread of
+    its own: each slot's drive is a task on it, and the slot's thread waits for its task
+    (the drives' store calls run off the loop, ``store_thread``, so one slow model or tool
+    never delays another Run)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._made = threading.Lock()
+        self._drives = 0
+
+    def run(self, drive: Coroutine[Any, Any, object]) -> None:
+        """Run one drive as a task on the shared loop, and wait for it."""
+        with self._made:
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(target=loop.run_forever, name="runkernel app loop", daemon=True)
+                self._thread.start()
+            self._drives += 1
+        try:
+            asyncio.run_coroutine_threadsafe(drive, loop).result()
+        finally:
+            with self._made:
+                self._drives -= 1
+
+    def close_unless_running(self) -> None:
+        with self._made:
+            if self._drives:
+                return
+        self.close()
+
+    def close(self) -> None:
+        """Stop and close the loop (its slots' drives are done: the worker joined them)."""
+        with self._made:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None or thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(_settle(loop), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+async def _settle(loop: asyncio.AbstractEventLoop) -> None:
+    """What ``asyncio.run`` does before it closes its loop: cancel what the app left
+    running, then shut down async generators and the default executor."""
+    leftover = [task for task in asyncio.all_tasks(loop) if task is not asyncio.current_task()]
+    for task in leftover:
+        task.cancel()
+    await asyncio.gather(*leftover, return_exceptions=True)
+    await loop.shutdown_asyncgens()
+    await loop.shutdown_default_executor()
+
+
+__all__ = ["AppLoop", "SharedAppLoop"]

@@ -46,12 +46,13 @@ from runkernel.adapters.worker.account import WorkerReport as WorkerReport
 from runkernel.adapters.worker.account import (
     ended_since_listed, in_flight_after, store_outage_in, taken_over, version_of,
 )
-from runkernel.adapters.worker.app_loop import AppLoop
+from runkernel.adapters.worker.app_loop import AppLoop, SharedAppLoop
 from runkernel.adapters.worker.listing import Listing, Walk
 from runkernel.adapters.worker.apps import AsyncPushApp, HostOptions, PushApp, RuntimeApp, WorkerApp, app_runtime
 from runkernel.adapters.worker.outage import MAX_SKIPPED_POLLS as MAX_SKIPPED_POLLS, OutageEvent, RunBackoff, StoreOutage
 from runkernel.adapters.worker.push_drive import drive_push
 from runkernel.adapters.worker.set_aside import SetAside
+from runkernel.adapters.worker.slots import Finished, Slots
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
 from runkernel.kernel.state import EndCause, Ended
@@ -72,12 +73,22 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
 
 
-class Worker:
-    """Drives every Run of ``app`` that has work, one at a time, under leases.
+#: How many Runs a worker drives at once unless told otherwise.
+DEFAULT_CONCURRENCY = 32
 
-    ``Worker(store, app, worker_id=..., lease_duration=30.0, poll_interval=1.0)``;
+
+class Worker:
+    """Drives every Run of ``app`` that has work, up to ``concurrency`` at once, under
+    leases.
+
+    ``Worker(store, app, concurrency=32, lease_duration=30.0, poll_interval=1.0)``;
     ``run_once()`` drives until nothing is runnable, ``run()`` polls until
-    ``shutdown()``. One worker per thread of control (its store is its own).
+    ``shutdown()``, ``start()`` runs ``run()`` in a background thread of the
+    application's own process until ``stop()`` (the embedded worker). Each Run in flight
+    has a slot: a thread driving it through its own ``store.reopen()`` (``slots``), so a
+    slow model or tool in one Run never delays another; ``concurrency=1`` drives one Run
+    at a time on ``store`` itself, in the calling thread. The callbacks are called from
+    the slot's thread.
     ``on_failure(run_id, error)`` hears of every failed drive, ``on_run_failed(run_id,
     cause)`` of every Run a drive ended ``failed``, and ``on_outage(event)`` when the
     store stops answering and when it answers again (``runkernel worker`` prints one
@@ -104,12 +115,17 @@ class Worker:
         on_outage: Callable[[OutageEvent], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         telemetry: Telemetry | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
     ) -> None:
         # monotonic: this process's clock to renew leases and for Runs set aside (a test's own)
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be a whole number of Runs, at least 1, not {concurrency!r}")
         self.store = store
+        self.concurrency = concurrency
         self.app = app
         self.worker_id = worker_id or default_worker_id()
         self.monotonic = monotonic
+        self._options = (lease_duration, lease_margin, batch)
         self.leases = LeaseKeeper(store, self.worker_id, duration=lease_duration, margin=lease_margin, monotonic=monotonic)
         self.poll_interval = poll_interval
         self.batch = batch
@@ -125,13 +141,18 @@ class Worker:
         self.current_run: str | None = None
         self._in_flight = ""
         #: the drive's acknowledged commits (any Run's: a child's activation too), its ended Runs' causes
-        self._acknowledged, self._ended = 0, dict[str, EndCause]()
+        self._acknowledged, self._ends = 0, dict[str, EndCause]()
         #: Runs whose end ``failed`` a ``ModelFailed`` event already told, this drive
         self._end_told: set[str] = set()
         self._stopping = threading.Event()
         self._runtime = self._make_runtime() if isinstance(app, RuntimeApp) else None
-        #: the event loop of an asyncio push app, made at its first drive
-        self._app_loop = AppLoop()
+        #: the event loop of an asyncio push app, made at its first drive (its slots share one)
+        self._app_loop = AppLoop() if concurrency == 1 else SharedAppLoop()
+        #: the slots of the ``run()`` or ``run_once()`` under way, and the embedded worker's thread
+        self._slots: Slots | None = None
+        self._thread: threading.Thread | None = None
+        self._ended: BaseException | None = None
+        self._owns_store = False
         #: pull-mode drives set aside while a model call backs off, their leases kept
         self._set_aside = SetAside(self.leases, monotonic)
 
@@ -152,6 +173,8 @@ class Worker:
 
     def waiting_for(self) -> str:
         """What the worker waits for before it can stop (one phrase, for the operator)."""
+        if self._slots is not None:
+            return self._slots.waiting_for()
         if self.current_run is None:
             return "no Run is being driven"
         return f"waiting for run {self.current_run}: {self._in_flight or 'the step in flight and its commit'}"
@@ -161,6 +184,8 @@ class Worker:
         Runs that made no progress in this call (a reconnect tool still running) are
         not retried by it. An asyncio app's event loop stays open for the next call,
         until ``shutdown()``. A store outage is ridden out (``outage``)."""
+        if self.concurrency > 1:
+            return self._in_slots(once=True)
         stalled: dict[str, int] = {}
         failed: set[str] = set()
         try:
@@ -172,6 +197,7 @@ class Worker:
                     for run_id in [r for r, version in stalled.items() if version_of(self.store.run(r)) != version]:
                         del stalled[run_id]  # it moved since (a command, another worker): work again
                     found = self._work(failed | stalled.keys() | self._set_aside.runs())
+                    self.outage.answered()  # the store is back: an outage ends here, once
                     for run_id in found:
                         if self.stopping or self.outage.hit:
                             break
@@ -195,6 +221,8 @@ class Worker:
         """Poll for work and drive it until ``shutdown()``. With a store that offers
         ``wait_for_work(timeout)`` (PostgreSQL's LISTEN/NOTIFY), the wait between polls
         ends as soon as a Run is notified; polling stays the ground truth."""
+        if self.concurrency > 1:
+            return self._in_slots(once=False)
         waiter: Callable[[float], object] | None = getattr(self.store, "wait_for_work", None)
         backoff = RunBackoff()
         listening = False
@@ -208,7 +236,9 @@ class Worker:
                         listening = True
                     backoff.next_poll()
                     self._set_aside.keep(self.report, self._failed)
-                    for run_id in self._work(backoff.skipped() | self._set_aside.runs()):
+                    found = self._work(backoff.skipped() | self._set_aside.runs())
+                    self.outage.answered()  # the store is back: an outage ends here, once
+                    for run_id in found:
                         if self.stopping or self.outage.hit:
                             break
                         moved, failure, _ = self._drive_tracked(run_id)
@@ -238,6 +268,112 @@ class Worker:
             self.report.outages = self.outage.count
         return self.report
 
+    def start(self) -> None:
+        """Run ``run()`` in a background thread of this process (the embedded worker):
+        the Runs of ``app`` that crashed or wait for a resume are driven on without a
+        ``runkernel worker``. A background thread cannot take signals: call ``stop()``
+        from the application's own shutdown (a FastAPI lifespan, ``atexit``)."""
+        if self._thread is not None:
+            raise RuntimeError(f"worker {self.worker_id} is already started")
+        self._thread = threading.Thread(target=self._run_embedded, name=f"runkernel worker {self.app.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> WorkerReport:
+        """``shutdown()``, then wait (up to ``timeout`` seconds; None: as long as it
+        takes) for what it asks: the commits in flight finish, nothing new starts, every
+        lease is released. Returns the report; raises what stopped the worker's thread,
+        if anything did; ``TimeoutError`` if it is still stopping."""
+        self.shutdown()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise TimeoutError(f"worker {self.worker_id} is still stopping: {self.waiting_for()}")
+        ended, self._ended = self._ended, None
+        if ended is not None:
+            raise ended
+        return self.report
+
+    def _run_embedded(self) -> None:
+        try:
+            self.run()
+        except BaseException as error:  # noqa: BLE001 - raised again by stop()
+            self._ended = error
+
+    def _in_slots(self, *, once: bool) -> WorkerReport:
+        self._slots = Slots(self)
+        try:
+            self._slots.drain(once=once)
+        finally:
+            self._slots = None
+            self._close_app_loop_if_stopping()
+            self.report.outages = self.outage.count
+        return self.report
+
+    # --- what a slot and its dispatcher ask (``slots``) -----------------------------------
+
+    def _slot_worker(self) -> Worker:
+        """A serial worker for a new slot: this worker's id, options, stop flag, outage and
+        event loop, on a store of its own."""
+        duration, margin, batch = self._options
+        slot = Worker(
+            self.store.reopen(),
+            self.app,
+            worker_id=self.worker_id,
+            lease_duration=duration,
+            lease_margin=margin,
+            poll_interval=self.poll_interval,
+            batch=batch,
+            ids=self.ids,
+            clock=self.clock,
+            on_event=self._on_event,
+            on_failure=self._on_failure,
+            on_run_failed=self._on_run_failed,
+            monotonic=self.monotonic,
+            telemetry=self.telemetry,
+            concurrency=1,
+        )
+        slot._stopping, slot.outage, slot._app_loop = self._stopping, self.outage, self._app_loop
+        slot._owns_store = slot.store is not self.store  # a store shared as itself stays open
+        return slot
+
+    def _serve(self, run_id: str) -> Finished:
+        """A slot's drive of ``run_id``: until it is quiet, waiting out a model call's
+        backoff with its lease kept and renewed."""
+        contended, failures = self.report.contended, self.report.failures
+        moved, failed, before = self._drive_tracked(run_id)
+        while run_id in self._set_aside and not self.stopping:
+            self._stopping.wait(self._set_aside.until_due(self.poll_interval))
+            try:
+                self._set_aside.keep(self.report, self._failed)
+            except StoreUnavailable as error:
+                self.outage.failed(error, drive=True)
+                continue
+            if run_id in self._set_aside.due() and not self.stopping:
+                again, failed_again, _ = self._drive_tracked(run_id)
+                moved, failed = moved or again, failed or failed_again
+        if self.stopping:
+            self._set_aside.release_others(stopping=True)
+        failed = failed or self.report.failures != failures
+        return Finished(run_id, moved, failed, before, contended=self.report.contended != contended)
+
+    def _close_slot(self) -> None:
+        self._set_aside.release_others(stopping=True)
+        if self._owns_store:
+            self.store.close()
+
+    def _listed(self, passed: Collection[str]) -> list[str]:
+        return list(self._work(passed))
+
+    def _idle(self, seconds: float, listen: bool) -> None:
+        waiter: Callable[[float], object] | None = getattr(self.store, "wait_for_work", None) if listen else None
+        if waiter is not None:
+            waiter(seconds)
+        elif seconds > 0:
+            self._stopping.wait(seconds)
+
+    def _met_another(self) -> None:
+        self._listing.met_another()
+
     def _after_outage_delay(self) -> bool:
         """Whether to make another pass: not stopping, after the outage's backoff if the
         store is out (a wait that ``shutdown()`` cuts short)."""
@@ -252,6 +388,7 @@ class Worker:
         call backs off after a transient error is set aside instead, its lease kept, and
         ``run()``/``run_once()`` drive it on when its wait is over."""
         self.report.drives += 1
+        self.report.in_flight_peak = max(self.report.in_flight_peak, 1)
         resumed = run_id in self._set_aside
         held = self.leases.held(run_id)
         try:
@@ -309,9 +446,9 @@ class Worker:
             return False, False, version_of(before)
         self._end_told.discard(run_id)
         # what the drive committed is told by its acknowledgements: no read after it
-        self._acknowledged, self._ended = 0, {}
+        self._acknowledged, self._ends = 0, {}
         self.drive(run_id)
-        cause = self._ended.get(run_id)
+        cause = self._ends.get(run_id)
         if cause is not None and cause.kind is EndCauseKind.FAILED:
             self.report.runs_failed += 1
             if self._on_run_failed is not None and run_id not in self._end_told:
@@ -375,7 +512,7 @@ class Worker:
             self._in_flight = in_flight_after(event)
             self._acknowledged += 1
             if isinstance(event.commit.disposition, Ended):
-                self._ended[event.commit.run_id] = event.commit.disposition.cause
+                self._ends[event.commit.run_id] = event.commit.disposition.cause
         if self._on_event is not None:
             self._on_event(event)
 

@@ -1,13 +1,16 @@
 """How a worker rides out its store (Workers and leases, W6): a database
-restart, a dropped connection, a server down, a SQLite lock held past the busy timeout.
+restart, a dropped connection, a server down, a SQLite lock held past the busy timeout,
+a host name that does not resolve yet (a database container still starting: its own
+line, and ``gives_up()`` once a try after the capped backoff failed, for ``--once``).
 
 A store call that fails with ``StoreUnavailable`` (polling, waiting for work, taking a
 lease, a commit) begins an **outage**: it is reported once (``OutageBegan``), the worker
 stops the pass it was making and tries again after a capped exponential backoff
 (``OUTAGE_FIRST_DELAY`` doubled up to ``OUTAGE_MAX_DELAY`` seconds), and every failed try
 meanwhile is only counted. The outage ends, reported once (``OutageEnded``), at the
-first pass over the store that hit no outage: a poll that answered, and every drive it
-started finished without one. Nothing is lost meanwhile: a commit either was
+first poll over the store that answers (``answered``); a drive that poll started which
+fails begins a new outage, so each restart of a server is one outage, however long the
+pass of drives. Nothing is lost meanwhile: a commit either was
 acknowledged or is judged again by identity and version on the next drive (W4), and a
 lease the worker could not release only expires (W2).
 
@@ -16,10 +19,13 @@ Also here: ``RunBackoff``, which Runs a worker skips after their drives failed.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
 from attrs import frozen
+
+from runkernel.errors import HostUnresolved
 
 #: Seconds before the first retry of an outage, doubled at each failed retry...
 OUTAGE_FIRST_DELAY = 0.5
@@ -32,10 +38,12 @@ MAX_SKIPPED_POLLS = 64
 
 @frozen
 class OutageBegan:
-    """The worker's store stopped answering: ``error`` is the store's one-line reason.
-    The worker retries with a capped backoff until it answers again."""
+    """The worker's store stopped answering: ``error`` is the store's one-line reason;
+    ``host`` the store's host name when it is one that does not resolve (yet). The
+    worker retries with a capped backoff until it answers again."""
 
     error: str
+    host: str | None = None
 
 
 @frozen
@@ -56,7 +64,9 @@ OutageEvent = OutageBegan | OutageEnded
 
 class StoreOutage:
     """Whether a worker's store is out, since when, and how long to wait before the next
-    try. ``on_change`` hears ``OutageBegan`` and ``OutageEnded``, once each per outage."""
+    try. ``on_change`` hears ``OutageBegan`` and ``OutageEnded``, once each per outage.
+    A worker's slots share one: a drive in any of them may report a failure, from its
+    own thread (one outage reported once, whichever slot saw it first)."""
 
     def __init__(
         self,
@@ -78,6 +88,11 @@ class StoreOutage:
         self._folded = 0
         #: whether the current pass over the store hit the outage
         self._hit = False
+        self._lock = threading.RLock()
+        #: the host name the last failure found unresolved, if it was that
+        self._unresolved: str | None = None
+        #: whether the last failure came after a wait of the capped backoff
+        self._capped = False
 
     @property
     def active(self) -> bool:
@@ -87,28 +102,57 @@ class StoreOutage:
     def failed(self, error: BaseException, *, drive: bool = False) -> None:
         """A store call failed with ``error`` (a drive's, if ``drive``): the outage
         begins (reported) or goes on (counted)."""
+        with self._lock:
+            self._failed(error, drive)
+
+    def _failed(self, error: BaseException, drive: bool) -> None:
         self._hit = True
         if drive:
             self._interrupted += 1
+        self._unresolved = error.host if isinstance(error, HostUnresolved) else None
         if self._since is None:
             self._since = self._monotonic()
             self._retries = 0
+            self._capped = False
             self.count += 1
             if self._on_change is not None:
-                self._on_change(OutageBegan(_one_line(error)))
+                self._on_change(OutageBegan(_one_line(error), self._unresolved))
         else:
+            self._capped = self.delay() >= self.max_delay  # this try came after a wait at the cap
             self._retries += 1
+
+    def gives_up(self) -> bool:
+        """Whether a worker that gives up (``--once``) stops here: the store's host name
+        still does not resolve on a try made after a wait of the capped backoff. Every
+        other outage is ridden out."""
+        return self._since is not None and self._unresolved is not None and self._capped
+
+    @property
+    def seconds(self) -> float:
+        """How long the current outage has lasted (0 when there is none)."""
+        return 0.0 if self._since is None else self._monotonic() - self._since
 
     def fold(self) -> None:
         """A message of the store's client library about the outage, not printed."""
-        self._folded += 1
+        with self._lock:
+            self._folded += 1
 
     def begin_pass(self) -> None:
         """A new pass over the store starts (a poll and the drives it finds)."""
         self._hit = False
 
+    def answered(self) -> None:
+        """The store answered this pass's poll: an outage under way ends now (reported),
+        not after the drives that follow, so a failure later in the pass (the server
+        restarting again) is an outage of its own."""
+        self.end_pass()
+
     def end_pass(self) -> None:
         """The pass finished: if it hit no outage, an outage under way ends (reported)."""
+        with self._lock:
+            self._end_pass()
+
+    def _end_pass(self) -> None:
         if self._hit or self._since is None:
             return
         ended = OutageEnded(self._monotonic() - self._since, self._retries, self._interrupted, self._folded)

@@ -21,7 +21,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from runkernel.adapters.stores.postgres.commit import PREPARED
-from runkernel.adapters.stores.postgres.schema import check_current, redacted, split_url, unavailable
+from runkernel.adapters.stores.postgres.schema import check_current, connect_failure, redacted, split_url, unavailable
 from runkernel.adapters.stores.contract import StoreUnavailable
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -59,7 +59,7 @@ class PostgresConnection:
             raise StoreUnavailable(f"{self.where}: cannot connect within {connect_timeout:g} s") from None
         except psycopg.Error as error:
             self._pool.close()
-            raise unavailable(url, "opening the store", error) from None
+            raise connect_failure(url, "opening the store", error) from None
         except BaseException:
             self._pool.close()
             raise

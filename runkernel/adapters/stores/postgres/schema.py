@@ -15,15 +15,15 @@ import psycopg
 from psycopg import sql
 
 from runkernel.adapters.stores.contract import SchemaError, StoreUnavailable
-from runkernel.errors import BadStoreUrl
+from runkernel.errors import BadStoreUrl, HostUnresolved
 from runkernel.adapters.stores.redact import redacted as redacted  # the other PostgreSQL modules take it from here
 from runkernel.adapters.stores.redact import masked
-from runkernel.adapters.stores.sql.migrate import quiet_parent_statements
+from runkernel.adapters.stores.sql.migrate import one_answer_statements, quiet_parent_statements
 from runkernel.adapters.stores.sql.dialect import POSTGRESQL
 from runkernel.adapters.stores.work import STORE_TABLES
 
 SCHEMA_NAME = "runkernel-postgres"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: An advisory lock key that serializes ``db init`` and ``db migrate`` runs.
 _SCHEMA_LOCK = 0x72756E6B  # "runk"
@@ -45,6 +45,15 @@ _ONE_TO_TWO = (
 #: What schema 3 adds: each Run's trace context (OpenTelemetry), written with its
 #: activation, outside the commit log; the Runs made before have none.
 _TWO_TO_THREE = ("ALTER TABLE runs ADD COLUMN trace_context text",)
+
+#: What schema 4 adds: one pending answer per wait (a resume's inbox row names the
+#: ticket it answers, and no two pending rows name the same one); ``db migrate`` first
+#: settles a ticket's pending answers after its oldest (``one_answer_statements``).
+_THREE_TO_FOUR_COLUMN = "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS ticket_id text"
+_THREE_TO_FOUR_KEY = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS inbox_one_answer ON inbox (run_id, ticket_id) "
+    "WHERE state = 'pending' AND ticket_id IS NOT NULL"
+)
 
 _SCHEMA = (
     "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -68,6 +77,8 @@ _SCHEMA = (
     "CREATE TABLE inbox (entry_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, run_id text NOT NULL, "
     "body text NOT NULL, state text NOT NULL DEFAULT 'pending', outcome text)",
     "CREATE INDEX inbox_pending ON inbox (run_id, state)",
+    _THREE_TO_FOUR_COLUMN,
+    _THREE_TO_FOUR_KEY,
     # best effort, never truth: unlogged, so a checkpoint write never waits for a WAL flush
     "CREATE UNLOGGED TABLE checkpoints (run_id text PRIMARY KEY, step bigint NOT NULL, data text NOT NULL)",
     "CREATE TABLE reconciliations (entry_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
@@ -85,7 +96,10 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 def split_url(url: str) -> tuple[str, str]:
     """(the libpq connection URL, the schema name) of a runkernel store URL: runkernel's
     own ``schema`` query parameter is taken out, everything else goes to libpq."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as error:  # an unclosed "[", a bracketed host that is no address
+        raise BadStoreUrl(masked(f"{redacted(url)}: not a valid URL: {error}", url)) from None
     query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
     schemas = [value for key, value in query if key == "schema"]
     rest = [(key, value) for key, value in query if key != "schema"]
@@ -93,6 +107,9 @@ def split_url(url: str) -> tuple[str, str]:
     if not _IDENTIFIER.fullmatch(schema):
         raise SchemaError(f"schema={schema!r} in the store URL is not a plain SQL identifier")
     conninfo = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(rest)))
+    if not parts.netloc and url.startswith(f"{parts.scheme}://"):
+        # an empty authority (``postgresql:///?service=NAME``) is kept: urlunsplit drops its "//"
+        conninfo = f"{parts.scheme}://" + urllib.parse.urlunsplit(parts._replace(scheme="", query=urllib.parse.urlencode(rest)))
     try:
         psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as error:
@@ -107,6 +124,40 @@ def unavailable(url: str, doing: str, error: BaseException) -> StoreUnavailable:
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     # the server's or libpq's words may quote pieces of a malformed URL: masked too
     return StoreUnavailable(masked(f"{redacted(url)}: {doing} failed: {first}", url))
+
+
+#: What libpq or the server says of a connection that can never succeed, however long a
+#: worker waits: an option value libpq refuses (a port past 65535, ``sslmode=bogus``)
+#: and credentials the server refuses. (A host name that does not resolve, a refused
+#: connection or a server starting up may heal: those stay ``StoreUnavailable``.)
+_NEVER_CONNECTS = re.compile(
+    r"invalid (?:[\w ]+ )?(?:value|number)\b"
+    r"|invalid connection option"
+    r"|password authentication failed"
+    r"|no password supplied"
+    r"|role \"[^\"]*\" does not exist"
+    r"|database \"[^\"]*\" does not exist"
+    r"|no pg_hba\.conf entry"
+    r"|Servname not supported"  # the port is no service (a negative one, a URL split elsewhere)
+)
+
+#: A host name that does not resolve (psycopg's resolver, or libpq's words).
+_UNRESOLVED = re.compile(r"failed to resolve host '([^']*)'|could not translate host name \"([^\"]*)\"")
+
+
+def connect_failure(url: str, doing: str, error: BaseException) -> StoreUnavailable | BadStoreUrl:
+    """What a failed connection attempt is: ``BadStoreUrl`` (a usage error: exit 2, and
+    a worker stops at once) when the URL can never connect (an option libpq refuses,
+    credentials the server refuses), ``HostUnresolved`` for a host name that does not
+    resolve (yet), else ``StoreUnavailable`` (``unavailable``)."""
+    found = unavailable(url, doing, error)
+    if _NEVER_CONNECTS.search(str(error)):
+        return BadStoreUrl(str(found))
+    unresolved = _UNRESOLVED.search(str(error))
+    if unresolved:
+        host = masked(unresolved.group(1) or unresolved.group(2) or "", url)
+        return HostUnresolved(host, str(found))
+    return found
 
 
 def found_version(conn: psycopg.Connection[tuple[object, ...]], url: str, schema: str) -> int | None:
@@ -153,7 +204,7 @@ def _connect(url: str) -> psycopg.Connection[tuple[object, ...]]:
     try:
         return psycopg.connect(conninfo, autocommit=True, connect_timeout=10)
     except psycopg.Error as error:
-        raise unavailable(url, "connecting", error) from None
+        raise connect_failure(url, "connecting", error) from None
 
 
 def init_postgres(url: str) -> bool:
@@ -186,7 +237,8 @@ def migrate_postgres(url: str) -> tuple[int, int]:
     """``runkernel db migrate``: (version before, version after), in one transaction (a
     crash leaves the old schema or the new one). Schema 2 adds what finds a quiet parent
     by key (each Run's quiet flag and parent call, the children a quiet Run waits for),
-    filled from the latest states and activations; schema 3 each Run's trace context; a current store is left alone, an
+    filled from the latest states and activations; schema 3 each Run's trace context;
+    schema 4 one pending answer per wait (later answers of a ticket settled first); a current store is left alone, an
     uninitialized one is refused naming ``db init``, a newer one naming an upgrade."""
     _, schema = split_url(url)
     with _connect(url) as conn:
@@ -194,18 +246,30 @@ def migrate_postgres(url: str) -> tuple[int, int]:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 version = found_version(conn, url, schema)
-                if version not in (1, 2):
+                if version not in (1, 2, 3):
                     check_current(conn, url, schema)
                     return SCHEMA_VERSION, SCHEMA_VERSION
                 conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
                 if version == 1:
                     _one_to_two(conn, url)
-                for statement in _TWO_TO_THREE:
-                    conn.execute(statement.encode())
+                if version <= 2:
+                    for statement in _TWO_TO_THREE:
+                        conn.execute(statement.encode())
+                _three_to_four(conn)
                 conn.execute("UPDATE meta SET value = %s WHERE key = 'version'", (str(SCHEMA_VERSION),))
                 return version, SCHEMA_VERSION
         except psycopg.Error as error:
             raise unavailable(url, "the migration", error) from None
+
+
+def _three_to_four(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    conn.execute(_THREE_TO_FOUR_COLUMN.encode())
+    pending = conn.execute(
+        "SELECT entry_id, run_id, body FROM inbox WHERE state = 'pending' ORDER BY entry_id"
+    ).fetchall()
+    for statement, params in list(one_answer_statements(pending)):
+        conn.execute(POSTGRESQL.sql(statement).encode(), params)
+    conn.execute(_THREE_TO_FOUR_KEY.encode())
 
 
 def _one_to_two(conn: psycopg.Connection[tuple[object, ...]], url: str) -> None:

@@ -39,6 +39,7 @@ from runkernel.adapters.stores.leases import LeaseRow, checked_release, checked_
 from runkernel.adapters.stores.folded_reads import PickUp
 from runkernel.adapters.stores.postgres.commit import Statement, commit_statements, compacts_inbox
 from runkernel.adapters.stores.postgres.connection import Connection
+from runkernel.adapters.stores.postgres.inbox import put_command
 from runkernel.adapters.stores.postgres.echo import CommitEcho, HistoryMemo
 from runkernel.adapters.stores.postgres.pick_up import Rows, pick_up_rows
 from runkernel.adapters.stores.postgres.schema import TABLES, unavailable
@@ -84,6 +85,11 @@ class PostgresStore(PostgresSql):
         #: history answers read since ``_written`` was last fixed
         self._memo = HistoryMemo()
         super().__init__(url, read_only=read_only, connect_timeout=connect_timeout)
+
+    def reopen(self) -> PostgresStore:
+        """Another session on the same schema (its own connection and memos), for another
+        thread of control: each slot of a worker opens one."""
+        return PostgresStore(self.url, read_only=self.read_only, connect_timeout=self.connect_timeout)
 
     def _reconnect(self) -> None:
         self._judge_against(None)
@@ -352,17 +358,7 @@ class PostgresStore(PostgresSql):
     # --- inbox ------------------------------------------------------------------------
 
     def put_command(self, run_id: str, body: JsonValue) -> int:
-        def put(conn: Connection) -> int:
-            with conn.transaction():
-                row = conn.execute(
-                    "INSERT INTO inbox (run_id, body) VALUES (%s, %s) RETURNING entry_id", (run_id, dumps(body))
-                ).fetchone()
-                conn.execute("SELECT pg_notify(%s, %s)", (self._channel, run_id))
-            assert row is not None
-            return int(row[0])
-
-        entry: int = self._change(put, repeat=False)  # twice would queue the command twice
-        return entry
+        return put_command(self._change, self.where, self._channel, run_id, body)
 
     def reset(self) -> None:
         self._judge_against(None)

@@ -53,6 +53,11 @@ UPDATE_RUN = (
 RELEASE_IN_COMMIT = "UPDATE leases SET released = ? WHERE run_id = ? AND worker_id = ? AND epoch = ?"
 
 #: A Run's settled refusals (run id): what ``compact_commands`` deletes.
+#: A resume's answer, queued only if its ticket has none pending (the unique key
+#: ``inbox_one_answer``: one pending answer per wait), and the pending one found instead.
+PUT_ANSWER = "INSERT INTO inbox (run_id, body, ticket_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+PENDING_ANSWER = "SELECT entry_id FROM inbox WHERE run_id = ? AND ticket_id = ? AND state = 'pending'"
+
 REFUSED_COMMANDS = "SELECT entry_id FROM inbox WHERE run_id = ? AND state = 'settled' AND outcome LIKE 'refused%'"
 #: ... and deleting them (run id).
 COMPACT_COMMANDS = f"DELETE FROM inbox WHERE entry_id IN ({REFUSED_COMMANDS})"

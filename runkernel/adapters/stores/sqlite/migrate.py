@@ -16,6 +16,9 @@ Schema 5 adds the indexes that page ``runs`` and the console's Runs list by stat
 or Thread, newest first, without reading every Run.
 Schema 6 keeps each Run's trace context (OpenTelemetry) beside its row, written with its
 activation; the Runs made before have none.
+Schema 7 allows one pending answer per wait: each pending resume names its ticket, under a
+unique key; a ticket's pending answers after its oldest are settled first (refused,
+naming the oldest), as the runtime would have found them.
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ from runkernel.adapters.stores.sqlite.schema import (
     AWAITED_CHILDREN_TABLE,
     HISTORY_TABLES,
     LEASES_TABLE,
+    ONE_ANSWER_INDEX,
     SCHEMA_NAME,
     SCHEMA_VERSION,
 )
-from runkernel.adapters.stores.sql.migrate import quiet_parent_statements
+from runkernel.adapters.stores.sql.migrate import one_answer_statements, quiet_parent_statements
 from runkernel.adapters.stores.work import summary_of
 from runkernel.kernel.codec import upgrade_v1_line
 from runkernel.kernel.state import RESUMED_EVENT
@@ -93,9 +97,9 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
         if version == SCHEMA_VERSION:
             db.execute("ROLLBACK")
             return version, version
-        if version not in (1, 2, 3, 4, 5):
+        if version not in (1, 2, 3, 4, 5, 6):
             raise SchemaError(
-                f"{name} has schema version {version}; this runkernel migrates 1 to 5 to {SCHEMA_VERSION}"
+                f"{name} has schema version {version}; this runkernel migrates 1 to 6 to {SCHEMA_VERSION}"
             )
         if version == 1:
             _one_to_two(db, name)
@@ -105,7 +109,9 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
             _three_to_four(db, name)
         if version <= 4:
             _run_statements(db, _SCHEMA_4_TO_5)
-        _run_statements(db, _SCHEMA_5_TO_6)
+        if version <= 5:
+            _run_statements(db, _SCHEMA_5_TO_6)
+        _six_to_seven(db)
         db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
         return version, SCHEMA_VERSION
@@ -152,6 +158,17 @@ def _two_to_three(db: sqlite3.Connection, name: str) -> None:
             "UPDATE runs SET state = ?, step = ?, version = ?, waiting_for = ?, wake_at = ? WHERE run_id = ?",
             (summary.state, summary.step, summary.version, summary.waiting_for, summary.wake_at, run_id),
         )
+
+
+def _six_to_seven(db: sqlite3.Connection) -> None:
+    """One pending answer per wait: name the tickets, settle the later answers, then the key."""
+    columns = {str(row[1]) for row in db.execute("PRAGMA table_info(inbox)").fetchall()}
+    if "ticket_id" not in columns:  # a file made older by hand may have kept it
+        db.execute("ALTER TABLE inbox ADD COLUMN ticket_id TEXT")
+    pending = db.execute("SELECT entry_id, run_id, body FROM inbox WHERE state = 'pending' ORDER BY entry_id")
+    for statement, params in list(one_answer_statements(pending.fetchall())):
+        db.execute(statement, params)
+    _run_statements(db, ONE_ANSWER_INDEX)
 
 
 def _three_to_four(db: sqlite3.Connection, name: str) -> None:

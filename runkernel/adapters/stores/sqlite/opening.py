@@ -33,6 +33,11 @@ def path_of(url: str) -> str:
     path = url[len(URL_PREFIX):]
     if not path:
         raise BadStoreUrl(f"{url!r} names no file; use sqlite:///path.db")
+    if "?" in path:
+        # SQLite's own URI parameters (mode=, cache=...) would be a file name here: the
+        # store opens its file with the modes each command needs, so a query is refused
+        query = path[path.index("?"):]
+        raise BadStoreUrl(f"{url!r}: a SQLite store URL takes no query ({query!r}); use sqlite:///path.db")
     return path
 
 
@@ -183,7 +188,7 @@ def connect(
         return _connect_read(path, layout, timeout=timeout), Recognized.CURRENT
     mode = "rwc" if access is Access.CREATE else "rw"
     try:
-        db = sqlite3.connect(_uri(path, mode=mode), uri=True, isolation_level=None, timeout=timeout)
+        db = sqlite3.connect(_uri(path, mode=mode), uri=True, isolation_level=None, timeout=timeout, check_same_thread=False)
     except sqlite3.Error as error:
         raise store_error(path, "opening", error) from None
     try:
@@ -205,12 +210,12 @@ def _connect_read(path: str, layout: Layout, *, timeout: float) -> sqlite3.Conne
             # nobody has the store open in WAL mode: recognize it without the WAL index
             # first, so a refused file (a newer schema, another application's) is left
             # without the -wal and -shm files a WAL reader creates beside it
-            probe = sqlite3.connect(_uri(path, mode="ro", immutable="1"), uri=True, isolation_level=None, timeout=timeout)
+            probe = sqlite3.connect(_uri(path, mode="ro", immutable="1"), uri=True, isolation_level=None, timeout=timeout, check_same_thread=False)
             try:
                 _begin_recognized(probe, path, layout)
             finally:
                 probe.close()
-        db = sqlite3.connect(_uri(path, mode="ro"), uri=True, isolation_level=None, timeout=timeout)
+        db = sqlite3.connect(_uri(path, mode="ro"), uri=True, isolation_level=None, timeout=timeout, check_same_thread=False)
         try:
             return _begin_recognized(db, path, layout)
         except sqlite3.OperationalError as error:
@@ -225,7 +230,7 @@ def _connect_read(path: str, layout: Layout, *, timeout: float) -> sqlite3.Conne
                 f"{path} is on read-only media with an uncheckpointed write-ahead log; "
                 "it cannot be read consistently there"
             )
-        db = sqlite3.connect(_uri(path, mode="ro", immutable="1"), uri=True, isolation_level=None, timeout=timeout)
+        db = sqlite3.connect(_uri(path, mode="ro", immutable="1"), uri=True, isolation_level=None, timeout=timeout, check_same_thread=False)
         try:
             return _begin_recognized(db, path, layout)
         except BaseException:

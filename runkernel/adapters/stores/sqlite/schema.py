@@ -8,7 +8,7 @@ from runkernel.adapters.stores.sqlite.opening import Layout
 from runkernel.adapters.stores.work import STORE_TABLES
 
 SCHEMA_NAME = "runkernel-sqlite"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: The history facts kept as indexed rows of their own (schema 2).
 HISTORY_TABLES = """
@@ -32,6 +32,12 @@ CREATE TABLE awaited_children (
     child_run_id TEXT NOT NULL,
     PRIMARY KEY (parent_run_id, child_run_id)
 ) WITHOUT ROWID;
+"""
+
+#: One pending answer per wait (schema 7): a resume's row names the ticket it answers,
+#: and no two pending rows name the same one.
+ONE_ANSWER_INDEX = """
+CREATE UNIQUE INDEX IF NOT EXISTS inbox_one_answer ON inbox (run_id, ticket_id) WHERE state = 'pending' AND ticket_id IS NOT NULL;
 """
 
 #: One row per leased Run (schema 3).
@@ -87,9 +93,10 @@ CREATE TABLE inbox (
     run_id TEXT NOT NULL,
     body TEXT NOT NULL,
     state TEXT NOT NULL DEFAULT 'pending',
-    outcome TEXT
+    outcome TEXT,
+    ticket_id TEXT
 );
-CREATE INDEX inbox_pending ON inbox (run_id, state);
+CREATE INDEX inbox_pending ON inbox (run_id, state);{ONE_ANSWER_INDEX.rstrip()}
 CREATE TABLE checkpoints (run_id TEXT PRIMARY KEY, step INTEGER NOT NULL, data TEXT NOT NULL);
 CREATE TABLE reconciliations (
     entry_id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -22,17 +22,19 @@ from pathlib import Path
 from typing import Any
 
 from runkernel.adapters.stores.contract import (
-    CommitConflict, IllegalCommit, Lease, LeaseLost, SIMULATE_CLAIM, Settlement, StoreUnavailable, Writer, judge_append,
+    CommitConflict, IllegalCommit, Lease, LeaseLost, SIMULATE_CLAIM, Settlement, StoreUnavailable, Writer,
+    judge_append,
 )
 from runkernel.adapters.stores.leases import LeaseRow, checked_release, commit_writer, is_own_landed_commit
-from runkernel.adapters.stores.serial import commit_text, dumps, line_text, snapshot_text
+from runkernel.adapters.stores.serial import commit_text, line_text, snapshot_text
 from runkernel.adapters.stores.sql.dialect import SQLITE
 from runkernel.adapters.stores.sql.queries import work_query
 from runkernel.adapters.stores.sql.shared import SqlStore
 from runkernel.adapters.stores.sql.statements import (
-    HEAD_RUN_AND_LEASE, INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT, UPDATE_RUN, UPDATE_THREAD, Row,
-    history_statements,
+    HEAD_RUN_AND_LEASE, INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT,
+    UPDATE_RUN, UPDATE_THREAD, Row, history_statements,
 )
+from runkernel.adapters.stores.sqlite.inbox import put_command
 from runkernel.adapters.stores.sqlite.opening import Access, Recognized, connect, path_of, recognize, statements, store_error
 from runkernel.adapters.stores.sqlite.schema import LAYOUT, SCHEMA, SCHEMA_NAME, SCHEMA_VERSION
 from runkernel.adapters.stores.work import STORE_TABLES, awaited_children, parent_columns, summary_of
@@ -45,7 +47,9 @@ _WORK = work_query(SQLITE)
 
 
 class SqliteStore(SqlStore):
-    """A runkernel store in one SQLite file. Use one instance per thread of control."""
+    """A runkernel store in one SQLite file. One instance serves one thread of control at a
+    time (it may move between threads: an asyncio host's store calls run off its loop);
+    ``reopen()`` opens another on the same file for another thread."""
 
     dialect = SQLITE
 
@@ -63,6 +67,7 @@ class SqliteStore(SqlStore):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
         self.path = str(path)
         self.where = self.path
+        self._options = (synchronous, read_only, busy_timeout)
         # the store's clock for leases: every process on one file shares the machine's
         # wall clock, the only clock they have in common
         self._clock = clock
@@ -272,8 +277,7 @@ class SqliteStore(SqlStore):
     # --- inbox, checkpoints -------------------------------------------------------------
 
     def put_command(self, run_id: str, body: JsonValue) -> int:
-        cursor = self._write("INSERT INTO inbox (run_id, body) VALUES (?, ?)", (run_id, dumps(body)))
-        return int(cursor.lastrowid or 0)
+        return put_command(self._db, run_id, body, self._write)
 
     def _checkpoint_write(self, query: str, params: Sequence[Any]) -> None:
         """A best-effort write that never waits for an fsync (Cost model): its
@@ -342,6 +346,13 @@ class SqliteStore(SqlStore):
                 raise
         except sqlite3.Error as error:
             raise store_error(self.path, "claiming the store", error) from None
+
+    def reopen(self) -> SqliteStore:
+        """Another connection to the same file, with this one's options and clock."""
+        synchronous, read_only, busy_timeout = self._options
+        return SqliteStore(
+            self.path, synchronous=synchronous, create=False, read_only=read_only, busy_timeout=busy_timeout, clock=self._clock
+        )
 
     def close(self) -> None:
         if self._scratch is not None:

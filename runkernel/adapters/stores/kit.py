@@ -1,0 +1,114 @@
+"""The store kit: every name a store of your own needs, in one module.
+
+A store calls three things of runkernel's, and keeps the rest of the contract
+(``Store``, docs/how-to/write-a-store.md) itself:
+
+- **its judgment of an append**: ``judge_append(head, run, commit, history, ticket_seen)``
+  inside the append's transaction, before anything is written. It raises
+  ``CommitConflict`` or ``IllegalCommit`` (write nothing then) or returns ``Accepted``:
+  the Thread's new ``head``, the Run's new snapshot ``run``, and the history ``keys`` the
+  commit adds (a ticket awaited, a batch closed, a resume applied), which the store keeps
+  by key in the same transaction (``MutableHistory.add`` does it in memory), so its
+  ``history(run_id)`` and ``ticket_seen`` answer the next judgment;
+- **the line codec**: ``commit_text(commit)`` is the commit's ``runkernel/2`` trace line,
+  what the store writes and what its export is; ``commit_from_text(line)`` reads one back
+  (``commit_from_text(commit_text(c)) == c``);
+- **the lease rules and the work-discovery helpers**, pure functions of a stored lease row,
+  a snapshot and the store's clock, so every store decides as runkernel's own do:
+  ``acquired``, ``require_held``, ``commit_writer``, ``checked_release``,
+  ``is_own_landed_commit`` (W4); ``summary_of``, ``awaited_children`` and ``has_work``
+  (what ``runs_with_work`` must find).
+
+A store that replays a journal when it opens judges every line again with
+``judge_append``, exactly as when it was appended, so its heads, snapshots and history
+are what the appends made (``examples/jsonl_store.py`` does).
+"""
+
+from __future__ import annotations
+
+from runkernel.adapters.stores.contract import (
+    Checkpoint,
+    InboxEntry,
+    Lease,
+    LeaseStatus,
+    Reconciliation,
+    Settlement,
+    Store,
+    Writer,
+    judge_append,
+)
+from runkernel.adapters.stores.leases import (
+    LeaseRow,
+    acquired,
+    checked_duration,
+    checked_release,
+    commit_writer,
+    is_own_landed_commit,
+    require_held,
+)
+from runkernel.adapters.stores.serial import commit_from_text, commit_text
+from runkernel.adapters.stores.work import RunSummary, awaited_children, has_work, summary_of
+from runkernel.errors import (
+    CommitConflict,
+    DamagedStore,
+    IllegalCommit,
+    LeaseHeld,
+    LeaseLost,
+    SchemaError,
+    StoreError,
+    StoreUnavailable,
+)
+from runkernel.kernel.history import NO_HISTORY, History, HistoryKeys, MutableHistory
+from runkernel.kernel.state import Ended, Message, ParentCall, RunSnapshot, ThreadCommit, ThreadHead
+from runkernel.kernel.validate import Accepted
+
+__all__ = [
+    # the contract and its records
+    "Store",
+    "Lease",
+    "LeaseStatus",
+    "Writer",
+    "InboxEntry",
+    "Settlement",
+    "Checkpoint",
+    "Reconciliation",
+    "RunSummary",
+    # the errors a store raises
+    "StoreError",
+    "CommitConflict",
+    "IllegalCommit",
+    "LeaseHeld",
+    "LeaseLost",
+    "StoreUnavailable",
+    "DamagedStore",
+    "SchemaError",
+    # the judgment of an append
+    "judge_append",
+    "Accepted",
+    "History",
+    "HistoryKeys",
+    "MutableHistory",
+    "NO_HISTORY",
+    # the line codec
+    "commit_text",
+    "commit_from_text",
+    # the lease rules
+    "LeaseRow",
+    "acquired",
+    "require_held",
+    "commit_writer",
+    "checked_release",
+    "checked_duration",
+    "is_own_landed_commit",
+    # work discovery
+    "summary_of",
+    "awaited_children",
+    "has_work",
+    # the kernel's values a store holds
+    "ThreadCommit",
+    "ThreadHead",
+    "RunSnapshot",
+    "Message",
+    "ParentCall",
+    "Ended",
+]

@@ -1,0 +1,339 @@
+"""A worker's slots (Workers and leases: many Runs in flight): up to ``concurrency``
+Runs driven at once, each in a slot of its own, so a Run that waits on a slow model or
+tool never delays another.
+
+A slot is a thread with a serial worker of its own, on its own store instance
+(``Store.reopen()``: a connection, and the memos of what that instance wrote, are never
+shared between drives), under the worker's one id: the leases are the worker's,
+whichever slot holds them. The dispatcher (the thread that called ``run()`` or
+``run_once()``) polls for work with the worker's own store and hands each Run found to a
+free slot; a Run is in at most one slot at a time. Slots are opened as work needs them,
+so an idle worker holds one store connection.
+
+**Take-over has a slot of its own.** When every slot is busy with a long drive, a Run
+whose lease expired under another worker (orphaned: W2) would wait behind them. So one
+more slot, the reserve, drives only such Runs: one is taken over within its lease's
+expiry plus one poll, however busy the others are. ``in_flight_peak`` counts it too: at
+most ``concurrency + 1``.
+
+**Shutdown.** ``shutdown()`` reaches every slot (they share the worker's stop flag):
+each finishes the commit in flight, starts nothing new and releases its leases; the
+dispatcher waits for them, then returns. An exception a slot's drive did not contain
+(the process is meant to die: a simulated crash) stops the other slots the same way and
+is raised by ``run()``/``run_once()``.
+
+A slot waits out a model call backing off after a transient error itself, its lease
+kept and renewed (the serial worker sets it aside and drives other Runs instead).
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+from collections.abc import Callable, Collection, Sequence
+from typing import Protocol
+
+from attrs import frozen
+
+from runkernel.adapters.stores.contract import LeaseStatus, Store, StoreError, StoreUnavailable
+from runkernel.adapters.worker.account import WorkerReport, add_counts, version_of
+from runkernel.adapters.worker.outage import RunBackoff, StoreOutage
+
+
+@frozen
+class Finished:
+    """How one slot's drive of ``run_id`` went: whether it committed anything, whether it
+    failed, the Run's version before it, and what killed the slot (None: it lives)."""
+
+    run_id: str
+    moved: bool
+    failed: bool
+    before: int
+    #: the Run was leased by another worker when the slot tried to take it
+    contended: bool = False
+    death: BaseException | None = None
+
+
+class SlotWorker(Protocol):
+    """What a slot needs of the serial worker it drives with."""
+
+    report: WorkerReport
+
+    def _serve(self, run_id: str) -> Finished:
+        """Drive ``run_id`` until it is quiet (waiting out a model call's backoff)."""
+
+    def waiting_for(self) -> str:
+        """What its drive waits for (one phrase)."""
+
+    def _close_slot(self) -> None:
+        """Release every lease it holds and close its own store."""
+
+
+class Dispatching(Protocol):
+    """What the dispatcher needs of the worker it serves."""
+
+    store: Store
+    worker_id: str
+    concurrency: int
+    poll_interval: float
+    report: WorkerReport
+    outage: StoreOutage
+    monotonic: Callable[[], float]
+
+    @property
+    def stopping(self) -> bool:
+        """Whether ``shutdown()`` was called."""
+
+    def _slot_worker(self) -> SlotWorker:
+        """A serial worker for a new slot, on its own store instance."""
+
+    def _listed(self, passed: Collection[str]) -> list[str]:
+        """Runs with work, in this worker's order, none of ``passed``."""
+
+    def _after_outage_delay(self) -> bool:
+        """Whether to make another pass (after an outage's backoff)."""
+
+    def _idle(self, seconds: float, listen: bool) -> None:
+        """Wait up to ``seconds`` for work (or ``shutdown()``)."""
+
+    def _met_another(self) -> None:
+        """A slot found a Run leased by another worker (``listing``)."""
+
+    def shutdown(self) -> None:
+        """Stop every slot: the commit in flight finishes, nothing new starts."""
+
+
+class _Slot:
+    """One slot's thread: takes Runs from ``jobs`` until it is given None."""
+
+    def __init__(self, owner: Dispatching, jobs: queue.SimpleQueue[str | None], done: queue.SimpleQueue[Finished], name: str) -> None:
+        self.owner, self.jobs, self.done = owner, jobs, done
+        self.worker: SlotWorker | None = None
+        self.busy_with: str | None = None
+        #: drives that failed because the slot's store could not be opened (refused)
+        self.refused = 0
+        self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            while (run_id := self.jobs.get()) is not None:
+                self.busy_with = run_id
+                self.done.put(self._drive(run_id))
+                self.busy_with = None
+        finally:
+            if self.worker is not None:
+                self.worker._close_slot()
+
+    def _drive(self, run_id: str) -> Finished:
+        try:
+            if self.worker is None:
+                self.worker = self.owner._slot_worker()
+            return self.worker._serve(run_id)
+        except StoreUnavailable as error:  # the slot's store could not be opened
+            self.owner.outage.failed(error, drive=True)
+            return Finished(run_id, False, False, -1)
+        except StoreError:
+            self.refused += 1
+            return Finished(run_id, False, True, -1)
+        except BaseException as death:  # noqa: BLE001 - handed to the dispatcher, which raises it
+            return Finished(run_id, False, True, -1, death=death)
+
+
+class Slots:
+    """The slots of one ``run()`` or ``run_once()`` of a worker, and its dispatcher."""
+
+    def __init__(self, owner: Dispatching) -> None:
+        self.owner = owner
+        self._jobs: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._reserve_jobs: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[Finished] = queue.SimpleQueue()
+        self._slots: list[_Slot] = []
+        self._reserve: _Slot | None = None
+        #: Runs in flight: whether each is in the reserve slot
+        self.in_flight: dict[str, bool] = {}
+        self.peak = 0
+        #: Runs whose drive made no progress: they sit out polls until this time
+        self._resting: dict[str, float] = {}
+        #: Runs listed by the last poll and not handed to a slot yet
+        self._backlog: collections.deque[str] = collections.deque()
+        self._once = False
+        self._backoff = RunBackoff()
+        #: ``run_once()``: Runs whose drive failed, and those that made no progress (their version then)
+        self._failed: set[str] = set()
+        self._stalled: dict[str, int] = {}
+        #: what killed a slot, raised once every slot stopped
+        self._death: BaseException | None = None
+
+    # --- the dispatcher -------------------------------------------------------------
+
+    def drain(self, *, once: bool) -> None:
+        """Drive until nothing is runnable (``once``) or until ``shutdown()``.
+
+        ``once`` passes over Runs whose drive failed, and Runs whose drive made no
+        progress until they move (as the serial ``run_once()`` does); ``run()`` skips a
+        failing Run for a growing number of polls (``RunBackoff``) and rests a Run that
+        made no progress (a reconnect tool still running) until the next poll. A store
+        outage ends only with a pass whose poll answered and whose drives all finished
+        without meeting it (a SQLite lock lets reads through while writes fail)."""
+        owner = self.owner
+        self._once = once
+        need_poll, listening, last_poll = True, False, float("-inf")
+        try:
+            while self._death is None and owner._after_outage_delay():
+                polled_now, recovering = False, owner.outage.active
+                owner.outage.begin_pass()
+                try:
+                    if need_poll and self._can_take():
+                        if not once and not listening:
+                            owner._idle(0.0, listen=True)  # listen before the poll: no wake-up missed
+                            listening = True
+                        self._backlog = collections.deque(owner._listed(self._passed()))
+                        need_poll, polled_now, last_poll = False, True, owner.monotonic()
+                    self._fill()
+                except StoreUnavailable as error:
+                    owner.outage.failed(error)
+                    listening = False
+                while recovering and self.in_flight and not owner.outage.hit and self._death is None:
+                    self._collect(owner.poll_interval)
+                owner.outage.end_pass()
+                if owner.outage.active:
+                    need_poll = True
+                    continue
+                if once and polled_now and not self._backlog and not self.in_flight:
+                    return
+                # until the next poll is due; with no slot to fill, until a drive finishes
+                wait = max(0.0, last_poll + owner.poll_interval - owner.monotonic()) if self._can_take() else owner.poll_interval
+                if self.in_flight:
+                    self._collect(wait)
+                elif not once:
+                    # nothing in flight: a poll that found nothing waits a whole interval
+                    owner._idle(owner.poll_interval if polled_now else wait, listen=listening)
+                need_poll = need_poll or not self._backlog or owner.monotonic() >= last_poll + owner.poll_interval
+        finally:
+            if self._death is not None:
+                owner.shutdown()  # the process is meant to die: every other slot stops too
+            self._close()
+        if self._death is not None:
+            raise self._death
+
+    def _passed(self) -> set[str]:
+        """The Runs a poll leaves out: in flight, resting, failed or stalled (``once``),
+        sitting out their backoff (``run()``)."""
+        self._backoff.next_poll()
+        for run_id in [r for r, v in self._stalled.items() if version_of(self.owner.store.run(r)) != v]:
+            del self._stalled[run_id]  # it moved since (a command, another worker)
+        return self.in_flight.keys() | self._rested() | self._failed | self._stalled.keys() | self._backoff.skipped()
+
+    def _collect(self, wait: float) -> None:
+        """The drives that finished (waiting up to ``wait`` seconds for the first), and
+        what each means for the next polls."""
+        for done in self._finished(wait):
+            self._death = self._death or done.death
+            del self.in_flight[done.run_id]
+            if done.contended:
+                self.owner._met_another()
+            self._backoff.record(done.run_id, failed=done.failed)
+            if done.failed:
+                if self._once:
+                    self._failed.add(done.run_id)
+            elif not done.moved:
+                if self._once:
+                    self._stalled[done.run_id] = done.before
+                else:
+                    self._resting[done.run_id] = self.owner.monotonic() + self.owner.poll_interval
+
+    def _can_take(self) -> bool:
+        return self._free() > 0 or not self._reserve_busy()
+
+    def _free(self) -> int:
+        return self.owner.concurrency - sum(1 for reserve in self.in_flight.values() if not reserve)
+
+    def _reserve_busy(self) -> bool:
+        return any(self.in_flight.values())
+
+    def _rested(self) -> set[str]:
+        now = self.owner.monotonic()
+        for run_id in [r for r, until in self._resting.items() if until <= now]:
+            del self._resting[run_id]
+        return set(self._resting)
+
+    def _fill(self) -> None:
+        """Hand the backlog's Runs to free slots; with none free, an orphaned Run to the
+        reserve slot."""
+        while self._backlog and self._free() > 0 and not self.owner.stopping:
+            run_id = self._backlog.popleft()
+            if run_id not in self.in_flight:
+                self._start(run_id, reserve=False)
+        if self._backlog and not self._reserve_busy() and not self.owner.stopping:
+            orphan = self._orphan(list(self._backlog))
+            if orphan is not None:
+                self._backlog.remove(orphan)
+                self._start(orphan, reserve=True)
+
+    def _orphan(self, listed: Sequence[str]) -> str | None:
+        """The first of ``listed`` whose lease expired under another worker (one read)."""
+        statuses = self.owner.store.lease_statuses(listed)
+        for run_id in listed:
+            status = statuses.get(run_id)
+            if status is not None and orphaned(status, self.owner.worker_id):
+                return run_id
+        return None
+
+    def _start(self, run_id: str, *, reserve: bool) -> None:
+        if reserve:
+            if self._reserve is None:
+                self._reserve = _Slot(self.owner, self._reserve_jobs, self._done, "runkernel take-over slot")
+            self._reserve_jobs.put(run_id)
+        else:
+            if len(self._slots) < self.owner.concurrency - self._free() + 1:
+                self._slots.append(_Slot(self.owner, self._jobs, self._done, f"runkernel slot {len(self._slots) + 1}"))
+            self._jobs.put(run_id)
+        self.in_flight[run_id] = reserve
+        self.peak = max(self.peak, len(self.in_flight))
+
+    def _finished(self, wait: float) -> list[Finished]:
+        """The drives that finished: at least one (waiting up to ``wait`` seconds for it)."""
+        try:
+            found = [self._done.get(timeout=wait) if wait > 0 else self._done.get_nowait()]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                found.append(self._done.get_nowait())
+            except queue.Empty:
+                return found
+
+    def waiting_for(self) -> str:
+        """What the Runs in flight wait for, one phrase each."""
+        phrases = [
+            slot.worker.waiting_for()
+            for slot in [*self._slots, *([self._reserve] if self._reserve else [])]
+            if slot.busy_with is not None and slot.worker is not None
+        ]
+        return "; ".join(phrases) if phrases else "no Run is being driven"
+
+    def _close(self) -> None:
+        """Every slot finishes its drive (``shutdown()`` cut it short at its commit in
+        flight), releases its leases and closes its store; their counts join the report."""
+        slots = [*self._slots, *([self._reserve] if self._reserve else [])]
+        for _ in self._slots:
+            self._jobs.put(None)
+        self._reserve_jobs.put(None)
+        for slot in slots:
+            slot.thread.join()
+            self.owner.report.failures += slot.refused
+            if slot.worker is not None:
+                add_counts(self.owner.report, slot.worker.report)
+        self.owner.report.in_flight_peak = max(self.owner.report.in_flight_peak, self.peak)
+
+
+def orphaned(status: LeaseStatus, worker_id: str) -> bool:
+    """Whether a Run's lease expired unreleased under another worker (W2: its holder
+    died or stalled), by the store's own clock."""
+    lease = status.lease
+    return lease is not None and not status.released and lease.worker_id != worker_id and lease.expires_at <= status.now
+
+
+__all__ = ["Dispatching", "Finished", "SlotWorker", "Slots", "orphaned"]
