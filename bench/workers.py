@@ -197,7 +197,7 @@ def _runkernel_side(store: Any, url: str, processes: int, units: int, scratch: P
         def spawn(n: int, env: dict[str, str], stderr: Path) -> subprocess.Popen[str]:
             return _popen(
                 [sys.executable, "-m", "runkernel.cli", "worker", "--store", url, "--app", "bench.worker_app:app",
-                 "--lease", "120", "--worker-id", f"{app}-w{n}"],
+                 "--lease", "120", "--worker-id", f"{app}-w{n}", *_slots_option()],
                 env, stderr,
             )
 
@@ -214,6 +214,13 @@ def _runkernel_side(store: Any, url: str, processes: int, units: int, scratch: P
         return Sample(sample.seconds, sample.units, counts)
 
     return measure
+
+
+def _slots_option() -> list[str]:
+    """``--concurrency`` as DBOS's per-process limit, where the worker has slots: the
+    same Runs in flight per process on both sides, and every process of a round can
+    claim one unit for the start barrier (one worker with 32 slots would take them all)."""
+    return [] if subject.worker_slots() is None else ["--concurrency", str(dbos_worker.WORKER_CONCURRENCY)]
 
 
 class DbosQueue:
@@ -288,7 +295,8 @@ def _prepared(
     notes = {
         "units": f"{units} per side and round, started before the processes and drained from the go;"
         f" DBOS queue: worker_concurrency={dbos_worker.WORKER_CONCURRENCY} per process, polled every"
-        f" {dbos_worker.POLLING_SECONDS} s; a runkernel worker drives one Run at a time",
+        f" {dbos_worker.POLLING_SECONDS} s; a runkernel worker: "
+        + (" ".join(_slots_option()) or "one Run at a time (no slots on this branch)"),
     }
     measured: dict[int, list[Sample]] = {1: [], 2: []}
 
