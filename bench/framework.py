@@ -55,6 +55,11 @@ class Sizes:
     stateful_examples: int
     budget: float
     """Seconds after which a group runs no further round (each group gets one)."""
+    latency_runs: tuple[int, ...]
+    """The latency group's N: Runs drained by one process per side and round."""
+    latency_sleep: float
+    """Seconds each model and tool call of the latency group's Runs waits."""
+    latency_rounds: int
 
 
 FULL = Sizes(
@@ -73,6 +78,9 @@ FULL = Sizes(
     model_states=50_000,
     stateful_examples=100,
     budget=540.0,
+    latency_runs=(20, 200),
+    latency_sleep=0.5,
+    latency_rounds=3,
 )
 
 QUICK = Sizes(
@@ -91,6 +99,9 @@ QUICK = Sizes(
     model_states=500,
     stateful_examples=2,
     budget=120.0,
+    latency_runs=(3, 6),
+    latency_sleep=0.05,
+    latency_rounds=1,
 )
 
 

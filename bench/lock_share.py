@@ -42,7 +42,9 @@ def lock_share(runs: int) -> tuple[float, float]:
 
         setattr(store, "append", timed(store.append))  # noqa: B010 - a method replaced on one instance
         setattr(store, "_with_lease_row", timed(store._with_lease_row))  # noqa: B010
-        worker = Worker(store, subject.two_call_app("share-app", lambda: None), worker_id="w1")
+        # one Run at a time on this store (slots would drive through stores of their own, untimed)
+        serial: dict[str, Any] = {} if subject.worker_slots() is None else {"concurrency": 1}
+        worker = Worker(store, subject.two_call_app("share-app", lambda: None), worker_id="w1", **serial)
         started = time.perf_counter()
         worker.run_once()
         wall = time.perf_counter() - started

@@ -155,6 +155,12 @@ def render(
         " work after the timed rounds (`bench/profiles.py`), by area and by function. cProfile"
         " charges every Python call a fixed cost, so the shares compare the parts of one side; the"
         " table's rates are timed without it.",
+        "- Throughput under latency (`bench/latency.py`): N Runs of two model calls and one tool call,"
+        f" each sleeping {sizes.latency_sleep:g} s, drained by ONE process: `runkernel worker` with its default"
+        " slots, beside one DBOS process working a queue whose `worker_concurrency` is the same number (the"
+        " rows' names say it), both polling every 0.05 s; every round also drains one Run alone, the"
+        " yardstick of the overlap and goal rows. Loop lag (`bench/loop_lag.py`): the lateness of a 10 ms"
+        " `asyncio.sleep` repeated on the loop while `AsyncDriver` drives N such Runs on it.",
         f"- Time budget: after {sizes.budget:.0f} s a group runs no round beyond its first (the agent"
         " loops run last, longest last); a cut is listed under the group's notes.",
         "",

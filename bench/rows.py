@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import console, measures, otel, postgres, worker_rows, workers
+from bench import console, latency, latency_rows, loop_lag, measures, otel, postgres, worker_rows, workers
 from bench.framework import (
     Goal,
     Group,
@@ -74,6 +74,9 @@ def groups(sizes: Sizes) -> list[Group]:
         Group("otel", otel.otel_overhead, lambda s: 3 if s.quick else 7),
         Group("workers/postgres", workers.workers_postgres, workers.rounds),
         Group("workers/sqlite", workers.workers_sqlite, workers.rounds),
+        Group("latency/sqlite", latency.latency_sqlite, latency.rounds),
+        Group("latency/postgres", latency.latency_postgres, latency.rounds),
+        Group(latency_rows.LAG_GROUP, loop_lag.loop_lag, latency.rounds),
     ]
     # last, smallest first: the time budget may cut the rounds of the longest groups
     for mode, _ in MODES:
@@ -357,6 +360,7 @@ def rows(sizes: Sizes) -> list[Row]:
     table += postgres_rows()
     table += console_rows(sizes)
     table += worker_rows.rows()
+    table += latency_rows.rows(sizes)
     table.append(
         Row(
             f"OpenTelemetry() installed, no exporter configured: agent loop time ÷ without telemetry"

@@ -8,6 +8,7 @@ stores, ``decide``/``validate_commit``/``recover``, the codec's encode/decode, t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -353,6 +354,44 @@ def two_call_app(name: str, before_first: Callable[[], None]) -> Any:
     return RuntimeApp(name=name, model=_TwoCallModel(before_first), tools=tools)
 
 
+class _SleepingModel:
+    """A model that waits ``sleep`` seconds per call, as a remote model does: step 1 asks
+    for one ``lookup`` call, step 2 answers and ends the Run. ``before_first`` runs before
+    each step-1 answer (the bench's start barrier). It keeps no state: slots share it."""
+
+    def __init__(self, sleep: float, before_first: Callable[[], None]) -> None:
+        self.sleep = sleep
+        self.before_first = before_first
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        if request.step <= 1:
+            self.before_first()
+            time.sleep(self.sleep)
+            return ModelReply("", (CallRequest(TOOL_NAME, tool_arguments(0)),))
+        time.sleep(self.sleep)
+        return ModelReply(FINAL_TEXT, end=EndCauseKind.COMPLETED)
+
+
+class _SleepingTool(_LookupTool):
+    """The ``lookup`` tool, waiting ``sleep`` seconds before it answers (a slow API)."""
+
+    def __init__(self, sleep: float) -> None:
+        self.sleep = sleep
+
+    def run(self, invocation: RunCall) -> ToolReply:
+        time.sleep(self.sleep)
+        return super().run(invocation)
+
+
+def latency_app(name: str, sleep: float, before_first: Callable[[], None]) -> Any:
+    """The latency group's ``RuntimeApp``: a Run is two model calls and one tool call,
+    each waiting ``sleep`` seconds (3 × ``sleep`` of latency per Run)."""
+    from runkernel.adapters.worker.apps import RuntimeApp
+
+    tools = ToolRegistry({TOOL_NAME: _SleepingTool(sleep)}, max_steps=4)
+    return RuntimeApp(name=name, model=_SleepingModel(sleep, before_first), tools=tools)
+
+
 def postgres_store(url: str) -> Store:
     """runkernel's PostgreSQL store at ``url`` (a ``schema`` query parameter), made there
     first if it is not."""
@@ -387,3 +426,41 @@ def runs_completed(store: Store, run_ids: list[str]) -> int:
         if snapshot is not None and isinstance(snapshot.state, Ended) and snapshot.state.cause.kind is EndCauseKind.COMPLETED:
             done += 1
     return done
+
+
+# --- the latency group ---------------------------------------------------
+
+
+def worker_slots() -> int | None:
+    """How many Runs a ``Worker`` keeps in flight by default (its ``concurrency``), or
+    None when this runkernel's worker has no slots (it drives one Run at a time)."""
+    import inspect
+
+    from runkernel import Worker
+
+    option = inspect.signature(Worker).parameters.get("concurrency")
+    return option.default if option is not None and isinstance(option.default, int) else None
+
+
+async def drive_sleeping_run(store: Store, sleep: float) -> str:
+    """An asyncio host's Run through ``AsyncDriver``: two model calls and one tool call,
+    each awaiting ``sleep`` seconds (``latency_app``'s Run, pushed instead of pulled);
+    returns the Run's id."""
+    import asyncio
+
+    from runkernel.adapters.drive.actions import Done, Infer
+    from runkernel.adapters.drive.driver import AsyncDriver
+
+    driver = AsyncDriver(store, {TOOL_NAME: "replay"})
+    action = await driver.start([PROMPT])
+    while not isinstance(action, Done):
+        await asyncio.sleep(sleep)
+        if isinstance(action, Infer) and action.step <= 1:
+            action = await driver.inferred("", [CallRequest(TOOL_NAME, tool_arguments(0))])
+        elif isinstance(action, Infer):
+            action = await driver.inferred(FINAL_TEXT, end=EndCauseKind.COMPLETED)
+        elif isinstance(action, RunCall):
+            action = await driver.call_returned(action.call_id, tool_result(0))
+        else:
+            raise AssertionError(f"the sleeping Run was handed {type(action).__name__}")
+    return action.run_id

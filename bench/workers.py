@@ -197,7 +197,7 @@ def _runkernel_side(store: Any, url: str, processes: int, units: int, scratch: P
         def spawn(n: int, env: dict[str, str], stderr: Path) -> subprocess.Popen[str]:
             return _popen(
                 [sys.executable, "-m", "runkernel.cli", "worker", "--store", url, "--app", "bench.worker_app:app",
-                 "--lease", "120", "--worker-id", f"{app}-w{n}"],
+                 "--lease", "120", "--worker-id", f"{app}-w{n}", *_slots_option()],
                 env, stderr,
             )
 
@@ -216,22 +216,26 @@ def _runkernel_side(store: Any, url: str, processes: int, units: int, scratch: P
     return measure
 
 
-class _Dbos:
-    """The DBOS side's system database: set up once, enqueued into, watched."""
+def _slots_option() -> list[str]:
+    """``--concurrency`` as DBOS's per-process limit, where the worker has slots: the
+    same Runs in flight per process on both sides, and every process of a round can
+    claim one unit for the start barrier (one worker with 32 slots would take them all)."""
+    return [] if subject.worker_slots() is None else ["--concurrency", str(dbos_worker.WORKER_CONCURRENCY)]
 
-    def __init__(self, url: str, scratch: Path) -> None:
+
+class DbosQueue:
+    """A DBOS side's system database: set up once by ``setup`` (a DBOS process's command
+    line that launches it and registers ``queue``), enqueued into, watched."""
+
+    def __init__(self, url: str, setup: list[str], queue: str, workflow: str) -> None:
         dbos = peers.module("dbos", "dbos")
         self.url = url
-        setup = subprocess.run(
-            [sys.executable, "-m", "bench.dbos_worker", url, "bench", "SETUP"],
-            cwd=ROOT, capture_output=True, text=True, timeout=300,
-        )
-        if setup.returncode != 0:
-            raise AssertionError(f"DBOS setup failed: {setup.stderr[-2000:]}")
+        self.queue, self.workflow = queue, workflow
+        made = subprocess.run([sys.executable, *setup], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        if made.returncode != 0:
+            raise AssertionError(f"DBOS setup failed: {made.stderr[-2000:]}")
         self.client = dbos.DBOSClient(system_database_url=url, application_name="bench")
-        self.count_sql = (
-            "SELECT count(*) FROM {t} WHERE queue_name = '" + dbos_worker.QUEUE + "' AND status IN ('ENQUEUED', 'PENDING')"
-        )
+        self.count_sql = "SELECT count(*) FROM {t} WHERE queue_name = '" + queue + "' AND status IN ('ENQUEUED', 'PENDING')"
         self.done_sql = "SELECT count(*) FROM {t} WHERE status = 'SUCCESS' AND workflow_uuid LIKE "
         self.read: Callable[[str], int]
         if url.startswith("sqlite:///"):
@@ -247,7 +251,7 @@ class _Dbos:
 
     def enqueue(self, prefix: str, units: int) -> None:
         for n in range(units):
-            options = {"queue_name": dbos_worker.QUEUE, "workflow_name": dbos_worker.WORKFLOW, "workflow_id": f"{prefix}-{n}"}
+            options = {"queue_name": self.queue, "workflow_name": self.workflow, "workflow_id": f"{prefix}-{n}"}
             self.client.enqueue(options, subject.PROMPT)
 
     def unfinished(self) -> int:
@@ -257,7 +261,7 @@ class _Dbos:
         return self.read(self.done_sql.format(t=self.table) + f"'{prefix}-%'")
 
 
-def _dbos_side(peer: _Dbos, processes: int, units: int, scratch: Path, server: ServerCounts | None) -> Callable[[], Sample]:
+def _dbos_side(peer: DbosQueue, processes: int, units: int, scratch: Path, server: ServerCounts | None) -> Callable[[], Sample]:
     serial = itertools.count()
 
     def measure() -> Sample:
@@ -279,7 +283,7 @@ def _dbos_side(peer: _Dbos, processes: int, units: int, scratch: Path, server: S
 
 
 def _prepared(
-    store: Any, url: str, peer: Callable[[], _Dbos], sizes: Sizes, scratch: Path,
+    store: Any, url: str, peer: Callable[[], DbosQueue], sizes: Sizes, scratch: Path,
     rk_server: ServerCounts | None, dbos_server: ServerCounts | None,
 ) -> Prepared:
     """Every side, interleaved runkernel 1, DBOS 1, runkernel 2, ...; the DBOS peer is set
@@ -287,11 +291,12 @@ def _prepared(
     the projection, brought up to date after each 2-worker round."""
     units = runs_per_round(sizes)
     sides: dict[str, Callable[[], Sample]] = {}
-    dbos: list[_Dbos] = []
+    dbos: list[DbosQueue] = []
     notes = {
         "units": f"{units} per side and round, started before the processes and drained from the go;"
         f" DBOS queue: worker_concurrency={dbos_worker.WORKER_CONCURRENCY} per process, polled every"
-        f" {dbos_worker.POLLING_SECONDS} s; a runkernel worker drives one Run at a time",
+        f" {dbos_worker.POLLING_SECONDS} s; a runkernel worker: "
+        + (" ".join(_slots_option()) or "one Run at a time (no slots on this branch)"),
     }
     measured: dict[int, list[Sample]] = {1: [], 2: []}
 
@@ -351,6 +356,10 @@ def _one_worker_work(store: Any, units: int, app: str) -> Work:
     )
 
 
+def _dbos_peer(url: str) -> DbosQueue:
+    return DbosQueue(url, ["-m", "bench.dbos_worker", url, "bench", "SETUP"], dbos_worker.QUEUE, dbos_worker.WORKFLOW)
+
+
 def workers_sqlite(sizes: Sizes, scratch: Path) -> Prepared:
     """The group on SQLite: runkernel's store (WAL, synchronous=FULL) and DBOS's SQLite
     system database (its own settings), files of their own."""
@@ -359,7 +368,7 @@ def workers_sqlite(sizes: Sizes, scratch: Path) -> Prepared:
     path = directory / "runkernel.db"
     store = subject.sqlite_store(path, "FULL")
     peer_url = f"sqlite:///{directory / 'dbos.sqlite'}"
-    return _prepared(store, f"sqlite:///{path}", lambda: _Dbos(peer_url, directory), sizes, directory, None, None)
+    return _prepared(store, f"sqlite:///{path}", lambda: _dbos_peer(peer_url), sizes, directory, None, None)
 
 
 def workers_postgres(sizes: Sizes, scratch: Path) -> Prepared:
@@ -374,7 +383,7 @@ def workers_postgres(sizes: Sizes, scratch: Path) -> Prepared:
     store = subject.postgres_store(url)
     directory = scratch / "workers-postgres"
     directory.mkdir()
-    return _prepared(store, url, lambda: _Dbos(dbos_conninfo, directory), sizes, directory, rk_server, dbos_server)
+    return _prepared(store, url, lambda: _dbos_peer(dbos_conninfo), sizes, directory, rk_server, dbos_server)
 
 
 def _database(dsn: str, tag: str) -> str:
