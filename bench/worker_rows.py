@@ -21,14 +21,14 @@ def side_name(kind: str, processes: int) -> str:
 
 DBOS_LIMIT = {
     "PostgreSQL": (
-        "the round trips of one Run at a time: a runkernel worker drives one Run and waits for the"
-        " answer to each of its 8 round trips (the round-trips row: the lease take with the"
+        "the round trips of each Run: a runkernel worker process here drives 4 Runs at once"
+        " (--concurrency 4, as DBOS's 4 per process) and each waits for the answer to each of its 8 round trips (the round-trips row: the lease take with the"
         " pick-up read, the inbox in it; decide's look-up of the new batch's id; the 6 commits, each"
         " reading the inbox and its lease's time left in its own transaction), so its CPU and its"
         " server backend's add up (the CPU per unit row: client + server per Run, against the"
         " Runs/s here), while DBOS runs 4 workflows per process in threads and overlaps them; not"
         " the disk (the header's fsync rate against 7 durable transactions per Run); 2 workers"
-        " overlap and pass; what would lift it: driving several Runs at once"
+        " overlap and pass; what would lift it: more slots per process (the latency rows: 32)"
     ),
     "SQLite": "runkernel is ahead",
 }
