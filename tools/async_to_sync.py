@@ -51,7 +51,7 @@ UNWRAPPED = frozenset({"MaybeAwaitable"})
 DROPPED_IMPORTS = frozenset({"MaybeAwaitable"})
 
 DOCSTRING_PHRASES: Mapping[str, str] = {
-    "for asyncio hosts: the gate may be async; store\n    calls run off the event loop, on one thread kept for the store (``store_thread``).": (
+    "for asyncio hosts: the gate may be async; store\n    calls run off the event loop, on one thread kept for the store (``store_thread``), and\n    ``on_event`` is called there (``loop.call_soon_threadsafe`` reaches the loop from it).": (
         "for synchronous hosts."
     ),
     "for asyncio hosts": "for synchronous hosts",

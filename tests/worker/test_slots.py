@@ -20,11 +20,12 @@ from postgres_support import postgres_url
 from runkernel.adapters.drive.actions import CallRequest, Done, Infer, RunCall, WaitFor
 from runkernel.adapters.drive.driver import AsyncDriver
 from runkernel.adapters.drive.ports import InferenceRequest, ModelReply, Returned, StatusReply, ToolRegistry, ToolReply
-from runkernel.adapters.stores.contract import Store
+from runkernel.adapters.stores.contract import Store, StoreUnavailable
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.stores.registry import open_store
 from runkernel.adapters.worker.apps import AsyncPushApp, RuntimeApp
 from runkernel.adapters.worker.loop import Worker
+from runkernel.adapters.worker.outage import StoreOutage
 from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.protocol import Activate
 from runkernel.kernel.state import Ended, Message
@@ -296,7 +297,8 @@ class SleepingAsyncApp:
     the loop and its thread."""
 
     name = "slots"
-    tools: Mapping[str, ToolPolicy | str] = {}
+    # a tool: handing out its start re-checks the lease with the store (W1)
+    tools: Mapping[str, ToolPolicy | str] = {"work": "replay"}
 
     def __init__(self, watch: ThreadWatch, parties: int) -> None:
         self.watch = watch
@@ -315,14 +317,20 @@ class SleepingAsyncApp:
             self.all_in = asyncio.Event()
         action = await driver.pick_up(run_id)
         while not isinstance(action, (WaitFor, Done)):
+            if isinstance(action, RunCall):
+                action = await driver.call_returned(action.call_id, {"ok": True})
+                continue
             assert isinstance(action, Infer)
+            if len(action.messages) > 1:  # the tool answered
+                action = await driver.inferred("done", end=EndCauseKind.COMPLETED)
+                continue
             self.waiting += 1
             self.most = max(self.most, self.waiting)
             if self.waiting >= self.parties:
                 self.all_in.set()
             await asyncio.wait_for(self.all_in.wait(), HANG)  # the model call: every Run's at once
             self.waiting -= 1
-            action = await driver.inferred("done", end=EndCauseKind.COMPLETED)
+            action = await driver.inferred("working", [CallRequest("work", {})])
 
 
 def test_an_async_apps_drives_share_one_loop_and_never_run_a_store_call_on_it(store: Store) -> None:
@@ -393,3 +401,26 @@ def test_a_slot_waits_out_a_model_calls_backoff_with_its_lease_kept(tmp_path: Pa
     assert report.model_failures == 1 and report.failures == 0 and report.drives == 3
     assert lease is not None and lease.epoch == 1, "the lease was given up during the backoff"
     store.close()
+
+
+def test_a_slot_handed_a_run_after_shutdown_starts_nothing() -> None:
+    store = MemoryStore()
+    _activate(store, "r1")
+    worker = Worker(store, _app(Gathering()), worker_id="w1", concurrency=4)
+    slot = worker._slot_worker()
+    worker.shutdown()  # SIGTERM lands between the dispatcher's hand-over and the slot's start
+    done = slot._serve("r1")
+    print(f"a Run handed over as shutdown came: {done}; the slot's report {slot.report}")
+    assert not done.moved and slot.report.drives == 0
+    assert store.current_lease("r1") is None and store.run("r1").version == 1  # type: ignore[union-attr]
+
+
+def test_every_slots_drive_failing_in_one_outage_is_no_retry_of_the_worker() -> None:
+    outage = StoreOutage()
+    for _ in range(32):  # 32 slots meet one database restart at once
+        outage.failed(StoreUnavailable("server closed the connection"), drive=True)
+    print(f"32 drives failed in one outage: {outage.count} outage, next try in {outage.delay()} s")
+    assert outage.count == 1 and outage.delay() == outage.first_delay
+    outage.begin_pass()  # the worker's next pass, after the backoff, fails again: a retry
+    outage.failed(StoreUnavailable("still down"))
+    assert outage.delay() == 2 * outage.first_delay

@@ -46,7 +46,8 @@ else:
 
 class AsyncDriver(Shell):
     """The push-mode driver for asyncio hosts: the gate may be async; store
-    calls run off the event loop, on one thread kept for the store (``store_thread``).
+    calls run off the event loop, on one thread kept for the store (``store_thread``), and
+    ``on_event`` is called there (``loop.call_soon_threadsafe`` reaches the loop from it).
 
     ``AsyncDriver(store, tools={"search": ToolPolicy.replay(), "send_email": "indeterminate"})``;
     every tool the model may call needs its policy (an unknown one is ``UnknownTool``).
@@ -229,7 +230,11 @@ class AsyncDriver(Shell):
                     op = await off_loop(self.store, self._send, steps, result)
                 else:
                     op = self._send(steps, result)
-            return self._handed(op)
+            if True:  # ASYNC
+                # handing out a tool's start re-checks its lease with the store (W1)
+                return await off_loop(self.store, self._handed, op)
+            else:
+                return self._handed(op)
 
     async def _perform(self, op: Operation) -> Any:
         if isinstance(op, AskGate):

@@ -178,7 +178,8 @@ class Worker:
         runs on it, else once ``run()``/``run_once()`` returns). Safe to call from a
         signal handler and from another thread, and more than once."""
         self._stopping.set()
-        self._app_loop.close_unless_running()
+        if self._slots is None:  # with slots, the loop closes once they are joined (``_in_slots``)
+            self._app_loop.close_unless_running()
 
     def waiting_for(self) -> str:
         """What the worker waits for before it can stop (one phrase, for the operator)."""
@@ -348,19 +349,23 @@ class Worker:
     def _serve(self, run_id: str) -> Finished:
         """A slot's drive of ``run_id``: until it is quiet, waiting out a model call's
         backoff with its lease kept and renewed."""
+        if self.stopping:  # handed over just before shutdown(): start nothing new
+            return Finished(run_id, False, False, -1)
         contended, failures = self.report.contended, self.report.failures
         moved, failed, before = self._drive_tracked(run_id)
-        while run_id in self._set_aside and not self.stopping:
-            self._stopping.wait(self._set_aside.until_due(self.poll_interval))
-            try:
-                self._set_aside.keep(self.report, self._failed)
-            except StoreUnavailable as error:
-                self.outage.failed(error, drive=True)
-                continue
-            if run_id in self._set_aside.due() and not self.stopping:
-                again, failed_again, _ = self._drive_tracked(run_id)
-                moved, failed = moved or again, failed or failed_again
-        if self.stopping:
+        try:
+            while run_id in self._set_aside and not self.stopping:
+                self._stopping.wait(self._set_aside.until_due(self.poll_interval))
+                try:
+                    self._set_aside.keep(self.report, self._failed)
+                    if run_id in self._set_aside.due() and not self.stopping:
+                        again, failed_again, _ = self._drive_tracked(run_id)
+                        moved, failed = moved or again, failed or failed_again
+                except StoreUnavailable as error:
+                    self.outage.failed(error, drive=True)
+                    self._stopping.wait(self.outage.delay())  # the store is out: never a busy loop
+        finally:
+            # a Run this slot no longer drives keeps no lease (a failure above, or shutdown)
             self._set_aside.release_others(stopping=True)
         failed = failed or self.report.failures != failures
         return Finished(run_id, moved, failed, before, contended=self.report.contended != contended)

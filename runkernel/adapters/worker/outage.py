@@ -89,6 +89,8 @@ class StoreOutage:
         #: whether the current pass over the store hit the outage
         self._hit = False
         self._lock = threading.RLock()
+        #: every failure heard, in any slot (a change tells the dispatcher a drive met the outage)
+        self.failures = 0
         #: the host name the last failure found unresolved, if it was that
         self._unresolved: str | None = None
         #: whether the last failure came after a wait of the capped backoff
@@ -106,7 +108,8 @@ class StoreOutage:
             self._failed(error, drive)
 
     def _failed(self, error: BaseException, drive: bool) -> None:
-        self._hit = True
+        retried, self._hit = self._hit, True  # a pass that already failed retries no more
+        self.failures += 1
         if drive:
             self._interrupted += 1
         self._unresolved = error.host if isinstance(error, HostUnresolved) else None
@@ -117,7 +120,7 @@ class StoreOutage:
             self.count += 1
             if self._on_change is not None:
                 self._on_change(OutageBegan(_one_line(error), self._unresolved))
-        else:
+        elif not retried:  # one retry a pass: a worker's slots failing at once are one try
             self._capped = self.delay() >= self.max_delay  # this try came after a wait at the cap
             self._retries += 1
 
@@ -139,7 +142,8 @@ class StoreOutage:
 
     def begin_pass(self) -> None:
         """A new pass over the store starts (a poll and the drives it finds)."""
-        self._hit = False
+        with self._lock:
+            self._hit = False
 
     def answered(self) -> None:
         """The store answered this pass's poll: an outage under way ends now (reported),

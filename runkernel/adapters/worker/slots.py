@@ -165,6 +165,9 @@ class Slots:
         self._stalled: dict[str, int] = {}
         #: what killed a slot, raised once every slot stopped
         self._death: BaseException | None = None
+        #: an outage's end, pending: the drives in flight when the store answered again,
+        #: and the outage's count of failures then
+        self._settling: tuple[set[str], int] | None = None
 
     # --- the dispatcher -------------------------------------------------------------
 
@@ -175,14 +178,15 @@ class Slots:
         progress until they move (as the serial ``run_once()`` does); ``run()`` skips a
         failing Run for a growing number of polls (``RunBackoff``) and rests a Run that
         made no progress (a reconnect tool still running) until the next poll. A store
-        outage ends only with a pass whose poll answered and whose drives all finished
-        without meeting it (a SQLite lock lets reads through while writes fail)."""
+        outage ends once a poll answered and the drives in flight then finished without
+        meeting it (a SQLite lock lets reads through while writes fail); meanwhile the
+        dispatcher goes on polling and filling slots."""
         owner = self.owner
         self._once = once
         need_poll, listening, last_poll = True, False, float("-inf")
         try:
-            while self._death is None and owner._after_outage_delay():
-                polled_now, recovering = False, owner.outage.active
+            while self._death is None and ((self._settling is not None and not owner.stopping) or owner._after_outage_delay()):
+                polled_now, failures = False, owner.outage.failures
                 owner.outage.begin_pass()
                 try:
                     if need_poll and self._can_take():
@@ -195,10 +199,8 @@ class Slots:
                 except StoreUnavailable as error:
                     owner.outage.failed(error)
                     listening = False
-                while recovering and self.in_flight and not owner.outage.hit and self._death is None:
-                    self._collect(owner.poll_interval)
-                owner.outage.end_pass()
-                if owner.outage.active:
+                self._settle_outage(polled_now and owner.outage.failures == failures)
+                if owner.outage.active and self._settling is None:
                     need_poll = True
                     continue
                 if once and polled_now and not self._backlog and not self.in_flight:
@@ -222,6 +224,24 @@ class Slots:
             self._close()
         if self._death is not None:
             raise self._death
+
+    def _settle_outage(self, answered: bool) -> None:
+        """An outage under way ends once the store answered a poll and every drive then in
+        flight finished without meeting it; a drive that meets it again keeps it going."""
+        outage = self.owner.outage
+        if not outage.active:
+            self._settling = None
+            return
+        if self._settling is None:
+            if answered:
+                self._settling = (set(self.in_flight), outage.failures)
+            return
+        waiting_on, failures = self._settling
+        if outage.failures != failures:
+            self._settling = None  # met again: the outage goes on, its backoff too
+        elif not waiting_on & self.in_flight.keys():
+            self._settling = None
+            outage.end_pass()
 
     def _passed(self) -> set[str]:
         """The Runs a poll leaves out: in flight, resting, failed or stalled (``once``),
