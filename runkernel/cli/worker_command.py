@@ -133,6 +133,7 @@ def _open_riding_out(url: str, outage: StoreOutage, stopping: _Stopping, *, once
     refused at once; with ``once``, a host name that still does not resolve after the
     capped backoff is given up (exit 1)."""
     while not stopping.requested.is_set():
+        outage.begin_pass()  # each try is a pass: its failure is one retry of the outage
         try:
             store = open_store(url, create=False)
         except (SchemaError, BadStoreUrl) as error:
@@ -145,7 +146,6 @@ def _open_riding_out(url: str, outage: StoreOutage, stopping: _Stopping, *, once
                 ) from None
             stopping.requested.wait(outage.delay())
             continue
-        outage.begin_pass()
         outage.end_pass()
         return store
     return None
