@@ -90,6 +90,7 @@ def test_once_gives_up_on_an_unresolved_host_only_after_its_backoff_reached_the_
     outage = StoreOutage(heard.append, monotonic=lambda: now[0], first_delay=0.5, max_delay=4.0)
     tries = 0
     while not outage.gives_up():
+        outage.begin_pass()  # each try is a pass (a pass counts one retry)
         outage.failed(HostUnresolved("db.internal", "postgresql://db.internal/x: failed to resolve host"))
         tries += 1
         now[0] += outage.delay()
@@ -98,6 +99,7 @@ def test_once_gives_up_on_an_unresolved_host_only_after_its_backoff_reached_the_
     assert [type(e) for e in heard] == [OutageBegan]
     other = StoreOutage(monotonic=lambda: now[0], first_delay=0.5, max_delay=4.0)
     for _ in range(20):
+        other.begin_pass()
         other.failed(StoreUnavailable("connection refused"))
     assert not other.gives_up(), "a refused connection is ridden out for ever"
 
