@@ -30,7 +30,8 @@ from runkernel.adapters.stores.kit import (
     NO_HISTORY, Accepted, Checkpoint, CommitConflict, DamagedStore, Ended, IllegalCommit, InboxEntry, Lease,
     LeaseRow, LeaseStatus, Message, MutableHistory, ParentCall, Reconciliation, RunSnapshot, RunSummary,
     Settlement, ThreadCommit, ThreadHead, Writer, acquired, awaited_children, checked_release, commit_from_text,
-    commit_text, commit_writer, has_work, is_own_landed_commit, judge_append, require_held, summary_of,
+    commit_text, commit_writer, has_work, is_own_landed_commit, judge_append, renewed_each, require_held, summary_of,
+    taken_each,
 )
 
 Record = dict[str, Any]
@@ -253,6 +254,20 @@ class JsonlStore:
             require_held(lease, state.leases.get(lease.run_id), now)
             renewed = acquired(lease.run_id, state.leases.get(lease.run_id), lease.worker_id, duration, now)
             self._write(self._lease_record(LeaseRow(renewed, released=False)))
+            return renewed
+
+    def acquire_leases(self, run_ids: Sequence[str], worker_id: str, duration: float) -> list[Lease]:
+        with self._locked(exclusive=True) as state:
+            granted = taken_each(run_ids, state.leases, worker_id, duration, self._clock())
+            for lease in granted:
+                self._write(self._lease_record(LeaseRow(lease, released=False)))
+            return granted
+
+    def renew_leases(self, leases: Sequence[Lease], duration: float) -> list[Lease]:
+        with self._locked(exclusive=True) as state:
+            renewed = renewed_each(leases, state.leases, duration, self._clock())
+            for lease in renewed:
+                self._write(self._lease_record(LeaseRow(lease, released=False)))
             return renewed
 
     def check_lease(self, lease: Lease, margin: float) -> Lease:

@@ -83,6 +83,14 @@ GROUP_STATE_UNIT = unit(
 SQLITE_LEASE_RACE_UNIT = unit(
     "tests/stores/test_lease_race.py::test_processes_taking_one_runs_lease_at_one_instant_are_granted_it_once"
 )
+RENEWED_TOGETHER_UNIT = unit(
+    "tests/stores/test_store_conformance.py::TestRunkernelStores::"
+    "test_leases_renewed_together_are_those_still_held_and_none_is_revived",
+    only="memory",
+)
+RENEWAL_ROUNDS_UNIT = unit(
+    "tests/worker/test_leases_together.py::test_the_leases_of_every_run_in_flight_are_renewed_together", only="sqlite"
+)
 MEMORY_LEASE_RACE_UNIT = unit(
     "tests/stores/test_lease_race.py::test_threads_taking_one_runs_lease_at_one_instant_are_granted_it_once"
 )
@@ -378,15 +386,29 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the SQLite store reads a Run's lease before its write transaction",
-        "runkernel/adapters/stores/sqlite/store.py",
+        "runkernel/adapters/stores/sqlite/leases.py",
         "            db.execute(\"BEGIN IMMEDIATE\")\n"
         "            try:\n"
-        "                written = act(self._lease_row(run_id), self._clock())\n",
-        "            row = self._lease_row(run_id)\n"
+        "                written = act(self._lease_rows(run_ids) if run_ids else {}, self._clock())\n",
+        "            rows = self._lease_rows(run_ids) if run_ids else {}\n"
         "            db.execute(\"BEGIN IMMEDIATE\")\n"
         "            try:\n"
-        "                written = act(row, self._clock())\n",
+        "                written = act(rows, self._clock())\n",
         SQLITE_LEASE_RACE_UNIT,
+    ),
+    Mutant(
+        "leases renewed together revive a lease that expired or was released",
+        "runkernel/adapters/stores/leases.py",
+        "        if row is not None and row.valid_at(now) and row.lease.writer == lease.writer:\n",
+        "        if row is not None and row.lease.writer == lease.writer:\n",
+        RENEWED_TOGETHER_UNIT,
+    ),
+    Mutant(
+        "a worker's renewal rounds renew nothing",
+        "runkernel/adapters/worker/together.py",
+        "            renewed = self.store.renew_leases(due, self.leases.duration)\n",
+        "            renewed = self.store.renew_leases([], self.leases.duration)\n",
+        RENEWAL_ROUNDS_UNIT,
     ),
     Mutant(
         "the memory store reads a Run's lease outside its lock",

@@ -48,7 +48,7 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "What a store of your own calls: the judgment of an append, the line codec, the lease rules and "
         "work discovery (it also re-exports the records, errors and kernel values a store holds).",
         (
-            "judge_append", "commit_text", "commit_from_text", "LeaseRow", "acquired", "require_held",
+            "judge_append", "commit_text", "commit_from_text", "LeaseRow", "acquired", "require_held", "taken_each", "renewed_each",
             "commit_writer", "checked_release", "checked_duration", "is_own_landed_commit", "summary_of",
             "awaited_children", "has_work", "HistoryKeys", "snapshot_text", "snapshot_from_text",
             "answered_ticket", "AnswerPending",

@@ -102,6 +102,47 @@ class LeaseContract:
             store.check_lease(lease, 3600)
         assert store.current_lease("r1") == lease  # a failed check changes nothing
 
+    def test_leases_taken_together_are_granted_as_one_by_one_and_skip_those_held(self, store: Store) -> None:
+        held = store.acquire_lease("r2", "worker-b", self.LONG)
+        expired = store.acquire_lease("r3", "worker-b", 0)
+        released = store.acquire_lease("r4", "worker-b", self.LONG)
+        store.release_lease(released)
+        own = store.acquire_lease("r5", "worker-a", self.LONG)
+        before = store.store_time()
+        granted = store.acquire_leases(["r1", "r2", "r3", "r4", "r5", "r1"], "worker-a", self.LONG)
+        assert [lease.run_id for lease in granted] == ["r1", "r3", "r4", "r5"], "in the order asked, each once, r2 held"
+        epochs = {lease.run_id: lease.epoch for lease in granted}
+        assert epochs == {"r1": 1, "r3": expired.epoch + 1, "r4": released.epoch + 1, "r5": own.epoch}
+        assert all(lease.worker_id == "worker-a" and lease.expires_at >= before + self.LONG for lease in granted)
+        for lease in granted:
+            assert store.current_lease(lease.run_id) == lease, lease.run_id
+        assert store.current_lease("r2") == held, "a lease another worker holds is left alone"
+        assert store.acquire_leases([], "worker-a", self.LONG) == []
+        with pytest.raises(ValueError):
+            store.acquire_leases(["r6"], "", self.LONG)
+        with pytest.raises(ValueError):
+            store.acquire_leases(["r6"], "worker-a", -1.0)
+        assert store.current_lease("r6") is None
+
+    def test_leases_renewed_together_are_those_still_held_and_none_is_revived(self, store: Store) -> None:
+        kept = store.acquire_lease("r1", "worker-a", self.LONG)
+        expired = store.acquire_lease("r2", "worker-a", 0)
+        released = store.acquire_lease("r3", "worker-a", self.LONG)
+        store.release_lease(released)
+        stale = store.acquire_lease("r4", "worker-a", 0)
+        taken_over = store.acquire_lease("r4", "worker-b", self.LONG)
+        short = store.acquire_lease("r5", "worker-a", 60)
+        renewed = store.renew_leases([short, kept, expired, released, stale], self.LONG)
+        assert [lease.run_id for lease in renewed] == ["r5", "r1"], "only the leases still held, in the order asked"
+        assert [lease.epoch for lease in renewed] == [short.epoch, kept.epoch]
+        assert renewed[0].expires_at > short.expires_at and renewed[1].expires_at >= kept.expires_at
+        assert store.current_lease("r5") == renewed[0] and store.current_lease("r1") == renewed[1]
+        assert store.current_lease("r2") is None and store.current_lease("r3") is None, "never revived"
+        assert store.current_lease("r4") == taken_over
+        assert store.renew_leases([], self.LONG) == []
+        with pytest.raises(ValueError):
+            store.renew_leases([kept], float("nan"))
+
     def test_a_lease_duration_must_be_a_finite_non_negative_number(self, store: Store) -> None:
         for bad in (-1.0, float("nan"), float("inf")):
             with pytest.raises(ValueError):

@@ -403,13 +403,15 @@ def test_a_slot_waits_out_a_model_calls_backoff_with_its_lease_kept(tmp_path: Pa
     store.close()
 
 
-def test_a_slot_handed_a_run_after_shutdown_starts_nothing() -> None:
+@pytest.mark.parametrize("taken_by_dispatcher", [False, True], ids=["own-take", "taken-together"])
+def test_a_slot_handed_a_run_after_shutdown_starts_nothing(taken_by_dispatcher: bool) -> None:
     store = MemoryStore()
     _activate(store, "r1")
     worker = Worker(store, _app(Gathering()), worker_id="w1", concurrency=4)
     slot = worker._slot_worker()
+    taken = (store.acquire_leases(["r1"], "w1", 30.0)[0], 0.0) if taken_by_dispatcher else None
     worker.shutdown()  # SIGTERM lands between the dispatcher's hand-over and the slot's start
-    done = slot._serve("r1")
+    done = slot._serve("r1", taken)
     print(f"a Run handed over as shutdown came: {done}; the slot's report {slot.report}")
     assert not done.moved and slot.report.drives == 0
     assert store.current_lease("r1") is None and store.run("r1").version == 1  # type: ignore[union-attr]

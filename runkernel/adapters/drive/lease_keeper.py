@@ -15,8 +15,9 @@ lower bound, and a lease it puts under the margin is asked of the store as befor
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from runkernel.adapters.stores.contract import Lease, LeaseLost, Store, StoreError
 from runkernel.adapters.stores.folded_reads import PickUp
@@ -53,6 +54,9 @@ class LeaseKeeper:
             raise ValueError(f"the safety margin must be in [0, duration), not {self.margin!r}")
         self._monotonic = monotonic
         self._held: dict[str, tuple[Lease, float]] = {}
+        # the leases are read and renewed by a worker's dispatcher too (``renewal_due``,
+        # ``renewed_together``), from its own thread
+        self._lock = threading.Lock()
         self._picked: tuple[str, PickUp] | None = None
         #: counts, for tests and the race test's report
         self.taken = 0
@@ -80,10 +84,38 @@ class LeaseKeeper:
 
     def _granted(self, run_id: str, lease: Lease, picked: PickUp | None) -> Lease:
         """Hold ``lease``, granted now; keep the pick-up read with it, if any."""
-        self._held[run_id] = (lease, self._monotonic())
+        with self._lock:
+            self._held[run_id] = (lease, self._monotonic())
         self.taken += 1
         self._picked = None if picked is None else (run_id, picked)
         return lease
+
+    def adopt(self, lease: Lease, granted_at: float) -> None:
+        """Hold ``lease``, taken for this keeper by another (a worker's dispatcher, which
+        takes several Runs' leases in one statement: ``Store.acquire_leases``) at
+        ``granted_at`` by this keeper's monotonic clock."""
+        with self._lock:
+            self._held[lease.run_id] = (lease, granted_at)
+        self.taken += 1
+        self._picked = None
+
+    def renewal_due(self, older_than: float) -> list[Lease]:
+        """The leases held that were granted or renewed at least ``older_than`` seconds
+        ago: what a dispatcher's renewal round renews together."""
+        now = self._monotonic()
+        with self._lock:
+            return [lease for lease, granted in self._held.values() if now - granted >= older_than]
+
+    def renewed_together(self, leases: Sequence[Lease], sent_at: float) -> None:
+        """``leases``, renewed by a dispatcher's ``Store.renew_leases`` sent at ``sent_at``
+        (this keeper's monotonic clock): held from then on, unless this keeper released,
+        lost or retook the Run meanwhile."""
+        with self._lock:
+            for lease in leases:
+                found = self._held.get(lease.run_id)
+                if found is not None and found[0].writer == lease.writer and found[1] < sent_at:
+                    self._held[lease.run_id] = (lease, sent_at)
+                    self.renewals += 1
 
     def picked_up(self) -> tuple[str, PickUp] | None:
         """The (run id, pick-up) read with the last take, once: the first store operation
@@ -105,12 +137,14 @@ class LeaseKeeper:
         lease, granted = found
         if self._monotonic() - granted < self.renew_after:
             return lease
+        sent_at = self._monotonic()
         try:
             renewed = self.store.renew_lease(lease, self.duration)
         except LeaseLost:
-            self._held.pop(run_id, None)
+            self.forget(run_id)
             raise
-        self._held[run_id] = (renewed, self._monotonic())
+        with self._lock:
+            self._held[run_id] = (renewed, sent_at)
         self.renewals += 1
         return renewed
 
@@ -129,7 +163,7 @@ class LeaseKeeper:
         try:
             return self.store.check_lease(lease, self.margin)
         except LeaseLost:
-            self._held.pop(run_id, None)
+            self.forget(run_id)
             raise
 
     def _known_left(self, lease: Lease) -> float | None:
@@ -139,24 +173,29 @@ class LeaseKeeper:
 
     def held_runs(self) -> tuple[str, ...]:
         """The Runs this worker believes it holds a lease on."""
-        return tuple(self._held)
+        with self._lock:
+            return tuple(self._held)
 
     def forget(self, run_id: str) -> None:
         """Drop a lease this worker lost (nothing to release)."""
-        self._held.pop(run_id, None)
+        with self._lock:
+            self._held.pop(run_id, None)
         self._picked = None
 
     def released(self, run_id: str) -> None:
         """The store released the lease on ``run_id`` in a commit (the commit that made
         the Run quiet): this worker holds it no more, and a later commit takes it again."""
         self._picked = None
-        if self._held.pop(run_id, None) is not None:
+        with self._lock:
+            found = self._held.pop(run_id, None)
+        if found is not None:
             self.released_in_commits += 1
 
     def release(self, run_id: str) -> None:
         """Give the lease on ``run_id`` up (the Run is quiet, or the worker stops)."""
         self._picked = None  # a pick-up no drive used never answers a later one
-        found = self._held.pop(run_id, None)
+        with self._lock:
+            found = self._held.pop(run_id, None)
         if found is None:
             return
         try:

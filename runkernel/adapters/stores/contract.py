@@ -11,6 +11,10 @@ Thread truth.
 Leases (Workers and leases) are part of the contract: a worker takes a
 lease on a Run before it drives it, every commit it makes names that lease, and the
 store checks the lease in the commit's own transaction, by the store's clock.
+
+Why this module is long: the ``Store`` protocol is the one written contract a store
+author builds to; each method's docstring is its full rule, and splitting the protocol
+would split the contract.
 """
 
 from __future__ import annotations
@@ -211,6 +215,20 @@ class Store(Protocol):
         """Extend a still valid lease to ``duration`` seconds from now (store time),
         same epoch. Raises ``LeaseLost`` if it expired, was released or taken over:
         an expired lease is never revived, even if nobody took it."""
+        ...
+
+    def acquire_leases(self, run_ids: Sequence[str], worker_id: str, duration: float) -> list[Lease]:
+        """``acquire_lease`` of each of ``run_ids`` (at most a page of them), all in one
+        transaction (one statement where the database allows): the leases granted, in
+        the order asked; a Run whose lease another worker holds valid is left out, not
+        an error. What a worker calls to fill several free slots at once."""
+        ...
+
+    def renew_leases(self, leases: Sequence[Lease], duration: float) -> list[Lease]:
+        """``renew_lease`` of each of ``leases``, all in one transaction (one statement
+        where the database allows): the leases renewed; a lease that expired, was
+        released or taken over is left out, not an error (and never revived). What a
+        worker calls once per renewal round for every Run it has in flight."""
         ...
 
     def check_lease(self, lease: Lease, margin: float) -> Lease:

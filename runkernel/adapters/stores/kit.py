@@ -47,7 +47,9 @@ from runkernel.adapters.stores.leases import (
     checked_release,
     commit_writer,
     is_own_landed_commit,
+    renewed_each,
     require_held,
+    taken_each,
 )
 from runkernel.adapters.stores.serial import answered_ticket, commit_from_text, commit_text, snapshot_from_text, snapshot_text
 from runkernel.adapters.stores.work import RunSummary, awaited_children, has_work, summary_of
@@ -105,6 +107,8 @@ __all__ = [
     "LeaseRow",
     "acquired",
     "require_held",
+    "taken_each",
+    "renewed_each",
     "commit_writer",
     "checked_release",
     "checked_duration",

@@ -11,6 +11,7 @@ lease of a Run is valid at any instant of the store's clock.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 from attrs import frozen
 
@@ -73,6 +74,34 @@ def require_held(lease: Lease, row: LeaseRow | None, now: float, margin: float =
             lease, f"it expires at store time {row.lease.expires_at:.3f}, within the margin of {margin} s"
         )
     return row.lease
+
+
+def taken_each(
+    run_ids: Sequence[str], rows: Mapping[str, LeaseRow], worker_id: str, duration: float, now: float
+) -> list[Lease]:
+    """``acquire_leases`` by the rules of ``acquired``: the lease ``worker_id`` gets on each
+    of ``run_ids`` (once each, in their order) whose lease no other worker holds valid at
+    ``now``; the Runs another worker holds are left out. ``rows`` are the stored rows."""
+    checked_take(worker_id, duration)
+    granted = []
+    for run_id in dict.fromkeys(run_ids):
+        row = rows.get(run_id)
+        if row is None or not row.valid_at(now) or row.lease.worker_id == worker_id:
+            granted.append(acquired(run_id, row, worker_id, duration, now))
+    return granted
+
+
+def renewed_each(leases: Sequence[Lease], rows: Mapping[str, LeaseRow], duration: float, now: float) -> list[Lease]:
+    """``renew_leases`` by the rules of ``renew_lease``: each of ``leases`` still held at
+    ``now`` (the stored row is that lease, neither released nor expired) extended to
+    ``duration`` seconds from ``now``, same epoch; the leases lost are left out."""
+    checked_duration(duration)
+    renewed = []
+    for lease in {lease.run_id: lease for lease in leases}.values():
+        row = rows.get(lease.run_id)
+        if row is not None and row.valid_at(now) and row.lease.writer == lease.writer:
+            renewed.append(acquired(lease.run_id, row, lease.worker_id, duration, now))
+    return renewed
 
 
 def checked_release(lease: Lease | None, release: bool) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 import attrs
 
 from runkernel.adapters.stores.leases import (
-    LeaseRow, acquired, checked_release, commit_writer, is_own_landed_commit, require_held,
+    LeaseRow, acquired, checked_release, commit_writer, is_own_landed_commit, renewed_each, require_held, taken_each,
 )
 from runkernel.adapters.stores.contract import (
     AnswerPending,
@@ -142,6 +142,18 @@ class MemoryStore:
             require_held(lease, self._leases.get(lease.run_id), now)
             renewed = acquired(lease.run_id, self._leases.get(lease.run_id), lease.worker_id, duration, now)
             self._leases[lease.run_id] = LeaseRow(renewed, released=False)
+            return renewed
+
+    def acquire_leases(self, run_ids: Sequence[str], worker_id: str, duration: float) -> list[Lease]:
+        with self._lock:
+            granted = taken_each(run_ids, self._leases, worker_id, duration, self._clock())
+            self._leases.update({lease.run_id: LeaseRow(lease, released=False) for lease in granted})
+            return granted
+
+    def renew_leases(self, leases: Sequence[Lease], duration: float) -> list[Lease]:
+        with self._lock:
+            renewed = renewed_each(leases, self._leases, duration, self._clock())
+            self._leases.update({lease.run_id: LeaseRow(lease, released=False) for lease in renewed})
             return renewed
 
     def check_lease(self, lease: Lease, margin: float) -> Lease:

@@ -50,7 +50,7 @@ from collections.abc import Callable, Collection
 from runkernel.adapters.drive.ports import Clock, IdSource, SecretIds, utc_now
 from runkernel.adapters.drive.events import ToolRaised
 from runkernel.adapters.drive.runtime import Acknowledged, ModelFailed, Runtime, RuntimeEvent
-from runkernel.adapters.stores.contract import CommitConflict, LeaseHeld, LeaseLost, Store, StoreError, StoreUnavailable
+from runkernel.adapters.stores.contract import CommitConflict, Lease, LeaseHeld, LeaseLost, Store, StoreError, StoreUnavailable
 from runkernel.adapters.worker.account import WorkerReport as WorkerReport
 from runkernel.adapters.worker.account import (
     ended_since_listed, in_flight_after, store_outage_in, taken_over, version_of,
@@ -346,10 +346,14 @@ class Worker:
         slot._owns_store = slot.store is not self.store  # a store shared as itself stays open
         return slot
 
-    def _serve(self, run_id: str) -> Finished:
+    def _serve(self, run_id: str, taken: tuple[Lease, float] | None) -> Finished:
         """A slot's drive of ``run_id``: until it is quiet, waiting out a model call's
-        backoff with its lease kept and renewed."""
+        backoff with its lease kept and renewed. ``taken``: the lease the dispatcher took
+        for it (``Slots``), and when."""
+        if taken is not None:
+            self.leases.adopt(*taken)
         if self.stopping:  # handed over just before shutdown(): start nothing new
+            self._set_aside.release_others(stopping=True)
             return Finished(run_id, False, False, -1)
         contended, failures = self.report.contended, self.report.failures
         moved, failed, before = self._drive_tracked(run_id)
@@ -406,7 +410,10 @@ class Worker:
         resumed = run_id in self._set_aside
         held = self.leases.held(run_id)
         try:
-            lease = self.leases.take(run_id) if resumed else self.leases.take_and_pick_up(run_id)
+            if held is not None and not resumed:
+                lease = held  # taken for this drive by its dispatcher, with others (``Slots``)
+            else:
+                lease = self.leases.take(run_id) if resumed else self.leases.take_and_pick_up(run_id)
         except LeaseHeld:
             self.report.contended += 1
             self._listing.met_another()

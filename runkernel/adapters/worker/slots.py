@@ -7,8 +7,7 @@ A slot is a thread with a serial worker of its own, on its own store instance
 shared between drives), under the worker's one id: the leases are the worker's,
 whichever slot holds them. The dispatcher (the thread that called ``run()`` or
 ``run_once()``) polls for work with the worker's own store and hands each Run found to a
-free slot; a Run is in at most one slot at a time. Slots are opened as work needs them,
-so an idle worker holds one store connection.
+free slot; a Run is in at most one slot at a time. Slots open as work needs them.
 
 **Take-over has a slot of its own.** When every slot is busy with a long drive, a Run
 whose lease expired under another worker (orphaned: W2) would wait behind them. So one
@@ -16,14 +15,14 @@ more slot, the reserve, drives only such Runs: one is taken over within its leas
 expiry plus one poll, however busy the others are. ``in_flight_peak`` counts it too: at
 most ``concurrency + 1``.
 
+**Leases, together** (``together``): the leases of the Runs handed out at once are taken,
+and those of every Run in flight renewed, one statement for all.
+
 **Shutdown.** ``shutdown()`` reaches every slot (they share the worker's stop flag):
 each finishes the commit in flight, starts nothing new and releases its leases; the
 dispatcher waits for them, then returns. An exception a slot's drive did not contain
-(the process is meant to die: a simulated crash) stops the other slots the same way and
-is raised by ``run()``/``run_once()``.
-
-A slot waits out a model call backing off after a transient error itself, its lease
-kept and renewed (the serial worker sets it aside and drives other Runs instead).
+(a simulated crash) stops the other slots the same way and is raised by ``run()``.
+A slot waits out a model call's backoff itself, its lease kept and renewed.
 """
 
 from __future__ import annotations
@@ -36,9 +35,11 @@ from typing import Protocol
 
 from attrs import frozen
 
-from runkernel.adapters.stores.contract import LeaseStatus, Store, StoreError, StoreUnavailable
+from runkernel.adapters.drive.lease_keeper import LeaseKeeper
+from runkernel.adapters.stores.contract import Lease, LeaseStatus, Store, StoreError, StoreUnavailable
 from runkernel.adapters.worker.account import WorkerReport, add_counts, version_of
 from runkernel.adapters.worker.outage import RunBackoff, StoreOutage
+from runkernel.adapters.worker.together import RenewalRounds, Taken, take_together
 
 
 @frozen
@@ -59,9 +60,10 @@ class SlotWorker(Protocol):
     """What a slot needs of the serial worker it drives with."""
 
     report: WorkerReport
+    leases: LeaseKeeper
 
-    def _serve(self, run_id: str) -> Finished:
-        """Drive ``run_id`` until it is quiet (waiting out a model call's backoff)."""
+    def _serve(self, run_id: str, taken: tuple[Lease, float] | None) -> Finished:
+        """Drive ``run_id`` until it is quiet; under ``taken`` (a lease, when), if given."""
 
     def waiting_for(self) -> str:
         """What its drive waits for (one phrase)."""
@@ -75,6 +77,7 @@ class Dispatching(Protocol):
 
     store: Store
     worker_id: str
+    leases: LeaseKeeper
     concurrency: int
     poll_interval: float
     report: WorkerReport
@@ -107,7 +110,7 @@ class Dispatching(Protocol):
 class _Slot:
     """One slot's thread: takes Runs from ``jobs`` until it is given None."""
 
-    def __init__(self, owner: Dispatching, jobs: queue.SimpleQueue[str | None], done: queue.SimpleQueue[Finished], name: str) -> None:
+    def __init__(self, owner: Dispatching, jobs: queue.SimpleQueue[Taken | None], done: queue.SimpleQueue[Finished], name: str) -> None:
         self.owner, self.jobs, self.done = owner, jobs, done
         self.worker: SlotWorker | None = None
         self.busy_with: str | None = None
@@ -118,19 +121,19 @@ class _Slot:
 
     def _serve(self) -> None:
         try:
-            while (run_id := self.jobs.get()) is not None:
-                self.busy_with = run_id
-                self.done.put(self._drive(run_id))
+            while (job := self.jobs.get()) is not None:
+                self.busy_with = job[0]
+                self.done.put(self._drive(*job))
                 self.busy_with = None
         finally:
             if self.worker is not None:
                 self.worker._close_slot()
 
-    def _drive(self, run_id: str) -> Finished:
+    def _drive(self, run_id: str, taken: tuple[Lease, float] | None) -> Finished:
         try:
             if self.worker is None:
                 self.worker = self.owner._slot_worker()
-            return self.worker._serve(run_id)
+            return self.worker._serve(run_id, taken)
         except StoreUnavailable as error:  # the slot's store could not be opened
             self.owner.outage.failed(error, drive=True)
             return Finished(run_id, False, False, -1)
@@ -146,8 +149,8 @@ class Slots:
 
     def __init__(self, owner: Dispatching) -> None:
         self.owner = owner
-        self._jobs: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._reserve_jobs: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Taken | None] = queue.SimpleQueue()
+        self._reserve_jobs: queue.SimpleQueue[Taken | None] = queue.SimpleQueue()
         self._done: queue.SimpleQueue[Finished] = queue.SimpleQueue()
         self._slots: list[_Slot] = []
         self._reserve: _Slot | None = None
@@ -168,6 +171,10 @@ class Slots:
         #: an outage's end, pending: the drives in flight when the store answered again,
         #: and the outage's count of failures then
         self._settling: tuple[set[str], int] | None = None
+        #: the leases of the Runs in flight, renewed together
+        self.renewals = RenewalRounds(owner.store, owner.leases, owner.monotonic)
+        #: polls whose Runs' leases were taken together (for tests)
+        self.takes_together = 0
 
     # --- the dispatcher -------------------------------------------------------------
 
@@ -196,6 +203,7 @@ class Slots:
                         self._backlog = collections.deque(owner._listed(self._passed()))
                         need_poll, polled_now, last_poll = False, True, owner.monotonic()
                     self._fill()
+                    self.renewals.renew(slot.worker.leases for slot in self._all_slots() if slot.worker is not None)
                 except StoreUnavailable as error:
                     owner.outage.failed(error)
                     listening = False
@@ -208,7 +216,7 @@ class Slots:
                 # until the next poll is due; with no slot to fill, until a drive finishes
                 wait = max(0.0, last_poll + owner.poll_interval - owner.monotonic()) if self._can_take() else owner.poll_interval
                 if self.in_flight:
-                    self._collect(wait)
+                    self._collect(min(wait, self.renewals.due_in()))
                 elif not once:
                     # nothing in flight: a poll that found nothing waits a whole interval
                     try:
@@ -264,10 +272,7 @@ class Slots:
                 if self._once:
                     self._failed.add(done.run_id)
             elif not done.moved:
-                if self._once:
-                    self._stalled[done.run_id] = done.before
-                else:
-                    self._resting[done.run_id] = self.owner.monotonic() + self.owner.poll_interval
+                self._rest(done.run_id, done.before)
 
     def _can_take(self) -> bool:
         return self._free() > 0 or not self._reserve_busy()
@@ -285,17 +290,48 @@ class Slots:
         return set(self._resting)
 
     def _fill(self) -> None:
-        """Hand the backlog's Runs to free slots; with none free, an orphaned Run to the
-        reserve slot."""
+        """Hand the backlog's Runs to free slots (several at once: their leases taken in
+        one statement); with none free, an orphaned Run to the reserve slot."""
         while self._backlog and self._free() > 0 and not self.owner.stopping:
-            run_id = self._backlog.popleft()
-            if run_id not in self.in_flight:
-                self._start(run_id, reserve=False)
+            picked: list[str] = []
+            while self._backlog and len(picked) < self._free():
+                run_id = self._backlog.popleft()
+                if run_id not in self.in_flight and run_id not in picked:
+                    picked.append(run_id)
+            for run_id, taken in self._taken(picked):
+                self._start(run_id, reserve=False, taken=taken)
         if self._backlog and not self._reserve_busy() and not self.owner.stopping:
             orphan = self._orphan(list(self._backlog))
             if orphan is not None:
                 self._backlog.remove(orphan)
                 self._start(orphan, reserve=True)
+
+    def _taken(self, picked: list[str]) -> list[Taken]:
+        """The Runs of ``picked`` to start, with their leases if taken together; those
+        another worker holds rest (until the next poll, or until they move: ``once``)."""
+        owner = self.owner
+        try:
+            started, held = take_together(owner.store, owner.leases, picked, owner.monotonic)
+        except StoreUnavailable:
+            self._backlog.extendleft(reversed(picked))  # handed out after the outage
+            raise
+        for run_id in held:
+            owner.report.contended += 1
+            owner._met_another()
+            self._rest(run_id, version_of(owner.store.run(run_id)) if self._once else -1)
+        self.takes_together += len(picked) > 1
+        return started
+
+    def _rest(self, run_id: str, version: int) -> None:
+        """``run_id`` made no progress: ``run_once()`` passes over it until it moves from
+        ``version``; ``run()`` rests it until the next poll."""
+        if self._once:
+            self._stalled[run_id] = version
+        else:
+            self._resting[run_id] = self.owner.monotonic() + self.owner.poll_interval
+
+    def _all_slots(self) -> list[_Slot]:
+        return [*self._slots, *([self._reserve] if self._reserve else [])]
 
     def _orphan(self, listed: Sequence[str]) -> str | None:
         """The first of ``listed`` whose lease expired under another worker (one read)."""
@@ -306,15 +342,15 @@ class Slots:
                 return run_id
         return None
 
-    def _start(self, run_id: str, *, reserve: bool) -> None:
+    def _start(self, run_id: str, *, reserve: bool, taken: tuple[Lease, float] | None = None) -> None:
         if reserve:
             if self._reserve is None:
                 self._reserve = _Slot(self.owner, self._reserve_jobs, self._done, "runkernel take-over slot")
-            self._reserve_jobs.put(run_id)
+            self._reserve_jobs.put((run_id, taken))
         else:
             if len(self._slots) < self.owner.concurrency - self._free() + 1:
                 self._slots.append(_Slot(self.owner, self._jobs, self._done, f"runkernel slot {len(self._slots) + 1}"))
-            self._jobs.put(run_id)
+            self._jobs.put((run_id, taken))
         self.in_flight[run_id] = reserve
         self.peak = max(self.peak, len(self.in_flight))
 
@@ -334,7 +370,7 @@ class Slots:
         """What the Runs in flight wait for, one phrase each."""
         phrases = [
             slot.worker.waiting_for()
-            for slot in [*self._slots, *([self._reserve] if self._reserve else [])]
+            for slot in self._all_slots()
             if slot.busy_with is not None and slot.worker is not None
         ]
         return "; ".join(phrases) if phrases else "no Run is being driven"
@@ -342,7 +378,7 @@ class Slots:
     def _close(self) -> None:
         """Every slot finishes its drive (``shutdown()`` cut it short at its commit in
         flight), releases its leases and closes its store; their counts join the report."""
-        slots = [*self._slots, *([self._reserve] if self._reserve else [])]
+        slots = self._all_slots()
         for _ in self._slots:
             self._jobs.put(None)
         self._reserve_jobs.put(None)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from runkernel.adapters.stores.contract import Lease
-from runkernel.adapters.stores.leases import LeaseRow, checked_take
+from runkernel.adapters.stores.leases import LeaseRow, checked_duration, checked_take
 from runkernel.adapters.stores.postgres.commit import NOW
 from runkernel.adapters.stores.postgres.connection import Connection, PostgresConnection
 from runkernel.adapters.stores.sql.dialect import POSTGRESQL
@@ -28,15 +28,36 @@ _WORK = work_query(POSTGRESQL)
 #: update and nothing comes back. A new row, or a released or expired lease, gets the
 #: epoch after the row's (the placeholder row of ``_with_lease_row`` has epoch 0); the
 #: worker's own valid lease keeps its epoch and the later expiry.
-TAKE = (
-    "INSERT INTO leases AS l (run_id, worker_id, epoch, expires_at, released) "
-    f"VALUES (%s, %s, 1, {NOW} + %s::float8, false) "
+_TAKEN = (
     "ON CONFLICT (run_id) DO UPDATE SET worker_id = excluded.worker_id, "
     f"epoch = CASE WHEN NOT l.released AND l.expires_at > {NOW} THEN l.epoch ELSE l.epoch + 1 END, "
     f"expires_at = CASE WHEN NOT l.released AND l.expires_at > {NOW} "
     "THEN greatest(l.expires_at, excluded.expires_at) ELSE excluded.expires_at END, released = false "
     f"WHERE l.released OR l.expires_at <= {NOW} OR l.worker_id = excluded.worker_id "
-    "RETURNING l.epoch, l.expires_at"
+    "RETURNING l.epoch, l.expires_at, l.run_id"
+)
+TAKE = (
+    "INSERT INTO leases AS l (run_id, worker_id, epoch, expires_at, released) "
+    f"VALUES (%s, %s, 1, {NOW} + %s::float8, false) " + _TAKEN
+)
+
+#: ``acquire_leases``: the same take for several Runs in one statement, their rows locked
+#: in run id order (so two workers taking overlapping pages queue, never deadlock).
+TAKE_MANY = (
+    "INSERT INTO leases AS l (run_id, worker_id, epoch, expires_at, released) "
+    f"SELECT w.run_id, %s, 1, {NOW} + %s::float8, false FROM unnest(%s::text[]) AS w(run_id) "
+    "ORDER BY w.run_id " + _TAKEN
+)
+
+#: ``renew_leases`` in one statement: each lease still held (the same worker and epoch,
+#: neither released nor expired by ``now()``) extended, the rows locked in run id order.
+RENEW_MANY = (
+    "WITH held AS (SELECT l.run_id FROM leases l "
+    "JOIN unnest(%s::text[], %s::bigint[]) AS w(run_id, epoch) ON l.run_id = w.run_id AND l.epoch = w.epoch "
+    f"WHERE l.worker_id = %s AND NOT l.released AND l.expires_at > {NOW} ORDER BY l.run_id FOR UPDATE OF l) "
+    f"UPDATE leases l SET expires_at = greatest(l.expires_at, {NOW} + %s::float8) FROM held "
+    f"WHERE l.run_id = held.run_id AND NOT l.released AND l.expires_at > {NOW} "
+    "RETURNING l.run_id, l.epoch, l.expires_at"
 )
 
 
@@ -78,6 +99,26 @@ class PostgresSql(PostgresConnection, SqlStore):
             return Lease(run_id, worker_id, int(taken[0]), float(taken[1]))
         # another worker's valid lease (the rare path): name it, by the same rules
         return super().acquire_lease(run_id, worker_id, duration)
+
+    def acquire_leases(self, run_ids: Sequence[str], worker_id: str, duration: float) -> list[Lease]:
+        checked_take(worker_id, duration)
+        wanted = list(dict.fromkeys(run_ids))
+        if not wanted:
+            return []
+        rows = self._change(lambda c: c.execute(TAKE_MANY.encode(), (worker_id, float(duration), wanted)).fetchall())
+        granted = {str(r[2]): Lease(str(r[2]), worker_id, int(r[0]), float(r[1])) for r in rows}
+        return [granted[run_id] for run_id in wanted if run_id in granted]
+
+    def renew_leases(self, leases: Sequence[Lease], duration: float) -> list[Lease]:
+        checked_duration(duration)
+        by_run = {lease.run_id: lease for lease in leases}
+        renewed: dict[str, Lease] = {}
+        for worker_id in dict.fromkeys(lease.worker_id for lease in by_run.values()):  # one, from a worker
+            own = [lease for lease in by_run.values() if lease.worker_id == worker_id]
+            params = ([lease.run_id for lease in own], [lease.epoch for lease in own], worker_id, float(duration))
+            rows = self._change(lambda c: c.execute(RENEW_MANY.encode(), params).fetchall())
+            renewed.update({str(r[0]): Lease(str(r[0]), worker_id, int(r[1]), float(r[2])) for r in rows})
+        return [renewed[run_id] for run_id in by_run if run_id in renewed]
 
     def _lease_now(self, run_id: str) -> tuple[LeaseRow | None, float]:
         row = self._fetch(

@@ -297,7 +297,7 @@ class PostgresStore(PostgresSql):
         if not rows[0]:
             # another worker's lease: named by the rules (one more round trip, the rare path)
             return SqlStore.acquire_lease(self, run_id, worker_id, duration), None
-        epoch, expires_at = rows[0][0]
+        epoch, expires_at = rows[0][0][:2]
         lease = Lease(run_id, worker_id, int(epoch), float(expires_at))
         try:
             return lease, self._picked(run_id, rows[1:])

@@ -29,12 +29,12 @@ from runkernel.adapters.stores.leases import LeaseRow, checked_release, commit_w
 from runkernel.adapters.stores.serial import commit_text, line_text, snapshot_text
 from runkernel.adapters.stores.sql.dialect import SQLITE
 from runkernel.adapters.stores.sql.queries import work_query
-from runkernel.adapters.stores.sql.shared import SqlStore
 from runkernel.adapters.stores.sql.statements import (
     HEAD_RUN_AND_LEASE, INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT,
     UPDATE_RUN, UPDATE_THREAD, Row, history_statements,
 )
 from runkernel.adapters.stores.sqlite.inbox import put_command
+from runkernel.adapters.stores.sqlite.leases import SqliteLeases, lease_row_of
 from runkernel.adapters.stores.sqlite.opening import Access, Recognized, connect, path_of, recognize, statements, store_error
 from runkernel.adapters.stores.sqlite.schema import LAYOUT, SCHEMA, SCHEMA_NAME, SCHEMA_VERSION
 from runkernel.adapters.stores.work import STORE_TABLES, awaited_children, parent_columns, summary_of
@@ -46,7 +46,7 @@ from runkernel.kernel.values import JsonValue
 _WORK = work_query(SQLITE)
 
 
-class SqliteStore(SqlStore):
+class SqliteStore(SqliteLeases):
     """A store in one SQLite file, one call at a time from any thread (``reopen()``: another)."""
 
     dialect = SQLITE
@@ -202,7 +202,7 @@ class SqliteStore(SqlStore):
         row again."""
         row = self._db.execute(HEAD_RUN_AND_LEASE, (thread_id, run_id, run_id)).fetchone()
         head = None if row[0] is None else self._head(thread_id, row[0], row[1])
-        lease = None if row[3] is None else _lease_row_of(run_id, *row[3:])
+        lease = None if row[3] is None else lease_row_of(run_id, *row[3:])
         text = row[2]
         if text is None:
             return head, None, lease
@@ -219,53 +219,6 @@ class SqliteStore(SqlStore):
             return False
         line, writer, head_version, run_id = stored
         return is_own_landed_commit(commit, lease, head_version, run_id, line == commit_text(commit), writer)
-
-    # --- leases, by this process's clock ----------------------------------------------
-
-    def store_time(self) -> float:
-        return self._clock()
-
-    def _lease_row(self, run_id: str) -> LeaseRow | None:
-        row = self._db.execute(
-            "SELECT worker_id, epoch, expires_at, released FROM leases WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        return None if row is None else _lease_row_of(run_id, *row)
-
-    def _lease_now(self, run_id: str) -> tuple[LeaseRow | None, float]:
-        row: LeaseRow | None = self._read(lambda: self._lease_row(run_id))
-        return row, self._clock()
-
-    def _leases_now(self, run_ids: list[str]) -> tuple[dict[str, LeaseRow], float]:
-        marks = ", ".join("?" * len(run_ids))
-        rows = self._all(
-            f"SELECT run_id, worker_id, epoch, expires_at, released FROM leases WHERE run_id IN ({marks})", run_ids
-        )
-        found = {str(r[0]): _lease_row_of(str(r[0]), *r[1:]) for r in rows}
-        return found, self._clock()
-
-    def _with_lease_row(
-        self, run_id: str, act: Callable[[LeaseRow | None, float], LeaseRow | None], doing: str
-    ) -> None:
-        # BEGIN IMMEDIATE takes the write lock first, so the row read stays current
-        db = self._db
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                written = act(self._lease_row(run_id), self._clock())
-                if written is not None:
-                    lease = written.lease
-                    db.execute(
-                        "INSERT INTO leases (run_id, worker_id, epoch, expires_at, released) VALUES (?, ?, ?, ?, ?) "
-                        "ON CONFLICT (run_id) DO UPDATE SET worker_id = excluded.worker_id, epoch = excluded.epoch, "
-                        "expires_at = excluded.expires_at, released = excluded.released",
-                        (lease.run_id, lease.worker_id, lease.epoch, lease.expires_at, int(written.released)),
-                    )
-                db.execute("COMMIT")
-            finally:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-        except sqlite3.Error as error:
-            raise store_error(self.path, doing, error) from None
 
     def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
         now = self._clock()
@@ -387,11 +340,6 @@ class SqliteStore(SqlStore):
 def _writer_columns(writer: Writer | None) -> tuple[str | None, int | None]:
     """The ``writer_id, writer_epoch`` columns of a commit row (None: no lease)."""
     return (None, None) if writer is None else (writer.worker_id, writer.epoch)
-
-
-def _lease_row_of(run_id: str, worker_id: Any, epoch: Any, expires_at: Any, released: Any) -> LeaseRow:
-    """A ``leases`` row's columns as the lease rules take them."""
-    return LeaseRow(Lease(run_id, str(worker_id), int(epoch), float(expires_at)), bool(released))
 
 
 def open_sqlite(url: str, *, create: bool = True, read_only: bool = False) -> SqliteStore:
