@@ -154,15 +154,28 @@ def _open_riding_out(url: str, outage: StoreOutage, stopping: _Stopping, *, once
 class _Stopping:
     """The SIGTERM and SIGINT handlers, installed for the life of the command (and the
     ones before put back after): the first signal asks the worker to stop (or, before
-    there is one, the start to end), the second abandons."""
+    there is one, the start to end), the second abandons.
+
+    The handler itself only counts and writes the signal's number to a pipe: a Python
+    signal handler runs between two bytecodes of the main thread, which may be holding
+    the lock of the very ``Event`` the handler would set (inside ``Event.wait``), and
+    would then wait for itself for ever. A thread of its own reads the pipe and asks the
+    worker to stop. The second signal abandons in the handler (``os.write`` and
+    ``os._exit`` take no lock)."""
 
     def __init__(self, lease: float) -> None:
         self.lease = lease
         self.requested = threading.Event()
         self.worker: Worker | None = None
         self._previous: dict[int, object] = {}
+        self._signals = 0
+        self._pipe = (-1, -1)
+        self._reader: threading.Thread | None = None
 
     def __enter__(self) -> _Stopping:
+        self._pipe = os.pipe()
+        self._reader = threading.Thread(target=self._read, name="runkernel worker signals", daemon=True)
+        self._reader.start()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._previous[sig] = signal.signal(sig, self._signalled)
         return self
@@ -170,12 +183,25 @@ class _Stopping:
     def __exit__(self, *_exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
+        os.close(self._pipe[1])  # the reader sees the end of the pipe and returns
+        if self._reader is not None:
+            self._reader.join()
+        os.close(self._pipe[0])
 
     def _signalled(self, signum: int, _frame: FrameType | None) -> None:
-        if self.requested.is_set():
+        self._signals += 1
+        if self._signals > 1:
             _say(f"{signal.Signals(signum).name} again: abandoning; the leases held are not released and expire "
                  f"within {self.lease:g} s, then another worker takes those Runs over")
             os._exit(EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
+        os.write(self._pipe[1], bytes([signum]))
+
+    def _read(self) -> None:
+        while got := os.read(self._pipe[0], 1):
+            self._stop(got[0])
+
+    def _stop(self, signum: int) -> None:
+        """The first signal, on the reader's thread: stop the worker (or the start)."""
         self.requested.set()
         worker = self.worker
         if worker is None:
