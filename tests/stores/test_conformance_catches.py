@@ -54,6 +54,8 @@ def test_the_suite_catches_the_planted_store(name: str, tmp_path: Path) -> None:
     failed = set(re.findall(r"^FAILED test_planted\.py::TestPlanted::(\w+)", result.stdout, re.M))
     passed = re.search(r"(\d+) passed", result.stdout)
     print(f"{name}: {len(failed)} failed ({', '.join(sorted(failed))}), {passed.group(0) if passed else '0 passed'}")
+    for line in re.findall(r"^FAILED test_planted\.py::TestPlanted::.*$", result.stdout, re.M):
+        print(f"  {line}")  # what the suite told the store's author
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     missed = [test for test in CAUGHT_BY[name] if test not in failed]
     assert missed == [], f"{name} was not caught by {missed}:\n{result.stdout[-3000:]}"
