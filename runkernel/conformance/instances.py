@@ -18,6 +18,7 @@ grant per attempt. ``reopen(clock=CLOCK)`` opens an instance whose store clock i
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import attrs
@@ -27,7 +28,9 @@ from runkernel.adapters.stores.contract import (
     Checkpoint, CommitConflict, IllegalCommit, LeaseHeld, LeaseLost, Reconciliation, Store,
 )
 from runkernel.conformance.inbox_contract import answers, refused_as_pending
-from runkernel.conformance.racing import RACERS, HANG_GUARD, Grant, RaceClock, judge_race, race
+from runkernel.conformance.racing import (
+    HANG_GUARD, RACERS, Barrier, Outcome, RaceClock, judge_race, race, race_in_threads,
+)
 from runkernel.conformance.runs import awaiting_run, text_run, tool_run
 from runkernel.kernel.rules import Rule
 from runkernel.kernel.state import Message
@@ -228,36 +231,22 @@ class InstancesContract:
     def test_threads_racing_for_a_lease_through_their_own_instances_are_granted_it_once(
         self, store: Store, reopen: Reopen
     ) -> None:
-        condition = threading.Condition()
-        reached = [0] * RACERS
-        clocks = [RaceClock(me, condition, reached) for me in range(RACERS)]
         try:
-            probe = reopen(clock=clocks[0])
+            probe = reopen(clock=time.time)
         except TypeError:
             pytest.skip("reopen(clock=...) is refused: this store takes no clock, and the forced race needs one")
         if probe is not store:
             probe.close()
-        barrier = threading.Barrier(RACERS)
-        outcomes: list[tuple[list[Grant], int]] = []
-        failures: list[BaseException] = []
 
-        def take(me: int) -> None:
-            mine = reopen(clock=clocks[me])
+        def take(clock: RaceClock, barrier: Barrier) -> Outcome:
+            mine = reopen(clock=clock)
             try:
-                outcomes.append(race(mine, clocks[me], f"worker-{me}", barrier))
-            except BaseException as error:
-                failures.append(error)
-                barrier.abort()
+                return race(mine, clock, f"worker-{clock.me}", barrier)
             finally:
                 if mine is not store:
                     mine.close()
 
-        threads = [threading.Thread(target=take, args=(me,)) for me in range(RACERS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert failures == []
+        outcomes = race_in_threads(RACERS, take)
         assert judge_race("threads", outcomes) == []
 
 

@@ -13,7 +13,8 @@ acknowledgement was lost adopted once), and keep all of it across instances on o
 storage and across a crash (another thread, process or restart opening it again). The
 lease tests need no clock control: a lease of duration 0 has expired when it is granted.
 Subclass ``StoreContract`` in a module pytest collects, with a class name starting with
-``Test``, and override its ``store`` fixture, and ``reopen`` and ``store_factory``::
+``Test``, and override its ``store`` fixture, and ``store_factory`` (and ``reopen``, here to
+pass the race's clock on)::
 
     class TestMyStore(StoreContract):
         @pytest.fixture
@@ -23,15 +24,17 @@ Subclass ``StoreContract`` in a module pytest collects, with a class name starti
             made.close()
 
         @pytest.fixture
-        def reopen(self, tmp_path):  # a new instance on the same storage
+        def reopen(self, tmp_path):  # a new instance on the same storage, with a clock
             return lambda **options: MyStore(tmp_path / "db", **options)
 
         @pytest.fixture
         def store_factory(self, tmp_path):  # the same, for a child process
             return StoreFactory("my_package.my_module:MyStore", str(tmp_path / "db"))
 
-Without ``reopen`` the tests across instances are skipped, without ``store_factory``
-those across processes (``instances``, ``processes``). Every test starts from an empty
+Without a ``reopen`` fixture the tests across instances open their instances with the
+store's own ``store.reopen()`` (``Store.reopen``) and skip the forced lease race, which
+needs ``reopen(clock=...)``; without ``store_factory`` those across processes are skipped
+(``instances``, ``processes``). Every test starts from an empty
 store. Needs ``pytest`` (runkernel's ``dev`` extra).
 """
 
@@ -64,7 +67,8 @@ def append_all(store: Store, commits: list[ThreadCommit]) -> None:
 
 class StoreContract(LeaseContract, InboxContract, InstancesContract, ProcessContract):
     """The store contract as pytest tests; subclass it and override ``store``, and
-    ``reopen`` and ``store_factory`` to run the tests across instances and processes.
+    ``store_factory`` to run the tests across processes (and ``reopen`` to open the
+    instances of the tests across instances otherwise than by ``store.reopen()``).
     The lease contract's tests are ``LeaseContract``'s (``lease_contract``), the inbox's
     ``InboxContract``'s (``inbox_contract``), those across
     instances ``InstancesContract``'s (``instances``), those across processes

@@ -47,6 +47,7 @@ def test_the_suite_catches_the_planted_store(name: str, tmp_path: Path) -> None:
     (tmp_path / "test_planted.py").write_text(MODULE.format(name=name), encoding="utf-8")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests" / "stores"), env.get("PYTHONPATH", "")])
+    env["COLUMNS"] = "400"  # the short summary keeps each failure's message
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", "test_planted.py"],
         cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=900,
