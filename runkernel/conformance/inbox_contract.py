@@ -19,12 +19,16 @@ from runkernel.kernel.values import JsonValue, WaitKind
 CANCEL: JsonValue = {"type": "end", "kind": "cancelled"}
 
 
-def answers(run_id: str, ticket_id: str) -> tuple[JsonValue, JsonValue]:
-    """Two different answers to one approval wait, as inbox bodies: approve and deny."""
-    return (
-        resume_to_inbox(ResumeCommand(run_id, ticket_id, WaitKind.APPROVAL, Approve())),
-        resume_to_inbox(ResumeCommand(run_id, ticket_id, WaitKind.APPROVAL, Deny("not now"))),
-    )
+def answered_wait(store: Store, ticket_id: str) -> tuple[int, JsonValue, JsonValue]:
+    """Run r1 of Thread t1 committed to ``store``, waiting for approval under
+    ``ticket_id``, and its first answer (approve) queued: that command's id, and two
+    answers to the same wait as inbox bodies, approve and deny."""
+    commits, _ = awaiting_run("t1", "r1", ticket_id)
+    for commit in commits:
+        store.append(commit)
+    approve = resume_to_inbox(ResumeCommand("r1", ticket_id, WaitKind.APPROVAL, Approve()))
+    deny = resume_to_inbox(ResumeCommand("r1", ticket_id, WaitKind.APPROVAL, Deny("not now")))
+    return store.put_command("r1", approve), approve, deny
 
 
 def refused_as_pending(store: Store, run_id: str, body: JsonValue, first: int, ticket_id: str) -> None:
@@ -102,11 +106,7 @@ class InboxContract:
         assert store.compact_commands("r1") == 0, "compacting again found refusals to delete"
 
     def test_a_wait_takes_one_pending_answer(self, store: Store) -> None:
-        commits, _ = awaiting_run("t1", "r1", "ticket-answer-0001")
-        for commit in commits:
-            store.append(commit)
-        approve, deny = answers("r1", "ticket-answer-0001")
-        first = store.put_command("r1", approve)
+        first, approve, deny = answered_wait(store, "ticket-answer-0001")
         refused_as_pending(store, "r1", deny, first, "ticket-answer-0001")
         refused_as_pending(store, "r1", approve, first, "ticket-answer-0001")  # the same answer again too
         other = store.put_command("r1", CANCEL)  # not an answer: no ticket, never refused

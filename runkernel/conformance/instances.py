@@ -27,7 +27,7 @@ import pytest
 from runkernel.adapters.stores.contract import (
     Checkpoint, CommitConflict, IllegalCommit, LeaseHeld, LeaseLost, Reconciliation, Store,
 )
-from runkernel.conformance.inbox_contract import answers, refused_as_pending
+from runkernel.conformance.inbox_contract import answered_wait, refused_as_pending
 from runkernel.conformance.racing import (
     HANG_GUARD, RACERS, Barrier, Outcome, RaceClock, judge_race, race, race_in_threads,
 )
@@ -131,11 +131,7 @@ class InstancesContract:
         assert store.thread_ids() == [] and store.run("r1") is None and store.current_lease("r1") is None
 
     def test_a_wait_takes_one_pending_answer_across_instances(self, store: Store, second: Store) -> None:
-        commits, _ = awaiting_run("t1", "r1", "ticket-answer-0002")
-        for commit in commits:
-            store.append(commit)
-        approve, deny = answers("r1", "ticket-answer-0002")
-        first = store.put_command("r1", approve)
+        first, _, deny = answered_wait(store, "ticket-answer-0002")
         refused_as_pending(second, "r1", deny, first, "ticket-answer-0002")
         assert [e.entry_id for e in store.pending_commands("r1")] == [first], "two answers to one wait are pending"
 
