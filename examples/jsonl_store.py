@@ -27,11 +27,11 @@ from typing import Any
 import attrs
 
 from runkernel.adapters.stores.kit import (
-    NO_HISTORY, Accepted, Checkpoint, CommitConflict, DamagedStore, Ended, IllegalCommit, InboxEntry, Lease,
-    LeaseRow, LeaseStatus, Message, MutableHistory, ParentCall, Reconciliation, RunSnapshot, RunSummary,
-    Settlement, ThreadCommit, ThreadHead, Writer, acquired, awaited_children, checked_release, commit_from_text,
-    commit_text, commit_writer, has_work, is_own_landed_commit, judge_append, renewed_each, require_held, summary_of,
-    taken_each,
+    NO_HISTORY, Accepted, AnswerPending, Checkpoint, CommitConflict, DamagedStore, Ended, IllegalCommit, InboxEntry,
+    Lease, LeaseRow, LeaseStatus, Message, MutableHistory, ParentCall, Reconciliation, RunSnapshot, RunSummary,
+    Settlement, ThreadCommit, ThreadHead, Writer, acquired, answered_ticket, awaited_children, checked_release,
+    commit_from_text, commit_text, commit_writer, has_work, is_own_landed_commit, judge_append, renewed_each,
+    require_held, summary_of, taken_each,
 )
 
 Record = dict[str, Any]
@@ -342,7 +342,11 @@ class JsonlStore:
     # --- the inbox, checkpoints and reconciliations -----------------------------------
 
     def put_command(self, run_id: str, body: Any) -> int:
+        ticket = answered_ticket(body)  # a resume: its wait takes one pending answer
         with self._locked(exclusive=True) as state:
+            for entry in state.inbox.values():
+                if entry.state == "pending" and ticket is not None and answered_ticket(entry.body) == ticket:
+                    raise AnswerPending(entry.entry_id, ticket)
             entry_id = state.last_entry + 1
             self._write({"op": "put", "id": entry_id, "run_id": run_id, "body": body})
             return entry_id

@@ -139,6 +139,12 @@ TRACE_JUDGE_TICKETS_UNIT = unit(
 STORE_TICKETS_UNIT = unit(
     "tests/stores/test_store_conformance.py::TestRunkernelStores::test_a_ticket_of_an_earlier_run_of_the_thread_is_never_reused"
 )
+STORE_CONTRACT = "tests/stores/test_store_conformance.py::TestRunkernelStores::"
+OWN_HISTORY_UNIT = unit(STORE_CONTRACT + "test_a_run_is_judged_with_its_own_history", only="memory")
+SETTLE_PENDING_UNIT = unit(STORE_CONTRACT + "test_a_commit_settles_only_a_command_still_pending", only="sqlite")
+COMPACTION_UNIT = unit(STORE_CONTRACT + "test_compaction_deletes_only_the_runs_settled_refusals", only="sqlite")
+SORTED_THREADS_UNIT = unit(STORE_CONTRACT + "test_thread_ids_are_every_thread_sorted", only="memory")
+ONE_ANSWER_UNIT = unit(STORE_CONTRACT + "test_a_wait_takes_one_pending_answer", only="memory")
 NEAR_TICKET_UNIT = unit("tests/kernel/test_decide_units.py::test_decide_refuses_a_ticket_id_that_only_nearly_matches")
 CHECK_TRACE_EXIT_UNIT = unit(
     "tests/cli/test_cli_hardening.py::test_check_trace_exits_with_the_worst_verdict_of_its_files_in_every_order"
@@ -577,6 +583,41 @@ MUTANTS: tuple[Mutant, ...] = (
         "self.history(commit.run_id), self._ticket_known, line)",
         "self.history(commit.run_id), self.history(commit.run_id).ticket_used, line)",
         STORE_TICKETS_UNIT,
+    ),
+    Mutant(
+        "the memory store judges every append with NO_HISTORY, not the Run's own history",
+        "runkernel/adapters/stores/memory.py",
+        "                self._stored_history(commit.run_id),\n",
+        "                NO_HISTORY,\n",
+        OWN_HISTORY_UNIT,
+    ),
+    Mutant(
+        "a commit's settlement rewrites a command already settled",
+        "runkernel/adapters/stores/sql/statements.py",
+        "WHERE entry_id = ? AND state = 'pending'\",",
+        "WHERE entry_id = ?\",",
+        SETTLE_PENDING_UNIT,
+    ),
+    Mutant(
+        "compaction deletes a Run's applied commands too",
+        "runkernel/adapters/stores/sql/statements.py",
+        " AND state = 'settled' AND outcome LIKE 'refused%'\"",
+        " AND state = 'settled'\"",
+        COMPACTION_UNIT,
+    ),
+    Mutant(
+        "the memory store lists its Threads in commit order, not sorted",
+        "runkernel/adapters/stores/memory.py",
+        "        return sorted(self._heads)\n",
+        "        return list(self._heads)\n",
+        SORTED_THREADS_UNIT,
+    ),
+    Mutant(
+        "the memory store queues a second answer to a wait",
+        "runkernel/adapters/stores/memory.py",
+        "            if ticket is not None:\n",
+        "            if False:\n",
+        ONE_ANSWER_UNIT,
     ),
     Mutant(
         "the kernel's resume compares ticket ids case-folded and trimmed",

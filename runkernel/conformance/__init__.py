@@ -1,7 +1,8 @@
 """runkernel's store contract suite, for any store: subclass ``StoreContract`` in your
 own tests and give it a ``store`` fixture (see ``runkernel.conformance.suite``), and a
-``reopen`` fixture and a ``store_factory`` (a ``StoreFactory``) to run its tests across
-instances and processes (``instances``, ``processes``; docs/how-to/store-contract.md).
+``store_factory`` (a ``StoreFactory``) to run its tests across processes; its tests
+across instances open them with ``store.reopen()``, or a ``reopen`` fixture given
+(``instances``, ``processes``; docs/how-to/store-contract.md).
 
 The builders in ``runkernel.conformance.runs`` make legal commit sequences through the
 kernel, for tests of a store's own specifics.

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import multiprocessing.connection
 import sys
-from collections.abc import MutableSequence
+from collections.abc import MutableSequence, Sequence
 
 from runkernel.adapters.stores.contract import Settlement
-from runkernel.conformance.racing import Barrier, Condition, RaceClock, StoreFactory, race
+from runkernel.conformance.racing import Attempt, Barrier, Condition, RaceClock, StoreFactory, race
 from runkernel.conformance.runs import text_run
 
 
@@ -38,17 +38,19 @@ def commit_until_killed(factory: StoreFactory, thread_id: str, run_id: str, step
 def race_in_child(
     factory: StoreFactory,
     me: int,
+    plan: Sequence[Attempt],
     barrier: Barrier,
     condition: Condition,
     reached: MutableSequence[int],
     results: multiprocessing.connection.Connection,
 ) -> None:
-    """One racing process: its own instance, its outcome (or its failure) sent back."""
+    """One racing process (``racing.race_in_processes``): its own instance, its outcome
+    (or its failure) sent back."""
     try:
         clock = RaceClock(me, condition, reached)
         store = factory.open(clock=clock)
         try:
-            results.send(race(store, clock, f"worker-{me}", barrier))
+            results.send(race(store, clock, f"worker-{me}", barrier, plan))
         finally:
             store.close()
     except BaseException as error:

@@ -1,21 +1,24 @@
 """The store contract across instances on one storage, in one process: what
-``StoreContract`` (``suite``) inherits and runs once its subclass gives a ``reopen``
-fixture, a callable that opens a new instance on the storage of ``store`` (the instances
-a store has in several threads or processes, or after a restart).
+``StoreContract`` (``suite``) inherits and runs with its ``reopen`` fixture, a callable
+that opens a new instance on the storage of ``store`` (the instances a store has in
+several threads or processes, or after a restart); by default ``store.reopen()``.
 
 Two instances interleave commits and reads (no stale head, no lost write); instances
 race to commit the same versions (each acknowledged once); a lease taken over through
-one instance is lost to the other (no renewal on a stale read); the judgment's history
+one instance is lost to the other (no renewal on a stale read); an answer pending
+through one instance is the wait's one answer for the other; the judgment's history
 (tickets used) holds in a reopened instance, which judges what it replays; a retry
 through a reopened instance adopts the commit that landed (W4); and threads, each with
 its own instance, race for leases with their reads forced to overlap (``racing``): one
 grant per attempt. ``reopen(clock=CLOCK)`` opens an instance whose store clock is
-``CLOCK``; a store that takes no clock raises ``TypeError``, and the lease race is skipped.
+``CLOCK``; a store that takes no clock raises ``TypeError`` (as the default
+``reopen`` does), and the lease race is skipped.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import attrs
@@ -24,7 +27,10 @@ import pytest
 from runkernel.adapters.stores.contract import (
     Checkpoint, CommitConflict, IllegalCommit, LeaseHeld, LeaseLost, Reconciliation, Store,
 )
-from runkernel.conformance.racing import RACERS, HANG_GUARD, Grant, RaceClock, judge_race, race
+from runkernel.conformance.inbox_contract import answered_wait, refused_as_pending
+from runkernel.conformance.racing import (
+    HANG_GUARD, RACERS, Barrier, Outcome, RaceClock, judge_race, race, race_in_threads,
+)
 from runkernel.conformance.runs import awaiting_run, text_run, tool_run
 from runkernel.kernel.rules import Rule
 from runkernel.kernel.state import Message
@@ -42,10 +48,22 @@ class InstancesContract:
     LONG = 600.0
 
     @pytest.fixture
-    def reopen(self) -> Reopen:
-        """A callable that opens a new instance on the storage of ``store``; override it
-        to run the tests across instances (they are skipped without it)."""
-        pytest.skip("no reopen fixture: give StoreContract a `reopen` fixture to run the tests across instances")
+    def reopen(self, store: Store) -> Reopen:
+        """A callable that opens a new instance on the storage of ``store``: by default
+        ``store.reopen()`` (``Store.reopen``), which takes no options, so the forced lease
+        race, which needs ``reopen(clock=CLOCK)``, is skipped. Override it to pass a clock
+        on; a store with no ``reopen`` method skips the tests across instances."""
+        opened = getattr(store, "reopen", None)
+        if opened is None:
+            pytest.skip("the store has no reopen(): give StoreContract a `reopen` fixture to run the tests across instances")
+
+        def by_store_reopen(**options: object) -> Store:
+            if options:
+                raise TypeError(f"Store.reopen() takes no options ({', '.join(sorted(options))})")
+            again: Store = opened()
+            return again
+
+        return by_store_reopen
 
     @pytest.fixture
     def second(self, store: Store, reopen: Reopen) -> Iterator[Store]:
@@ -111,6 +129,11 @@ class InstancesContract:
         assert store.runs_with_work("a") == []  # leased through the other instance
         second.reset()
         assert store.thread_ids() == [] and store.run("r1") is None and store.current_lease("r1") is None
+
+    def test_a_wait_takes_one_pending_answer_across_instances(self, store: Store, second: Store) -> None:
+        first, _, deny = answered_wait(store, "ticket-answer-0002")
+        refused_as_pending(second, "r1", deny, first, "ticket-answer-0002")
+        assert [e.entry_id for e in store.pending_commands("r1")] == [first], "two answers to one wait are pending"
 
     def test_instances_racing_to_commit_acknowledge_each_version_once(self, store: Store, reopen: Reopen) -> None:
         commits = text_run("t1", "r1", 12)
@@ -204,36 +227,22 @@ class InstancesContract:
     def test_threads_racing_for_a_lease_through_their_own_instances_are_granted_it_once(
         self, store: Store, reopen: Reopen
     ) -> None:
-        condition = threading.Condition()
-        reached = [0] * RACERS
-        clocks = [RaceClock(me, condition, reached) for me in range(RACERS)]
         try:
-            probe = reopen(clock=clocks[0])
+            probe = reopen(clock=time.time)
         except TypeError:
             pytest.skip("reopen(clock=...) is refused: this store takes no clock, and the forced race needs one")
         if probe is not store:
             probe.close()
-        barrier = threading.Barrier(RACERS)
-        outcomes: list[tuple[list[Grant], int]] = []
-        failures: list[BaseException] = []
 
-        def take(me: int) -> None:
-            mine = reopen(clock=clocks[me])
+        def take(clock: RaceClock, barrier: Barrier) -> Outcome:
+            mine = reopen(clock=clock)
             try:
-                outcomes.append(race(mine, clocks[me], f"worker-{me}", barrier))
-            except BaseException as error:
-                failures.append(error)
-                barrier.abort()
+                return race(mine, clock, f"worker-{clock.me}", barrier)
             finally:
                 if mine is not store:
                     mine.close()
 
-        threads = [threading.Thread(target=take, args=(me,)) for me in range(RACERS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert failures == []
+        outcomes = race_in_threads(RACERS, take)
         assert judge_race("threads", outcomes) == []
 
 

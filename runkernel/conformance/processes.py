@@ -14,7 +14,6 @@ are drawn from a seed the test prints.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import random
 import subprocess
@@ -25,7 +24,7 @@ import pytest
 
 from runkernel.adapters.stores.contract import Store
 from runkernel.conformance.child import race_in_child
-from runkernel.conformance.racing import HANG_GUARD, RACERS, Grant, StoreFactory, judge_race
+from runkernel.conformance.racing import RACERS, StoreFactory, judge_race, race_in_processes, race_plan
 from runkernel.conformance.runs import text_run
 from runkernel.specs.checker import Verdict, check_commits
 
@@ -113,28 +112,7 @@ class ProcessContract:
             store_factory.open(clock=time.time).close()
         except TypeError:
             pytest.skip("the store factory refuses clock=: this store takes no clock, and the forced race needs one")
-        context = multiprocessing.get_context("spawn")
-        barrier = context.Barrier(RACERS)
-        condition = context.Condition()
-        reached = context.Array("i", RACERS, lock=False)
-        pipes = [context.Pipe(duplex=False) for _ in range(RACERS)]
-        racers = [
-            context.Process(target=race_in_child, args=(store_factory, me, barrier, condition, reached, sender))
-            for me, (_, sender) in enumerate(pipes)
-        ]
-        for racer in racers:
-            racer.start()
-        for _, sender in pipes:
-            sender.close()
-        outcomes: list[tuple[list[Grant], int]] = []
-        for receiver, _ in pipes:
-            assert receiver.poll(10 * HANG_GUARD), "a racer never answered"
-            outcome = receiver.recv()
-            assert not isinstance(outcome, str), outcome
-            outcomes.append(outcome)
-        for racer in racers:
-            racer.join(HANG_GUARD)
-            assert racer.exitcode == 0
+        outcomes = race_in_processes(RACERS, race_in_child, store_factory, race_plan())
         assert judge_race("processes", outcomes) == []
 
 

@@ -13,7 +13,8 @@ acknowledgement was lost adopted once), and keep all of it across instances on o
 storage and across a crash (another thread, process or restart opening it again). The
 lease tests need no clock control: a lease of duration 0 has expired when it is granted.
 Subclass ``StoreContract`` in a module pytest collects, with a class name starting with
-``Test``, and override its ``store`` fixture, and ``reopen`` and ``store_factory``::
+``Test``, and override its ``store`` fixture, and ``store_factory`` (and ``reopen``, here to
+pass the race's clock on)::
 
     class TestMyStore(StoreContract):
         @pytest.fixture
@@ -23,15 +24,17 @@ Subclass ``StoreContract`` in a module pytest collects, with a class name starti
             made.close()
 
         @pytest.fixture
-        def reopen(self, tmp_path):  # a new instance on the same storage
+        def reopen(self, tmp_path):  # a new instance on the same storage, with a clock
             return lambda **options: MyStore(tmp_path / "db", **options)
 
         @pytest.fixture
         def store_factory(self, tmp_path):  # the same, for a child process
             return StoreFactory("my_package.my_module:MyStore", str(tmp_path / "db"))
 
-Without ``reopen`` the tests across instances are skipped, without ``store_factory``
-those across processes (``instances``, ``processes``). Every test starts from an empty
+Without a ``reopen`` fixture the tests across instances open their instances with the
+store's own ``store.reopen()`` (``Store.reopen``) and skip the forced lease race, which
+needs ``reopen(clock=...)``; without ``store_factory`` those across processes are skipped
+(``instances``, ``processes``). Every test starts from an empty
 store. Needs ``pytest`` (runkernel's ``dev`` extra).
 """
 
@@ -43,13 +46,14 @@ import attrs
 import pytest
 
 from runkernel.adapters.stores.contract import Checkpoint, CommitConflict, IllegalCommit, Reconciliation, Store
+from runkernel.conformance.inbox_contract import InboxContract
 from runkernel.conformance.instances import InstancesContract
 from runkernel.conformance.lease_contract import LeaseContract
 from runkernel.conformance.processes import ProcessContract
-from runkernel.conformance.runs import awaiting_run, delegating_run, step, text_run, tool_run
+from runkernel.conformance.runs import Builder, awaiting_run, delegating_run, step, text_run, tool_run
 from runkernel.kernel.canonical import jcs_digest
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
-from runkernel.kernel.protocol import Approve, EndRequest, ResumeCommand
+from runkernel.kernel.protocol import Allow, Approve, EndRequest, GateVerdict, ResumeCommand, ToolFinished, ToolOutput
 from runkernel.kernel.rules import Rule
 from runkernel.kernel.state import RESUMED_EVENT, Awaiting, EndCause, Ended, Event, Message, ThreadCommit, ToolUse
 from runkernel.kernel.values import EndCauseKind, Role, WaitKind
@@ -61,10 +65,12 @@ def append_all(store: Store, commits: list[ThreadCommit]) -> None:
         store.append(commit)
 
 
-class StoreContract(LeaseContract, InstancesContract, ProcessContract):
+class StoreContract(LeaseContract, InboxContract, InstancesContract, ProcessContract):
     """The store contract as pytest tests; subclass it and override ``store``, and
-    ``reopen`` and ``store_factory`` to run the tests across instances and processes.
-    The lease contract's tests are ``LeaseContract``'s (``lease_contract``), those across
+    ``store_factory`` to run the tests across processes (and ``reopen`` to open the
+    instances of the tests across instances otherwise than by ``store.reopen()``).
+    The lease contract's tests are ``LeaseContract``'s (``lease_contract``), the inbox's
+    ``InboxContract``'s (``inbox_contract``), those across
     instances ``InstancesContract``'s (``instances``), those across processes
     ``ProcessContract``'s (``processes``), inherited."""
 
@@ -162,24 +168,38 @@ class StoreContract(LeaseContract, InstancesContract, ProcessContract):
         assert fresh[:2] == reused[:2]
         assert isinstance(store.append(fresh[2]).state, Awaiting)
 
+    def test_thread_ids_are_every_thread_sorted(self, store: Store) -> None:
+        for thread_id in ("t3", "t1", "t2"):
+            append_all(store, text_run(thread_id, f"r-{thread_id}", 1))
+        found = store.thread_ids()
+        assert found == ["t1", "t2", "t3"], f"thread_ids() is {found}: every Thread with a commit, sorted"
+
+    def test_a_run_is_judged_with_its_own_history(self, store: Store) -> None:
+        # NO_HISTORY is the history of a Run's first commit only: judged with it, a Run
+        # may open again a batch id it closed (the judge's one question only history answers)
+        run = Builder("t1").start("r1").propose("lookup", batch_id="b1")
+        for n in (1, 2):
+            run = run.feed(GateVerdict(f"c{n}", Allow()), ToolFinished(f"c{n}", 1, ToolOutput("found")))
+            run = run.propose("lookup", first=n + 1, batch_id=f"b{n + 1}")
+        *before, fresh = run.commits  # the last opens batch b3
+        append_all(store, before)
+        assert fresh.batch is not None and store.history("r1").batch_closed("b1")
+        reused = attrs.evolve(fresh, batch=attrs.evolve(fresh.batch, batch_id="b1"))
+        try:
+            store.append(reused)
+        except IllegalCommit as refused:
+            assert refused.rejection.rule is Rule.BATCH_IDENTITY, refused.rejection
+        else:
+            pytest.fail("a Run opened again batch id 'b1', which it closed: the store judged the append without "
+                        "the Run's history (judge_append takes history(run_id); NO_HISTORY only for a new Run)")
+        assert len(list(store.commits("t1"))) == len(before)
+        store.append(fresh)  # under its own id it is legal: only the reuse was refused
+
     def test_messages_are_the_deltas_in_order(self, store: Store) -> None:
         commits = tool_run("t1", "r1")
         append_all(store, commits)
         expected = [m for c in commits for m in c.messages]
         assert store.messages("t1") == expected
-
-    def test_inbox_keeps_commands_until_settled(self, store: Store) -> None:
-        first = store.put_command("r1", {"type": "end", "kind": "cancelled"})
-        second = store.put_command("r1", {"type": "end", "kind": "stopped"})
-        store.put_command("r2", {"type": "end", "kind": "cancelled"})
-        pending = store.pending_commands("r1")
-        assert [e.entry_id for e in pending] == [first, second]
-        assert pending[0].body == {"type": "end", "kind": "cancelled"}
-        store.settle_command(first, "applied")
-        assert [e.entry_id for e in store.pending_commands("r1")] == [second]
-        settled = store.inbox_entry(first)
-        assert settled is not None and (settled.state, settled.outcome) == ("settled", "applied")
-        assert store.inbox_entry(999) is None
 
     def test_checkpoints_are_kept_replaced_and_deleted(self, store: Store) -> None:
         assert store.load_checkpoint("r1") is None

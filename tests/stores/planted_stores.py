@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 from examples.jsonl_store import JsonlStore, Record
 from runkernel.adapters.stores.kit import (
-    Lease, LeaseRow, MutableHistory, RunSnapshot, Settlement, ThreadCommit, acquired, commit_from_text, require_held,
+    NO_HISTORY, Accepted, Lease, LeaseRow, MutableHistory, RunSnapshot, Settlement, ThreadCommit, acquired,
+    commit_from_text, judge_append, require_held,
 )
 
 
@@ -133,6 +134,56 @@ class StaleRenewStore(JsonlStore):
         return renewed
 
 
+class NoHistoryJudgeStore(JsonlStore):
+    """Judges every append with ``NO_HISTORY``, the history of a Run's first commit,
+    instead of the Run's own (which it keeps, and answers in ``history``): a Run may open
+    again a batch id it closed."""
+
+    def _judge(self, commit: ThreadCommit) -> Accepted:
+        state = self._state
+        return judge_append(
+            state.heads.get(commit.thread_id), state.runs.get(commit.run_id), commit, NO_HISTORY,
+            state.tickets.__contains__,
+        )
+
+
+class SettlesTwiceStore(JsonlStore):
+    """Settles the command a commit names whether or not it is still pending: a command
+    settled already (applied, or refused) is rewritten by the next commit that names it."""
+
+    def _settle(self, entry_id: int, outcome: str, *, pending_only: bool) -> None:
+        super()._settle(entry_id, outcome, pending_only=False)
+
+
+class CompactsAppliedStore(JsonlStore):
+    """Compacts every settled command of a Run, the applied ones too, not only its refusals."""
+
+    def compact_commands(self, run_id: str) -> int:
+        with self._locked(exclusive=True) as state:
+            settled = [e.entry_id for e in state.inbox.values() if e.run_id == run_id and e.state == "settled"]
+            if settled:
+                self._write({"op": "compact", "ids": settled})
+            return len(settled)
+
+
+class UnsortedThreadsStore(JsonlStore):
+    """Lists its Threads in the order they were first committed, not sorted."""
+
+    def thread_ids(self) -> list[str]:
+        with self._locked(exclusive=False) as state:
+            return list(state.heads)
+
+
+class ManyAnswersStore(JsonlStore):
+    """Queues every command, a second answer to a wait too: nothing keeps one answer per wait."""
+
+    def put_command(self, run_id: str, body: Any) -> int:
+        with self._locked(exclusive=True) as state:
+            entry_id = state.last_entry + 1
+            self._write({"op": "put", "id": entry_id, "run_id": run_id, "body": body})
+            return entry_id
+
+
 #: each planted store, and the test of the suite that must catch it
 CAUGHT_BY: dict[str, tuple[str, ...]] = {
     "NonAtomicCommitStore": ("test_a_child_killed_while_committing_loses_no_acknowledged_commit",),
@@ -147,6 +198,14 @@ CAUGHT_BY: dict[str, tuple[str, ...]] = {
     ),
     "UnjudgedReplayStore": ("test_a_reopened_instance_judges_with_the_history_it_replays",),
     "StaleRenewStore": ("test_a_lease_taken_over_through_another_instance_is_lost_to_the_first",),
+    "NoHistoryJudgeStore": ("test_a_run_is_judged_with_its_own_history",),
+    "SettlesTwiceStore": ("test_a_commit_settles_only_a_command_still_pending",),
+    "CompactsAppliedStore": ("test_compaction_deletes_only_the_runs_settled_refusals",),
+    "UnsortedThreadsStore": ("test_thread_ids_are_every_thread_sorted",),
+    "ManyAnswersStore": (
+        "test_a_wait_takes_one_pending_answer",
+        "test_a_wait_takes_one_pending_answer_across_instances",
+    ),
 }
 
 PLANTED: dict[str, Callable[..., JsonlStore]] = {
@@ -156,4 +215,9 @@ PLANTED: dict[str, Callable[..., JsonlStore]] = {
     "StaleReadStore": StaleReadStore,
     "UnjudgedReplayStore": UnjudgedReplayStore,
     "StaleRenewStore": StaleRenewStore,
+    "NoHistoryJudgeStore": NoHistoryJudgeStore,
+    "SettlesTwiceStore": SettlesTwiceStore,
+    "CompactsAppliedStore": CompactsAppliedStore,
+    "UnsortedThreadsStore": UnsortedThreadsStore,
+    "ManyAnswersStore": ManyAnswersStore,
 }
