@@ -4,7 +4,7 @@ issue 33 (20 Runs in at most 3× one Run's time); the loop lag of an asyncio hos
 
 from __future__ import annotations
 
-from bench import latency, loop_lag
+from bench import latency, loop_lag, slow_disk
 from bench.framework import Goal, Row, Sample, SideRef, Show, Sizes, speedup
 from bench.worker_rows import side_name
 
@@ -118,6 +118,21 @@ def rows(sizes: Sizes) -> list[Row]:
                     drained("Runs"),
                 )
             )
+    runs = sizes.latency_runs[-1]
+    table.append(
+        Row(
+            f"{runs} Runs that do not wait, drained by one process, PostgreSQL whose every flush waits"
+            f" {slow_disk.SLOW_MS} ms: runkernel Runs/s ÷ DBOS workflows/s (runkernel: {slotted}; DBOS: queue"
+            f" worker_concurrency={slots}; for the record)",
+            SideRef(slow_disk.GROUP, side_name("runkernel", runs)),
+            SideRef(slow_disk.GROUP, side_name("DBOS", runs)),
+            speedup,
+            "ratio",
+            None,
+            drained("Runs"),
+            drained("workflows"),
+        )
+    )
     for _, store in loop_lag.STORES:
         for runs in sizes.latency_runs:
             table.append(

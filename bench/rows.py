@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import console, latency, latency_rows, loop_lag, measures, otel, postgres, worker_rows, workers
+from bench import console, latency, latency_rows, loop_lag, measures, otel, postgres, slow_disk, worker_rows, workers
 from bench.framework import (
     Goal,
     Group,
@@ -77,6 +77,7 @@ def groups(sizes: Sizes) -> list[Group]:
         Group("latency/sqlite", latency.latency_sqlite, latency.rounds),
         Group("latency/postgres", latency.latency_postgres, latency.rounds),
         Group(latency_rows.LAG_GROUP, loop_lag.loop_lag, latency.rounds),
+        Group(slow_disk.GROUP, slow_disk.latency_slow_disk, latency.rounds),
     ]
     # last, smallest first: the time budget may cut the rounds of the longest groups
     for mode, _ in MODES:
