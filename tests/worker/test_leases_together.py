@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from postgres_support import postgres_url
-from runkernel.adapters.stores.contract import Lease, Store
+from runkernel.adapters.stores.contract import Lease, Store, StoreUnavailable
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.stores.registry import open_store
 from runkernel.adapters.worker.loop import Worker
@@ -152,3 +152,30 @@ def test_the_leases_of_every_run_in_flight_are_renewed_together(store: Store) ->
     assert singles == 0, "while the rounds keep up, no slot renews a lease of its own"
     assert report.leases_lost == 0 and report.failures == 0
     assert all(_ended(store, f"r{n}") for n in range(runs))
+
+
+class _ReadsFail:
+    """A store whose reads of a Run's snapshot fail (the database went away)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def run(self, run_id: str) -> None:
+        raise StoreUnavailable("the database went away (injected)")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_a_lease_taken_for_a_slot_is_given_up_when_its_drive_cannot_even_read_the_run() -> None:
+    store = MemoryStore()
+    _activate(store, "r1")
+    worker = Worker(store, _app(Gathering()), worker_id="w1", concurrency=4)
+    slot = worker._slot_worker()
+    slot.store = _ReadsFail(slot.store)
+    taken = (store.acquire_leases(["r1"], "w1", 30.0)[0], time.monotonic())
+    with pytest.raises(StoreUnavailable):
+        slot._serve("r1", taken)
+    held = store.current_lease("r1")
+    print(f"after the failed drive: the slot holds {slot.leases.held_runs()}, the store's lease {held}")
+    assert slot.leases.held_runs() == () and held is None, "a lease nobody drives would be renewed by every round"

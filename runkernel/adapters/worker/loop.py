@@ -356,8 +356,8 @@ class Worker:
             self._set_aside.release_others(stopping=True)
             return Finished(run_id, False, False, -1)
         contended, failures = self.report.contended, self.report.failures
-        moved, failed, before = self._drive_tracked(run_id)
         try:
+            moved, failed, before = self._drive_tracked(run_id)
             while run_id in self._set_aside and not self.stopping:
                 self._stopping.wait(self._set_aside.until_due(self.poll_interval))
                 try:
@@ -369,7 +369,8 @@ class Worker:
                     self.outage.failed(error, drive=True)
                     self._stopping.wait(self.outage.delay())  # the store is out: never a busy loop
         finally:
-            # a Run this slot no longer drives keeps no lease (a failure above, or shutdown)
+            # a Run this slot no longer drives keeps no lease (a failure above, or shutdown;
+            # one taken for it that its drive never reached too: the rounds would renew it)
             self._set_aside.release_others(stopping=True)
         failed = failed or self.report.failures != failures
         return Finished(run_id, moved, failed, before, contended=self.report.contended != contended)
