@@ -16,6 +16,7 @@ from runkernel.adapters.drive.actions import CheckStatus, Done, Infer, RunCall
 from runkernel.adapters.drive.ports import (
     InferenceRequest,
     ModelReply,
+    Failed,
     Returned,
     StatusReply,
     ToolRegistry,
@@ -38,7 +39,7 @@ from runkernel.specs.checker import Verdict, check_commits
 from runkernel.testing import Boundary, CrashAt, CrashingStore, CountingIds, Position, SimulatedCrash
 
 GROUP = {
-    "read": ToolPolicy.replay(concurrent=True),
+    "read": ToolPolicy.replay(retries=1, concurrent=True),
     "lookup": ToolPolicy.reconnect(concurrent=True),
     "charge": ToolPolicy.indeterminate(concurrent=True),
 }
@@ -57,9 +58,12 @@ class _Tool:
         self.policy = policy
         self.runs: list[int] = []
         self.asked = 0
+        self.flaky = False
 
     def run(self, invocation: RunCall) -> ToolReply:
         self.runs.append(invocation.attempt)
+        if self.flaky and len(self.runs) == 1:
+            return Failed("flaky", retryable=True)
         return Returned({"ran": invocation.tool})
 
     def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
@@ -87,13 +91,18 @@ def _legal(store: MemoryStore) -> None:
     assert check_commits(list(store.commits("t1"))).verdict is Verdict.LEGAL
 
 
-def test_the_pull_runtime_runs_every_member_once_and_publishes_in_call_order() -> None:
+@pytest.mark.parametrize("flaky", [False, True])
+def test_the_pull_runtime_runs_every_member_once_and_publishes_in_call_order(flaky: bool) -> None:
+    """With ``flaky`` the first member's first attempt fails retryable: its retry runs
+    while its siblings are Executing, and they still run, once each."""
     store = MemoryStore()
     registry, tools = _tools()
+    tools["read"].flaky = flaky
     Runtime(store, _Model(), registry, self_check=True).start("t1", "r1", (Message(Role.USER, "go"),))
-    assert {name: tool.runs for name, tool in tools.items()} == {"read": [1], "lookup": [1], "charge": [1]}
+    reads = [1, 2] if flaky else [1]
+    assert {name: tool.runs for name, tool in tools.items()} == {"read": reads, "lookup": [1], "charge": [1]}
     commits = list(store.commits("t1"))
-    starts = [c for c in commits if c.batch and all(isinstance(k.status, CallExecuting) for k in c.batch.calls)]
+    starts = [c for c in commits if c.batch and all(k.status == CallExecuting(1) for k in c.batch.calls)]
     assert len(starts) == 1  # the group started in one commit
     published = next(c for c in commits if c.batch is not None and c.batch.finalized)
     assert published.batch is not None

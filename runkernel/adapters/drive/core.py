@@ -184,11 +184,11 @@ class DriverCore:
                             following = yield from self._gate(effect)
                         break
                     case Execute():
-                        self.group_asks = later_asks(decision.effects, index)
+                        self.group_asks = later_asks(decision.effects, index) + self.group_asks
                         following = yield from self._ask(self._run_call(effect))
                         break
                     case QueryStatus():
-                        self.group_asks = later_asks(decision.effects, index)
+                        self.group_asks = later_asks(decision.effects, index) + self.group_asks
                         if not (yield from self._commands_waiting()):
                             following = yield from self._ask(handed.check_status(self._snapshot(), effect))
                         break

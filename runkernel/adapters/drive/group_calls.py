@@ -4,7 +4,8 @@
 When the kernel starts a group, one decision carries the group's Executing commit and
 then one ``Execute`` per member (a recovery: a replay's ``Execute`` and a reconnect's
 ``QueryStatus`` per member). The core hands the first one out and keeps the rest here;
-each later one is handed out at the next quiet point, before ``recover`` is asked, so
+each later one is handed out at a quiet point, before ``recover`` is asked (a member's
+retry, handed out at once, keeps the others waiting, never drops them), so
 every member's executor starts exactly once, after its own Executing commit, each under
 its own lease check (W1) and fence (W5). A member no longer Executing that attempt (the
 Run ended and closed it) is dropped, never started.
