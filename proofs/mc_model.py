@@ -405,10 +405,13 @@ def _recover(ctx: Context, state: State) -> list[Transition]:
     fenced = state.fenced
     batch = snap.open_batch
     if isinstance(snap.state, Running) and batch is not None:
-        for call in batch.calls:  # one ordinary call, or every member of a group
-            if isinstance(call.status, CallExecuting) and not call.delegation:
-                if ctx.policies.for_tool(call.tool).recovery.mode is not RecoveryMode.REPLAY:
-                    fenced = fenced | {call.operation_id}
+        # the call in progress, and every other member of a running group of concurrent calls
+        in_progress = batch.first_open_call()
+        for call in batch.calls:
+            if not isinstance(call.status, CallExecuting) or not (call is in_progress or _concurrent(call)):
+                continue
+            if ctx.policies.for_tool(call.tool).recovery.mode is not RecoveryMode.REPLAY:
+                fenced = fenced | {call.operation_id}
     source = dataclasses.replace(state, fenced=fenced)
     try:
         target, commits = adopt(ctx, source, first.decision, "recovery")
