@@ -7,7 +7,14 @@ after the write but before the ack; an Execute runs the tool (the world records 
 effect that asks the world something (inference, gate, tool, status) branches on every
 answer within the bound. A crash discards the queue; the fresh runtime recovers with
 ``recover(committed snapshot)``. Observer effects (hooks, notifications, publication,
-terminus) are checked and consumed without branching.
+terminus) are checked and consumed without branching. The executors and status queries
+of a concurrent group run on while the runtime goes on (``State.running``); the world
+answers them in any order once the runtime waits.
+
+Why this module is long: it is the one transition relation, a function per effect kind
+the runtime carries out (commit, inference, gate, executor, status query, a child's
+moves, a group's answers, recovery) beside the dispatch in ``expand``; they share the
+checks of what is committed (``_current``) and the answers a tool may give.
 """
 
 from __future__ import annotations

@@ -13,6 +13,11 @@ log of every step, rejections included.
 
 Ids come from one counter per history, so they are unique across Threads and Runs
 (ticket ids are never reused anywhere, as the trace checker demands).
+
+Why this module is long: it is one host, the kernel's only one in the property tests;
+what it draws at each state (an inference, a gate answer in a group's round, a tool's
+or a status answer for any member running, a resume, a crash, a bad input) reads
+together with what it remembers between inputs.
 """
 
 from __future__ import annotations
