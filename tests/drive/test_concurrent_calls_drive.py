@@ -22,15 +22,18 @@ from runkernel.adapters.drive.ports import (
     ToolRegistry,
     ToolReply,
 )
+from runkernel.adapters.drive.inbox import submit_end
 from runkernel.adapters.drive.runtime import Runtime
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.kernel.policies import ToolPolicy
-from runkernel.kernel.protocol import OperationStatus
+from runkernel.kernel.protocol import EndRequest, OperationStatus
 from runkernel.kernel.state import (
     ActiveToolBatch,
     CallCompleted,
     CallExecuting,
     CallIndeterminate,
+    EndCause,
+    Ended,
     Message,
     RunSnapshot,
 )
@@ -165,4 +168,40 @@ def test_a_push_host_picking_up_a_started_group_is_handed_each_members_recovery(
     assert isinstance(action, Infer)
     statuses = [c.status for c in _published(store).calls]
     assert statuses[2] == CallIndeterminate(1, IndeterminateReason.OUTCOME_UNKNOWN)
+    _legal(store)
+
+
+class _FencedTool(_Tool):
+    """A tool whose downstream keeps the highest epoch per operation (W5)."""
+
+    def __init__(self, policy: ToolPolicy, store: MemoryStore | None = None) -> None:
+        super().__init__(policy)
+        self.fenced: list[str] = []
+        self.store = store
+
+    def run(self, invocation: RunCall) -> ToolReply:
+        if self.store is not None:  # the operator cancels while the group runs
+            assert isinstance(submit_end(self.store, "r1", EndRequest(EndCause(EndCauseKind.CANCELLED))), int)
+        return super().run(invocation)
+
+    def fence(self, operation_id: str, lease_epoch: int | None) -> None:
+        self.fenced.append(operation_id)
+
+
+def test_a_cancel_while_the_group_runs_closes_every_member_and_fences_each_one_not_started() -> None:
+    store = MemoryStore()
+    first = _FencedTool(GROUP["read"], store)
+    second, third = _FencedTool(GROUP["lookup"]), _FencedTool(GROUP["charge"])
+    registry = ToolRegistry({"read": first, "lookup": second, "charge": third})
+    Runtime(store, _Model(), registry, self_check=True).start("t1", "r1", (Message(Role.USER, "go"),))
+    ended = _run(store)
+    assert isinstance(ended.state, Ended) and ended.state.cause.kind is EndCauseKind.CANCELLED
+    assert first.runs == [1] and second.runs == third.runs == []  # the cancel came first
+    # W5 per call: each member Executing that this drive never started is fenced first
+    batch = _published(store)
+    operations = [c.operation_id for c in batch.calls]
+    assert (first.fenced, second.fenced, third.fenced) == ([], [operations[1]], [operations[2]])
+    statuses = [c.status for c in batch.calls]
+    assert isinstance(statuses[0], CallCompleted)
+    assert statuses[1:] == [CallIndeterminate(1, IndeterminateReason.OUTCOME_UNKNOWN)] * 2
     _legal(store)
