@@ -55,6 +55,10 @@ FIGURES: dict[str, str] = {
     "delegations.transitions": "model checker, delegation bound: transitions",
     "delegations.depth": "model checker, delegation bound: maximum depth",
     "delegations.verdict": "model checker, delegation bound: verdict",
+    "groups.states": "model checker, concurrent-call bound: states explored",
+    "groups.transitions": "model checker, concurrent-call bound: transitions",
+    "groups.depth": "model checker, concurrent-call bound: maximum depth",
+    "groups.verdict": "model checker, concurrent-call bound: verdict",
     "contracts": "CrossHair contracts in the contract modules",
     "mutants": "planted bugs in `proofs/mutants.py`",
 }
@@ -138,7 +142,7 @@ def measured() -> dict[str, str]:
     from runkernel.testing.simulation.simulate import simulate
 
     found = counted()
-    for name in ("ci", "delegations"):
+    for name in ("ci", "delegations", "groups"):
         print(f"proofs.figures: the model checker at the {name} bound", file=sys.stderr, flush=True)
         result = check(PROFILES[name])
         found |= {
@@ -171,8 +175,8 @@ def results_text(figures: dict[str, str], written: str) -> str:
             "# runkernel proof figures",
             "",
             f"Written by `python proofs/figures.py --run` on {written}; do not edit. Every figure but",
-            "simulate's seconds is a count, the same for the same commit at any load: the model checker at the `ci` and",
-            "`delegations` bounds (`python proofs/model_check.py --profile NAME`), `runkernel",
+            "simulate's seconds is a count, the same for the same commit at any load: the model checker at the `ci`,",
+            "`delegations` and `groups` bounds (`python proofs/model_check.py --profile NAME`), `runkernel",
             "simulate` at its defaults (in memory), and the planted bugs, the CrossHair contracts,",
             "the scenarios and the bounds counted from their definitions.",
             "",
@@ -252,6 +256,11 @@ def block(results: str, deep: str | None = None) -> str:
         f"fail or are cancelled | `python proofs/model_check.py --profile delegations` | "
         f"{f['delegations.states']} states, {f['delegations.transitions']} transitions, depth "
         f"{f['delegations.depth']}: **{f['delegations.verdict']}** |",
+        f"| the same for a group of three concurrent ordinary calls (one per recovery policy) answered in any "
+        f"order, a crash between any two starts or ends, a cancel during the group | "
+        f"`python proofs/model_check.py --profile groups` | "
+        f"{f['groups.states']} states, {f['groups.transitions']} transitions, depth "
+        f"{f['groups.depth']}: **{f['groups.verdict']}** |",
         deep_row(deep),
         f"| the kernel's contracts (`decide`, `recover`, `validate_commit`, tickets, digests) hold for "
         f"bounded inputs | `python proofs/crosshair_check.py` | {f['contracts']} contracts, each confirmed "

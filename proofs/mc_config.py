@@ -43,6 +43,8 @@ STATUS_FAILED = "status-failed"
 CHILD_FINAL = "child-final"
 #: A terminal-only delegation (the second CI bound).
 TOOL_DELEGATE = "delegate"
+#: One concurrent tool per recovery policy (the groups bound): a group of three.
+GROUP_TOOLS: tuple[str, ...] = ("replay_c", "reconnect_c", "indeterminate_c")
 DUE_AT = "2030-01-01T00:00:00Z"
 EXPIRES_AT = "2030-06-01T00:00:00Z"
 BEFORE_EXPIRY = "2030-05-31T23:59:59Z"
@@ -96,6 +98,11 @@ class Profile:
     once and be cancelled; the gate allows, blocks, supplies or (with ``gate_waits``)
     holds a call, a group member too (its gate round, ``CONCURRENCY_RULE``)."""
     max_child_crashes: int = 1
+    groups: bool = False
+    """The concurrent-call bound: the tool step is a group of three concurrent ordinary
+    calls, one per recovery policy; the world answers their executors and status
+    queries in any order, a crash may fall between any two starts and any two ends,
+    and the operator may cancel while the group runs."""
     hash_compaction: bool = False
     """Remember visited states by a 64-bit hash of their key instead of the key (much
     less memory; two distinct states merge with probability about n^2 / 2^65)."""
@@ -124,6 +131,9 @@ class Profile:
                     ToolRecoveryPolicy(RecoveryMode.INDETERMINATE), sequential_delegation=self.tool_waits
                 ),
                 TOOL_DELEGATE: ToolPolicy(terminal_only_delegation=True),
+                GROUP_TOOLS[0]: ToolPolicy.replay(2, retries=1, concurrent=True),
+                GROUP_TOOLS[1]: ToolPolicy.reconnect(concurrent=True),
+                GROUP_TOOLS[2]: ToolPolicy.indeterminate(concurrent=True),
             },
             max_steps=self.max_steps,
             on_indeterminate=self.on_indeterminate,
@@ -149,6 +159,20 @@ PROFILES: dict[str, Profile] = {
         approval_deadline=False,
         tool_waits=False,
         delegations=True,
+        max_states=2_000_000,
+    ),
+    # the third CI bound (docs/proofs.md): a group of three concurrent ordinary calls,
+    # one per recovery policy, one crash anywhere, an operator cancel during the group
+    "groups": Profile(
+        name="groups",
+        max_calls=3,
+        max_steps=2,
+        tool_steps=1,
+        max_crashes=1,
+        gate_waits=(WaitKind.APPROVAL,),  # a member the gate holds leaves the group
+        approval_deadline=False,
+        tool_waits=False,  # a concurrent call never waits once started
+        groups=True,
         max_states=2_000_000,
     ),
     # the proofs issue's bound: 3 calls, 2 steps, 2 crashes; a call may wait twice

@@ -239,6 +239,11 @@ class State:
     """Child Runs of concurrent delegations by Run id: ``running``, ``crashed``,
     ``cancelling`` (a cancel is in its inbox) or ``ended:<cause>``."""
     child_crashes: int = 0
+    running: tuple[tuple[str, str, int], ...] = ()
+    """Executors and status queries of concurrent calls the runtime started and whose
+    answer is still to come, as sorted ``(kind, call_id, attempt)``, kind ``X`` (an
+    executor) or ``Q`` (a status query): the world answers them in any order while the
+    runtime waits, one at a time (the drive's own thread). A crash loses them."""
 
     def key(self) -> Key:
         version = self.snap.version if self.snap is not None else 0
@@ -257,6 +262,7 @@ class State:
             enc_history(self.history),
             self.children,
             self.child_crashes,
+            self.running,
         )
 
     @property
@@ -267,6 +273,7 @@ class State:
             and isinstance(self.snap.state, Ended)
             and not self.queue
             and not self.recovering
+            and not self.running
         )
 
 

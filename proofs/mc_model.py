@@ -7,7 +7,14 @@ after the write but before the ack; an Execute runs the tool (the world records 
 effect that asks the world something (inference, gate, tool, status) branches on every
 answer within the bound. A crash discards the queue; the fresh runtime recovers with
 ``recover(committed snapshot)``. Observer effects (hooks, notifications, publication,
-terminus) are checked and consumed without branching.
+terminus) are checked and consumed without branching. The executors and status queries
+of a concurrent group run on while the runtime goes on (``State.running``); the world
+answers them in any order once the runtime waits.
+
+Why this module is long: it is the one transition relation, a function per effect kind
+the runtime carries out (commit, inference, gate, executor, status query, a child's
+moves, a group's answers, recovery) beside the dispatch in ``expand``; they share the
+checks of what is committed (``_current``) and the answers a tool may give.
 """
 
 from __future__ import annotations
@@ -16,8 +23,8 @@ import dataclasses
 from itertools import product
 
 from runkernel.kernel.history import RunHistory
-from runkernel.kernel.policies import RecoveryMode
-from runkernel.kernel.delegation import executing_delegations, gate_target
+from runkernel.kernel.policies import Policies, RecoveryMode
+from runkernel.kernel.delegation import executing_delegations, gate_target, running_group
 from runkernel.kernel.protocol import (
     Activate,
     ChildEnded,
@@ -110,9 +117,17 @@ def _current(state: State, call_id: str, what: str) -> tuple[RunSnapshot, ToolCa
         raise Violation("I5", f"{what} while the committed run is not Running")
     batch = snap.open_batch
     call = batch.first_open_call() if batch is not None else None
+    member = next((c for c in running_group(batch, _COMMITTED) if c.call_id == call_id), None) if batch else None
+    if member is not None:
+        return snap, member  # a member of the running group of concurrent calls
     if call is None or call.call_id != call_id:
         raise Violation("I8", f"{what} for call {call_id!r}, but the call in progress is {call.call_id if call else None!r}")
     return snap, call
+
+
+
+#: Groups as the judge sees them: from the committed policies alone.
+_COMMITTED = Policies()
 
 
 def _ticket(ctx: Context, history: RunHistory, call_id: str) -> str | None:
@@ -227,6 +242,11 @@ def _infer(ctx: Context, state: State, effect: RequestInference) -> list[Transit
                 ProposedCall(f"c{step}.{i}", tool, cfg.ARGUMENTS, f"op{step}.{i}") for i, tool in enumerate(mix, 1)
             )
             replies.append((f"infer tools {','.join(mix)}", InferenceResult(cfg.TOOL_USE_TEXT, calls, f"b{step}")))
+    elif profile.groups and len(used) < profile.tool_steps:
+        calls = tuple(
+            ProposedCall(f"c{step}.{i}", tool, cfg.ARGUMENTS, f"op{step}.{i}") for i, tool in enumerate(cfg.GROUP_TOOLS, 1)
+        )
+        replies.append((f"infer tools {','.join(cfg.GROUP_TOOLS)}", InferenceResult(cfg.TOOL_USE_TEXT, calls, f"b{step}")))
     elif len(used) < profile.tool_steps and (step == 1 or not profile.tool_step_first_only):
         for count in range(1, profile.max_calls + 1):
             for tools in product(cfg.TOOLS, repeat=count):
@@ -282,23 +302,43 @@ def _execute(ctx: Context, state: State, effect: Execute) -> list[Transition]:
         raise Violation("I9", f"call {call.call_id!r} executes again after recovery found it Executing "
                         f"under policy {ctx.policies.for_tool(call.tool).recovery.mode.value}")
     ran = dataclasses.replace(state, executed=state.executed | {run})
+    if _concurrent(call):
+        # a group member's executor runs on while the runtime goes on: its answer comes later
+        started = dataclasses.replace(
+            ran, queue=state.queue[1:], running=tuple(sorted(state.running + (("X", call.call_id, effect.attempt),)))
+        )
+        out = [Transition(f"start {call.call_id}", drain(ctx, started)[0], SYSTEM)]
+        if state.crashes < ctx.profile.max_crashes:
+            point = f"{Boundary.AFTER_EFFECT.value}@group_member_start"  # between two starts, or after the last
+            out.append(Transition(f"crash after start {call.call_id}", crashed(ran), CRASH, crash=point))
+        return out
+    return _tool_answers(ctx, state, ran, call, effect.attempt)
+
+
+def _concurrent(call: ToolCall) -> bool:
+    return call.policy is not None and call.policy.concurrent
+
+
+def _tool_answers(ctx: Context, state: State, ran: State, call: ToolCall, attempt: int) -> list[Transition]:
+    """Every outcome of ``call``'s executor attempt ``attempt`` (``ran``: the world ran it)."""
+    effect_attempt = attempt
     outcomes: list[tuple[str, ToolOutcome]] = [
         ("tool output", ToolOutput(cfg.OUTPUT)),
         ("tool error", ToolFailure(cfg.TOOL_ERROR)),
     ]
-    if effect.attempt < ctx.policies.for_tool(call.tool).retry.max_attempts:
+    if effect_attempt < ctx.policies.for_tool(call.tool).retry.max_attempts:
         outcomes.append(("tool error retryable", ToolFailure(cfg.TOOL_ERROR, retryable=True)))
     outcomes.append(("tool lost", ToolOutcomeLost()))
     ticket = _ticket(ctx, state.history, call.call_id)
-    if ctx.profile.tool_waits and ticket is not None:
+    if ctx.profile.tool_waits and ticket is not None and not _concurrent(call):
         if call.delegation is not None and not call.delegation.concurrent:  # a sequential delegation
             outcomes.append(("tool delegates", ToolDelegated(ticket)))
         outcomes.append(("tool schedules", ToolScheduled(ticket, cfg.DUE_AT)))
     out = [
-        _answer(ctx, ran, ToolFinished(call.call_id, effect.attempt, outcome), label)
+        _answer(ctx, ran, ToolFinished(call.call_id, effect_attempt, outcome), label)
         for label, outcome in outcomes
     ]
-    if state.crashes < ctx.profile.max_crashes:
+    if state.crashes < ctx.profile.max_crashes and not _concurrent(call):
         point = f"{Boundary.AFTER_EFFECT.value}@{Position.CALL_RESULT.value}"
         out.append(Transition(f"crash {point}", crashed(ran), CRASH, crash=point))
     return out
@@ -308,6 +348,17 @@ def _query(ctx: Context, state: State, effect: QueryStatus) -> list[Transition]:
     snap, call = _current(state, effect.call_id, "status query")
     if call.status != CallExecuting(effect.attempt) or call.operation_id != effect.operation_id:
         raise Violation("I5", f"status query for call {call.call_id!r} attempt {effect.attempt}, not its committed attempt")
+    if _concurrent(call):
+        asked = dataclasses.replace(
+            state, queue=state.queue[1:], running=tuple(sorted(state.running + (("Q", call.call_id, effect.attempt),)))
+        )
+        return [Transition(f"ask {call.call_id}", drain(ctx, asked)[0], SYSTEM)]
+    return _status_answers(ctx, state, call, effect.attempt)
+
+
+def _status_answers(ctx: Context, state: State, call: ToolCall, attempt: int) -> list[Transition]:
+    """Every answer to a status query of ``call``'s attempt ``attempt``."""
+    effect = QueryStatus(call.call_id, call.tool, call.operation_id, attempt)
     answers: list[tuple[str, StatusReport]] = [
         ("status done", StatusReport(call.call_id, effect.attempt, OperationStatus.DONE, cfg.STATUS_DONE)),
         ("status failed", StatusReport(call.call_id, effect.attempt, OperationStatus.FAILED, cfg.STATUS_FAILED)),
@@ -325,6 +376,27 @@ def _query(ctx: Context, state: State, effect: QueryStatus) -> list[Transition]:
     return out
 
 
+def _group_answers(ctx: Context, state: State) -> list[Transition]:
+    """The runtime waits on its running group: the world answers any one executor or
+    status query first; the operator may cancel meanwhile."""
+    snap = state.snap
+    assert snap is not None
+    if len(state.running) > 1:
+        ctx.counters["states with several group calls running"] = ctx.counters.get("states with several group calls running", 0) + 1
+    out: list[Transition] = []
+    for entry in state.running:
+        kind, call_id, attempt = entry
+        rest = dataclasses.replace(state, running=tuple(r for r in state.running if r != entry))
+        _, call = _current(rest, call_id, f"answer of {call_id!r}")
+        if call.status != CallExecuting(attempt):
+            raise Violation("W5", f"an answer for call {call_id!r} attempt {attempt}, which is not Executing it")
+        if kind == "X":
+            out += _tool_answers(ctx, rest, rest, call, attempt)
+        else:
+            out += _status_answers(ctx, rest, call, attempt)
+    return out + _interrupt(ctx, state)
+
+
 # --- quiet points --------------------------------------------------------------------
 
 
@@ -338,10 +410,15 @@ def _recover(ctx: Context, state: State) -> list[Transition]:
         i11.label = "recover"
         raise i11
     fenced = state.fenced
-    call = snap.open_batch.first_open_call() if snap.open_batch is not None else None
-    if isinstance(snap.state, Running) and call is not None and isinstance(call.status, CallExecuting):
-        if ctx.policies.for_tool(call.tool).recovery.mode is not RecoveryMode.REPLAY:
-            fenced = fenced | {call.operation_id}
+    batch = snap.open_batch
+    if isinstance(snap.state, Running) and batch is not None:
+        # the call in progress, and every other member of a running group of concurrent calls
+        in_progress = batch.first_open_call()
+        for call in batch.calls:
+            if not isinstance(call.status, CallExecuting) or not (call is in_progress or _concurrent(call)):
+                continue
+            if ctx.policies.for_tool(call.tool).recovery.mode is not RecoveryMode.REPLAY:
+                fenced = fenced | {call.operation_id}
     source = dataclasses.replace(state, fenced=fenced)
     try:
         target, commits = adopt(ctx, source, first.decision, "recovery")
@@ -382,6 +459,8 @@ def expand(ctx: Context, state: State) -> list[Transition]:
     if ctx.profile.forged_commands:
         op.check_refusals(ctx, snap, state.history)
     children = _children_move(ctx, state) if state.children else []
+    if state.running and not state.recovering:
+        return _group_answers(ctx, state) + children
     if state.recovering or isinstance(snap.state, Running):
         return _recover(ctx, state) + children
     if isinstance(snap.state, Awaiting):

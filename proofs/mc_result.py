@@ -12,7 +12,7 @@ import resource
 from runkernel.kernel.values import JsonValue
 from runkernel.testing import Boundary, Position
 
-from mc_config import TOOLS, Profile
+from mc_config import GROUP_TOOLS, TOOLS, Profile
 
 @dataclasses.dataclass
 class Counterexample:
@@ -77,7 +77,8 @@ def summary(result: Result, profile: Profile) -> str:
         f"tool step, {profile.tool_steps} tool step(s) "
         f"{'at step 1' if profile.tool_step_first_only else 'at any step'}, {profile.max_steps} steps, "
         f"{profile.max_crashes} crash(es), {profile.waits_per_call} wait(s) per call, tools "
-        f"{'/'.join(TOOLS)}, indeterminate results {profile.on_indeterminate.value}"
+        f"{'/'.join(GROUP_TOOLS) + ' (one concurrent group)' if profile.groups else '/'.join(TOOLS)}, "
+        f"indeterminate results {profile.on_indeterminate.value}"
         + (", hash compaction" if profile.hash_compaction else ""),
         f"states explored: {result.states:,}",
         f"transitions:     {result.transitions:,}",

@@ -26,6 +26,7 @@ from runkernel.kernel.protocol import (
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import (
     CallCompleted,
+    CallExecuting,
     Delegation,
     EndCause,
     TypedError,
@@ -75,7 +76,10 @@ def prune(state: State, snap: RunSnapshot) -> State:
                 live[call.operation_id] = call.status.attempt
     executed = frozenset(p for p in state.executed if live.get(p[0]) == p[1])
     fenced = frozenset(o for o in state.fenced if o in live)
-    return State(snap, state.queue, executed, fenced, state.pairing, state.crashes, state.recovering, state.history, children=state.children, child_crashes=state.child_crashes)
+    # an answer for a call no longer Executing that attempt is discarded (W5's fence)
+    calls = {c.call_id: c.status for c in batch.calls} if batch is not None else {}
+    running = tuple(r for r in state.running if calls.get(r[1]) == CallExecuting(r[2]))
+    return State(snap, state.queue, executed, fenced, state.pairing, state.crashes, state.recovering, state.history, children=state.children, child_crashes=state.child_crashes, running=running)
 
 
 def written(state: State, item: Pending) -> State:
@@ -105,7 +109,7 @@ def written(state: State, item: Pending) -> State:
             raise Violation("I13", "an Ended run holds an open batch", item.commit)
     pairing = tuple((c, counts[c]) for c in order)
     check_termini(item.commit, state.children)
-    after = State(snap, state.queue, state.executed, state.fenced, pairing, state.crashes, state.recovering, item.history, children=state.children, child_crashes=state.child_crashes)
+    after = State(snap, state.queue, state.executed, state.fenced, pairing, state.crashes, state.recovering, item.history, children=state.children, child_crashes=state.child_crashes, running=state.running)
     return prune(after, snap)
 
 
@@ -120,6 +124,9 @@ def adopt(ctx: Context, state: State, decision: Decision | Rejection, what: str)
     for effect in decision.effects:
         if asked and not isinstance(effect, RunHook):
             raise Violation("protocol", f"{type(effect).__name__} follows an effect that asks the world; never carried out")
+        if parks(effect, decision.state):
+            items.append(effect)  # a concurrent call's executor or query: it does not block
+            continue
         if isinstance(effect, Commit):
             after, history = validate(ctx, prev, history, effect.commit)
             items.append(Pending(effect.commit, after, history))
@@ -130,8 +137,18 @@ def adopt(ctx: Context, state: State, decision: Decision | Rejection, what: str)
     if prev != decision.state:
         raise Violation("store", "the decision's state is not what its commits produce (store and kernel disagree)")
     return drain(
-        ctx, State(state.snap, tuple(items), state.executed, state.fenced, state.pairing, state.crashes, history=state.history, children=state.children, child_crashes=state.child_crashes)
+        ctx, State(state.snap, tuple(items), state.executed, state.fenced, state.pairing, state.crashes, history=state.history, children=state.children, child_crashes=state.child_crashes, running=state.running)
     )
+
+
+def parks(effect: object, after: RunSnapshot) -> bool:
+    """Whether ``effect`` starts a concurrent call's executor or status query: the
+    runtime starts it and goes on; its answer comes later, in any order."""
+    if not isinstance(effect, (Execute, QueryStatus)):
+        return False
+    batch = after.open_batch
+    call = batch.call(effect.call_id) if batch is not None else None
+    return call is not None and call.policy is not None and call.policy.concurrent
 
 
 def drain(ctx: Context, state: State) -> tuple[State, Commits]:
@@ -183,7 +200,7 @@ def drain(ctx: Context, state: State) -> tuple[State, Commits]:
         queue = queue[1:]
     if queue is state.queue:
         return state, done
-    kept = State(state.snap, queue, state.executed, state.fenced, state.pairing, state.crashes, state.recovering, state.history, children=children, child_crashes=state.child_crashes)
+    kept = State(state.snap, queue, state.executed, state.fenced, state.pairing, state.crashes, state.recovering, state.history, children=children, child_crashes=state.child_crashes, running=state.running)
     return kept, done
 
 

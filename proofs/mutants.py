@@ -54,6 +54,12 @@ MODEL_CHECKER = Detector(
     catch_marker="verdict: VIOLATION",
 )
 
+MODEL_CHECKER_GROUPS = Detector(
+    "model checker (groups bound)",
+    ("proofs/model_check.py", "--profile", "groups"),
+    catch_marker="verdict: VIOLATION",
+)
+
 
 def unit(test_id: str, only: str | None = None) -> Detector:
     """One test (every case of it, or those pytest's ``-k ONLY`` selects: a test run over
@@ -246,6 +252,52 @@ class Mutant:
 
 
 MUTANTS: tuple[Mutant, ...] = (
+    # concurrent ordinary calls (the groups bound, issue 34)
+    Mutant(
+        "a group member starts before its own Executing commit",
+        "runkernel/kernel/gate.py",
+        "    return settle(state, batch, policies, follow_up=tuple(follow))\n",
+        "    planned = settle(state, batch, policies, follow_up=tuple(follow))\n"
+        "    return Decision(planned.state, tuple(follow) + tuple(e for e in planned.effects if e not in follow))\n",
+        MODEL_CHECKER_GROUPS,
+    ),
+    Mutant(
+        "a group's results are published out of call order",
+        "runkernel/kernel/effects_plan.py",
+        "        for c in batch.calls\n    )\n",
+        "        for c in (reversed(batch.calls) if batch.calls[0].policy and batch.calls[0].policy.concurrent else batch.calls)\n    )\n",
+        MODEL_CHECKER_GROUPS,
+    ),
+    Mutant(
+        "a group call waits while its group runs",
+        "runkernel/kernel/decide.py",
+        "    if isinstance(outcome, ToolScheduled) and call.policy_or(policies.for_tool(call.tool)).concurrent:\n",
+        "    if False:\n",
+        unit("tests/kernel/test_concurrent_calls.py::test_a_concurrent_call_never_schedules_a_wait"),
+    ),
+    Mutant(
+        "a group call's recovery is decided by another call's policy",
+        "runkernel/kernel/recover.py",
+        "        recovery = call.policy_or(policies.for_tool(call.tool)).recovery\n        match recovery.mode:\n",
+        "        first = next(c for c in batch.calls if isinstance(c.status, CallExecuting))\n"
+        "        recovery = first.policy_or(policies.for_tool(first.tool)).recovery\n        match recovery.mode:\n",
+        MODEL_CHECKER_GROUPS,
+    ),
+    Mutant(
+        "the driver drops a group's later members",
+        "runkernel/adapters/drive/core.py",
+        "            asked = next_asked(self.group_asks, state)\n",
+        "            asked = None\n",
+        unit("tests/drive/test_concurrent_calls_drive.py::test_the_pull_runtime_runs_every_member_once_and_publishes_in_call_order"),
+    ),
+    Mutant(
+        "the gate is asked after a group member started",
+        "runkernel/kernel/gate.py",
+        "    if rest:\n        return Decision(state, (RunGate(rest[0], held),))\n",
+        "    if rest:\n        started = _start_group(state, batch, (call.call_id,), policies)\n"
+        "        return Decision(started.state, started.effects + (RunGate(rest[0]),))\n",
+        MODEL_CHECKER_GROUPS,
+    ),
     Mutant(
         "a stream checkpoint becomes the committed reply",
         "runkernel/adapters/drive/runtime_drive.py",
@@ -257,8 +309,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "recovery turns Executing into Requested",
         "runkernel/kernel/recover.py",
-        "                unknown = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)\n",
-        "                unknown = CallRequested()  # type: ignore[assignment]\n",
+        "                lost = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)\n",
+        "                lost = CallRequested()  # type: ignore[assignment]\n",
         EXECUTING_UNIT,
     ),
     Mutant(
@@ -292,18 +344,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "recovery overwrites a terminal result",
         "runkernel/kernel/recover.py",
-        "                return settle(state, batch.replace_call(attrs.evolve(call, status=unknown)), policies)\n",
-        "                overwritten = attrs.evolve(batch, calls=tuple(attrs.evolve(c, status=unknown) for c in batch.calls))\n"
-        "                return settle(state, overwritten, policies)\n",
+        "                moved, unknown = moved.replace_call(attrs.evolve(call, status=lost)), True\n",
+        "                moved, unknown = attrs.evolve(moved, calls=tuple(attrs.evolve(c, status=lost) for c in moved.calls)), True\n",
         MODEL_CHECKER,
     ),
     Mutant(
         "a replay attempt reuses its attempt number",
         "runkernel/kernel/recover.py",
-        "                replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt + 1)))\n"
-        "                again = execute_effect(call, attempt + 1, state.input_for(call.call_id))\n",
-        "                replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt)))\n"
-        "                again = execute_effect(call, attempt, state.input_for(call.call_id))\n",
+        "                    runs.append((call, attempt + 1))\n",
+        "                    runs.append((call, attempt))\n",
         STATEFUL,
     ),
     Mutant(

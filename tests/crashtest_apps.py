@@ -284,3 +284,31 @@ class PushDelegating:
 push_clean = PushClean()
 push_delegating = PushDelegating()
 async_push_clean = AsyncPushClean()
+
+
+class GroupModel:
+    """Step 1 asks for a search, a reservation and a charge at once (a concurrent group
+    when the tools are declared concurrent); step 2 answers."""
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        if request.step == 1:
+            calls = (
+                CallRequest("lookup", {"q": "thai"}),
+                CallRequest("reserve", {"seats": 2}),
+                CallRequest("charge", {"cents": 500}),
+            )
+            return ModelReply("booking", calls)
+        return ModelReply("booked", end=EndCauseKind.COMPLETED)
+
+
+def _group_app(name: str, charge: ToolPolicy) -> RuntimeApp:
+    tools = {
+        "lookup": Tool("lookup", ToolPolicy.replay(concurrent=True)),
+        "reserve": Tool("reserve", ToolPolicy.reconnect(concurrent=True)),
+        "charge": Tool("charge", charge),
+    }
+    return RuntimeApp(name=name, model=GroupModel(), tools=ToolRegistry(tools, max_steps=10))
+
+
+group_clean = _group_app("group-clean", ToolPolicy.indeterminate(concurrent=True))
+group_double_charge = _group_app("group-double-charge", ToolPolicy.replay(concurrent=True))

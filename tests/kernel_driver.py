@@ -13,6 +13,11 @@ log of every step, rejections included.
 
 Ids come from one counter per history, so they are unique across Threads and Runs
 (ticket ids are never reused anywhere, as the trace checker demands).
+
+Why this module is long: it is one host, the kernel's only one in the property tests;
+what it draws at each state (an inference, a gate answer in a group's round, a tool's
+or a status answer for any member running, a resume, a crash, a bad input) reads
+together with what it remembers between inputs.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from runkernel.kernel.decide import decide
 from runkernel.kernel.history import NO_HISTORY, RunHistory, commit_keys
 from runkernel.kernel.policies import Policies
 from runkernel.kernel.protocol import (
+    RunGate,
     PAYLOADS_BY_WAIT,
     Activate,
     Allow,
@@ -92,10 +98,12 @@ DUE_AT = "2030-06-01T00:00:00Z"
 class _RunContext:
     """What the (live) host remembers besides committed state; a crash clears it."""
 
-    #: (call id, attempt) whose executor is running right now
-    executing: tuple[str, int] | None = None
+    #: (call id, attempt) whose executor is running right now (several: a concurrent group)
+    executing: set[tuple[str, int]] = field(default_factory=set)
     #: (call id, attempt) a reconnect tool was asked ``status`` about
-    querying: tuple[str, int] | None = None
+    querying: set[tuple[str, int]] = field(default_factory=set)
+    #: the gate question due next (a group's gate round holds the allows so far)
+    gate_next: RunGate | None = None
     #: resume commands that were committed, for repeats
     applied: list[ResumeCommand] = field(default_factory=list)
     #: the Run's committed history facts (committed, so a crash keeps them)
@@ -155,8 +163,7 @@ class Driver:
         outcome: Outcome
         if isinstance(action, Crash):
             assert state is not None
-            ctx.executing = None
-            ctx.querying = None
+            ctx.executing, ctx.querying, ctx.gate_next = set(), set(), None
             outcome = recover(state, self.policies, self_check=True, history=ctx.history)
         else:
             outcome = decide(state, action, self.policies, ctx.history, self_check=True)
@@ -169,14 +176,21 @@ class Driver:
         if commit is not None:
             ctx.history = ctx.history.plus(commit_keys(state, commit))
             self.commits.append(commit)
-            ctx.querying = None
             if isinstance(action, ResumeCommand):
                 ctx.applied.append(action)
+        # what runs or is asked about still is what is still Executing that attempt
+        batch = decision.state.open_batch
+        live = {(c.call_id, c.status.attempt) for c in batch.calls if isinstance(c.status, CallExecuting)} if batch else set()
+        ctx.executing &= live
+        ctx.querying &= live
+        ctx.gate_next = None
         for effect in decision.effects:
             if isinstance(effect, Execute):
-                ctx.executing = (effect.call_id, effect.attempt)
+                ctx.executing.add((effect.call_id, effect.attempt))
             elif isinstance(effect, QueryStatus):
-                ctx.querying = (effect.call_id, effect.attempt)
+                ctx.querying.add((effect.call_id, effect.attempt))
+            elif isinstance(effect, RunGate):
+                ctx.gate_next = effect
         return decision.state
 
     # --- choosing an input -------------------------------------------------------
@@ -205,14 +219,22 @@ class Driver:
                 ["call"] * 6 + ["crash", "end", "odd"] + (["crash", "crash"] if executing else [])
             )
             if kind == "call" and call is not None:
+                due = ctx.gate_next
+                if due is not None and isinstance(call.status, CallRequested):
+                    # the gate question the kernel asked: a group's round holds earlier allows
+                    return GateVerdict(due.call.call_id, self.gate_outcome(), due.allowed)
                 if isinstance(call.status, CallRequested):
                     return GateVerdict(call.call_id, self.gate_outcome())
-                if isinstance(call.status, CallExecuting):
-                    running = (call.call_id, call.status.attempt)
-                    if ctx.querying == running:
-                        return self.status_report(call, call.status.attempt)
-                    if ctx.executing == running:
-                        return ToolFinished(call.call_id, call.status.attempt, self.tool_outcome())
+                # any call answered next: a concurrent group's members end in any order
+                asked = [c for c in batch.calls if isinstance(c.status, CallExecuting)
+                         and {(c.call_id, c.status.attempt)} & (ctx.executing | ctx.querying)]
+                if asked:
+                    member = asked[0] if len(asked) == 1 else self.draw(st.sampled_from(asked))
+                    assert isinstance(member.status, CallExecuting)
+                    running = (member.call_id, member.status.attempt)
+                    if running in ctx.querying:
+                        return self.status_report(member, member.status.attempt)
+                    return ToolFinished(member.call_id, member.status.attempt, self.tool_outcome())
             if kind == "call":
                 kind = "crash"  # nothing runs: only a restart can move this run on
         if kind == "crash":

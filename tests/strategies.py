@@ -57,13 +57,16 @@ from runkernel.kernel.values import EndCauseKind, Role, WaitKind
 
 @st.composite
 def policies(draw: st.DrawFn) -> Policies:
-    """Varied host policies: a drawn recovery mode and limits per tool, step limit, choice."""
+    """Varied host policies: a drawn recovery mode, limits and concurrency per tool, step
+    limit, choice."""
     tools: dict[str, ToolPolicy] = {}
     for name in LISTED_TOOLS:
         mode = draw(st.sampled_from(RecoveryMode))
         tools[name] = ToolPolicy(
             recovery=ToolRecoveryPolicy(mode, max_attempts=draw(st.sampled_from([1, 2, 3]))),
             retry=RetryPolicy(max_attempts=draw(st.sampled_from([1, 2, 3]))),
+            # consecutive calls of concurrent tools form a group (I8 amended)
+            concurrent=draw(st.booleans()),
         )
     return Policies(
         tools=tools,

@@ -128,6 +128,8 @@ def policy_to_json(policy: ToolPolicy) -> dict[str, JsonValue]:
         out["delegation"] = "terminal_only"  # an extra field: the format allows it
     elif policy.sequential_delegation:
         out["delegation"] = "sequential"
+    if policy.concurrent:
+        out["concurrent"] = True  # absent: false (a trace without it is sequential)
     return out
 
 
@@ -400,11 +402,11 @@ def policy_from_json(value: Any, path: str) -> ToolPolicy | None:
         return None
     obj = _object(value, path)
     recovery, max_attempts, retries = obj.get("recovery"), obj.get("max_attempts"), obj.get("retries")
-    delegation = obj.get("delegation")
+    delegation, concurrent = obj.get("delegation"), obj.get("concurrent", False)
     if not (type(recovery) is str and type(max_attempts) is int and type(retries) is int
-            and type(delegation) in (str, type(None))):
+            and type(delegation) in (str, type(None)) and type(concurrent) is bool):
         return _decode_policy(obj, path)
-    key = (recovery, max_attempts, retries, delegation)
+    key = (recovery, max_attempts, retries, delegation, concurrent)
     known = remembered_policy(key)  # one cache with the typed reader's
     return known if known is not None else remember_policy(key, _decode_policy(obj, path))
 
@@ -418,11 +420,17 @@ def _decode_policy(obj: Mapping[str, Any], path: str) -> ToolPolicy:
     kind = obj.get("delegation")
     if kind not in (None, "terminal_only", "sequential"):
         raise TraceFormatError(f"{path}.delegation", f"must be 'terminal_only' or 'sequential', got {kind!r}")
+    concurrent = obj.get("concurrent", False)
+    if type(concurrent) is not bool:
+        raise TraceFormatError(f"{path}.concurrent", f"must be a boolean, got {concurrent!r}")
+    if concurrent and kind is not None:
+        raise TraceFormatError(f"{path}.concurrent", "a concurrent tool is never a delegation")
     return ToolPolicy(
         ToolRecoveryPolicy(mode, max_attempts),
         RetryPolicy(retries + 1),
         terminal_only_delegation=kind == "terminal_only",
         sequential_delegation=kind == "sequential",
+        concurrent=concurrent,
     )
 
 

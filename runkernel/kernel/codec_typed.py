@@ -73,6 +73,7 @@ class _Policy(msgspec.Struct, frozen=True, gc=False):
     max_attempts: TraceInt
     retries: TraceInt
     delegation: Any = None
+    concurrent: Any = False
 
 
 class _Delegation(msgspec.Struct, frozen=True, gc=False):
@@ -166,8 +167,8 @@ class _NotCertain(Exception):
 
 _REQUESTED = CallRequested()
 _RUNNING = Running()
-#: a policy's wire fields: recovery, max_attempts, retries, delegation
-PolicyKey = tuple[str, int, int, Any]
+#: a policy's wire fields: recovery, max_attempts, retries, delegation, concurrent
+PolicyKey = tuple[str, int, int, Any, Any]
 #: the policies both readers built, by wire fields (one ``ToolPolicy`` per distinct policy)
 _POLICIES: dict[PolicyKey, ToolPolicy] = {}
 _POLICIES_KEPT = 256  # distinct policies remembered; a trace has a few, a hostile one no more
@@ -295,19 +296,20 @@ def _status(raw: _Call) -> CallStatus:
 
 
 def _policy(raw: _Policy) -> ToolPolicy:
-    key = (raw.recovery.value, raw.max_attempts, raw.retries, raw.delegation)
-    if not isinstance(raw.delegation, (str, type(None))):
+    key = (raw.recovery.value, raw.max_attempts, raw.retries, raw.delegation, raw.concurrent)
+    if not isinstance(raw.delegation, (str, type(None))) or type(raw.concurrent) is not bool:
         raise _NotCertain
     known = remembered_policy(key)
     if known is not None:
         return known
-    if raw.max_attempts < 1 or raw.delegation not in _DELEGATION_KINDS:
+    if raw.max_attempts < 1 or raw.delegation not in _DELEGATION_KINDS or (raw.concurrent and raw.delegation):
         raise _NotCertain
     policy = ToolPolicy(
         ToolRecoveryPolicy(raw.recovery, raw.max_attempts),
         RetryPolicy(raw.retries + 1),
         terminal_only_delegation=raw.delegation == "terminal_only",
         sequential_delegation=raw.delegation == "sequential",
+        concurrent=raw.concurrent,
     )
     return remember_policy(key, policy)
 

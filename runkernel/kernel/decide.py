@@ -20,7 +20,7 @@ from typing import assert_never
 
 import attrs
 
-from runkernel.kernel.delegation import executing_delegations
+from runkernel.kernel.delegation import executing_delegations, running_group
 from runkernel.kernel.effects_plan import next_step_effects
 from runkernel.kernel.gate import gate
 from runkernel.kernel.history import NO_HISTORY, History
@@ -339,9 +339,14 @@ def _child_ended(state: RunSnapshot, event: ChildEnded, policies: Policies) -> D
     return settle(state, replace_status(batch, call, CallCompleted(event.attempt, result)), policies)
 
 
-def _executing_call(state: RunSnapshot, call_id: str, attempt: int) -> ToolCall | Rejection:
-    """The call in progress, if it is Executing exactly this attempt."""
-    call = _current_call(state, call_id)
+def _executing_call(state: RunSnapshot, call_id: str, attempt: int, policies: Policies) -> ToolCall | Rejection:
+    """The call in progress, if it is Executing exactly this attempt: the first open
+    call, or any Executing member of the current group of concurrent calls (they end in
+    any order)."""
+    batch = state.open_batch
+    running = running_group(batch, policies) if batch is not None else ()
+    member = next((c for c in running if c.call_id == call_id), None)
+    call = member if member is not None else _current_call(state, call_id)
     if isinstance(call, Rejection):
         return call
     if not isinstance(call.status, CallExecuting) or call.status.attempt != attempt:
@@ -352,13 +357,19 @@ def _executing_call(state: RunSnapshot, call_id: str, attempt: int) -> ToolCall 
 def _tool_finished(
     state: RunSnapshot, event: ToolFinished, policies: Policies, history: History
 ) -> Decision | Rejection:
-    call = _executing_call(state, event.call_id, event.attempt)
+    call = _executing_call(state, event.call_id, event.attempt, policies)
     if isinstance(call, Rejection):
         return call
     batch = state.open_batch
     assert batch is not None
     attempt = event.attempt
     outcome = event.outcome
+    if isinstance(outcome, ToolScheduled) and call.policy_or(policies.for_tool(call.tool)).concurrent:
+        return Rejection(
+            Rule.EDGE_CONDITION,
+            f"call {call.call_id!r} cannot schedule a wait: its tool {call.tool!r} is declared concurrent, "
+            "and a concurrent call never moves Executing -> Awaiting",
+        )
     after_tool = (RunHook(Hook.AFTER_TOOL, call.call_id),)
     # the reaction is committed with the terminal result, never with a retry or a wait
     ends = attrs.evolve(call, reaction=event.reaction)
@@ -408,7 +419,7 @@ def _tool_finished(
 
 
 def _status(state: RunSnapshot, event: StatusReport, policies: Policies) -> Decision | Rejection:
-    call = _executing_call(state, event.call_id, event.attempt)
+    call = _executing_call(state, event.call_id, event.attempt, policies)
     if isinstance(call, Rejection):
         return call
     batch = state.open_batch

@@ -1,5 +1,6 @@
-"""Terminal-only child delegations (Step and ToolBatch): grouping, the
-child's derived identity, and its terminus. Pure helpers for ``decide`` and ``recover``.
+"""Groups of a batch (Step and ToolBatch): terminal-only child delegations and
+concurrent ordinary calls, how calls are grouped and gated, and a delegation's derived
+child identity and terminus. Pure helpers for ``decide`` and ``recover``.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from runkernel.kernel.policies import Policies
+from runkernel.kernel.policies import GroupKind, Policies, policy_group
 from runkernel.kernel.protocol import StartChild
 from runkernel.kernel.state import (
     ActiveToolBatch,
@@ -29,20 +30,27 @@ from runkernel.kernel.values import JsonValue
 CONCURRENCY_RULE: tuple[str, ...] = (
     "Ordinary calls run one at a time, in call order: a call starts only when every earlier call is terminal.",
     "Consecutive calls of tools declared terminal-only delegations (committed policy `delegation: "
-    "terminal_only`) form a group. The group is reached when every call before it is terminal; a call after "
-    "the group starts when every call of the group is terminal.",
+    "terminal_only`) form a group; so do consecutive calls whose committed policy says `concurrent: true` "
+    "(concurrent ordinary calls). The two kinds never share a group. A group is reached when every call "
+    "before it is terminal; a call after the group starts when every call of the group is terminal.",
     "Gate round: while no member of the group is Executing, the gate is asked for each Requested member in "
     "call order. An Allow is not committed: it is held for the round (after a crash the gate is asked again "
     "from the first Requested member). A Block or Supply completes its member at once (Requested -> "
     "Completed). A wait ends the round: the member waits like an ordinary call (Run Awaiting) and the allows "
     "held so far are dropped. When every Requested member of the round is allowed, they all start in one "
-    "commit (Requested -> Executing{1}, each child fixed) and only then are their children activated.",
+    "commit (Requested -> Executing{1}, a delegation's child fixed) and only then are their executors "
+    "started (a delegation's child activated).",
     "A member resumed from its wait to Executing runs alone, like an ordinary call: no other member of its "
     "group leaves Requested until it is terminal; then a new gate round starts. A denied or externally "
     "completed member is terminal at once and a new gate round starts.",
-    "Only concurrent delegations may be Executing together; an ordinary call is never started alongside "
+    "Only the members of one group may be Executing together; an ordinary call is never started alongside "
     "another started call. While a member of a group is Executing, no member of the group waits (the Run is "
     "Running and cannot become Awaiting) and no other member leaves Requested except when the Run ends.",
+    "A concurrent ordinary call never delegates and never moves Executing -> Awaiting; it ends on its own "
+    "commit (or several end in one), retries under its own policy (Executing -> Executing) while its "
+    "siblings run, and results are published in call order when every call of the batch is terminal.",
+    "Recovery of a group of concurrent ordinary calls is per call, in one recovery commit: each Executing "
+    "member is replayed, reconnected or made Indeterminate by its own committed policy.",
     "Each delegation's child has a Thread and Run id derived from the parent Run id and the call's operation "
     "id, fixed in the call's `delegation` by its Executing commit; the child's activation names its parent "
     "(thread, Run, call) and happens only after that commit; a child is activated once.",
@@ -72,9 +80,20 @@ def terminus(child_thread_id: str, child_run_id: str, cause: EndCause, final: Js
     return {"thread_id": child_thread_id, "run_id": child_run_id, "cause": cause_json, "final": final}
 
 
+def group_of(call: ToolCall, policies: Policies) -> GroupKind | None:
+    """The kind of group the call's committed policy puts it in (None: ordinary)."""
+    return policy_group(call.policy_or(policies.for_tool(call.tool)))
+
+
 def is_group_call(call: ToolCall, policies: Policies) -> bool:
+    """Whether the call's committed policy puts it in a group (a terminal-only
+    delegation or a concurrent ordinary call)."""
+    return group_of(call, policies) is not None
+
+
+def is_delegation_member(call: ToolCall, policies: Policies) -> bool:
     """Whether the call's committed policy declares a terminal-only delegation."""
-    return call.policy_or(policies.for_tool(call.tool)).terminal_only_delegation
+    return group_of(call, policies) is GroupKind.DELEGATIONS
 
 
 def executing_delegations(batch: ActiveToolBatch) -> tuple[ToolCall, ...]:
@@ -85,16 +104,30 @@ def executing_delegations(batch: ActiveToolBatch) -> tuple[ToolCall, ...]:
 
 
 def group_span(calls: Sequence[ToolCall], index: int, policies: Policies) -> range:
-    """The indices of the group that holds ``calls[index]`` (empty if it is ordinary)."""
-    if not is_group_call(calls[index], policies):
+    """The indices of the group that holds ``calls[index]`` (empty if it is ordinary):
+    the consecutive calls of its kind around it."""
+    kind = group_of(calls[index], policies)
+    if kind is None:
         return range(index, index)
     first = index
-    while first > 0 and is_group_call(calls[first - 1], policies):
+    while first > 0 and group_of(calls[first - 1], policies) is kind:
         first -= 1
     last = index + 1
-    while last < len(calls) and is_group_call(calls[last], policies):
+    while last < len(calls) and group_of(calls[last], policies) is kind:
         last += 1
     return range(first, last)
+
+
+def running_group(batch: ActiveToolBatch, policies: Policies) -> tuple[ToolCall, ...]:
+    """The Executing members of the current group of concurrent ordinary calls (the
+    group that holds the first open call), in call order; empty otherwise."""
+    index = _first_open(batch.calls)
+    if index is None or group_of(batch.calls[index], policies) is not GroupKind.CONCURRENT:
+        return ()
+    return tuple(
+        c for c in (batch.calls[i] for i in group_span(batch.calls, index, policies))
+        if isinstance(c.status, CallExecuting)
+    )
 
 
 def gate_round(batch: ActiveToolBatch, policies: Policies) -> tuple[ToolCall, ...]:

@@ -1,12 +1,20 @@
 """The permission and Plugin gate's answers (``GateVerdict``), for an ordinary call and
-for a member of a group of concurrent delegations in its gate round (``CONCURRENCY_RULE``).
+for a member of a group (terminal-only delegations, or concurrent ordinary calls) in its
+gate round (``CONCURRENCY_RULE``).
 """
 
 from __future__ import annotations
 
 from typing import assert_never
 
-from runkernel.kernel.delegation import begin_attempt, gate_round, gate_target, is_group_call, start_member
+from runkernel.kernel.delegation import (
+    begin_attempt,
+    gate_round,
+    gate_target,
+    is_delegation_member,
+    is_group_call,
+    start_member,
+)
 from runkernel.kernel.history import History
 from runkernel.kernel.planning import execute_effect, replace_status, settle, suspend
 from runkernel.kernel.policies import Policies
@@ -120,12 +128,17 @@ def _complete_at_gate(
 def _start_group(
     state: RunSnapshot, batch: ActiveToolBatch, members: tuple[str, ...], policies: Policies
 ) -> Decision:
-    """Executing{1} for every allowed member with its child fixed, in one commit; then the
-    children's activations (their executors): the group runs concurrently."""
+    """Executing{1} for every allowed member (a delegation's child fixed), in one commit;
+    then their executors, in call order (a delegation's child activation, a concurrent
+    call's Execute): the group runs concurrently, each started only after that commit."""
     follow: list[Effect] = []
     for call_id in members:
         call = batch.call(call_id)
         assert call is not None
-        batch, start = start_member(state.thread_id, state.run_id, batch, call, 1)
-        follow.append(start)
+        if is_delegation_member(call, policies):
+            batch, start = start_member(state.thread_id, state.run_id, batch, call, 1)
+            follow.append(start)
+        else:
+            batch = batch.replace_call(begin_attempt(call, 1, state.run_id, policies))
+            follow.append(execute_effect(call, 1))
     return settle(state, batch, policies, follow_up=tuple(follow))

@@ -52,7 +52,13 @@ class ToolPolicy:
     ``ToolPolicy.indeterminate()`` (the default, ``ToolPolicy()``); wherever a mapping of
     tool name to policy is taken, the strings ``"replay"``, ``"reconnect"`` and
     ``"indeterminate"`` stand for those calls with their defaults. A delegation is
-    declared with the constructor (``ToolPolicy(terminal_only_delegation=True)``)."""
+    declared with the constructor (``ToolPolicy(terminal_only_delegation=True)``).
+
+    ``concurrent=True`` (on each of the three) declares the tool safe to run beside
+    its neighbours: consecutive calls of concurrent tools in one batch form a group
+    whose calls run together, each recovered by its own policy. A concurrent tool never
+    delegates nor waits once started: declaring it a delegation too raises ``ValueError``,
+    and a scheduled wait it asks for while Executing is refused."""
 
     recovery: ToolRecoveryPolicy = ToolRecoveryPolicy(RecoveryMode.INDETERMINATE)
     retry: RetryPolicy = RetryPolicy()
@@ -64,35 +70,67 @@ class ToolPolicy:
     #: through an Awaiting(delegation) wait; the child's identity is derived and fixed by
     #: the call's first Executing commit, so a tool of this kind is declared up front
     sequential_delegation: bool = False
+    #: a member of a concurrent group: consecutive calls of concurrent tools run
+    #: together (Step and ToolBatch, "Concurrent ordinary calls"); never a delegation
+    concurrent: bool = attrs.field(default=False)
 
     @terminal_only_delegation.validator
     def _one_kind(self, _attribute: object, value: bool) -> None:
         if value and self.sequential_delegation:
             raise ValueError("a tool is a terminal-only or a sequential delegation, not both")
 
+    @concurrent.validator
+    def _never_delegates(self, _attribute: object, value: bool) -> None:
+        if value and (self.terminal_only_delegation or self.sequential_delegation):
+            raise ValueError(
+                "a concurrent tool never delegates (nor moves Executing -> Awaiting): declare it "
+                "concurrent or a delegation, not both"
+            )
+
     @classmethod
-    def replay(cls, max_attempts: int = 3, *, retries: int = 0) -> ToolPolicy:
+    def replay(cls, max_attempts: int = 3, *, retries: int = 0, concurrent: bool = False) -> ToolPolicy:
         """A tool that may run again: after a crash mid-call it runs again with the same
         operation id (attempt n+1 committed first), up to ``max_attempts`` attempts, then
         the call is ``Indeterminate(attempts_exhausted)``. For reads, or writes through an
         idempotency key the downstream honours. ``retries``: how many attempts after the
-        first a tool error reported retryable may use (on the same attempt counter)."""
-        return cls(ToolRecoveryPolicy(RecoveryMode.REPLAY, max_attempts), _retry(retries))
+        first a tool error reported retryable may use (on the same attempt counter).
+        ``concurrent``: the tool runs beside the other concurrent calls of its batch."""
+        return cls(ToolRecoveryPolicy(RecoveryMode.REPLAY, max_attempts), _retry(retries), concurrent=concurrent)
 
     @classmethod
-    def reconnect(cls, *, retries: int = 0) -> ToolPolicy:
+    def reconnect(cls, *, retries: int = 0, concurrent: bool = False) -> ToolPolicy:
         """A tool whose work can be looked up by operation id: after a crash mid-call it
         is never started again blindly; its ``status(operation_id, lease_epoch)`` is asked,
-        and only a provable ``not_found`` runs the next attempt. ``retries`` as for
-        ``replay``."""
-        return cls(ToolRecoveryPolicy(RecoveryMode.RECONNECT), _retry(retries))
+        and only a provable ``not_found`` runs the next attempt. ``retries`` and
+        ``concurrent`` as for ``replay``."""
+        return cls(ToolRecoveryPolicy(RecoveryMode.RECONNECT), _retry(retries), concurrent=concurrent)
 
     @classmethod
-    def indeterminate(cls, *, retries: int = 0) -> ToolPolicy:
+    def indeterminate(cls, *, retries: int = 0, concurrent: bool = False) -> ToolPolicy:
         """A tool that must never run twice (the default): after a crash mid-call the call
         becomes ``Indeterminate(outcome_unknown)``, to reconcile by operation id.
-        ``retries`` as for ``replay``."""
-        return cls(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE), _retry(retries))
+        ``retries`` and ``concurrent`` as for ``replay``."""
+        return cls(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE), _retry(retries), concurrent=concurrent)
+
+
+class GroupKind(enum.Enum):
+    """The two kinds of group a batch may hold (they never share one)."""
+
+    #: terminal-only child delegations
+    DELEGATIONS = "delegations"
+    #: ordinary calls whose committed policy says ``concurrent``
+    CONCURRENT = "concurrent"
+
+
+def policy_group(policy: ToolPolicy | None) -> GroupKind | None:
+    """The kind of group a call under ``policy`` belongs to (None: it runs alone)."""
+    if policy is None:
+        return None
+    if policy.terminal_only_delegation:
+        return GroupKind.DELEGATIONS
+    if policy.concurrent:
+        return GroupKind.CONCURRENT
+    return None
 
 
 def _retry(retries: int) -> RetryPolicy:

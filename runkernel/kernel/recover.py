@@ -16,10 +16,11 @@ from attrs import frozen
 from runkernel.kernel.effects_plan import next_step_effects
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.planning import check_decision, end_run, execute_effect, redeliver, settle
-from runkernel.kernel.policies import Policies, RecoveryMode
+from runkernel.kernel.policies import IndeterminateChoice, Policies, RecoveryMode
 from runkernel.kernel.delegation import executing_delegations, next_to_gate
 from runkernel.kernel.protocol import Decision, Effect, NotifyWait, QueryStatus, RunGate, StartChild
 from runkernel.kernel.state import (
+    ActiveToolBatch,
     Awaiting,
     CallAwaiting,
     CallExecuting,
@@ -30,6 +31,7 @@ from runkernel.kernel.state import (
     ParentCall,
     Running,
     RunSnapshot,
+    ToolCall,
     is_terminal,
 )
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason
@@ -95,6 +97,27 @@ RECOVERY_TABLE: tuple[RecoveryRule, ...] = (
         "return or redeliver the terminus; never reopen the Run",
         "none",
     ),
+)
+
+
+#: What a group adds to the table (the seed's rows stay word for word): how each row
+#: reads when the open batch holds a group (``runkernel spec``).
+GROUP_RECOVERY: tuple[str, ...] = (
+    "`call_executing` with a group of concurrent ordinary calls: every member found Executing is settled by "
+    "its own committed policy, in one recovery commit (replay: Executing{n+1}, or "
+    "Indeterminate(attempts_exhausted) past its maximum; indeterminate: Indeterminate(outcome_unknown)); "
+    "the replayed members then run together again, and a reconnect member's status is asked without "
+    "starting anything. When the host ends Runs on an Indeterminate call, that commit ends the Run instead "
+    "and closes every open call.",
+    "`call_executing` with a group of terminal-only delegations: each member reconnects against the store "
+    "(its child's terminus completes it, a child never activated is activated with the same attempt).",
+    "`call_requested` or `some_calls_terminal_batch_open` at a group that has not started: the gate round "
+    "starts again from its first Requested member (allows are never committed); the members the gate allows "
+    "start together, in one commit, and only then are their executors started.",
+    "`call_awaiting` on a group member: the member waits alone, like an ordinary call; once it is terminal "
+    "the rest of its group takes a new gate round.",
+    "A Run's end closes every open call of the group at once (Executing -> Indeterminate(outcome_unknown)); "
+    "results are published in call order in every case.",
 )
 
 
@@ -176,7 +199,25 @@ def _plan(row: RecoveryRow, state: RunSnapshot, policies: Policies) -> Decision:
         upcoming = next_to_gate(batch, policies)
         return Decision(state, effects + ((RunGate(upcoming),) if upcoming is not None else ()))
     if row is RecoveryRow.CALL_EXECUTING:
-        assert isinstance(call.status, CallExecuting) and isinstance(state.state, Running)
+        assert isinstance(state.state, Running)
+        return _recover_executing(state, batch, policies)
+    assert isinstance(call.status, CallRequested)
+    return Decision(state, (RunGate(call),))
+
+
+def _recover_executing(state: RunSnapshot, batch: ActiveToolBatch, policies: Policies) -> Decision:
+    """Each call found Executing (one ordinary call, or the members of a group of
+    concurrent calls) by its own committed policy (I11), in one recovery commit:
+    replay commits Executing{n+1} and runs again (Indeterminate(attempts_exhausted) past
+    its maximum), reconnect asks the tool's status without starting anything,
+    indeterminate commits Indeterminate(outcome_unknown)."""
+    moved = batch
+    runs: list[tuple[ToolCall, int]] = []
+    queries: list[QueryStatus] = []
+    unknown = False
+    for call in batch.calls:
+        if not isinstance(call.status, CallExecuting):
+            continue
         attempt = call.status.attempt
         # the policy committed with the batch, not this worker's configuration (I11)
         recovery = call.policy_or(policies.for_tool(call.tool)).recovery
@@ -184,16 +225,23 @@ def _plan(row: RecoveryRow, state: RunSnapshot, policies: Policies) -> Decision:
             case RecoveryMode.REPLAY:
                 if attempt >= recovery.max_attempts:
                     exhausted = CallIndeterminate(attempt, IndeterminateReason.ATTEMPTS_EXHAUSTED)
-                    return settle(state, batch.replace_call(attrs.evolve(call, status=exhausted)), policies)
-                replay = batch.replace_call(attrs.evolve(call, status=CallExecuting(attempt + 1)))
-                again = execute_effect(call, attempt + 1, state.input_for(call.call_id))
-                return settle(state, replay, policies, follow_up=(again,))
+                    moved, unknown = moved.replace_call(attrs.evolve(call, status=exhausted)), True
+                else:
+                    runs.append((call, attempt + 1))
             case RecoveryMode.RECONNECT:
-                return Decision(state, (QueryStatus(call.call_id, call.tool, call.operation_id, attempt),))
+                queries.append(QueryStatus(call.call_id, call.tool, call.operation_id, attempt))
             case RecoveryMode.INDETERMINATE:
-                unknown = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
-                return settle(state, batch.replace_call(attrs.evolve(call, status=unknown)), policies)
+                lost = CallIndeterminate(attempt, IndeterminateReason.OUTCOME_UNKNOWN)
+                moved, unknown = moved.replace_call(attrs.evolve(call, status=lost)), True
             case _:
                 assert_never(recovery.mode)
-    assert isinstance(call.status, CallRequested)
-    return Decision(state, (RunGate(call),))
+    if unknown and policies.on_indeterminate is IndeterminateChoice.END_RUN:
+        # the Run ends in this commit: nothing runs again, every open call is closed
+        return settle(state, moved, policies)
+    effects: list[Effect] = []
+    for call, attempt in runs:
+        moved = moved.replace_call(attrs.evolve(call, status=CallExecuting(attempt)))
+        effects.append(execute_effect(call, attempt, state.input_for(call.call_id)))
+    if moved is batch:
+        return Decision(state, tuple(queries))
+    return settle(state, moved, policies, follow_up=tuple(effects) + tuple(queries))

@@ -12,7 +12,7 @@ import hmac
 import attrs
 from typing import assert_never
 
-from runkernel.kernel.delegation import begin_attempt, is_group_call, start_member
+from runkernel.kernel.delegation import begin_attempt, is_delegation_member, start_member
 from runkernel.kernel.history import NO_HISTORY, History
 from runkernel.kernel.planning import execute_effect, replace_status, settle
 from runkernel.kernel.policies import Policies
@@ -148,8 +148,9 @@ def _apply_resume(
         RESUMED_EVENT,
         {"ticket_id": ticket.ticket_id, "call_id": call.call_id, "command": command_json, "digest": digest},
     )
-    if isinstance(payload, (Approve, TimerFired, ProvideInput)) and is_group_call(call, policies):
-        # a group member resumed from its gate wait runs alone, like an ordinary call
+    if isinstance(payload, (Approve, TimerFired, ProvideInput)) and is_delegation_member(call, policies):
+        # a delegation resumed from its gate wait runs alone, like an ordinary call (a
+        # concurrent ordinary call resumed runs alone too, by the ordinary path below)
         answer = payload.value if isinstance(payload, ProvideInput) else None
         new, start = start_member(state.thread_id, state.run_id, batch, call, attempt + 1, answer)
         return settle(state, new, policies, events=(resumed,), follow_up=(start,))

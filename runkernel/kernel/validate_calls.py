@@ -24,6 +24,7 @@ from runkernel.kernel.edges import (
     CallPhase,
     call_phase,
 )
+from runkernel.kernel.policies import GroupKind, policy_group
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
     ActiveToolBatch,
@@ -160,6 +161,18 @@ def check_delegation(old: ToolCall | None, new: ToolCall) -> None:
             f"call to Executing, not by one that leaves it {call_phase(new.status).value}",
         )
     policy = new.policy
+    if policy is not None and policy.concurrent:
+        require(
+            new.delegation is None,
+            Rule.EDGE_CONDITION,
+            lambda: f"call {new.call_id!r} is a concurrent call: it never delegates (no `delegation`)",
+        )
+        require(
+            not (isinstance(new.status, CallAwaiting) and old is not None and isinstance(old.status, CallExecuting)),
+            Rule.EDGE_CONDITION,
+            lambda: f"call {new.call_id!r} is a concurrent call: it never moves Executing -> Awaiting "
+            "(while a group runs the Run is Running and cannot become Awaiting)",
+        )
     if policy is not None and isinstance(new.status, CallExecuting):
         # a declared delegation runs only with its child fixed, of its declared kind
         kind = True if policy.terminal_only_delegation else False if policy.sequential_delegation else None
@@ -327,17 +340,19 @@ def check_edge_condition(
 
 def check_order(calls: Sequence[ToolCall]) -> None:
     """Calls are terminal, then at most one ordinary call in progress or the current group
-    of concurrent delegations, then Requested (I8). Inside the group no member waits while
-    another is Executing, and an Executing member is a concurrent delegation."""
+    (of concurrent delegations, or of concurrent ordinary calls), then Requested (I8).
+    Inside the group no member waits while another is Executing, and an Executing
+    member of a group of delegations is a concurrent delegation."""
     index = 0
     while index < len(calls) and is_terminal(calls[index].status):
         index += 1
-    if index < len(calls) and is_group_member(calls[index]):
+    kind = group_member_kind(calls[index]) if index < len(calls) else None
+    if kind is not None:
         end = index
-        while end < len(calls) and is_group_member(calls[end]):
+        while end < len(calls) and group_member_kind(calls[end]) is kind:
             end += 1
         executing = [c for c in calls[index:end] if isinstance(c.status, CallExecuting)]
-        for member in executing:
+        for member in executing if kind is GroupKind.DELEGATIONS else ():
             require(
                 is_concurrent_delegation(member),
                 Rule.DELEGATION_FIXED,
@@ -349,7 +364,7 @@ def check_order(calls: Sequence[ToolCall]) -> None:
             not (executing and waiting),
             Rule.GROUP_GATE,
             lambda: f"call {waiting[0].call_id!r} waits while {executing[0].call_id!r} of its group is Executing: "
-            "while a concurrent delegation runs the Run is Running and cannot become Awaiting",
+            "while a group runs the Run is Running and cannot become Awaiting",
         )
         index = end
     elif index < len(calls) and isinstance(calls[index].status, (CallExecuting, CallAwaiting)):
@@ -359,7 +374,8 @@ def check_order(calls: Sequence[ToolCall]) -> None:
             isinstance(later.status, CallRequested),
             Rule.CALL_ORDER,
             lambda: f"call {later.call_id!r} progressed ({call_phase(later.status).value}) before every "
-            "earlier call was terminal (only concurrent delegations run together)",
+            "earlier call was terminal (only the members of one group, of concurrent delegations or of calls "
+            "whose committed policy says concurrent, run together)",
         )
 
 
@@ -371,11 +387,12 @@ def check_group_moves(prev_batch: ActiveToolBatch, batch: ActiveToolBatch) -> No
     old_calls, new_calls = prev_batch.calls, batch.calls
     index = 0
     while index < len(new_calls):
-        if not is_group_member(new_calls[index]):
+        kind = group_member_kind(new_calls[index])
+        if kind is None:
             index += 1
             continue
         end = index
-        while end < len(new_calls) and is_group_member(new_calls[end]):
+        while end < len(new_calls) and group_member_kind(new_calls[end]) is kind:
             end += 1
         span = range(index, end)
         leaving = [i for i in span if isinstance(old_calls[i].status, CallRequested)
@@ -399,13 +416,20 @@ def check_group_moves(prev_batch: ActiveToolBatch, batch: ActiveToolBatch) -> No
         index = end
 
 
+def group_member_kind(call: ToolCall) -> GroupKind | None:
+    """The group the call's committed policy puts it in: terminal-only delegations (or,
+    for a runtime that records no policy, a call that runs as a concurrent delegation),
+    or concurrent ordinary calls. None: an ordinary call, run alone. A trace without
+    ``concurrent`` in its policies is sequential."""
+    kind = policy_group(call.policy)
+    if kind is None and is_concurrent_delegation(call):
+        return GroupKind.DELEGATIONS
+    return kind
+
+
 def is_group_member(call: ToolCall) -> bool:
-    """Whether the call's committed policy declares a terminal-only delegation (or, for a
-    runtime that records no policy, whether it runs as a concurrent delegation)."""
-    policy = call.policy
-    if policy is not None and policy.terminal_only_delegation:
-        return True
-    return is_concurrent_delegation(call)
+    """Whether the call belongs to a group (``group_member_kind``)."""
+    return group_member_kind(call) is not None
 
 
 def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:

@@ -30,7 +30,9 @@ once the listed conditions hold):
 - ``NEW_BATCH``: as ``TEXT_STEP``, with the new batch judged by ``check_new_batch``.
 - ``CALL_MOVE``: ``check_order`` and ``check_group_moves`` (every call before the named
   one terminal, every call after it Requested, and neither the named call nor its
-  former self a group member, so no group span has a member leaving Requested), the
+  former self a group member (a terminal-only delegation, or a call whose committed
+  policy says ``concurrent``: a group's moves, I8 amended, always go to the full judge),
+  so no group span has a member leaving Requested), the
   per-call checks of the calls that did not move (equal to their committed selves as
   JSON, carrying no delegation, and a Requested one no reaction), and the disposition
   shape (no call is left Awaiting).

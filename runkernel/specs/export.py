@@ -13,7 +13,7 @@ from typing import Any
 from runkernel.kernel.edges import CALL_TABLE, RUN_TABLE, CallEdgeRule, RunEdgeRule
 from runkernel.kernel.delegation import CONCURRENCY_RULE
 from runkernel.kernel.protocol import HOOK_ANSWERS
-from runkernel.kernel.recover import RECOVERY_TABLE
+from runkernel.kernel.recover import GROUP_RECOVERY, RECOVERY_TABLE
 from runkernel.kernel.rules import Rule
 from runkernel.specs.machines import (
     MACHINES,
@@ -125,6 +125,8 @@ def markdown() -> str:
         out.append(
             f"| `{row.row.value}` | {row.frontier} | {row.runtime_action} | {row.external_action} |"
         )
+    out += ["", "### What a group adds", ""]
+    out += [f"- {line}" for line in GROUP_RECOVERY]
     out += ["", "## Rules", "", "Rule ids reported by `runkernel check-trace` and by rejections.", ""]
     out += [f"- `{rule.value}`" for rule in Rule]
     out += ["", "## Diagrams", "", mermaid().rstrip("\n")]
@@ -179,6 +181,7 @@ def as_json() -> str:
             for r in RECOVERY_TABLE
         ],
         "rules": [rule.value for rule in Rule],
+        "group_recovery": list(GROUP_RECOVERY),
         "concurrency_rule": list(CONCURRENCY_RULE),
         "hook_answers": [{"hook": hook.value, "answers": answer} for hook, answer in HOOK_ANSWERS],
     }

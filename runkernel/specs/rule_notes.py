@@ -139,7 +139,8 @@ RULE_NOTES: dict[Rule, RuleNote] = {
         "message names the field that changed.", ("I7", "I1")),
     Rule.CALL_ORDER: RuleNote(
         "Ordinary calls progress one at a time, in call order: a call leaves Requested only "
-        "when every earlier call is terminal.", ("I8",), CONCURRENCY),
+        "when every earlier call is terminal. Only the members of one group (terminal-only "
+        "delegations, or calls whose committed policy says `concurrent`) progress together.", ("I8",), CONCURRENCY),
     Rule.INFERENCE_OPEN_BATCH: RuleNote(
         "The model is asked again only once the batch is finalized.", ("I8",)),
     Rule.FINALIZE: RuleNote("A batch is finalized only when every call of it is terminal.", ("I13",), CALL_MACHINE),
@@ -165,8 +166,9 @@ RULE_NOTES: dict[Rule, RuleNote] = {
         "A concurrent delegation completes with exactly its child's committed terminus, and "
         "only once the child has ended.", ("I15",), CONCURRENCY),
     Rule.GROUP_GATE: RuleNote(
-        "A group of concurrent delegations is gated before it starts: its allowed members "
-        "start together in one commit, and none waits or starts while another runs.",
+        "A group (of concurrent delegations, or of concurrent ordinary calls) is gated before "
+        "it starts: its allowed members start together in one commit, and none waits or starts "
+        "while another runs.",
         ("I8",), CONCURRENCY),
     Rule.RUN_NOT_AWAITING: RuleNote("An answer to a wait is refused while the Run does not wait.", ("I14",), RUN_MACHINE),
     Rule.TICKET_MISMATCH: RuleNote("An answer names the ticket the Run waits on, or it is refused.", ("I14",)),

@@ -94,7 +94,11 @@ def trace_line_schema() -> Schema:
                         "recovery": {"enum": _values(RecoveryMode)},
                         "max_attempts": {"type": "integer", "minimum": 1, "maximum": MAX_INTEGER},
                         "retries": _COUNT,
-                    }, {"delegation": {"enum": ["terminal_only", "sequential"]}}),
+                    }, {
+                        "delegation": {"enum": ["terminal_only", "sequential"]},
+                        # a concurrent group's member (absent: false); never a delegation
+                        "concurrent": {"type": "boolean"},
+                    }),
                     "delegation": _object({"thread_id": _STRING, "run_id": _STRING, "concurrent": {"type": "boolean"}}),
                 },
             ),

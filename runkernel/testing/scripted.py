@@ -139,9 +139,11 @@ class ScriptedTool:
         status_script: Sequence[str] = (TRUTH,),
         delegation: bool = False,
         sequential_delegation: bool | None = None,
+        concurrent: bool = False,
     ) -> None:
         """``sequential_delegation`` declares that the tool may delegate to a child that
-        talks back (default: whether ``replies`` ever delegates)."""
+        talks back (default: whether ``replies`` ever delegates); ``concurrent`` that its
+        consecutive calls form a group (``ToolPolicy.concurrent``)."""
         self.name = name
         self.world = world
         self._policy = ToolPolicy(
@@ -149,6 +151,7 @@ class ScriptedTool:
             RetryPolicy(retry_attempts),
             terminal_only_delegation=delegation,
             sequential_delegation=DELEGATE in replies if sequential_delegation is None else sequential_delegation,
+            concurrent=concurrent,
         )
         self.replies = tuple(replies)
         self.status_script = tuple(status_script)

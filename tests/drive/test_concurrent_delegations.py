@@ -296,7 +296,7 @@ def test_the_spec_states_the_concurrency_rule_and_every_hooks_answer() -> None:
     from runkernel.specs.export import as_json, markdown
 
     document = json.loads(as_json())
-    assert any("Only concurrent delegations may be Executing together" in line for line in document["concurrency_rule"])
+    assert any("Only the members of one group may be Executing together" in line for line in document["concurrency_rule"])
     assert [entry["hook"] for entry in document["hook_answers"]] == [hook.value for hook in Hook]
     page = markdown()
     assert page.index("## Tool-call state machine") < page.index("## Concurrency rule") < page.index("## Hook answers")

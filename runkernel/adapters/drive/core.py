@@ -15,7 +15,11 @@ is only yielded once the store acknowledged it, so an action that touches the wo
 
 This module is the loop and its state; a host's report to the kernel is ``reports``, a
 handed-out action is built by ``handed``, W5's fences are ``fencing``, the configuration
-is ``settings``, and a quiet point is ``pending``, ``children`` and ``delegations``.
+is ``settings``, and a quiet point is ``pending``, ``children``, ``delegations`` and
+``group_calls``.
+
+Why this module is long: it is the one effect loop every host shares; splitting the loop
+from the questions it asks would only pass its state around.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from runkernel.adapters.drive.protocol import (
 )
 from runkernel.adapters.drive.model_errors import model_backoff, model_error
 from runkernel.adapters.drive.fencing import fence
+from runkernel.adapters.drive.group_calls import Asked, later_asks, next_asked
 from runkernel.adapters.drive.pending import due_timer, exact_outcomes, expiry, has_deadline, needs_settled_commands, next_command
 from runkernel.adapters.drive.port_inputs import gate_verdict
 from runkernel.adapters.drive.reports import HeldMetadata, report_input
@@ -87,6 +92,9 @@ class DriverCore:
         #: nothing handed out since: the next look at the inbox may be what the pick-up
         #: read, or what the store saw in the commit of this version (``folded_reads``)
         self.inbox_look: list[InboxEntry] | int | None = None
+        #: the starts and status queries of a concurrent group still to hand out, one at
+        #: a quiet point each, before ``recover`` (``group_calls``)
+        self.group_asks: list[Asked] = []
 
     # --- openings -------------------------------------------------------------------
 
@@ -159,7 +167,7 @@ class DriverCore:
     def _drive(self, decision: Decision) -> Steps:
         while True:
             following: Decision | None = None
-            for effect in decision.effects:
+            for index, effect in enumerate(decision.effects):
                 match effect:
                     case Commit():
                         yield from self._commit(effect.commit, decision.state)
@@ -176,9 +184,11 @@ class DriverCore:
                             following = yield from self._gate(effect)
                         break
                     case Execute():
+                        self.group_asks = later_asks(decision.effects, index) + self.group_asks
                         following = yield from self._ask(self._run_call(effect))
                         break
                     case QueryStatus():
+                        self.group_asks = later_asks(decision.effects, index) + self.group_asks
                         if not (yield from self._commands_waiting()):
                             following = yield from self._ask(handed.check_status(self._snapshot(), effect))
                         break
@@ -206,6 +216,14 @@ class DriverCore:
             picked = yield from self._next_command(state)
             if picked is not None:
                 return picked
+            asked = next_asked(self.group_asks, state)
+            if asked is not None:
+                member: Action = self._run_call(asked) if isinstance(asked, Execute) else handed.check_status(state, asked)
+                answered = yield from self._ask(member)
+                if answered is not None:
+                    return answered
+                self.group_asks.insert(0, asked)  # a command came first: it is applied next
+                continue
             if state.open_batch is not None and is_quiet(state.open_batch, self.policies, self.children_running):
                 answered = yield from self._ask(children_running(state))
                 if answered is not None:

@@ -153,6 +153,7 @@ class ScenarioRun:
                 replies=spec.replies,
                 status_script=spec.status_script,
                 delegation=spec.delegation,
+                concurrent=spec.concurrent,
             )
             for spec in scenario.tools
         }

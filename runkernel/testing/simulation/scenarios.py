@@ -6,7 +6,8 @@ the gate says, and what the operator does at each wait. Together they cover text
 runs, multi-call batches, every wait kind, approvals allowed / denied / expired /
 forged, retries, every recovery policy and status answer, cancel / stop / failure in
 both Run states, the step limit, the host's Indeterminate choice, checkpoint failures
-and a second Run in the same Thread.
+and a second Run in the same Thread; groups of concurrent delegations and of concurrent
+ordinary calls.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class ToolSpec:
     status_script: tuple[str, ...] = (TRUTH,)
     #: a terminal-only delegation: its calls run concurrently, each with a child Run
     delegation: bool = False
+    #: declared concurrent: its consecutive calls form a group (``ToolPolicy.concurrent``)
+    concurrent: bool = False
 
 
 @frozen
@@ -271,6 +274,33 @@ def catalogue() -> tuple[Scenario, ...]:
             (ToolSpec("research", delegation=True), ToolSpec("review", delegation=True), _tool("fetch", _R)),
             gate={"review": Hold(WaitKind.APPROVAL, {"prompt": "review?"})},
             operator=(ANSWER,),
+        ),
+        Scenario(
+            # a group of concurrent calls, one per recovery policy (the replay member
+            # retries once while its siblings are Executing), then an ordinary call
+            "concurrent_calls",
+            (_calls("read", "lookup", "charge", "fetch"), _end()),
+            (
+                ToolSpec("read", _R, retry_attempts=2, replies=(RETRY, OK), concurrent=True),
+                ToolSpec("lookup", _C, concurrent=True),
+                ToolSpec("charge", _I, concurrent=True),
+                _tool("fetch", _R),
+            ),
+        ),
+        Scenario(
+            # the gate holds the group's middle member: it runs alone once approved, then
+            # the other two start together
+            "gated_call_in_group",
+            (_calls("read", "charge", "read"), _end()),
+            (ToolSpec("read", _R, concurrent=True), ToolSpec("charge", _I, concurrent=True)),
+            gate={"charge": Hold(WaitKind.APPROVAL, {"prompt": "charge?"})},
+            operator=(ANSWER,),
+        ),
+        Scenario(
+            # concurrent calls next to terminal-only delegations: two groups, one after the other
+            "concurrent_calls_after_delegations",
+            (_calls("research", "research", "read", "lookup"), _end()),
+            (ToolSpec("research", delegation=True), ToolSpec("read", _R, concurrent=True), ToolSpec("lookup", _C, concurrent=True)),
         ),
         Scenario(
             "concurrent_delegations_cancelled",

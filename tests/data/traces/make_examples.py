@@ -39,6 +39,7 @@ from examples_call_rules import (
     ex_run_end_closes,
     ex_terminal_immutable,
 )
+from examples_concurrent_calls import CONCURRENT_LEGAL, CONCURRENT_VARIANTS
 from examples_delegations import DELEGATION_LEGAL, DELEGATION_RULES, DELEGATION_VARIANTS
 from examples_hooks import HOOKS_LEGAL, HOOKS_VARIANTS
 from examples_illegal_variants import VARIANTS
@@ -135,10 +136,11 @@ def build() -> tuple[dict[str, bytes], dict[str, bytes], dict[str, dict[str, Any
         good, bad, why = builder()
         legal[f"{rule}.jsonl"] = encode(good)
         add_illegal(f"{rule}.jsonl", bad, rule, why)
-    for name, variant in {**VARIANTS, **RESUME_VARIANTS, **HOOKS_VARIANTS, **DELEGATION_VARIANTS}.items():
+    for name, variant in {**VARIANTS, **RESUME_VARIANTS, **HOOKS_VARIANTS, **DELEGATION_VARIANTS,
+                          **CONCURRENT_VARIANTS}.items():
         lines, rule, why = variant()
         add_illegal(f"{name}.jsonl", lines, rule, why)
-    for name, make in {**BIG, **RESUME_LEGAL, **HOOKS_LEGAL, **DELEGATION_LEGAL}.items():
+    for name, make in {**BIG, **RESUME_LEGAL, **HOOKS_LEGAL, **DELEGATION_LEGAL, **CONCURRENT_LEGAL}.items():
         legal[f"{name}.jsonl"] = encode(make())
     for name, data in legal.items():
         verdict, line, found = judge(data)
