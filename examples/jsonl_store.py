@@ -258,7 +258,8 @@ class JsonlStore:
 
     def acquire_leases(self, run_ids: Sequence[str], worker_id: str, duration: float) -> list[Lease]:
         with self._locked(exclusive=True) as state:
-            granted = taken_each(run_ids, state.leases, worker_id, duration, self._clock())
+            ended = {r for r in run_ids if r in state.runs and isinstance(state.runs[r].state, Ended)}
+            granted = taken_each(run_ids, state.leases, worker_id, duration, self._clock(), ended)
             for lease in granted:
                 self._write(self._lease_record(LeaseRow(lease, released=False)))
             return granted

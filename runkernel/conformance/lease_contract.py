@@ -124,6 +124,15 @@ class LeaseContract:
             store.acquire_leases(["r6"], "worker-a", -1.0)
         assert store.current_lease("r6") is None
 
+    def test_leases_taken_together_leave_out_a_run_that_ended(self, store: Store) -> None:
+        for commit in text_run("t1", "ended", 1):
+            store.append(commit)
+        for commit in text_run("t2", "going", 2)[:2]:
+            store.append(commit)
+        granted = store.acquire_leases(["ended", "going"], "worker-a", self.LONG)
+        assert [lease.run_id for lease in granted] == ["going"], "an ended Run has nothing left to drive"
+        assert store.lease_status("ended").lease is None, "its lease row is not even written"
+
     def test_leases_renewed_together_are_those_still_held_and_none_is_revived(self, store: Store) -> None:
         kept = store.acquire_lease("r1", "worker-a", self.LONG)
         expired = store.acquire_lease("r2", "worker-a", 0)

@@ -221,7 +221,9 @@ class Store(Protocol):
         """``acquire_lease`` of each of ``run_ids`` (at most a page of them), all in one
         transaction (one statement where the database allows): the leases granted, in
         the order asked; a Run whose lease another worker holds valid is left out, not
-        an error. What a worker calls to fill several free slots at once."""
+        an error, and so is a Run that has ended (nothing is left to drive: a listing
+        that found it was stale). What a worker calls to fill several free slots at
+        once."""
         ...
 
     def renew_leases(self, leases: Sequence[Lease], duration: float) -> list[Lease]:

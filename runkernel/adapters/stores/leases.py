@@ -11,7 +11,7 @@ lease of a Run is valid at any instant of the store's clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 
 from attrs import frozen
 
@@ -77,14 +77,22 @@ def require_held(lease: Lease, row: LeaseRow | None, now: float, margin: float =
 
 
 def taken_each(
-    run_ids: Sequence[str], rows: Mapping[str, LeaseRow], worker_id: str, duration: float, now: float
+    run_ids: Sequence[str],
+    rows: Mapping[str, LeaseRow],
+    worker_id: str,
+    duration: float,
+    now: float,
+    ended: Container[str] = (),
 ) -> list[Lease]:
     """``acquire_leases`` by the rules of ``acquired``: the lease ``worker_id`` gets on each
     of ``run_ids`` (once each, in their order) whose lease no other worker holds valid at
-    ``now``; the Runs another worker holds are left out. ``rows`` are the stored rows."""
+    ``now``; the Runs another worker holds, and the ``ended`` ones, are left out.
+    ``rows`` are the stored rows."""
     checked_take(worker_id, duration)
     granted = []
     for run_id in dict.fromkeys(run_ids):
+        if run_id in ended:
+            continue
         row = rows.get(run_id)
         if row is None or not row.valid_at(now) or row.lease.worker_id == worker_id:
             granted.append(acquired(run_id, row, worker_id, duration, now))

@@ -146,7 +146,8 @@ class MemoryStore:
 
     def acquire_leases(self, run_ids: Sequence[str], worker_id: str, duration: float) -> list[Lease]:
         with self._lock:
-            granted = taken_each(run_ids, self._leases, worker_id, duration, self._clock())
+            ended = {r for r in run_ids if (run := self._runs.get(r)) is not None and isinstance(run.state, Ended)}
+            granted = taken_each(run_ids, self._leases, worker_id, duration, self._clock(), ended)
             self._leases.update({lease.run_id: LeaseRow(lease, released=False) for lease in granted})
             return granted
 

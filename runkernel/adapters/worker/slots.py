@@ -307,24 +307,24 @@ class Slots:
                 self._start(orphan, reserve=True)
 
     def _taken(self, picked: list[str]) -> list[Taken]:
-        """The Runs of ``picked`` to start, with their leases if taken together; those
-        another worker holds rest (until the next poll, or until they move: ``once``)."""
+        """The Runs of ``picked`` to start, with their leases if taken together; the others
+        (another worker's, or ended) rest."""
         owner = self.owner
         try:
-            started, held = take_together(owner.store, owner.leases, picked, owner.monotonic)
+            started, passed, contended = take_together(owner.store, owner.leases, picked, owner.monotonic)
         except StoreUnavailable:
             self._backlog.extendleft(reversed(picked))  # handed out after the outage
             raise
-        for run_id in held:
-            owner.report.contended += 1
-            owner._met_another()
+        for run_id in passed:
+            if run_id in contended:
+                owner.report.contended += 1
+                owner._met_another()
             self._rest(run_id, version_of(owner.store.run(run_id)) if self._once else -1)
         self.takes_together += len(picked) > 1
         return started
 
     def _rest(self, run_id: str, version: int) -> None:
-        """``run_id`` made no progress: ``run_once()`` passes over it until it moves from
-        ``version``; ``run()`` rests it until the next poll."""
+        """``run_id`` made no progress: passed over until it moves (``once``), or a poll."""
         if self._once:
             self._stalled[run_id] = version
         else:

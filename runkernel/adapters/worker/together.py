@@ -3,7 +3,7 @@ flight), one statement for many Runs instead of one per Run.
 
 Taking (``take_together``): the dispatcher fills several free slots at once, their Runs'
 leases taken in one ``Store.acquire_leases``; a Run another worker holds is passed over,
-as a slot's own take would pass it. One Run alone is left to its slot, whose take reads
+as a slot's own take would pass it, and so is a Run that ended since the poll listed it. One Run alone is left to its slot, whose take reads
 the Run with its lease where the store can (one round trip).
 
 Renewing (``RenewalRounds``): the leases of every Run the slots have in flight are
@@ -27,23 +27,24 @@ Taken = tuple[str, tuple[Lease, float] | None]
 
 def take_together(
     store: Store, leases: LeaseKeeper, picked: list[str], monotonic: Callable[[], float]
-) -> tuple[list[Taken], list[str]]:
+) -> tuple[list[Taken], list[str], set[str]]:
     """The Runs of ``picked`` to start, each with its lease if two or more were taken in
-    one statement, and the Runs another worker holds. A store that refuses the statement
-    (but for an outage, raised) leaves each slot to take its own lease."""
+    one statement; the Runs not granted; and of those, the ones another worker holds (the
+    others ended since they were listed), told by one more read. A store that refuses the
+    statement (but for an outage, raised) leaves each slot to take its own lease."""
     if len(picked) < 2:
-        return [(run_id, None) for run_id in picked], []
+        return [(run_id, None) for run_id in picked], [], set()
     sent_at = monotonic()
     try:
         granted = {lease.run_id: lease for lease in store.acquire_leases(picked, leases.worker_id, leases.duration)}
     except StoreUnavailable:
         raise  # an outage: the dispatcher's to ride out
     except StoreError:
-        return [(run_id, None) for run_id in picked], []
-    return (
-        [(run_id, (granted[run_id], sent_at)) for run_id in picked if run_id in granted],
-        [run_id for run_id in picked if run_id not in granted],
-    )
+        return [(run_id, None) for run_id in picked], [], set()
+    passed = [run_id for run_id in picked if run_id not in granted]
+    statuses = store.lease_statuses(passed) if passed else {}
+    held = {r for r, s in statuses.items() if s.lease is not None and not s.released and s.lease.expires_at > s.now}
+    return [(run_id, (granted[run_id], sent_at)) for run_id in picked if run_id in granted], passed, held
 
 
 class RenewalRounds:

@@ -42,10 +42,12 @@ TAKE = (
 )
 
 #: ``acquire_leases``: the same take for several Runs in one statement, their rows locked
-#: in run id order (so two workers taking overlapping pages queue, never deadlock).
+#: in run id order (so two workers taking overlapping pages queue, never deadlock); a Run
+#: that ended is left out.
 TAKE_MANY = (
     "INSERT INTO leases AS l (run_id, worker_id, epoch, expires_at, released) "
     f"SELECT w.run_id, %s, 1, {NOW} + %s::float8, false FROM unnest(%s::text[]) AS w(run_id) "
+    "WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = w.run_id AND r.state = 'ended') "
     "ORDER BY w.run_id " + _TAKEN
 )
 

@@ -90,11 +90,17 @@ class SqliteLeases(SqlStore):
         granted: list[Lease] = []
 
         def take(rows: dict[str, LeaseRow], now: float) -> list[LeaseRow]:
-            granted[:] = taken_each(run_ids, rows, worker_id, duration, now)
+            granted[:] = taken_each(run_ids, rows, worker_id, duration, now, self._ended(list(dict.fromkeys(run_ids))))
             return [LeaseRow(lease, released=False) for lease in granted]
 
         self._with_lease_rows(list(dict.fromkeys(run_ids)), take, "taking leases")
         return granted
+
+    def _ended(self, run_ids: list[str]) -> set[str]:
+        """Those of ``run_ids`` that ended (read in the lease act's transaction)."""
+        marks = ", ".join("?" * len(run_ids))
+        query = f"SELECT run_id FROM runs WHERE state = 'ended' AND run_id IN ({marks})"
+        return {str(row[0]) for row in self._db.execute(query, run_ids).fetchall()} if run_ids else set()
 
     def renew_leases(self, leases: Sequence[Lease], duration: float) -> list[Lease]:
         renewed: list[Lease] = []
