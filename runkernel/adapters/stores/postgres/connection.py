@@ -34,7 +34,10 @@ class PostgresConnection:
     ``?schema=NAME``. ``read_only`` opens it for a read command: one REPEATABLE READ,
     READ ONLY transaction for its life, so everything read is one snapshot."""
 
-    def __init__(self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0, _checked: bool = False
+    ) -> None:
+        # _checked: the schema was found current by the instance this one reopens
         self.url = url
         self.where = redacted(url)
         self.read_only = read_only
@@ -49,7 +52,8 @@ class PostgresConnection:
             # initialized is refused at once with the server's own reason, where the
             # pool would keep retrying in the background until its timeout
             with self._connect() as probe:
-                check_current(probe, url, self.schema)
+                if not _checked:
+                    check_current(probe, url, self.schema)
             self._pool.open(wait=True, timeout=connect_timeout)
             self._conn = self._take()
             if read_only:
@@ -74,9 +78,8 @@ class PostgresConnection:
 
         def configure(conn: Connection) -> None:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-            if not read_only:
-                for statement in PREPARED:
-                    conn.execute(statement.encode())
+            if not read_only:  # every statement prepared in one round trip
+                conn.execute(";\n".join(PREPARED).encode())
 
         return ConnectionPool(
             self._conninfo,

@@ -71,7 +71,9 @@ class PostgresStore(PostgresSql):
     READ ONLY transaction for the store's life, so everything read is one snapshot.
     ``wait_for_work(timeout)`` is the LISTEN/NOTIFY wake-up of a worker."""
 
-    def __init__(self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0, _checked: bool = False
+    ) -> None:
         #: how many lost acknowledgements were recovered by adopting this store's own commit
         self.adopted_after_lost_ack = 0
         #: a test hook called with the connection just before a commit is sent
@@ -84,12 +86,14 @@ class PostgresStore(PostgresSql):
         self._echo = CommitEcho()
         #: history answers read since ``_written`` was last fixed
         self._memo = HistoryMemo()
-        super().__init__(url, read_only=read_only, connect_timeout=connect_timeout)
+        super().__init__(url, read_only=read_only, connect_timeout=connect_timeout, _checked=_checked)
 
     def reopen(self) -> PostgresStore:
         """Another session on the same schema (its own connection and memos), for another
         thread of control: each slot of a worker opens one."""
-        return PostgresStore(self.url, read_only=self.read_only, connect_timeout=self.connect_timeout)
+        # the server is still asked first (a direct connection: one that is down is
+        # refused at once), its schema not again: this instance found it current
+        return PostgresStore(self.url, read_only=self.read_only, connect_timeout=self.connect_timeout, _checked=True)
 
     def _reconnect(self) -> None:
         self._judge_against(None)
