@@ -1,6 +1,8 @@
 """What every agent-framework integration shares: the errors a durable agent raises
 (``IntegrationError``, ``RunEnded``, ``StillRunning``), the shape of a reconnect tool's
-``status`` function, and the check of a tool mapping against the status functions.
+``status`` function, the check of a tool mapping against the status functions, the lease
+a Run of an app holds while the host drives it in process, and the embedded worker that
+``serve()`` starts (recovery at launch).
 
 Each integration exports these very objects under its own name
 (``runkernel.integrations.pydantic_ai.RunEnded`` is
@@ -11,8 +13,13 @@ framework raised it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
-from runkernel import EndCauseKind, PeerError, StatusReply, ToolPolicy, UsageError
+from runkernel import EndCauseKind, PeerError, StatusReply, ToolPolicy, UsageError, open_store
+from runkernel.adapters.drive.lease_keeper import LeaseKeeper
+from runkernel.adapters.stores.contract import Store
+from runkernel.adapters.worker.apps import AsyncPushApp
+from runkernel.adapters.worker.loop import Worker, default_worker_id
 from runkernel.kernel import RecoveryMode
 from runkernel.kernel.policies import tool_policies
 
@@ -55,4 +62,37 @@ def checked_policies(tools: Mapping[str, ToolPolicy | str], status: Mapping[str,
     return policies
 
 
-__all__ = ["IntegrationError", "RunEnded", "StatusFunction", "StillRunning", "checked_policies"]
+def host_leases(store: Store, app: str | None, duration: float) -> LeaseKeeper | None:
+    """The lease a Run of ``app`` holds while the host drives it in process (``agent.run``,
+    ``resume``): a worker of that app (``serve()``'s, or ``runkernel worker``) finds it
+    leased and leaves it alone; if the process dies, the lease runs out after
+    ``duration`` seconds and a worker takes the Run over. None without an app (no worker
+    looks for such Runs)."""
+    return None if app is None else LeaseKeeper(store, default_worker_id(), duration=duration)
+
+
+def app_name(own: str | None, given: str | None, where: str) -> str:
+    """The one app name of a durable agent: the one it records on its Runs (``own``) and
+    the one a worker app is given (``given``) must agree; either alone will do."""
+    if own is not None and given is not None and own != given:
+        raise IntegrationError(f"app name mismatch: {where} records app={own!r} but the worker app is named {given!r}")
+    name = own if own is not None else given
+    if name is None:
+        raise IntegrationError(f"{where} has no app name: give it app='NAME' (the name its Runs record for a worker)")
+    return name
+
+
+def serve_app(store: str | Store, app: AsyncPushApp, lease_duration: float, worker: Mapping[str, Any]) -> Worker:
+    """Start an embedded worker of ``app`` on ``store`` (its own connection) and return it:
+    at launch it takes over the Runs a crash left behind, once their leases ran out, and
+    keeps driving queued resumes; ``worker`` holds ``Worker``'s other options."""
+    opened = open_store(store) if isinstance(store, str) else store.reopen()
+    embedded = Worker(opened, app, lease_duration=lease_duration, **worker)
+    embedded.start()
+    return embedded
+
+
+__all__ = [
+    "IntegrationError", "RunEnded", "StatusFunction", "StillRunning", "app_name", "checked_policies", "host_leases",
+    "serve_app",
+]

@@ -18,7 +18,9 @@ from runkernel import AsyncDriver, Done, EndCauseKind, StoreError, ToolPolicy, o
 from runkernel.adapters.drive.model_errors import transient_model_error
 from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
-from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, checked_policies
+from runkernel.adapters.worker.loop import Worker
+from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, app_name
+from runkernel.integrations._common import checked_policies, host_leases, serve_app
 from runkernel.integrations.openai_agents._binding import _BINDING, Binding, DurableModel, GuardrailTripped, durable_tool
 from runkernel.integrations.openai_agents._mapping import input_items, last_response, replayed_response
 from runkernel.kernel import Ended, IndeterminateChoice, Message, Role, TypedError
@@ -67,7 +69,13 @@ class DurableRunner:
     ``status`` gives each reconnect tool its ``status(operation_id, lease_epoch) -> StatusReply``.
     ``transient`` says which model errors are retried (default ``openai_transient``),
     ``model_attempts`` how often. The first call on an agent wraps, in place and once, its
-    model and function tools and those of every agent it hands off to."""
+    model and function tools and those of every agent it hands off to.
+
+    ``app`` is the app name, given here once: recorded on the Runs ``run`` starts, so
+    that ``serve(agent)`` (the embedded worker, at launch) or ``runkernel worker`` with
+    ``worker_app(agent)`` continues them after a crash. A Run of ``app`` driven here
+    holds its lease (``lease_duration`` seconds, renewed as it goes): no worker drives
+    it too, until this process is gone and the lease ran out."""
 
     def __init__(
         self,
@@ -81,12 +89,15 @@ class DurableRunner:
         model_attempts: int = 5,
         poll_interval: float = 0.2,
         status_asks: int | None = None,
+        app: str | None = None,
+        lease_duration: float = 30.0,
     ) -> None:
         self.status = dict(status or {})
         self.store, self.policies = store, checked_policies(tools, self.status)
         self.max_steps, self.on_indeterminate = max_steps, on_indeterminate
         self.transient, self.model_attempts = transient, model_attempts
         self.poll_interval, self.status_asks = poll_interval, status_asks
+        self.app, self.lease_duration = app, lease_duration
         self._opened: list[Store] = []
 
     def open(self) -> Store:
@@ -167,18 +178,27 @@ class DurableRunner:
         finally:
             _BINDING.reset(token)
 
-    def worker_app(self, agent: Agent[Any], *, name: str) -> DurableAgentApp:
-        """``agent`` as the app of ``runkernel worker --app MODULE:ATTR`` for Runs of app
-        ``name`` (``runkernel start --app NAME``): each Run with work is resumed under the
-        worker's lease; a tool body finds the lease epoch in ``current_invocation()``."""
-        return DurableAgentApp(name, self, agent, self.tools(agent), self.max_steps, self.on_indeterminate,
-                               self.transient, self.model_attempts)
+    def worker_app(self, agent: Agent[Any], *, name: str | None = None) -> DurableAgentApp:
+        """``agent`` as the app of ``runkernel worker --app MODULE:ATTR`` for Runs of the
+        runner's ``app`` (``name`` may repeat it; another name raises ``IntegrationError``
+        naming both): each Run with work is resumed under the worker's lease; a tool body
+        finds the lease epoch in ``current_invocation()``."""
+        return DurableAgentApp(app_name(self.app, name, "DurableRunner"), self, agent, self.tools(agent), self.max_steps,
+                               self.on_indeterminate, self.transient, self.model_attempts)
+
+    def serve(self, agent: Agent[Any], **worker: Any) -> Worker:
+        """Recovery at launch: start an embedded worker of ``agent`` for the Runs of ``app``
+        (a background thread, its own store connection) and return it; call its ``stop()``
+        at shutdown. It continues the Runs a crash left behind once their leases ran out,
+        and those answered with ``runkernel resume``. ``worker``: ``Worker``'s options."""
+        return serve_app(self.store, self.worker_app(agent), self.lease_duration, worker)
 
     # --- plumbing -----------------------------------------------------------------------
 
     def _driver(self, agent: Agent[Any]) -> AsyncDriver:
         return AsyncDriver(self.open(), self.tools(agent), max_steps=self.max_steps, on_indeterminate=self.on_indeterminate,
-                           transient=self.transient, model_attempts=self.model_attempts)
+                           transient=self.transient, model_attempts=self.model_attempts, app=self.app,
+                           leases=host_leases(self.open(), self.app, self.lease_duration))
 
     def _functions(self, agent: Agent[Any]) -> dict[str, FunctionTool]:
         return {t.name: t for each in agents_of(agent) for t in each.tools if isinstance(t, FunctionTool)}
