@@ -28,8 +28,10 @@ the Run ``failed`` (``GuardrailTripped`` names the guardrail). A model error the
 Recovery: ``durable.resume(agent, run_id)`` gives the SDK the Thread up to the last
 committed response and that response again (no model call), so each call gets what the
 driver decides from committed facts (its result, a replay attempt, a status question,
-never a second start of an indeterminate tool). ``durable.worker_app(agent, name=...)``
-serves ``runkernel worker``; a tool body reads its operation id and lease epoch from
+never a second start of an indeterminate tool). With the app named once,
+``DurableRunner(..., app="NAME")``, ``durable.serve(agent)`` at launch starts the embedded
+worker that does it for every Run of the app a crash left behind (recovery at launch);
+``durable.worker_app(agent)`` serves ``runkernel worker``; a tool body reads its operation id and lease epoch from
 ``current_invocation()``.
 """
 
