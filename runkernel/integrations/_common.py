@@ -16,11 +16,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from runkernel import EndCauseKind, PeerError, StatusReply, ToolPolicy, UsageError, open_store
+from runkernel.adapters.drive.actions import Action
+from runkernel.adapters.drive.driver_async import AsyncDriver
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
+from runkernel.errors import ConversationBusy, DriverError, StoreError
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.worker.apps import AsyncPushApp
 from runkernel.adapters.worker.loop import Worker, default_worker_id
-from runkernel.kernel import RecoveryMode
+from runkernel.kernel import Message, RecoveryMode
 from runkernel.kernel.policies import tool_policies
 
 #: A reconnect tool's ``status(operation_id, lease_epoch)``, sync or async.
@@ -62,6 +65,29 @@ def checked_policies(tools: Mapping[str, ToolPolicy | str], status: Mapping[str,
     return policies
 
 
+def held_by(store: Store, thread_id: str, own_run: str | None = None) -> ConversationBusy | None:
+    """``ConversationBusy`` if a Run of the conversation other than ``own_run`` is not
+    Ended (the one situation both integrations raise it for), else None."""
+    head = store.thread_head(thread_id)
+    active = head.active_run_id if head is not None else None
+    return None if active is None or active == own_run else ConversationBusy(thread_id, active)
+
+
+async def start_run(
+    driver: AsyncDriver, store: Store, messages: list[Message], thread_id: str, run_id: str | None
+) -> Action:
+    """Start a new Run in the conversation: ``ConversationBusy`` if another Run holds it,
+    whether found before the start or by the activation that lost the race to it."""
+    if (busy := held_by(store, thread_id)) is not None:
+        raise busy
+    try:
+        return await driver.start(messages, thread_id=thread_id, run_id=run_id)
+    except (StoreError, DriverError) as error:  # another submission won: found by the driver, or at activation
+        if (busy := held_by(store, thread_id, driver.run_id)) is not None:
+            raise busy from error
+        raise
+
+
 def host_leases(store: Store, app: str | None, duration: float) -> LeaseKeeper | None:
     """The lease a Run of ``app`` holds while the host drives it in process (``agent.run``,
     ``resume``): a worker of that app (``serve()``'s, or ``runkernel worker``) finds it
@@ -93,6 +119,6 @@ def serve_app(store: str | Store, app: AsyncPushApp, lease_duration: float, work
 
 
 __all__ = [
-    "IntegrationError", "RunEnded", "StatusFunction", "StillRunning", "app_name", "checked_policies", "host_leases",
-    "serve_app",
+    "ConversationBusy", "IntegrationError", "RunEnded", "StatusFunction", "StillRunning", "app_name", "checked_policies",
+    "held_by", "host_leases", "serve_app", "start_run",
 ]

@@ -36,12 +36,13 @@ worker that does it for every Run of the app a crash left behind (recovery at la
 """
 
 from runkernel.adapters.drive.invocation import current_invocation
-from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning
+from runkernel.integrations._common import ConversationBusy, IntegrationError, RunEnded, StatusFunction, StillRunning
 from runkernel.integrations.openai_agents._binding import DurableModel, GuardrailTripped
 from runkernel.integrations.openai_agents._mapping import input_items
 from runkernel.integrations.openai_agents._runner import DurableAgentApp, DurableRunner, DurableStream, openai_transient
 
 __all__ = [
+    "ConversationBusy",
     "DurableAgentApp",
     "DurableModel",
     "DurableRunner",

@@ -20,7 +20,7 @@ from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
 from runkernel.adapters.worker.loop import Worker
 from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, app_name
-from runkernel.integrations._common import checked_policies, host_leases, serve_app
+from runkernel.integrations._common import checked_policies, host_leases, serve_app, start_run
 from runkernel.integrations.openai_agents._binding import _BINDING, Binding, GuardrailTripped
 from runkernel.integrations.openai_agents._copies import DurableCopies, agents_of, handoff_names
 from runkernel.integrations.openai_agents._mapping import input_items, last_response, replayed_response
@@ -197,13 +197,8 @@ class DurableRunner:
                 raise IntegrationError(f"thread {thread_id!r} has no Run that is not Ended to continue")
             binding._pick_up = active
             return binding, input, agent
-        if active is not None:
-            raise IntegrationError(
-                f"run {active!r} of thread {thread_id!r} is not Ended: continue it with DurableRunner.resume(agent, run_id)"
-                " or with the SDK's RunState"
-            )
         prompt = [Message(Role.USER, input)] if isinstance(input, str) else [Message(Role.USER, item) for item in input]
-        await binding.settle(await driver.start(prompt, thread_id=thread_id, run_id=run_id))
+        await binding.settle(await start_run(driver, store, prompt, thread_id, run_id))  # ConversationBusy if held
         return binding, input, agent
 
     async def _finish(self, binding: Binding, running: Any) -> Any:

@@ -59,7 +59,7 @@ model's order) and tools run one at a time (``parallel_execution_mode('sequentia
 """
 
 from runkernel.adapters.drive.invocation import current_invocation, invocation_scope
-from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning
+from runkernel.integrations._common import ConversationBusy, IntegrationError, RunEnded, StatusFunction, StillRunning
 from runkernel.integrations.pydantic_ai._capability import RunkernelDurability
 from runkernel.integrations.pydantic_ai._context import (
     DeferredAfterStart,
@@ -71,6 +71,7 @@ from runkernel.integrations.pydantic_ai._mapping import to_model_messages
 from runkernel.integrations.pydantic_ai._worker import DepsFactory, DurableAgentApp
 
 __all__ = [
+    "ConversationBusy",
     "DeferredAfterStart",
     "DepsFactory",
     "DepsMismatch",

@@ -30,9 +30,9 @@ from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
 from runkernel.adapters.worker.loop import Worker
 from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, app_name
-from runkernel.integrations._common import checked_policies, host_leases, serve_app
+from runkernel.integrations._common import checked_policies, held_by, host_leases, serve_app, start_run
 from runkernel.integrations.pydantic_ai._context import (
-    _PICK_UP, DeferredAfterStart, DepsMismatch, PickUp, _warn_if_system_prompt,
+    _PICK_UP, DeferredAfterStart, DepsMismatch, PickUp, _warn_if_system_prompt, cannot_stream,
 )
 from runkernel.integrations.pydantic_ai._errors import ended_message, pydantic_ai_transient
 from runkernel.integrations.pydantic_ai._events import StreamListener
@@ -214,6 +214,8 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
     async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
         """Start a Run (``agent.run``) or pick one up (``resume``), run the agent, and end
         the Run with its final answer, or ``failed`` if the agent raised."""
+        if self.has_on_event and (why := cannot_stream(ctx.model)) is not None:  # refused before the Run starts
+            raise IntegrationError(f"event_stream_handler and checkpoint_every need a model that streams: {why}")
         pick_up = self._pick_up = _PICK_UP.get()
         if pick_up is not None and pick_up.deps_type is not None and pick_up.deps_type != _deps_type(ctx.deps):
             raise DepsMismatch(
@@ -337,17 +339,11 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
 
     async def _start(self, ctx: Any, driver: AsyncDriver) -> Action:
         thread_id, store = ctx.conversation_id, self.open()
-        head = store.thread_head(thread_id)
-        if head is not None and head.active_run_id is not None:
-            raise IntegrationError(
-                f"run {head.active_run_id!r} of conversation {thread_id!r} is not Ended: continue it with"
-                " RunkernelDurability.resume(agent, run_id), not a new agent.run"
-            )
         if ctx.prompt is None:
-            raise IntegrationError("a new durable Run needs a user prompt")
+            raise held_by(store, thread_id) or IntegrationError("a new durable Run needs a user prompt")
         recorded = {"runkernel": {"run_id": ctx.run_id, "deps_type": _deps_type(ctx.deps)}}  # resume checks it
         prompt = Message(Role.USER, to_jsonable_python(ctx.prompt), metadata=recorded)
-        return await driver.start([prompt], thread_id=thread_id, run_id=ctx.run_id)
+        return await start_run(driver, store, [prompt], thread_id, ctx.run_id)  # ConversationBusy if held
 
     async def _ready(self, ctx: Any) -> AsyncDriver:
         """Every hook starts here. A Run is picked up in the first hook, where the tool
