@@ -84,6 +84,8 @@ async def start_run(
         return await driver.start(messages, thread_id=thread_id, run_id=run_id)
     except (StoreError, DriverError) as error:  # another submission won: found by the driver, or at activation
         if (busy := held_by(store, thread_id, driver.run_id)) is not None:
+            if driver.leases is not None and driver.run_id is not None:
+                driver.leases.release(driver.run_id)  # the lease taken for a Run that never was
             raise busy from error
         raise
 

@@ -23,17 +23,18 @@ ROUNDS = 12
 
 def _submitters(framework: str, url: str, record: Path, script: str) -> Callable[[str], Coroutine[Any, Any, Any]]:
     """What one submitter does: start a Run of ``script`` in the conversation it is given
-    (its own agent and runner, as another request handler or process would)."""
+    (its own agent and runner, as another request handler or process would; its Runs
+    record an app, so each is leased while it is driven)."""
     if framework == "pydantic_ai":
         pytest.importorskip("pydantic_ai")
         from pydantic_ai_app import build as build_pai
 
-        pai, _ = build_pai(url, record, script)
+        pai, _ = build_pai(url, record, script, app="race")
         return lambda thread: pai.run("go", conversation_id=thread)
     pytest.importorskip("agents")
     from openai_agents_app import build as build_oa
 
-    oa, runner = build_oa(url, record, script)
+    oa, runner = build_oa(url, record, script, app="race")
     return lambda thread: runner.run(oa, "go", thread_id=thread)
 
 
