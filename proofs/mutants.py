@@ -160,6 +160,17 @@ ASTRAL_KEYS_UNIT = unit("tests/kernel/test_resume_judge.py::test_keys_outside_th
 BAD_POLICY_STRING_UNIT = unit("tests/integrations/test_tool_policies.py::test_a_driver_refuses_a_bad_policy_string_naming_the_tool")
 REPLAY_STRING_UNIT = unit("tests/integrations/test_tool_policies.py::test_a_replay_string_commits_replay_and_the_call_is_run_again")
 ONE_CALL_RETRIES_UNIT = unit("tests/integrations/test_tool_policies.py::test_replay_in_one_call_sets_every_field")
+SERVE_LEASE_UNIT = unit(
+    "tests/integrations/test_serve_recovery.py::test_an_app_killed_mid_tool_finishes_its_run_when_it_starts_again",
+    "sqlite and pydantic_ai",
+)
+UNTOUCHED_UNIT = unit(
+    "tests/integrations/test_openai_agents_untouched.py::"
+    "test_a_shared_tool_runs_plain_and_durable_and_nothing_of_the_users_changes"
+)
+CONVERSATION_BUSY_UNIT = unit(
+    "tests/integrations/test_conversation_busy.py::test_a_conversation_held_by_a_waiting_run_refuses_a_new_one_naming_it"
+)
 ERROR_TREE_UNIT = unit("tests/kernel/test_errors.py::test_every_exception_runkernel_defines_is_in_the_tree_under_one_branch")
 ERROR_BRANCH_UNIT = unit("tests/kernel/test_errors.py::test_each_public_error_is_on_the_branch_of_whose_fault_it_is")
 ABSTRACT_BRANCH_UNIT = unit("tests/kernel/test_errors.py::test_the_root_and_the_branches_cannot_be_raised")
@@ -739,6 +750,27 @@ MUTANTS: tuple[Mutant, ...] = (
         "        \"replay\": ToolPolicy.replay(),\n",
         "        \"replay\": ToolPolicy.indeterminate(),\n",
         REPLAY_STRING_UNIT,
+    ),
+    Mutant(
+        "a Run of an app driven in process holds no lease: the embedded worker may drive it too",
+        "runkernel/integrations/_common.py",
+        "    return None if app is None else LeaseKeeper(store, default_worker_id(), duration=duration)\n",
+        "    return None\n",
+        SERVE_LEASE_UNIT,
+    ),
+    Mutant(
+        "the durable runner wraps the user's own function tool in place",
+        "runkernel/integrations/openai_agents/_binding.py",
+        "    wrapped = copy.copy(tool)\n",
+        "    wrapped = tool\n",
+        UNTOUCHED_UNIT,
+    ),
+    Mutant(
+        "ConversationBusy names the conversation instead of the Run that holds it",
+        "runkernel/integrations/_common.py",
+        "else ConversationBusy(thread_id, active)\n",
+        "else ConversationBusy(thread_id, thread_id)\n",
+        CONVERSATION_BUSY_UNIT,
     ),
     Mutant(
         "the one-call form's retries count every attempt, not those after the first",

@@ -230,6 +230,23 @@ class NotATrace(PeerError):
     invalid UTF-8, a duplicate key, NaN, too deep or too long)."""
 
 
+class ConversationBusy(PeerError):
+    """Another's doing: the conversation (Thread ``thread_id``) already has a Run that is
+    not Ended, ``run_id``, so a new Run cannot start in it: another submission (this
+    process's or another's, at the same moment or earlier) holds the conversation. Nothing
+    was committed for this one. Wait for that Run to end, or continue it (answer its
+    wait, resume it) instead of starting a new one. Raised alike by every agent
+    integration (Pydantic AI, OpenAI Agents SDK)."""
+
+    def __init__(self, thread_id: str, run_id: str) -> None:
+        super().__init__(
+            f"conversation {thread_id!r} is held by run {run_id!r}, which is not Ended: a new Run cannot start in it;"
+            " wait for that Run to end, or continue it (resume, or answer its wait)"
+        )
+        self.thread_id = thread_id
+        self.run_id = run_id
+
+
 class NotIJson(PeerError, ValueError):
     """The sender's fault: the value is outside I-JSON (RFC 7493), so it has no canonical
     form to digest (a resume command with NaN, an integer beyond 2**53, a lone
@@ -349,6 +366,7 @@ __all__ = [
     "BadStoreUrl",
     "BadToolPolicy",
     "CommitConflict",
+    "ConversationBusy",
     "CrashTestRefused",
     "DamagedStore",
     "DriverError",

@@ -124,8 +124,11 @@ class ScriptModel(Model):
                 os.kill(os.getpid(), signal.SIGKILL)
 
 
-def build(store: str, record: str | os.PathLike[str], script: str) -> tuple[Agent[Any], DurableRunner]:
-    """The agent of ``script`` on ``store``, its tools recording to ``record``."""
+def build(
+    store: str, record: str | os.PathLike[str], script: str, *, app: str | None = None, lease_duration: float = 30.0
+) -> tuple[Agent[Any], DurableRunner]:
+    """The agent of ``script`` on ``store``, its tools recording to ``record`` (its Runs
+    record ``app``, held under leases of ``lease_duration`` seconds)."""
     downstream = Downstream(record, store, invocation=current_invocation)
 
     def charge_status(operation_id: str, lease_epoch: int | None) -> StatusReply:
@@ -137,6 +140,8 @@ def build(store: str, record: str | os.PathLike[str], script: str) -> tuple[Agen
         tools={"search": "replay", "note": "indeterminate", "send": "indeterminate", "charge": "reconnect",
                "transfer": "indeterminate"},
         status={"charge": charge_status},
+        app=app,
+        lease_duration=lease_duration,
     )
 
     @function_tool
@@ -210,8 +215,8 @@ def outcome(result: Any) -> dict[str, Any]:
 
 def worker_app() -> DurableAgentApp:
     """The agent of ``OA_SCRIPT`` as the worker app ``oa`` (``--app openai_agents_app:worker_app``)."""
-    agent, durable = build(os.environ["OA_STORE"], os.environ["OA_RECORD"], os.environ["OA_SCRIPT"])
-    return durable.worker_app(agent, name="oa")
+    agent, durable = build(os.environ["OA_STORE"], os.environ["OA_RECORD"], os.environ["OA_SCRIPT"], app="oa")
+    return durable.worker_app(agent)
 
 
 async def play(store: str, record: str, script: str, phase: str, run_id: str | None = None, prompt: str = "go") -> dict[str, Any]:

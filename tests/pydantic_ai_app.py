@@ -142,8 +142,11 @@ def build(
     *,
     end_on_indeterminate: bool = False,
     checkpoint_every: int = 0,
+    app: str | None = None,
+    lease_duration: float = 30.0,
 ) -> tuple[Agent[None, Any], RunkernelDurability]:
-    """The agent of ``script`` on ``store``, its tools recording to ``record``."""
+    """The agent of ``script`` on ``store``, its tools recording to ``record`` (its Runs
+    record ``app``, held under leases of ``lease_duration`` seconds)."""
     downstream = Downstream(record, store, invocation=current_invocation)
 
     def charge_status(operation_id: str, lease_epoch: int | None) -> StatusReply:
@@ -162,6 +165,8 @@ def build(
         questions=frozenset({"ask_user"}),
         on_indeterminate=IndeterminateChoice.END_RUN if end_on_indeterminate else IndeterminateChoice.PUBLISH,
         checkpoint_every=checkpoint_every,
+        app=app,
+        lease_duration=lease_duration,
     )
     payments: FunctionToolset[None] = FunctionToolset()
 
@@ -246,8 +251,8 @@ def outcome(result: Any) -> dict[str, Any]:
 
 def worker_app() -> DurableAgentApp:
     """The agent of ``PAI_SCRIPT`` as the worker app ``pai`` (``--app pydantic_ai_app:worker_app``)."""
-    agent, durable = build(os.environ["PAI_STORE"], os.environ["PAI_RECORD"], os.environ["PAI_SCRIPT"])
-    return durable.worker_app(agent, name="pai")
+    agent, durable = build(os.environ["PAI_STORE"], os.environ["PAI_RECORD"], os.environ["PAI_SCRIPT"], app="pai")
+    return durable.worker_app(agent)
 
 
 async def play(

@@ -33,7 +33,7 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "RunkernelError", "UsageError", "DriverError", "UnknownTool", "HostProtocolError", "BadToolPolicy",
             "BadStoreUrl", "UnknownRun", "AppLoadError", "NoInvocation",
             "PeerError", "RejectedError", "IllegalCommit", "RuntimeProtocolError", "TraceFormatError",
-            "IllegalShape", "NotATrace", "NotIJson", "StoreError", "CommitConflict", "StoreUnavailable",
+            "IllegalShape", "NotATrace", "NotIJson", "ConversationBusy", "StoreError", "CommitConflict", "StoreUnavailable",
             "SchemaError", "DamagedStore", "LeaseError", "LeaseHeld", "LeaseLost", "DriverStopped", "KernelBug",
         ),
     ),

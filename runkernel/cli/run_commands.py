@@ -12,6 +12,7 @@ from runkernel.adapters.drive.ports import SecretIds
 from runkernel.adapters.stores.contract import LeaseStatus, Store
 from runkernel.adapters.stores.run_views import awaiting_json, lease_cell, lease_json
 from runkernel.adapters.stores.work import RunSummary
+from runkernel.adapters.worker.apps import AppLoadError, load_app
 from runkernel.cli.text import EXIT_OK, EXIT_USAGE, CliError, printable, require_id
 from runkernel.cli.commands import _opened, _store_option
 from runkernel.cli.worker_command import register_worker
@@ -24,9 +25,22 @@ from runkernel.kernel.values import Role
 STATES = ("running", "awaiting", "ended")
 
 
+def _app_name(given: str) -> str:
+    """``--app``: an app name as given, or the name of the app ``MODULE:ATTR`` loads (as
+    ``runkernel worker --app`` loads it), so that the worker of that app drives the Run."""
+    require_id(given, "--app", plain=True)
+    if ":" not in given:
+        return given
+    try:
+        name = load_app(given).name
+    except AppLoadError as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+    return require_id(name, f"the name of --app {given}", plain=True)
+
+
 def _start(args: argparse.Namespace) -> int:
     require_id(args.thread, "--thread", plain=True)
-    require_id(args.app, "--app", plain=True)
+    args.app = _app_name(args.app)
     if args.run is not None:
         require_id(args.run, "--run", plain=True)
     for text in args.message:
@@ -133,8 +147,9 @@ def register_runs(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     start.add_argument(
         "--app",
         required=True,
-        metavar="NAME",
-        help="the application the Run belongs to: a worker drives only its app's Runs (the app's name)",
+        metavar="NAME|MODULE:ATTR",
+        help="the application the Run belongs to: a worker drives only its app's Runs (the app's name, or the"
+        " app itself as runkernel worker --app loads it, whose name is recorded)",
     )
     start.add_argument("message", nargs="+", metavar="MESSAGE", help="a user message")
     start.set_defaults(handler=_start)

@@ -1,7 +1,8 @@
 """``runkernel worker``: the signal handlers first, then the app, then the store (ridden
 out while it is down), then the worker's loop; one line on stderr per failed drive, per
 Run ended failed, per tool exception and model failure, per store outage begun and
-ended; the report line on stdout when it stops.
+ended; the report line on stdout when it stops. ``--once`` exits 1 when a Run it drove
+ended failed (0 otherwise).
 
 SIGTERM or SIGINT (the first of either): finish the commit in flight, start nothing new,
 release leases, exit 0, saying on stderr what the worker waits for. A second one
@@ -31,6 +32,7 @@ from runkernel.adapters.worker.apps import AppLoadError, load_app
 from runkernel.adapters.worker.loop import DEFAULT_CONCURRENCY, Worker, WorkerReport
 from runkernel.adapters.worker.outage import OUTAGE_MAX_DELAY, OutageBegan, OutageEnded, OutageEvent, StoreOutage
 from runkernel.cli.text import (
+    EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TERMINATED,
@@ -113,7 +115,8 @@ def _worker(args: argparse.Namespace) -> int:
             store.close()
         report.outages += opening.count
     print(_report_line(worker.worker_id, report))
-    return EXIT_OK
+    # --once is what a script or a CI job runs: a Run it drove that ended failed is its failure
+    return EXIT_FAILURE if args.once and report.runs_failed else EXIT_OK
 
 
 def _telemetry() -> Telemetry:
@@ -343,7 +346,11 @@ def register_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser
     worker.add_argument(
         "--app", required=True, metavar="MODULE:ATTR", help="the host application, loaded like uvicorn module:app"
     )
-    worker.add_argument("--once", action="store_true", help="drive until nothing is runnable, then exit")
+    worker.add_argument(
+        "--once",
+        action="store_true",
+        help="drive until nothing is runnable, then exit: 1 if a Run it drove ended failed, else 0",
+    )
     worker.add_argument("--lease", type=float, default=30.0, metavar="SECONDS", help="lease duration (default 30)")
     worker.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)")
     worker.add_argument("--worker-id", metavar="ID", help="this worker's id (default: host:pid:random)")

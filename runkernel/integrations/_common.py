@@ -1,6 +1,8 @@
 """What every agent-framework integration shares: the errors a durable agent raises
 (``IntegrationError``, ``RunEnded``, ``StillRunning``), the shape of a reconnect tool's
-``status`` function, and the check of a tool mapping against the status functions.
+``status`` function, the check of a tool mapping against the status functions, the lease
+a Run of an app holds while the host drives it in process, and the embedded worker that
+``serve()`` starts (recovery at launch).
 
 Each integration exports these very objects under its own name
 (``runkernel.integrations.pydantic_ai.RunEnded`` is
@@ -11,9 +13,17 @@ framework raised it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
-from runkernel import EndCauseKind, PeerError, StatusReply, ToolPolicy, UsageError
-from runkernel.kernel import RecoveryMode
+from runkernel import EndCauseKind, PeerError, StatusReply, ToolPolicy, UsageError, open_store
+from runkernel.adapters.drive.actions import Action
+from runkernel.adapters.drive.driver_async import AsyncDriver
+from runkernel.adapters.drive.lease_keeper import LeaseKeeper
+from runkernel.errors import ConversationBusy, DriverError, StoreError
+from runkernel.adapters.stores.contract import Store
+from runkernel.adapters.worker.apps import AsyncPushApp
+from runkernel.adapters.worker.loop import Worker, default_worker_id
+from runkernel.kernel import Message, RecoveryMode
 from runkernel.kernel.policies import tool_policies
 
 #: A reconnect tool's ``status(operation_id, lease_epoch)``, sync or async.
@@ -55,4 +65,62 @@ def checked_policies(tools: Mapping[str, ToolPolicy | str], status: Mapping[str,
     return policies
 
 
-__all__ = ["IntegrationError", "RunEnded", "StatusFunction", "StillRunning", "checked_policies"]
+def held_by(store: Store, thread_id: str, own_run: str | None = None) -> ConversationBusy | None:
+    """``ConversationBusy`` if a Run of the conversation other than ``own_run`` is not
+    Ended (the one situation both integrations raise it for), else None."""
+    head = store.thread_head(thread_id)
+    active = head.active_run_id if head is not None else None
+    return None if active is None or active == own_run else ConversationBusy(thread_id, active)
+
+
+async def start_run(
+    driver: AsyncDriver, store: Store, messages: list[Message], thread_id: str, run_id: str | None
+) -> Action:
+    """Start a new Run in the conversation: ``ConversationBusy`` if another Run holds it,
+    whether found before the start or by the activation that lost the race to it."""
+    if (busy := held_by(store, thread_id)) is not None:
+        raise busy
+    try:
+        return await driver.start(messages, thread_id=thread_id, run_id=run_id)
+    except (StoreError, DriverError) as error:  # another submission won: found by the driver, or at activation
+        if (busy := held_by(store, thread_id, driver.run_id)) is not None:
+            if driver.leases is not None and driver.run_id is not None:
+                driver.leases.release(driver.run_id)  # the lease taken for a Run that never was
+            raise busy from error
+        raise
+
+
+def host_leases(store: Store, app: str | None, duration: float) -> LeaseKeeper | None:
+    """The lease a Run of ``app`` holds while the host drives it in process (``agent.run``,
+    ``resume``): a worker of that app (``serve()``'s, or ``runkernel worker``) finds it
+    leased and leaves it alone; if the process dies, the lease runs out after
+    ``duration`` seconds and a worker takes the Run over. None without an app (no worker
+    looks for such Runs)."""
+    return None if app is None else LeaseKeeper(store, default_worker_id(), duration=duration)
+
+
+def app_name(own: str | None, given: str | None, where: str) -> str:
+    """The one app name of a durable agent: the one it records on its Runs (``own``) and
+    the one a worker app is given (``given``) must agree; either alone will do."""
+    if own is not None and given is not None and own != given:
+        raise IntegrationError(f"app name mismatch: {where} records app={own!r} but the worker app is named {given!r}")
+    name = own if own is not None else given
+    if name is None:
+        raise IntegrationError(f"{where} has no app name: give it app='NAME' (the name its Runs record for a worker)")
+    return name
+
+
+def serve_app(store: str | Store, app: AsyncPushApp, lease_duration: float, worker: Mapping[str, Any]) -> Worker:
+    """Start an embedded worker of ``app`` on ``store`` (its own connection) and return it:
+    at launch it takes over the Runs a crash left behind, once their leases ran out, and
+    keeps driving queued resumes; ``worker`` holds ``Worker``'s other options."""
+    opened = open_store(store) if isinstance(store, str) else store.reopen()
+    embedded = Worker(opened, app, lease_duration=lease_duration, **worker)
+    embedded.start()
+    return embedded
+
+
+__all__ = [
+    "ConversationBusy", "IntegrationError", "RunEnded", "StatusFunction", "StillRunning", "app_name", "checked_policies",
+    "held_by", "host_leases", "serve_app", "start_run",
+]

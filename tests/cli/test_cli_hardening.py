@@ -93,10 +93,11 @@ def _one_line(err: str) -> str:
 
 
 def _two_boom_runs_worked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], app: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], app: str, exit_code: int = 0
 ) -> tuple[str, str, SqliteStore]:
-    """Runs ``rb`` and ``rb2`` started, one ``worker --once`` with ``boomapp:APP``: its
-    stdout, its one stderr line, and the store."""
+    """Runs ``rb`` and ``rb2`` started, one ``worker --once`` with ``boomapp:APP`` that
+    exits ``exit_code`` (1 when a Run it drove ended failed): its stdout, its one stderr
+    line, and the store."""
     (tmp_path / "boomapp.py").write_text(BOOM_APP)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -104,7 +105,7 @@ def _two_boom_runs_worked(
     for thread, run in (("tb", "rb"), ("tb2", "rb2")):
         assert main(["start", "--store", store_url, "--thread", thread, "--run", run, "--app", "boom", "go"]) == 0
     capsys.readouterr()
-    assert main(["worker", "--store", store_url, "--app", f"boomapp:{app}", "--once"]) == 0
+    assert main(["worker", "--store", store_url, "--app", f"boomapp:{app}", "--once"]) == exit_code
     captured = capsys.readouterr()
     return captured.out, _one_line(captured.err), SqliteStore(tmp_path / "boom.db")
 
@@ -141,7 +142,7 @@ def test_a_model_that_raises_a_non_transient_error_is_one_line_and_ends_its_run_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # until the transient model errors, this was a failed drive retried for ever
-    out, line, store = _two_boom_runs_worked(tmp_path, monkeypatch, capsys, "badmodel")
+    out, line, store = _two_boom_runs_worked(tmp_path, monkeypatch, capsys, "badmodel", exit_code=1)
     assert line == (
         "runkernel worker: run rb: model call for step 1 attempt 1 raised ValueError: model exploded "
         "(nothing committed; the Run ends failed)"

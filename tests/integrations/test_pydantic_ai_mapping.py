@@ -23,6 +23,7 @@ from pydantic_ai_world import HAS_METADATA, ROOT, World, once_each, shown_result
 from runkernel import EndCauseKind, RunCall, check_trace  # noqa: E402
 from runkernel.kernel import Awaiting, Ended, Role  # noqa: E402
 from runkernel.integrations.pydantic_ai import (  # noqa: E402
+    ConversationBusy,
     DeferredAfterStart,
     IntegrationError,
     current_invocation,
@@ -203,8 +204,10 @@ def test_runkernel_inspect_shows_the_wait_and_runkernel_resume_answers_it(world:
 
 def test_a_new_prompt_on_an_open_run_is_refused(world: World) -> None:
     world.play("approval")
-    with pytest.raises(IntegrationError, match="not Ended"):
+    (held,) = world.store.list_runs()
+    with pytest.raises(ConversationBusy) as refused:
         world.play("approval")
+    assert refused.value.run_id == held.run_id and refused.value.thread_id == "thread-approval"
     world.check("approval", None)
 
 

@@ -35,7 +35,7 @@ from runkernel.adapters.stores.contract import Store  # noqa: E402
 from runkernel.cli.entry import main  # noqa: E402
 from runkernel.integrations import pydantic_ai as integration  # noqa: E402
 from runkernel.integrations.pydantic_ai import (  # noqa: E402
-    DepsMismatch, RunEnded, RunkernelDurability, SystemPromptNotKept, pydantic_ai_transient,
+    DepsMismatch, IntegrationError, RunEnded, RunkernelDurability, SystemPromptNotKept, pydantic_ai_transient,
 )
 from runkernel.kernel import Awaiting, Ended  # noqa: E402
 
@@ -435,6 +435,23 @@ def test_the_capability_event_stream_handler_hears_each_event(url: str) -> None:
     assert result.output == "answer after 3 messages"
     assert FunctionToolCallEvent.__name__ in heard and FunctionToolResultEvent.__name__ in heard
     assert heard.index(FunctionToolCallEvent.__name__) < heard.index(FunctionToolResultEvent.__name__)
+
+
+def test_an_event_stream_handler_with_a_model_that_cannot_stream_is_refused_before_the_run_starts(url: str) -> None:
+    async def handler(ctx: RunContext[Any], events: Any) -> None:
+        async for _ in events:
+            pass
+
+    durable = RunkernelDurability(url, tools={"search": "replay"}, event_stream_handler=handler)
+    agent: Agent[Any, Any] = Agent(FunctionModel(_search_then_answer), capabilities=[durable])  # no stream_function
+    agent.tool_plain(_search)
+    with pytest.raises(IntegrationError, match="need a model that streams: its FunctionModel has no stream_function"):
+        asyncio.run(agent.run("go", conversation_id="c1"))
+    store = open_store(url)
+    runs = store.list_runs()
+    store.close()
+    print("Runs after the refusal:", runs)
+    assert runs == [], "refused before anything was committed"
 
 
 def test_an_agent_with_system_prompt_parts_is_warned_once_and_instructions_are_not(url: str) -> None:

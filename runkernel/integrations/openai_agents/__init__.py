@@ -28,18 +28,21 @@ the Run ``failed`` (``GuardrailTripped`` names the guardrail). A model error the
 Recovery: ``durable.resume(agent, run_id)`` gives the SDK the Thread up to the last
 committed response and that response again (no model call), so each call gets what the
 driver decides from committed facts (its result, a replay attempt, a status question,
-never a second start of an indeterminate tool). ``durable.worker_app(agent, name=...)``
-serves ``runkernel worker``; a tool body reads its operation id and lease epoch from
+never a second start of an indeterminate tool). With the app named once,
+``DurableRunner(..., app="NAME")``, ``durable.serve(agent)`` at launch starts the embedded
+worker that does it for every Run of the app a crash left behind (recovery at launch);
+``durable.worker_app(agent)`` serves ``runkernel worker``; a tool body reads its operation id and lease epoch from
 ``current_invocation()``.
 """
 
 from runkernel.adapters.drive.invocation import current_invocation
-from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning
+from runkernel.integrations._common import ConversationBusy, IntegrationError, RunEnded, StatusFunction, StillRunning
 from runkernel.integrations.openai_agents._binding import DurableModel, GuardrailTripped
 from runkernel.integrations.openai_agents._mapping import input_items
 from runkernel.integrations.openai_agents._runner import DurableAgentApp, DurableRunner, DurableStream, openai_transient
 
 __all__ = [
+    "ConversationBusy",
     "DurableAgentApp",
     "DurableModel",
     "DurableRunner",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -219,10 +220,8 @@ class Binding:
 
 
 def durable_tool(tool: FunctionTool) -> FunctionTool:
-    """Wrap ``tool`` in place (once): its body and its approval question go through the
-    bound Run."""
-    if getattr(tool, "runkernel_wrapped", False):
-        return tool
+    """A copy of ``tool`` whose body and approval question go through the bound Run
+    (``tool`` itself is left as it is: a plain ``Runner.run`` still runs it)."""
     body, setting = tool.on_invoke_tool, tool.needs_approval
 
     async def on_invoke_tool(context: Any, arguments: str) -> Any:
@@ -233,12 +232,12 @@ def durable_tool(tool: FunctionTool) -> FunctionTool:
     async def needs_approval(context: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str) -> bool:
         binding = bound()
         await binding.ready(context)
-        return await binding.needs_approval(tool.name, arguments, call_id)
+        return await binding.needs_approval(wrapped.name, arguments, call_id)
 
-    tool.on_invoke_tool, tool.needs_approval = on_invoke_tool, needs_approval
-    setattr(tool, "runkernel_needs_approval", setting)
-    setattr(tool, "runkernel_wrapped", True)
-    return tool
+    wrapped = copy.copy(tool)
+    wrapped.on_invoke_tool, wrapped.needs_approval = on_invoke_tool, needs_approval
+    setattr(wrapped, "runkernel_needs_approval", setting)
+    return wrapped
 
 
 class DurableModel(Model):

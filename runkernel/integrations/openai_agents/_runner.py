@@ -4,13 +4,13 @@ the store, and serves it to ``runkernel worker``."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import attrs
-from agents import Agent, FunctionTool, Handoff, InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered, RunState
+from agents import Agent, FunctionTool, InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered, RunConfig, RunState
 from agents import Runner
-from agents.models.interface import Model
 from agents.result import RunResult, RunResultStreaming
 from openai import APIConnectionError
 
@@ -18,8 +18,11 @@ from runkernel import AsyncDriver, Done, EndCauseKind, StoreError, ToolPolicy, o
 from runkernel.adapters.drive.model_errors import transient_model_error
 from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
-from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, checked_policies
-from runkernel.integrations.openai_agents._binding import _BINDING, Binding, DurableModel, GuardrailTripped, durable_tool
+from runkernel.adapters.worker.loop import Worker
+from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, app_name
+from runkernel.integrations._common import checked_policies, host_leases, serve_app, start_run
+from runkernel.integrations.openai_agents._binding import _BINDING, Binding, GuardrailTripped
+from runkernel.integrations.openai_agents._copies import DurableCopies, agents_of, handoff_names
 from runkernel.integrations.openai_agents._mapping import input_items, last_response, replayed_response
 from runkernel.kernel import Ended, IndeterminateChoice, Message, Role, TypedError
 
@@ -31,34 +34,6 @@ def openai_transient(error: BaseException) -> bool:
     return isinstance(error, APIConnectionError) or transient_model_error(error)
 
 
-def agents_of(agent: Agent[Any]) -> list[Agent[Any]]:
-    """``agent`` and every agent reachable through its handoffs, each once."""
-    found: list[Agent[Any]] = []
-    todo = [agent]
-    while todo:
-        each = todo.pop(0)
-        if any(each is seen for seen in found):
-            continue
-        found.append(each)
-        for entry in each.handoffs:
-            target = entry if isinstance(entry, Agent) else (entry._agent_ref() if entry._agent_ref is not None else None)
-            if isinstance(target, Agent):
-                todo.append(target)
-    return found
-
-
-def handoff_names(agent: Agent[Any]) -> dict[str, str]:
-    """Every handoff's tool name in the agent graph, with the agent it hands to."""
-    names: dict[str, str] = {}
-    for each in agents_of(agent):
-        for entry in each.handoffs:
-            if isinstance(entry, Handoff):
-                names[entry.tool_name] = entry.agent_name
-            else:
-                names[Handoff.default_tool_name(entry)] = entry.name
-    return names
-
-
 class DurableRunner:
     """Runs OpenAI Agents SDK agents as durable Runs of ``store`` (a URL or an open ``Store``).
 
@@ -66,8 +41,18 @@ class DurableRunner:
     ``"reconnect"``, ``"indeterminate"`` (handoffs get ``replay`` unless named here);
     ``status`` gives each reconnect tool its ``status(operation_id, lease_epoch) -> StatusReply``.
     ``transient`` says which model errors are retried (default ``openai_transient``),
-    ``model_attempts`` how often. The first call on an agent wraps, in place and once, its
-    model and function tools and those of every agent it hands off to."""
+    ``model_attempts`` how often. The user's agents, models and tools are never changed:
+    the first call on an agent makes a durable copy of it and of every agent it hands off
+    to (their models wrapped, their function tools and handoffs copied around their own),
+    and its Runs run the copy. Tracing is off inside durable Runs, per Run
+    (``RunConfig(tracing_disabled=True)``, never the SDK's global switch), unless
+    ``tracing=True``: then the run's own ``run_config`` decides.
+
+    ``app`` is the app name, given here once: recorded on the Runs ``run`` starts, so
+    that ``serve(agent)`` (the embedded worker, at launch) or ``runkernel worker`` with
+    ``worker_app(agent)`` continues them after a crash. A Run of ``app`` driven here
+    holds its lease (``lease_duration`` seconds, renewed as it goes): no worker drives
+    it too, until this process is gone and the lease ran out."""
 
     def __init__(
         self,
@@ -81,13 +66,18 @@ class DurableRunner:
         model_attempts: int = 5,
         poll_interval: float = 0.2,
         status_asks: int | None = None,
+        app: str | None = None,
+        lease_duration: float = 30.0,
+        tracing: bool = False,
     ) -> None:
         self.status = dict(status or {})
         self.store, self.policies = store, checked_policies(tools, self.status)
         self.max_steps, self.on_indeterminate = max_steps, on_indeterminate
         self.transient, self.model_attempts = transient, model_attempts
         self.poll_interval, self.status_asks = poll_interval, status_asks
+        self.app, self.lease_duration, self.tracing = app, lease_duration, tracing
         self._opened: list[Store] = []
+        self._copies = DurableCopies()
 
     def open(self) -> Store:
         """The store, opened once and shared by this runner's runs."""
@@ -102,20 +92,17 @@ class DurableRunner:
         return {**handoffs, **self.policies}
 
     def wrap(self, agent: Agent[Any]) -> Agent[Any]:
-        """Make ``agent`` and the agents it hands off to durable, in place (idempotent)."""
-        for each in agents_of(agent):
-            if not isinstance(each.model, DurableModel):
-                if not isinstance(each.model, Model):
-                    raise IntegrationError(f"agent {each.name!r}: give it a Model instance, not {each.model!r}")
-                each.model = DurableModel(each.model, each.name)
-            for tool in each.tools:
-                if isinstance(tool, FunctionTool):
-                    if tool.name not in self.policies:
-                        raise IntegrationError(
-                            f"tool {tool.name!r} has no recovery policy: give it one in DurableRunner(tools=...)"
-                        )
-                    durable_tool(tool)
-        return agent
+        """The durable copy of ``agent`` (and of the agents it hands off to) that its Runs
+        run, made once; ``agent`` itself is left as it is."""
+        return self._copies.of(agent, self.policies)
+
+    def configured(self, run: dict[str, Any]) -> dict[str, Any]:
+        """``Runner.run``'s options for a durable Run: tracing off in its ``run_config``
+        unless ``tracing=True`` (the SDK's global switch is never touched)."""
+        if self.tracing:
+            return run
+        config = run.get("run_config") or RunConfig()
+        return {**run, "run_config": dataclasses.replace(config, tracing_disabled=True)}
 
     # --- runs ---------------------------------------------------------------------------
 
@@ -125,10 +112,10 @@ class DurableRunner:
         """Start a Run in Thread ``thread_id`` with ``input`` (the user's prompt), or, with
         the SDK's ``RunState`` (``result.to_state()``, then ``approve``/``reject``), continue
         the Thread's Run with those answers. ``run`` goes to ``Runner.run``."""
-        binding, first = await self._bind(agent, input, thread_id, run_id, run.get("context"))
+        binding, first, durable = await self._bind(agent, input, thread_id, run_id, run.get("context"))
         token = _BINDING.set(binding)
         try:
-            result: RunResult = await self._finish(binding, Runner.run(agent, first, **run))
+            result: RunResult = await self._finish(binding, Runner.run(durable, first, **self.configured(run)))
         finally:
             _BINDING.reset(token)
         return result
@@ -145,7 +132,7 @@ class DurableRunner:
         once ``runkernel resume`` answered it): the SDK is given the Thread up to the last
         committed response and that response again, so it goes on from the calls the driver
         hands out. ``driver``: one that already holds the Run's lease (a worker's)."""
-        self.wrap(agent)
+        agent = self.wrap(agent)
         store = driver.store if driver is not None else self.open()
         thread_id = store.thread_of(run_id)
         if thread_id is None:
@@ -162,23 +149,32 @@ class DurableRunner:
         token = _BINDING.set(binding)
         items = input_items(messages[:last] if last is not None else messages)
         try:
-            result: RunResult = await self._finish(binding, Runner.run(start, items, **run))
+            result: RunResult = await self._finish(binding, Runner.run(start, items, **self.configured(run)))
             return result
         finally:
             _BINDING.reset(token)
 
-    def worker_app(self, agent: Agent[Any], *, name: str) -> DurableAgentApp:
-        """``agent`` as the app of ``runkernel worker --app MODULE:ATTR`` for Runs of app
-        ``name`` (``runkernel start --app NAME``): each Run with work is resumed under the
-        worker's lease; a tool body finds the lease epoch in ``current_invocation()``."""
-        return DurableAgentApp(name, self, agent, self.tools(agent), self.max_steps, self.on_indeterminate,
-                               self.transient, self.model_attempts)
+    def worker_app(self, agent: Agent[Any], *, name: str | None = None) -> DurableAgentApp:
+        """``agent`` as the app of ``runkernel worker --app MODULE:ATTR`` for Runs of the
+        runner's ``app`` (``name`` may repeat it; another name raises ``IntegrationError``
+        naming both): each Run with work is resumed under the worker's lease; a tool body
+        finds the lease epoch in ``current_invocation()``."""
+        return DurableAgentApp(app_name(self.app, name, "DurableRunner"), self, agent, self.tools(agent), self.max_steps,
+                               self.on_indeterminate, self.transient, self.model_attempts)
+
+    def serve(self, agent: Agent[Any], **worker: Any) -> Worker:
+        """Recovery at launch: start an embedded worker of ``agent`` for the Runs of ``app``
+        (a background thread, its own store connection) and return it; call its ``stop()``
+        at shutdown. It continues the Runs a crash left behind once their leases ran out,
+        and those answered with ``runkernel resume``. ``worker``: ``Worker``'s options."""
+        return serve_app(self.store, self.worker_app(agent), self.lease_duration, worker)
 
     # --- plumbing -----------------------------------------------------------------------
 
     def _driver(self, agent: Agent[Any]) -> AsyncDriver:
         return AsyncDriver(self.open(), self.tools(agent), max_steps=self.max_steps, on_indeterminate=self.on_indeterminate,
-                           transient=self.transient, model_attempts=self.model_attempts)
+                           transient=self.transient, model_attempts=self.model_attempts, app=self.app,
+                           leases=host_leases(self.open(), self.app, self.lease_duration))
 
     def _functions(self, agent: Agent[Any]) -> dict[str, FunctionTool]:
         return {t.name: t for each in agents_of(agent) for t in each.tools if isinstance(t, FunctionTool)}
@@ -189,8 +185,8 @@ class DurableRunner:
 
     async def _bind(
         self, agent: Agent[Any], input: Any, thread_id: str, run_id: str | None, context: Any
-    ) -> tuple[Binding, Any]:
-        self.wrap(agent)
+    ) -> tuple[Binding, Any, Agent[Any]]:
+        agent = self.wrap(agent)
         driver, store = self._driver(agent), self.open()
         head = store.thread_head(thread_id)
         active = head.active_run_id if head is not None else None
@@ -200,15 +196,10 @@ class DurableRunner:
             if active is None:
                 raise IntegrationError(f"thread {thread_id!r} has no Run that is not Ended to continue")
             binding._pick_up = active
-            return binding, input
-        if active is not None:
-            raise IntegrationError(
-                f"run {active!r} of thread {thread_id!r} is not Ended: continue it with DurableRunner.resume(agent, run_id)"
-                " or with the SDK's RunState"
-            )
+            return binding, input, agent
         prompt = [Message(Role.USER, input)] if isinstance(input, str) else [Message(Role.USER, item) for item in input]
-        await binding.settle(await driver.start(prompt, thread_id=thread_id, run_id=run_id))
-        return binding, input
+        await binding.settle(await start_run(driver, store, prompt, thread_id, run_id))  # ConversationBusy if held
+        return binding, input, agent
 
     async def _finish(self, binding: Binding, running: Any) -> Any:
         try:
@@ -272,10 +263,11 @@ class DurableStream:
 
     async def stream_events(self) -> AsyncIterator[Any]:
         """The SDK's stream events; the Run's end is committed once the stream is done."""
-        binding, first = await self._runner._bind(self._agent, self._input, self._thread_id, self._run_id, self._run.get("context"))
+        runner = self._runner
+        binding, first, durable = await runner._bind(self._agent, self._input, self._thread_id, self._run_id, self._run.get("context"))
         token = _BINDING.set(binding)
         try:
-            self.result = Runner.run_streamed(self._agent, first, **self._run)  # its task copies the binding
+            self.result = Runner.run_streamed(durable, first, **runner.configured(self._run))  # its task copies the binding
         finally:
             _BINDING.reset(token)
 

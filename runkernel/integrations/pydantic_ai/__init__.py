@@ -30,9 +30,11 @@ backend sees an opaque cache key where runkernel needs the tool call id (which
 
 Recovery is ``RunkernelDurability.resume(agent, run_id)``: it rebuilds the history from
 the store and runs the agent on it; the driver's pick-up decides what each call gets
-(its committed result, a replay attempt, a status question). ``durable.worker_app(agent,
-name="NAME")`` makes the agent the app of ``runkernel worker --app MODULE:ATTR``, which
-resumes each Run of app NAME that has work under its lease; a tool body then finds the
+(its committed result, a replay attempt, a status question). With the app named once,
+``RunkernelDurability(..., app="NAME")``, ``durable.serve(agent)`` at launch starts the
+embedded worker that does it for every Run of the app a crash left behind (recovery at
+launch), and ``durable.worker_app(agent)`` makes the agent the app of ``runkernel worker
+--app MODULE:ATTR``, which resumes each Run of app NAME that has work under its lease; a tool body then finds the
 lease epoch, its fencing token, in ``current_invocation().lease_epoch``
 (``current_invocation()`` is runkernel's one accessor: it returns the attempt's
 ``RunCall``, as a pull-mode tool and a push-mode host get it). With
@@ -49,7 +51,7 @@ thread). A model error that ``transient`` calls transient (default
 nothing: the request is sent again after a capped backoff, up to ``model_attempts``
 times; any other ends the Run ``failed``. The activation records the type of the run's
 ``deps``; ``resume`` with deps of another type raises ``DepsMismatch``, and
-``worker_app(agent, name=..., deps=factory)`` gives each Run under a worker its deps.
+``worker_app(agent, deps=factory)`` (and ``serve``) give each Run under a worker its deps.
 
 Pydantic AI runs function tools first and collects deferred ones at the end of the step,
 so the batch is committed in that order (function calls, then deferred calls, each in the
@@ -57,7 +59,7 @@ model's order) and tools run one at a time (``parallel_execution_mode('sequentia
 """
 
 from runkernel.adapters.drive.invocation import current_invocation, invocation_scope
-from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning
+from runkernel.integrations._common import ConversationBusy, IntegrationError, RunEnded, StatusFunction, StillRunning
 from runkernel.integrations.pydantic_ai._capability import RunkernelDurability
 from runkernel.integrations.pydantic_ai._context import (
     DeferredAfterStart,
@@ -69,6 +71,7 @@ from runkernel.integrations.pydantic_ai._mapping import to_model_messages
 from runkernel.integrations.pydantic_ai._worker import DepsFactory, DurableAgentApp
 
 __all__ = [
+    "ConversationBusy",
     "DeferredAfterStart",
     "DepsFactory",
     "DepsMismatch",

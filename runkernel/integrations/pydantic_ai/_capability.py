@@ -28,9 +28,11 @@ from runkernel.adapters.drive.invocation import invocation_scope
 from runkernel.adapters.drive.model_errors import DEFAULT_MODEL_ATTEMPTS, TransientPredicate
 from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
-from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, checked_policies
+from runkernel.adapters.worker.loop import Worker
+from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, app_name
+from runkernel.integrations._common import checked_policies, held_by, host_leases, serve_app, start_run
 from runkernel.integrations.pydantic_ai._context import (
-    _PICK_UP, DeferredAfterStart, DepsMismatch, PickUp, _warn_if_system_prompt,
+    _PICK_UP, DeferredAfterStart, DepsMismatch, PickUp, _warn_if_system_prompt, cannot_stream,
 )
 from runkernel.integrations.pydantic_ai._errors import ended_message, pydantic_ai_transient
 from runkernel.integrations.pydantic_ai._events import StreamListener
@@ -67,9 +69,11 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
       raised to the caller.
     - ``event_stream_handler(ctx, events)``: called once per event of the run, with an
       async iterable of that one event (as Pydantic AI's durable engines call theirs).
-    - ``app``: recorded on the Runs ``agent.run`` starts, so that ``runkernel worker``
-      with ``worker_app(agent, name=app)`` continues them (after an approval answered
-      with ``runkernel resume``, or a crash).
+    - ``app``: the app name, given here once: recorded on the Runs ``agent.run`` starts,
+      so that ``serve(agent)`` (at launch) or ``runkernel worker`` with
+      ``worker_app(agent)`` continues them (after a crash, or ``runkernel resume``). A
+      Run of ``app`` driven here holds its lease (``lease_duration`` s, renewed): no
+      worker drives it too, until the process is gone and the lease ran out.
     - ``max_steps``: steps before the Run ends ``step_limit``. ``on_indeterminate``: a
       call nobody knows the outcome of is shown to the model with its operation id
       (``PUBLISH``) or ends the Run ``outcome_unknown`` (``END_RUN``). ``status_asks``
@@ -106,6 +110,8 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
     event_stream_handler: EventStreamHandler[Any] | None = None
     #: the app the Runs ``agent.run`` starts record (a worker of that app continues them)
     app: str | None = None
+    #: how long the lease of a Run of ``app`` lasts unless renewed (in process and in ``serve``)
+    lease_duration: float = 30.0
 
     def __post_init__(self) -> None:
         self.tools = checked_policies(self.tools, self.status)  # "replay" and the like become their ToolPolicy
@@ -169,17 +175,27 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
         finally:
             _PICK_UP.reset(token)
 
-    def worker_app(self, agent: Agent[Any, Any], *, name: str, deps: DepsFactory | None = None) -> DurableAgentApp:
-        """``agent`` as the app of ``runkernel worker --app MODULE:ATTR``, for Runs whose
-        app is ``name`` (``runkernel start --app NAME``): each Run with work (new, orphaned
-        by a dead worker, or answered with ``runkernel resume``) is resumed under the
-        worker's lease, and its tools see the lease epoch (``current_invocation()``).
+    def worker_app(
+        self, agent: Agent[Any, Any], *, name: str | None = None, deps: DepsFactory | None = None
+    ) -> DurableAgentApp:
+        """``agent`` as the app of ``runkernel worker --app MODULE:ATTR``, for Runs of the
+        capability's ``app`` (``name`` may repeat it; another name raises
+        ``IntegrationError`` naming both): each Run with work (new, orphaned by a dead
+        process, or answered with ``runkernel resume``) is resumed under the worker's
+        lease, and its tools see the lease epoch (``current_invocation()``).
         ``deps(run_id)`` (sync or async) makes each Run's deps."""
         _warn_if_system_prompt(agent)
         return DurableAgentApp(
-            name, self, agent, self.tools, self.max_steps, self.on_indeterminate, self.transient, self.model_attempts,
-            deps,
+            app_name(self.app, name, "RunkernelDurability"), self, agent, self.tools, self.max_steps,
+            self.on_indeterminate, self.transient, self.model_attempts, deps,
         )
+
+    def serve(self, agent: Agent[Any, Any], *, deps: DepsFactory | None = None, **worker: Any) -> Worker:
+        """Recovery at launch: start an embedded worker of ``agent`` for the Runs of ``app``
+        (a background thread, its own store connection) and return it; call its ``stop()``
+        at shutdown. It continues the Runs a crash left behind once their leases ran out,
+        and those answered with ``runkernel resume``. ``worker``: ``Worker``'s options."""
+        return serve_app(self.store, self.worker_app(agent, deps=deps), self.lease_duration, worker)
 
     # --- capability hooks -------------------------------------------------------------
 
@@ -198,6 +214,8 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
     async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
         """Start a Run (``agent.run``) or pick one up (``resume``), run the agent, and end
         the Run with its final answer, or ``failed`` if the agent raised."""
+        if self.has_on_event and (why := cannot_stream(ctx.model)) is not None:  # refused before the Run starts
+            raise IntegrationError(f"event_stream_handler and checkpoint_every need a model that streams: {why}")
         pick_up = self._pick_up = _PICK_UP.get()
         if pick_up is not None and pick_up.deps_type is not None and pick_up.deps_type != _deps_type(ctx.deps):
             raise DepsMismatch(
@@ -213,6 +231,7 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
             driver = AsyncDriver(
                 self.open(), self.tools, gate=self, max_steps=self.max_steps, on_indeterminate=self.on_indeterminate,
                 transient=self.transient, model_attempts=self.model_attempts, app=self.app,
+                leases=host_leases(self.open(), self.app, self.lease_duration),
             )
         self._driver = driver
         if pick_up is None:
@@ -318,21 +337,13 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
                 results.calls[call_id] = answer
         return results if results.approvals or results.calls else None
 
-    # --- plumbing ---------------------------------------------------------------------
-
     async def _start(self, ctx: Any, driver: AsyncDriver) -> Action:
         thread_id, store = ctx.conversation_id, self.open()
-        head = store.thread_head(thread_id)
-        if head is not None and head.active_run_id is not None:
-            raise IntegrationError(
-                f"run {head.active_run_id!r} of conversation {thread_id!r} is not Ended: continue it with"
-                " RunkernelDurability.resume(agent, run_id), not a new agent.run"
-            )
         if ctx.prompt is None:
-            raise IntegrationError("a new durable Run needs a user prompt")
+            raise held_by(store, thread_id) or IntegrationError("a new durable Run needs a user prompt")
         recorded = {"runkernel": {"run_id": ctx.run_id, "deps_type": _deps_type(ctx.deps)}}  # resume checks it
         prompt = Message(Role.USER, to_jsonable_python(ctx.prompt), metadata=recorded)
-        return await driver.start([prompt], thread_id=thread_id, run_id=ctx.run_id)
+        return await start_run(driver, store, [prompt], thread_id, ctx.run_id)  # ConversationBusy if held
 
     async def _ready(self, ctx: Any) -> AsyncDriver:
         """Every hook starts here. A Run is picked up in the first hook, where the tool

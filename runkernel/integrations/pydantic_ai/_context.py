@@ -17,6 +17,25 @@ from runkernel.integrations._common import IntegrationError
 from runkernel.kernel import ResumePayload
 
 
+def cannot_stream(model: Any) -> str | None:
+    """Why ``model`` cannot stream a response, or None if it can: a ``FunctionModel``
+    without a ``stream_function``, or a model class without ``request_stream`` (a wrapper
+    model is asked about the model it wraps)."""
+    from pydantic_ai.models import Model
+    from pydantic_ai.models.function import FunctionModel
+
+    for _ in range(8):  # wrappers of wrappers; a bound keeps a cycle harmless
+        inner = getattr(model, "wrapped", None)
+        if not isinstance(inner, Model):
+            break
+        model = inner
+    if isinstance(model, FunctionModel) and model.stream_function is None:
+        return "its FunctionModel has no stream_function"
+    if isinstance(model, Model) and type(model).request_stream is Model.request_stream:
+        return f"{type(model).__name__} does not stream (no request_stream)"
+    return None
+
+
 class DeferredAfterStart(IntegrationError):
     """The host's fault: a tool body raised ``ApprovalRequired`` or ``CallDeferred`` after
     its Executing commit: the Tool-call machine has no Executing→Awaiting edge for it. Declare the
