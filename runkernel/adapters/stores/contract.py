@@ -151,7 +151,8 @@ def judge_append(
     a non-string key) is refused first, as ``IllegalCommit`` under ``values-are-json``,
     so that every store refuses it the same way before anything is written. ``line``
     is the commit's ``commit_to_json`` dict when the store has built it already (to
-    write it), so it is scanned without being built twice.
+    write it), so it is scanned without being built twice; a store of your own leaves it
+    out.
     """
     problem = commit_json_problem(commit) if line is None else json_problem(line)
     if problem is not None:

@@ -27,7 +27,7 @@ class LeaseRow:
     released: bool
 
     def valid_at(self, now: float) -> bool:
-        """Whether this lease is valid at store time ``now``."""
+        """Whether this lease is valid at store time ``now``: neither released nor expired."""
         return not self.released and self.lease.expires_at > now
 
 
