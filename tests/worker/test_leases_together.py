@@ -20,9 +20,9 @@ from runkernel.adapters.stores.contract import Lease, Store, StoreUnavailable
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.stores.registry import open_store
 from runkernel.adapters.worker.loop import Worker
-from test_slots import HANG, Gathering, _activate, _app, _ended
+from test_slots import HANG, Gathering, _activate, _app, _ended, store
 
-__all__ = ["postgres_url"]
+__all__ = ["postgres_url", "store"]
 
 _COUNTED = ("acquire_lease", "acquire_lease_and_pick_up", "acquire_leases", "renew_lease", "renew_leases")
 
@@ -55,19 +55,6 @@ class Counting:
             return answer
 
         return counted
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "memory":
-        yield MemoryStore()
-        return
-    url = f"sqlite:///{tmp_path / 'together.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
-    opened = open_store(url)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _until(done: Callable[[], bool], what: str) -> None:
