@@ -9,8 +9,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -18,7 +17,6 @@ import pytest
 from postgres_support import postgres_url
 from runkernel.adapters.stores.contract import Lease, Store, StoreUnavailable
 from runkernel.adapters.stores.memory import MemoryStore
-from runkernel.adapters.stores.registry import open_store
 from runkernel.adapters.worker.loop import Worker
 from test_slots import HANG, Gathering, _activate, _app, _ended, store
 
