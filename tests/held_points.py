@@ -97,13 +97,80 @@ def kill(process: Process) -> None:
     process.wait()
 
 
-def stop(process: Process) -> None:
-    """SIGSTOP ``process`` and return once the kernel shows it stopped: a signal is
-    delivered asynchronously, and a worker let go before it stops would move on."""
-    process.send_signal(signal.SIGSTOP)
-    stat = Path(f"/proc/{process.pid}/stat")
-    while stat.read_text().rpartition(")")[2].split()[0] != "T":
-        time.sleep(POLL)
+#: whether a stopped process is inside a transaction another worker would wait on
+InTransaction = Callable[[int], bool]
+
+
+def sqlite_writing(pid: int) -> bool:
+    """Whether process ``pid`` holds a SQLite write lock (any file in WAL mode: the store's,
+    the tools' downstream record): an exclusive POSIX lock on a WAL index's writer,
+    checkpointer or recovery byte (120-122 of its ``-shm`` file), as ``/proc/locks`` lists."""
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        # "1: POSIX  ADVISORY  WRITE 25547 fe:00:2151891 120 120"
+        if len(fields) >= 8 and fields[1] == "POSIX" and fields[3] == "WRITE" and fields[4] == str(pid):
+            if fields[6] in ("120", "121", "122"):
+                return True
+    return False
+
+
+def _tcp_ports(pid: int) -> list[int]:
+    """The local ports of process ``pid``'s TCP sockets."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    ports = []
+    for table in ("tcp", "tcp6"):
+        path = Path(f"/proc/{pid}/net/{table}")
+        if not path.exists():
+            continue
+        for row in path.read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[9] in inodes:
+                ports.append(int(fields[1].rpartition(":")[2], 16))
+    return ports
+
+
+def postgres_in_transaction(url: str) -> InTransaction:
+    """Whether process ``pid`` has a session on ``url``'s server (reached over TCP) inside
+    a transaction (``pg_stat_activity.xact_start``), or holds a SQLite write lock."""
+    import psycopg
+
+    def busy(pid: int) -> bool:
+        ports = _tcp_ports(pid)
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s) AND xact_start IS NOT NULL",
+                (ports,),
+            ).fetchone()
+        return (row is not None and int(row[0]) > 0) or sqlite_writing(pid)
+
+    return busy
+
+
+def stop(process: Process, in_transaction: InTransaction = sqlite_writing) -> int:
+    """SIGSTOP ``process`` outside every transaction and return once the kernel shows it
+    stopped (a signal is delivered asynchronously, and a worker let go before it stops
+    would move on); how often it was found stopped inside a transaction and continued to
+    be stopped again. A worker with several slots has other drives than the held one: one
+    of them stopped inside a transaction would hold the SQLite write lock, or PostgreSQL
+    row locks, and block every other worker until it is continued."""
+    inside = 0
+    while True:
+        process.send_signal(signal.SIGSTOP)
+        stat = Path(f"/proc/{process.pid}/stat")
+        while stat.read_text().rpartition(")")[2].split()[0] != "T":
+            time.sleep(POLL)
+        if not in_transaction(process.pid):
+            return inside
+        inside += 1
+        process.send_signal(signal.SIGCONT)
+        time.sleep(POLL)  # the next try, not a wait for anything in particular
 
 
 def taken_over(store: Store, run_id: str, epoch: int | None) -> bool:
@@ -122,9 +189,10 @@ def taken_over(store: Store, run_id: str, epoch: int | None) -> bool:
 class KillsAndStalls:
     """Carries a plan out over a pool of worker processes (``workers``, kept full): the
     worker at a point of ``kills`` is SIGKILLed and replaced by ``spawn(slot)``; the
-    worker at any other planned point is SIGSTOPped and let go, and once ``store``
-    shows its Run taken over it is continued, and ``finish(process)`` stops it and
-    says how many of its commits were refused (it came back holding a lease that
+    worker at any other planned point is SIGSTOPped (outside its transactions, as
+    ``in_transaction`` tells) and let go, and once ``store``
+    shows its Run taken over it is continued and sent SIGTERM, and once it exited
+    ``finish(process)`` says how many of its commits were refused (it came back holding a lease that
     another worker took over: W3), and it is replaced too."""
 
     def __init__(
@@ -135,8 +203,14 @@ class KillsAndStalls:
         workers: list[Process],
         spawn: Callable[[int], Process],
         finish: Callable[[Process], int],
+        in_transaction: InTransaction = sqlite_writing,
     ) -> None:
         self.points = points
+        self.in_transaction = in_transaction
+        #: how often a stall found its worker inside a transaction and tried again
+        self.stopped_inside_transactions = 0
+        #: points reached by a worker already killed or stalled at another (several slots)
+        self.passed: list[str] = []
         self.kill_points = frozenset(kills)
         self.store = store
         self.workers = workers
@@ -147,6 +221,7 @@ class KillsAndStalls:
         #: each stalled worker's refused commits, once it was continued and stopped
         self.refused_after_stalls: list[int] = []
         self._stalled: list[tuple[Arrival, Process]] = []
+        self._finishing: list[Process] = []  # continued and told to stop, not exited yet
 
     def act(self) -> list[Arrival]:
         """Act on every worker that reached a planned point (returned), and continue
@@ -160,32 +235,51 @@ class KillsAndStalls:
             self._stalled.remove((arrival, process))
             process.send_signal(signal.SIGCONT)
             self.stalls += 1
+            # stopped once it exits: meanwhile another of its slots may reach a point,
+            # which the next look lets go (its SIGTERM waits for that drive)
+            process.send_signal(signal.SIGTERM)
+            self._finishing.append(process)
+        for process in list(self._finishing):
+            if process.poll() is None:
+                continue
+            self._finishing.remove(process)
             self.refused_after_stalls.append(self.finish(process))
             slot = self.workers.index(process)
             self.workers[slot] = self.spawn(slot)
         return arrivals
 
     def _act_on(self, arrival: Arrival) -> None:
-        """Kill, or stop and let go, the worker at ``arrival``."""
-        slot = next(n for n, w in enumerate(self.workers) if w.pid == arrival.pid)
+        """Kill, or stop and let go, the worker at ``arrival``; a worker with several
+        slots may reach two points at once: at the second, if the first killed it or
+        stalls it, there is nothing left to act on (the point is let go, and counted
+        in ``passed``)."""
+        slot = next((n for n, w in enumerate(self.workers) if w.pid == arrival.pid), None)
+        stalled = [p for _, p in self._stalled] + self._finishing
+        if slot is None or any(p.pid == arrival.pid for p in stalled):
+            self.points.release(arrival)
+            self.passed.append(arrival.point)
+            return
         if arrival.point in self.kill_points:
             kill(self.workers[slot])
             self.kills += 1
             self.workers[slot] = self.spawn(slot)
         else:
-            stop(self.workers[slot])
+            self.stopped_inside_transactions += stop(self.workers[slot], self.in_transaction)
             self.points.release(arrival)  # seen once it is continued
             self._stalled.append((arrival, self.workers[slot]))
 
     @property
     def done(self) -> bool:
         """Every planned point reached and acted on, no worker left stopped."""
-        return not self.points.missing() and not self._stalled
+        return not self.points.missing() and not self._stalled and not self._finishing
 
     def continue_all(self) -> None:
-        """SIGCONT every worker still stopped (a test that fails half-way)."""
+        """SIGCONT every worker still stopped, and let every point go (a test that
+        fails half-way: a worker held at a point would never finish its SIGTERM)."""
         for _arrival, process in self._stalled:
             process.send_signal(signal.SIGCONT)
+        for point in self.points.planned:
+            (self.points.directory / f"{point}.go").touch()
 
 
 # --- the worker's side ------------------------------------------------------------------
