@@ -102,15 +102,30 @@ InTransaction = Callable[[int], bool]
 
 
 def sqlite_writing(pid: int) -> bool:
-    """Whether process ``pid`` holds a SQLite write lock (any file in WAL mode: the store's,
-    the tools' downstream record): an exclusive POSIX lock on a WAL index's writer,
-    checkpointer or recovery byte (120-122 of its ``-shm`` file), as ``/proc/locks`` lists."""
+    """Whether process ``pid`` holds a SQLite lock another process's write would wait on,
+    as ``/proc/locks`` lists its POSIX locks: in WAL mode (the store) an exclusive lock on a
+    WAL index's writer, checkpointer or recovery byte (120-122 of its ``-shm`` file); in
+    rollback-journal mode (the tools' downstream records) any lock on the database's lock
+    bytes (a reader's SHARED lock too: a writer cannot commit past it)."""
+    opened: dict[int, str] = {}  # the files the process has open, by inode
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+            opened[os.stat(target).st_ino] = target
+        except OSError:
+            continue
+    paths = set(opened.values())
     for line in Path("/proc/locks").read_text().splitlines():
-        fields = line.split()
         # "1: POSIX  ADVISORY  WRITE 25547 fe:00:2151891 120 120"
-        if len(fields) >= 8 and fields[1] == "POSIX" and fields[3] == "WRITE" and fields[4] == str(pid):
-            if fields[6] in ("120", "121", "122"):
+        fields = line.split()
+        if len(fields) < 8 or fields[1] != "POSIX" or fields[4] != str(pid):
+            continue
+        path, start = opened.get(int(fields[5].rpartition(":")[2]), ""), int(fields[6])
+        if path.endswith("-shm"):
+            if fields[3] == "WRITE" and start in (120, 121, 122):
                 return True
+        elif f"{path}-shm" not in paths and start >= 0x40000000:  # rollback mode: PENDING, RESERVED, SHARED
+            return True
     return False
 
 
