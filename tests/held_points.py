@@ -156,9 +156,13 @@ def postgres_in_transaction(url: str) -> InTransaction:
     a transaction (``pg_stat_activity.xact_start``), or holds a SQLite write lock."""
     import psycopg
 
+    from runkernel.adapters.stores.postgres.schema import split_url
+
+    conninfo, _schema = split_url(url)
+
     def busy(pid: int) -> bool:
         ports = _tcp_ports(pid)
-        with psycopg.connect(url, autocommit=True) as conn:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
             row = conn.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s) AND xact_start IS NOT NULL",
                 (ports,),
@@ -181,7 +185,12 @@ def stop(process: Process, in_transaction: InTransaction = sqlite_writing) -> in
         stat = Path(f"/proc/{process.pid}/stat")
         while stat.read_text().rpartition(")")[2].split()[0] != "T":
             time.sleep(POLL)
-        if not in_transaction(process.pid):
+        try:
+            busy = in_transaction(process.pid)
+        except BaseException:
+            process.send_signal(signal.SIGCONT)  # never leave it stopped behind a failing test
+            raise
+        if not busy:
             return inside
         inside += 1
         process.send_signal(signal.SIGCONT)
@@ -219,9 +228,15 @@ class KillsAndStalls:
         spawn: Callable[[int], Process],
         finish: Callable[[Process], int],
         in_transaction: InTransaction = sqlite_writing,
+        stall: Callable[[Process], int] | None = None,
+        resume: Callable[[Process], None] | None = None,
     ) -> None:
         self.points = points
         self.in_transaction = in_transaction
+        #: how a worker is stalled (how often it was tried again) and let go on: SIGSTOP
+        #: outside its transactions and SIGCONT unless the test says otherwise
+        self.stall = stall or (lambda process: stop(process, self.in_transaction))
+        self.resume = resume or (lambda process: process.send_signal(signal.SIGCONT))
         #: how often a stall found its worker inside a transaction and tried again
         self.stopped_inside_transactions = 0
         #: points reached by a worker already killed or stalled at another (several slots)
@@ -248,7 +263,7 @@ class KillsAndStalls:
             if not taken_over(self.store, arrival.run_id, arrival.lease_epoch):
                 continue
             self._stalled.remove((arrival, process))
-            process.send_signal(signal.SIGCONT)
+            self.resume(process)
             self.stalls += 1
             # stopped once it exits: meanwhile another of its slots may reach a point,
             # which the next look lets go (its SIGTERM waits for that drive)
@@ -279,7 +294,7 @@ class KillsAndStalls:
             self.kills += 1
             self.workers[slot] = self.spawn(slot)
         else:
-            self.stopped_inside_transactions += stop(self.workers[slot], self.in_transaction)
+            self.stopped_inside_transactions += self.stall(self.workers[slot])
             self.points.release(arrival)  # seen once it is continued
             self._stalled.append((arrival, self.workers[slot]))
 
@@ -292,7 +307,7 @@ class KillsAndStalls:
         """SIGCONT every worker still stopped, and let every point go (a test that
         fails half-way: a worker held at a point would never finish its SIGTERM)."""
         for _arrival, process in self._stalled:
-            process.send_signal(signal.SIGCONT)
+            self.resume(process)
         for point in self.points.planned:
             (self.points.directory / f"{point}.go").touch()
 
