@@ -230,8 +230,13 @@ class KillsAndStalls:
         in_transaction: InTransaction = sqlite_writing,
         stall: Callable[[Process], int] | None = None,
         resume: Callable[[Process], None] | None = None,
+        in_flight: Callable[[Process], int] | None = None,
     ) -> None:
         self.points = points
+        #: how many Runs a worker holds leases on (asked of each worker killed)
+        self.in_flight = in_flight
+        #: the Runs each killed worker held leases on when it was killed (with ``in_flight``)
+        self.in_flight_at_kills: list[int] = []
         self.in_transaction = in_transaction
         #: how a worker is stalled (how often it was tried again) and let go on: SIGSTOP
         #: outside its transactions and SIGCONT unless the test says otherwise
@@ -290,6 +295,8 @@ class KillsAndStalls:
             self.passed.append(arrival.point)
             return
         if arrival.point in self.kill_points:
+            if self.in_flight is not None:
+                self.in_flight_at_kills.append(self.in_flight(self.workers[slot]))
             kill(self.workers[slot])
             self.kills += 1
             self.workers[slot] = self.spawn(slot)
