@@ -129,6 +129,17 @@ def sqlite_writing(pid: int) -> bool:
     return False
 
 
+def _counting(pid: int) -> bool:
+    """Whether process ``pid`` holds the lock of a point's start count (``_hold``): stopped
+    there, it would stop every other worker's count of that tool (seen: the points after
+    it never reached)."""
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[1] == "FLOCK" and fields[4] == str(pid):
+            return True
+    return False
+
+
 def _tcp_ports(pid: int) -> list[int]:
     """The local ports of process ``pid``'s TCP sockets."""
     inodes = set()
@@ -175,8 +186,8 @@ def postgres_in_transaction(url: str) -> InTransaction:
 def stop(process: Process, in_transaction: InTransaction = sqlite_writing) -> int:
     """SIGSTOP ``process`` outside every transaction and return once the kernel shows it
     stopped (a signal is delivered asynchronously, and a worker let go before it stops
-    would move on); how often it was found stopped inside a transaction and continued to
-    be stopped again. A worker with several slots has other drives than the held one: one
+    would move on); how often it was found stopped inside a transaction (or holding the
+    lock of a point's start count) and continued to be stopped again. A worker with several slots has other drives than the held one: one
     of them stopped inside a transaction would hold the SQLite write lock, or PostgreSQL
     row locks, and block every other worker until it is continued."""
     inside = 0
@@ -186,7 +197,7 @@ def stop(process: Process, in_transaction: InTransaction = sqlite_writing) -> in
         while stat.read_text().rpartition(")")[2].split()[0] != "T":
             time.sleep(POLL)
         try:
-            busy = in_transaction(process.pid)
+            busy = _counting(process.pid) or in_transaction(process.pid)
         except BaseException:
             process.send_signal(signal.SIGCONT)  # never leave it stopped behind a failing test
             raise

@@ -60,6 +60,7 @@ class Pool:
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]),
             "RUNKERNEL_FENCING_LEDGER": str(self.ledger),
+            "PYTHONFAULTHANDLER": "1",
             **points.env(),
         }
         self.spawned = 0
@@ -196,6 +197,8 @@ def test_stalled_workers_late_starts_are_refused_downstream(tmp_path: Path, slot
     finally:
         for _arrival, proc in stalled + continued:
             proc.send_signal(signal.SIGCONT)
+        for point in planned:  # a worker held at a point never heard would never finish its SIGTERM
+            (points.directory / f"{point}.go").touch()
         exits = [pool.terminate(proc, began) for proc in live]
         exits += [pool.terminate(proc, began) for _arrival, proc in stalled + continued]
 
