@@ -30,7 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from held_points import Arrival, HeldPoints, Process, stop
+from held_points import Arrival, HeldPoints, Process
+from stopping import stop
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.kernel.protocol import Activate
 from runkernel.kernel.state import CallCompleted, CallIndeterminate, Ended, Message

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from held_points import HeldPoints, KillsAndStalls, Process, postgres_in_transaction
+from held_points import HeldPoints, KillsAndStalls, Process
+from stopping import postgres_in_transaction
 from postgres_support import postgres_url
 from runkernel.cli.entry import main
 from runkernel.kernel.state import Awaiting, Ended
