@@ -22,7 +22,6 @@ import fcntl
 import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -34,6 +33,8 @@ from runkernel import RunCall
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.kernel.policies import ToolPolicy
+from stopping import InTransaction, sqlite_writing, stop
+from stopping import Process as Process  # the tests name it from here
 
 ENV = "RUNKERNEL_TEST_HELD_POINTS"
 #: how often this process was held at a planned point and let go
@@ -41,9 +42,6 @@ let_go = 0
 #: how often a held worker looks for its go-ahead, and the test for arrivals (a poll of
 #: a condition, never a guess at how long something takes)
 POLL = 0.005
-
-#: a worker process, its output read as text or not
-Process = subprocess.Popen[str] | subprocess.Popen[bytes]
 
 
 @frozen
@@ -97,15 +95,6 @@ def kill(process: Process) -> None:
     process.wait()
 
 
-def stop(process: Process) -> None:
-    """SIGSTOP ``process`` and return once the kernel shows it stopped: a signal is
-    delivered asynchronously, and a worker let go before it stops would move on."""
-    process.send_signal(signal.SIGSTOP)
-    stat = Path(f"/proc/{process.pid}/stat")
-    while stat.read_text().rpartition(")")[2].split()[0] != "T":
-        time.sleep(POLL)
-
-
 def taken_over(store: Store, run_id: str, epoch: int | None) -> bool:
     """Whether another lease than ``epoch`` drove ``run_id`` since: it holds the Run now,
     or wrote its last commit (epochs only rise)."""
@@ -122,9 +111,10 @@ def taken_over(store: Store, run_id: str, epoch: int | None) -> bool:
 class KillsAndStalls:
     """Carries a plan out over a pool of worker processes (``workers``, kept full): the
     worker at a point of ``kills`` is SIGKILLed and replaced by ``spawn(slot)``; the
-    worker at any other planned point is SIGSTOPped and let go, and once ``store``
-    shows its Run taken over it is continued, and ``finish(process)`` stops it and
-    says how many of its commits were refused (it came back holding a lease that
+    worker at any other planned point is SIGSTOPped (outside its transactions, as
+    ``in_transaction`` tells) and let go, and once ``store``
+    shows its Run taken over it is continued and sent SIGTERM, and once it exited
+    ``finish(process)`` says how many of its commits were refused (it came back holding a lease that
     another worker took over: W3), and it is replaced too."""
 
     def __init__(
@@ -135,8 +125,25 @@ class KillsAndStalls:
         workers: list[Process],
         spawn: Callable[[int], Process],
         finish: Callable[[Process], int],
+        in_transaction: InTransaction = sqlite_writing,
+        stall: Callable[[Process], int] | None = None,
+        resume: Callable[[Process], None] | None = None,
+        in_flight: Callable[[Process], int] | None = None,
     ) -> None:
         self.points = points
+        #: how many Runs a worker holds leases on (asked of each worker killed)
+        self.in_flight = in_flight
+        #: the Runs each killed worker held leases on when it was killed (with ``in_flight``)
+        self.in_flight_at_kills: list[int] = []
+        self.in_transaction = in_transaction
+        #: how a worker is stalled (how often it was tried again) and let go on: SIGSTOP
+        #: outside its transactions and SIGCONT unless the test says otherwise
+        self.stall = stall or (lambda process: stop(process, self.in_transaction))
+        self.resume = resume or (lambda process: process.send_signal(signal.SIGCONT))
+        #: how often a stall found its worker inside a transaction and tried again
+        self.stopped_inside_transactions = 0
+        #: points reached by a worker already killed or stalled at another (several slots)
+        self.passed: list[str] = []
         self.kill_points = frozenset(kills)
         self.store = store
         self.workers = workers
@@ -147,6 +154,7 @@ class KillsAndStalls:
         #: each stalled worker's refused commits, once it was continued and stopped
         self.refused_after_stalls: list[int] = []
         self._stalled: list[tuple[Arrival, Process]] = []
+        self._finishing: list[Process] = []  # continued and told to stop, not exited yet
 
     def act(self) -> list[Arrival]:
         """Act on every worker that reached a planned point (returned), and continue
@@ -158,34 +166,55 @@ class KillsAndStalls:
             if not taken_over(self.store, arrival.run_id, arrival.lease_epoch):
                 continue
             self._stalled.remove((arrival, process))
-            process.send_signal(signal.SIGCONT)
+            self.resume(process)
             self.stalls += 1
+            # stopped once it exits: meanwhile another of its slots may reach a point,
+            # which the next look lets go (its SIGTERM waits for that drive)
+            process.send_signal(signal.SIGTERM)
+            self._finishing.append(process)
+        for process in list(self._finishing):
+            if process.poll() is None:
+                continue
+            self._finishing.remove(process)
             self.refused_after_stalls.append(self.finish(process))
             slot = self.workers.index(process)
             self.workers[slot] = self.spawn(slot)
         return arrivals
 
     def _act_on(self, arrival: Arrival) -> None:
-        """Kill, or stop and let go, the worker at ``arrival``."""
-        slot = next(n for n, w in enumerate(self.workers) if w.pid == arrival.pid)
+        """Kill, or stop and let go, the worker at ``arrival``; a worker with several
+        slots may reach two points at once: at the second, if the first killed it or
+        stalls it, there is nothing left to act on (the point is let go, and counted
+        in ``passed``)."""
+        slot = next((n for n, w in enumerate(self.workers) if w.pid == arrival.pid), None)
+        stalled = [p for _, p in self._stalled] + self._finishing
+        if slot is None or any(p.pid == arrival.pid for p in stalled):
+            self.points.release(arrival)
+            self.passed.append(arrival.point)
+            return
         if arrival.point in self.kill_points:
+            if self.in_flight is not None:
+                self.in_flight_at_kills.append(self.in_flight(self.workers[slot]))
             kill(self.workers[slot])
             self.kills += 1
             self.workers[slot] = self.spawn(slot)
         else:
-            stop(self.workers[slot])
+            self.stopped_inside_transactions += self.stall(self.workers[slot])
             self.points.release(arrival)  # seen once it is continued
             self._stalled.append((arrival, self.workers[slot]))
 
     @property
     def done(self) -> bool:
         """Every planned point reached and acted on, no worker left stopped."""
-        return not self.points.missing() and not self._stalled
+        return not self.points.missing() and not self._stalled and not self._finishing
 
     def continue_all(self) -> None:
-        """SIGCONT every worker still stopped (a test that fails half-way)."""
+        """SIGCONT every worker still stopped, and let every point go (a test that
+        fails half-way: a worker held at a point would never finish its SIGTERM)."""
         for _arrival, process in self._stalled:
-            process.send_signal(signal.SIGCONT)
+            self.resume(process)
+        for point in self.points.planned:
+            (self.points.directory / f"{point}.go").touch()
 
 
 # --- the worker's side ------------------------------------------------------------------

@@ -2,7 +2,8 @@
 (one slot unless SLOTS says more; STORE a SQLite path or a store URL).
 
 It drives the race app's Runs (holding at the points the race planned: ``held_points``)
-until SIGTERM (once REPORT.ready exists), appending each commit it saw acknowledged to
+until SIGTERM (once REPORT.ready exists; SIGUSR1 stalls its store calls and writes
+REPORT.stalled once they do, SIGUSR2 lets them go), appending each commit it saw acknowledged to
 ACKS (one unbuffered write per line, so a SIGKILL loses at most the line being
 written) and, after a clean stop, its counts to REPORT.
 """
@@ -64,7 +65,12 @@ def main(store_path: str, acks_path: str, report_path: str, worker_id: str, leas
 
     store = open_store(store_path, create=False) if "://" in store_path else SqliteStore(store_path, create=False)
     stalled = [False]
-    signal.signal(signal.SIGUSR1, lambda _signum, _frame: stalled.__setitem__(0, True))
+
+    def stall(_signum: int, _frame: object) -> None:
+        stalled[0] = True
+        open(report_path + ".stalled", "w").close()  # the test lets a held point go only then
+
+    signal.signal(signal.SIGUSR1, stall)
     signal.signal(signal.SIGUSR2, lambda _signum, _frame: stalled.__setitem__(0, False))
     worker = Worker(
         cast(Store, Pausable(store, stalled)),

@@ -63,6 +63,16 @@ def _stderr(worker: subprocess.Popen[Any]) -> str:
     return stderr.read()[-20_000:]
 
 
+def in_flight_peak(report: str) -> int:
+    """The most Runs a worker had in flight at once, from its report line (``..., at most
+    4 in flight, ...``)."""
+    for part in report.strip().split(", "):
+        words = part.split()
+        if words[:2] == ["at", "most"] and words[3:] == ["in", "flight"]:
+            return int(words[2])
+    return 0
+
+
 def report_figure(report: str, plural: str) -> int:
     """A count from a worker's report line (``..., 1 drive, 3 conflicts, 0 leases lost``),
     named in the plural; the line says the singular for 1."""

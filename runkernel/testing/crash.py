@@ -22,6 +22,7 @@ the store alone.
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -102,14 +103,17 @@ class CrashAtEncounters:
         self.targets = frozenset(targets)
         self.seen = 0
         self.fired: list[tuple[Boundary, Position]] = []
+        self._lock = threading.Lock()  # a worker's slots ask from threads of their own
 
     def crash_here(self, boundary: Boundary, position: Position) -> bool:
-        """True at a listed index; counts every boundary asked about."""
-        hit = self.seen in self.targets
-        self.seen += 1
-        if hit:
-            self.fired.append((boundary, position))
-        return hit
+        """True at a listed index; counts every boundary asked about (each index once,
+        whichever thread asks)."""
+        with self._lock:
+            hit = self.seen in self.targets
+            self.seen += 1
+            if hit:
+                self.fired.append((boundary, position))
+            return hit
 
 
 #: What a dying write raises, given where it died: the writer's death by default, or a

@@ -1,5 +1,6 @@
 """W1 with a lease that is still valid but has less left than the safety margin: nothing
-starts. Through a pull-mode ``Runtime`` and a push-mode ``Driver`` (both shells), on the
+starts. Through a pull-mode ``Runtime``, a push-mode ``Driver`` (both shells) and a
+``Worker`` with slots (IN_FLIGHT Runs in flight at once, each under the margin), on the
 memory store, SQLite and PostgreSQL.
 
 A worker's lease is brought under its margin in the instant before its Executing commit
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -29,14 +31,16 @@ from runkernel.adapters.drive.actions import DriverStopped, RunCall
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.drive.ports import InferenceRequest, ModelReply, Returned, StatusReply, ToolRegistry
 from runkernel.adapters.drive.runtime import Runtime
-from runkernel.adapters.stores.contract import Lease, LeaseLost
+from runkernel.adapters.stores.contract import Lease, LeaseLost, Settlement, Store
+from runkernel.adapters.worker.apps import RuntimeApp
+from runkernel.adapters.worker.loop import Worker
 from runkernel.kernel.policies import RecoveryMode, ToolPolicy, ToolRecoveryPolicy
-from runkernel.kernel.protocol import OperationStatus
-from runkernel.kernel.state import CallExecuting, Message, ThreadCommit
+from runkernel.kernel.protocol import Activate, OperationStatus
+from runkernel.kernel.state import CallExecuting, Message, RunSnapshot, ThreadCommit
 from runkernel.kernel.values import EndCauseKind, Role
 from runkernel.specs.checker import Verdict, check_commits
-from runkernel.testing import CountingIds, ManualClock
-from store_interleavings import STORES, open_stores
+from runkernel.testing import CountingIds, ManualClock, step
+from store_interleavings import STORES, open_stores, starts_a_call
 
 __all__ = ["postgres_url"]
 
@@ -49,6 +53,7 @@ MARGIN = 29.5
 LEFT = MARGIN - 0.2
 SCRIPT = {1: Reply("working", (("replay", {"n": 1}),)), 2: Reply("done", end=EndCauseKind.COMPLETED)}
 REPLAY = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY, max_attempts=3))
+HANG_GUARD = 120.0  # seconds: only so that a broken test fails instead of hanging
 
 
 class _Lease:
@@ -192,3 +197,89 @@ def test_a_push_driver_hands_out_no_run_call_while_its_lease_has_less_left_than_
         f"commit {lease.left_in_commit[0]}; RunCalls handed out {starts}; lease checks {lease.keeper.checks} "
         f"(answered by the commit {lease.keeper.checks_in_commit}); commits {commits}"
     )
+
+
+# --- a worker with slots: several Runs in flight, each under the margin ----------------
+
+#: Runs a worker of as many slots holds in flight at once, each brought under the margin
+IN_FLIGHT = 4
+
+
+class _EveryRunUnder:
+    """The worker's store, and each slot's (``reopen``): an Executing commit first waits
+    until every Run is leased (all in flight at once), then brings every lease under the
+    margin: on the memory store and SQLite the store's clock stood still while the leases
+    were granted, so one setting serves them all; on PostgreSQL the server's clock passes
+    under the latest grant (each lease then has less than LEFT left, valid for seconds)."""
+
+    def __init__(self, store: Store, lease: _Lease, run_ids: list[str]) -> None:
+        self.store, self.lease, self.run_ids = store, lease, run_ids
+
+    def reopen(self) -> Store:
+        return cast(Store, _EveryRunUnder(self.store.reopen(), self.lease, self.run_ids))
+
+    def append(self, commit: ThreadCommit, settle: Settlement | None = None, **options: Any) -> RunSnapshot:
+        if starts_a_call(commit):
+            self._every_lease_under()
+        stored = self.store.append(commit, settle, **options)
+        if starts_a_call(commit):
+            self.lease.executing.append(commit)
+        return stored
+
+    def _every_lease_under(self) -> None:
+        began = time.monotonic()
+        while True:
+            statuses = self.lease.rival.lease_statuses(self.run_ids)
+            leases = [s.lease for s in statuses.values() if s.lease is not None and not s.released]
+            if len(leases) == len(self.run_ids):
+                break
+            assert time.monotonic() - began < HANG_GUARD, f"hang guard: not every Run leased: {statuses}"
+            time.sleep(0.01)  # the next look, not a wait for anything in particular
+        latest = max(lease.expires_at for lease in leases)
+        if self.lease.kind != "postgres":
+            self.lease.clock.now = max(self.lease.clock.now, latest - LEFT)
+            return
+        while (left := latest - self.lease.rival.store_time()) > LEFT:
+            time.sleep(left - LEFT + 0.01)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+@pytest.mark.parametrize("store_kind", STORES)
+def test_a_worker_with_slots_starts_no_tool_of_any_run_in_flight_under_the_margin(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    lease = _Lease(store_kind, tmp_path, request)
+    lease.store.before_executing = lease.store.after_executing = None  # the worker's own leases, brought under here
+    run_ids = [f"r{n}" for n in range(IN_FLIGHT)]
+    for n, run_id in enumerate(run_ids):
+        decision = step(None, Activate(f"t{n}", run_id, 0, (Message(Role.USER, "go"),), "margin"))
+        assert decision.commit is not None
+        lease.rival.append(decision.commit)
+    tool = _Tool()
+    app = RuntimeApp("margin", _Model(), ToolRegistry({"replay": tool}))
+    worker = Worker(
+        cast(Store, _EveryRunUnder(lease.store, lease, run_ids)), app, worker_id="w1", lease_duration=LEASE,
+        lease_margin=MARGIN, monotonic=lambda: 0.0, concurrency=IN_FLIGHT, ids=CountingIds("id"),
+    )
+    report = worker.run_once()
+    statuses = lease.rival.lease_statuses(run_ids)
+    calls = []
+    for n, run_id in enumerate(run_ids):
+        state = lease.rival.run(run_id)
+        assert state is not None and state.open_batch is not None
+        calls += [call.status for call in state.open_batch.calls]
+        assert check_commits(list(lease.rival.commits(f"t{n}"))).verdict is Verdict.LEGAL
+    print(
+        f"W1 margin, worker with {IN_FLIGHT} slots [{store_kind}]: lease {LEASE} s, margin {MARGIN} s; Runs "
+        f"{len(run_ids)}, in-flight peak {report.in_flight_peak}, Executing commits {len(lease.executing)}, tool "
+        f"starts {len(tool.starts)}, leases lost {report.leases_lost}, failures {report.failures}"
+    )
+    assert tool.starts == [], "an executor started with less lease left than the margin"
+    assert report.in_flight_peak == IN_FLIGHT, "the Runs were not in flight at once"
+    assert len(lease.executing) == IN_FLIGHT and report.leases_lost == IN_FLIGHT and report.failures == 0
+    assert calls == [CallExecuting(1)] * IN_FLIGHT, "nothing claims a call ran"
+    # each lease is still the worker's and valid: only the starts were withheld
+    assert all(s.lease is not None and s.lease.worker_id == "w1" and not s.released and s.lease.expires_at > s.now
+               for s in statuses.values()), statuses

@@ -10,7 +10,11 @@ committed under ROUNDS leases of its own, so more than PROCESSES epochs hold com
 at any machine load (load only makes it slower: a commit too late for its lease is
 refused, and its process takes another lease). Each process then waits until another
 took its last lease over after its expiry (all but the last to finish are) and tries
-one more commit under it, which must be refused."""
+one more commit under it, which must be refused. Whether a process is the last is read
+before the lease it checks, so a process descheduled between its reads decides the same
+way (the "stalled-check" case stalls every process there for twice the lease: with the
+reads the other way round, two processes said "not taken over", as one run under load
+once did)."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import textwrap
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from postgres_support import postgres_url
 from runkernel.kernel.values import Role
 from runkernel.testing import activate
@@ -42,7 +47,7 @@ _HOLDER = textwrap.dedent(
     from pathlib import Path
 
     url, me, rounds, duration = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-    done, processes = Path(sys.argv[5]), int(sys.argv[6])
+    done, processes, stall = Path(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7])
     store = PostgresStore(url)
     wins, held, refused, lost, seq = [], 0, 0, 0, 0
     print("ready", flush=True)
@@ -69,8 +74,14 @@ _HOLDER = textwrap.dedent(
     (done / me).touch()
     late = "not taken over"  # the last process to finish: nobody is left to take it over
     while True:
+        # whether every process is done is read BEFORE the lease: no lease is taken after
+        # the last one is done, so a lease not taken over then never will be. Read after,
+        # a process descheduled between the two reads missed the take-over of the last
+        # process to finish, and two processes said "not taken over" (once, under load)
+        everyone_done = len(list(done.iterdir())) == processes
         head = store.run("r0")
         current, writer = store.current_lease("r0"), store.writer_of("t0", head.version)
+        time.sleep(stall)  # a process descheduled between what it read and what it decides
         taken = current is not None and current.epoch > lease.epoch
         if taken or (writer is not None and writer.epoch > lease.epoch):
             seq += 1
@@ -83,7 +94,7 @@ _HOLDER = textwrap.dedent(
                 wins.append([tag, lease.epoch])
                 late = "accepted"
             break
-        if len(list(done.iterdir())) == processes:
+        if everyone_done:
             break
         time.sleep(0.01)
     store.close()
@@ -92,7 +103,8 @@ _HOLDER = textwrap.dedent(
 )
 
 
-def test_leases_taken_over_across_processes_never_overlap(postgres_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stall", [0.0, 2 * LEASE], ids=["no-stall", "stalled-check"])
+def test_leases_taken_over_across_processes_never_overlap(postgres_url: str, tmp_path: Path, stall: float) -> None:
     from runkernel.adapters.stores.postgres import PostgresStore
 
     store = PostgresStore(postgres_url)
@@ -102,7 +114,7 @@ def test_leases_taken_over_across_processes_never_overlap(postgres_url: str, tmp
     holders = [
         subprocess.Popen(
             [sys.executable, "-c", _HOLDER, postgres_url, f"w{n}", str(ROUNDS), str(LEASE), str(tmp_path),
-             str(PROCESSES)],
+             str(PROCESSES), str(stall)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )
         for n in range(PROCESSES)

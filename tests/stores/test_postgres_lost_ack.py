@@ -2,10 +2,12 @@
 reached the store is retried by identity and version: the commit is adopted, never
 written twice and never reported as a conflict; a connection cut before the server saw
 the commit sends it again, once; another writer's commit at that version is a conflict,
-even when it is this very commit, byte for byte, written under another lease."""
+even when it is this very commit, byte for byte, written under another lease. Also
+through a worker with slots, several Runs in flight over as many connections."""
 
 from __future__ import annotations
 
+import threading
 import urllib.parse
 from collections.abc import Callable
 
@@ -14,9 +16,17 @@ import pytest
 
 from pg_proxy import Cut, CuttingProxy
 from postgres_support import postgres_url
+from runkernel.adapters.drive.actions import CallRequest, RunCall
+from runkernel.adapters.drive.ports import InferenceRequest, ModelReply, Returned, StatusReply, ToolRegistry
 from runkernel.adapters.stores.contract import CommitConflict, Writer
-from runkernel.kernel.state import RunSnapshot
-from runkernel.testing import text_run
+from runkernel.adapters.worker.apps import RuntimeApp
+from runkernel.adapters.worker.loop import Worker
+from runkernel.kernel.policies import ToolPolicy
+from runkernel.kernel.protocol import Activate
+from runkernel.kernel.state import Ended, Message, RunSnapshot
+from runkernel.kernel.values import EndCauseKind, Role
+from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import step, text_run
 
 __all__ = ["postgres_url"]
 
@@ -256,3 +266,80 @@ def test_an_identical_commit_landing_between_the_lookup_and_the_resend_is_a_conf
     store.close()
     taker_store.close()
     proxy.close()
+
+
+#: Runs a worker of as many slots drives at once through the cutting proxy
+IN_FLIGHT = 4
+
+
+class _OneCall:
+    """Step 1 calls ``work``; step 2 ends the Run."""
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        if request.step == 1:
+            return ModelReply("working", (CallRequest("work", {}),))
+        return ModelReply("done", end=EndCauseKind.COMPLETED)
+
+
+class _Together:
+    """A replay tool whose starts wait until IN_FLIGHT of them run at once (every Run in
+    flight together), and are counted."""
+
+    policy = ToolPolicy.replay()
+
+    def __init__(self) -> None:
+        self.barrier = threading.Barrier(IN_FLIGHT)
+        self.starts: list[str] = []
+
+    def run(self, invocation: RunCall) -> Returned:
+        self.starts.append(invocation.operation_id)
+        self.barrier.wait(60.0)  # BrokenBarrierError: fewer ran at once (a hang guard, never a figure)
+        return Returned({"ok": True})
+
+    def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
+        raise AssertionError("a replay tool is never asked its status")
+
+
+def test_a_worker_with_slots_adopts_every_lost_acknowledgement(postgres_url: str) -> None:
+    """W4 with several Runs in flight: a worker of IN_FLIGHT slots (each slot its own
+    connection through the proxy) drives IN_FLIGHT Runs at once while every third commit
+    across its connections loses its acknowledgement: each is adopted (no conflict, no
+    failed drive, no start made twice), every Run ends with a legal trace and no version
+    is written twice."""
+    from runkernel.adapters.stores.postgres import PostgresStore
+
+    setup = PostgresStore(postgres_url)
+    for n in range(IN_FLIGHT):
+        decision = step(None, Activate(f"t{n}", f"r{n}", 0, (Message(Role.USER, "go"),), "lost-ack"))
+        assert decision.commit is not None
+        setup.append(decision.commit)
+    commits_per_run = 4  # the call, its Executing commit, its result, the end
+    cuts = {n: Cut.AFTER_COMMIT for n in range(3, IN_FLIGHT * commits_per_run + 1, 3)}
+    proxy = _proxy(postgres_url, cuts)
+    tool = _Together()
+    store = PostgresStore(_through(proxy, postgres_url))
+    worker = Worker(store, RuntimeApp("lost-ack", _OneCall(), ToolRegistry({"work": tool})), worker_id="w1",
+                    concurrency=IN_FLIGHT)
+    report = worker.run_once()
+    store.close()
+    proxy.close()
+    legal = ended = duplicated = 0
+    for n in range(IN_FLIGHT):
+        stored = list(setup.commits(f"t{n}"))
+        versions = [c.version for c in stored]
+        duplicated += len(versions) - len(set(versions)) + len(set(range(1, len(stored) + 1)) - set(versions))
+        legal += check_commits(stored).verdict is Verdict.LEGAL
+        snapshot = setup.run(f"r{n}")
+        ended += snapshot is not None and isinstance(snapshot.state, Ended)
+    setup.close()
+    print(
+        f"lost-ack, worker with {IN_FLIGHT} slots: Runs {IN_FLIGHT}, in-flight peak {report.in_flight_peak}, "
+        f"acknowledgements cut after COMMIT {len(proxy.cut_done)} (planned {len(cuts)}), commits {report.commits}, "
+        f"conflicts {report.conflicts}, failed drives {report.failures}, tool starts {len(tool.starts)}, ended "
+        f"{ended}, legal {legal}, versions duplicated or missing {duplicated}"
+    )
+    assert len(proxy.cut_done) == len(cuts) > 1
+    assert report.in_flight_peak == IN_FLIGHT
+    assert report.conflicts == 0 and report.failures == 0, "a lost acknowledgement was not adopted"
+    assert sorted(tool.starts) == sorted(set(tool.starts)) and len(tool.starts) == IN_FLIGHT
+    assert ended == legal == IN_FLIGHT and duplicated == 0

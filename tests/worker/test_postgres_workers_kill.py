@@ -10,7 +10,8 @@ start of a tool, before or after the tool's work, holds there with its lease unt
 test SIGKILLs it, or SIGSTOPs it, waits until another worker took its Run over, and
 continues it. So every planned kill and stall happens, mid-drive, at any machine load;
 a stalled worker is then stopped with SIGTERM and its late commit must have been
-refused (W3)."""
+refused (W3). With one slot a worker and with 4 (a kill then cuts every Run in flight
+in it; kills only: see the test)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,11 @@ from pathlib import Path
 import pytest
 
 from held_points import HeldPoints, KillsAndStalls, Process
+from stopping import postgres_in_transaction
 from postgres_support import postgres_url
 from runkernel.cli.entry import main
 from runkernel.kernel.state import Awaiting, Ended
-from worker_processes import report_figure, spawn_worker, stop_workers
+from worker_processes import in_flight_peak, report_figure, spawn_worker, stop_workers
 
 __all__ = ["postgres_url"]
 
@@ -51,8 +53,20 @@ STALLS = ("reserve:after:140", "lookup:before:160", "pay:after:180")
 HANG_GUARD = 600.0  # seconds: only so that a broken test fails instead of hanging CI
 
 
-def _worker(url: str, env: dict[str, str], n: int, generation: int) -> subprocess.Popen[str]:
-    return spawn_worker(url, "held_points:demo_app", env, f"w{n}-g{generation}", lease=LEASE, poll=0.1)
+def _worker(url: str, env: dict[str, str], n: int, generation: int, slots: int) -> subprocess.Popen[str]:
+    return spawn_worker(
+        url, "held_points:demo_app", env, f"w{n}-g{generation}", lease=LEASE, poll=0.1, concurrency=slots
+    )
+
+
+def _planned(points: tuple[str, ...], slots: int) -> list[str]:
+    """``points``, their ordinals brought down for a worker of several slots: a kill or a
+    stall then cuts up to ``slots`` pay starts (Indeterminate, never started again), so
+    every point is still reached."""
+    if slots == 1:
+        return list(points)
+    room = RUNS - (len(KILLS) + len(STALLS)) * slots
+    return [f"{tool}:{when}:{int(n) * room // RUNS}" for tool, when, n in (p.split(":") for p in points)]
 
 
 def _approve_waiting(store: object, url: str, answered: set[str]) -> int:
@@ -74,13 +88,20 @@ def _approve_waiting(store: object, url: str, answered: set[str]) -> int:
     return done
 
 
+@pytest.mark.parametrize("slots", [1, 4], ids=["1-slot", "4-slots"])
 def test_killed_and_stalled_workers_finish_every_run_once(
-    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    postgres_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], slots: int
 ) -> None:
     from runkernel.adapters.stores.postgres import PostgresStore
 
     url = postgres_url
-    points = HeldPoints(tmp_path / "points", KILLS + STALLS)
+    # with several slots, kills only: a SIGSTOP could catch another slot between its lease
+    # re-check and the start of an unfenced tool of the example app, a late start that W5
+    # allows without a fence (seen: a reserve started twice). Stalls of workers with
+    # slots on PostgreSQL: test_slots_race (every store call held), and with fenced tools
+    # and SIGSTOP: test_fencing_workers
+    kills, stalls = _planned(KILLS, slots), _planned(STALLS, slots) if slots == 1 else []
+    points = HeldPoints(tmp_path / "points", kills + stalls)
     env = dict(os.environ, RUNKERNEL_DEMO_LEDGER=str(tmp_path / "ledger.db"), RUNKERNEL_DEMO_TOOL_SECONDS="0.02",
                PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests'}", **points.env())
     os.environ["RUNKERNEL_DEMO_LEDGER"] = env["RUNKERNEL_DEMO_LEDGER"]
@@ -88,7 +109,7 @@ def test_killed_and_stalled_workers_finish_every_run_once(
         assert main(["start", "--store", url, "--thread", f"t{index}", "--run", f"r{index}", "--app", "demo", "book"]) == 0
     capsys.readouterr()
     generations = itertools.count()
-    workers: list[Process] = [_worker(url, env, n, next(generations)) for n in range(WORKERS)]
+    workers: list[Process] = [_worker(url, env, n, next(generations), slots) for n in range(WORKERS)]
     answered: set[str] = set()
     store = PostgresStore(url)
     reports: list[str] = []
@@ -103,7 +124,8 @@ def test_killed_and_stalled_workers_finish_every_run_once(
         return report_figure(report, "conflicts") + report_figure(report, "leases lost")
 
     chaos = KillsAndStalls(
-        points, KILLS, store, workers, lambda n: _worker(url, env, n, next(generations)), finish
+        points, kills, store, workers, lambda n: _worker(url, env, n, next(generations), slots), finish,
+        postgres_in_transaction(url),
     )
     try:
         began = time.monotonic()
@@ -147,17 +169,23 @@ def test_killed_and_stalled_workers_finish_every_run_once(
     ended = sum(1 for s in snapshots if s is not None and isinstance(s.state, Ended))
     conflicts = sum(report_figure(r, "conflicts") for r in reports)
     takeovers = sum(report_figure(r, "take-overs") for r in reports)
+    peak = max((in_flight_peak(r) for r in reports), default=0)
+    passed_kills = sum(point in kills for point in chaos.passed)
     with capsys.disabled():
         print(
-            f"\nworkers on PostgreSQL: workers {WORKERS}, runs {RUNS}, kills {chaos.kills} (planned {len(KILLS)}), "
-            f"stalls {chaos.stalls} (planned {len(STALLS)}, each taken over), refused commits of the stalled workers "
+            f"\nworkers on PostgreSQL: workers {WORKERS} x {slots} slots (in-flight peak {peak}), runs {RUNS}, kills "
+            f"{chaos.kills} (planned {len(kills)}), stalls {chaos.stalls} (planned {len(stalls)}, each taken over), "
+            f"points passed (their worker already killed or stalled) {len(chaos.passed)}, stops tried again (inside "
+            f"a transaction) {chaos.stopped_inside_transactions}, refused commits of the stalled workers "
             f"{chaos.refused_after_stalls}, leases re-taken {retaken}, take-overs (workers that exited) {takeovers}, "
             f"conflicts (workers that exited) {conflicts}, approvals {len(answered)}, "
             f"ended {ended}, unfinished {len(unfinished)}, starts {starts}, fenced starts {fenced}, "
             f"lost {versions_missing}, duplicated {duplicated_versions + len(twice)}"
         )
-    assert chaos.kills >= 5 and chaos.stalls >= 3
-    assert (chaos.kills, chaos.stalls) == (len(KILLS), len(STALLS))
+    assert chaos.kills + passed_kills == len(kills) and chaos.stalls + len(chaos.passed) - passed_kills == len(stalls)
+    assert chaos.kills >= 1 and chaos.stalls >= min(1, len(stalls))
+    assert slots > 1 or not chaos.passed
+    assert slots == 1 or peak > 1, "no worker had several Runs in flight"
     assert all(refused >= 1 for refused in chaos.refused_after_stalls), "a stalled worker's late commit was accepted"
     assert unfinished == []
     assert legal == 0

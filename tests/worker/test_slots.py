@@ -159,8 +159,13 @@ def test_shutdown_lets_every_drive_in_flight_commit_then_starts_nothing_and_rele
     assert all(outcomes[r] is not None and outcomes[r].version >= 2 for r in started)  # type: ignore[union-attr]
 
 
-def test_an_orphaned_run_is_taken_over_by_the_reserve_slot_while_every_slot_is_busy(tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path / 'orphan.db'}")
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_an_orphaned_run_is_taken_over_by_the_reserve_slot_while_every_slot_is_busy(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # W2 however busy the slots are, on SQLite and PostgreSQL (the server's clock)
+    url = f"sqlite:///{tmp_path / 'orphan.db'}" if kind == "sqlite" else request.getfixturevalue("postgres_url")
+    store = open_store(url)
     release = threading.Event()
     busy, orphan_tool = Gathering(release=release), Gathering()
     routed = _Routed({"busy-1": busy, "busy-2": busy, "orphan": orphan_tool})
@@ -186,7 +191,7 @@ def test_an_orphaned_run_is_taken_over_by_the_reserve_slot_while_every_slot_is_b
         release.set()
         thread.join(HANG)
         store.close()
-    print(f"both slots busy (ended then: {busy_ended_then}), the orphan ended: {taken}; report {worker.report}")
+    print(f"[{kind}] both slots busy (ended then: {busy_ended_then}), the orphan ended: {taken}; report {worker.report}")
     assert busy_ended_then == [], "a busy Run ended before its tool was released"
     assert taken, "the orphaned Run waited behind the busy slots"
     assert lease is not None and lease.worker_id == "w1" and lease.epoch == 2  # the dead worker's was epoch 1

@@ -4,9 +4,11 @@ PostgreSQL); the test SIGKILLs a worker with Runs in flight and starts another i
 place, and stalls one (every store call of it waits: ``race_worker.Pausable``) until
 another worker took its Runs over, then lets it go and stops it (its late commits must be
 refused). A stall is not a SIGSTOP: a process stopped at an arbitrary moment may hold a
-SQLite write lock or PostgreSQL row locks and block every worker (the planned stalls of
-``test_worker_race`` and ``test_fencing_workers`` stop a one-slot worker outside its
-transactions).
+SQLite write lock or PostgreSQL row locks and block every worker, or catch a slot between
+its lease re-check and an unfenced tool's start (the planned stalls of
+``test_fencing_workers``, whose tools fence, SIGSTOP a worker only outside its
+transactions: ``held_points.stop``; ``test_worker_race`` with slots holds store calls
+as here).
 
 When each kill and stall comes is a count, never a time: the n-th commit acknowledged
 across the workers. A kill lands wherever the killed worker's slots are then (a tool

@@ -6,7 +6,8 @@ children's tool (``held_points``), held there until the kill. Afterwards every p
 and child is Ended, the parents' and children's exported traces pass ``check-trace``
 together (I15: each child activated once, each result its child's terminus), no version
 is lost or written twice, and the parents were leased only about once per child's end,
-not once per poll: a quiet parent is not driven while its children run."""
+not once per poll: a quiet parent is not driven while its children run. With one slot
+a worker and with 4 (a kill then cuts every drive in flight in it, parents' too)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from postgres_support import fresh_url
 from runkernel.adapters.stores.contract import Store
 from runkernel.cli.entry import main
 from runkernel.kernel.state import Ended
-from worker_processes import report_figure, spawn_worker, stop_workers
+from worker_processes import in_flight_peak, report_figure, spawn_worker, stop_workers
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKERS = 3
@@ -85,15 +86,18 @@ def _lease_epochs(url: str) -> dict[str, int]:
         return {str(r): int(str(e)) for r, e in conn.execute(query).fetchall()}
 
 
-def _worker(url: str, env: dict[str, str], n: int, generation: int) -> subprocess.Popen[str]:
-    return spawn_worker(url, "held_points:delegating_app", env, f"w{n}-g{generation}", lease=LEASE, poll=POLL)
+def _worker(url: str, env: dict[str, str], n: int, generation: int, slots: int) -> subprocess.Popen[str]:
+    return spawn_worker(
+        url, "held_points:delegating_app", env, f"w{n}-g{generation}", lease=LEASE, poll=POLL, concurrency=slots
+    )
 
 
 _PARENT_IDS = {f"parent-{index}" for index in range(PARENTS)}
 
 
+@pytest.mark.parametrize("slots", [1, 4], ids=["1-slot", "4-slots"])
 def test_killed_workers_finish_every_parent_with_its_childrens_termini(
-    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], slots: int
 ) -> None:
     url = store_url
     points = HeldPoints(tmp_path / "points", KILLS)
@@ -104,7 +108,7 @@ def test_killed_workers_finish_every_parent_with_its_childrens_termini(
         assert main(argv) == 0
     capsys.readouterr()
     generations = itertools.count()
-    workers: list[Process] = [_worker(url, env, n, next(generations)) for n in range(WORKERS)]
+    workers: list[Process] = [_worker(url, env, n, next(generations), slots) for n in range(WORKERS)]
     store = _open(url)
     reports: list[str] = []
     kills_while_children_run = 0
@@ -112,7 +116,20 @@ def test_killed_workers_finish_every_parent_with_its_childrens_termini(
     def no_stalls(_process: Process) -> int:
         raise AssertionError("this test plans no stalls")
 
-    chaos = KillsAndStalls(points, KILLS, store, workers, lambda n: _worker(url, env, n, next(generations)), no_stalls)
+    def in_flight(process: Process) -> int:
+        """The Runs the worker ``process`` holds a valid lease on."""
+        args = [str(arg) for arg in process.args]  # type: ignore[union-attr]
+        worker_id = args[args.index("--worker-id") + 1]
+        statuses = store.lease_statuses([s.run_id for s in store.list_runs()])
+        return sum(
+            1 for s in statuses.values()
+            if s.lease is not None and s.lease.worker_id == worker_id and not s.released and s.lease.expires_at > s.now
+        )
+
+    chaos = KillsAndStalls(
+        points, KILLS, store, workers, lambda n: _worker(url, env, n, next(generations), slots), no_stalls,
+        in_flight=in_flight,
+    )
     try:
         began = time.monotonic()
         while not chaos.done or Counter(s.state for s in store.list_runs())["ended"] < PARENTS * (1 + DELEGATIONS):
@@ -145,16 +162,21 @@ def test_killed_workers_finish_every_parent_with_its_childrens_termini(
     parent_leases = sum(epochs.get(p, 0) for p in _PARENT_IDS)
     drives = sum(report_figure(r, "drives") for r in reports)
     twice = [run_id for run_id, count in activations.items() if count > 1]
+    peak = max((in_flight_peak(r) for r in reports), default=0)
     with capsys.disabled():
         print(
-            f"\nquiet parents under killed workers ({url.split(':')[0]}): workers {WORKERS}, "
-            f"runs {len(summaries)} ({PARENTS} parents), kills {kills} ({kills_while_children_run} while children ran), "
+            f"\nquiet parents under killed workers ({url.split(':')[0]}): workers {WORKERS} x {slots} slots "
+            f"(in-flight peak {peak}, Runs in flight at each kill {chaos.in_flight_at_kills}), runs {len(summaries)} ({PARENTS} parents), kills {kills} "
+            f"({kills_while_children_run} while children ran; points passed, their worker already killed "
+            f"{len(chaos.passed)}), "
             f"drives (workers that exited) {drives}, parent leases {parent_leases} "
             f"(wake-ups {PARENTS * (1 + DELEGATIONS)}, at most {PARENTS * (1 + DELEGATIONS) * WORKERS}), ended {len(summaries) - len(unfinished)}, "
             f"lost {versions_missing + len(unfinished)}, duplicated {duplicated_versions + len(twice)}"
         )
-    assert kills == len(KILLS), "the Runs ended before every kill"
-    assert kills_while_children_run == kills
+    assert kills + len(chaos.passed) == len(KILLS) and kills >= 1, "the Runs ended before every kill"
+    assert slots > 1 or not chaos.passed
+    assert slots == 1 or max([peak, *chaos.in_flight_at_kills]) > 1, "no worker had several Runs in flight"
+    assert kills_while_children_run == kills + len(chaos.passed)
     assert unfinished == [] and len(summaries) == PARENTS * (1 + DELEGATIONS)
     assert all(p is not None and isinstance(p.state, Ended) for p in parents)
     assert legal == 0, verdict.err

@@ -40,7 +40,7 @@ from runkernel.kernel.protocol import Activate
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import Ended, Message
 from runkernel.kernel.values import Role
-from worker_processes import report_figure
+from worker_processes import in_flight_peak, report_figure
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKERS = 4
@@ -200,13 +200,15 @@ def test_four_workers_ride_out_a_database_restart(
     codes = [code for code, _ in results]
     outages = [report_figure(report, "outages ridden out") for _, report in results]
     failures = sum(report_figure(report, "failures") for _, report in results)
+    peaks = [in_flight_peak(report) for _, report in results]
     print(
         f"\nride-out: {WORKERS} workers, {RUNS} Runs, the server stopped (-m immediate) {stopped_for:.2f} s with "
         f"{ended_before} Runs ended; every worker's outage line seen; {RUNS - len(lost)} Runs ended, "
         f"{len(lost)} lost, {duplicated} versions duplicated or missing, {twice} reconnect/indeterminate "
         f"operations started twice, check-trace exit {legal}; worker exits during the run {len(exited)}, exit "
         f"codes at SIGTERM {codes}; outage lines began {began_lines}, ended {ended_lines}, outages reported "
-        f"{outages}, failed drives {failures}, other stderr lines {len(foreign)}; {took:.1f} s"
+        f"{outages}, failed drives {failures}, other stderr lines {len(foreign)}; in-flight peaks {peaks} ({SLOTS} "
+        f"slots a worker); {took:.1f} s"
     )
     for line in lines:
         print(f"  {line}")
@@ -216,6 +218,7 @@ def test_four_workers_ride_out_a_database_restart(
     assert began_lines == [1] * WORKERS and ended_lines == [1] * WORKERS, "one line each when it began and ended"
     assert outages == [1] * WORKERS
     assert foreign == [], "only the worker's own lines on stderr (no pool warnings)"
+    assert max(peaks) > 1, "no worker had several Runs in flight"
 
 
 def test_a_worker_started_while_the_server_is_down_waits_for_it(
@@ -238,9 +241,10 @@ def test_a_worker_started_while_the_server_is_down_waits_for_it(
             cluster.start()
         code, report = worker.stop() if worker is not None else (-1, "")
     assert worker is not None
-    print(f"\ndown at start: alive while down {alive_while_down}, exit {code}; {report}")
+    print(f"\ndown at start: alive while down {alive_while_down}, exit {code}; {report}; {SLOTS} slots")
     for line in worker.lines:
         print(f"  {line}")
     assert alive_while_down and code == 0
     assert report_figure(report, "outages ridden out") == 1 and report_figure(report, "failures") == 0
+    assert in_flight_peak(report) > 1, "the worker never had several Runs in flight"
     assert [line for line in worker.lines if not line.startswith("runkernel worker: ")] == []
