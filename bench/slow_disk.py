@@ -69,8 +69,12 @@ def _cluster() -> str:
     """A running cluster whose flushes are slow; its DSN. Stopped and removed at exit."""
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
     compiler = shutil.which("cc")
-    if not found or compiler is None or shutil.which("runuser") is None or os.geteuid() != 0:
-        raise PeerMissing("a slow-disk cluster needs the PostgreSQL server packages, cc, runuser and root")
+    # runuser lives in sbin, which a bare PATH (CI's `env -i`) leaves out
+    runuser = shutil.which("runuser", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+    if not found or compiler is None or runuser is None or os.geteuid() != 0:
+        raise PeerMissing(
+            "peer not installed: a slow-disk cluster needs the PostgreSQL server packages, cc, runuser and root"
+        )
     try:
         user = pwd.getpwnam(SERVER_USER)
     except KeyError:
@@ -86,7 +90,7 @@ def _cluster() -> str:
 
     def as_server(*command: str) -> None:
         subprocess.run(
-            ["runuser", "-u", SERVER_USER, "--", "env", f"LD_PRELOAD={base / 'slow.so'}",
+            [runuser, "-u", SERVER_USER, "--", "env", f"LD_PRELOAD={base / 'slow.so'}",
              f"RUNKERNEL_SLOW_FSYNC_US={SLOW_MS * 1000}", *command],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=base,
         )

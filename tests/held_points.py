@@ -42,6 +42,8 @@ let_go = 0
 #: how often a held worker looks for its go-ahead, and the test for arrivals (a poll of
 #: a condition, never a guess at how long something takes)
 POLL = 0.005
+#: the digits of a point's start count, written in one piece
+COUNT_WIDTH = 12
 
 
 @frozen
@@ -224,12 +226,15 @@ def _hold(directory: Path, tool: str, when: str, invocation: RunCall) -> None:
     """Count this start at ``tool``/``when``; if its number is a planned point, say so
     and wait for the test's go-ahead."""
     descriptor = os.open(directory / f"count-{tool}-{when}", os.O_RDWR | os.O_CREAT, 0o644)
-    with os.fdopen(descriptor, "r+") as counter:
-        fcntl.flock(counter, fcntl.LOCK_EX)  # one count per start across processes; a kill unlocks it
-        number = int(counter.read() or "0") + 1
-        counter.seek(0)
-        counter.truncate()
-        counter.write(str(number))
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)  # one count per start across processes; a kill unlocks it
+        number = int(os.pread(descriptor, COUNT_WIDTH, 0) or b"0") + 1
+        # one write of a fixed width, never a truncate first: a worker killed here (another
+        # of its slots at a point) leaves the old count or the new one, never an empty file
+        # that would number the next starts from 1 again and reach a point a second time
+        os.pwrite(descriptor, b"%0*d" % (COUNT_WIDTH, number), 0)
+    finally:
+        os.close(descriptor)
     point = f"{tool}:{when}:{number}"
     if point not in json.loads((directory / "plan.json").read_text()):
         return

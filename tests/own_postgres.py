@@ -25,8 +25,11 @@ class OwnCluster:
 
     def __init__(self) -> None:
         found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
-        if not found or shutil.which("runuser") is None or os.geteuid() != 0:
+        # runuser lives in sbin, which a bare PATH (CI's `env -i`) leaves out
+        runuser = shutil.which("runuser", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+        if not found or runuser is None or os.geteuid() != 0:
             pytest.skip("an own PostgreSQL cluster needs the server packages, runuser and root")
+        self.runuser = runuser
         try:
             user = pwd.getpwnam(SERVER_USER)
         except KeyError:
@@ -64,6 +67,6 @@ class OwnCluster:
 
     def _as_server(self, program: str, *args: str) -> None:
         subprocess.run(
-            ["runuser", "-u", SERVER_USER, "--", str(self.bin / program), *args],
+            [self.runuser, "-u", SERVER_USER, "--", str(self.bin / program), *args],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=self.base,
         )

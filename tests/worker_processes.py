@@ -84,3 +84,15 @@ def report_figure(report: str, plural: str) -> int:
             return int(count)
     return 0
 
+
+def leases_held(store: Any, worker: subprocess.Popen[Any]) -> int:
+    """The Runs the worker process ``worker`` (started with ``--worker-id``) holds a valid
+    lease on now, by the store's clock: its Runs in flight, counted from outside (a killed
+    worker reports nothing)."""
+    args = [str(arg) for arg in worker.args]  # type: ignore[union-attr]
+    worker_id = args[args.index("--worker-id") + 1]
+    statuses = store.lease_statuses([s.run_id for s in store.list_runs()])
+    return sum(
+        1 for s in statuses.values()
+        if s.lease is not None and s.lease.worker_id == worker_id and not s.released and s.lease.expires_at > s.now
+    )

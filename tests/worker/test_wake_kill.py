@@ -27,7 +27,7 @@ from postgres_support import fresh_url
 from runkernel.adapters.stores.contract import Store
 from runkernel.cli.entry import main
 from runkernel.kernel.state import Ended
-from worker_processes import in_flight_peak, report_figure, spawn_worker, stop_workers
+from worker_processes import in_flight_peak, leases_held, report_figure, spawn_worker, stop_workers
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKERS = 3
@@ -116,19 +116,9 @@ def test_killed_workers_finish_every_parent_with_its_childrens_termini(
     def no_stalls(_process: Process) -> int:
         raise AssertionError("this test plans no stalls")
 
-    def in_flight(process: Process) -> int:
-        """The Runs the worker ``process`` holds a valid lease on."""
-        args = [str(arg) for arg in process.args]  # type: ignore[union-attr]
-        worker_id = args[args.index("--worker-id") + 1]
-        statuses = store.lease_statuses([s.run_id for s in store.list_runs()])
-        return sum(
-            1 for s in statuses.values()
-            if s.lease is not None and s.lease.worker_id == worker_id and not s.released and s.lease.expires_at > s.now
-        )
-
     chaos = KillsAndStalls(
         points, KILLS, store, workers, lambda n: _worker(url, env, n, next(generations), slots), no_stalls,
-        in_flight=in_flight,
+        in_flight=lambda process: leases_held(store, process),
     )
     try:
         began = time.monotonic()
