@@ -107,8 +107,9 @@ def _worker(args: argparse.Namespace) -> int:
             )
             folded.outage = worker.outage
             stopping.worker = worker
-            if stopping.requested.is_set():
-                # signalled while the worker was built, before the handler knew it
+            if stopping.signalled:
+                # signalled while the worker was built, before the handler knew it (the
+                # count, not the event: the reader thread may not have set that one yet)
                 worker.shutdown()
             report = worker.run_once() if args.once else worker.run()
         finally:
@@ -198,6 +199,11 @@ class _Stopping:
                  f"within {self.lease:g} s, then another worker takes those Runs over")
             os._exit(EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
         os.write(self._pipe[1], bytes([signum]))
+
+    @property
+    def signalled(self) -> bool:
+        """Whether a signal came (counted by the handler itself, at once)."""
+        return self._signals > 0
 
     def _read(self) -> None:
         while got := os.read(self._pipe[0], 1):
