@@ -243,7 +243,8 @@ ASYNC_TO_SYNC_REWRITE_UNIT = unit(
 )
 OUTAGE_TOLD_ONCE_UNIT = unit("tests/worker/test_worker_account.py::test_an_outage_is_told_once_and_its_backoff_is_capped")
 SQLITE_LOCK_OUTAGE_UNIT = unit(
-    "tests/worker/test_worker_account.py::test_a_sqlite_lock_held_past_the_busy_timeout_is_one_outage_ridden_out"
+    "tests/worker/test_worker_account.py::test_a_sqlite_lock_held_past_the_busy_timeout_is_one_outage_ridden_out",
+    only="one-slot",
 )
 
 def example(name: str) -> Detector:

@@ -46,9 +46,12 @@ def _ended(store: SqliteStore, runs: int) -> int:
     return sum(1 for i in range(runs) if isinstance(getattr(store.run(f"r{i}"), "state", None), Ended))
 
 
+@pytest.mark.parametrize("concurrency", [1, 32], ids=["one-slot", "slots"])
 def test_a_sqlite_lock_held_past_the_busy_timeout_is_one_outage_ridden_out(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], concurrency: int
 ) -> None:
+    # one slot: the drive itself meets the lock (its failure is told apart as an outage);
+    # slots: the dispatcher's take of several leases at once meets it first
     from race_app import app
 
     monkeypatch.setenv("RUNKERNEL_DEMO_LEDGER", str(tmp_path / "ledger.db"))
@@ -74,7 +77,10 @@ def test_a_sqlite_lock_held_past_the_busy_timeout_is_one_outage_ridden_out(
     def work() -> None:
         # a store per thread of control: the worker's is its own thread's
         own = SqliteStore(path, create=False, busy_timeout=0.2)
-        made.append(Worker(own, app, worker_id="w-lock", poll_interval=0.05, on_outage=heard, on_failure=failed_drive))
+        made.append(Worker(
+            own, app, worker_id="w-lock", poll_interval=0.05, on_outage=heard, on_failure=failed_drive,
+            concurrency=concurrency,
+        ))
         try:
             made[0].run()
         finally:
