@@ -49,6 +49,8 @@ import threading
 import time
 from collections.abc import Callable, Collection
 
+import attrs
+
 from runkernel.adapters.drive.ports import Clock, IdSource, SecretIds, utc_now
 from runkernel.adapters.drive.events import ToolRaised
 from runkernel.adapters.drive.runtime import Acknowledged, ModelFailed, Runtime, RuntimeEvent
@@ -186,6 +188,15 @@ class Worker:
         worker's waits at once (``stop_flag``): it takes no lock and sets no event, so it
         is safe to call from a signal handler, from another thread, and more than once."""
         self._stop.request()
+
+    def report_so_far(self) -> WorkerReport:
+        """The report's figures now, while ``run()`` or ``run_once()`` runs (``report``
+        gets the slots' counts, the in-flight peak and the outages only when it returns):
+        a copy, safe to read from another thread."""
+        slots = self._slots
+        report = slots.counted() if slots is not None else attrs.evolve(self.report)
+        report.outages = self.outage.count
+        return report
 
     def waiting_for(self) -> str:
         """What the worker waits for before it can stop (one phrase, for the operator)."""

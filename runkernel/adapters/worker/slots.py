@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
+import attrs
 from attrs import frozen
 
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
@@ -175,6 +176,9 @@ class Slots:
         self.renewals = RenewalRounds(owner.store, owner.leases, owner.monotonic)
         #: polls whose Runs' leases were taken together (for tests)
         self.takes_together = 0
+        #: held while the slots' counts are summed, so a sum never counts one twice
+        self._summing = threading.Lock()
+        self._summed = False
 
     # --- the dispatcher -------------------------------------------------------------
 
@@ -375,6 +379,22 @@ class Slots:
         ]
         return "; ".join(phrases) if phrases else "no Run is being driven"
 
+    def counted(self) -> WorkerReport:
+        """The worker's report with every slot's counts so far and this drain's peak: what
+        ``_close`` adds at the end, as a copy, while the slots drive (from any thread)."""
+        with self._summing:
+            total = attrs.evolve(self.owner.report)
+            if not self._summed:
+                self._add_slots(total)
+            return total
+
+    def _add_slots(self, total: WorkerReport) -> None:
+        for slot in self._all_slots():
+            total.failures += slot.refused
+            if slot.worker is not None:
+                add_counts(total, slot.worker.report)
+        total.in_flight_peak = max(total.in_flight_peak, self.peak)
+
     def _close(self) -> None:
         """Every slot finishes its drive (``shutdown()`` cut it short at its commit in
         flight), releases its leases and closes its store; their counts join the report."""
@@ -384,10 +404,9 @@ class Slots:
         self._reserve_jobs.put(None)
         for slot in slots:
             slot.thread.join()
-            self.owner.report.failures += slot.refused
-            if slot.worker is not None:
-                add_counts(self.owner.report, slot.worker.report)
-        self.owner.report.in_flight_peak = max(self.owner.report.in_flight_peak, self.peak)
+        with self._summing:
+            self._add_slots(self.owner.report)
+            self._summed = True
 
 
 def orphaned(status: LeaseStatus, worker_id: str) -> bool:
