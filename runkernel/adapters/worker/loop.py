@@ -14,8 +14,9 @@ that Run at once.
 
 ``shutdown()`` (what SIGTERM and SIGINT call) lets the commit in flight finish, starts
 nothing new, releases every lease, and ``run()`` returns; it only asks, on a flag that
-is safe to raise in a signal handler and wakes every wait of the worker (``stop_flag``). A push app's drive is
-``push_drive``'s; an asyncio push app runs in one event loop per worker (``app_loop``).
+is safe to raise in a signal handler and wakes every wait of the worker (``stop_flag``).
+A push app's drive is ``push_drive``'s; an asyncio push app runs in one event loop per
+worker (``app_loop``).
 
 An exception the host's tools, hooks, gate or push host raise never stops the worker:
 the drive is counted in ``failures`` and handed to ``on_failure``, the lease is
