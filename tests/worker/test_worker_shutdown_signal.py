@@ -1,11 +1,13 @@
 """``Worker.shutdown()`` is safe in a signal handler: it takes no lock and sets no
 event, so a SIGTERM landing at any bytecode of the worker's wait between polls (where a
 ``threading.Event`` would hold its lock) stops the worker, and the worker wakes from that
-wait at once, a LISTEN wait on the store included. Counts, never durations: the only
-bound is a hang's."""
+wait at once, a LISTEN wait on the store included; and a handler that runs on the
+dispatcher's thread while it waits for a drive never makes it wait for ever. Counts,
+never durations: the only bound is a hang's."""
 
 from __future__ import annotations
 
+import signal
 import threading
 
 import pytest
@@ -15,7 +17,11 @@ from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.adapters.worker.loop import Worker
 from runkernel.kernel.values import EndCauseKind
+from test_slots import Gathering, _activate, _app
 from worker_signals import HANG, Landing, returned
+
+#: signals sent to the dispatcher's thread, each handled while it waits for a drive
+SIGNALS = 10
 
 
 class Ends:
@@ -110,3 +116,67 @@ def test_a_shutdown_wakes_the_worker_from_a_listen_wait_long_before_its_poll_is_
     thread.join(HANG)
     print(f"LISTEN waits before the worker stopped ({concurrency} slot(s)): {store.waits}")
     assert not thread.is_alive(), "the worker sat out its whole poll interval in the store's LISTEN wait"
+
+
+class CountedWork(MemoryStore):
+    """A store whose polls are counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.polls = 0
+
+    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+        self.polls += 1
+        return super().runs_with_work(app, limit)
+
+
+def test_the_dispatcher_goes_on_after_a_signal_handler_outlasts_its_wait_for_a_drive() -> None:
+    # CPython 3.11's SimpleQueue.get(timeout) waits for ever when a signal handler runs on
+    # the waiting thread past its deadline: the dispatcher then stopped polling and
+    # renewing until a drive finished (the 4-slot race hung on it: every slot stalled by
+    # the very signal whose handler made the dispatcher wait, the signal letting them go
+    # delivered to another thread)
+    release = threading.Event()
+    tool = Gathering(release=release)
+    store = CountedWork()
+    _activate(store, "long")  # one drive in flight, held by its tool; a slot free: polls go on
+    worker = Worker(store, _app(tool), worker_id="w1", concurrency=2, poll_interval=0.01)
+    main = threading.get_ident()
+    handled: list[int] = []
+    went_on: list[bool] = []
+
+    def slow_handler(_signum: int, _frame: object) -> None:
+        handled.append(store.polls)
+        threading.Event().wait(0.05)  # a handler that outlasts the dispatcher's wait (5 polls)
+
+    def signals() -> None:
+        try:
+            for _ in range(int(HANG / 0.01)):
+                if tool.running:
+                    break
+                threading.Event().wait(0.01)  # the next look
+            for _ in range(SIGNALS):
+                before = len(handled)
+                signal.pthread_kill(main, signal.SIGUSR1)
+                polls = store.polls
+                for _ in range(int(HANG / 0.01)):
+                    if len(handled) > before and store.polls > polls + 1:
+                        break
+                    threading.Event().wait(0.01)  # the next look
+                went_on.append(len(handled) > before and store.polls > polls + 1)
+                if not went_on[-1]:
+                    break
+        finally:
+            release.set()
+            worker.shutdown()
+
+    previous = signal.signal(signal.SIGUSR1, slow_handler)
+    try:
+        helper = threading.Thread(target=signals, daemon=True)
+        helper.start()
+        worker.run()  # the dispatcher on the main thread, where signal handlers run
+        helper.join(HANG)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    print(f"{len(handled)} slow handlers on the dispatcher's thread; it polled on after each: {went_on}")
+    assert went_on == [True] * SIGNALS, "the dispatcher stopped polling after a slow signal handler"

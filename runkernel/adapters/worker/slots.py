@@ -111,7 +111,7 @@ class Dispatching(Protocol):
 class _Slot:
     """One slot's thread: takes Runs from ``jobs`` until it is given None."""
 
-    def __init__(self, owner: Dispatching, jobs: queue.SimpleQueue[Taken | None], done: queue.SimpleQueue[Finished], name: str) -> None:
+    def __init__(self, owner: Dispatching, jobs: queue.SimpleQueue[Taken | None], done: queue.Queue[Finished], name: str) -> None:
         self.owner, self.jobs, self.done = owner, jobs, done
         self.worker: SlotWorker | None = None
         self.busy_with: str | None = None
@@ -152,7 +152,10 @@ class Slots:
         self.owner = owner
         self._jobs: queue.SimpleQueue[Taken | None] = queue.SimpleQueue()
         self._reserve_jobs: queue.SimpleQueue[Taken | None] = queue.SimpleQueue()
-        self._done: queue.SimpleQueue[Finished] = queue.SimpleQueue()
+        # a Queue, not a SimpleQueue: in CPython 3.11 ``SimpleQueue.get(timeout)`` waits for
+        # ever once a signal handler, run on the dispatcher's thread while it waits, outlasts
+        # the timeout; polls and renewal rounds then stopped until a drive finished
+        self._done: queue.Queue[Finished] = queue.Queue()
         self._slots: list[_Slot] = []
         self._reserve: _Slot | None = None
         #: Runs in flight: whether each is in the reserve slot
