@@ -23,6 +23,10 @@ each finishes the commit in flight, starts nothing new and releases its leases; 
 dispatcher waits for them, then returns. An exception a slot's drive did not contain
 (a simulated crash) stops the other slots the same way and is raised by ``run()``.
 A slot waits out a model call's backoff itself, its lease kept and renewed.
+
+Why this module is long: the dispatcher's passes, its hand-overs to the slots and the
+counts it sums for the report (``counted``, while they drive) act on one state, the Runs
+in flight and the slots; split, it would be kept in one module and changed in another.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from attrs import frozen
 
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.stores.contract import Lease, LeaseStatus, Store, StoreError, StoreUnavailable
-from runkernel.adapters.worker.account import WorkerReport, add_counts, version_of
+from runkernel.adapters.worker.account import WorkerReport, add_slots, version_of
 from runkernel.adapters.worker.outage import RunBackoff, StoreOutage
 from runkernel.adapters.worker.together import RenewalRounds, Taken, take_together
 
@@ -152,9 +156,8 @@ class Slots:
         self.owner = owner
         self._jobs: queue.SimpleQueue[Taken | None] = queue.SimpleQueue()
         self._reserve_jobs: queue.SimpleQueue[Taken | None] = queue.SimpleQueue()
-        # a Queue, not a SimpleQueue: in CPython 3.11 ``SimpleQueue.get(timeout)`` waits for
-        # ever once a signal handler, run on the dispatcher's thread while it waits, outlasts
-        # the timeout; polls and renewal rounds then stopped until a drive finished
+        # not a SimpleQueue: CPython 3.11's get(timeout) waits for ever once a signal handler
+        # run meanwhile on this thread outlasts the timeout (polls, renewals stop)
         self._done: queue.Queue[Finished] = queue.Queue()
         self._slots: list[_Slot] = []
         self._reserve: _Slot | None = None
@@ -387,16 +390,11 @@ class Slots:
         ``_close`` adds at the end, as a copy, while the slots drive (from any thread)."""
         with self._summing:
             total = attrs.evolve(self.owner.report)
-            if not self._summed:
-                self._add_slots(total)
+            add_slots(total, [] if self._summed else self._counts(), self.peak)
             return total
 
-    def _add_slots(self, total: WorkerReport) -> None:
-        for slot in self._all_slots():
-            total.failures += slot.refused
-            if slot.worker is not None:
-                add_counts(total, slot.worker.report)
-        total.in_flight_peak = max(total.in_flight_peak, self.peak)
+    def _counts(self) -> list[tuple[int, WorkerReport | None]]:
+        return [(slot.refused, None if slot.worker is None else slot.worker.report) for slot in self._all_slots()]
 
     def _close(self) -> None:
         """Every slot finishes its drive (``shutdown()`` cut it short at its commit in
@@ -408,7 +406,7 @@ class Slots:
         for slot in slots:
             slot.thread.join()
         with self._summing:
-            self._add_slots(self.owner.report)
+            add_slots(self.owner.report, self._counts(), self.peak)
             self._summed = True
 
 
