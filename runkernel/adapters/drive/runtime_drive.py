@@ -16,6 +16,7 @@ from runkernel.adapters.drive.actions import (
     HostProtocolError,
     Infer,
     RunCall,
+    RunCalls,
     WaitFor,
 )
 from runkernel.adapters.drive.core import DriverCore
@@ -25,6 +26,7 @@ from runkernel.adapters.drive.protocol import (
     ReadTrace, Report, Resume, SendCancel, Steps, Tell,
 )
 from runkernel.adapters.drive.ports import InferenceRequest
+from runkernel.adapters.drive.runtime_group import CallsTogether
 from runkernel.adapters.drive.runtime_ports import RuntimePorts
 from runkernel.adapters.drive.events import RunOutcome, RuntimeProtocolError
 from runkernel.errors import RunkernelError
@@ -63,6 +65,8 @@ class Drive:
         #: a resume to answer the first action with (``Runtime.resume``): the wait
         #: standing when the Run is picked up, or a typed refusal if none stands
         self.resume_with: ResumePayload | None = None
+        #: the calls of a concurrent group this drive runs together
+        self.together = CallsTogether(ports, together=ports.calls_together)
         # up to the first effect: what the drive will commit or ask first is decided now
         op = self._send(None)
         while isinstance(op, _READS):
@@ -169,6 +173,8 @@ class Drive:
                 return self._infer(action)
             case RunCall():
                 return self.ports.run_call(action)
+            case RunCalls():
+                return self.together.answer(action)
             case CheckStatus():
                 return self.ports.check_status(action)
             case WaitFor() | ChildrenRunning() | Done():

@@ -27,6 +27,7 @@ from runkernel.adapters.drive.actions import (
     Fence,
     HistoryView,
     RunCall,
+    RunCalls,
     WaitFor,
 )
 from runkernel.adapters.drive.core import DriverCore
@@ -290,7 +291,9 @@ class Shell:
 
     def _handed(self, hand: Hand) -> Action:
         action = hand.action
-        if isinstance(action, (RunCall, CheckStatus, Fence)) and hand.refused is None:
+        if isinstance(action, RunCalls):
+            action = self._calls_handed(action, check=hand.refused is None)
+        elif isinstance(action, (RunCall, CheckStatus, Fence)) and hand.refused is None:
             try:
                 if isinstance(action, RunCall):
                     action = self.ops.before_run_call(action)
@@ -302,6 +305,22 @@ class Shell:
         if hand.refused is not None:
             raise hand.refused
         return action
+
+    def _calls_handed(self, action: RunCalls, *, check: bool) -> RunCalls:
+        """``action`` with each call the standing ``RunCalls`` listed as it was handed
+        out, and each new one re-checked against the lease (W1, once per start)."""
+        standing = self._action
+        known = {(c.call_id, c.attempt): c for c in standing.calls} if isinstance(standing, RunCalls) else {}
+        calls = []
+        for call in action.calls:
+            before = known.get((call.call_id, call.attempt))
+            if before is None and check:
+                try:
+                    before = self.ops.before_run_call(call)
+                except StoreError as error:
+                    raise self._stopped(error) from error
+            calls.append(before or call)
+        return attrs.evolve(action, calls=tuple(calls))
 
     def _perform_store(self, op: Operation) -> Any:
         return self.ops.perform(op)
