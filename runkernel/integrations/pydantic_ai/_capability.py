@@ -1,9 +1,16 @@
-"""``RunkernelDurability``: the capability that maps an agent run onto the push-mode driver."""
+"""``RunkernelDurability``: the capability that maps an agent run onto the push-mode driver.
+
+Why this module is long: it is one class, whose methods are the hooks Pydantic AI calls
+on a capability (the run, each model request, each tool call, deferred calls, the tool
+definitions); each maps one framework event onto the driver, and they share the Run's
+standing action.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +23,7 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
 from pydantic_ai.tool_manager import ToolManager
-from pydantic_ai.tools import RunContext
+from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
@@ -30,6 +37,7 @@ from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
 from runkernel.adapters.worker.loop import Worker
 from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, app_name
+from runkernel.integrations._common import CallTurns, handed_call
 from runkernel.integrations._common import checked_policies, held_by, host_leases, serve_app, start_run
 from runkernel.integrations.pydantic_ai._context import (
     _PICK_UP, DeferredAfterStart, DepsMismatch, PickUp, _warn_if_system_prompt, cannot_stream,
@@ -125,6 +133,7 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
         self._ctx: RunContext[Any] | None = None
         self._pick_up: PickUp | None = None
         self._streamed: list[str] = []
+        self._turns = CallTurns()
 
     # --- public -----------------------------------------------------------------------
 
@@ -239,8 +248,7 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
         else:
             driver.answer_ahead(pick_up.answers)
         try:
-            with ToolManager.parallel_execution_mode("sequential"):
-                result = await handler()
+            result = await handler()  # calls of concurrent tools run together (prepare_tools)
             await self._ready(None)
         except (StoreError, IllegalCommit, UnknownRun, RunEnded, StillRunning, asyncio.CancelledError):
             raise  # the Run stays as committed: resume() continues it (DriverStopped is a StoreError)
@@ -252,6 +260,19 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
             # the final answer; calls Pydantic AI skipped for it (end_strategy='early') never ran
             self._action = await driver.end(EndCauseKind.COMPLETED)
         return result
+
+    async def prepare_tools(self, ctx: Any, tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        """A tool not declared ``concurrent`` runs alone (Pydantic AI's ``sequential``
+        barrier, on copies of the definitions): consecutive calls of concurrent tools,
+        a runkernel group, run together and the others one at a time, as committed."""
+        return [
+            d if self._concurrent(d.name) or d.sequential else dataclasses.replace(d, sequential=True)
+            for d in tool_defs
+        ]
+
+    def _concurrent(self, tool: str) -> bool:
+        policy = self.tools.get(tool)
+        return isinstance(policy, ToolPolicy) and policy.concurrent
 
     async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> ModelResponse:
         """Commit the model's complete response as the step (its calls the step's batch).
@@ -301,8 +322,11 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
                 return _shown(committed)
             if not ctx.tool_call_approved and self._wait_kind(call.tool_name, call.args_as_dict()) is WaitKind.APPROVAL:
                 raise ApprovalRequired()  # a toolset's approval function holds it: Pydantic AI defers it
-            if isinstance(action, RunCall) and action.call_id == call.tool_call_id:
-                return await self._execute(action, args, handler)
+            if (mine := handed_call(action, call.tool_call_id)) is not None:
+                return await self._execute(mine, args, handler)
+            if self._turns.running and committed is not None:
+                await self._turns.wait()  # another call of the step runs: this one's turn comes
+                continue
             if isinstance(action, CheckStatus) and action.call_id == call.tool_call_id:
                 status, interval = self.status[action.tool], self.poll_interval
                 asked = await driver.ask_status(status, interval=interval, asks=self.status_asks)
@@ -362,6 +386,7 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
         assert self._driver is not None
         while True:
             self._action = action
+            self._turns.changed()
             if isinstance(action, RunCall) and self._kind(action.tool) == "external":
                 action = await self._driver.call_returned(action.call_id, action.resume_value)  # the answer
             elif isinstance(action, Done) and not action.redelivery:
@@ -375,22 +400,28 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
 
     async def _execute(self, action: RunCall, args: Any, handler: Any) -> Any:
         assert self._driver is not None
-        driver, call_id = self._driver, action.call_id
-        with invocation_scope(action):  # the tool body's current_invocation() is this RunCall
-            try:
-                result = await handler(args)
-            except (ApprovalRequired, CallDeferred) as deferral:
-                declaration = "requires_approval=True" if isinstance(deferral, ApprovalRequired) else "a declared external tool"
-                raise DeferredAfterStart(
-                    f"tool {action.tool!r} raised {type(deferral).__name__} after its Executing commit; runkernel has"
-                    f" no Executing→Awaiting edge for it: declare the wait with {declaration} instead"
-                ) from deferral
-            except (ModelRetry, ToolRetryError, ToolFailed, ToolFailedError) as error:
-                await self._settle(await driver.call_failed(call_id, _error_value(error)))
-                raise
-            except Exception as error:
-                await self._settle(await driver.call_failed(call_id, {"type": type(error).__name__, "message": str(error)}))
-                raise
-        await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
-        return result
-
+        driver, call_id, turns = self._driver, action.call_id, self._turns
+        turns.running += 1
+        try:
+            with invocation_scope(action):  # the tool body's current_invocation() is this RunCall
+                try:
+                    result = await handler(args)
+                except (ApprovalRequired, CallDeferred) as deferral:
+                    declaration = "requires_approval=True" if isinstance(deferral, ApprovalRequired) else "a declared external tool"
+                    raise DeferredAfterStart(
+                        f"tool {action.tool!r} raised {type(deferral).__name__} after its Executing commit; runkernel has"
+                        f" no Executing→Awaiting edge for it: declare the wait with {declaration} instead"
+                    ) from deferral
+                except (ModelRetry, ToolRetryError, ToolFailed, ToolFailedError) as error:
+                    async with turns.report:  # the calls of a group answer one at a time
+                        await self._settle(await driver.call_failed(call_id, _error_value(error)))
+                    raise
+                except Exception as error:
+                    async with turns.report:
+                        await self._settle(await driver.call_failed(call_id, {"type": type(error).__name__, "message": str(error)}))
+                    raise
+            async with turns.report:
+                await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
+            return result
+        finally:
+            turns.running -= 1
