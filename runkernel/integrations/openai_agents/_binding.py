@@ -81,8 +81,10 @@ class Binding:
         if context is not None and not self._seen_context:
             self.context, self._seen_context = context, True
         if self._pick_up is not None:
-            run_id, self._pick_up = self._pick_up, None
-            await self.settle(await self.driver.pick_up(run_id))
+            async with self._turns.report:  # the calls of a step, started together, pick up once
+                if self._pick_up is not None:
+                    await self.settle(await self.driver.pick_up(self._pick_up))
+                    self._pick_up = None
         return self.driver
 
     async def settle(self, action: Action) -> None:

@@ -376,9 +376,11 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
             self._tool_manager, self._ctx = ctx.tool_manager, ctx
         assert self._driver is not None
         if self._pick_up is not None:
-            run_id, self._pick_up = self._pick_up.run_id, None
-            await self._driver.pick_up(run_id)
-            await self._settle(await self._driver.next_action())
+            async with self._turns.report:  # the calls of a step, started together, pick up once
+                if self._pick_up is not None:
+                    await self._driver.pick_up(self._pick_up.run_id)
+                    await self._settle(await self._driver.next_action())
+                    self._pick_up = None
         return self._driver
 
     async def _settle(self, action: Action) -> None:
