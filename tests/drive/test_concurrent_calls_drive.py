@@ -17,7 +17,10 @@ from runkernel import CallRequest
 from runkernel.adapters.drive.actions import Action, CheckStatus, Done, Infer, RunCall, RunCalls
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.drive.ports import (
+    GateAnswer,
     InferenceRequest,
+    NoHooks,
+    Permit,
     ModelReply,
     Failed,
     Returned,
@@ -40,7 +43,9 @@ from runkernel.kernel.state import (
     Ended,
     Message,
     RunSnapshot,
+    ToolCall,
 )
+from runkernel.kernel.values import JsonValue
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, Role
 from runkernel.specs.checker import Verdict, check_commits
 from runkernel.testing import Boundary, CrashAt, CrashingStore, CountingIds, Position, SimulatedCrash
@@ -223,6 +228,24 @@ def test_each_call_of_the_group_is_handed_out_under_the_lease_re_checked_once(ki
     assert keeper.checks == 3
 
 
+class _ThreadNoting(NoHooks):
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def after_tool(self, run_id: str, call_id: str, attempt: int, reply: ToolReply) -> JsonValue:
+        self.threads.append(threading.current_thread().name)
+        return None
+
+
+class _GateNoting:
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def check(self, run_id: str, call: ToolCall) -> GateAnswer:
+        self.threads.append(threading.current_thread().name)
+        return Permit()
+
+
 def test_the_pull_runtime_runs_the_groups_tools_together() -> None:
     """Each tool waits at a barrier for the two others: run one after another, the
     first would wait alone and the barrier would break. Their results are still
@@ -233,9 +256,15 @@ def test_the_pull_runtime_runs_the_groups_tools_together() -> None:
     threads: set[str] = set()
     for tool in tools.values():
         tool.barrier, tool.threads = barrier, threads
-    Runtime(store, _Model(), registry, self_check=True).start("t1", "r1", (Message(Role.USER, "go"),))
+    hooks, gate = _ThreadNoting(), _GateNoting()
+    Runtime(store, _Model(), registry, self_check=True, hooks=hooks, gate=gate).start(
+        "t1", "r1", (Message(Role.USER, "go"),)
+    )
     assert {name: tool.runs for name, tool in tools.items()} == {"read": [1], "lookup": [1], "charge": [1]}
     assert len(threads) == 3 and threading.current_thread().name not in threads
+    # the hooks and the gate are called from the drive's own thread, one at a time
+    assert hooks.threads == [threading.current_thread().name] * 3
+    assert gate.threads == [threading.current_thread().name] * 3
     ends = [c for c in store.commits("t1") if c.batch and any(isinstance(k.status, CallCompleted) for k in c.batch.calls)]
     completed = [sum(isinstance(k.status, CallCompleted) for k in c.batch.calls) for c in ends if c.batch]
     assert completed[:3] == [1, 2, 3]
