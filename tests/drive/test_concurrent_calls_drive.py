@@ -9,6 +9,8 @@ recovered by its own policy.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -351,3 +353,41 @@ def test_a_cancel_queued_while_the_group_runs_waits_for_every_member() -> None:
     assert {name: tool.runs for name, tool in tools.items()} == {"read": [1], "lookup": [1], "charge": [1]}
     assert all(isinstance(c.status, CallCompleted) for c in _published(store).calls)
     _legal(store)
+
+
+def test_a_drive_that_dies_while_its_group_runs_first_waits_for_the_tools_it_started() -> None:
+    """The first member's result commit dies while the two others still run: the drive
+    raises only once their bodies ended, so none of them runs beside whoever takes the
+    Run over in this process."""
+    store = MemoryStore()
+    registry, tools = _tools()
+    committing = threading.Event()
+    ended: list[str] = []
+
+    def slow(name: str) -> Callable[[RunCall], ToolReply]:
+        def run(invocation: RunCall) -> ToolReply:
+            assert committing.wait(120), "the first member's result was never committed"
+            ended.append(name)
+            return Returned({"ran": name})
+
+        return run
+
+    tools["lookup"].run = slow("lookup")  # type: ignore[method-assign]
+    tools["charge"].run = slow("charge")  # type: ignore[method-assign]
+
+    class _Noting(CrashingStore):
+        def append(self, *args: Any, **kwargs: Any) -> Any:
+            snapshot = self.store.run("r1")
+            if snapshot is not None and snapshot.batch is not None and snapshot.batch.calls[0].status == CallExecuting(1):
+                committing.set()  # the first member's result goes in now: the others may end
+            return super().append(*args, **kwargs)
+
+    dying = _Noting(store, CrashAt(Boundary.BEFORE_WRITE, Position.CALL_RESULT))
+    try:
+        Runtime(dying, _Model(), registry, self_check=True).start("t1", "r1", (Message(Role.USER, "go"),))
+    except SimulatedCrash:
+        at_the_raise = sorted(ended)  # before anything else runs here
+    else:
+        raise AssertionError("the planned crash did not come")
+    print(f"tool bodies ended when the crash was raised: {at_the_raise}")
+    assert at_the_raise == ["charge", "lookup"]

@@ -94,6 +94,13 @@ class Drive:
         """Advance by one effect. True once driving has stopped (see ``outcome``)."""
         if self.outcome is not None:
             return True
+        try:
+            return self._step()
+        except BaseException:
+            self.together.settle()  # the tools it started end before its failure is raised
+            raise
+
+    def _step(self) -> bool:
         op = self._next
         if self.pause is not None:
             self.pause = None

@@ -12,9 +12,11 @@ ends early waits for the calls before it to be reported, never for them to run. 
 retried member's new attempt starts as soon as its failure is reported.
 
 Nothing is shared between drives: each group's calls get threads of their own, so the
-slots of a worker and the calls of a group never wait for one another. A thread whose
-drive stopped (a lost lease, a crash) runs its tool to the end and its result is
-dropped, as a tool's result is when its process dies.
+slots of a worker and the calls of a group never wait for one another. A drive that
+stops while its tools run (a lost lease, a store that failed, a simulated crash) first
+waits for them to end, and drops their results, as a tool's result is lost when its
+process dies: no tool of a stopped drive runs beside the drive that takes its Run over
+in the same process, and its slot holds no thread once it is free.
 """
 
 from __future__ import annotations
@@ -52,6 +54,16 @@ class CallsTogether:
         first = action.calls[0]
         started, ran = self._running.pop((first.call_id, first.attempt))
         return self.ports.call_ended(started, ran.result())
+
+
+    def settle(self) -> None:
+        """Wait for every tool body still running to end; their results are dropped."""
+        running, self._running = self._running, {}
+        for _, ran in running.values():
+            try:
+                ran.result()
+            except BaseException:  # noqa: BLE001 - the drive's own failure is what is raised
+                pass
 
 
 def _in_thread(started: StartedCall) -> Future[ToolReply | Exception]:
