@@ -372,8 +372,8 @@ def test_a_drive_that_dies_while_its_group_runs_first_waits_for_the_tools_it_sta
 
         return run
 
-    tools["lookup"].run = slow("lookup")  # type: ignore[method-assign]
-    tools["charge"].run = slow("charge")  # type: ignore[method-assign]
+    setattr(tools["lookup"], "run", slow("lookup"))
+    setattr(tools["charge"], "run", slow("charge"))
 
     class _Noting(CrashingStore):
         def append(self, *args: Any, **kwargs: Any) -> Any:
