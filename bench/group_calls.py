@@ -164,6 +164,13 @@ def phase_show(sample: Sample) -> str:
 
 GOAL = 2.0
 """Issue 34: three concurrent tools' phase under 2× one tool's."""
+LIMIT = (
+    "the three tools overlap (threads under the Runtime, tasks under Pydantic AI), so the phase is one"
+    " tool's time plus the phase's commits (the batch, one Executing commit for the group, a result"
+    " commit per call, the last one publishing: 5 against the single call's 3) and the threads' starts; 1.01-1.03× in a run of 3"
+    " rounds on 2026-12-07. A miss means the tools did not overlap (a driver handing calls one at a"
+    " time), not a slow commit"
+)
 
 
 def rows(sizes: Sizes) -> list[Row]:
@@ -174,11 +181,13 @@ def rows(sizes: Sizes) -> list[Row]:
     runtime_one, pydantic_one = SideRef(GROUP, RUNTIME_ONE), SideRef(GROUP, PYDANTIC_ONE)
     table = [
         Row(f"parallel tool calls, Runtime, {tools} declared concurrent: tool phase ÷ one tool's",
-            SideRef(GROUP, RUNTIME_THREE), runtime_one, phase_ratio, "× one tool", goal, phase_show, phase_show),
+            SideRef(GROUP, RUNTIME_THREE), runtime_one, phase_ratio, "× one tool", goal, phase_show, phase_show,
+            LIMIT),
         Row(f"parallel tool calls, Runtime, {tools} not declared concurrent (in order; for the record)",
             SideRef(GROUP, RUNTIME_IN_ORDER), runtime_one, phase_ratio, "× one tool", None, phase_show, phase_show),
         Row(f"parallel tool calls, Pydantic AI integration, {tools} declared concurrent: tool phase ÷ one tool's",
-            SideRef(GROUP, PYDANTIC_THREE), pydantic_one, phase_ratio, "× one tool", goal, phase_show, phase_show),
+            SideRef(GROUP, PYDANTIC_THREE), pydantic_one, phase_ratio, "× one tool", goal, phase_show, phase_show,
+            LIMIT),
         Row(f"parallel tool calls, {tools}: Pydantic AI integration's tool phase ÷ plain Pydantic AI's"
             " (for the record)",
             SideRef(GROUP, PYDANTIC_THREE), SideRef(GROUP, PLAIN_THREE), phase_ratio, "ratio", None, phase_show,

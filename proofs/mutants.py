@@ -303,6 +303,47 @@ MUTANTS: tuple[Mutant, ...] = (
         unit("tests/drive/test_concurrent_calls_drive.py::test_the_pull_runtime_runs_every_member_once_and_publishes_in_call_order"),
     ),
     Mutant(
+        "the driver hands a group's first call out alone",
+        "runkernel/adapters/drive/core.py",
+        "                        starts = [effect, *take_starts(self.group_asks, decision.state)]\n",
+        "                        starts = [effect]\n",
+        unit("tests/drive/test_concurrent_calls_drive.py::test_the_pull_runtime_runs_the_groups_tools_together"),
+    ),
+    Mutant(
+        "the pull runtime runs a group's tools one after another",
+        "runkernel/adapters/drive/runtime_group.py",
+        "        if not self.together:\n",
+        "        if True:\n",
+        unit("tests/drive/test_concurrent_calls_drive.py::test_the_pull_runtime_runs_the_groups_tools_together"),
+    ),
+    Mutant(
+        "a drive that dies leaves its group's tools running",
+        "runkernel/adapters/drive/runtime_drive.py",
+        "            self.together.settle()  # the tools it started end before its failure is raised\n",
+        "            pass\n",
+        unit(
+            "tests/drive/test_concurrent_calls_drive.py::"
+            "test_a_drive_that_dies_while_its_group_runs_first_waits_for_the_tools_it_started"
+        ),
+    ),
+    Mutant(
+        "a command is applied while a group's calls run",
+        "runkernel/adapters/drive/core.py",
+        "            running = unanswered(self.handed_together, state)\n            if running:",
+        "            running = ()\n            if running:",
+        unit("tests/drive/test_concurrent_calls_drive.py::test_a_cancel_queued_while_the_group_runs_waits_for_every_member"),
+    ),
+    Mutant(
+        "a call a RunCalls lists again is started again",
+        "runkernel/adapters/drive/actions.py",
+        "        known = {(c.call_id, c.attempt) for c in previous.calls} if isinstance(previous, RunCalls) else set()\n",
+        "        known: set[tuple[str, int]] = set()\n",
+        unit(
+            "tests/drive/test_concurrent_calls_drive.py::"
+            "test_a_push_host_answers_the_group_in_any_order_and_starts_each_attempt_once[sync]"
+        ),
+    ),
+    Mutant(
         "the gate is asked after a group member started",
         "runkernel/kernel/gate.py",
         "    if rest:\n        return Decision(state, (RunGate(rest[0], held),))\n",

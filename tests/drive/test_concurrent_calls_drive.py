@@ -254,7 +254,7 @@ def test_the_pull_runtime_runs_the_groups_tools_together() -> None:
     committed in call order, so the commits are the same whatever the timing."""
     store = MemoryStore()
     registry, tools = _tools()
-    barrier = threading.Barrier(3, timeout=120)
+    barrier = threading.Barrier(3, timeout=30)  # opens at once; only calls run in turn wait it out
     threads: set[str] = set()
     for tool in tools.values():
         tool.barrier, tool.threads = barrier, threads
@@ -391,3 +391,28 @@ def test_a_drive_that_dies_while_its_group_runs_first_waits_for_the_tools_it_sta
         raise AssertionError("the planned crash did not come")
     print(f"tool bodies ended when the crash was raised: {at_the_raise}")
     assert at_the_raise == ["charge", "lookup"]
+
+
+def test_a_replay_member_after_a_reconnect_member_runs_its_recovered_attempt_once() -> None:
+    """A group of a reconnect call then a replay call, found Executing after a crash: the
+    recovery commit moves the replay call to Executing{2} and asks the reconnect call's
+    status first; attempt 2 is then started, once, and no further attempt is planned."""
+    policies = {"lookup": GROUP["lookup"], "read": GROUP["read"]}
+    store = MemoryStore()
+    tools = {name: _Tool(policy) for name, policy in policies.items()}
+    registry = ToolRegistry(dict(tools))
+
+    class _Pair(_Model):
+        def infer(self, request: InferenceRequest) -> ModelReply:
+            if request.step == 1:
+                return ModelReply("", (CallRequest("lookup", {}), CallRequest("read", {})))
+            return ModelReply("done", end=EndCauseKind.COMPLETED)
+
+    dying = CrashingStore(store, CrashAt(Boundary.AFTER_WRITE, Position.CALL_START))
+    with pytest.raises(SimulatedCrash):
+        Runtime(dying, _Pair(), registry, self_check=True).start("t1", "r1", (Message(Role.USER, "go"),))
+    Runtime(store, _Pair(), registry, self_check=True).drive("r1")
+    assert tools["lookup"].asked == 1 and tools["lookup"].runs == [2]
+    assert tools["read"].runs == [2]
+    assert isinstance(_run(store).state, Ended)
+    _legal(store)
