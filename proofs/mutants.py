@@ -296,16 +296,9 @@ MUTANTS: tuple[Mutant, ...] = (
         MODEL_CHECKER_GROUPS,
     ),
     Mutant(
-        "the driver drops a group's later members",
-        "runkernel/adapters/drive/core.py",
-        "            asked = next_asked(self.group_asks, state)\n",
-        "            asked = None\n",
-        unit("tests/drive/test_concurrent_calls_drive.py::test_the_pull_runtime_runs_every_member_once_and_publishes_in_call_order"),
-    ),
-    Mutant(
         "the driver hands a group's first call out alone",
         "runkernel/adapters/drive/core.py",
-        "                        starts = [effect, *take_starts(self.group_asks, decision.state)]\n",
+        "                        starts = [effect, *later_starts(decision.effects, index)]\n",
         "                        starts = [effect]\n",
         unit("tests/drive/test_concurrent_calls_drive.py::test_the_pull_runtime_runs_the_groups_tools_together"),
     ),

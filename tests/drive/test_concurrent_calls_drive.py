@@ -73,6 +73,7 @@ class _Tool:
         self.runs: list[int] = []
         self.asked = 0
         self.flaky = False
+        self.answer = OperationStatus.NOT_FOUND  # what ``status`` says
         self.barrier: threading.Barrier | None = None
         self.threads: set[str] = set()
 
@@ -87,7 +88,7 @@ class _Tool:
 
     def status(self, operation_id: str, lease_epoch: int | None) -> StatusReply:
         self.asked += 1
-        return StatusReply(OperationStatus.NOT_FOUND)
+        return StatusReply(self.answer, {"ran": "before"} if self.answer is OperationStatus.DONE else None)
 
 
 def _tools() -> tuple[ToolRegistry, dict[str, _Tool]]:
@@ -393,13 +394,17 @@ def test_a_drive_that_dies_while_its_group_runs_first_waits_for_the_tools_it_sta
     assert at_the_raise == ["charge", "lookup"]
 
 
-def test_a_replay_member_after_a_reconnect_member_runs_its_recovered_attempt_once() -> None:
+@pytest.mark.parametrize("status", [OperationStatus.DONE, OperationStatus.NOT_FOUND])
+def test_a_replay_member_after_a_reconnect_member_runs_its_recovered_attempt_once(status: OperationStatus) -> None:
     """A group of a reconnect call then a replay call, found Executing after a crash: the
     recovery commit moves the replay call to Executing{2} and asks the reconnect call's
-    status first; attempt 2 is then started, once, and no further attempt is planned."""
+    status first; attempt 2 is then started, once, and no further attempt is planned,
+    whether the status completed the reconnect call (DONE) or started it again
+    (NOT_FOUND: the two attempts run together)."""
     policies = {"lookup": GROUP["lookup"], "read": GROUP["read"]}
     store = MemoryStore()
     tools = {name: _Tool(policy) for name, policy in policies.items()}
+    tools["lookup"].answer = status
     registry = ToolRegistry(dict(tools))
 
     class _Pair(_Model):
@@ -412,7 +417,8 @@ def test_a_replay_member_after_a_reconnect_member_runs_its_recovered_attempt_onc
     with pytest.raises(SimulatedCrash):
         Runtime(dying, _Pair(), registry, self_check=True).start("t1", "r1", (Message(Role.USER, "go"),))
     Runtime(store, _Pair(), registry, self_check=True).drive("r1")
-    assert tools["lookup"].asked == 1 and tools["lookup"].runs == [2]
+    assert tools["lookup"].asked == 1
+    assert tools["lookup"].runs == ([] if status is OperationStatus.DONE else [2])
     assert tools["read"].runs == [2]
     assert isinstance(_run(store).state, Ended)
     _legal(store)

@@ -42,7 +42,7 @@ from runkernel.adapters.drive.protocol import (
 )
 from runkernel.adapters.drive.model_errors import model_backoff, model_error
 from runkernel.adapters.drive.fencing import fence
-from runkernel.adapters.drive.group_calls import Asked, later_asks, next_asked, take_starts, unanswered
+from runkernel.adapters.drive.group_calls import later_starts, unanswered
 from runkernel.adapters.drive.pending import due_timer, exact_outcomes, expiry, has_deadline, needs_settled_commands, next_command
 from runkernel.adapters.drive.port_inputs import gate_verdict
 from runkernel.adapters.drive.reports import HeldMetadata, report_input
@@ -92,9 +92,6 @@ class DriverCore:
         #: nothing handed out since: the next look at the inbox may be what the pick-up
         #: read, or what the store saw in the commit of this version (``folded_reads``)
         self.inbox_look: list[InboxEntry] | int | None = None
-        #: the starts and status queries of a concurrent group still to hand out, at a
-        #: quiet point, before ``recover`` (``group_calls``)
-        self.group_asks: list[Asked] = []
         #: the calls of a group handed out together (``RunCalls``) and not answered yet,
         #: by call id: handed out again until each is answered (``group_calls``)
         self.handed_together: dict[str, RunCall] = {}
@@ -187,12 +184,11 @@ class DriverCore:
                             following = yield from self._gate(effect)
                         break
                     case Execute():
-                        self.group_asks = later_asks(decision.effects, index) + self.group_asks
-                        starts = [effect, *take_starts(self.group_asks, decision.state)]
+                        starts = [effect, *later_starts(decision.effects, index)]
                         following = yield from self._ask(self._run_calls(starts))
                         break
                     case QueryStatus():
-                        self.group_asks = later_asks(decision.effects, index) + self.group_asks
+                        # a group's other queries: recover() plans each again once this one is answered
                         if not (yield from self._commands_waiting()):
                             following = yield from self._ask(handed.check_status(self._snapshot(), effect))
                         break
@@ -226,18 +222,6 @@ class DriverCore:
             picked = yield from self._next_command(state)
             if picked is not None:
                 return picked
-            asked = next_asked(self.group_asks, state)
-            if asked is not None:
-                member: Action
-                if isinstance(asked, Execute):
-                    member = self._run_calls([asked, *take_starts(self.group_asks, state)])
-                else:
-                    member = handed.check_status(state, asked)
-                answered = yield from self._ask(member)
-                if answered is not None:
-                    return answered
-                self.group_asks.insert(0, asked)  # a command came first: it is applied next
-                continue
             if state.open_batch is not None and is_quiet(state.open_batch, self.policies, self.children_running):
                 answered = yield from self._ask(children_running(state))
                 if answered is not None:
