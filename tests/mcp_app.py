@@ -180,9 +180,10 @@ async def play_pydantic_ai(store: str, record: str, script: str, phase: str, run
 # --- the OpenAI Agents SDK ----------------------------------------------------------------
 
 
-def openai_agents_server(server: MCPServer) -> Any:
+def openai_agents_server(server: MCPServer, **options: Any) -> Any:
     """``server`` as the Agents SDK's MCP server: its client session over the ``mcp``
-    package's in-memory transport (a stdio server whose streams are that transport)."""
+    package's in-memory transport (a stdio server whose streams are that transport);
+    ``options`` go to the SDK's server (``require_approval=...``)."""
     from agents.mcp import MCPServerStdio
     from mcp.client._memory import InMemoryTransport  # what mcp's own Client(server) uses
 
@@ -190,7 +191,7 @@ def openai_agents_server(server: MCPServer) -> Any:
         def create_streams(self) -> Any:
             return InMemoryTransport(server)
 
-    return InMemory({"command": "in-memory"}, name=SERVER, cache_tools_list=True)
+    return InMemory({"command": "in-memory"}, name=SERVER, cache_tools_list=True, **options)
 
 
 def openai_agents_agent(store: str, record: str | os.PathLike[str], script: str, server: Any) -> tuple[Any, Any]:

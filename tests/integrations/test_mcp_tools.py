@@ -6,7 +6,8 @@ for a trusted server's read-only or idempotent tool (started again under the sam
 operation id), ``indeterminate`` for an untrusted server's tool or a trusted one's
 write (never started again), and what the explicit mapping says (``reconnect``: asked its
 status). The server sees each call's operation id and lease epoch in ``_meta``; every
-exported trace is legal; the user's toolsets and servers are left as they were."""
+exported trace is legal; an MCP server's ``require_approval`` is the gate; the user's toolsets
+and servers are left as they were."""
 
 from __future__ import annotations
 
@@ -144,3 +145,29 @@ def test_the_users_mcp_server_and_agent_are_left_as_they_were(world: World) -> N
     assert after["server"]["tool_meta_resolver"] is None, "the user's server is not given runkernel's resolver"
     assert "get_mcp_tools" not in vars(agent), "only runkernel's copy lists durable MCP tools"
     world.check("trusted_lookup")
+
+
+def test_an_mcp_servers_require_approval_is_the_gate(world: World) -> None:
+    pytest.importorskip("agents", reason="the openai-agents extra is not installed (pip install -e '.[openai-agents]')")
+
+    async def scenario() -> tuple[list[str], Any]:
+        server = mcp_app.openai_agents_server(
+            mcp_app.inventory(world.url, str(world.record), "thread-trusted_send"), require_approval="always"
+        )
+        async with server:
+            agent, durable = mcp_app.openai_agents_agent(world.url, str(world.record), "trusted_send", server)
+            first = await durable.run(agent, "go", thread_id="thread-trusted_send")
+            waiting = [str(getattr(i.raw_item, "call_id", None)) for i in first.interruptions]
+            assert world.starts() == [], "nothing is sent before the approval"
+            state = first.to_state()
+            state.approve(first.interruptions[0])
+            return waiting, await durable.run(agent, state, thread_id="thread-trusted_send")
+
+    waiting, done = asyncio.run(scenario())
+    print("waited for:", waiting, "then:", done.final_output)
+    assert waiting == ["c1"] and done.final_output == "done"
+    assert [s["attempt"] for s in world.starts("send")] == [1]
+    statuses = [type(call.status).__name__ for commit in world.commits("trusted_send") if commit.batch is not None
+                for call in commit.batch.calls]
+    assert "CallAwaiting" in statuses, "the approval was a committed wait"
+    world.check("trusted_send")
