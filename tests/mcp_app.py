@@ -16,7 +16,8 @@ operation id), and returns the ``_meta`` keys it was sent. ``CRASH=tool:NAME:ATT
 SIGKILLs the process (the server with it) right after the start is recorded.
 
 As a script: ``python tests/mcp_app.py STORE RECORD FRAMEWORK SCRIPT start|resume
-[RUN_ID]`` (FRAMEWORK: ``pydantic_ai`` or ``openai_agents``) prints one JSON line.
+[RUN_ID]`` (FRAMEWORK: ``pydantic_ai`` or ``openai_agents``) prints one JSON line; with
+``serve`` or ``restart`` (Pydantic AI), the app serves its Runs (``serve_pydantic_ai``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
@@ -42,6 +44,7 @@ from runkernel.kernel import CallExecuting  # noqa: E402
 
 #: Scripts: (the tool the model calls, its arguments, whether the app trusts the server).
 SCRIPTS: dict[str, tuple[str, dict[str, Any], bool]] = {
+    "served": ("lookup", {"q": "a"}, True),  # then ``send``: a tool first listed to the worker's driver
     "trusted_lookup": ("lookup", {"q": "a"}, True),
     "untrusted_lookup": ("lookup", {"q": "a"}, False),
     "trusted_reserve": ("reserve", {"seat": "4A"}, True),
@@ -155,16 +158,41 @@ def pydantic_ai_agent(
     tool, arguments = first_call(script)
 
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if not any(isinstance(m, ModelResponse) for m in messages):
+        turns = sum(isinstance(m, ModelResponse) for m in messages)
+        if turns == 0:
             return ModelResponse(parts=[ToolCallPart(tool, arguments, "c1")])
+        if turns == 1 and script == "served":
+            return ModelResponse(parts=[ToolCallPart("send", {"to": "bob"}, "c2")])
         return ModelResponse(parts=[TextPart("done")])
 
     durable = RunkernelDurability(
-        store, tools=EXPLICIT, status={"charge": charge_status(record)}, trusted_mcp=trusted(script), app=app
+        store, tools=EXPLICIT, status={"charge": charge_status(record)}, trusted_mcp=trusted(script), app=app,
+        lease_duration=LEASE,
     )
     toolset = MCPToolset(inventory(store, record, f"thread-{script}"), id=SERVER, process_tool_call=process_tool_call)
     agent = Agent(FunctionModel(reply), toolsets=[toolset], capabilities=[durable])
     return agent, durable
+
+
+#: The served app (``serve`` and ``restart``): its name, lease and poll, in seconds.
+APP, LEASE, POLL = "mcp", 2.0, 0.1
+
+
+def serve_pydantic_ai(store: str, record: str, script: str, phase: str) -> dict[str, Any]:
+    """The app as one process that calls ``serve()`` at launch: ``serve`` starts a Run in
+    process too (a tool may SIGKILL it); ``restart`` only serves until every Run ended."""
+    agent, durable = pydantic_ai_agent(store, record, script, app=APP)
+    worker = durable.serve(agent, poll_interval=POLL)
+    if phase == "serve":
+        asyncio.run(agent.run("go", conversation_id=f"thread-{script}"))
+    opened = open_store(store, create=False)
+    try:
+        while not opened.list_runs() or any(s.state != "ended" for s in opened.list_runs()):
+            time.sleep(POLL)
+    finally:
+        opened.close()
+    report = worker.stop()
+    return {"drives": report.drives, "takeovers": report.takeovers, "failures": report.failures}
 
 
 async def play_pydantic_ai(store: str, record: str, script: str, phase: str, run_id: str | None) -> dict[str, Any]:
@@ -241,4 +269,7 @@ PLAYS: dict[str, Callable[[str, str, str, str, str | None], Coroutine[Any, Any, 
 if __name__ == "__main__":
     store_url, record_path, framework, script_name, phase_name = sys.argv[1:6]
     run = sys.argv[6] if len(sys.argv) > 6 and sys.argv[6] else None
-    print(json.dumps(asyncio.run(PLAYS[framework](store_url, record_path, script_name, phase_name, run))))
+    if phase_name in ("serve", "restart"):
+        print(json.dumps(serve_pydantic_ai(store_url, record_path, script_name, phase_name)))
+    else:
+        print(json.dumps(asyncio.run(PLAYS[framework](store_url, record_path, script_name, phase_name, run))))

@@ -14,6 +14,9 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +58,17 @@ class World(agent_world.World):
     def play(self, framework: str, script: str, phase: str = "start", run_id: str | None = None) -> dict[str, Any]:
         return asyncio.run(mcp_app.PLAYS[framework](self.url, str(self.record), script, phase, run_id))
 
-    def killed(self, framework: str, script: str, crash: str) -> None:
-        self.run_killed(crash, framework, script, "start")
+    def killed(self, framework: str, script: str, crash: str, phase: str = "start") -> None:
+        self.run_killed(crash, framework, script, phase)
+
+    def served_again(self, script: str) -> dict[str, Any]:
+        """The Pydantic AI app started again: it only serves, until every Run ended."""
+        argv = [sys.executable, str(self.app), self.url, str(self.record), "pydantic_ai", script, "restart"]
+        env = {**os.environ, "PYTHONPATH": str(agent_world.ROOT)}
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd=agent_world.ROOT)
+        assert done.returncode == 0, done.stderr
+        report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+        return report
 
 
 @pytest.fixture
@@ -171,3 +183,18 @@ def test_an_mcp_servers_require_approval_is_the_gate(world: World) -> None:
                 for call in commit.batch.calls]
     assert "CallAwaiting" in statuses, "the approval was a committed wait"
     world.check("trusted_send")
+
+
+def test_a_served_app_killed_inside_an_mcp_tool_finishes_its_run_under_the_next_epoch(world: World) -> None:
+    pytest.importorskip("fastmcp", reason="Pydantic AI's MCP client is not installed (pip install -e '.[pydantic-ai,mcp]')")
+    world.killed("pydantic_ai", "served", "tool:lookup:1", "serve")  # serve() at launch, the Run driven in process
+    report = world.served_again("served")
+    starts = [(s["tool"], s["attempt"], s["lease_epoch"]) for s in world.starts()]
+    print(f"served again: {report}; the server saw (tool, attempt, lease epoch): {starts}"
+          f" (lease {mcp_app.LEASE} s, poll {mcp_app.POLL} s)")
+    assert report == {"drives": 1, "takeovers": 1, "failures": 0}
+    # the fencing token in _meta: the dead process's epoch, then the worker's; the second
+    # step's tool was first listed to the worker's driver, which learned its policy
+    assert starts == [("lookup", 1, 1), ("lookup", 2, 2), ("send", 1, 2)]
+    assert world.call("served", "c2").policy == ToolPolicy.indeterminate()
+    world.check("served")
