@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("mcp.server.mcpserver", reason="the mcp extra is not installed (pip install -e '.[mcp]')")
-pytest.importorskip("fastmcp", reason="Pydantic AI's MCP client is not installed (pip install -e '.[pydantic-ai,mcp]')")
+pytest.importorskip("pydantic_ai.mcp", reason="Pydantic AI's MCP client is not installed (pip install -e '.[pydantic-ai,mcp]')")
 pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed (pip install -e '.[pydantic-ai]')")
 pytest.importorskip("agents", reason="the openai-agents extra is not installed (pip install -e '.[openai-agents]')")
 

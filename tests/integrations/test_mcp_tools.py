@@ -110,7 +110,7 @@ def test_a_crash_inside_an_mcp_tool_is_recovered_by_its_policy(
 
 
 def test_the_meta_keeps_what_a_process_tool_call_hook_adds_and_carries_the_lease_epoch(world: World) -> None:
-    pytest.importorskip("fastmcp", reason="Pydantic AI's MCP client is not installed (pip install -e '.[pydantic-ai,mcp]')")
+    pytest.importorskip("pydantic_ai.mcp", reason="Pydantic AI's MCP client is not installed (pip install -e '.[pydantic-ai,mcp]')")
     from pydantic_ai.mcp import MCPToolset
 
     from runkernel.integrations.pydantic_ai import current_invocation
@@ -186,7 +186,7 @@ def test_an_mcp_servers_require_approval_is_the_gate(world: World) -> None:
 
 
 def test_a_served_app_killed_inside_an_mcp_tool_finishes_its_run_under_the_next_epoch(world: World) -> None:
-    pytest.importorskip("fastmcp", reason="Pydantic AI's MCP client is not installed (pip install -e '.[pydantic-ai,mcp]')")
+    pytest.importorskip("pydantic_ai.mcp", reason="Pydantic AI's MCP client is not installed (pip install -e '.[pydantic-ai,mcp]')")
     world.killed("pydantic_ai", "served", "tool:lookup:1", "serve")  # serve() at launch, the Run driven in process
     report = world.served_again("served")
     starts = [(s["tool"], s["attempt"], s["lease_epoch"]) for s in world.starts()]
