@@ -45,7 +45,7 @@ from runkernel.adapters.drive.events import Acknowledged, CheckpointLost, Runtim
 from runkernel.adapters.stores.contract import Store, StoreError
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
-from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
+from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy, tool_policies
 from runkernel.kernel.protocol import ResumePayload
 from runkernel.kernel.state import CallIndeterminate, EndCause, Message, RunSnapshot, Staged, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
@@ -183,6 +183,19 @@ class Shell:
         snapshot = self.snapshot
         calls = snapshot.batch.calls if snapshot is not None and snapshot.batch is not None else ()
         return tuple(c.operation_id for c in calls if isinstance(c.status, CallIndeterminate))
+
+    # --- tools learned while the Run goes on --------------------------------------
+
+    def declare_tools(self, tools: Mapping[str, ToolPolicy | str]) -> None:
+        """Give tools learned while the Run goes on their policies (an MCP server's tools,
+        listed as the agent runs). Each call's policy is committed with its batch, so
+        declare a tool before reporting the model reply that calls it; a tool declared
+        again takes its new policy for later batches (calls committed keep theirs)."""
+        policies = self.settings.policies
+        declared = attrs.evolve(policies, tools={**policies.tools, **tool_policies(tools)})
+        self.settings = attrs.evolve(self.settings, policies=declared)
+        if self._core is not None:  # the Run in hand decides its next batch with them
+            self._core.settings, self._core.policies = self.settings, declared
 
     # --- answers given ahead --------------------------------------------------------
 

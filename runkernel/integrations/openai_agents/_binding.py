@@ -15,7 +15,9 @@ from agents.models.interface import Model
 from openai.types.responses import ResponseCompletedEvent, ResponseFunctionToolCall
 from pydantic_core import to_jsonable_python
 
-from runkernel import Approve, AsyncDriver, CheckStatus, Deny, Done, Hold, Infer, Permit, PeerError, RunCall, WaitFor, WaitKind
+from runkernel import (
+    Approve, AsyncDriver, CheckStatus, Deny, Done, Hold, Infer, Permit, PeerError, RunCall, ToolPolicy, WaitFor, WaitKind,
+)
 from runkernel.adapters.drive.actions import Action, RunCalls
 from runkernel.adapters.drive.invocation import invocation_scope
 from runkernel.integrations._common import CallTurns, IntegrationError, RunEnded, StatusFunction, StillRunning, handed_call
@@ -61,7 +63,7 @@ class Binding:
         status_asks: int | None = None,
         context: Any = None,
     ) -> None:
-        self.driver, self.tools, self.handoffs, self.status = driver, tools, handoffs, status
+        self.driver, self.tools, self.handoffs, self.status = driver, dict(tools), handoffs, status
         self.action: Action | None = None
         #: what approval functions get: the SDK's run context once a wrapper saw it, until
         #: then one around the ``context=`` given to the run (what they usually read)
@@ -74,6 +76,12 @@ class Binding:
         self._approvals: dict[str, bool] = {}
         self._turns = CallTurns()
         driver.gate = self
+
+    def learned(self, policies: Mapping[str, ToolPolicy], tools: Mapping[str, FunctionTool]) -> None:
+        """Tools listed at this turn (an agent's MCP tools): their policies declared to the
+        driver before the reply that calls them is committed, their approval questions kept."""
+        self.driver.declare_tools(policies)
+        self.tools.update(tools)
 
     async def ready(self, context: RunContextWrapper[Any] | None = None) -> AsyncDriver:
         """Every wrapper starts here; a Run is picked up in the first one, where the run

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from pydantic_ai.exceptions import (
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import RunContext, ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
@@ -44,7 +45,9 @@ from runkernel.integrations.pydantic_ai._context import (
 )
 from runkernel.integrations.pydantic_ai._errors import ended_message, pydantic_ai_transient
 from runkernel.integrations.pydantic_ai._events import StreamListener
+from runkernel.integrations.mcp import checked_trust
 from runkernel.integrations.pydantic_ai._gate import DeclaredGate
+from runkernel.integrations.pydantic_ai._mcp import durable_mcp, mcp_policies
 from runkernel.integrations.pydantic_ai._mapping import (
     _answer_of, _deferred_answer, _deps_type, _error_value, _payloads, _recorded_deps_type, _shown, to_model_messages,
 )
@@ -69,6 +72,8 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
       ``status(operation_id, lease_epoch) -> StatusReply`` (the lease epoch: the fencing
       token, for the downstream). ``questions``: the external tools a person
       answers (an input wait).
+    - ``trusted_mcp``: the ``id`` of each ``MCPToolset`` whose tool annotations are trusted
+      (an MCP tool ``tools`` does not name gets its policy from them: docs/mcp.md).
     - ``transient(error)``: which model errors are retried (default
       ``pydantic_ai_transient``: HTTP 408/409/429/5xx, connection errors, timeouts);
       ``model_attempts`` attempts of one model call, waiting ``sleep(seconds)`` between
@@ -120,9 +125,11 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
     app: str | None = None
     #: how long the lease of a Run of ``app`` lasts unless renewed (in process and in ``serve``)
     lease_duration: float = 30.0
+    trusted_mcp: Collection[str] = frozenset()
 
     def __post_init__(self) -> None:
         self.tools = checked_policies(self.tools, self.status)  # "replay" and the like become their ToolPolicy
+        self.trusted_mcp = checked_trust(self.trusted_mcp)
         self._stores = ThreadStores(self.store)
         self._reset()
 
@@ -220,6 +227,10 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
         layer._reset()
         return layer
 
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        """The run's toolset, each ``MCPToolset`` in it wrapped (``_mcp.DurableMCPToolset``)."""
+        return durable_mcp(toolset, self.trusted_mcp)
+
     async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
         """Start a Run (``agent.run``) or pick one up (``resume``), run the agent, and end
         the Run with its final answer, or ``failed`` if the agent raised."""
@@ -284,7 +295,9 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
         if not isinstance(self._action, Infer):
             raise IntegrationError(f"the agent asked its model while runkernel expects {self._action!r}")
         params = request_context.model_request_parameters
-        if missing := sorted({t.name for t in params.function_tools} - set(self.tools)):
+        if mcp := mcp_policies(params.function_tools, self.tools):  # listed by now: committed with the batch
+            driver.declare_tools(mcp)
+        if missing := sorted({t.name for t in params.function_tools} - set(self.tools) - set(mcp)):
             raise IntegrationError(
                 f"tools without a recovery policy: {missing}; give each a ToolPolicy in RunkernelDurability(tools=...)"
             )
