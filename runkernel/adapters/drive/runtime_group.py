@@ -37,8 +37,6 @@ class CallsTogether:
         self.ports, self.together = ports, together
         self._running: dict[tuple[str, int], tuple[StartedCall, Future[ToolReply | Exception]]] = {}
         self._previous: RunCalls | None = None
-        #: the tool bodies this drive started together, for the record
-        self.started = 0
         self._winding_down = False
 
     def start_nothing(self) -> None:
@@ -63,12 +61,10 @@ class CallsTogether:
         for call in action.to_start(self._previous):
             started = self.ports.begin_call(call)  # W1 on the drive's thread, in call order
             self._running[(call.call_id, call.attempt)] = (started, _in_thread(started))
-            self.started += 1
         self._previous = action
         first = action.calls[0]
         started, ran = self._running.pop((first.call_id, first.attempt))
         return self.ports.call_ended(started, ran.result())
-
 
     def settle(self) -> None:
         """Wait for every tool body still running to end; their results are dropped."""
