@@ -161,6 +161,10 @@ def render(
         " rows' names say it), both polling every 0.05 s; every round also drains one Run alone, the"
         " yardstick of the overlap and goal rows. Loop lag (`bench/loop_lag.py`): the lateness of a 10 ms"
         " `asyncio.sleep` repeated on the loop while `AsyncDriver` drives N such Runs on it.",
+        "- Parallel tool calls (`bench/group_calls.py`): the tool phase of one Run whose model asks for"
+        f" three tools of {sizes.latency_sleep:g} s in one reply (from the model's reply to its next call:"
+        " the group's commits, the tools, the publication), beside the same Run with one such tool, under"
+        " the `Runtime` and the Pydantic AI integration, on SQLite (synchronous=FULL).",
         f"- Time budget: after {sizes.budget:.0f} s a group runs no round beyond its first (the agent"
         " loops run last, longest last); a cut is listed under the group's notes.",
         "",

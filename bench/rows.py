@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import console, latency, latency_rows, loop_lag, measures, otel, postgres, slow_disk, worker_rows, workers
+from bench import (
+    console, group_calls, latency, latency_rows, loop_lag, measures, otel, postgres, slow_disk, worker_rows, workers,
+)
 from bench.framework import (
     Goal,
     Group,
@@ -78,6 +80,7 @@ def groups(sizes: Sizes) -> list[Group]:
         Group("latency/postgres", latency.latency_postgres, latency.rounds),
         Group(latency_rows.LAG_GROUP, loop_lag.loop_lag, latency.rounds),
         Group(slow_disk.GROUP, slow_disk.latency_slow_disk, latency.rounds),
+        Group(group_calls.GROUP, group_calls.group_calls, latency.rounds),
     ]
     # last, smallest first: the time budget may cut the rounds of the longest groups
     for mode, _ in MODES:
@@ -362,6 +365,7 @@ def rows(sizes: Sizes) -> list[Row]:
     table += console_rows(sizes)
     table += worker_rows.rows()
     table += latency_rows.rows(sizes)
+    table += group_calls.rows(sizes)
     table.append(
         Row(
             f"OpenTelemetry() installed, no exporter configured: agent loop time ÷ without telemetry"

@@ -296,11 +296,55 @@ MUTANTS: tuple[Mutant, ...] = (
         MODEL_CHECKER_GROUPS,
     ),
     Mutant(
-        "the driver drops a group's later members",
+        "the driver hands a group's first call out alone",
         "runkernel/adapters/drive/core.py",
-        "            asked = next_asked(self.group_asks, state)\n",
-        "            asked = None\n",
-        unit("tests/drive/test_concurrent_calls_drive.py::test_the_pull_runtime_runs_every_member_once_and_publishes_in_call_order"),
+        "                        starts = [effect, *later_starts(decision.effects, index)]\n",
+        "                        starts = [effect]\n",
+        unit("tests/drive/test_concurrent_calls_drive.py::test_the_pull_runtime_runs_the_groups_tools_together"),
+    ),
+    Mutant(
+        "the pull runtime runs a group's tools one after another",
+        "runkernel/adapters/drive/runtime_group.py",
+        "        if not self.together:\n",
+        "        if True:\n",
+        unit("tests/drive/test_concurrent_calls_drive.py::test_the_pull_runtime_runs_the_groups_tools_together"),
+    ),
+    Mutant(
+        "a drive that dies leaves its group's tools running",
+        "runkernel/adapters/drive/runtime_drive.py",
+        "            self.together.settle()  # the tools it started end before its failure is raised\n",
+        "            pass\n",
+        unit(
+            "tests/drive/test_concurrent_calls_drive.py::"
+            "test_a_drive_that_dies_while_its_group_runs_first_waits_for_the_tools_it_started"
+        ),
+    ),
+    Mutant(
+        "a stopping worker lets a Run go while its group's tools run",
+        "runkernel/adapters/drive/runtime_drive.py",
+        "        return isinstance(self._next, Hand) and self.together.runs_any(self._next.action)\n",
+        "        return False\n",
+        unit(
+            "tests/worker/test_group_wind_down.py::"
+            "test_a_stopping_worker_commits_every_group_call_already_started_and_starts_nothing[memory]"
+        ),
+    ),
+    Mutant(
+        "a command is applied while a group's calls run",
+        "runkernel/adapters/drive/core.py",
+        "            running = unanswered(self.handed_together, state)\n            if running:",
+        "            running = ()\n            if running:",
+        unit("tests/drive/test_concurrent_calls_drive.py::test_a_cancel_queued_while_the_group_runs_waits_for_every_member"),
+    ),
+    Mutant(
+        "a call a RunCalls lists again is started again",
+        "runkernel/adapters/drive/actions.py",
+        "        known = {(c.call_id, c.attempt) for c in previous.calls} if isinstance(previous, RunCalls) else set()\n",
+        "        known: set[tuple[str, int]] = set()\n",
+        unit(
+            "tests/drive/test_concurrent_calls_drive.py::"
+            "test_a_push_host_answers_the_group_in_any_order_and_starts_each_attempt_once[sync]"
+        ),
     ),
     Mutant(
         "the gate is asked after a group member started",

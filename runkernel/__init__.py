@@ -48,7 +48,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
     ),
     (
         "What a push-mode driver hands out (a pull-mode runtime answers the same with its ports)",
-        (("runkernel.adapters.drive.actions", ("Infer", "RunCall", "CheckStatus", "Fence", "WaitFor", "ChildrenRunning", "Done")),),
+        (("runkernel.adapters.drive.actions", ("Infer", "RunCall", "RunCalls", "CheckStatus", "Fence", "WaitFor", "ChildrenRunning", "Done")),),
     ),
     (
         "What the host answers",
@@ -121,6 +121,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         Fence as Fence,
         Infer as Infer,
         RunCall as RunCall,
+        RunCalls as RunCalls,
         WaitFor as WaitFor,
     )
     from runkernel.adapters.drive.invocation import (

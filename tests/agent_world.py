@@ -6,6 +6,7 @@ started twice)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -83,6 +84,27 @@ class Downstream:
         if not self.path.exists():
             return []
         return [json.loads(line) for line in self.path.read_text().splitlines()]
+
+
+#: the bodies of a concurrent group's tools that started in this process
+_TOGETHER: list[str] = []
+
+
+async def together(tool: str) -> None:
+    """With ``TOGETHER=N``, a group tool's body waits until N group bodies started in
+    this process: run one at a time, the first would wait alone, and the guard below
+    fails it. Without it, nothing waits."""
+    _TOGETHER.append(tool)
+    expected = int(os.environ.get("TOGETHER", "0"))
+    for _ in range(12_000):  # a guard against a hang, not a measure: 120 s at most
+        if len(_TOGETHER) >= expected:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the group's bodies did not run together: only {_TOGETHER} started")
+
+
+def reset_together() -> None:
+    _TOGETHER.clear()
 
 
 class World:

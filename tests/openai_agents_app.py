@@ -36,10 +36,10 @@ from agents.models.interface import Model  # noqa: E402
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from runkernel import OperationStatus, StatusReply, current_invocation  # noqa: E402
+from runkernel import OperationStatus, StatusReply, ToolPolicy, current_invocation  # noqa: E402
 from runkernel.integrations.openai_agents import DurableAgentApp, DurableRunner  # noqa: E402
 
-from agent_world import Downstream  # noqa: E402
+from agent_world import Downstream, together  # noqa: E402
 
 set_tracing_disabled(True)  # no test connects outside the machine
 
@@ -61,6 +61,10 @@ def _text(text: str, step: int = 0) -> Any:
 
 #: Scripts: one list of output items per model reply; a text-only reply is the final answer.
 SCRIPTS: dict[str, list[list[Any]]] = {
+    "group": [
+        [_call("fetch", "g1", q="a"), _call("book", "g2", seats=2), _call("pay", "g3", cents=5), _call("note", "n1", text="x")],
+        [_text("grouped", 2)],
+    ],
     "happy": [[_text("looking"), _call("search", "s1", q="a"), _call("note", "n1", text="x")], [_text("done", 2)]],
     "order": [[_call("note", "n1", text="first"), _call("search", "s1", q="second")], [_text("both", 2)]],
     "approval": [[_text("mailing"), _call("send", "m1", to="bob"), _call("search", "s1", q="a")], [_text("sent", 2)]],
@@ -135,11 +139,18 @@ def build(
         done = any(s["operation_id"] == operation_id for s in downstream.starts())
         return StatusReply(OperationStatus.DONE, "charged") if done else StatusReply(OperationStatus.NOT_FOUND)
 
+    def book_status(operation_id: str, lease_epoch: int | None) -> StatusReply:
+        done = any(s["operation_id"] == operation_id for s in downstream.starts())
+        return StatusReply(OperationStatus.DONE, "booked") if done else StatusReply(OperationStatus.NOT_FOUND)
+
     durable = DurableRunner(
         store,
         tools={"search": "replay", "note": "indeterminate", "send": "indeterminate", "charge": "reconnect",
-               "transfer": "indeterminate"},
-        status={"charge": charge_status},
+               "transfer": "indeterminate",
+               # a concurrent group: consecutive calls of these run together
+               "fetch": ToolPolicy.replay(concurrent=True), "book": ToolPolicy.reconnect(concurrent=True),
+               "pay": ToolPolicy.indeterminate(concurrent=True)},
+        status={"charge": charge_status, "book": book_status},
         app=app,
         lease_duration=lease_duration,
     )
@@ -168,6 +179,27 @@ def build(
         downstream.start("charge")
         return "charged"
 
+    @function_tool
+    async def fetch(q: str) -> str:
+        """Fetch q."""
+        downstream.start("fetch")
+        await together("fetch")
+        return f"fetched {q}"
+
+    @function_tool
+    async def book(seats: int) -> str:
+        """Book seats."""
+        downstream.start("book")
+        await together("book")
+        return "booked"
+
+    @function_tool
+    async def pay(cents: int) -> str:
+        """Pay cents."""
+        downstream.start("pay")
+        await together("pay")
+        return f"paid {cents}"
+
     async def big(context: RunContextWrapper[Any], args: dict[str, Any], call_id: str) -> bool:
         limits = context.context if isinstance(context.context, dict) else {}
         return bool(args.get("cents", 0) > limits.get("limit", 100))  # the run's context= may raise the limit
@@ -187,7 +219,7 @@ def build(
     model = ScriptModel(script)
     billing = Agent(name="billing", instructions="Bill.", model=model, tools=[charge])
     agent: Agent[Any] = Agent(
-        name="assistant", instructions="Help.", model=model, tools=[search, note, send, transfer, charge],
+        name="assistant", instructions="Help.", model=model, tools=[search, note, send, transfer, charge, fetch, book, pay],
         handoffs=[billing] if script == "handoff" else [],
         output_type=Weather if script == "structured" else None,
         input_guardrails=[InputGuardrail(no_secrets, name="no_secrets")],  # the SDK's default: beside the model call

@@ -23,7 +23,7 @@ class World(agent_world.World):
     """The OpenAI Agents SDK app's scripts played in and out of process."""
 
     app = Path(__file__).resolve().parent / "openai_agents_app.py"
-    replayed = frozenset({"search"})  # the app's tools with the replay policy
+    replayed = frozenset({"search", "fetch"})  # the app's tools with the replay policy
 
     def play(self, script: str, phase: str = "start", run_id: str | None = None, prompt: str = "go") -> dict[str, Any]:
         return asyncio.run(play(self.url, str(self.record), script, phase, run_id, prompt))

@@ -25,6 +25,7 @@ from runkernel.adapters.drive.actions import (
     Done,
     Infer,
     RunCall,
+    RunCalls,
     WaitFor,
 )
 from runkernel.adapters.drive.model_errors import DEFAULT_MODEL_ATTEMPTS, TransientPredicate, transient_model_error
@@ -260,12 +261,14 @@ def play_until_quiet(driver: Shell, action: Action, world: World) -> WaitFor | C
                 named = reply.call_ids + (None,) * (len(reply.calls) - len(reply.call_ids))
                 calls = [CallRequest(tool, args, call_id) for (tool, args), call_id in zip(reply.calls, named)]
                 action = driver.inferred(reply.content, calls, end=reply.end)
-            case RunCall():
-                outcome, value = world.run(action)
+            case RunCall() | RunCalls():
+                # a group's calls one at a time, in order: each answer lists the rest
+                call = action if isinstance(action, RunCall) else action.calls[0]
+                outcome, value = world.run(call)
                 if outcome == "failed":
-                    action = driver.call_failed(action.call_id, value, retryable=True)
+                    action = driver.call_failed(call.call_id, value, retryable=True)
                 else:
-                    action = driver.call_returned(action.call_id, value)
+                    action = driver.call_returned(call.call_id, value)
             case CheckStatus():
                 status, value = world.status(action)
                 action = driver.status(action.call_id, status, value)

@@ -41,7 +41,7 @@ from runkernel import OperationStatus, StatusReply, ToolPolicy
 from runkernel.kernel import IndeterminateChoice
 from runkernel.integrations.pydantic_ai import DurableAgentApp, RunkernelDurability, current_invocation
 
-from agent_world import Downstream
+from agent_world import Downstream, together
 
 class Weather(BaseModel):
     """The structured output of the ``structured`` script."""
@@ -56,6 +56,10 @@ def _call(tool: str, call_id: str, **args: Any) -> ToolCallPart:
 
 #: Scripts: one list of parts per model reply; a text-only reply is the final answer.
 SCRIPTS: dict[str, list[list[Any]]] = {
+    "group": [
+        [_call("fetch", "g1", q="a"), _call("book", "g2", seats=2), _call("pay", "g3", cents=5), _call("note", "n1", text="x")],
+        [TextPart("grouped")],
+    ],
     "happy": [[TextPart("looking"), _call("search", "s1", q="a"), _call("note", "n1", text="x")], [TextPart("done")]],
     "approval": [[TextPart("mailing"), _call("search", "s1", q="a"), _call("send", "m1", to="bob")], [TextPart("sent")]],
     "two_approvals": [
@@ -153,6 +157,10 @@ def build(
         done = any(s["operation_id"] == operation_id for s in downstream.starts())
         return StatusReply(OperationStatus.DONE, {"charged": True}) if done else StatusReply(OperationStatus.NOT_FOUND)
 
+    def book_status(operation_id: str, lease_epoch: int | None) -> StatusReply:
+        done = any(s["operation_id"] == operation_id for s in downstream.starts())
+        return StatusReply(OperationStatus.DONE, "booked") if done else StatusReply(OperationStatus.NOT_FOUND)
+
     durable = RunkernelDurability(
         store,
         tools={
@@ -160,8 +168,11 @@ def build(
             "search": "replay", "note": "indeterminate", "send": "indeterminate", "charge": "reconnect",
             "ship": "indeterminate", "ask_user": "indeterminate", "flaky": ToolPolicy.replay(), "boom": "indeterminate",
             "sneaky": "indeterminate", "transfer": "indeterminate", "decline": ToolPolicy.indeterminate(),
+            # a concurrent group: consecutive calls of these run together
+            "fetch": ToolPolicy.replay(concurrent=True), "book": ToolPolicy.reconnect(concurrent=True),
+            "pay": ToolPolicy.indeterminate(concurrent=True),
         },
-        status={"charge": charge_status},
+        status={"charge": charge_status, "book": book_status},
         questions=frozenset({"ask_user"}),
         on_indeterminate=IndeterminateChoice.END_RUN if end_on_indeterminate else IndeterminateChoice.PUBLISH,
         checkpoint_every=checkpoint_every,
@@ -226,6 +237,24 @@ def build(
     def decline() -> str:
         downstream.start("decline")
         raise ToolFailed("card declined")
+
+    @agent.tool_plain
+    async def fetch(q: str) -> str:
+        downstream.start("fetch")
+        await together("fetch")
+        return f"fetched {q}"
+
+    @agent.tool_plain
+    async def book(seats: int) -> str:
+        downstream.start("book")
+        await together("book")
+        return "booked"
+
+    @agent.tool_plain
+    async def pay(cents: int) -> str:
+        downstream.start("pay")
+        await together("pay")
+        return f"paid {cents}"
 
     @agent.tool_plain
     def sneaky() -> str:

@@ -26,7 +26,7 @@ class World(agent_world.World):
     """The Pydantic AI app's scripts played in and out of process."""
 
     app = Path(__file__).resolve().parent / "pydantic_ai_app.py"
-    replayed = frozenset({"search", "flaky"})  # the app's tools with the replay policy
+    replayed = frozenset({"search", "flaky", "fetch"})  # the app's tools with the replay policy
 
     def play(self, script: str, phase: str = "start", run_id: str | None = None, answers: Any = None) -> dict[str, Any]:
         return asyncio.run(play(self.url, str(self.record), script, phase, run_id, answers))

@@ -135,7 +135,8 @@ STORE_MODULES: tuple[str, ...] = (
 
 #: Type aliases carry no docstring of their own; their entry says what they are.
 ALIAS_DOCS: dict[str, str] = {
-    "Action": "`Infer | RunCall | CheckStatus | WaitFor | ChildrenRunning | Done`: what every method of a "
+    "Action": "`Infer | RunCall | RunCalls | CheckStatus | Fence | WaitFor | ChildrenRunning | Done`: what every "
+    "method of a "
     "push-mode driver returns (see the table in `runkernel.adapters.drive.actions`).",
     "JsonValue": "Any JSON value: `None`, `bool`, `int`, `float`, `str`, a list of them or a "
     "`dict` with `str` keys. Arguments, results and message contents are JSON values.",

@@ -1,8 +1,9 @@
 """What every agent-framework integration shares: the errors a durable agent raises
 (``IntegrationError``, ``RunEnded``, ``StillRunning``), the shape of a reconnect tool's
 ``status`` function, the check of a tool mapping against the status functions, the lease
-a Run of an app holds while the host drives it in process, and the embedded worker that
-``serve()`` starts (recovery at launch).
+a Run of an app holds while the host drives it in process, the embedded worker that
+``serve()`` starts (recovery at launch), and the turns of tool calls a framework starts
+together (``CallTurns``).
 
 Each integration exports these very objects under its own name
 (``runkernel.integrations.pydantic_ai.RunEnded`` is
@@ -12,11 +13,12 @@ framework raised it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from runkernel import EndCauseKind, PeerError, StatusReply, ToolPolicy, UsageError, open_store
-from runkernel.adapters.drive.actions import Action
+from runkernel.adapters.drive.actions import Action, RunCall, RunCalls
 from runkernel.adapters.drive.driver_async import AsyncDriver
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.errors import ConversationBusy, DriverError, StoreError
@@ -120,7 +122,42 @@ def serve_app(store: str | Store, app: AsyncPushApp, lease_duration: float, work
     return embedded
 
 
+def handed_call(action: Action | None, call_id: str) -> RunCall | None:
+    """The ``RunCall`` of ``call_id`` that ``action`` hands out, alone or as one call of
+    a concurrent group (``RunCalls``); None if it hands out something else."""
+    if isinstance(action, RunCall):
+        return action if action.call_id == call_id else None
+    if isinstance(action, RunCalls):
+        return next((call for call in action.calls if call.call_id == call_id), None)
+    return None
+
+
+class CallTurns:
+    """The tool calls of one Run that a framework starts together (Pydantic AI and the
+    OpenAI Agents SDK run a step's calls as concurrent tasks): each call's task runs its
+    body when the driver hands the call out, alone or in a group, and waits while
+    another call's body runs; the reports go to the driver one at a time (``report``),
+    since a driver takes one answer at a time."""
+
+    def __init__(self) -> None:
+        self._changed = asyncio.Event()
+        #: the bodies that run now
+        self.running = 0
+        #: held around each answer to the driver and what follows it
+        self.report = asyncio.Lock()
+
+    def changed(self) -> None:
+        """The driver's standing action changed: every waiting call looks again."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait(self) -> None:
+        """Until the standing action changes (only while another call's body runs:
+        otherwise nothing would change it)."""
+        await self._changed.wait()
+
+
 __all__ = [
-    "ConversationBusy", "IntegrationError", "RunEnded", "StatusFunction", "StillRunning", "app_name", "checked_policies",
-    "held_by", "host_leases", "serve_app", "start_run",
+    "CallTurns", "ConversationBusy", "IntegrationError", "RunEnded", "StatusFunction", "StillRunning", "app_name",
+    "checked_policies", "handed_call", "held_by", "host_leases", "serve_app", "start_run",
 ]

@@ -31,13 +31,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from attrs import define
+from attrs import define, field
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from runkernel.adapters.drive.actions import Action, CheckStatus, Infer, RunCall, WaitFor
+from runkernel.adapters.drive.actions import Action, CheckStatus, Infer, RunCall, RunCalls, WaitFor
 from runkernel.adapters.drive.events import position_of
 from runkernel.adapters.drive.protocol import CallEnded, InferenceFailed, Report, Resume, Status as StatusReport
 from runkernel.adapters.drive.telemetry import Telemetry
@@ -62,6 +62,8 @@ class _Drive:
     thread_id: str | None = None
     batch: ActiveToolBatch | None = None
     action: Span | None = None  # the inference, tool attempt or status check in flight
+    #: the tool attempts of a concurrent group in flight, by call id
+    calls: dict[str, Span] = field(factory=dict)
 
 
 class OpenTelemetry(Telemetry):
@@ -130,8 +132,9 @@ class OpenTelemetry(Telemetry):
         drive = self._drives.pop(run_id, None)
         if drive is None:
             return
-        if drive.action is not None:
-            drive.action.end()
+        for span in [drive.action, *drive.calls.values()]:
+            if span is not None:
+                span.end()
         if error is not None:
             drive.span.record_exception(error)
             drive.span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
@@ -201,10 +204,20 @@ class OpenTelemetry(Telemetry):
 
     def handed(self, action: Action) -> None:
         drive = self._drives.get(action.run_id)
-        if drive is None or not isinstance(action, (Infer, RunCall, CheckStatus)):
+        if drive is None:
+            return
+        if isinstance(action, RunCalls):  # a span per call, from its first hand-out to its answer
+            for call in action.calls:
+                if call.call_id not in drive.calls:
+                    drive.calls[call.call_id] = self._action_span(drive, call)
+            return
+        if not isinstance(action, (Infer, RunCall, CheckStatus)):
             return
         if drive.action is not None:
             drive.action.end()  # the host polled instead of answering: that attempt is over
+        drive.action = self._action_span(drive, action)
+
+    def _action_span(self, drive: _Drive, action: Infer | RunCall | CheckStatus) -> Span:
         attributes: dict[str, Any] = {"runkernel.run_id": action.run_id}
         if drive.thread_id is not None:
             attributes["runkernel.thread_id"] = drive.thread_id
@@ -226,12 +239,15 @@ class OpenTelemetry(Telemetry):
             call = drive.batch.call(action.call_id) if drive.batch is not None else None
             if call is not None and call.policy is not None:
                 attributes["runkernel.policy"] = call.policy.recovery.mode.value
-        drive.action = self._tracer.start_span(name, context=drive.context, attributes=attributes)
+        return self._tracer.start_span(name, context=drive.context, attributes=attributes)
 
     def executing(self, action: RunCall) -> None:
         drive = self._drives.get(action.run_id)
-        if drive is not None and drive.action is not None and action.lease_epoch is not None:
-            drive.action.set_attribute("runkernel.lease_epoch", action.lease_epoch)
+        if drive is None or action.lease_epoch is None:
+            return
+        span = drive.calls.get(action.call_id, drive.action)
+        if span is not None:
+            span.set_attribute("runkernel.lease_epoch", action.lease_epoch)
 
     def reported(self, action: Action, report: Report, refusal: str | None) -> None:
         drive = self._drives.get(action.run_id)
@@ -243,7 +259,8 @@ class OpenTelemetry(Telemetry):
                 {"runkernel.call_id": action.call.call_id, "runkernel.resume": type(report.payload).__name__},
             )
             return
-        span = drive.action
+        in_group = isinstance(action, RunCalls) and isinstance(report, CallEnded)
+        span = drive.calls.get(report.call_id) if in_group and isinstance(report, CallEnded) else drive.action
         if span is None:
             return
         if refusal is not None:
@@ -257,7 +274,10 @@ class OpenTelemetry(Telemetry):
         elif isinstance(report, StatusReport):
             span.set_attribute("runkernel.status", report.status.value)
         span.end()
-        drive.action = None
+        if in_group and isinstance(report, CallEnded):
+            del drive.calls[report.call_id]
+        else:
+            drive.action = None
 
     # --- decisions ------------------------------------------------------------------
 

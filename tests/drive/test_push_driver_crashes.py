@@ -30,6 +30,7 @@ from runkernel.adapters.drive.actions import (
     Done,
     Infer,
     RunCall,
+    RunCalls,
     WaitFor,
 )
 from runkernel.adapters.drive.inbox import submit_resume
@@ -106,6 +107,9 @@ def handed(action: Action) -> tuple[object, ...]:
     match action:
         case RunCall():
             return ("run", action.call_id, action.operation_id, action.attempt)
+        case RunCalls():  # a group: its first call is the first start recovery plans
+            first = action.calls[0]
+            return ("run", first.call_id, first.operation_id, first.attempt)
         case CheckStatus():
             return ("status", action.call_id, action.operation_id, action.attempt)
         case Infer():

@@ -33,6 +33,7 @@ from runkernel import (  # noqa: E402
     Hold,
     Infer,
     RunCall,
+    RunCalls,
     Runtime,
     RuntimeApp,
     ToolPolicy,
@@ -360,3 +361,28 @@ def test_inbox_commands_applied_and_refused_are_spans() -> None:
     assert commands == [("resume", "refused"), ("resume", "applied")]
     refused = _attributes(recorded.named("runkernel.command")[0])["runkernel.refusal"]
     assert "refused" in refused
+
+
+def test_each_call_of_a_group_is_a_tool_span_of_its_own_until_its_answer() -> None:
+    """A ``RunCalls`` answered last call first: each call's span starts when the group
+    is handed out, carries its own attributes and outcome, and ends at its own answer;
+    the retried call gets a second span for its second attempt."""
+    recorded, store = Recorded(), MemoryStore()
+    tools = {"a": ToolPolicy.replay(retries=1, concurrent=True), "b": ToolPolicy.indeterminate(concurrent=True)}
+    driver = Driver(store, tools, telemetry=recorded.telemetry)
+    driver.start(["both"], thread_id="t1", run_id="r1")
+    action = driver.inferred("calling", [CallRequest("a", {}), CallRequest("b", {})])
+    assert isinstance(action, RunCalls) and [c.tool for c in action.calls] == ["a", "b"]
+    first, second = action.calls
+    action = driver.call_returned(second.call_id, "b done")
+    assert recorded.named("runkernel.tool") and _attributes(recorded.named("runkernel.tool")[0])["runkernel.tool"] == "b"
+    action = driver.call_failed(first.call_id, "flaky", retryable=True)
+    assert isinstance(action, RunCall) and action.attempt == 2
+    action = driver.call_returned(action.call_id, "a done")
+    assert isinstance(driver.inferred("done", end=EndCauseKind.COMPLETED), Done)
+    spans = [_attributes(s) for s in recorded.named("runkernel.tool")]
+    print(f"\ngroup tool spans: {[(s['runkernel.tool'], s['runkernel.attempt'], s['runkernel.outcome']) for s in spans]}")
+    assert [(s["runkernel.tool"], s["runkernel.attempt"], s["runkernel.outcome"]) for s in spans] == [
+        ("b", 1, "ToolOutput"), ("a", 1, "ToolFailure"), ("a", 2, "ToolOutput"),
+    ]
+    assert spans[1]["runkernel.policy"] == "replay" and spans[0]["runkernel.policy"] == "indeterminate"

@@ -89,13 +89,15 @@ def _open(kind: str, tmp: Path, clock: ManualClock) -> Store:
     return SqliteStore(tmp / "runs.db", clock=clock)
 
 
-def _app(world: World, together: threading.Barrier | None) -> RuntimeApp:
-    tools = ToolRegistry({name: ScriptedTool(name, world, mode=mode) for name, mode in TOOLS.items()})
+def _app(world: World, together: threading.Barrier | None, grouped: bool) -> RuntimeApp:
+    tools = ToolRegistry(
+        {name: ScriptedTool(name, world, mode=mode, concurrent=grouped) for name, mode in TOOLS.items()}
+    )
     model = _Together(ScriptedModel({f"r{n}": SCRIPT for n in range(RUNS)}, world), together)
     return RuntimeApp("sweep", model, tools)
 
 
-def _case(kind: str, tmp: Path, targets: tuple[int, ...]) -> tuple[Case, int]:
+def _case(kind: str, tmp: Path, targets: tuple[int, ...], grouped: bool) -> tuple[Case, int]:
     """One case: a worker that dies at the encounters ``targets`` (none: the crash-free
     count), then a worker started again; what it saw, and how many boundaries were passed."""
     tmp.mkdir(parents=True)
@@ -107,7 +109,7 @@ def _case(kind: str, tmp: Path, targets: tuple[int, ...]) -> tuple[Case, int]:
         store.append(decision.commit)
     world = World.new(store)
     plan = CrashAtEncounters(targets)
-    app = _app(world, threading.Barrier(RUNS))
+    app = _app(world, threading.Barrier(RUNS), grouped)
     crashing = RuntimeApp(app.name, app.model, crashing_tools(app.tools, plan))
     first = Worker(CrashingStore(store, plan), crashing, worker_id="life-1", lease_duration=LEASE, concurrency=RUNS,
                    ids=CountingIds("a"))
@@ -130,7 +132,7 @@ def _case(kind: str, tmp: Path, targets: tuple[int, ...]) -> tuple[Case, int]:
     before = len(world.executions)
     if died:
         clock.now += LEASE + 1  # the dead worker's leases expire by the store's clock
-        again = Worker(store, _app(world, None), worker_id="life-2", lease_duration=LEASE, concurrency=RUNS,
+        again = Worker(store, _app(world, None, grouped), worker_id="life-2", lease_duration=LEASE, concurrency=RUNS,
                        ids=CountingIds("b"))
         again.run_once()
     _check(store, world, finished, before)
@@ -170,13 +172,20 @@ def kind(request: pytest.FixtureRequest) -> Iterator[str]:
     yield request.param
 
 
-def test_a_worker_with_slots_killed_at_every_boundary_finishes_every_run_once(kind: str, tmp_path: Path) -> None:
-    baseline, boundaries = _case(kind, tmp_path / "count", ())
+@pytest.mark.parametrize("grouped", [False, True], ids=["calls in order", "calls together"])
+def test_a_worker_with_slots_killed_at_every_boundary_finishes_every_run_once(
+    kind: str, grouped: bool, tmp_path: Path
+) -> None:
+    """``calls together``: the three tools are declared concurrent, so each Run's batch
+    is a group whose tools run at once in threads of its slot's drive, beside the other
+    slots'."""
+    baseline, boundaries = _case(kind, tmp_path / "count", (), grouped)
     assert baseline.in_flight_peak == RUNS and baseline.started_again == 0
-    cases = [_case(kind, tmp_path / f"crash-{index}", (index,))[0] for index in range(boundaries)]
+    cases = [_case(kind, tmp_path / f"crash-{index}", (index,), grouped)[0] for index in range(boundaries)]
     fired = Counter(where for case in cases for where in case.fired)
     print(
-        f"\nslots crash sweep [{kind}]: {RUNS} Runs in {RUNS} slots ({len(TOOLS)} calls each: replay, reconnect, "
+        f"\nslots crash sweep [{kind}, {'calls together' if grouped else 'calls in order'}]: {RUNS} Runs in {RUNS}"
+        f" slots ({len(TOOLS)} calls each: replay, reconnect, "
         f"indeterminate), boundaries a crash-free worker passes {boundaries}, cases {len(cases)} (one crash each, "
         f"then a worker started again), crashes by boundary {dict(sorted(fired.items()))}, in-flight peak at the "
         f"crash {Counter(c.in_flight_peak for c in cases)}, starts {sum(c.starts for c in cases)}, "

@@ -10,6 +10,7 @@ action                the host answers with
                       ``checkpoint(partial)`` while it streams (best effort);
                       ``inference_failed(error)`` if the model call raised
 ``RunCall``           ``call_returned``, ``call_failed``, ``call_lost`` or ``call_scheduled``
+``RunCalls``          one of those per call, in any order, as each call ends
 ``CheckStatus``       ``status(call_id, OperationStatus..., value)``
 ``Fence``             ``fenced(call_id)`` once the tool's downstream took the fence
 ``WaitFor``           ``resume(payload)``; or ``next_action()`` later, which applies a
@@ -101,6 +102,33 @@ class RunCall:
     #: from the Run and ``operation_id``); answer ``call_delegated`` once the work is
     #: handed over. None for every other tool.
     delegation: Delegation | None = None
+
+
+@frozen
+class RunCalls:
+    """Run the calls of a concurrent group together (tools declared
+    ``ToolPolicy.replay(concurrent=True)`` and the like): each ``RunCall`` in ``calls``
+    has its ``Executing{attempt}`` durable already. Start them all, then answer each with
+    ``call_returned``, ``call_failed``, ``call_lost`` or ``call_scheduled`` as it ends, in
+    any order.
+
+    Until every call is answered, each answer returns a ``RunCalls`` again: the calls
+    still unanswered, in call order, with the same ``RunCall`` values, plus a new
+    attempt of a call whose failure its retry policy retries. So start each
+    ``(call_id, attempt)`` once (``to_start(previous)`` says which are new), and report
+    the rest as they end. A host that runs one call at a time still works: run and answer
+    the calls of the action in order, then handle the action the last answer returned.
+    """
+
+    run_id: str
+    calls: tuple[RunCall, ...]
+
+    def to_start(self, previous: Action | None) -> tuple[RunCall, ...]:
+        """The calls of this action to start now: those the action handed out before
+        it (``previous``: a ``RunCalls``, anything else, or None) did not list with the
+        same attempt."""
+        known = {(c.call_id, c.attempt) for c in previous.calls} if isinstance(previous, RunCalls) else set()
+        return tuple(c for c in self.calls if (c.call_id, c.attempt) not in known)
 
 
 @frozen
@@ -201,7 +229,7 @@ class Done:
     redelivery: bool = False
 
 
-Action: TypeAlias = Infer | RunCall | CheckStatus | Fence | WaitFor | ChildrenRunning | Done
+Action: TypeAlias = Infer | RunCall | RunCalls | CheckStatus | Fence | WaitFor | ChildrenRunning | Done
 
 
 @frozen
@@ -251,6 +279,7 @@ __all__ = [
     "HostProtocolError",
     "Infer",
     "RunCall",
+    "RunCalls",
     "UnknownTool",
     "WaitFor",
 ]

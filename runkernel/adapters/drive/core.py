@@ -30,19 +30,19 @@ from typing import Any, assert_never
 import attrs
 
 from runkernel.adapters.drive.actions import (
-    Action, CheckStatus, ChildrenRunning, Done, DriverError, HostProtocolError, Infer, RunCall, WaitFor,
+    Action, CheckStatus, ChildrenRunning, Done, DriverError, HostProtocolError, Infer, RunCall, RunCalls, WaitFor,
 )
 from runkernel.adapters.drive import handed
 from runkernel.adapters.drive.delegations import is_quiet
 from runkernel.adapters.drive.children import children_running, ended_children, start_child
 from runkernel.adapters.drive.protocol import (
-    Append, AskGate, CancelOwed, Compact, DropCheckpoint, Hand, InferenceFailed, Inferred, KeepLease,
+    Append, AskGate, CallEnded, CancelOwed, Compact, DropCheckpoint, Hand, InferenceFailed, Inferred, KeepLease,
     Observe, Operation, Partial, Pending, ReadCommands, Poll, ReadHead, ReadMessages, ReadLookups, ReadPickUp, ReadTrace,
     Report, SaveCheckpoint, SendCancel, Settle, Steps, Tell,
 )
 from runkernel.adapters.drive.model_errors import model_backoff, model_error
 from runkernel.adapters.drive.fencing import fence
-from runkernel.adapters.drive.group_calls import Asked, later_asks, next_asked
+from runkernel.adapters.drive.group_calls import later_starts, unanswered
 from runkernel.adapters.drive.pending import due_timer, exact_outcomes, expiry, has_deadline, needs_settled_commands, next_command
 from runkernel.adapters.drive.port_inputs import gate_verdict
 from runkernel.adapters.drive.reports import HeldMetadata, report_input
@@ -92,9 +92,9 @@ class DriverCore:
         #: nothing handed out since: the next look at the inbox may be what the pick-up
         #: read, or what the store saw in the commit of this version (``folded_reads``)
         self.inbox_look: list[InboxEntry] | int | None = None
-        #: the starts and status queries of a concurrent group still to hand out, one at
-        #: a quiet point each, before ``recover`` (``group_calls``)
-        self.group_asks: list[Asked] = []
+        #: the calls of a group handed out together (``RunCalls``) and not answered yet,
+        #: by call id: handed out again until each is answered (``group_calls``)
+        self.handed_together: dict[str, RunCall] = {}
 
     # --- openings -------------------------------------------------------------------
 
@@ -184,11 +184,11 @@ class DriverCore:
                             following = yield from self._gate(effect)
                         break
                     case Execute():
-                        self.group_asks = later_asks(decision.effects, index) + self.group_asks
-                        following = yield from self._ask(self._run_call(effect))
+                        starts = [effect, *later_starts(decision.effects, index)]
+                        following = yield from self._ask(self._run_calls(starts))
                         break
                     case QueryStatus():
-                        self.group_asks = later_asks(decision.effects, index) + self.group_asks
+                        # a group's other queries: recover() plans each again once this one is answered
                         if not (yield from self._commands_waiting()):
                             following = yield from self._ask(handed.check_status(self._snapshot(), effect))
                         break
@@ -213,17 +213,15 @@ class DriverCore:
         ``recover`` plans; an Awaiting or Ended Run hands its wait or terminus."""
         while True:
             state = self._snapshot()
+            running = unanswered(self.handed_together, state)
+            if running:  # their executors run: nothing is planned for them again
+                answered = yield from self._ask(RunCalls(state.run_id, running))
+                if answered is not None:
+                    return answered
+                continue
             picked = yield from self._next_command(state)
             if picked is not None:
                 return picked
-            asked = next_asked(self.group_asks, state)
-            if asked is not None:
-                member: Action = self._run_call(asked) if isinstance(asked, Execute) else handed.check_status(state, asked)
-                answered = yield from self._ask(member)
-                if answered is not None:
-                    return answered
-                self.group_asks.insert(0, asked)  # a command came first: it is applied next
-                continue
             if state.open_batch is not None and is_quiet(state.open_batch, self.policies, self.children_running):
                 answered = yield from self._ask(children_running(state))
                 if answered is not None:
@@ -324,6 +322,8 @@ class DriverCore:
                 telemetry.reported(action, report, str(refused))
                 continue
             telemetry.reported(action, report, None)
+            if isinstance(action, RunCalls) and isinstance(report, CallEnded):
+                self.handed_together.pop(report.call_id, None)
             self.metadata.keep(report)
             if isinstance(report, Inferred):
                 self.model_failures = 0
@@ -404,11 +404,23 @@ class DriverCore:
     def _infer(self, step: int) -> Infer:
         return handed.infer(self._snapshot(), step, self.history, self.saved, self.model_failures + 1)
 
+    def _run_calls(self, starts: Sequence[Execute]) -> RunCall | RunCalls:
+        """One start alone is a ``RunCall``; several, or one beside calls handed out
+        together and not answered yet, are one ``RunCalls`` with them."""
+        state = self._snapshot()
+        running = unanswered(self.handed_together, state)
+        calls = [self._run_call(effect) for effect in starts]
+        if len(calls) == 1 and not running:
+            return calls[0]
+        self.handed_together.update((call.call_id, call) for call in calls)
+        return RunCalls(state.run_id, unanswered(self.handed_together, state))
+
     def _run_call(self, effect: Execute) -> RunCall:
         state = self._snapshot()
         batch = state.open_batch
         if batch is not None and batch.batch_id != self.started_in:
             self.started, self.started_in = set(), batch.batch_id
+            self.handed_together.clear()
         self.started.add((effect.call_id, effect.attempt))
         return handed.run_call(state, effect)
 

@@ -126,7 +126,7 @@ class AsyncDriver(Shell):
     async def call_returned(
         self, call_id: str, value: JsonValue, *, metadata: JsonValue = None, reaction: JsonValue = None
     ) -> Action:
-        """Answer ``RunCall``: the tool returned ``value``; ``reaction`` is the host's
+        """Answer ``RunCall`` (or one call of ``RunCalls``): the tool returned ``value``; ``reaction`` is the host's
         AfterTool answer, committed with the result and immutable like it."""
         return await self._advance(CallEnded(call_id, ToolOutput(value), metadata, reaction))
 
@@ -139,16 +139,16 @@ class AsyncDriver(Shell):
         metadata: JsonValue = None,
         reaction: JsonValue = None,
     ) -> Action:
-        """Answer ``RunCall``: the tool failed; ``retryable`` lets its retry policy try again.
+        """Answer ``RunCall`` (or one call of ``RunCalls``): the tool failed; ``retryable`` lets its retry policy try again.
         ``reaction`` is committed only if this failure ends the call (not with a retry)."""
         return await self._advance(CallEnded(call_id, ToolFailure(error, retryable), metadata, reaction))
 
     async def call_lost(self, call_id: str, *, reaction: JsonValue = None) -> Action:
-        """Answer ``RunCall``: nobody can tell what happened (the call becomes Indeterminate)."""
+        """Answer ``RunCall`` (or one call of ``RunCalls``): nobody can tell what happened (the call becomes Indeterminate)."""
         return await self._advance(CallEnded(call_id, ToolOutcomeLost(), None, reaction))
 
     async def call_scheduled(self, call_id: str, due_at: str) -> Action:
-        """Answer ``RunCall``: run this call again at ``due_at`` (a durable timer wait)."""
+        """Answer ``RunCall`` (or one call of ``RunCalls``): run this call again at ``due_at`` (a durable timer wait)."""
         return await self._advance(CallEnded(call_id, ToolScheduled(self.settings.ids.ticket_id(), due_at), None))
 
     async def call_delegated(self, call_id: str, *, reaction: JsonValue = None) -> Action:

@@ -121,7 +121,7 @@ class Driver(Shell):
     def call_returned(
         self, call_id: str, value: JsonValue, *, metadata: JsonValue = None, reaction: JsonValue = None
     ) -> Action:
-        """Answer ``RunCall``: the tool returned ``value``; ``reaction`` is the host's
+        """Answer ``RunCall`` (or one call of ``RunCalls``): the tool returned ``value``; ``reaction`` is the host's
         AfterTool answer, committed with the result and immutable like it."""
         return self._advance(CallEnded(call_id, ToolOutput(value), metadata, reaction))
 
@@ -134,16 +134,16 @@ class Driver(Shell):
         metadata: JsonValue = None,
         reaction: JsonValue = None,
     ) -> Action:
-        """Answer ``RunCall``: the tool failed; ``retryable`` lets its retry policy try again.
+        """Answer ``RunCall`` (or one call of ``RunCalls``): the tool failed; ``retryable`` lets its retry policy try again.
         ``reaction`` is committed only if this failure ends the call (not with a retry)."""
         return self._advance(CallEnded(call_id, ToolFailure(error, retryable), metadata, reaction))
 
     def call_lost(self, call_id: str, *, reaction: JsonValue = None) -> Action:
-        """Answer ``RunCall``: nobody can tell what happened (the call becomes Indeterminate)."""
+        """Answer ``RunCall`` (or one call of ``RunCalls``): nobody can tell what happened (the call becomes Indeterminate)."""
         return self._advance(CallEnded(call_id, ToolOutcomeLost(), None, reaction))
 
     def call_scheduled(self, call_id: str, due_at: str) -> Action:
-        """Answer ``RunCall``: run this call again at ``due_at`` (a durable timer wait)."""
+        """Answer ``RunCall`` (or one call of ``RunCalls``): run this call again at ``due_at`` (a durable timer wait)."""
         return self._advance(CallEnded(call_id, ToolScheduled(self.settings.ids.ticket_id(), due_at), None))
 
     def call_delegated(self, call_id: str, *, reaction: JsonValue = None) -> Action:

@@ -22,6 +22,7 @@ from runkernel.adapters.drive.actions import (
     HostProtocolError,
     Infer,
     RunCall,
+    RunCalls,
     UnknownTool,
     WaitFor,
 )
@@ -63,14 +64,9 @@ def report_input(
         case Infer(), Inferred():
             return _inference(report, policies, ids, refuse_unknown_tools=refuse_unknown_tools)
         case RunCall(), CallEnded() if report.call_id == action.call_id:
-            outcome = report.outcome
-            if isinstance(outcome, ToolDelegated) and action.delegation is None:
-                # the pull-mode runtime's answer too: only a declared tool has a child
-                outcome = ToolFailure({
-                    "type": "UndeclaredDelegation",
-                    "message": f"tool {action.tool!r} delegated but is not declared a sequential delegation",
-                })
-            return ToolFinished(action.call_id, action.attempt, outcome, report.reaction)
+            return _finished(action, report)
+        case RunCalls(), CallEnded() if any(c.call_id == report.call_id for c in action.calls):
+            return _finished(next(c for c in action.calls if c.call_id == report.call_id), report)
         case CheckStatus(), Status() if report.call_id == action.call_id:
             return StatusReport(action.call_id, action.attempt, report.status, report.value)
         case WaitFor(), Resume():
@@ -83,6 +79,17 @@ def report_input(
         None,
         action,
     )
+
+
+def _finished(action: RunCall, report: CallEnded) -> ToolFinished:
+    outcome = report.outcome
+    if isinstance(outcome, ToolDelegated) and action.delegation is None:
+        # the pull-mode runtime's answer too: only a declared tool has a child
+        outcome = ToolFailure({
+            "type": "UndeclaredDelegation",
+            "message": f"tool {action.tool!r} delegated but is not declared a sequential delegation",
+        })
+    return ToolFinished(action.call_id, action.attempt, outcome, report.reaction)
 
 
 def _inference(
@@ -139,6 +146,7 @@ class HeldMetadata:
 EXPECTED: Mapping[type, str] = {
     Infer: "inferred(...) or inference_failed(...)",
     RunCall: "call_returned / call_failed / call_lost / call_scheduled for its call",
+    RunCalls: "call_returned / call_failed / call_lost / call_scheduled for one of its calls",
     CheckStatus: "status(...) for its call",
     Fence: "fenced(call_id) for its call, once the downstream took the fence",
     WaitFor: "resume(payload), or next_action() to apply a queued command",

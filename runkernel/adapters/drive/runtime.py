@@ -88,6 +88,7 @@ class Runtime:
         transient: TransientPredicate = transient_model_error,
         model_attempts: int = DEFAULT_MODEL_ATTEMPTS,
         telemetry: Telemetry | None = None,
+        calls_together: bool = True,
     ) -> None:
         """``hooks`` answer StepStart/BeforeInference (staged state, request-only context)
         and AfterTool (a reaction). ``self_check`` is a debug option, off by default:
@@ -103,7 +104,13 @@ class Runtime:
         408/409/429/5xx), ``model_attempts`` how many attempts of one model call a Run
         gets in this runtime's drive before it ends ``failed`` with the error.
         ``telemetry`` is told what each drive does (``runkernel.integrations.otel``'s
-        ``OpenTelemetry`` for traces and metrics); the default records nothing."""
+        ``OpenTelemetry`` for traces and metrics); the default records nothing.
+        ``calls_together``: the calls of a concurrent group (tools declared
+        ``concurrent=True``) run at once, each tool in a thread of its own, and are
+        committed in call order (the hooks, the gate and every commit stay on the
+        drive's thread); False runs them one after another in call order, so every run
+        of one program passes the same commit boundaries in the same order (the crash
+        tester and ``simulate`` do)."""
         self.store = store
         self.policies = tools.policies
         observer = observer or NullObserver()
@@ -132,7 +139,7 @@ class Runtime:
         #: what each of this runtime's drives calls (the store operations and the ports)
         self.ports = RuntimePorts(
             self.ops, model, tools, gate or AllowAll(), hooks or NoHooks(), observer, self.ids,
-            lambda event: self.on_event(event),
+            lambda event: self.on_event(event), calls_together=calls_together,
         )
 
     # --- the ports, as given (fixed at construction: a new port needs a new runtime) -----

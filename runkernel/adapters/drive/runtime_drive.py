@@ -16,6 +16,7 @@ from runkernel.adapters.drive.actions import (
     HostProtocolError,
     Infer,
     RunCall,
+    RunCalls,
     WaitFor,
 )
 from runkernel.adapters.drive.core import DriverCore
@@ -25,6 +26,7 @@ from runkernel.adapters.drive.protocol import (
     ReadTrace, Report, Resume, SendCancel, Steps, Tell,
 )
 from runkernel.adapters.drive.ports import InferenceRequest
+from runkernel.adapters.drive.runtime_group import CallsTogether
 from runkernel.adapters.drive.runtime_ports import RuntimePorts
 from runkernel.adapters.drive.events import RunOutcome, RuntimeProtocolError
 from runkernel.errors import RunkernelError
@@ -63,6 +65,8 @@ class Drive:
         #: a resume to answer the first action with (``Runtime.resume``): the wait
         #: standing when the Run is picked up, or a typed refusal if none stands
         self.resume_with: ResumePayload | None = None
+        #: the calls of a concurrent group this drive runs together
+        self.together = CallsTogether(ports, together=ports.calls_together)
         # up to the first effect: what the drive will commit or ask first is decided now
         op = self._send(None)
         while isinstance(op, _READS):
@@ -81,15 +85,28 @@ class Drive:
         else first)."""
         return self._next.commit if isinstance(self._next, Append) else None
 
-    def commit_next(self) -> bool:
-        """Whether what this drive does next is a commit already decided (or a
-        notification before it): a worker that stops finishes it and starts nothing new."""
-        return isinstance(self._next, (Append, Observe, Tell))
+    def finish_in_flight(self) -> bool:
+        """What a worker that stops asks before each step: from now on this drive starts
+        nothing new (no tool, no model call); True while what it does next finishes
+        something already in flight: a commit already decided (or a notification before
+        it), or the answer of a tool it started (a concurrent group's call, running in
+        its threads), which is then committed. False: stop here."""
+        self.together.start_nothing()
+        if isinstance(self._next, (Append, Observe, Tell)):
+            return True
+        return isinstance(self._next, Hand) and self.together.runs_any(self._next.action)
 
     def step(self) -> bool:
         """Advance by one effect. True once driving has stopped (see ``outcome``)."""
         if self.outcome is not None:
             return True
+        try:
+            return self._step()
+        except BaseException:
+            self.together.settle()  # the tools it started end before its failure is raised
+            raise
+
+    def _step(self) -> bool:
         op = self._next
         if self.pause is not None:
             self.pause = None
@@ -169,6 +186,8 @@ class Drive:
                 return self._infer(action)
             case RunCall():
                 return self.ports.run_call(action)
+            case RunCalls():
+                return self.together.answer(action)
             case CheckStatus():
                 return self.ports.check_status(action)
             case WaitFor() | ChildrenRunning() | Done():

@@ -18,19 +18,43 @@ from runkernel.adapters.drive.events import RuntimeEvent, ToolRaised
 from runkernel.adapters.drive.invocation import invocation_scope
 from runkernel.adapters.drive.port_inputs import tool_outcome
 from runkernel.adapters.drive.ports import (
-    Failed, GatePort, HookPort, IdSource, Lost, ModelPort, Observer, StatusReply, ToolRegistry, ToolReply, fence_of,
+    Failed, GatePort, HookPort, IdSource, Lost, ModelPort, Observer, StatusReply, Tool, ToolRegistry, ToolReply,
+    fence_of,
 )
 from runkernel.adapters.drive.protocol import AskGate, CallEnded, Fenced, Operation, Status
 from runkernel.adapters.drive.store_ops import StoreOps
 from runkernel.errors import RunkernelError
 from runkernel.kernel.policies import RecoveryMode
-from runkernel.kernel.protocol import OperationStatus, ToolFailure, ToolOutcome
+from runkernel.kernel.protocol import OperationStatus, ToolFailure
 from runkernel.kernel.state import TypedError
-from runkernel.kernel.values import JsonValue
 
 #: How often one runtime asks a reconnect tool about an operation that is still running
 #: before it stops driving and leaves the call to a later drive.
 MAX_STATUS_POLLS = 5
+
+
+@attrs.frozen
+class StartedCall:
+    """A tool's attempt about to run: its ``RunCall`` (with the lease epoch) and its tool
+    (None: no tool of that name, and the call fails unrun)."""
+
+    action: RunCall
+    tool: Tool | None
+
+
+def run_started(started: StartedCall) -> ToolReply | Exception:
+    """Run the attempt's tool body, on any thread: what it returned, or the ``Exception``
+    it raised (the runtime's own refusals, ``RunkernelError``, and anything that is not
+    an ``Exception`` propagate)."""
+    if started.tool is None:
+        return Lost()  # never reported: ``call_ended`` fails the unknown tool unrun
+    with invocation_scope(started.action):  # the tool runs the RunCall a push host is handed
+        try:
+            return started.tool.run(started.action)
+        except RunkernelError:
+            raise  # the runtime's own refusal, not the tool's outcome
+        except Exception as error:
+            return error
 
 
 class RuntimePorts:
@@ -47,8 +71,12 @@ class RuntimePorts:
         observer: Observer,
         ids: IdSource,
         on_event: Callable[[RuntimeEvent], None],
+        *,
+        calls_together: bool = True,
     ) -> None:
         self.ops, self.model, self.tools, self.gate = ops, model, tools, gate
+        #: whether a concurrent group's tools run at once (``runtime_group``)
+        self.calls_together = calls_together
         self.hooks, self.observer, self.ids, self.on_event = hooks, observer, ids, on_event
         self._polls: dict[str, int] = {}
 
@@ -61,23 +89,25 @@ class RuntimePorts:
     def run_call(self, action: RunCall) -> CallEnded:
         """Run the tool's attempt (its Executing commit is durable) under the lease
         re-checked with its margin (W1); a tool that raised is reported (``ToolRaised``)."""
+        started = self.begin_call(action)
+        return self.call_ended(started, run_started(started))
+
+    def begin_call(self, action: RunCall) -> StartedCall:
+        """What comes before a tool's attempt, on the drive's own thread: its tool, and
+        the lease re-checked with its margin (W1), whose epoch the call carries."""
         tool = self.tools.get(action.tool)
-        outcome: ToolOutcome
-        reaction: JsonValue = None
+        return StartedCall(action if tool is None else self.ops.before_run_call(action), tool)
+
+    def call_ended(self, started: StartedCall, ran: ToolReply | Exception) -> CallEnded:
+        """The report of an attempt that ``run_started`` ran, on the drive's own thread:
+        a raised exception is reported (``ToolRaised``), then the AfterTool hook."""
+        action, tool = started.action, started.tool
         if tool is None:
-            outcome = ToolFailure({"type": "UnknownTool", "message": f"no tool named {action.tool!r}"})
-        else:
-            action = self.ops.before_run_call(action)
-            with invocation_scope(action):  # the tool runs the RunCall a push host is handed
-                try:
-                    reply = tool.run(action)
-                except RunkernelError:
-                    raise  # the runtime's own refusal, not the tool's outcome
-                except Exception as error:
-                    reply = self._raised(action, tool.policy.recovery.mode, error)
-            reaction = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)
-            outcome = tool_outcome(reply, self.ids)
-        return CallEnded(action.call_id, outcome, None, reaction)
+            failure = ToolFailure({"type": "UnknownTool", "message": f"no tool named {action.tool!r}"})
+            return CallEnded(action.call_id, failure, None, None)
+        reply = self._raised(action, tool.policy.recovery.mode, ran) if isinstance(ran, Exception) else ran
+        reaction = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)
+        return CallEnded(action.call_id, tool_outcome(reply, self.ids), None, reaction)
 
     def _raised(self, action: RunCall, mode: RecoveryMode, error: Exception) -> ToolReply:
         """A tool that raised: its exception is reported, and the call is a retryable
@@ -117,4 +147,4 @@ class RuntimePorts:
         return Fenced(action.call_id)
 
 
-__all__ = ["MAX_STATUS_POLLS", "RuntimePorts"]
+__all__ = ["MAX_STATUS_POLLS", "RuntimePorts", "StartedCall", "run_started"]

@@ -27,6 +27,7 @@ from runkernel.adapters.drive.actions import (
     Fence,
     HistoryView,
     RunCall,
+    RunCalls,
     WaitFor,
 )
 from runkernel.adapters.drive.core import DriverCore
@@ -44,7 +45,7 @@ from runkernel.adapters.drive.events import Acknowledged, CheckpointLost, Runtim
 from runkernel.adapters.stores.contract import Store, StoreError
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
-from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy
+from runkernel.kernel.policies import IndeterminateChoice, Policies, ToolPolicy, tool_policies
 from runkernel.kernel.protocol import ResumePayload
 from runkernel.kernel.state import CallIndeterminate, EndCause, Message, RunSnapshot, Staged, ToolCall, TypedError
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
@@ -183,6 +184,19 @@ class Shell:
         calls = snapshot.batch.calls if snapshot is not None and snapshot.batch is not None else ()
         return tuple(c.operation_id for c in calls if isinstance(c.status, CallIndeterminate))
 
+    # --- tools learned while the Run goes on --------------------------------------
+
+    def declare_tools(self, tools: Mapping[str, ToolPolicy | str]) -> None:
+        """Give tools learned while the Run goes on their policies (an MCP server's tools,
+        listed as the agent runs). Each call's policy is committed with its batch, so
+        declare a tool before reporting the model reply that calls it; a tool declared
+        again takes its new policy for later batches (calls committed keep theirs)."""
+        policies = self.settings.policies
+        declared = attrs.evolve(policies, tools={**policies.tools, **tool_policies(tools)})
+        self.settings = attrs.evolve(self.settings, policies=declared)
+        if self._core is not None:  # the Run in hand decides its next batch with them
+            self._core.settings, self._core.policies = self.settings, declared
+
     # --- answers given ahead --------------------------------------------------------
 
     def answer_ahead(self, answers: Mapping[str, ResumePayload | Answer]) -> None:
@@ -290,7 +304,9 @@ class Shell:
 
     def _handed(self, hand: Hand) -> Action:
         action = hand.action
-        if isinstance(action, (RunCall, CheckStatus, Fence)) and hand.refused is None:
+        if isinstance(action, RunCalls):
+            action = self._calls_handed(action, check=hand.refused is None)
+        elif isinstance(action, (RunCall, CheckStatus, Fence)) and hand.refused is None:
             try:
                 if isinstance(action, RunCall):
                     action = self.ops.before_run_call(action)
@@ -302,6 +318,22 @@ class Shell:
         if hand.refused is not None:
             raise hand.refused
         return action
+
+    def _calls_handed(self, action: RunCalls, *, check: bool) -> RunCalls:
+        """``action`` with each call the standing ``RunCalls`` listed as it was handed
+        out, and each new one re-checked against the lease (W1, once per start)."""
+        standing = self._action
+        known = {(c.call_id, c.attempt): c for c in standing.calls} if isinstance(standing, RunCalls) else {}
+        calls = []
+        for call in action.calls:
+            before = known.get((call.call_id, call.attempt))
+            if before is None and check:
+                try:
+                    before = self.ops.before_run_call(call)
+                except StoreError as error:
+                    raise self._stopped(error) from error
+            calls.append(before or call)
+        return attrs.evolve(action, calls=tuple(calls))
 
     def _perform_store(self, op: Operation) -> Any:
         return self.ops.perform(op)

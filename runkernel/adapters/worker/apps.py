@@ -123,13 +123,15 @@ AsyncDriverT = TypeVar("AsyncDriverT", bound=AsyncDriver)
 @frozen
 class HostOptions:
     """What the host of an app's drives sets, whatever the app (an app cannot override
-    them): the ids and clock, who is told each event, a worker's leases, telemetry."""
+    them): the ids and clock, who is told each event, a worker's leases, telemetry, and
+    whether a concurrent group's tools run at once (``Runtime``'s ``calls_together``)."""
 
     ids: IdSource | None = None
     clock: Clock = utc_now
     on_event: Callable[[RuntimeEvent], None] | None = None
     leases: LeaseKeeper | None = None
     telemetry: Telemetry | None = None
+    calls_together: bool = True
 
 
 def app_runtime(
@@ -160,6 +162,7 @@ def app_runtime(
         leases=host.leases,
         telemetry=host.telemetry,
         self_check=self_check,
+        calls_together=host.calls_together,
     )
 
 

@@ -539,8 +539,8 @@ class Worker:
                 # a model call backs off: drive other Runs meanwhile, this one's lease kept
                 self._set_aside.put(run_id, drive, drive.pause)
                 return
-            if self.stopping and not drive.commit_next():
-                return  # the commit in flight is done; start nothing new
+            if self.stopping and not drive.finish_in_flight():
+                return  # the commits and tools in flight are done; start nothing new
 
     def _drive_push(self, app: PushApp | AsyncPushApp, run_id: str) -> None:
         drive_push(self.store, app, run_id, self._app_loop, self.report, self._host(self._push_event))

@@ -15,10 +15,12 @@ from agents.models.interface import Model
 from openai.types.responses import ResponseCompletedEvent, ResponseFunctionToolCall
 from pydantic_core import to_jsonable_python
 
-from runkernel import Approve, AsyncDriver, CheckStatus, Deny, Done, Hold, Infer, Permit, PeerError, RunCall, WaitFor, WaitKind
-from runkernel.adapters.drive.actions import Action
+from runkernel import (
+    Approve, AsyncDriver, CheckStatus, Deny, Done, Hold, Infer, Permit, PeerError, RunCall, ToolPolicy, WaitFor, WaitKind,
+)
+from runkernel.adapters.drive.actions import Action, RunCalls
 from runkernel.adapters.drive.invocation import invocation_scope
-from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning
+from runkernel.integrations._common import CallTurns, IntegrationError, RunEnded, StatusFunction, StillRunning, handed_call
 from runkernel.integrations.openai_agents._mapping import DENIED, arguments_of, function_calls, shown, step_of
 from runkernel.kernel import CallAwaiting, CallCompleted, CallIndeterminate, CallRequested, ToolCall
 
@@ -61,7 +63,7 @@ class Binding:
         status_asks: int | None = None,
         context: Any = None,
     ) -> None:
-        self.driver, self.tools, self.handoffs, self.status = driver, tools, handoffs, status
+        self.driver, self.tools, self.handoffs, self.status = driver, dict(tools), handoffs, status
         self.action: Action | None = None
         #: what approval functions get: the SDK's run context once a wrapper saw it, until
         #: then one around the ``context=`` given to the run (what they usually read)
@@ -72,8 +74,14 @@ class Binding:
         self.poll_interval, self.status_asks = poll_interval, status_asks
         self._pick_up = pick_up
         self._approvals: dict[str, bool] = {}
-        self._changed = asyncio.Event()
+        self._turns = CallTurns()
         driver.gate = self
+
+    def learned(self, policies: Mapping[str, ToolPolicy], tools: Mapping[str, FunctionTool]) -> None:
+        """Tools listed at this turn (an agent's MCP tools): their policies declared to the
+        driver before the reply that calls them is committed, their approval questions kept."""
+        self.driver.declare_tools(policies)
+        self.tools.update(tools)
 
     async def ready(self, context: RunContextWrapper[Any] | None = None) -> AsyncDriver:
         """Every wrapper starts here; a Run is picked up in the first one, where the run
@@ -81,8 +89,10 @@ class Binding:
         if context is not None and not self._seen_context:
             self.context, self._seen_context = context, True
         if self._pick_up is not None:
-            run_id, self._pick_up = self._pick_up, None
-            await self.settle(await self.driver.pick_up(run_id))
+            async with self._turns.report:  # the calls of a step, started together, pick up once
+                if self._pick_up is not None:
+                    await self.settle(await self.driver.pick_up(self._pick_up))
+                    self._pick_up = None
         return self.driver
 
     async def settle(self, action: Action) -> None:
@@ -93,8 +103,7 @@ class Binding:
             if isinstance(action, RunCall) and action.tool in self.handoffs:
                 action = await self.driver.call_returned(action.call_id, {"assistant": self.handoffs[action.tool]})
                 continue
-            self._changed.set()
-            self._changed = asyncio.Event()
+            self._turns.changed()
             if isinstance(action, Done) and not action.redelivery:
                 raise self.ended(action)
             return
@@ -184,8 +193,8 @@ class Binding:
             action, committed = self.action, driver.call(call_id)
             if committed is not None and isinstance(committed.status, (CallCompleted, CallIndeterminate)):
                 return shown(committed)
-            if isinstance(action, RunCall) and action.call_id == call_id:
-                return await self._execute(action, run_body)
+            if (mine := handed_call(action, call_id)) is not None:
+                return await self._execute(mine, run_body)
             if isinstance(action, CheckStatus) and action.call_id == call_id:
                 asked = await driver.ask_status(self.status[action.tool], interval=self.poll_interval, asks=self.status_asks)
                 if isinstance(asked, CheckStatus) and asked.call_id == call_id:
@@ -195,20 +204,28 @@ class Binding:
             if isinstance(action, WaitFor) and action.call.call_id == call_id:  # the SDK approved it (RunState.approve)
                 await self.settle(await driver.resume(Approve()))
                 continue
-            if committed is not None and isinstance(action, (RunCall, CheckStatus)):
-                await self._changed.wait()  # an earlier call's turn: I8, one call at a time
+            if committed is not None and isinstance(action, (RunCall, RunCalls, CheckStatus)):
+                await self._turns.wait()  # another call's turn: I8, one call (or one group) at a time
                 continue
             raise IntegrationError(f"tool call {call_id!r} out of runkernel's order (it expects {action!r})")
 
     async def _execute(self, action: RunCall, run_body: Callable[[], Awaitable[Any]]) -> Any:
-        with invocation_scope(action):  # the body's current_invocation() is this RunCall
-            try:
-                result = await run_body()
-            except Exception as error:
-                await self.settle(await self.driver.call_failed(action.call_id, {"type": type(error).__name__, "message": str(error)}))
-                raise
-        await self.settle(await self.driver.call_returned(action.call_id, to_jsonable_python(result, fallback=str)))
-        return result
+        turns = self._turns
+        turns.running += 1
+        try:
+            with invocation_scope(action):  # the body's current_invocation() is this RunCall
+                try:
+                    result = await run_body()
+                except Exception as error:
+                    failure = {"type": type(error).__name__, "message": str(error)}
+                    async with turns.report:  # the calls of a group answer one at a time
+                        await self.settle(await self.driver.call_failed(action.call_id, failure))
+                    raise
+            async with turns.report:
+                await self.settle(await self.driver.call_returned(action.call_id, to_jsonable_python(result, fallback=str)))
+            return result
+        finally:
+            turns.running -= 1
 
     async def needs_approval(self, tool: str, arguments: Any, call_id: str) -> bool:
         """What the SDK asks before it runs a call: the committed wait decides (an

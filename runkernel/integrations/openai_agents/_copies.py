@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import weakref
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from agents import Agent, FunctionTool, Handoff
@@ -17,6 +17,7 @@ from agents.models.interface import Model
 from runkernel import ToolPolicy
 from runkernel.integrations._common import IntegrationError
 from runkernel.integrations.openai_agents._binding import DurableModel, durable_tool
+from runkernel.integrations.openai_agents._mcp import with_durable_mcp
 
 
 def agents_of(agent: Agent[Any]) -> list[Agent[Any]]:
@@ -53,13 +54,15 @@ class DurableCopies:
 
     def __init__(self) -> None:
         self._policies: Mapping[str, ToolPolicy] = {}
+        self._trusted: Collection[str] = frozenset()
         self._made: dict[int, tuple[Agent[Any], Agent[Any]]] = {}  # id(user's agent) -> (it, its copy)
         self._copies: dict[int, Agent[Any]] = {}  # id(a copy) -> the copy: a copy is its own durable copy
 
-    def of(self, agent: Agent[Any], policies: Mapping[str, ToolPolicy]) -> Agent[Any]:
+    def of(self, agent: Agent[Any], policies: Mapping[str, ToolPolicy], trusted: Collection[str] = frozenset()) -> Agent[Any]:
         """The durable copy of ``agent`` and of every agent it hands off to (each function
-        tool needs its policy in ``policies``)."""
-        self._policies = policies
+        tool needs its policy in ``policies``; an MCP tool not named there gets one derived,
+        trusting the annotations of the MCP servers named in ``trusted``)."""
+        self._policies, self._trusted = policies, trusted
         return self._copy(agent)
 
     def _copy(self, agent: Agent[Any]) -> Agent[Any]:
@@ -78,6 +81,8 @@ class DurableCopies:
                 tool = durable_tool(tool)
             tools.append(tool)
         clone = agent.clone(model=DurableModel(agent.model, agent.name), tools=tools, handoffs=[])
+        if agent.mcp_servers:
+            with_durable_mcp(clone, self._trusted, self._policies)
         self._made[id(agent)], self._copies[id(clone)] = (agent, clone), clone  # before its handoffs: a cycle of handoffs ends here
         clone.handoffs = [self._handoff(entry) for entry in agent.handoffs]
         return clone

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from typing import Any
 
 import attrs
@@ -21,6 +21,7 @@ from runkernel.errors import IllegalCommit, UnknownRun
 from runkernel.adapters.worker.loop import Worker
 from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, app_name
 from runkernel.integrations._common import checked_policies, host_leases, serve_app, start_run
+from runkernel.integrations.mcp import checked_trust
 from runkernel.integrations.openai_agents._binding import _BINDING, Binding, GuardrailTripped
 from runkernel.integrations.openai_agents._copies import DurableCopies, agents_of, handoff_names
 from runkernel.integrations.openai_agents._mapping import input_items, last_response, replayed_response
@@ -41,7 +42,11 @@ class DurableRunner:
     ``"reconnect"``, ``"indeterminate"`` (handoffs get ``replay`` unless named here);
     ``status`` gives each reconnect tool its ``status(operation_id, lease_epoch) -> StatusReply``.
     ``transient`` says which model errors are retried (default ``openai_transient``),
-    ``model_attempts`` how often. The user's agents, models and tools are never changed:
+    ``model_attempts`` how often. ``trusted_mcp`` names the MCP servers (their ``name``)
+    whose tool annotations are trusted: an MCP tool that ``tools`` does not name gets
+    ``replay`` if its server is trusted and says ``readOnlyHint`` or ``idempotentHint``,
+    else ``indeterminate``; each call's ``_meta`` carries its operation id and lease epoch
+    (docs/mcp.md). The user's agents, models and tools are never changed:
     the first call on an agent makes a durable copy of it and of every agent it hands off
     to (their models wrapped, their function tools and handoffs copied around their own),
     and its Runs run the copy. Tracing is off inside durable Runs, per Run
@@ -69,6 +74,7 @@ class DurableRunner:
         app: str | None = None,
         lease_duration: float = 30.0,
         tracing: bool = False,
+        trusted_mcp: Collection[str] = frozenset(),
     ) -> None:
         self.status = dict(status or {})
         self.store, self.policies = store, checked_policies(tools, self.status)
@@ -76,6 +82,7 @@ class DurableRunner:
         self.transient, self.model_attempts = transient, model_attempts
         self.poll_interval, self.status_asks = poll_interval, status_asks
         self.app, self.lease_duration, self.tracing = app, lease_duration, tracing
+        self.trusted_mcp = checked_trust(trusted_mcp)
         self._opened: list[Store] = []
         self._copies = DurableCopies()
 
@@ -94,7 +101,7 @@ class DurableRunner:
     def wrap(self, agent: Agent[Any]) -> Agent[Any]:
         """The durable copy of ``agent`` (and of the agents it hands off to) that its Runs
         run, made once; ``agent`` itself is left as it is."""
-        return self._copies.of(agent, self.policies)
+        return self._copies.of(agent, self.policies, self.trusted_mcp)
 
     def configured(self, run: dict[str, Any]) -> dict[str, Any]:
         """``Runner.run``'s options for a durable Run: tracing off in its ``run_config``

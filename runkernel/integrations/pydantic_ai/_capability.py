@@ -1,10 +1,17 @@
-"""``RunkernelDurability``: the capability that maps an agent run onto the push-mode driver."""
+"""``RunkernelDurability``: the capability that maps an agent run onto the push-mode driver.
+
+Why this module is long: it is one class, whose methods are the hooks Pydantic AI calls
+on a capability (the run, each model request, each tool call, deferred calls, the tool
+definitions); each maps one framework event onto the driver, and they share the Run's
+standing action.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Awaitable, Callable, Mapping
+import dataclasses
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +23,8 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
 from pydantic_ai.tool_manager import ToolManager
-from pydantic_ai.tools import RunContext
+from pydantic_ai.tools import RunContext, ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset
 from pydantic_core import to_jsonable_python
 
 from runkernel import (
@@ -30,13 +38,16 @@ from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
 from runkernel.adapters.worker.loop import Worker
 from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, app_name
+from runkernel.integrations._common import CallTurns, handed_call
 from runkernel.integrations._common import checked_policies, held_by, host_leases, serve_app, start_run
 from runkernel.integrations.pydantic_ai._context import (
     _PICK_UP, DeferredAfterStart, DepsMismatch, PickUp, _warn_if_system_prompt, cannot_stream,
 )
 from runkernel.integrations.pydantic_ai._errors import ended_message, pydantic_ai_transient
 from runkernel.integrations.pydantic_ai._events import StreamListener
+from runkernel.integrations.mcp import checked_trust
 from runkernel.integrations.pydantic_ai._gate import DeclaredGate
+from runkernel.integrations.pydantic_ai._mcp import durable_mcp, mcp_policies
 from runkernel.integrations.pydantic_ai._mapping import (
     _answer_of, _deferred_answer, _deps_type, _error_value, _payloads, _recorded_deps_type, _shown, to_model_messages,
 )
@@ -61,6 +72,8 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
       ``status(operation_id, lease_epoch) -> StatusReply`` (the lease epoch: the fencing
       token, for the downstream). ``questions``: the external tools a person
       answers (an input wait).
+    - ``trusted_mcp``: the ``id`` of each ``MCPToolset`` whose tool annotations are trusted
+      (an MCP tool ``tools`` does not name gets its policy from them: docs/mcp.md).
     - ``transient(error)``: which model errors are retried (default
       ``pydantic_ai_transient``: HTTP 408/409/429/5xx, connection errors, timeouts);
       ``model_attempts`` attempts of one model call, waiting ``sleep(seconds)`` between
@@ -112,9 +125,11 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
     app: str | None = None
     #: how long the lease of a Run of ``app`` lasts unless renewed (in process and in ``serve``)
     lease_duration: float = 30.0
+    trusted_mcp: Collection[str] = frozenset()
 
     def __post_init__(self) -> None:
         self.tools = checked_policies(self.tools, self.status)  # "replay" and the like become their ToolPolicy
+        self.trusted_mcp = checked_trust(self.trusted_mcp)
         self._stores = ThreadStores(self.store)
         self._reset()
 
@@ -125,6 +140,7 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
         self._ctx: RunContext[Any] | None = None
         self._pick_up: PickUp | None = None
         self._streamed: list[str] = []
+        self._turns = CallTurns()
 
     # --- public -----------------------------------------------------------------------
 
@@ -211,6 +227,10 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
         layer._reset()
         return layer
 
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        """The run's toolset, each ``MCPToolset`` in it wrapped (``_mcp.DurableMCPToolset``)."""
+        return durable_mcp(toolset, self.trusted_mcp)
+
     async def wrap_run(self, ctx: Any, *, handler: Any) -> Any:
         """Start a Run (``agent.run``) or pick one up (``resume``), run the agent, and end
         the Run with its final answer, or ``failed`` if the agent raised."""
@@ -239,8 +259,7 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
         else:
             driver.answer_ahead(pick_up.answers)
         try:
-            with ToolManager.parallel_execution_mode("sequential"):
-                result = await handler()
+            result = await handler()  # calls of concurrent tools run together (prepare_tools)
             await self._ready(None)
         except (StoreError, IllegalCommit, UnknownRun, RunEnded, StillRunning, asyncio.CancelledError):
             raise  # the Run stays as committed: resume() continues it (DriverStopped is a StoreError)
@@ -253,6 +272,19 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
             self._action = await driver.end(EndCauseKind.COMPLETED)
         return result
 
+    async def prepare_tools(self, ctx: Any, tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        """A tool not declared ``concurrent`` runs alone (Pydantic AI's ``sequential``
+        barrier, on copies of the definitions): consecutive calls of concurrent tools,
+        a runkernel group, run together and the others one at a time, as committed."""
+        return [
+            d if self._concurrent(d.name) or d.sequential else dataclasses.replace(d, sequential=True)
+            for d in tool_defs
+        ]
+
+    def _concurrent(self, tool: str) -> bool:
+        policy = self.tools.get(tool)
+        return isinstance(policy, ToolPolicy) and policy.concurrent
+
     async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> ModelResponse:
         """Commit the model's complete response as the step (its calls the step's batch).
         A transient model error commits nothing: the same request is sent again after the
@@ -263,7 +295,9 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
         if not isinstance(self._action, Infer):
             raise IntegrationError(f"the agent asked its model while runkernel expects {self._action!r}")
         params = request_context.model_request_parameters
-        if missing := sorted({t.name for t in params.function_tools} - set(self.tools)):
+        if mcp := mcp_policies(params.function_tools, self.tools):  # listed by now: committed with the batch
+            driver.declare_tools(mcp)
+        if missing := sorted({t.name for t in params.function_tools} - set(self.tools) - set(mcp)):
             raise IntegrationError(
                 f"tools without a recovery policy: {missing}; give each a ToolPolicy in RunkernelDurability(tools=...)"
             )
@@ -301,8 +335,11 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
                 return _shown(committed)
             if not ctx.tool_call_approved and self._wait_kind(call.tool_name, call.args_as_dict()) is WaitKind.APPROVAL:
                 raise ApprovalRequired()  # a toolset's approval function holds it: Pydantic AI defers it
-            if isinstance(action, RunCall) and action.call_id == call.tool_call_id:
-                return await self._execute(action, args, handler)
+            if (mine := handed_call(action, call.tool_call_id)) is not None:
+                return await self._execute(mine, args, handler)
+            if self._turns.running and committed is not None:
+                await self._turns.wait()  # another call of the step runs: this one's turn comes
+                continue
             if isinstance(action, CheckStatus) and action.call_id == call.tool_call_id:
                 status, interval = self.status[action.tool], self.poll_interval
                 asked = await driver.ask_status(status, interval=interval, asks=self.status_asks)
@@ -352,9 +389,11 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
             self._tool_manager, self._ctx = ctx.tool_manager, ctx
         assert self._driver is not None
         if self._pick_up is not None:
-            run_id, self._pick_up = self._pick_up.run_id, None
-            await self._driver.pick_up(run_id)
-            await self._settle(await self._driver.next_action())
+            async with self._turns.report:  # the calls of a step, started together, pick up once
+                if self._pick_up is not None:
+                    await self._driver.pick_up(self._pick_up.run_id)
+                    await self._settle(await self._driver.next_action())
+                    self._pick_up = None
         return self._driver
 
     async def _settle(self, action: Action) -> None:
@@ -362,6 +401,7 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
         assert self._driver is not None
         while True:
             self._action = action
+            self._turns.changed()
             if isinstance(action, RunCall) and self._kind(action.tool) == "external":
                 action = await self._driver.call_returned(action.call_id, action.resume_value)  # the answer
             elif isinstance(action, Done) and not action.redelivery:
@@ -375,22 +415,28 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
 
     async def _execute(self, action: RunCall, args: Any, handler: Any) -> Any:
         assert self._driver is not None
-        driver, call_id = self._driver, action.call_id
-        with invocation_scope(action):  # the tool body's current_invocation() is this RunCall
-            try:
-                result = await handler(args)
-            except (ApprovalRequired, CallDeferred) as deferral:
-                declaration = "requires_approval=True" if isinstance(deferral, ApprovalRequired) else "a declared external tool"
-                raise DeferredAfterStart(
-                    f"tool {action.tool!r} raised {type(deferral).__name__} after its Executing commit; runkernel has"
-                    f" no Executing→Awaiting edge for it: declare the wait with {declaration} instead"
-                ) from deferral
-            except (ModelRetry, ToolRetryError, ToolFailed, ToolFailedError) as error:
-                await self._settle(await driver.call_failed(call_id, _error_value(error)))
-                raise
-            except Exception as error:
-                await self._settle(await driver.call_failed(call_id, {"type": type(error).__name__, "message": str(error)}))
-                raise
-        await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
-        return result
-
+        driver, call_id, turns = self._driver, action.call_id, self._turns
+        turns.running += 1
+        try:
+            with invocation_scope(action):  # the tool body's current_invocation() is this RunCall
+                try:
+                    result = await handler(args)
+                except (ApprovalRequired, CallDeferred) as deferral:
+                    declaration = "requires_approval=True" if isinstance(deferral, ApprovalRequired) else "a declared external tool"
+                    raise DeferredAfterStart(
+                        f"tool {action.tool!r} raised {type(deferral).__name__} after its Executing commit; runkernel has"
+                        f" no Executing→Awaiting edge for it: declare the wait with {declaration} instead"
+                    ) from deferral
+                except (ModelRetry, ToolRetryError, ToolFailed, ToolFailedError) as error:
+                    async with turns.report:  # the calls of a group answer one at a time
+                        await self._settle(await driver.call_failed(call_id, _error_value(error)))
+                    raise
+                except Exception as error:
+                    async with turns.report:
+                        await self._settle(await driver.call_failed(call_id, {"type": type(error).__name__, "message": str(error)}))
+                    raise
+            async with turns.report:
+                await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
+            return result
+        finally:
+            turns.running -= 1

@@ -199,7 +199,7 @@ class Player:
 
     def _host(self) -> HostOptions:
         """The crash tester's own options for each host it builds: fixed ids and clock."""
-        return HostOptions(ids=self.ids, clock=self.clock.iso, on_event=self._event)
+        return HostOptions(ids=self.ids, clock=self.clock.iso, on_event=self._event, calls_together=False)
 
     def _activate(self) -> None:
         head = self.store.thread_head(self.played.thread_id)

@@ -15,7 +15,7 @@ from typing import Any
 
 from attrs import define, field, frozen
 
-from runkernel.adapters.drive.actions import Action, RunCall
+from runkernel.adapters.drive.actions import Action, RunCall, RunCalls
 from runkernel.adapters.drive.driver import AsyncDriver, Driver
 from runkernel.adapters.drive.events import RuntimeEvent
 from runkernel.adapters.drive.ports import StatusReply, Tool, ToolReply
@@ -203,8 +203,7 @@ class WatchedDriver(Driver):
                 self.watch.started(call.tool, call)
             self.watch.effect_done(call.tool if call else "?", call)
         action = super()._advance(answer)
-        if isinstance(action, RunCall):
-            self.handed[action.call_id] = action
+        _handed(self.handed, action)
         return action
 
 
@@ -221,9 +220,16 @@ class WatchedAsyncDriver(AsyncDriver):
                 self.watch.started(call.tool, call)
             self.watch.effect_done(call.tool if call else "?", call)
         action = await super()._advance(answer)
-        if isinstance(action, RunCall):
-            self.handed[action.call_id] = action
+        _handed(self.handed, action)
         return action
+
+
+def _handed(handed: dict[str, RunCall], action: Action) -> None:
+    """Keep the calls ``action`` hands out (a group's, each one), until acted on."""
+    if isinstance(action, RunCall):
+        handed[action.call_id] = action
+    elif isinstance(action, RunCalls):
+        handed.update((call.call_id, call) for call in action.calls)
 
 
 __all__ = [

@@ -180,7 +180,7 @@ class ScenarioRun:
         plan says."""
         hooks = SimHooks() if self.scenario.hooks else None
         app = RuntimeApp(SIMULATE_APP, self.model, self.crashing_tools, self.gate, self.observer, hooks)
-        host = HostOptions(ids=self.ids, clock=lambda: SIM_NOW, on_event=self._event)
+        host = HostOptions(ids=self.ids, clock=lambda: SIM_NOW, on_event=self._event, calls_together=False)
         # the simulator judges the kernel's commits before the store does
         return app_runtime(app, self.crashing_store, host, self_check=True)
 
