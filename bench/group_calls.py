@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.framework import Goal, Prepared, Row, Sample, SideRef, Sizes
+from bench.peers import PeerMissing
 from runkernel import CallRequest, Returned, Runtime, StatusReply, ToolPolicy, ToolRegistry
 from runkernel.adapters.drive.actions import RunCall
 from runkernel.adapters.drive.ports import InferenceRequest, ModelReply
@@ -93,6 +94,10 @@ def _pydantic_ai(directory: Path, calls: int, sleep: float, *, durable: bool) ->
     serial = itertools.count()
 
     def measure() -> Sample:
+        try:
+            import pydantic_ai  # noqa: F401
+        except ImportError:
+            raise PeerMissing("pydantic-ai not installed (pip install -e '.[pydantic-ai]')") from None
         from pydantic_ai import Agent
         from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
         from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -130,7 +135,7 @@ def _pydantic_ai(directory: Path, calls: int, sleep: float, *, durable: bool) ->
 
 
 def group_calls(sizes: Sizes, scratch: Path) -> Prepared:
-    """The Runtime's sides, then Pydantic AI's (left out, with a note, without its extra)."""
+    """The Runtime's sides, then Pydantic AI's (whose rows say "peer not installed" without its extra)."""
     directory = scratch / "group-calls"
     directory.mkdir()
     sleep = sizes.latency_sleep
@@ -139,15 +144,10 @@ def group_calls(sizes: Sizes, scratch: Path) -> Prepared:
         RUNTIME_ONE: _runtime(directory, 1, sleep, concurrent=True),
         RUNTIME_IN_ORDER: _runtime(directory, 3, sleep, concurrent=False),
     }
+    sides[PYDANTIC_THREE] = _pydantic_ai(directory, 3, sleep, durable=True)  # without the extra: "peer not installed"
+    sides[PYDANTIC_ONE] = _pydantic_ai(directory, 1, sleep, durable=True)
+    sides[PLAIN_THREE] = _pydantic_ai(directory, 3, sleep, durable=False)
     notes = {"unit": f"the tool phase of one Run whose model asks for N tools of {sleep:g} s in one reply"}
-    try:
-        import pydantic_ai  # noqa: F401
-    except ImportError:
-        notes["pydantic-ai"] = "not installed (pip install -e '.[pydantic-ai]'): its sides are left out"
-    else:
-        sides[PYDANTIC_THREE] = _pydantic_ai(directory, 3, sleep, durable=True)
-        sides[PYDANTIC_ONE] = _pydantic_ai(directory, 1, sleep, durable=True)
-        sides[PLAIN_THREE] = _pydantic_ai(directory, 3, sleep, durable=False)
     return Prepared(sides, notes)
 
 
