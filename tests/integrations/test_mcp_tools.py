@@ -61,9 +61,9 @@ class World(agent_world.World):
     def killed(self, framework: str, script: str, crash: str, phase: str = "start") -> None:
         self.run_killed(crash, framework, script, phase)
 
-    def served_again(self, script: str) -> dict[str, Any]:
-        """The Pydantic AI app started again: it only serves, until every Run ended."""
-        argv = [sys.executable, str(self.app), self.url, str(self.record), "pydantic_ai", script, "restart"]
+    def served_again(self, framework: str, script: str) -> dict[str, Any]:
+        """The app started again: it only serves, until every Run ended."""
+        argv = [sys.executable, str(self.app), self.url, str(self.record), framework, script, "restart"]
         env = {**os.environ, "PYTHONPATH": str(agent_world.ROOT)}
         done = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd=agent_world.ROOT)
         assert done.returncode == 0, done.stderr
@@ -185,12 +185,15 @@ def test_an_mcp_servers_require_approval_is_the_gate(world: World) -> None:
     world.check("trusted_send")
 
 
-def test_a_served_app_killed_inside_an_mcp_tool_finishes_its_run_under_the_next_epoch(world: World) -> None:
-    pytest.importorskip("pydantic_ai.mcp", reason="Pydantic AI's MCP client is not installed (pip install -e '.[pydantic-ai,mcp]')")
-    world.killed("pydantic_ai", "served", "tool:lookup:1", "serve")  # serve() at launch, the Run driven in process
-    report = world.served_again("served")
+@frameworks
+def test_a_served_app_killed_inside_an_mcp_tool_finishes_its_run_under_the_next_epoch(world: World, framework: str) -> None:
+    # the Agents SDK's server is connected on the app's loop, where serve() is called: the
+    # worker's drives send their MCP requests there (a request from the worker's own loop
+    # would wait for ever)
+    world.killed(framework, "served", "tool:lookup:1", "serve")  # serve() at launch, the Run driven in process
+    report = world.served_again(framework, "served")
     starts = [(s["tool"], s["attempt"], s["lease_epoch"]) for s in world.starts()]
-    print(f"served again: {report}; the server saw (tool, attempt, lease epoch): {starts}"
+    print(f"{framework} served again: {report}; the server saw (tool, attempt, lease epoch): {starts}"
           f" (lease {mcp_app.LEASE} s, poll {mcp_app.POLL} s)")
     assert report == {"drives": 1, "takeovers": 1, "failures": 0}
     # the fencing token in _meta: the dead process's epoch, then the worker's; the second
