@@ -16,6 +16,8 @@ import importlib.util
 import json
 import os
 import subprocess
+import threading
+from functools import partial
 import sys
 from pathlib import Path
 from typing import Any
@@ -201,3 +203,72 @@ def test_a_served_app_killed_inside_an_mcp_tool_finishes_its_run_under_the_next_
     assert starts == [("lookup", 1, 1), ("lookup", 2, 2), ("send", 1, 2)]
     assert world.call("served", "c2").policy == ToolPolicy.indeterminate()
     world.check("served")
+
+
+#: How long a test waits for what would otherwise hang (a hang guard, never a measure).
+HANG_GUARD = 60.0
+
+
+def test_an_agent_with_mcp_servers_is_refused_a_worker_where_no_event_loop_runs(world: World) -> None:
+    pytest.importorskip("agents", reason="the openai-agents extra is not installed (pip install -e '.[openai-agents]')")
+    from runkernel.integrations.openai_agents import IntegrationError
+
+    server = mcp_app.openai_agents_server(mcp_app.inventory(world.url, str(world.record), "thread-served"))
+    agent, durable = mcp_app.openai_agents_agent(world.url, str(world.record), "served", server, app=mcp_app.APP)
+    threads = threading.active_count()
+    # runkernel worker --app MODULE:ATTR builds its app like this: at import, no loop running
+    for make in [partial(durable.worker_app, agent), partial(durable.serve, agent)]:
+        with pytest.raises(IntegrationError, match=r"async with server:.*runkernel worker") as refused:
+            make()
+        print("refused:", refused.value)
+    assert threading.active_count() == threads, "serve() started no worker"
+
+
+def test_a_worker_whose_mcp_servers_loop_is_gone_fails_its_drive_and_sends_nothing(world: World) -> None:
+    pytest.importorskip("agents", reason="the openai-agents extra is not installed (pip install -e '.[openai-agents]')")
+    from runkernel import Worker, open_store
+    from runkernel.integrations.openai_agents import IntegrationError
+
+    world.killed("openai_agents", "served", "tool:lookup:1", "serve")  # a Run of the app for a worker to take over
+
+    async def made_on_a_loop_that_ends() -> Any:
+        async with mcp_app.openai_agents_server(mcp_app.inventory(world.url, str(world.record), "thread-served")) as server:
+            agent, durable = mcp_app.openai_agents_agent(world.url, str(world.record), "served", server, app=mcp_app.APP)
+            return durable.worker_app(agent)
+
+    app = asyncio.run(made_on_a_loop_that_ends())  # its loop is closed now
+    failures: list[BaseException] = []
+    failed = threading.Event()
+
+    def on_failure(run_id: str, error: BaseException) -> None:
+        failures.append(error)
+        failed.set()
+
+    worker = Worker(open_store(world.url), app, lease_duration=mcp_app.LEASE, poll_interval=mcp_app.POLL, on_failure=on_failure)
+    worker.start()
+    try:
+        assert failed.wait(HANG_GUARD), "the drive neither failed nor finished: it hangs"
+    finally:
+        report = worker.stop(timeout=HANG_GUARD)
+    print(f"the drive failed with: {failures[0]!r}; report: drives {report.drives}, failures {report.failures}")
+    assert isinstance(failures[0], IntegrationError) and "is not running" in str(failures[0])
+    assert [(s["tool"], s["attempt"]) for s in world.starts()] == [("lookup", 1)], "no request was sent"
+    world.check("served", None)  # the Run is left as committed: not Ended
+
+
+def test_a_served_workers_stop_refuses_to_block_its_mcp_servers_loop(world: World) -> None:
+    pytest.importorskip("agents", reason="the openai-agents extra is not installed (pip install -e '.[openai-agents]')")
+    from runkernel.integrations.openai_agents import IntegrationError
+
+    async def scenario() -> tuple[str, int]:
+        async with mcp_app.openai_agents_server(mcp_app.inventory(world.url, str(world.record), "thread-served")) as server:
+            agent, durable = mcp_app.openai_agents_agent(world.url, str(world.record), "served", server, app=mcp_app.APP)
+            worker = durable.serve(agent, poll_interval=mcp_app.POLL)
+            with pytest.raises(IntegrationError, match=r"asyncio\.to_thread\(worker\.stop\)") as refused:
+                worker.stop()  # a drive waiting for an MCP request on this loop would wait for ever
+            report = await asyncio.wait_for(asyncio.to_thread(worker.stop, HANG_GUARD), HANG_GUARD)
+            return str(refused.value), report.failures
+
+    refused, failures = asyncio.run(scenario())
+    print("refused:", refused)
+    assert failures == 0

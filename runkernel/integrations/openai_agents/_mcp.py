@@ -51,7 +51,7 @@ async def on_home_loop(request: Callable[[], Coroutine[Any, Any, T]]) -> T:
     if home is None or home is asyncio.get_running_loop():
         return await request()
     refused = IntegrationError(
-        "the event loop the agent's MCP servers were connected on (the one DurableRunner.serve() was called on)"
+        "the event loop the agent's MCP servers were connected on (where DurableRunner.serve() or worker_app() was called)"
         " is not running: stop the worker (await asyncio.to_thread(worker.stop)) before leaving `async with server:`"
     )
     if not home.is_running():

@@ -18,6 +18,7 @@ from runkernel import AsyncDriver, Done, EndCauseKind, StoreError, ToolPolicy, o
 from runkernel.adapters.drive.model_errors import transient_model_error
 from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
+from runkernel.adapters.worker.account import WorkerReport
 from runkernel.adapters.worker.loop import Worker
 from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, app_name
 from runkernel.integrations._common import checked_policies, host_leases, serve_app, start_run
@@ -26,7 +27,6 @@ from runkernel.integrations.openai_agents._binding import _BINDING, Binding, Gua
 from runkernel.integrations.openai_agents._copies import DurableCopies, agents_of, handoff_names
 from runkernel.integrations.openai_agents._mapping import input_items, last_response, replayed_response
 from runkernel.integrations.openai_agents._mcp import HOME_LOOP, home_loop
-from runkernel.adapters.worker.account import WorkerReport
 from runkernel.kernel import Ended, IndeterminateChoice, Message, Role, TypedError
 
 
