@@ -264,20 +264,22 @@ async def play_openai_agents(store: str, record: str, script: str, phase: str, r
     return {"output": result.final_output}
 
 
-async def serve_openai_agents(store: str, record: str, script: str, phase: str) -> dict[str, Any]:
+async def serve_openai_agents(store: str, record: str, script: str, phase: str, concurrency: int = 32) -> dict[str, Any]:
     """``serve_pydantic_ai`` for the Agents SDK: ``serve()`` is called on the loop the
     server is connected on (its home loop), where the worker's drives send their MCP
-    requests; the worker is stopped off that loop."""
+    requests; the worker is stopped off that loop, before the server closes."""
     from agents import set_tracing_disabled
 
     set_tracing_disabled(True)
     async with openai_agents_server(inventory(store, record, f"thread-{script}")) as server:
         agent, durable = openai_agents_agent(store, record, script, server, app=APP)
-        worker = durable.serve(agent, poll_interval=POLL)
-        if phase == "serve":
-            await durable.run(agent, "go", thread_id=f"thread-{script}")
-        await asyncio.to_thread(every_run_ended, store)
-        report = await asyncio.to_thread(worker.stop)
+        worker = durable.serve(agent, poll_interval=POLL, concurrency=concurrency)
+        try:
+            if phase == "serve":
+                await durable.run(agent, "go", thread_id=f"thread-{script}")
+            await asyncio.to_thread(every_run_ended, store)
+        finally:
+            report = await asyncio.to_thread(worker.stop)
     return {"drives": report.drives, "takeovers": report.takeovers, "failures": report.failures}
 
 

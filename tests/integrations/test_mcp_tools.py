@@ -67,7 +67,7 @@ class World(agent_world.World):
         """The app started again: it only serves, until every Run ended."""
         argv = [sys.executable, str(self.app), self.url, str(self.record), framework, script, "restart"]
         env = {**os.environ, "PYTHONPATH": str(agent_world.ROOT)}
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd=agent_world.ROOT)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=agent_world.ROOT)
         assert done.returncode == 0, done.stderr
         report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
         return report
@@ -207,6 +207,25 @@ def test_a_served_app_killed_inside_an_mcp_tool_finishes_its_run_under_the_next_
 
 #: How long a test waits for what would otherwise hang (a hang guard, never a measure).
 HANG_GUARD = 60.0
+
+
+def test_a_served_agent_on_one_loop_per_worker_sends_its_mcp_requests_to_the_servers_loop(world: World) -> None:
+    # concurrency=1: the worker's drives run on an event loop of the worker's own thread
+    # (not a shared loop's thread, as in the subprocess test above)
+    pytest.importorskip("agents", reason="the openai-agents extra is not installed (pip install -e '.[openai-agents]')")
+    world.killed("openai_agents", "served", "tool:lookup:1", "serve")
+    reports: list[dict[str, Any]] = []
+    serving = mcp_app.serve_openai_agents(world.url, str(world.record), "served", "restart", concurrency=1)
+    app = threading.Thread(target=lambda: reports.append(asyncio.run(serving)), daemon=True)
+    app.start()
+    app.join(HANG_GUARD)
+    assert reports, "the app did not finish: it hangs"
+    (report,) = reports
+    starts = [(s["tool"], s["attempt"], s["lease_epoch"]) for s in world.starts()]
+    print(f"served again in process, one loop per worker: {report}; the server saw {starts}")
+    assert report == {"drives": 1, "takeovers": 1, "failures": 0}
+    assert starts == [("lookup", 1, 1), ("lookup", 2, 2), ("send", 1, 2)]
+    world.check("served")
 
 
 def test_an_agent_with_mcp_servers_is_refused_a_worker_where_no_event_loop_runs(world: World) -> None:

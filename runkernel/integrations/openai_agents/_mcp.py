@@ -69,7 +69,8 @@ class MetaServer:
     """The user's MCP server as a durable copy of an agent sees it: everything is the
     server's own, except that each ``call_tool`` adds runkernel's entry to the ``_meta``
     the SDK sends (after the tool's static ``_meta`` and the server's
-    ``tool_meta_resolver``: a server's own tool ``_meta`` cannot replace it)."""
+    ``tool_meta_resolver``: a server's own tool ``_meta`` cannot replace it), and that
+    what uses the server's session (``SESSION_CALLS``) runs on its home loop."""
 
     def __init__(self, server: Any) -> None:
         self.server = server
