@@ -320,6 +320,16 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "a stopping worker lets a Run go while its group's tools run",
+        "runkernel/adapters/drive/runtime_drive.py",
+        "        return isinstance(self._next, Hand) and self.together.runs_any(self._next.action)\n",
+        "        return False\n",
+        unit(
+            "tests/worker/test_group_wind_down.py::"
+            "test_a_stopping_worker_commits_every_group_call_already_started_and_starts_nothing[memory]"
+        ),
+    ),
+    Mutant(
         "a command is applied while a group's calls run",
         "runkernel/adapters/drive/core.py",
         "            running = unanswered(self.handed_together, state)\n            if running:",

@@ -229,24 +229,35 @@ def _hold(directory: Path, tool: str, when: str, invocation: RunCall) -> None:
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)  # one count per start across processes; a kill unlocks it
         number = int(os.pread(descriptor, COUNT_WIDTH, 0) or b"0") + 1
+        point = f"{tool}:{when}:{number}"
+        planned = point in json.loads((directory / "plan.json").read_text())
+        if planned:
+            # said before the count moves past it: a worker killed between the two (another
+            # of its slots at a kill point) leaves the point said, which the test passes (its
+            # worker is gone), and its number to the next start; never a point counted that
+            # no worker said, which the test would wait for until its hang guard
+            _say_arrival(directory, point, invocation)
         # one write of a fixed width, never a truncate first: a worker killed here (another
         # of its slots at a point) leaves the old count or the new one, never an empty file
         # that would number the next starts from 1 again and reach a point a second time
         os.pwrite(descriptor, b"%0*d" % (COUNT_WIDTH, number), 0)
     finally:
         os.close(descriptor)
-    point = f"{tool}:{when}:{number}"
-    if point not in json.loads((directory / "plan.json").read_text()):
+    if not planned:
         return
-    arrival = {"pid": os.getpid(), "run_id": invocation.run_id, "lease_epoch": invocation.lease_epoch}
-    written = directory / f"{point}.at.{os.getpid()}"
-    written.write_text(json.dumps(arrival))
-    written.rename(directory / f"{point}.at")  # whole, or not there at all
     go = directory / f"{point}.go"
     while not go.exists():
         time.sleep(POLL)
     global let_go
     let_go += 1
+
+
+def _say_arrival(directory: Path, point: str, invocation: RunCall) -> None:
+    """Tell the test this worker is at ``point``, holding ``invocation``'s drive."""
+    arrival = {"pid": os.getpid(), "run_id": invocation.run_id, "lease_epoch": invocation.lease_epoch}
+    written = directory / f"{point}.at.{os.getpid()}"
+    written.write_text(json.dumps(arrival))
+    written.rename(directory / f"{point}.at")  # whole, or not there at all
 
 
 @frozen

@@ -20,7 +20,6 @@ import os
 import signal
 import sys
 import textwrap
-import threading
 from types import FrameType
 
 from runkernel.adapters.drive.events import ModelFailed, RuntimeEvent, ToolRaised
@@ -31,6 +30,7 @@ from runkernel.adapters.stores.registry import BadStoreUrl, open_store
 from runkernel.adapters.worker.apps import AppLoadError, load_app
 from runkernel.adapters.worker.loop import DEFAULT_CONCURRENCY, Worker, WorkerReport
 from runkernel.adapters.worker.outage import OUTAGE_MAX_DELAY, OutageBegan, OutageEnded, OutageEvent, StoreOutage
+from runkernel.adapters.worker.stop_flag import StopFlag
 from runkernel.cli.text import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -108,9 +108,7 @@ def _worker(args: argparse.Namespace) -> int:
             folded.outage = worker.outage
             stopping.worker = worker
             if stopping.signalled:
-                # signalled while the worker was built, before the handler knew it (the
-                # count, not the event: the reader thread may not have set that one yet)
-                worker.shutdown()
+                worker.shutdown()  # signalled while the worker was built, before the handler knew it
             report = worker.run_once() if args.once else worker.run()
         finally:
             store.close()
@@ -136,7 +134,7 @@ def _open_riding_out(url: str, outage: StoreOutage, stopping: _Stopping, *, once
     wrong (not a runkernel store, a missing file, credentials the server refuses) is
     refused at once; with ``once``, a host name that still does not resolve after the
     capped backoff is given up (exit 1)."""
-    while not stopping.requested.is_set():
+    while not stopping.stop.requested:
         outage.begin_pass()  # each try is a pass: its failure is one retry of the outage
         try:
             store = open_store(url, create=False)
@@ -148,7 +146,7 @@ def _open_riding_out(url: str, outage: StoreOutage, stopping: _Stopping, *, once
                 raise CliError(
                     f"host {error.host} still does not resolve after {outage.seconds:.1f} s; --once gives up"
                 ) from None
-            stopping.requested.wait(outage.delay())
+            stopping.stop.wait(outage.delay())
             continue
         outage.end_pass()
         return store
@@ -160,26 +158,21 @@ class _Stopping:
     ones before put back after): the first signal asks the worker to stop (or, before
     there is one, the start to end), the second abandons.
 
-    The handler itself only counts and writes the signal's number to a pipe: a Python
-    signal handler runs between two bytecodes of the main thread, which may be holding
-    the lock of the very ``Event`` the handler would set (inside ``Event.wait``), and
-    would then wait for itself for ever. A thread of its own reads the pipe and asks the
-    worker to stop. The second signal abandons in the handler (``os.write`` and
-    ``os._exit`` take no lock)."""
+    A Python signal handler runs between two bytecodes of the main thread, which may hold
+    a lock the handler would take (the one inside ``threading.Event.wait``) and would
+    then wait for itself for ever. So the handler takes no lock: it counts, asks the
+    start's ``StopFlag`` and the worker's ``shutdown()`` (neither takes one), and writes
+    its line with ``os.write``; the second signal abandons with ``os._exit``."""
 
     def __init__(self, lease: float) -> None:
         self.lease = lease
-        self.requested = threading.Event()
+        #: asked by the first signal: what the start (the store's opening) waits on
+        self.stop = StopFlag()
         self.worker: Worker | None = None
         self._previous: dict[int, object] = {}
         self._signals = 0
-        self._pipe = (-1, -1)
-        self._reader: threading.Thread | None = None
 
     def __enter__(self) -> _Stopping:
-        self._pipe = os.pipe()
-        self._reader = threading.Thread(target=self._read, name="runkernel worker signals", daemon=True)
-        self._reader.start()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._previous[sig] = signal.signal(sig, self._signalled)
         return self
@@ -187,10 +180,6 @@ class _Stopping:
     def __exit__(self, *_exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
-        os.close(self._pipe[1])  # the reader sees the end of the pipe and returns
-        if self._reader is not None:
-            self._reader.join()
-        os.close(self._pipe[0])
 
     def _signalled(self, signum: int, _frame: FrameType | None) -> None:
         self._signals += 1
@@ -198,20 +187,16 @@ class _Stopping:
             _say(f"{signal.Signals(signum).name} again: abandoning; the leases held are not released and expire "
                  f"within {self.lease:g} s, then another worker takes those Runs over")
             os._exit(EXIT_TERMINATED if signum == signal.SIGTERM else EXIT_INTERRUPTED)
-        os.write(self._pipe[1], bytes([signum]))
+        self._stop(signum)
 
     @property
     def signalled(self) -> bool:
         """Whether a signal came (counted by the handler itself, at once)."""
         return self._signals > 0
 
-    def _read(self) -> None:
-        while got := os.read(self._pipe[0], 1):
-            self._stop(got[0])
-
     def _stop(self, signum: int) -> None:
-        """The first signal, on the reader's thread: stop the worker (or the start)."""
-        self.requested.set()
+        """The first signal, in the handler: stop the worker (or the start)."""
+        self.stop.request()
         worker = self.worker
         if worker is None:
             _say(f"{signal.Signals(signum).name}: stopping before the start is done (nothing held yet)")

@@ -1,33 +1,38 @@
 """The worker command's signal handler never waits for a lock: a Python signal handler
-runs between two bytecodes of the main thread, which may hold the lock of the stop
-event at that moment (inside ``Event.wait``). A handler that set the event itself would
-wait on that lock for ever; ours hands the signal to a thread of its own."""
+runs between two bytecodes of the main thread, which may hold a lock at that moment (the
+one inside ``threading.Event.wait``, where the start used to wait). The handler landing
+at every bytecode of the start's wait on its stop flag stops that wait, never hangs."""
 
 from __future__ import annotations
 
 import signal
-import threading
 
 from runkernel.cli.worker_command import _Stopping
-
-#: a bound only a hang reaches (never a figure asserted)
-HANG = 30.0
+from worker_signals import Landing, returned
 
 
-def test_a_signal_landing_while_the_stop_events_lock_is_held_is_handled_once_it_is_free() -> None:
-    handled: list[bool] = []
+def _wait_for_the_stop(stopping: _Stopping) -> None:
+    """What the start does while the store is down: wait its backoff, look again."""
+    while not stopping.stop.wait(0.001):
+        pass
 
-    def interrupted(stopping: _Stopping) -> None:
-        with stopping.requested._cond:  # type: ignore[attr-defined]  # where Event.wait holds it
-            stopping._signalled(signal.SIGTERM, None)  # the handler, run right here
-            handled.append(stopping.requested.is_set())
-        handled.append(stopping.requested.wait(HANG))
 
+def test_a_signal_landing_at_any_bytecode_of_the_starts_wait_stops_it() -> None:
     with _Stopping(30.0) as stopping:
-        # the interrupted code in a thread of its own, so a handler that hangs fails the test
-        thread = threading.Thread(target=interrupted, args=(stopping,), daemon=True)
-        thread.start()
-        thread.join(HANG)
-        print(f"handler returned: {not thread.is_alive()}; stop requested (while the lock was held, after): {handled}")
-        assert not thread.is_alive(), "the signal handler waited for a lock its own thread held"
-    assert handled == [False, True], "the stop is asked for once the lock is free, not before"
+        counting = Landing(lambda: None)
+        counting.arm()
+        stopping.stop.wait(0.001)  # warm: the flag's pipe is made by its first wait
+        assert returned(lambda: stopping.stop.wait(0.001), counting)
+    one_wait = counting.counted
+    hung, stopped = [], 0
+    for at in range(1, one_wait + 1):
+        with _Stopping(30.0) as stopping:
+            landing = Landing(lambda: stopping._signalled(signal.SIGTERM, None), at=at)
+            landing.arm()
+            if not returned(lambda: _wait_for_the_stop(stopping), landing):
+                hung.append(at)
+                break
+            stopped += landing.fired and stopping.signalled and stopping.stop.requested
+    print(f"SIGTERM landed at each of {one_wait} bytecodes of the start's wait: {stopped} stopped it, hung at {hung}")
+    assert not hung, f"the signal handler landing at bytecode {hung[0]} waited for a lock its own thread held"
+    assert stopped == one_wait

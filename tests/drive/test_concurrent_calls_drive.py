@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from push_host import SHELLS, make_shell
+from push_host import SHELLS, Shell, make_shell
 from runkernel import CallRequest
 from runkernel.adapters.drive.actions import Action, CheckStatus, Done, Infer, RunCall, RunCalls
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
+
 from runkernel.adapters.drive.ports import (
     GateAnswer,
     InferenceRequest,
@@ -147,6 +148,17 @@ def test_a_crash_after_the_group_started_recovers_each_member_by_its_own_policy(
     _legal(store)
 
 
+def _grouped(
+    kind: str, leases: LeaseKeeper | None = None, store: MemoryStore | None = None
+) -> tuple[MemoryStore, Shell, Action]:
+    """A push host's driver of ``kind`` whose model asked for the whole group: the store,
+    the driver and what it handed out."""
+    store = store or MemoryStore()
+    driver = make_shell(kind, store, ids=CountingIds("id"), tools=GROUP, leases=leases)
+    driver.start(["go"], thread_id="t1", run_id="r1")
+    return store, driver, driver.inferred("", [CallRequest(t, {"n": i}) for i, t in enumerate(TOOLS)])
+
+
 @pytest.mark.parametrize("kind", SHELLS)
 def test_a_push_host_handling_one_call_at_a_time_runs_the_whole_group(kind: str) -> None:
     store = MemoryStore()
@@ -172,10 +184,7 @@ def test_a_push_host_answers_the_group_in_any_order_and_starts_each_attempt_once
     """A host that starts every call of the ``RunCalls`` at once answers them last
     first; the first member fails retryable: its retry is listed beside the calls still
     unanswered, and ``to_start`` names only it."""
-    store = MemoryStore()
-    driver = make_shell(kind, store, ids=CountingIds("id"), tools=GROUP)
-    driver.start(["go"], thread_id="t1", run_id="r1")
-    action: Action = driver.inferred("", [CallRequest(t, {"n": i}) for i, t in enumerate(TOOLS)])
+    store, driver, action = _grouped(kind)
     previous: Action | None = None
     starts: list[tuple[str, int]] = []
     answers = 0
@@ -203,10 +212,7 @@ def test_a_push_host_answers_the_group_in_any_order_and_starts_each_attempt_once
 
 @pytest.mark.parametrize("kind", SHELLS)
 def test_a_report_for_a_call_the_group_does_not_list_is_refused_and_changes_nothing(kind: str) -> None:
-    store = MemoryStore()
-    driver = make_shell(kind, store, ids=CountingIds("id"), tools=GROUP)
-    driver.start(["go"], thread_id="t1", run_id="r1")
-    action = driver.inferred("", [CallRequest(t, {"n": i}) for i, t in enumerate(TOOLS)])
+    store, driver, action = _grouped(kind)
     assert isinstance(action, RunCalls)
     version = _run(store).version
     with pytest.raises(HostProtocolError, match="RunCalls expects .* for one of its calls"):
@@ -221,9 +227,7 @@ def test_each_call_of_the_group_is_handed_out_under_the_lease_re_checked_once(ki
     listed again is the one handed out before (its lease check is not repeated)."""
     store = MemoryStore()
     keeper = LeaseKeeper(store, "w1", duration=10.0, margin=5.0, monotonic=lambda: 0.0)
-    driver = make_shell(kind, store, ids=CountingIds("id"), tools=GROUP, leases=keeper)
-    driver.start(["go"], thread_id="t1", run_id="r1")
-    action = driver.inferred("", [CallRequest(t, {"n": i}) for i, t in enumerate(TOOLS)])
+    _, driver, action = _grouped(kind, keeper, store)
     assert isinstance(action, RunCalls)
     assert keeper.checks == 3 and all(c.lease_epoch == 1 for c in action.calls)
     again = driver.call_returned(action.calls[0].call_id, 1)
@@ -279,10 +283,7 @@ def test_the_pull_runtime_runs_the_groups_tools_together() -> None:
 
 @pytest.mark.parametrize("kind", SHELLS)
 def test_a_push_host_picking_up_a_started_group_is_handed_each_members_recovery(kind: str) -> None:
-    store = MemoryStore()
-    driver = make_shell(kind, store, ids=CountingIds("id"), tools=GROUP)
-    driver.start(["go"], thread_id="t1", run_id="r1")
-    first = driver.inferred("", [CallRequest(t, {"n": i}) for i, t in enumerate(TOOLS)])
+    store, driver, first = _grouped(kind)
     assert isinstance(first, RunCalls) and [c.tool for c in first.calls] == list(TOOLS)
     # the host dies here; a fresh driver picks the Run up from the store alone
     fresh = make_shell(kind, store, ids=CountingIds("id2"), tools=GROUP)

@@ -1,7 +1,7 @@
 """An asyncio push app runs in one long-lived event loop per worker (Public
 API): every drive of every Run by one worker runs on the same loop, made at the first
-drive, and ``shutdown()`` closes it — at once when no drive runs on it, else as soon as
-``run_once()``/``run()`` returns."""
+drive, and closed as soon as ``run_once()``/``run()`` returns after ``shutdown()``, or by
+``stop()`` when neither runs (``shutdown()`` only asks: it is safe in a signal handler)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def _ended(store: MemoryStore, run_id: str) -> bool:
     return snapshot is not None and isinstance(snapshot.state, Ended)
 
 
-def test_every_drive_of_an_async_app_runs_on_the_workers_one_loop_until_shutdown_closes_it() -> None:
+def test_every_drive_of_an_async_app_runs_on_the_workers_one_loop_until_stop_closes_it() -> None:
     store, app = MemoryStore(), LoopRecordingApp()
     assert isinstance(app, AsyncPushApp)
     worker = Worker(store, app, worker_id="w1", concurrency=1)  # one drive at a time: its own loop, as slots share theirs (test_slots)
@@ -73,9 +73,11 @@ def test_every_drive_of_an_async_app_runs_on_the_workers_one_loop_until_shutdown
     assert len(loops) == 1, "each drive got an event loop of its own"
     loop = app.loops[0]
     assert not loop.is_closed() and not loop.is_running()
-    worker.shutdown()
-    assert loop.is_closed(), "shutdown left the worker's event loop open"
-    worker.shutdown()  # again: nothing left to close
+    worker.shutdown()  # only asks (safe in a signal handler): nothing runs to see it yet
+    assert not loop.is_closed()
+    worker.stop()
+    assert loop.is_closed(), "stop() left the worker's event loop open"
+    worker.stop()  # again: nothing left to close
 
 
 def test_a_shutdown_during_a_drive_lets_it_finish_on_its_loop_then_closes_the_loop() -> None:

@@ -85,10 +85,16 @@ class Drive:
         else first)."""
         return self._next.commit if isinstance(self._next, Append) else None
 
-    def commit_next(self) -> bool:
-        """Whether what this drive does next is a commit already decided (or a
-        notification before it): a worker that stops finishes it and starts nothing new."""
-        return isinstance(self._next, (Append, Observe, Tell))
+    def finish_in_flight(self) -> bool:
+        """What a worker that stops asks before each step: from now on this drive starts
+        nothing new (no tool, no model call); True while what it does next finishes
+        something already in flight: a commit already decided (or a notification before
+        it), or the answer of a tool it started (a concurrent group's call, running in
+        its threads), which is then committed. False: stop here."""
+        self.together.start_nothing()
+        if isinstance(self._next, (Append, Observe, Tell)):
+            return True
+        return isinstance(self._next, Hand) and self.together.runs_any(self._next.action)
 
     def step(self) -> bool:
         """Advance by one effect. True once driving has stopped (see ``outcome``)."""

@@ -37,24 +37,34 @@ class CallsTogether:
         self.ports, self.together = ports, together
         self._running: dict[tuple[str, int], tuple[StartedCall, Future[ToolReply | Exception]]] = {}
         self._previous: RunCalls | None = None
-        #: the tool bodies this drive started together, for the record
-        self.started = 0
+        self._winding_down = False
+
+    def start_nothing(self) -> None:
+        """From now on, start no call: only the answers of the calls that run remain."""
+        self._winding_down = True
+
+    def runs_any(self, action: object) -> bool:
+        """Whether ``action`` is a ``RunCalls`` listing a call this drive runs now."""
+        return isinstance(action, RunCalls) and any((c.call_id, c.attempt) in self._running for c in action.calls)
 
     def answer(self, action: RunCalls) -> CallEnded:
         """Start every call of ``action`` not started yet, then the report of the first
         call in call order, once its tool returned (only that call's report, run on
-        the drive's thread, when the calls do not run together)."""
+        the drive's thread, when the calls do not run together). After
+        ``start_nothing``: the report of the first call in call order that runs."""
+        if self._winding_down:
+            first = next(c for c in action.calls if (c.call_id, c.attempt) in self._running)
+            started, ran = self._running.pop((first.call_id, first.attempt))
+            return self.ports.call_ended(started, ran.result())
         if not self.together:
             return self.ports.run_call(action.calls[0])
         for call in action.to_start(self._previous):
             started = self.ports.begin_call(call)  # W1 on the drive's thread, in call order
             self._running[(call.call_id, call.attempt)] = (started, _in_thread(started))
-            self.started += 1
         self._previous = action
         first = action.calls[0]
         started, ran = self._running.pop((first.call_id, first.attempt))
         return self.ports.call_ended(started, ran.result())
-
 
     def settle(self) -> None:
         """Wait for every tool body still running to end; their results are dropped."""

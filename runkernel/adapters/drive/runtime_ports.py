@@ -25,9 +25,8 @@ from runkernel.adapters.drive.protocol import AskGate, CallEnded, Fenced, Operat
 from runkernel.adapters.drive.store_ops import StoreOps
 from runkernel.errors import RunkernelError
 from runkernel.kernel.policies import RecoveryMode
-from runkernel.kernel.protocol import OperationStatus, ToolFailure, ToolOutcome
+from runkernel.kernel.protocol import OperationStatus, ToolFailure
 from runkernel.kernel.state import TypedError
-from runkernel.kernel.values import JsonValue
 
 #: How often one runtime asks a reconnect tool about an operation that is still running
 #: before it stops driving and leaves the call to a later drive.

@@ -56,6 +56,16 @@ def add_counts(total: WorkerReport, part: WorkerReport) -> None:
             setattr(total, field.name, getattr(total, field.name) + getattr(part, field.name))
 
 
+def add_slots(total: WorkerReport, slots: list[tuple[int, WorkerReport | None]], peak: int) -> None:
+    """Add to ``total`` each slot's drives refused (its store could not be opened) and its
+    worker's counts, if it has one, and a drain's in-flight peak."""
+    for refused, report in slots:
+        total.failures += refused
+        if report is not None:
+            add_counts(total, report)
+    total.in_flight_peak = max(total.in_flight_peak, peak)
+
+
 def version_of(snapshot: RunSnapshot | None) -> int:
     """The Run's version, -1 for a Run the store does not have."""
     return -1 if snapshot is None else snapshot.version

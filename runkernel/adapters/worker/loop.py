@@ -13,8 +13,10 @@ way under this worker's leases, so a commit that loses or a lease that is gone s
 that Run at once.
 
 ``shutdown()`` (what SIGTERM and SIGINT call) lets the commit in flight finish, starts
-nothing new, releases every lease, and ``run()`` returns. A push app's drive is
-``push_drive``'s; an asyncio push app runs in one event loop per worker (``app_loop``).
+nothing new, releases every lease, and ``run()`` returns; it only asks, on a flag that
+is safe to raise in a signal handler and wakes every wait of the worker (``stop_flag``).
+A push app's drive is ``push_drive``'s; an asyncio push app runs in one event loop per
+worker (``app_loop``).
 
 An exception the host's tools, hooks, gate or push host raise never stops the worker:
 the drive is counted in ``failures`` and handed to ``on_failure``, the lease is
@@ -40,12 +42,15 @@ state would be declared in one module and changed in three.
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable, Collection
+
+import attrs
 
 from runkernel.adapters.drive.ports import Clock, IdSource, SecretIds, utc_now
 from runkernel.adapters.drive.events import ToolRaised
@@ -62,6 +67,7 @@ from runkernel.adapters.worker.outage import MAX_SKIPPED_POLLS as MAX_SKIPPED_PO
 from runkernel.adapters.worker.push_drive import drive_push
 from runkernel.adapters.worker.set_aside import SetAside
 from runkernel.adapters.worker.slots import Finished, Slots
+from runkernel.adapters.worker.stop_flag import StopFlag
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.drive.telemetry import NO_TELEMETRY, Telemetry
 from runkernel.kernel.state import EndCause, Ended
@@ -84,6 +90,10 @@ def default_worker_id() -> str:
 
 #: How many Runs a worker drives at once unless told otherwise.
 DEFAULT_CONCURRENCY = 32
+
+#: The longest slice of a store's LISTEN wait (seconds): how long a ``shutdown()`` may
+#: wait for a worker that listens for work to see it.
+LISTEN_SLICE = 0.1
 
 
 class Worker:
@@ -153,7 +163,7 @@ class Worker:
         self._acknowledged, self._ends = 0, dict[str, EndCause]()
         #: Runs whose end ``failed`` a ``ModelFailed`` event already told, this drive
         self._end_told: set[str] = set()
-        self._stopping = threading.Event()
+        self._stop = StopFlag()
         self._runtime = self._make_runtime() if isinstance(app, RuntimeApp) else None
         #: the event loop of an asyncio push app, made at its first drive (its slots share one)
         self._app_loop = AppLoop() if concurrency == 1 else SharedAppLoop()
@@ -170,16 +180,24 @@ class Worker:
     @property
     def stopping(self) -> bool:
         """True once ``shutdown()`` was called."""
-        return self._stopping.is_set()
+        return self._stop.requested
 
     def shutdown(self) -> None:
         """Finish the commit in flight, start nothing new, release leases, return from
-        ``run()``/``run_once()``, close the event loop of an asyncio app (now if no drive
-        runs on it, else once ``run()``/``run_once()`` returns). Safe to call from a
-        signal handler and from another thread, and more than once."""
-        self._stopping.set()
-        if self._slots is None:  # with slots, the loop closes once they are joined (``_in_slots``)
-            self._app_loop.close_unless_running()
+        ``run()``/``run_once()``, and close the event loop of an asyncio app when they
+        return (``stop()`` closes it if neither runs). It only asks, and wakes the
+        worker's waits at once (``stop_flag``): it takes no lock and sets no event, so it
+        is safe to call from a signal handler, from another thread, and more than once."""
+        self._stop.request()
+
+    def report_so_far(self) -> WorkerReport:
+        """The report's figures now, while ``run()`` or ``run_once()`` runs (``report``
+        gets the slots' counts, the in-flight peak and the outages only when it returns):
+        a copy, safe to read from another thread."""
+        slots = self._slots
+        report = slots.counted() if slots is not None else attrs.evolve(self.report)
+        report.outages = self.outage.count
+        return report
 
     def waiting_for(self) -> str:
         """What the worker waits for before it can stop (one phrase, for the operator)."""
@@ -193,7 +211,8 @@ class Worker:
         """Drive Runs until none of this app has work this worker can make progress on;
         Runs that made no progress in this call (a reconnect tool still running) are
         not retried by it. An asyncio app's event loop stays open for the next call,
-        until ``shutdown()``. A store outage is ridden out (``outage``)."""
+        until ``stop()`` (or a call after ``shutdown()``). A store outage is ridden out
+        (``outage``)."""
         if self.concurrency > 1:
             return self._in_slots(once=True)
         stalled: dict[str, int] = {}
@@ -265,9 +284,9 @@ class Worker:
                 wait = self._set_aside.until_due(self.poll_interval)
                 try:
                     if waiter is not None:
-                        waiter(wait)
+                        self._listen(waiter, wait)
                     else:
-                        self._stopping.wait(wait)
+                        self._stop.wait(wait)
                 except StoreUnavailable as error:
                     self.outage.failed(error)
                 if self.outage.active:
@@ -291,13 +310,16 @@ class Worker:
     def stop(self, timeout: float | None = None) -> WorkerReport:
         """``shutdown()``, then wait (up to ``timeout`` seconds; None: as long as it
         takes) for what it asks: the commits in flight finish, nothing new starts, every
-        lease is released. Returns the report; raises what stopped the worker's thread,
-        if anything did; ``TimeoutError`` if it is still stopping."""
+        lease is released, an asyncio app's event loop is closed. Returns the report;
+        raises what stopped the worker's thread, if anything did; ``TimeoutError`` if it
+        is still stopping."""
         self.shutdown()
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 raise TimeoutError(f"worker {self.worker_id} is still stopping: {self.waiting_for()}")
+        if self._slots is None:  # a ``run()`` under way closes it as it returns
+            self._app_loop.close_unless_running()
         ended, self._ended = self._ended, None
         if ended is not None:
             raise ended
@@ -342,7 +364,7 @@ class Worker:
             telemetry=self.telemetry,
             concurrency=1,
         )
-        slot._stopping, slot.outage, slot._app_loop = self._stopping, self.outage, self._app_loop
+        slot._stop, slot.outage, slot._app_loop = self._stop, self.outage, self._app_loop
         slot._owns_store = slot.store is not self.store  # a store shared as itself stays open
         return slot
 
@@ -359,7 +381,7 @@ class Worker:
         try:
             moved, failed, before = self._drive_tracked(run_id)
             while run_id in self._set_aside and not self.stopping:
-                self._stopping.wait(self._set_aside.until_due(self.poll_interval))
+                self._stop.wait(self._set_aside.until_due(self.poll_interval))
                 try:
                     self._set_aside.keep(self.report, self._failed)
                     if run_id in self._set_aside.due() and not self.stopping:
@@ -367,7 +389,7 @@ class Worker:
                         moved, failed = moved or again, failed or failed_again
                 except StoreUnavailable as error:
                     self.outage.failed(error, drive=True)
-                    self._stopping.wait(self.outage.delay())  # the store is out: never a busy loop
+                    self._stop.wait(self.outage.delay())  # the store is out: never a busy loop
         finally:
             # a Run this slot no longer drives keeps no lease (a failure above, or shutdown;
             # one taken for it that its drive never reached too: the rounds would renew it)
@@ -386,9 +408,19 @@ class Worker:
     def _idle(self, seconds: float, listen: bool) -> None:
         waiter: Callable[[float], object] | None = getattr(self.store, "wait_for_work", None) if listen else None
         if waiter is not None:
-            waiter(seconds)
+            self._listen(waiter, seconds)
         elif seconds > 0:
-            self._stopping.wait(seconds)
+            self._stop.wait(seconds)
+
+    def _listen(self, waiter: Callable[[float], object], seconds: float) -> None:
+        """The store's LISTEN wait, up to ``seconds``: in slices, since ``shutdown()``
+        cannot reach into the store's own wait (a signal only interrupts it to run the
+        handler, and it waits on), so a shutdown is seen within one slice. A wait that
+        returns a notification (or starts listening: no seconds) ends at once."""
+        slices = max(1, math.ceil(seconds / LISTEN_SLICE))
+        for index in range(slices):
+            if self.stopping or waiter(min(LISTEN_SLICE, seconds - index * LISTEN_SLICE)):
+                return
 
     def _met_another(self) -> None:
         self._listing.met_another()
@@ -397,7 +429,7 @@ class Worker:
         """Whether to make another pass: not stopping, after the outage's backoff if the
         store is out (a wait that ``shutdown()`` cuts short)."""
         if self.outage.active and not self.stopping:
-            self._stopping.wait(self.outage.delay())
+            self._stop.wait(self.outage.delay())
         return not self.stopping
 
     def drive(self, run_id: str) -> None:
@@ -507,8 +539,8 @@ class Worker:
                 # a model call backs off: drive other Runs meanwhile, this one's lease kept
                 self._set_aside.put(run_id, drive, drive.pause)
                 return
-            if self.stopping and not drive.commit_next():
-                return  # the commit in flight is done; start nothing new
+            if self.stopping and not drive.finish_in_flight():
+                return  # the commits and tools in flight are done; start nothing new
 
     def _drive_push(self, app: PushApp | AsyncPushApp, run_id: str) -> None:
         drive_push(self.store, app, run_id, self._app_loop, self.report, self._host(self._push_event))

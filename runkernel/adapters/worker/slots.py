@@ -23,6 +23,10 @@ each finishes the commit in flight, starts nothing new and releases its leases; 
 dispatcher waits for them, then returns. An exception a slot's drive did not contain
 (a simulated crash) stops the other slots the same way and is raised by ``run()``.
 A slot waits out a model call's backoff itself, its lease kept and renewed.
+
+Why this module is long: the dispatcher's passes, its hand-overs to the slots and the
+counts it sums for the report (``counted``, while they drive) act on one state, the Runs
+in flight and the slots; split, it would be kept in one module and changed in another.
 """
 
 from __future__ import annotations
@@ -33,11 +37,12 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
+import attrs
 from attrs import frozen
 
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
 from runkernel.adapters.stores.contract import Lease, LeaseStatus, Store, StoreError, StoreUnavailable
-from runkernel.adapters.worker.account import WorkerReport, add_counts, version_of
+from runkernel.adapters.worker.account import WorkerReport, add_slots, version_of
 from runkernel.adapters.worker.outage import RunBackoff, StoreOutage
 from runkernel.adapters.worker.together import RenewalRounds, Taken, take_together
 
@@ -110,7 +115,7 @@ class Dispatching(Protocol):
 class _Slot:
     """One slot's thread: takes Runs from ``jobs`` until it is given None."""
 
-    def __init__(self, owner: Dispatching, jobs: queue.SimpleQueue[Taken | None], done: queue.SimpleQueue[Finished], name: str) -> None:
+    def __init__(self, owner: Dispatching, jobs: queue.SimpleQueue[Taken | None], done: queue.Queue[Finished], name: str) -> None:
         self.owner, self.jobs, self.done = owner, jobs, done
         self.worker: SlotWorker | None = None
         self.busy_with: str | None = None
@@ -151,7 +156,9 @@ class Slots:
         self.owner = owner
         self._jobs: queue.SimpleQueue[Taken | None] = queue.SimpleQueue()
         self._reserve_jobs: queue.SimpleQueue[Taken | None] = queue.SimpleQueue()
-        self._done: queue.SimpleQueue[Finished] = queue.SimpleQueue()
+        # not a SimpleQueue: CPython 3.11's get(timeout) waits for ever once a signal handler
+        # run meanwhile on this thread outlasts the timeout (polls, renewals stop)
+        self._done: queue.Queue[Finished] = queue.Queue()
         self._slots: list[_Slot] = []
         self._reserve: _Slot | None = None
         #: Runs in flight: whether each is in the reserve slot
@@ -175,6 +182,9 @@ class Slots:
         self.renewals = RenewalRounds(owner.store, owner.leases, owner.monotonic)
         #: polls whose Runs' leases were taken together (for tests)
         self.takes_together = 0
+        #: held while the slots' counts are summed, so a sum never counts one twice
+        self._summing = threading.Lock()
+        self._summed = False
 
     # --- the dispatcher -------------------------------------------------------------
 
@@ -375,6 +385,17 @@ class Slots:
         ]
         return "; ".join(phrases) if phrases else "no Run is being driven"
 
+    def counted(self) -> WorkerReport:
+        """The worker's report with every slot's counts so far and this drain's peak: what
+        ``_close`` adds at the end, as a copy, while the slots drive (from any thread)."""
+        with self._summing:
+            total = attrs.evolve(self.owner.report)
+            add_slots(total, [] if self._summed else self._counts(), self.peak)
+            return total
+
+    def _counts(self) -> list[tuple[int, WorkerReport | None]]:
+        return [(slot.refused, None if slot.worker is None else slot.worker.report) for slot in self._all_slots()]
+
     def _close(self) -> None:
         """Every slot finishes its drive (``shutdown()`` cut it short at its commit in
         flight), releases its leases and closes its store; their counts join the report."""
@@ -384,10 +405,9 @@ class Slots:
         self._reserve_jobs.put(None)
         for slot in slots:
             slot.thread.join()
-            self.owner.report.failures += slot.refused
-            if slot.worker is not None:
-                add_counts(self.owner.report, slot.worker.report)
-        self.owner.report.in_flight_peak = max(self.owner.report.in_flight_peak, self.peak)
+        with self._summing:
+            add_slots(self.owner.report, self._counts(), self.peak)
+            self._summed = True
 
 
 def orphaned(status: LeaseStatus, worker_id: str) -> bool:
