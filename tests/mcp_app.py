@@ -17,7 +17,7 @@ SIGKILLs the process (the server with it) right after the start is recorded.
 
 As a script: ``python tests/mcp_app.py STORE RECORD FRAMEWORK SCRIPT start|resume
 [RUN_ID]`` (FRAMEWORK: ``pydantic_ai`` or ``openai_agents``) prints one JSON line; with
-``serve`` or ``restart`` (Pydantic AI), the app serves its Runs (``serve_pydantic_ai``).
+``serve`` or ``restart``, the app serves its Runs (``SERVES``).
 """
 
 from __future__ import annotations
@@ -185,12 +185,7 @@ def serve_pydantic_ai(store: str, record: str, script: str, phase: str) -> dict[
     worker = durable.serve(agent, poll_interval=POLL)
     if phase == "serve":
         asyncio.run(agent.run("go", conversation_id=f"thread-{script}"))
-    opened = open_store(store, create=False)
-    try:
-        while not opened.list_runs() or any(s.state != "ended" for s in opened.list_runs()):
-            time.sleep(POLL)
-    finally:
-        opened.close()
+    every_run_ended(store)
     report = worker.stop()
     return {"drives": report.drives, "takeovers": report.takeovers, "failures": report.failures}
 
@@ -222,7 +217,9 @@ def openai_agents_server(server: MCPServer, **options: Any) -> Any:
     return InMemory({"command": "in-memory"}, name=SERVER, cache_tools_list=True, **options)
 
 
-def openai_agents_agent(store: str, record: str | os.PathLike[str], script: str, server: Any) -> tuple[Any, Any]:
+def openai_agents_agent(
+    store: str, record: str | os.PathLike[str], script: str, server: Any, *, app: str | None = None
+) -> tuple[Any, Any]:
     """The OpenAI Agents SDK agent of ``script`` on the connected ``server``, and its ``DurableRunner``."""
     from agents import Agent, ModelResponse
     from agents.models.interface import Model
@@ -236,13 +233,20 @@ def openai_agents_agent(store: str, record: str | os.PathLike[str], script: str,
     class Script(Model):
         async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
             turns = model_turns(kwargs.get("input", args[1] if len(args) > 1 else None))
-            output = [function_call(tool, arguments, call_id="c1")] if turns == 0 else [assistant_message("done", item_id="m2")]
+            output = [assistant_message("done", item_id="m2")]
+            if turns == 0:
+                output = [function_call(tool, arguments, call_id="c1")]
+            elif turns == 1 and script == "served":
+                output = [function_call("send", {"to": "bob"}, call_id="c2")]
             return await ScriptedModel([ModelStep(output=output, response_id=None)]).get_response(*args, **kwargs)
 
         def stream_response(self, *args: Any, **kwargs: Any) -> Any:
             raise NotImplementedError("not streamed")
 
-    durable = DurableRunner(store, tools=EXPLICIT, status={"charge": charge_status(record)}, trusted_mcp=trusted(script))
+    durable = DurableRunner(
+        store, tools=EXPLICIT, status={"charge": charge_status(record)}, trusted_mcp=trusted(script), app=app,
+        lease_duration=LEASE,
+    )
     return Agent(name="assistant", model=Script(), mcp_servers=[server]), durable
 
 
@@ -260,9 +264,44 @@ async def play_openai_agents(store: str, record: str, script: str, phase: str, r
     return {"output": result.final_output}
 
 
+async def serve_openai_agents(store: str, record: str, script: str, phase: str, concurrency: int = 32) -> dict[str, Any]:
+    """``serve_pydantic_ai`` for the Agents SDK: ``serve()`` is called on the loop the
+    server is connected on (its home loop), where the worker's drives send their MCP
+    requests; the worker is stopped off that loop, before the server closes."""
+    from agents import set_tracing_disabled
+
+    set_tracing_disabled(True)
+    async with openai_agents_server(inventory(store, record, f"thread-{script}")) as server:
+        agent, durable = openai_agents_agent(store, record, script, server, app=APP)
+        worker = durable.serve(agent, poll_interval=POLL, concurrency=concurrency)
+        try:
+            if phase == "serve":
+                await durable.run(agent, "go", thread_id=f"thread-{script}")
+            await asyncio.to_thread(every_run_ended, store)
+        finally:
+            report = await asyncio.to_thread(worker.stop)
+    return {"drives": report.drives, "takeovers": report.takeovers, "failures": report.failures}
+
+
+def every_run_ended(store: str) -> None:
+    """Wait (a poll at a time) until the store has Runs and every one is ended."""
+    opened = open_store(store, create=False)
+    try:
+        while not opened.list_runs() or any(s.state != "ended" for s in opened.list_runs()):
+            time.sleep(POLL)
+    finally:
+        opened.close()
+
+
 PLAYS: dict[str, Callable[[str, str, str, str, str | None], Coroutine[Any, Any, dict[str, Any]]]] = {
     "pydantic_ai": play_pydantic_ai,
     "openai_agents": play_openai_agents,
+}
+
+#: How each framework's app serves its Runs (``serve`` and ``restart``).
+SERVES: dict[str, Callable[[str, str, str, str], dict[str, Any]]] = {
+    "pydantic_ai": serve_pydantic_ai,
+    "openai_agents": lambda *args: asyncio.run(serve_openai_agents(*args)),
 }
 
 
@@ -270,6 +309,6 @@ if __name__ == "__main__":
     store_url, record_path, framework, script_name, phase_name = sys.argv[1:6]
     run = sys.argv[6] if len(sys.argv) > 6 and sys.argv[6] else None
     if phase_name in ("serve", "restart"):
-        print(json.dumps(serve_pydantic_ai(store_url, record_path, script_name, phase_name)))
+        print(json.dumps(SERVES[framework](store_url, record_path, script_name, phase_name)))
     else:
         print(json.dumps(asyncio.run(PLAYS[framework](store_url, record_path, script_name, phase_name, run))))

@@ -112,12 +112,15 @@ def app_name(own: str | None, given: str | None, where: str) -> str:
     return name
 
 
-def serve_app(store: str | Store, app: AsyncPushApp, lease_duration: float, worker: Mapping[str, Any]) -> Worker:
+def serve_app(
+    store: str | Store, app: AsyncPushApp, lease_duration: float, worker: Mapping[str, Any], kind: type[Worker] = Worker
+) -> Worker:
     """Start an embedded worker of ``app`` on ``store`` (its own connection) and return it:
     at launch it takes over the Runs a crash left behind, once their leases ran out, and
-    keeps driving queued resumes; ``worker`` holds ``Worker``'s other options."""
+    keeps driving queued resumes; ``worker`` holds ``Worker``'s other options, ``kind``
+    is ``Worker`` or a subclass."""
     opened = open_store(store) if isinstance(store, str) else store.reopen()
-    embedded = Worker(opened, app, lease_duration=lease_duration, **worker)
+    embedded = kind(opened, app, lease_duration=lease_duration, **worker)
     embedded.start()
     return embedded
 

@@ -1,6 +1,7 @@
 """docs/mcp.md does what it says: its server file is saved, its Pydantic AI and OpenAI
-Agents SDK scripts run in an empty directory (the SDK's starts the server over stdio) and
-print what the page shows, and both Threads' traces are legal."""
+Agents SDK scripts (the SDK's in process, then served) run in an empty directory (the
+SDK's start the server over stdio) and print what the page shows, and every Thread's
+trace is legal."""
 
 from __future__ import annotations
 
@@ -25,19 +26,19 @@ PAGE = "mcp.md"
 
 def test_the_mcp_page_runs_as_printed(tmp_path: Path) -> None:
     ran = run_by(PAGE, "test_mcp_docs.py")
-    assert [(b.language, b.title) for b in ran] == [("python", "inventory_server.py"), ("python", None), ("python", None)]
+    assert [(b.language, b.title) for b in ran] == [("python", "inventory_server.py")] + [("python", None)] * 3
     shown = [b.code for b in blocks(DOCS / PAGE) if b.language == "text"]
-    server, pydantic_ai, openai_agents = ran
+    server, pydantic_ai, openai_agents, served = ran
     (tmp_path / "inventory_server.py").write_text(server.code)
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}
-    for script, printed in zip([pydantic_ai, openai_agents], shown, strict=True):
+    for script, printed in zip([pydantic_ai, openai_agents, served], shown, strict=True):
         done = subprocess.run([sys.executable, "-c", script.code], cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=120)
         print(done.stdout)
         assert done.returncode == 0, done.stderr
         assert done.stdout == printed
     store = open_store(f"sqlite:///{tmp_path / 'shop.db'}")
-    for thread in ["order-1", "order-2"]:
+    for thread in ["order-1", "order-2", "order-3"]:
         finding = check_trace(store.commits(thread))
         print(f"{thread}: {finding.commits} commits, verdict {finding.verdict.name}")
         assert finding.verdict.name == "LEGAL", finding

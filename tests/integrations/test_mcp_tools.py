@@ -16,6 +16,8 @@ import importlib.util
 import json
 import os
 import subprocess
+import threading
+from functools import partial
 import sys
 from pathlib import Path
 from typing import Any
@@ -61,11 +63,11 @@ class World(agent_world.World):
     def killed(self, framework: str, script: str, crash: str, phase: str = "start") -> None:
         self.run_killed(crash, framework, script, phase)
 
-    def served_again(self, script: str) -> dict[str, Any]:
-        """The Pydantic AI app started again: it only serves, until every Run ended."""
-        argv = [sys.executable, str(self.app), self.url, str(self.record), "pydantic_ai", script, "restart"]
+    def served_again(self, framework: str, script: str) -> dict[str, Any]:
+        """The app started again: it only serves, until every Run ended."""
+        argv = [sys.executable, str(self.app), self.url, str(self.record), framework, script, "restart"]
         env = {**os.environ, "PYTHONPATH": str(agent_world.ROOT)}
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, cwd=agent_world.ROOT)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=agent_world.ROOT)
         assert done.returncode == 0, done.stderr
         report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
         return report
@@ -185,12 +187,15 @@ def test_an_mcp_servers_require_approval_is_the_gate(world: World) -> None:
     world.check("trusted_send")
 
 
-def test_a_served_app_killed_inside_an_mcp_tool_finishes_its_run_under_the_next_epoch(world: World) -> None:
-    pytest.importorskip("pydantic_ai.mcp", reason="Pydantic AI's MCP client is not installed (pip install -e '.[pydantic-ai,mcp]')")
-    world.killed("pydantic_ai", "served", "tool:lookup:1", "serve")  # serve() at launch, the Run driven in process
-    report = world.served_again("served")
+@frameworks
+def test_a_served_app_killed_inside_an_mcp_tool_finishes_its_run_under_the_next_epoch(world: World, framework: str) -> None:
+    # the Agents SDK's server is connected on the app's loop, where serve() is called: the
+    # worker's drives send their MCP requests there (a request from the worker's own loop
+    # would wait for ever)
+    world.killed(framework, "served", "tool:lookup:1", "serve")  # serve() at launch, the Run driven in process
+    report = world.served_again(framework, "served")
     starts = [(s["tool"], s["attempt"], s["lease_epoch"]) for s in world.starts()]
-    print(f"served again: {report}; the server saw (tool, attempt, lease epoch): {starts}"
+    print(f"{framework} served again: {report}; the server saw (tool, attempt, lease epoch): {starts}"
           f" (lease {mcp_app.LEASE} s, poll {mcp_app.POLL} s)")
     assert report == {"drives": 1, "takeovers": 1, "failures": 0}
     # the fencing token in _meta: the dead process's epoch, then the worker's; the second
@@ -198,3 +203,91 @@ def test_a_served_app_killed_inside_an_mcp_tool_finishes_its_run_under_the_next_
     assert starts == [("lookup", 1, 1), ("lookup", 2, 2), ("send", 1, 2)]
     assert world.call("served", "c2").policy == ToolPolicy.indeterminate()
     world.check("served")
+
+
+#: How long a test waits for what would otherwise hang (a hang guard, never a measure).
+HANG_GUARD = 60.0
+
+
+def test_a_served_agent_on_one_loop_per_worker_sends_its_mcp_requests_to_the_servers_loop(world: World) -> None:
+    # concurrency=1: the worker's drives run on an event loop of the worker's own thread
+    # (not a shared loop's thread, as in the subprocess test above)
+    pytest.importorskip("agents", reason="the openai-agents extra is not installed (pip install -e '.[openai-agents]')")
+    world.killed("openai_agents", "served", "tool:lookup:1", "serve")
+    reports: list[dict[str, Any]] = []
+    serving = mcp_app.serve_openai_agents(world.url, str(world.record), "served", "restart", concurrency=1)
+    app = threading.Thread(target=lambda: reports.append(asyncio.run(serving)), daemon=True)
+    app.start()
+    app.join(HANG_GUARD)
+    assert reports, "the app did not finish: it hangs"
+    (report,) = reports
+    starts = [(s["tool"], s["attempt"], s["lease_epoch"]) for s in world.starts()]
+    print(f"served again in process, one loop per worker: {report}; the server saw {starts}")
+    assert report == {"drives": 1, "takeovers": 1, "failures": 0}
+    assert starts == [("lookup", 1, 1), ("lookup", 2, 2), ("send", 1, 2)]
+    world.check("served")
+
+
+def test_an_agent_with_mcp_servers_is_refused_a_worker_where_no_event_loop_runs(world: World) -> None:
+    pytest.importorskip("agents", reason="the openai-agents extra is not installed (pip install -e '.[openai-agents]')")
+    from runkernel.integrations.openai_agents import IntegrationError
+
+    server = mcp_app.openai_agents_server(mcp_app.inventory(world.url, str(world.record), "thread-served"))
+    agent, durable = mcp_app.openai_agents_agent(world.url, str(world.record), "served", server, app=mcp_app.APP)
+    threads = threading.active_count()
+    # runkernel worker --app MODULE:ATTR builds its app like this: at import, no loop running
+    for make in [partial(durable.worker_app, agent), partial(durable.serve, agent)]:
+        with pytest.raises(IntegrationError, match=r"async with server:.*runkernel worker") as refused:
+            make()
+        print("refused:", refused.value)
+    assert threading.active_count() == threads, "serve() started no worker"
+
+
+def test_a_worker_whose_mcp_servers_loop_is_gone_fails_its_drive_and_sends_nothing(world: World) -> None:
+    pytest.importorskip("agents", reason="the openai-agents extra is not installed (pip install -e '.[openai-agents]')")
+    from runkernel import Worker, open_store
+    from runkernel.integrations.openai_agents import IntegrationError
+
+    world.killed("openai_agents", "served", "tool:lookup:1", "serve")  # a Run of the app for a worker to take over
+
+    async def made_on_a_loop_that_ends() -> Any:
+        async with mcp_app.openai_agents_server(mcp_app.inventory(world.url, str(world.record), "thread-served")) as server:
+            agent, durable = mcp_app.openai_agents_agent(world.url, str(world.record), "served", server, app=mcp_app.APP)
+            return durable.worker_app(agent)
+
+    app = asyncio.run(made_on_a_loop_that_ends())  # its loop is closed now
+    failures: list[BaseException] = []
+    failed = threading.Event()
+
+    def on_failure(run_id: str, error: BaseException) -> None:
+        failures.append(error)
+        failed.set()
+
+    worker = Worker(open_store(world.url), app, lease_duration=mcp_app.LEASE, poll_interval=mcp_app.POLL, on_failure=on_failure)
+    worker.start()
+    try:
+        assert failed.wait(HANG_GUARD), "the drive neither failed nor finished: it hangs"
+    finally:
+        report = worker.stop(timeout=HANG_GUARD)
+    print(f"the drive failed with: {failures[0]!r}; report: drives {report.drives}, failures {report.failures}")
+    assert isinstance(failures[0], IntegrationError) and "is not running" in str(failures[0])
+    assert [(s["tool"], s["attempt"]) for s in world.starts()] == [("lookup", 1)], "no request was sent"
+    world.check("served", None)  # the Run is left as committed: not Ended
+
+
+def test_a_served_workers_stop_refuses_to_block_its_mcp_servers_loop(world: World) -> None:
+    pytest.importorskip("agents", reason="the openai-agents extra is not installed (pip install -e '.[openai-agents]')")
+    from runkernel.integrations.openai_agents import IntegrationError
+
+    async def scenario() -> tuple[str, int]:
+        async with mcp_app.openai_agents_server(mcp_app.inventory(world.url, str(world.record), "thread-served")) as server:
+            agent, durable = mcp_app.openai_agents_agent(world.url, str(world.record), "served", server, app=mcp_app.APP)
+            worker = durable.serve(agent, poll_interval=mcp_app.POLL)
+            with pytest.raises(IntegrationError, match=r"asyncio\.to_thread\(worker\.stop\)") as refused:
+                worker.stop()  # a drive waiting for an MCP request on this loop would wait for ever
+            report = await asyncio.wait_for(asyncio.to_thread(worker.stop, HANG_GUARD), HANG_GUARD)
+            return str(refused.value), report.failures
+
+    refused, failures = asyncio.run(scenario())
+    print("refused:", refused)
+    assert failures == 0

@@ -18,6 +18,7 @@ from runkernel import AsyncDriver, Done, EndCauseKind, StoreError, ToolPolicy, o
 from runkernel.adapters.drive.model_errors import transient_model_error
 from runkernel.adapters.stores.contract import Store
 from runkernel.errors import IllegalCommit, UnknownRun
+from runkernel.adapters.worker.account import WorkerReport
 from runkernel.adapters.worker.loop import Worker
 from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, app_name
 from runkernel.integrations._common import checked_policies, host_leases, serve_app, start_run
@@ -25,6 +26,7 @@ from runkernel.integrations.mcp import checked_trust
 from runkernel.integrations.openai_agents._binding import _BINDING, Binding, GuardrailTripped
 from runkernel.integrations.openai_agents._copies import DurableCopies, agents_of, handoff_names
 from runkernel.integrations.openai_agents._mapping import input_items, last_response, replayed_response
+from runkernel.integrations.openai_agents._mcp import HOME_LOOP, home_loop
 from runkernel.kernel import Ended, IndeterminateChoice, Message, Role, TypedError
 
 
@@ -165,16 +167,24 @@ class DurableRunner:
         """``agent`` as the app of ``runkernel worker --app MODULE:ATTR`` for Runs of the
         runner's ``app`` (``name`` may repeat it; another name raises ``IntegrationError``
         naming both): each Run with work is resumed under the worker's lease; a tool body
-        finds the lease epoch in ``current_invocation()``."""
+        finds the lease epoch in ``current_invocation()``. An agent with MCP servers is
+        made into an app on the event loop its servers were connected on (in a coroutine,
+        inside ``async with server:``): the worker's drives send their MCP requests to that
+        loop; without a running loop this raises ``IntegrationError``."""
+        home = home_loop(agents_of(agent), "DurableRunner.worker_app()")
         return DurableAgentApp(app_name(self.app, name, "DurableRunner"), self, agent, self.tools(agent), self.max_steps,
-                               self.on_indeterminate, self.transient, self.model_attempts)
+                               self.on_indeterminate, self.transient, self.model_attempts, home)
 
     def serve(self, agent: Agent[Any], **worker: Any) -> Worker:
         """Recovery at launch: start an embedded worker of ``agent`` for the Runs of ``app``
         (a background thread, its own store connection) and return it; call its ``stop()``
         at shutdown. It continues the Runs a crash left behind once their leases ran out,
-        and those answered with ``runkernel resume``. ``worker``: ``Worker``'s options."""
-        return serve_app(self.store, self.worker_app(agent), self.lease_duration, worker)
+        and those answered with ``runkernel resume``. ``worker``: ``Worker``'s options.
+        An agent with MCP servers: call ``serve`` on the loop its servers are connected on
+        (``worker_app`` says why), and stop the worker off that loop, ``await
+        asyncio.to_thread(worker.stop)``: a ``stop()`` that would block the loop raises
+        ``IntegrationError``, since a drive may wait for an MCP request on it."""
+        return serve_app(self.store, self.worker_app(agent), self.lease_duration, worker, kind=_HomeLoopWorker)
 
     # --- plumbing -----------------------------------------------------------------------
 
@@ -310,9 +320,13 @@ class DurableAgentApp:
     on_indeterminate: IndeterminateChoice = attrs.field(repr=False)
     transient: Any = attrs.field(repr=False)
     model_attempts: int = attrs.field(repr=False)
+    #: the event loop the agent's MCP servers were connected on (None: the agent has none)
+    mcp_loop: asyncio.AbstractEventLoop | None = attrs.field(default=None, repr=False)
 
     async def drive(self, driver: AsyncDriver, run_id: str) -> None:
-        """Resume ``run_id`` with ``driver`` (it holds the worker's lease) until it is quiet."""
+        """Resume ``run_id`` with ``driver`` (it holds the worker's lease) until it is
+        quiet; its MCP requests go to ``mcp_loop``."""
+        token = HOME_LOOP.set(self.mcp_loop)
         try:
             await self.runner.resume(self.agent, run_id, driver=driver)
         except StillRunning:
@@ -321,3 +335,23 @@ class DurableAgentApp:
             snapshot = driver.snapshot
             if snapshot is None or not isinstance(snapshot.state, Ended):
                 raise  # a store failure or a lost lease: the worker counts it
+        finally:
+            HOME_LOOP.reset(token)
+
+
+class _HomeLoopWorker(Worker):
+    """``serve()``'s embedded worker: its ``stop()`` refuses to block the event loop of
+    the app's MCP servers, where a drive may wait for a request (it would wait for ever)."""
+
+    def stop(self, timeout: float | None = None) -> WorkerReport:
+        home = getattr(self.app, "mcp_loop", None)
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if home is not None and here is home:
+            raise IntegrationError(
+                "worker.stop() on the event loop of the agent's MCP servers would block it while a drive may wait"
+                " for an MCP request on it: await asyncio.to_thread(worker.stop) instead"
+            )
+        return super().stop(timeout)
