@@ -212,7 +212,7 @@ SYNC_SHELL_GENERATED_UNIT = unit(
 )
 ASYNC_LOOP_UNIT = unit(
     "tests/worker/test_worker_async_loop.py::"
-    "test_every_drive_of_an_async_app_runs_on_the_workers_one_loop_until_shutdown_closes_it"
+    "test_every_drive_of_an_async_app_runs_on_the_workers_one_loop_until_stop_closes_it"
 )
 ASYNC_LOOP_SHUTDOWN_UNIT = unit(
     "tests/worker/test_worker_async_loop.py::test_a_shutdown_during_a_drive_lets_it_finish_on_its_loop_then_closes_the_loop"
