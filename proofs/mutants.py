@@ -215,7 +215,7 @@ ASYNC_LOOP_UNIT = unit(
     "test_every_drive_of_an_async_app_runs_on_the_workers_one_loop_until_stop_closes_it"
 )
 ASYNC_LOOP_SHUTDOWN_UNIT = unit(
-    "tests/worker/test_worker_async_loop.py::test_a_shutdown_during_a_drive_lets_it_finish_on_its_loop_then_closes_the_loop"
+    "tests/worker/test_worker_async_loop.py::test_a_shutdown_during_a_drive_lets_it_finish_on_its_loop_then_closes_the_loop[stop]"
 )
 TRANSIENT_SUCCESS_UNIT = unit(
     "tests/drive/test_transient_model_errors.py::test_a_transient_model_error_commits_nothing_and_the_call_succeeds_after_three[memory]"
@@ -599,11 +599,11 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "a runtime reuses a lost attempt's AfterTool reaction",
         "runkernel/adapters/drive/runtime_ports.py",
-        "            reaction = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)\n",
-        "            reactions = self.__dict__.setdefault(\"_reactions\", {})  # AfterTool runs once per call\n"
-        "            if (action.run_id, action.call_id) not in reactions:\n"
-        "                reactions[(action.run_id, action.call_id)] = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)\n"
-        "            reaction = reactions[(action.run_id, action.call_id)]\n",
+        "        reaction = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)\n",
+        "        reactions = self.__dict__.setdefault(\"_reactions\", {})  # AfterTool runs once per call\n"
+        "        if (action.run_id, action.call_id) not in reactions:\n"
+        "            reactions[(action.run_id, action.call_id)] = self.hooks.after_tool(action.run_id, action.call_id, action.attempt, reply)\n"
+        "        reaction = reactions[(action.run_id, action.call_id)]\n",
         REACTION_REUSED_UNIT,
     ),
     Mutant(

@@ -5,6 +5,8 @@ drive, and closed as soon as ``run_once()``/``run()`` returns after ``shutdown()
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 from collections.abc import Callable, Mapping
 
@@ -80,12 +82,19 @@ def test_every_drive_of_an_async_app_runs_on_the_workers_one_loop_until_stop_clo
     worker.stop()  # again: nothing left to close
 
 
-def test_a_shutdown_during_a_drive_lets_it_finish_on_its_loop_then_closes_the_loop() -> None:
+@pytest.mark.parametrize("how", ["shutdown", "stop"])
+def test_a_shutdown_during_a_drive_lets_it_finish_on_its_loop_then_closes_the_loop(how: str) -> None:
+    """``shutdown()`` (what SIGTERM does) or ``stop()`` (which also closes an idle
+    loop) while the app awaits its model: the drive finishes on its loop first."""
     store, app = MemoryStore(), LoopRecordingApp()
     worker = Worker(store, app, worker_id="w1", concurrency=1)  # one drive at a time: its own loop, as slots share theirs (test_slots)
     _activate(store, "r1")
     _activate(store, "r2")
-    app.during = worker.shutdown  # what SIGTERM does while the app awaits its model
+
+    def stop() -> None:
+        worker.stop()
+
+    app.during = worker.shutdown if how == "shutdown" else stop
     worker.run_once()
     assert app.driven == ["r1"], "a drive started after shutdown"
     assert app.closed_during == [False], "shutdown closed the loop under the running drive"
