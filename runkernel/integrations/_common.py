@@ -14,7 +14,8 @@ framework raised it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from runkernel import EndCauseKind, PeerError, StatusReply, ToolPolicy, UsageError, open_store
@@ -158,6 +159,16 @@ class CallTurns:
         """Until the standing action changes (only while another call's body runs:
         otherwise nothing would change it)."""
         await self._changed.wait()
+
+    @contextlib.contextmanager
+    def body(self) -> Iterator[None]:
+        """Around a call's body and its answer: counted in ``running`` meanwhile, so the
+        calls waiting for their turn wait until the answer changed the standing action."""
+        self.running += 1
+        try:
+            yield
+        finally:
+            self.running -= 1
 
 
 __all__ = [

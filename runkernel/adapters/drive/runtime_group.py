@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
-from runkernel.adapters.drive.actions import RunCalls
+from runkernel.adapters.drive.actions import RunCall, RunCalls
 from runkernel.adapters.drive.ports import ToolReply
 from runkernel.adapters.drive.protocol import CallEnded
 from runkernel.adapters.drive.runtime_ports import RuntimePorts, StartedCall, run_started
@@ -53,17 +53,18 @@ class CallsTogether:
         the drive's thread, when the calls do not run together). After
         ``start_nothing``: the report of the first call in call order that runs."""
         if self._winding_down:
-            first = next(c for c in action.calls if (c.call_id, c.attempt) in self._running)
-            started, ran = self._running.pop((first.call_id, first.attempt))
-            return self.ports.call_ended(started, ran.result())
+            return self._report(next(c for c in action.calls if (c.call_id, c.attempt) in self._running))
         if not self.together:
             return self.ports.run_call(action.calls[0])
         for call in action.to_start(self._previous):
             started = self.ports.begin_call(call)  # W1 on the drive's thread, in call order
             self._running[(call.call_id, call.attempt)] = (started, _in_thread(started))
         self._previous = action
-        first = action.calls[0]
-        started, ran = self._running.pop((first.call_id, first.attempt))
+        return self._report(action.calls[0])
+
+    def _report(self, call: RunCall) -> CallEnded:
+        """``call``'s report once its tool returned (its thread is then done with)."""
+        started, ran = self._running.pop((call.call_id, call.attempt))
         return self.ports.call_ended(started, ran.result())
 
     def settle(self) -> None:

@@ -211,8 +211,7 @@ class Binding:
 
     async def _execute(self, action: RunCall, run_body: Callable[[], Awaitable[Any]]) -> Any:
         turns = self._turns
-        turns.running += 1
-        try:
+        with turns.body():
             with invocation_scope(action):  # the body's current_invocation() is this RunCall
                 try:
                     result = await run_body()
@@ -224,8 +223,6 @@ class Binding:
             async with turns.report:
                 await self.settle(await self.driver.call_returned(action.call_id, to_jsonable_python(result, fallback=str)))
             return result
-        finally:
-            turns.running -= 1
 
     async def needs_approval(self, tool: str, arguments: Any, call_id: str) -> bool:
         """What the SDK asks before it runs a call: the committed wait decides (an

@@ -416,8 +416,7 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
     async def _execute(self, action: RunCall, args: Any, handler: Any) -> Any:
         assert self._driver is not None
         driver, call_id, turns = self._driver, action.call_id, self._turns
-        turns.running += 1
-        try:
+        with turns.body():
             with invocation_scope(action):  # the tool body's current_invocation() is this RunCall
                 try:
                     result = await handler(args)
@@ -438,5 +437,3 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
             async with turns.report:
                 await self._settle(await driver.call_returned(call_id, to_jsonable_python(result)))
             return result
-        finally:
-            turns.running -= 1
