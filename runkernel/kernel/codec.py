@@ -36,6 +36,7 @@ from runkernel.kernel.state import (
     EndCause,
     Ended,
     Event,
+    ForkedFrom,
     Message,
     ParentCall,
     ResumeTicket,
@@ -198,6 +199,12 @@ def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
             "thread_id": commit.parent.thread_id,
             "run_id": commit.parent.run_id,
             "call_id": commit.parent.call_id,
+        }
+    if commit.forked_from is not None:
+        out["forked_from"] = {
+            "thread_id": commit.forked_from.thread_id,
+            "run_id": commit.forked_from.run_id,
+            "version": commit.forked_from.version,
         }
     if commit.app is not None:
         out["app"] = commit.app
@@ -396,6 +403,16 @@ def _parent_from_json(value: Any, path: str) -> ParentCall | None:
     return ParentCall(_field(obj, "thread_id", str, path), _field(obj, "run_id", str, path), _field(obj, "call_id", str, path))
 
 
+def _forked_from_json(value: Any, path: str) -> ForkedFrom | None:
+    if value is None:
+        return None
+    obj = _object(value, path)
+    version = _field(obj, "version", int, path)
+    if version < 1:
+        raise TraceFormatError(f"{path}.version", f"versions start at 1, got {version}")
+    return ForkedFrom(_field(obj, "thread_id", str, path), _field(obj, "run_id", str, path), version)
+
+
 def policy_from_json(value: Any, path: str) -> ToolPolicy | None:
     """Decode a call's ``policy`` (absent or null: the runtime did not record one)."""
     if value is None:
@@ -579,6 +596,7 @@ def _strict_commit(value: Any) -> ThreadCommit:
             app=_optional_str(obj, "app", ""),
             staged=Staged(obj["staged"]) if "staged" in obj else None,
             parent=_parent_from_json(obj.get("parent"), "parent"),
+            forked_from=_forked_from_json(obj.get("forked_from"), "forked_from"),
         )
     except TraceFormatError:
         raise

@@ -33,6 +33,7 @@ from runkernel.kernel.state import (
     Ended,
     Event,
     Message,
+    ForkedFrom,
     ParentCall,
     ResumeTicket,
     RunDisposition,
@@ -146,6 +147,12 @@ class _Parent(msgspec.Struct, frozen=True, gc=False):
     call_id: str
 
 
+class _ForkedFrom(msgspec.Struct, frozen=True, gc=False):
+    thread_id: str
+    run_id: str
+    version: TraceInt
+
+
 class _Line(msgspec.Struct, frozen=True, gc=False):
     trace: str
     thread_id: str
@@ -159,6 +166,7 @@ class _Line(msgspec.Struct, frozen=True, gc=False):
     staged: Any = msgspec.UNSET  # absent: unchanged; null: cleared
     parent: _Parent | None = None
     app: str | None = None
+    forked_from: _ForkedFrom | None = None
 
 
 class _NotCertain(Exception):
@@ -226,9 +234,14 @@ def _commit_of(line: _Line) -> ThreadCommit | None:
             line.app,
             None if line.staged is msgspec.UNSET else Staged(line.staged),
             None if line.parent is None else ParentCall(line.parent.thread_id, line.parent.run_id, line.parent.call_id),
+            forked_from=_forked_from(line.forked_from),
         )
     except (_NotCertain, ValueError, TypeError, msgspec.ValidationError):
         return None
+
+
+def _forked_from(raw: _ForkedFrom | None) -> ForkedFrom | None:
+    return None if raw is None else ForkedFrom(raw.thread_id, raw.run_id, raw.version)
 
 
 def _disposition(raw: _Disposition) -> RunDisposition:

@@ -45,6 +45,7 @@ class Rule(enum.Enum):
     RUN_END_CLOSES = "run-end-closes-calls"
     TERMINAL_IMMUTABLE = "terminal-result-immutable"
     CALL_WAITS_WITH_RUN = "call-waits-with-run"
+    FORK = "fork-carries-source-state"
     # delegations (I15)
     DELEGATION_FIXED = "delegation-child-fixed"
     CHILD_ONCE = "child-activated-once"

@@ -371,6 +371,16 @@ class ParentCall:
     call_id: str = attrs.field(validator=_non_empty)
 
 
+@frozen
+class ForkedFrom:
+    """Where a fork's first commit came from: the source Thread, its Run and the Thread
+    version the fork was taken at (the source is never changed)."""
+
+    thread_id: str = attrs.field(validator=_non_empty)
+    run_id: str = attrs.field(validator=_non_empty)
+    version: int = attrs.field(validator=_positive)
+
+
 class EdgeKind(enum.Enum):
     """The kinds of commit whose edge ``decide`` names, so the store may judge them by it."""
 
@@ -412,6 +422,8 @@ class ThreadCommit:
     staged: Staged | None = None
     #: on a child Run's activation commit only: the parent call that delegated to it
     parent: ParentCall | None = None
+    #: on a fork's first commit only: the source Thread, Run and version it was taken at
+    forked_from: ForkedFrom | None = None
     #: the edge ``decide`` named for this commit (kernel-made commits only; None
     #: elsewhere): never encoded, never compared, and checked before it is relied on
     edge: NamedEdge | None = attrs.field(default=None, eq=False, repr=False)

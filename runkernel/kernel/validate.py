@@ -51,6 +51,7 @@ from runkernel.kernel.validate_calls import (
     same_json,
     tool_messages,
 )
+from runkernel.kernel.validate_fork import check_fork_first
 from runkernel.kernel.validate_resume import check_resumed_event, same_id
 from runkernel.kernel.values import AWAITING_END_CAUSES, EndCauseKind, JsonValue, Role
 
@@ -161,6 +162,9 @@ def check_thread(
 
 
 def _check_first(commit: ThreadCommit) -> RunSnapshot:
+    if commit.forked_from is not None:
+        check_fork_first(commit)  # an activation that carries history (validate_fork.py)
+        return successor(None, commit)
     require(
         run_phase(commit.disposition) is RunPhase.RUNNING,
         Rule.FIRST_COMMIT,
@@ -200,6 +204,11 @@ def _check_next(
         Rule.CHILD_ONCE,
         lambda: f"run {commit.run_id!r} names a parent after its first commit: only a child's "
         "activation names its parent, and a child is activated once (I15)",
+    )
+    require(
+        commit.forked_from is None,
+        Rule.FORK,
+        lambda: f"run {commit.run_id!r} names a fork source after its first commit",
     )
     source, target = run_phase(prev.state), run_phase(commit.disposition)
     require(

@@ -9,6 +9,12 @@ Several files judged in one call are one trace split over files (``check_files``
 judge sees them all, in the order given, so a ticket id is used once across all of them
 and a child Run is checked against its parent in another file; each file still gets its
 own finding.
+
+A fork's first line is judged alone, and against its source when that is in the trace
+too (``fork_judge.py``).
+
+Why this module is long: one judge's state (heads, Runs, histories, tickets) and the
+cross-Thread delegation checks that read it live together.
 """
 
 from __future__ import annotations
@@ -16,13 +22,14 @@ from __future__ import annotations
 import enum
 import hashlib
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
 from attrs import frozen
 
 from runkernel.errors import NotATrace as NotATrace
+from runkernel.specs.fork_judge import STDIN, ForkJudge, file_fork_points, fork_points
 from runkernel.specs.trace_lines import bounded_lines, parse_line
 from runkernel.kernel.codec import IllegalShape, TraceFormatError, commit_from_json
 from runkernel.kernel.history import NO_HISTORY, HistoryKeys
@@ -122,13 +129,14 @@ class TraceJudge:
     Run only a stub without its batch (nothing may follow it, and saying so needs no
     body), and one compact key per ticket id ever used (ticket ids are never reused)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fork_points: Iterable[tuple[str, int]] = ()) -> None:
         self.heads: dict[str, ThreadHead] = {}
         self.runs: dict[str, RunSnapshot] = {}
         self.tickets: set[Key] = set()
         self.histories: dict[str, KeyedHistory] = {}
         self.commits = 0
         self.delegations = DelegationJudge()
+        self.forks = ForkJudge(fork_points)
         #: the Threads of the file being judged (``check_lines``), for its finding
         self.file_threads: set[str] = set()
 
@@ -150,6 +158,10 @@ class TraceJudge:
         )
         if isinstance(verdict, Rejection):
             return verdict
+        if commit.forked_from is not None:
+            mismatch = self.forks.fork(commit)
+            if mismatch is not None:
+                return mismatch
         self.heads[commit.thread_id] = verdict.head
         if isinstance(commit.disposition, Ended):
             self.runs[commit.run_id] = attrs.evolve(verdict.run, batch=None, provided_inputs=())
@@ -164,7 +176,8 @@ class TraceJudge:
             self.tickets.add(compact_key(commit.disposition.ticket.ticket_id))
         self.commits += 1
         self.file_threads.add(commit.thread_id)
-        return self.delegations.after(commit, prev)
+        late = self.forks.source(commit, verdict.run)
+        return late if late is not None else self.delegations.after(commit, prev)
 
     def retained(self) -> dict[str, int]:
         """What the judge holds, by count: Threads, open and Ended Runs, calls of open
@@ -201,6 +214,8 @@ class DelegationJudge:
         self, commit: ThreadCommit, prev: RunSnapshot | None, runs: dict[str, RunSnapshot]
     ) -> Rejection | None:
         parent = commit.parent
+        if commit.forked_from is not None:
+            return None  # a fork's delegations are its source's history, judged there
         if commit.batch is not None and self.activated:
             early = self._fixes_another_child(commit)
             if early is not None:
@@ -261,6 +276,8 @@ class DelegationJudge:
         return None
 
     def after(self, commit: ThreadCommit, prev: RunSnapshot | None) -> Rejection | None:
+        if commit.forked_from is not None:
+            return None  # history: its delegations were judged in the source
         if commit.parent is not None and prev is None:
             self.child_of[commit.run_id] = (commit.parent.run_id, commit.parent.call_id)
             self.activated[(commit.parent.run_id, commit.parent.call_id)] = (commit.thread_id, commit.run_id)
@@ -315,7 +332,8 @@ def check_lines(lines: Iterable[bytes], judge: TraceJudge | None = None) -> Find
     """Judge a whole trace; stops at the first illegal or unreadable line. Given a
     ``judge`` that already holds other files, the lines continue its trace (``check_files``);
     the finding counts this file's commits and Threads only."""
-    judge = TraceJudge() if judge is None else judge
+    if judge is None:  # lines in memory are read twice: the fork points first
+        judge = TraceJudge(fork_points(lines) if isinstance(lines, Sequence) else ())
     before = judge.commits
     judge.file_threads = set()
     number = 0
@@ -351,14 +369,13 @@ def _judge_line(judge: TraceJudge, raw: bytes, number: int, before: int) -> Find
     return None
 
 
-STDIN = "-"
-
-
 def check_file(path: Path, judge: TraceJudge | None = None) -> Finding:
     """Judge one file (``-``: standard input); an unreadable file is 'not a trace'. With
     a ``judge``, the file continues the trace that judge holds (``check_files``)."""
     if str(path) == STDIN:
         return check_lines(bounded_lines(sys.stdin.buffer), judge)
+    if judge is None:
+        judge = TraceJudge(file_fork_points([path]))
     try:
         with path.open("rb") as stream:
             return check_lines(bounded_lines(stream), judge)
@@ -372,14 +389,16 @@ def check_files(paths: Iterable[Path]) -> Iterator[tuple[Path, Finding]]:
     and Runs (a Thread's commits may go on in a later file), and a child Run judged
     against its parent whichever file holds either. A file's illegal line stops that
     file only; what was accepted before it stays, and the next file goes on from there."""
-    judge = TraceJudge()
+    paths = list(paths)
+    judge = TraceJudge(file_fork_points(paths))
     for path in paths:
         yield path, check_file(path, judge)
 
 
 def check_commits(commits: Iterable[ThreadCommit]) -> Finding:
     """Judge commits already in memory (the simulator's exported traces)."""
-    judge = TraceJudge()
+    seq = commits if isinstance(commits, Sequence) else ()  # read twice: the fork points first
+    judge = TraceJudge((c.forked_from.thread_id, c.forked_from.version) for c in seq if c.forked_from)
     for number, commit in enumerate(commits, start=1):
         rejection = judge.feed(commit)
         if rejection is not None:

@@ -155,6 +155,13 @@ RULE_NOTES: dict[Rule, RuleNote] = {
     Rule.CALL_WAITS_WITH_RUN: RuleNote(
         "A call waits only while its Run is Awaiting on its ticket, and an Awaiting Run has "
         "exactly one waiting call.", ("I2",), RUN_MACHINE),
+    Rule.FORK: RuleNote(
+        "A fork's first commit carries its source's messages, staged state and step at the "
+        "version it names, and no call that may be running: judged alone, no call Executing and "
+        "an open batch matching the last tool-use message; matched against the source, every "
+        "terminal call kept, every other call under a new operation id and a waiting one on a "
+        "new ticket, and an Executing call that may not run again closed Indeterminate.",
+        ("I1", "I9", "I14")),
     Rule.DELEGATION_FIXED: RuleNote(
         "A delegation's child is fixed by its call's Executing commit and never changes; the "
         "child is activated only after that commit, and only the child it names (checked "

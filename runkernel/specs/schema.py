@@ -153,6 +153,9 @@ def trace_line_schema() -> Schema:
         {
             "staged": {},
             "parent": _object({"thread_id": _STRING, "run_id": _STRING, "call_id": _STRING}),
+            "forked_from": _object(
+                {"thread_id": _STRING, "run_id": _STRING, "version": {"type": "integer", "minimum": 1, "maximum": MAX_INTEGER}}
+            ),
             "app": _STRING,
         },
     )

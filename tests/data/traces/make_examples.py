@@ -41,6 +41,7 @@ from examples_call_rules import (
 )
 from examples_concurrent_calls import CONCURRENT_LEGAL, CONCURRENT_VARIANTS
 from examples_delegations import DELEGATION_LEGAL, DELEGATION_RULES, DELEGATION_VARIANTS
+from examples_forks import ex_fork
 from examples_hooks import HOOKS_LEGAL, HOOKS_VARIANTS
 from examples_illegal_variants import VARIANTS
 from examples_resume import (
@@ -96,6 +97,7 @@ RULE_EXAMPLES: dict[str, Callable[[], Example]] = {
     "run-end-closes-calls": ex_run_end_closes,
     "terminal-result-immutable": ex_terminal_immutable,
     "call-waits-with-run": ex_call_waits_with_run,
+    "fork-carries-source-state": ex_fork,
     **DELEGATION_RULES,
 }
 
