@@ -78,6 +78,10 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...] = (
         (("runkernel.adapters.drive.invocation", ("current_invocation",)),),
     ),
     (
+        "Forking a Run",
+        (("runkernel.adapters.drive.fork", ("fork",)),),
+    ),
+    (
         "Checking traces",
         (("runkernel.specs.check", ("check_trace",)),),
     ),
@@ -164,6 +168,9 @@ if TYPE_CHECKING:  # the same names, for type checkers (a test keeps the two in 
         OperationStatus as OperationStatus,
         ToolPolicy as ToolPolicy,
         WaitKind as WaitKind,
+    )
+    from runkernel.adapters.drive.fork import (
+        fork as fork,
     )
     from runkernel.specs.check import (
         check_trace as check_trace,

@@ -138,6 +138,19 @@ class UnknownRun(UsageError):
     the id (``runkernel runs`` lists them)."""
 
 
+class ForkRefused(UsageError):
+    """The host's fault: the fork it asked for is refused by the fork rules (``refusal``
+    says why; ``calls`` names the calls that refuse it): a version the Run has no commit
+    at, a Thread id already in use, or calls Executing at that version under reconnect or
+    indeterminate, which a fork would start again (pass ``abandon_open_calls`` to close
+    them Indeterminate in the fork instead). Nothing was written."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(str(refusal))
+        self.refusal = refusal
+        self.calls: tuple[str, ...] = tuple(getattr(refusal, "calls", ()))
+
+
 class AppLoadError(UsageError):
     """The host's fault: ``MODULE:ATTR`` does not name a worker app (no such module or
     attribute, or an object that is not an app). The message says which and what an

@@ -31,7 +31,7 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "Every error runkernel raises on purpose, in one tree (see the module's docstring).",
         (
             "RunkernelError", "UsageError", "DriverError", "UnknownTool", "HostProtocolError", "BadToolPolicy",
-            "BadStoreUrl", "UnknownRun", "AppLoadError", "NoInvocation",
+            "BadStoreUrl", "UnknownRun", "ForkRefused", "AppLoadError", "NoInvocation",
             "PeerError", "RejectedError", "IllegalCommit", "RuntimeProtocolError", "TraceFormatError",
             "IllegalShape", "NotATrace", "NotIJson", "ConversationBusy", "StoreError", "CommitConflict", "StoreUnavailable",
             "SchemaError", "DamagedStore", "LeaseError", "LeaseHeld", "LeaseLost", "DriverStopped", "KernelBug",
@@ -100,6 +100,7 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "The tool invocation in progress (``current_invocation``), and setting one in tests.",
         ("invocation_scope",),
     ),
+    ("runkernel.adapters.drive.fork", "What ``fork`` answers.", ("ForkResult",)),
     ("runkernel.adapters.worker.loop", "The worker's report.", ("WorkerReport",)),
     (
         "runkernel.adapters.worker.outage",

@@ -41,6 +41,14 @@ from runkernel.kernel.edges import (
 from runkernel.kernel.effects_plan import (
     tool_result_content,
 )
+from runkernel.kernel.fork import (
+    fork_commit,
+    fork_point,
+    ForkIds,
+    ForkPoint,
+    ForkRefusal,
+    ForkRefusalKind,
+)
 from runkernel.kernel.history import (
     commit_keys,
     History,
@@ -130,6 +138,7 @@ from runkernel.kernel.state import (
     Ended,
     Event,
     Message,
+    ForkedFrom,
     ParentCall,
     ResumeTicket,
     RunDisposition,
@@ -235,6 +244,13 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             'RunPhase', 'CallPhase', 'RunEdge', 'CallEdge', 'RUN_TABLE', 'CALL_TABLE', 'RUN_EDGES',
             'CALL_EDGES', 'run_phase', 'call_phase',
+        ),
+    ),
+    (
+        'Forks',
+        (
+            'fork_point', 'fork_commit', 'ForkPoint', 'ForkIds', 'ForkRefusal', 'ForkRefusalKind',
+            'ForkedFrom',
         ),
     ),
     (
@@ -360,6 +376,13 @@ __all__ = [
     "CALL_EDGES",
     "run_phase",
     "call_phase",
+    "fork_point",
+    "fork_commit",
+    "ForkPoint",
+    "ForkIds",
+    "ForkRefusal",
+    "ForkRefusalKind",
+    "ForkedFrom",
     "RejectedError",
     "KernelBug",
 ]

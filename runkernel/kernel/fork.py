@@ -90,18 +90,28 @@ class ForkRefusalKind(enum.Enum):
     OPEN_CALLS = "open-calls"
     #: the fresh ids given are not fresh (too few, repeated, the source's own)
     IDS = "ids"
+    #: the Thread named for the fork already has commits (a store's answer, not the kernel's)
+    THREAD_TAKEN = "thread-taken"
 
 
 @frozen
-class ForkRefused:
+class ForkRefusal:
     """A typed refusal: no fork is made. ``calls`` names the calls that refuse it."""
 
     kind: ForkRefusalKind
     message: str
     calls: tuple[str, ...] = ()
 
+    @property
+    def rule(self) -> ForkRefusalKind:
+        """The kind, under the name every refusal carried by an error has."""
+        return self.kind
 
-def fork_point(commits: Iterable[ThreadCommit], run_id: str, at: int) -> ForkPoint | ForkRefused:
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.message}"
+
+
+def fork_point(commits: Iterable[ThreadCommit], run_id: str, at: int) -> ForkPoint | ForkRefusal:
     """Fold the source Thread's commits (oldest first) up to version ``at``: the state a
     fork of ``run_id`` at ``at`` starts from, or a refusal when ``at`` is not one of that
     Run's versions. Reads the Thread once, up to ``at``; nothing after it."""
@@ -119,9 +129,9 @@ def fork_point(commits: Iterable[ThreadCommit], run_id: str, at: int) -> ForkPoi
         if commit.version == at:
             owner = commit
     if owner is None:
-        return ForkRefused(ForkRefusalKind.NO_SUCH_VERSION, f"run {run_id!r} has no commit at version {at}")
+        return ForkRefusal(ForkRefusalKind.NO_SUCH_VERSION, f"run {run_id!r} has no commit at version {at}")
     if owner.run_id != run_id or run is None or first is None:
-        return ForkRefused(
+        return ForkRefusal(
             ForkRefusalKind.OTHER_RUN,
             f"version {at} of thread {owner.thread_id!r} is a commit of run {owner.run_id!r}, not of run {run_id!r}",
         )
@@ -131,16 +141,16 @@ def fork_point(commits: Iterable[ThreadCommit], run_id: str, at: int) -> ForkPoi
 
 def fork_commit(
     source: ForkPoint, ids: ForkIds, *, abandon_open_calls: bool = False
-) -> ThreadCommit | ForkRefused:
+) -> ThreadCommit | ForkRefusal:
     """The fork's first commit (version 1 of ``ids.thread_id``), or why there is none."""
     run = source.run
     if isinstance(run.state, Awaiting) and ids.ticket_id in ("", run.state.ticket.ticket_id):
-        return ForkRefused(ForkRefusalKind.IDS, "the fork's ticket id must be new (I14: a ticket is never reused)")
+        return ForkRefusal(ForkRefusalKind.IDS, "the fork's ticket id must be new (I14: a ticket is never reused)")
     batch = run.open_batch
     if batch is not None:
         blocked = tuple(c.call_id for c in batch.calls if _never_rerun(c))
         if blocked and not abandon_open_calls:
-            return ForkRefused(
+            return ForkRefusal(
                 ForkRefusalKind.OPEN_CALLS,
                 f"call(s) {', '.join(blocked)} of run {run.run_id!r} are Executing at version {source.version} "
                 "under a policy that never reruns them (reconnect or indeterminate); a fork would start them "
@@ -148,7 +158,7 @@ def fork_commit(
                 blocked,
             )
         carried = _carry_batch(batch, ids)
-        if isinstance(carried, ForkRefused):
+        if isinstance(carried, ForkRefusal):
             return carried
     else:
         carried = None
@@ -177,7 +187,7 @@ def _never_rerun(call: ToolCall) -> bool:
     return call.policy is None or call.policy.recovery.mode is not RecoveryMode.REPLAY
 
 
-def _carry_batch(batch: ActiveToolBatch, ids: ForkIds) -> ActiveToolBatch | ForkRefused:
+def _carry_batch(batch: ActiveToolBatch, ids: ForkIds) -> ActiveToolBatch | ForkRefusal:
     fresh = iter(ids.operation_ids)
     taken = {c.operation_id for c in batch.calls}
     calls: list[ToolCall] = []
@@ -191,7 +201,7 @@ def _carry_batch(batch: ActiveToolBatch, ids: ForkIds) -> ActiveToolBatch | Fork
             continue
         operation_id = next(fresh, "")
         if operation_id == "" or operation_id in taken:
-            return ForkRefused(
+            return ForkRefusal(
                 ForkRefusalKind.IDS,
                 f"call {call.call_id!r} needs a fresh operation id (given: {operation_id!r})",
                 (call.call_id,),

@@ -17,7 +17,7 @@ from hypothesis import given
 
 from driver_history import History
 from runkernel.kernel.effects import Execute
-from runkernel.kernel.fork import ForkIds, ForkPoint, ForkRefusalKind, ForkRefused, fork_commit, fork_point
+from runkernel.kernel.fork import ForkIds, ForkPoint, ForkRefusalKind, ForkRefusal, fork_commit, fork_point
 from runkernel.kernel.policies import Policies, RecoveryMode
 from runkernel.kernel.recover import recover
 from runkernel.kernel.rules import Rejection, Rule
@@ -49,7 +49,7 @@ def test_a_fork_at_every_version_is_legal_or_refused_by_the_rule(history: Histor
         for abandon in (False, True):
             made = fork_commit(point, _ids(point), abandon_open_calls=abandon)
             if blocked and not abandon:
-                assert isinstance(made, ForkRefused) and made.kind is ForkRefusalKind.OPEN_CALLS
+                assert isinstance(made, ForkRefusal) and made.kind is ForkRefusalKind.OPEN_CALLS
                 assert made.calls == blocked
                 refused += 1
                 continue
