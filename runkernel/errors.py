@@ -34,6 +34,9 @@ raise it, so they are described here by what is read of them: a ``Refusal`` is a
 kernel ``Rejection`` (``runkernel.kernel``), a ``LeaseRecord`` a store's ``Lease``
 (``runkernel.adapters.stores.contract``), and ``HostProtocolError.action`` the push-mode
 ``Action`` that stands.
+
+Why this module is long: the whole error tree is one module that imports nothing of
+runkernel, and each error says what it means and how to fix it.
 """
 
 from __future__ import annotations
@@ -139,11 +142,9 @@ class UnknownRun(UsageError):
 
 
 class ForkRefused(UsageError):
-    """The host's fault: the fork it asked for is refused by the fork rules (``refusal``
-    says why; ``calls`` names the calls that refuse it): a version the Run has no commit
-    at, a Thread id already in use, or calls Executing at that version under reconnect or
-    indeterminate, which a fork would start again (pass ``abandon_open_calls`` to close
-    them Indeterminate in the fork instead). Nothing was written."""
+    """The host's fault: the fork rules refuse the fork asked for (``refusal`` says why,
+    ``calls`` names the calls that refuse it: pass ``abandon_open_calls`` to close them
+    Indeterminate in the fork instead). Nothing was written."""
 
     def __init__(self, refusal: Refusal) -> None:
         super().__init__(str(refusal))
