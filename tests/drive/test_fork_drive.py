@@ -42,6 +42,7 @@ from runkernel.errors import ForkRefused
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.state import CallIndeterminate, ToolCall
 from runkernel.specs.checker import Verdict, check_commits
+from runkernel.testing import Boundary, CrashAtEncounters, CrashingStore, SimulatedCrash
 
 KINDS = ["memory", "sqlite", "postgresql"]
 TOOLS = {"search": ToolPolicy.replay(max_attempts=3), "send": ToolPolicy.indeterminate()}
@@ -172,3 +173,35 @@ def test_a_fork_at_a_version_that_is_not_the_runs_is_refused(store: Store) -> No
     fork(store, run_id, at=1, thread_id="fork-4")
     with pytest.raises(ForkRefused):
         fork(store, run_id, at=1, thread_id="fork-4")  # the Thread id is taken
+
+
+def test_a_crash_before_or_after_the_forks_commit_leaves_nothing_or_all_of_it(store: Store) -> None:
+    """The fork is one write: a writer that dies before it leaves no fork Thread, one
+    that dies after it (before hearing back) leaves the whole fork, which a fresh driver
+    drives to its end; the source is never changed either way."""
+    thread, run_id, at, _ = _source(store, until="search")
+    before = _lines(store, thread)
+    figures: dict[str, int] = {"crashes": 0, "nothing": 0, "all": 0}
+    for index in range(2):  # the fork's one write has two boundaries: before it, after it
+        plan = CrashAtEncounters([index])
+        crashing = CrashingStore(store, plan)
+        new_thread = f"crash-{index}"
+        with pytest.raises(SimulatedCrash):
+            fork(crashing, run_id, at=at, thread_id=new_thread)
+        figures["crashes"] += 1
+        boundary = plan.fired[0][0]
+        landed = list(store.commits(new_thread))
+        if boundary is Boundary.BEFORE_WRITE:
+            assert landed == [] and store.thread_head(new_thread) is None
+            figures["nothing"] += 1
+            continue
+        assert len(landed) == 1 and landed[0].forked_from is not None
+        figures["all"] += 1
+        with pytest.raises(ForkRefused):  # the Thread is taken: a retry writes nothing twice
+            fork(store, run_id, at=at, thread_id=new_thread)
+        ran = _drive_to_end(store, landed[0].run_id, approve=True)
+        assert [a.tool for a in ran] == ["search", "send"]
+        _legal_together(store, thread, new_thread)
+    assert _lines(store, thread) == before
+    print(f"fork crash test: {figures['crashes']} crashes, {figures['nothing']} left nothing, {figures['all']} left all")
+    assert figures == {"crashes": 2, "nothing": 1, "all": 1}
