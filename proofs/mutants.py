@@ -1253,6 +1253,13 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_a_runtime_that_recovers_a_wait_notifies_its_host_of_the_committed_request[sqlite]"
         ),
     ),
+    Mutant(
+        "a fork carrying an Executing non-replay call",
+        "runkernel/kernel/fork.py",
+        "            calls.append(call.with_status(CallIndeterminate(status.attempt, IndeterminateReason.OUTCOME_UNKNOWN)))\n",
+        "            calls.append(call)\n",
+        unit("tests/kernel/test_fork_properties.py::test_a_fork_at_every_version_is_legal_or_refused_by_the_rule"),
+    ),
 )
 
 
