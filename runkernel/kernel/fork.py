@@ -154,7 +154,7 @@ def fork_commit(
                 ForkRefusalKind.OPEN_CALLS,
                 f"call(s) {', '.join(blocked)} of run {run.run_id!r} are Executing at version {source.version} "
                 "under a policy that never reruns them (reconnect or indeterminate); a fork would start them "
-                "again (pass abandon_open_calls to close them Indeterminate in the fork)",
+                "again (abandon them, --abandon-open-calls or abandon_open_calls=True, to close them Indeterminate in the fork)",
                 blocked,
             )
         carried = _carry_batch(batch, ids)

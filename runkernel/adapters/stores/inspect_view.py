@@ -113,9 +113,16 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
             if e.state == "settled"
         ],
         "app": log[0].app if log else None,
+        "forked_from": _forked_from(log[0] if log else None),
         "writer": _writer(store, snapshot),
         "lease": lease_json(store.lease_status(snapshot.run_id)),
     }
+
+
+def _forked_from(first: ThreadCommit | None) -> dict[str, Any] | None:
+    """Where a fork came from (its first commit's ``forked_from``), or None."""
+    forked = first.forked_from if first is not None else None
+    return None if forked is None else {"thread_id": forked.thread_id, "run_id": forked.run_id, "version": forked.version}
 
 
 def _writer(store: Store, snapshot: RunSnapshot) -> dict[str, Any] | None:
@@ -134,6 +141,9 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
     lease = store.lease_status(snapshot.run_id)
     state = snapshot.state
     out = [f"run {snapshot.run_id}  thread {snapshot.thread_id}  version {snapshot.version}  step {snapshot.step}", ""]
+    forked = view["forked_from"]
+    if forked is not None:
+        out[1:1] = [f"forked from run {forked['run_id']} at version {forked['version']} of thread {forked['thread_id']}"]
     if isinstance(state, Ended):
         status = f"Ended({state.cause.kind.value})"
         if state.cause.error is not None:
