@@ -8,8 +8,8 @@ Every route lives under the console's access path (``/<token>/``, see
 with ``base``, and a form's ``back`` is a path of the console without it. Each request
 opens the store, reads (or queues one command) and closes it, so a page
 always shows the latest commits and no connection is shared between threads. Writing
-routes (resume, reconcile) exist only without ``read_only``; they call the CLI's own
-code (``queue_resume``, ``find_indeterminate`` and ``record_reconciliation``), so a
+routes (resume, reconcile, fork) exist only without ``read_only``; they call the CLI's own
+code (``queue_resume``, ``find_indeterminate``, ``record_reconciliation`` and ``fork``), so a
 command the CLI refuses is refused here with the same rule, and nothing is queued.
 """
 
@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import jinja2
 from starlette.applications import Starlette
@@ -31,12 +31,14 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from runkernel.adapters.drive.fork import fork
 from runkernel.adapters.drive.inbox import AlreadyAnswered, AlreadyQueued, queue_resume
 from runkernel.adapters.stores.contract import RECONCILE_OUTCOMES, Reconciliation, Store
 from runkernel.adapters.stores.damage import check_snapshot
 from runkernel.adapters.stores.export import export_lines
 from runkernel.adapters.stores.inspect_view import find_indeterminate
 from runkernel.adapters.stores.registry import open_store, redacted
+from runkernel.errors import ForkRefused, UnknownRun
 from runkernel.kernel.protocol import Approve, Deny, ProvideInput, ResumeCommand, ResumePayload
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.values import WaitKind
@@ -63,6 +65,7 @@ NOTICES = {
     "queued": "queued command {command} ({action}); a worker applies it",
     "already-queued": "already queued as command {command} ({action}); nothing new queued",
     "recorded": "recorded {outcome} for the Indeterminate call",
+    "forked": "forked from version {version} of its source; a worker of its app drives it",
 }
 
 
@@ -77,7 +80,16 @@ def notice_text(query: Mapping[str, str]) -> str | None:
         outcome = query.get("outcome", "")
         if outcome in RECONCILE_OUTCOMES:
             return NOTICES[key].format(outcome=outcome)
+    elif key == "forked":
+        version = query.get("version", "")
+        if _count(version):
+            return NOTICES[key].format(version=int(version))
     return None
+
+
+def _count(text: str) -> bool:
+    """A positive count of at most 18 ASCII digits (a command number, a version)."""
+    return text.isascii() and text.isdigit() and len(text) <= 18 and int(text) > 0
 
 
 class Console:
@@ -224,6 +236,23 @@ class Console:
             store.record_reconciliation(Reconciliation(operation_id, outcome, note))
         return self.see(back, notice="recorded", outcome=outcome)
 
+    async def fork(self, request: Request) -> Response:
+        """"Fork from here": a new Thread from the Run's committed state at a version of
+        its timeline (``runkernel fork``'s own code: refused the same way, nothing written)."""
+        form = await self.guard.checked_form(request)
+        if form is None:
+            return csrf_refusal()
+        run_id, at = str(form.get("run_id", "")), str(form.get("at", ""))
+        back = f"/run?id={quote(run_id, safe='')}"
+        if not run_id or not _count(at):
+            return self.page(request, "message.html", 400, title="Refused", text="the form names no Run or version", back=back)
+        with self.store(write=True) as store:
+            try:
+                made = fork(store, run_id, at=int(at), abandon_open_calls=form.get("abandon") == "yes")
+            except (ForkRefused, UnknownRun) as refused:
+                return self.page(request, "message.html", 409, title="Refused, nothing written", text=str(refused), back=back)
+        return self.see(f"/run?id={quote(made.run_id, safe='')}", notice="forked", version=at)
+
     def see(self, back: str, **notice: str) -> Response:
         """Back to the console's page the form was on (``back``: its path without the
         access path), with a notice of the fixed list."""
@@ -243,6 +272,7 @@ class Console:
             routes += [
                 Route("/actions/resume", self.resume, methods=["POST"]),
                 Route("/actions/reconcile", self.reconcile, methods=["POST"]),
+                Route("/actions/fork", self.fork, methods=["POST"]),
             ]
         return Starlette(
             routes=[Mount(self.base, routes=routes)],
