@@ -96,6 +96,10 @@ LENIENT_EDITS = {
     "a negative step": lambda l: l.update(step=-1),
     "app null": lambda l: l.update(app=None),
     "app a number": lambda l: l.update(app=3),
+    "a fork's source": lambda l: l.update(forked_from={"thread_id": "t", "run_id": "r", "version": 3}),
+    "forked_from null": lambda l: l.update(forked_from=None),
+    "a fork's source at version 0": lambda l: l.update(forked_from={"thread_id": "t", "run_id": "r", "version": 0}),
+    "a fork's source without its run": lambda l: l.update(forked_from={"thread_id": "t", "version": 3}),
     "a running disposition with a malformed cause": lambda l: l["disposition"].update(cause=7),
     "a running disposition with a ticket": lambda l: l["disposition"].update(
         ticket={"ticket_id": "t", "wait": "approval", "call_id": "c"}
