@@ -57,8 +57,8 @@ def _source(url: str, shop: str, until: str) -> tuple[str, int, RunCall]:
     """A Run of the shop app that asked for search then send, dropped with ``until``
     Executing; its run id, latest version and that call."""
     store = open_store(url, create=True)
-    app = load_app(shop)
-    driver = Driver(store, {name: tool.policy for name, tool in app.tools.tools.items()}, app="shop")
+    load_app(shop)  # imports the app's module, whose TOOLS are the policies
+    driver = Driver(store, sys.modules["shop_app"].TOOLS, app="shop")
     driver.start(["buy"], thread_id="source")
     action = driver.inferred("buying", [CallRequest("search", {"q": "x"}), CallRequest("send", {"to": "me"})])
     while not (isinstance(action, RunCall) and action.tool == until):
