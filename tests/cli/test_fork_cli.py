@@ -125,3 +125,27 @@ def test_usage_errors_exit_2_and_an_unknown_run_exits_1(
     assert main(["fork", "--store", url, "no-such-run", "--at", "1"]) == 1
     errors = capsys.readouterr().err.strip().splitlines()
     assert len(errors) == 3 and "no-such-run" in errors[2]
+
+
+def test_check_trace_matches_a_fork_with_its_source_in_another_file_whichever_comes_first(
+    tmp_path: Path, shop: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'shop.db'}"
+    run_id, at, search = _source(url, shop, "search")
+    assert main(["fork", "--store", url, run_id, "--at", str(at), "--thread", "f3"]) == 0
+    source, fork_file, tampered = tmp_path / "source.jsonl", tmp_path / "f3.jsonl", tmp_path / "bad.jsonl"
+    for thread, path in (("source", source), ("f3", fork_file)):
+        capsys.readouterr()
+        assert main(["export", "--store", url, thread]) == 0
+        path.write_text(capsys.readouterr().out)
+    line = json.loads(fork_file.read_text())
+    line["batch"]["calls"][0]["operation_id"] = search.operation_id  # the source's: reused
+    tampered.write_text(json.dumps(line) + "\n")
+    capsys.readouterr()
+    assert main(["check-trace", str(fork_file), str(source)]) == 0
+    assert main(["check-trace", str(tampered)]) == 0  # alone, a reused id cannot be seen
+    assert main(["check-trace", str(source), str(tampered)]) == 1
+    captured = capsys.readouterr()
+    said = captured.out + captured.err
+    print(said)
+    assert "fork-carries-source-state" in said and search.operation_id in said

@@ -95,3 +95,7 @@ def test_a_fork_that_reuses_an_operation_id_or_keeps_an_executing_call_is_refuse
             reused = attrs.evolve(made, batch=attrs.evolve(made.batch, calls=tuple(calls)))
             finding = check_commits(commits + [reused])
             assert finding.verdict is Verdict.ILLEGAL and finding.rule == Rule.FORK.value, finding
+            # the fork first: the mismatch is reported where the source reaches the version
+            early = check_commits([reused] + commits)
+            assert early.verdict is Verdict.ILLEGAL and early.rule == Rule.FORK.value, early
+            assert early.line == 1 + at and "an earlier line" in early.message
