@@ -276,8 +276,11 @@ class DelegationJudge:
         return None
 
     def after(self, commit: ThreadCommit, prev: RunSnapshot | None) -> Rejection | None:
-        if commit.forked_from is not None:
-            return None  # history: its delegations were judged in the source
+        if commit.forked_from is not None:  # history: its delegations were judged in the source
+            for call in commit.batch.calls if commit.batch is not None else ():
+                if call.delegation is not None:
+                    self.fixed[(commit.run_id, call.call_id)] = (call.delegation.thread_id, call.delegation.run_id)
+            return None
         if commit.parent is not None and prev is None:
             self.child_of[commit.run_id] = (commit.parent.run_id, commit.parent.call_id)
             self.activated[(commit.parent.run_id, commit.parent.call_id)] = (commit.thread_id, commit.run_id)
