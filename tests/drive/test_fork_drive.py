@@ -205,3 +205,30 @@ def test_a_crash_before_or_after_the_forks_commit_leaves_nothing_or_all_of_it(st
     assert _lines(store, thread) == before
     print(f"fork crash test: {figures['crashes']} crashes, {figures['nothing']} left nothing, {figures['all']} left all")
     assert figures == {"crashes": 2, "nothing": 1, "all": 1}
+
+
+class _RivalBetween:
+    """The store, but a rival takes the fork's Thread between the fork's check that it is
+    free and its write (its first ``thread_head`` answer is stale)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.stale = True
+
+    def thread_head(self, thread_id: str) -> object:
+        if self.stale:
+            self.stale = False
+            return None
+        return self.store.thread_head(thread_id)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+
+def test_a_rival_that_takes_the_thread_first_makes_the_same_refusal_and_nothing_is_written_twice(store: Store) -> None:
+    _, run_id, at, _ = _source(store, until="search")
+    fork(store, run_id, at=at, thread_id="taken")
+    with pytest.raises(ForkRefused) as refused:
+        fork(_RivalBetween(store), run_id, at=at, thread_id="taken")  # type: ignore[arg-type]
+    assert "already has commits" in str(refused.value)
+    assert len(list(store.commits("taken"))) == 1

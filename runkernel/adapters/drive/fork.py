@@ -13,7 +13,7 @@ from attrs import frozen
 
 from runkernel.adapters.drive.sources import IdSource, SecretIds
 from runkernel.adapters.stores.contract import Store
-from runkernel.errors import ForkRefused, UnknownRun
+from runkernel.errors import CommitConflict, ForkRefused, UnknownRun
 from runkernel.kernel.fork import ForkIds, ForkRefusal, ForkRefusalKind, fork_commit, fork_point
 from runkernel.kernel.state import Awaiting, CallIndeterminate, ThreadCommit
 
@@ -63,7 +63,7 @@ def fork(
         raise UnknownRun(f"no run {run_id!r} in this store")
     new_thread = thread_id if thread_id is not None else ids.new_id("thread")
     if store.thread_head(new_thread) is not None:
-        raise ForkRefused(ForkRefusal(ForkRefusalKind.THREAD_TAKEN, f"thread {new_thread!r} already has commits"))
+        raise _taken(new_thread)
     point = fork_point(store.commits(source_thread), run_id, at)
     if isinstance(point, ForkRefusal):
         raise ForkRefused(point)
@@ -73,7 +73,12 @@ def fork(
     made = fork_commit(point, fork_ids, abandon_open_calls=abandon_open_calls)
     if isinstance(made, ForkRefusal):
         raise ForkRefused(made)
-    store.append(made)
+    try:
+        store.append(made)
+    except CommitConflict:  # another writer took the Thread since: the same refusal
+        if store.thread_head(new_thread) is None:
+            raise
+        raise _taken(new_thread) from None
     source_calls = {c.call_id: c for c in batch.calls} if batch is not None else {}
     abandoned = tuple(
         c.call_id
@@ -82,6 +87,10 @@ def fork(
     )
     ticket = made.disposition.ticket.ticket_id if isinstance(made.disposition, Awaiting) else None
     return ForkResult(made.thread_id, made.run_id, point.thread_id, run_id, at, made, ticket, abandoned)
+
+
+def _taken(thread_id: str) -> ForkRefused:
+    return ForkRefused(ForkRefusal(ForkRefusalKind.THREAD_TAKEN, f"thread {thread_id!r} already has commits"))
 
 
 __all__ = ["ForkResult", "fork"]
