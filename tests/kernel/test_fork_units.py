@@ -23,6 +23,7 @@ from runkernel.kernel.protocol import (
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
     Awaiting,
+    CallAwaiting,
     CallExecuting,
     CallStatus,
     ForkedFrom,
@@ -36,6 +37,7 @@ from runkernel.kernel.state import (
 )
 from runkernel.kernel.validate import NO_TICKETS_SEEN, successor, validate_commit
 from runkernel.kernel.values import Role, WaitKind
+from runkernel.specs.checker import Verdict, check_commits
 
 POLICIES = Policies(tools={"search": ToolPolicy.replay(), "send": ToolPolicy.indeterminate()})
 
@@ -162,3 +164,22 @@ def test_only_a_first_commit_names_a_fork_source() -> None:
     verdict = validate_commit(ThreadHead("t", state.version, "r"), state, later, ticket_seen=NO_TICKETS_SEEN)
     assert isinstance(verdict, Rejection) and verdict.rule is Rule.FORK
     assert isinstance(state.state, Running)
+
+
+def test_a_fork_waiting_on_its_sources_ticket_is_refused_with_the_source_in_the_trace() -> None:
+    commits = _commits(wait=True)
+    point = fork_point(commits, "r", len(commits))
+    assert isinstance(point, ForkPoint)
+    made = fork_commit(point, IDS)
+    assert isinstance(made, ThreadCommit) and made.batch is not None and isinstance(made.disposition, Awaiting)
+    waiting = next(c for c in made.batch.calls if isinstance(c.status, CallAwaiting))
+    assert isinstance(waiting.status, CallAwaiting)
+    reused_wait = attrs.evolve(waiting.status.wait, correlation="tk-source")
+    reused = attrs.evolve(
+        made,
+        disposition=Awaiting(attrs.evolve(made.disposition.ticket, ticket_id="tk-source")),
+        batch=made.batch.replace_call(waiting.with_status(CallAwaiting(waiting.status.attempt, reused_wait))),
+    )
+    assert _alone(reused) is None  # alone, nothing says the ticket was used
+    finding = check_commits(commits + [reused])
+    assert finding.verdict is Verdict.ILLEGAL and finding.rule == Rule.TICKET_REUSED.value, finding
