@@ -14,8 +14,13 @@ comes the fork's first ThreadCommit or a typed refusal. The rules (DESIGN.md, Fo
   committed policy) refuses the fork, naming the calls, unless ``abandon_open_calls``:
   then it is closed Indeterminate(outcome_unknown) in the fork, keeping the source's
   attempt and operation id (the one its outcome is reconciled by), and never runs;
-- an Awaiting call starts the fork Awaiting on a new ticket (I14: a ticket is never
-  reused) and a new operation id;
+- a call Awaiting before it started (a gate's wait: approval, input, external) starts the
+  fork Awaiting on a new ticket (I14: a ticket is never reused) and a new operation id;
+- a call Awaiting a wait its own tool asked for (a scheduled run, a sequential
+  delegation: its attempt started) is a started call, as if Executing: under replay the
+  fork runs it again as its own call (a delegation gets a new child, never the source's),
+  under any other policy it refuses the fork or is abandoned. ``started_in_source``
+  (``runkernel.kernel.validate_fork``) is the one definition both sides use;
 - a batch already finalized at N is history: the fork starts without a batch. A Run
   Ended at N forks into a Running Run that goes on from its messages.
 """
@@ -47,6 +52,7 @@ from runkernel.kernel.state import (
     is_terminal,
 )
 from runkernel.kernel.validate import successor
+from runkernel.kernel.validate_fork import started_in_source
 from runkernel.kernel.values import IndeterminateReason
 
 
@@ -152,8 +158,8 @@ def fork_commit(
         if blocked and not abandon_open_calls:
             return ForkRefusal(
                 ForkRefusalKind.OPEN_CALLS,
-                f"call(s) {', '.join(blocked)} of run {run.run_id!r} are Executing at version {source.version} "
-                "under a policy that never reruns them (reconnect or indeterminate); a fork would start them "
+                f"call(s) {', '.join(blocked)} of run {run.run_id!r} had started at version {source.version} "
+                "(Executing, or waiting on a run their tool asked for) under a policy that never reruns them (reconnect or indeterminate); a fork would start them "
                 "again (abandon them, --abandon-open-calls or abandon_open_calls=True, to close them Indeterminate in the fork)",
                 blocked,
             )
@@ -165,7 +171,9 @@ def fork_commit(
     disposition: Running | Awaiting = Running()
     if isinstance(run.state, Awaiting) and carried is not None:
         ticket = run.state.ticket
-        disposition = Awaiting(ResumeTicket(ids.ticket_id, ticket.wait, ticket.call_id))
+        waiting = carried.call(ticket.call_id)
+        if waiting is not None and isinstance(waiting.status, CallAwaiting):
+            disposition = Awaiting(ResumeTicket(ids.ticket_id, ticket.wait, ticket.call_id))
     return ThreadCommit(
         thread_id=ids.thread_id,
         run_id=ids.run_id,
@@ -181,8 +189,8 @@ def fork_commit(
 
 
 def _never_rerun(call: ToolCall) -> bool:
-    """An Executing call whose committed policy never reruns it (no policy: the same)."""
-    if not isinstance(call.status, CallExecuting):
+    """A started call whose committed policy never reruns it (no policy: the same)."""
+    if not started_in_source(call.status):
         return False
     return call.policy is None or call.policy.recovery.mode is not RecoveryMode.REPLAY
 
@@ -196,7 +204,8 @@ def _carry_batch(batch: ActiveToolBatch, ids: ForkIds) -> ActiveToolBatch | Fork
         if is_terminal(status):
             calls.append(call)
             continue
-        if isinstance(status, CallExecuting) and _never_rerun(call):
+        if _never_rerun(call):
+            assert isinstance(status, (CallExecuting, CallAwaiting))
             calls.append(call.with_status(CallIndeterminate(status.attempt, IndeterminateReason.OUTCOME_UNKNOWN)))
             continue
         operation_id = next(fresh, "")
@@ -207,10 +216,10 @@ def _carry_batch(batch: ActiveToolBatch, ids: ForkIds) -> ActiveToolBatch | Fork
                 (call.call_id,),
             )
         taken.add(operation_id)
-        if isinstance(status, CallAwaiting):
+        if isinstance(status, CallAwaiting) and not started_in_source(status):
             wait = attrs.evolve(status.wait, correlation=ids.ticket_id)
             new_status: CallAwaiting | CallRequested = CallAwaiting(status.attempt, wait)
-        else:  # Requested, or Executing under replay: the fork's own call, from attempt 1
+        else:  # Requested, or started under replay: the fork's own call, from attempt 1
             new_status = CallRequested()
         calls.append(ToolCall(call.call_id, call.tool, call.arguments, operation_id, new_status, call.policy))
     return ActiveToolBatch(batch.batch_id, batch.step, False, tuple(calls))

@@ -7,16 +7,17 @@ Two cases (DESIGN.md, Forks; ``check-trace`` documents both):
   or Awaiting, names no parent, carries no resume; its step counts at most the assistant
   messages it carries; a batch it carries is either finalized with every call terminal,
   or open, of the fork's step, holding exactly the last tool-use message's calls in order
-  with no result published after it; no call is Executing (a fork never carries an
-  attempt that may be running); Awaiting only with its one Awaiting call and the ticket
+  with no result published after it; no call's attempt started (``started_in_source``:
+  none is Executing, none Awaiting a wait its own tool asked for, so a fork never carries
+  an attempt that may be running or that its tool expects to go on); Awaiting only with its one Awaiting call and the ticket
   that call waits on (the ticket never used before: ``validate_commit`` asks the store).
 - **matched** (``check_fork_against``): with the source's state at the version named,
   the fork carries the same step and staged state (messages are compared by the caller,
   who holds them) and its batch is the source's open batch under the fork rules
   (``runkernel.kernel.fork``): terminal calls kept as they were; every other call under
-  a new operation id; an Executing call under replay Requested again; one under another
-  policy closed Indeterminate(outcome_unknown) with its attempt; an Awaiting call Awaiting
-  on a new ticket.
+  a new operation id; a started call (``started_in_source``) under replay Requested
+  again; one under another policy closed Indeterminate(outcome_unknown) with its attempt;
+  a call Awaiting before it started (a gate's wait) Awaiting on a new ticket.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from runkernel.kernel.state import (
     Awaiting,
     CallAwaiting,
     CallExecuting,
+    CallStatus,
     CallIndeterminate,
     CallRequested,
     Running,
@@ -95,13 +97,22 @@ def check_fork_first(commit: ThreadCommit) -> None:
         )
 
 
+def started_in_source(status: CallStatus) -> bool:
+    """Whether a call's attempt had started: Executing, or Awaiting on a wait its own tool
+    asked for (a scheduled run, a delegation: ``attempt`` > 0). A fork carries no such
+    attempt: under replay the call runs again as the fork's own, under any other policy
+    it refuses the fork or is closed Indeterminate (the tool's effect may have happened)."""
+    return isinstance(status, CallExecuting) or (isinstance(status, CallAwaiting) and status.attempt > 0)
+
+
 def _check_carried_batch(commit: ThreadCommit, batch: ActiveToolBatch, last: int | None) -> None:
     for call in batch.calls:
         require(
-            not isinstance(call.status, CallExecuting),
+            not started_in_source(call.status),
             Rule.FORK,
-            lambda: f"call {call.call_id!r} is Executing in a fork's first commit: a fork never carries an "
-            "attempt that may be running (replay: Requested again; otherwise Indeterminate)",
+            lambda: f"call {call.call_id!r} is {call_phase(call.status).value} with a started attempt in a fork's "
+            "first commit: a fork never carries an attempt that started (replay: Requested again; "
+            "otherwise Indeterminate)",
         )
         check_reaction(None, call)
         if call.delegation is not None:
@@ -164,10 +175,11 @@ def _match(source: RunSnapshot, commit: ThreadCommit) -> None:
     )
     staged = commit.staged.value if commit.staged is not None else None
     require(same_json(staged, source.staged), Rule.FORK, "the fork's staged state is not its source's")
+    waited = isinstance(source.state, Awaiting) and _waits_unstarted(source)
     require(
-        isinstance(commit.disposition, Awaiting) == isinstance(source.state, Awaiting),
+        isinstance(commit.disposition, Awaiting) == waited,
         Rule.FORK,
-        "a fork waits if and only if its source waited at that version",
+        "a fork waits if and only if its source waited at that version on a call that had not started",
     )
     batch = source.open_batch
     if batch is None:
@@ -214,12 +226,12 @@ def _match_call(old: ToolCall, new: ToolCall) -> None:
         )
         return
     replay = old.policy is not None and old.policy.recovery.mode is RecoveryMode.REPLAY
-    if isinstance(status, CallExecuting) and not replay:
+    if started_in_source(status) and not replay:
         require(
             new.status == CallIndeterminate(status.attempt, IndeterminateReason.OUTCOME_UNKNOWN)
             and new.operation_id == old.operation_id,
             Rule.FORK,
-            lambda: f"call {old.call_id!r} is Executing under a policy that never reruns it: a fork closes it "
+            lambda: f"call {old.call_id!r} started under a policy that never reruns it: a fork closes it "
             "Indeterminate(outcome_unknown) with its attempt and operation id, or is refused",
         )
         return
@@ -229,7 +241,7 @@ def _match_call(old: ToolCall, new: ToolCall) -> None:
         lambda: f"call {old.call_id!r} is not terminal at the source: the fork runs it under a new operation id, "
         f"not {old.operation_id!r}",
     )
-    if isinstance(status, CallAwaiting):
+    if isinstance(status, CallAwaiting) and not started_in_source(status):
         moved = new.status
         require(
             isinstance(moved, CallAwaiting)
@@ -245,3 +257,11 @@ def _match_call(old: ToolCall, new: ToolCall) -> None:
         Rule.FORK,
         lambda: f"call {old.call_id!r} is {call_phase(status).value} at the source: the fork carries it Requested",
     )
+
+
+def _waits_unstarted(source: RunSnapshot) -> bool:
+    """Whether the source's ticket names a call that had not started (a gate's wait)."""
+    assert isinstance(source.state, Awaiting)
+    batch = source.open_batch
+    call = batch.call(source.state.ticket.call_id) if batch is not None else None
+    return call is not None and not started_in_source(call.status)

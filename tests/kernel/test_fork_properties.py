@@ -21,15 +21,19 @@ from runkernel.kernel.fork import ForkIds, ForkPoint, ForkRefusalKind, ForkRefus
 from runkernel.kernel.policies import Policies, RecoveryMode
 from runkernel.kernel.recover import recover
 from runkernel.kernel.rules import Rejection, Rule
-from runkernel.kernel.state import CallExecuting, ThreadCommit, ToolCall, is_terminal
+from runkernel.kernel.state import CallAwaiting, CallExecuting, ThreadCommit, ToolCall, is_terminal
 from runkernel.kernel.validate import NO_TICKETS_SEEN, successor, validate_commit
 from runkernel.specs.checker import Verdict, check_commits
 from strategies import histories
 
 
 def _never_rerun(call: ToolCall) -> bool:
+    """A call whose attempt started (Executing, or Awaiting a wait its own tool asked
+    for) under a policy that never reruns it."""
     replay = call.policy is not None and call.policy.recovery.mode is RecoveryMode.REPLAY
-    return isinstance(call.status, CallExecuting) and not replay
+    status = call.status
+    started = isinstance(status, CallExecuting) or (isinstance(status, CallAwaiting) and status.attempt > 0)
+    return started and not replay
 
 
 def _ids(point: ForkPoint) -> ForkIds:

@@ -18,6 +18,7 @@ from runkernel.kernel.protocol import (
     ProposedCall,
     RequireWait,
     ToolFinished,
+    ToolScheduled,
     ToolOutput,
 )
 from runkernel.kernel.rules import Rejection, Rule
@@ -25,6 +26,8 @@ from runkernel.kernel.state import (
     Awaiting,
     CallAwaiting,
     CallExecuting,
+    CallIndeterminate,
+    CallRequested,
     CallStatus,
     ForkedFrom,
     Message,
@@ -34,9 +37,10 @@ from runkernel.kernel.state import (
     RunSnapshot,
     ThreadCommit,
     ThreadHead,
+    Wait,
 )
 from runkernel.kernel.validate import NO_TICKETS_SEEN, successor, validate_commit
-from runkernel.kernel.values import Role, WaitKind
+from runkernel.kernel.values import IndeterminateReason, Role, WaitKind
 from runkernel.specs.checker import Verdict, check_commits
 
 POLICIES = Policies(tools={"search": ToolPolicy.replay(), "send": ToolPolicy.indeterminate()})
@@ -108,6 +112,56 @@ def test_too_few_or_reused_operation_ids_and_a_reused_ticket_are_refused() -> No
     assert made.disposition.ticket.ticket_id == "tk-new" and _alone(made) is None
 
 
+def _scheduled(tool_call: str) -> list[ThreadCommit]:
+    """A Run whose call ``tool_call`` started and asked to be run again later (a durable
+    backoff: Awaiting a scheduled wait with attempt 1); the other call still Executing
+    or Requested."""
+    commits = _commits()
+    state = successor(None, commits[0])
+    for commit in commits[1:]:
+        state = successor(state, commit)
+    later = ToolScheduled("tk-later", "2030-01-01T00:00:00Z")
+    events: list[Input] = (
+        [ToolFinished("c1", 1, ToolOutput("ok")), GateVerdict("c2", Allow()), ToolFinished("c2", 1, later)]
+        if tool_call == "c2"
+        else [ToolFinished("c1", 1, later)]
+    )
+    for event in events:
+        decision = decide(state, event, POLICIES)
+        assert not isinstance(decision, Rejection) and decision.commit is not None, decision
+        commits.append(decision.commit)
+        state = decision.state
+    return commits
+
+
+def test_a_call_waiting_on_a_run_its_tool_asked_for_had_started_and_is_never_started_again_unless_replay() -> None:
+    """The tool of ``send`` (indeterminate) ran and scheduled itself: its attempt started,
+    so the fork refuses it like an Executing call (or closes it Indeterminate when
+    abandoned); ``search`` (replay) in the same position becomes the fork's own call."""
+    commits = _scheduled("c2")
+    point = fork_point(commits, "r", len(commits))
+    assert isinstance(point, ForkPoint) and point.run.open_batch is not None
+    assert isinstance(point.run.open_batch.calls[1].status, CallAwaiting)
+    refused = fork_commit(point, IDS)
+    assert isinstance(refused, ForkRefusal) and refused.kind is ForkRefusalKind.OPEN_CALLS
+    assert "c2" in refused.calls
+    abandoned = fork_commit(point, IDS, abandon_open_calls=True)
+    assert isinstance(abandoned, ThreadCommit) and abandoned.batch is not None
+    assert abandoned.batch.calls[1].status == CallIndeterminate(1, IndeterminateReason.OUTCOME_UNKNOWN)
+    assert isinstance(abandoned.disposition, Running) and _alone(abandoned) is None
+    assert check_commits(commits + [abandoned]).verdict is Verdict.LEGAL
+
+    commits = _scheduled("c1")
+    point = fork_point(commits, "r", len(commits))
+    assert isinstance(point, ForkPoint) and isinstance(point.run.state, Awaiting)
+    made = fork_commit(point, IDS)
+    assert isinstance(made, ThreadCommit) and made.batch is not None
+    assert made.batch.calls[0].status == CallRequested() and made.batch.calls[0].operation_id == "new-1"
+    assert isinstance(made.disposition, Running) and _alone(made) is None
+    assert check_commits(commits + [made]).verdict is Verdict.LEGAL
+    assert _alone(_with_first_call(made, CallAwaiting(1, Wait(WaitKind.SCHEDULED, "tk-new", due_at="2030-01-01T00:00:00Z")))) is not None
+
+
 def _made() -> ThreadCommit:
     commits = _commits()
     point = fork_point(commits, "r", len(commits))
@@ -127,6 +181,7 @@ def _with_first_call(made: ThreadCommit, status: CallStatus) -> ThreadCommit:
     ("name", "rule"),
     [
         ("an Executing call", Rule.FORK),
+        ("an Awaiting call whose attempt started", Rule.FORK),
         ("an Awaiting disposition without its call", Rule.CALL_WAITS_WITH_RUN),
         ("a batch that is not the last tool-use message's", Rule.FORK),
         ("a batch of another step", Rule.FORK),
@@ -140,6 +195,9 @@ def test_a_forks_first_line_judged_alone_is_refused_by_its_rule(name: str, rule:
     assert made.batch is not None and uses is not None
     bad = {
         "an Executing call": lambda: _with_first_call(made, CallExecuting(1)),
+        "an Awaiting call whose attempt started": lambda: _with_first_call(
+            made, CallAwaiting(1, Wait(WaitKind.EXTERNAL, "tk-new"))
+        ),
         "an Awaiting disposition without its call": lambda: attrs.evolve(
             made, disposition=Awaiting(ResumeTicket("tk", WaitKind.APPROVAL, "c1"))
         ),
