@@ -40,6 +40,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("start", "commit a Run's activation (its user messages) and print its run id", "run_commands:register_runs"),
     ("worker", "drive every Run of an app that has work, under leases", "run_commands:register_runs"),
     ("runs", "list Runs, newest first", "run_commands:register_runs"),
+    (
+        "upgrade-check",
+        "say, per live Run of an app, whether new code can continue it",
+        "upgrade_command:register_upgrade",
+    ),
     ("db", "store maintenance: create a server store's schema, upgrade a store's schema", "db:register_db"),
     ("ui", "serve a web console for Runs, calls and approvals (the ui extra)", "ui:register_ui"),
     (

@@ -1,0 +1,105 @@
+"""Old and new versions of one app, ``shop``, for ``runkernel upgrade-check`` (loaded as
+``upgrade_apps:ATTR``), and the live Runs the old one leaves in a store: Awaiting an
+approval, Executing a call started and never answered, a parent in a delegation group
+with its child running, sleeping on a timer; plus an Ended Run and a Run of another app,
+which the check never lists.
+
+The new versions: a renamed tool (``search`` is ``web_search``), a removed tool (``pay``
+is gone), a changed policy (``fetch`` is replay, not reconnect), a renamed prompt (only
+the prompt differs), and one without a gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from attrs import evolve, frozen
+
+from runkernel.adapters.drive.actions import Action, CallRequest, ChildrenRunning, Infer, RunCall, WaitFor
+from runkernel.adapters.drive.driver import Driver
+from runkernel.adapters.drive.ports import GatePort, Hold
+from runkernel.adapters.stores.contract import Store
+from runkernel.kernel.policies import ToolPolicy
+from runkernel.kernel.state import Staged
+from runkernel.kernel.values import EndCauseKind, WaitKind
+from runkernel.testing import ScriptedGate
+
+APP = "shop"
+DUE = "2031-01-01T00:00:00Z"
+
+OLD_TOOLS: Mapping[str, ToolPolicy] = {
+    "search": ToolPolicy.replay(),
+    "pay": ToolPolicy.indeterminate(),
+    "fetch": ToolPolicy.reconnect(),
+    "research": ToolPolicy(terminal_only_delegation=True),
+    "remind": ToolPolicy.replay(),
+}
+
+
+def old_gate() -> GatePort:
+    """Holds ``pay`` for approval and ``remind`` until ``DUE``."""
+    return ScriptedGate({"pay": Hold(WaitKind.APPROVAL, {"ask": "pay?"}), "remind": Hold(WaitKind.SCHEDULED, due_at=DUE)})
+
+
+@frozen
+class ShopApp:
+    """A push app: a prompt, its tools with their policies, and a gate."""
+
+    name: str
+    tools: Mapping[str, ToolPolicy]
+    prompt: str
+    gate: GatePort | None
+
+    def serve(self, driver: Driver, action: Action) -> None:
+        """Never driven by these tests: the check reads committed state only."""
+        raise AssertionError("upgrade-check must not drive a Run")
+
+
+app = ShopApp(APP, OLD_TOOLS, "You are a shop assistant.", old_gate())
+renamed_prompt = evolve(app, prompt="You are a friendly shop assistant; answer briefly.")
+renamed_tool = evolve(app, tools={("web_search" if k == "search" else k): v for k, v in OLD_TOOLS.items()})
+removed_tool = evolve(app, tools={k: v for k, v in OLD_TOOLS.items() if k != "pay"})
+changed_policy = evolve(app, tools={**OLD_TOOLS, "fetch": ToolPolicy.replay(max_attempts=5)})
+no_gate = evolve(app, gate=None)
+other = evolve(app, name="other")
+
+
+def _driver(store: Store, name: str = APP) -> Driver:
+    return Driver(store, OLD_TOOLS, gate=old_gate(), app=name)
+
+
+def _first_calls(store: Store, run_id: str, *calls: CallRequest, staged: Staged | None = None) -> Action:
+    driver = _driver(store)
+    action = driver.start(["hello"], thread_id=f"t-{run_id}", run_id=run_id)
+    assert isinstance(action, Infer)
+    return driver.inferred("working", calls, staged=staged)
+
+
+def leave_live_runs(store: Store) -> dict[str, str]:
+    """The old app's live Runs in ``store``, by what each is doing (run ids)."""
+    waiting = _first_calls(store, "r-awaiting", CallRequest("pay", {"cents": 500}, "c-pay"))
+    assert isinstance(waiting, WaitFor) and waiting.wait.kind is WaitKind.APPROVAL
+    started = _first_calls(store, "r-executing", CallRequest("fetch", {"order": 7}, "c-fetch"))
+    assert isinstance(started, RunCall)  # Executing{1} committed; never answered
+    quiet = _first_calls(store, "r-parent", CallRequest("research", "find a supplier", "c-research"))
+    assert isinstance(quiet, ChildrenRunning)
+    sleeping = _first_calls(store, "r-timer", CallRequest("remind", {"about": "invoice"}, "c-remind"))
+    assert isinstance(sleeping, WaitFor) and sleeping.wait.due_at == DUE
+    searching = _first_calls(store, "r-search", CallRequest("search", {"q": "shoes"}, "c-search"))
+    assert isinstance(searching, RunCall)
+    ended = _driver(store)
+    ended.start(["bye"], thread_id="t-r-ended", run_id="r-ended")
+    ended.inferred("done", end=EndCauseKind.COMPLETED)
+    elsewhere = _driver(store, "other")
+    elsewhere.start(["hi"], thread_id="t-r-other", run_id="r-other")
+    elsewhere.inferred("working", [CallRequest("pay", {"cents": 1}, "c-other")])
+    return {
+        "awaiting": "r-awaiting",
+        "executing": "r-executing",
+        "parent": "r-parent",
+        "child": quiet.children[0].run_id,
+        "timer": "r-timer",
+        "search": "r-search",
+    }
+
+
