@@ -21,7 +21,7 @@ from runkernel.adapters.drive.ports import GatePort, Hold
 from runkernel.adapters.stores.contract import Store
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.state import Staged
-from runkernel.kernel.values import EndCauseKind, WaitKind
+from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
 from runkernel.testing import ScriptedGate
 
 APP = "shop"
@@ -68,6 +68,11 @@ def _driver(store: Store, name: str = APP) -> Driver:
     return Driver(store, OLD_TOOLS, gate=old_gate(), app=name)
 
 
+def _call(tool: str, arguments: JsonValue, call_id: str) -> CallRequest:
+    """A call with a fixed operation id, so a child's run id is known beforehand."""
+    return CallRequest(tool, arguments, call_id, f"op-{call_id}")
+
+
 def _first_calls(store: Store, run_id: str, *calls: CallRequest, staged: Staged | None = None) -> Action:
     driver = _driver(store)
     action = driver.start(["hello"], thread_id=f"t-{run_id}", run_id=run_id)
@@ -77,22 +82,22 @@ def _first_calls(store: Store, run_id: str, *calls: CallRequest, staged: Staged 
 
 def leave_live_runs(store: Store) -> dict[str, str]:
     """The old app's live Runs in ``store``, by what each is doing (run ids)."""
-    waiting = _first_calls(store, "r-awaiting", CallRequest("pay", {"cents": 500}, "c-pay"))
+    waiting = _first_calls(store, "r-awaiting", _call("pay", {"cents": 500}, "c-pay"))
     assert isinstance(waiting, WaitFor) and waiting.wait.kind is WaitKind.APPROVAL
-    started = _first_calls(store, "r-executing", CallRequest("fetch", {"order": 7}, "c-fetch"))
+    started = _first_calls(store, "r-executing", _call("fetch", {"order": 7}, "c-fetch"))
     assert isinstance(started, RunCall)  # Executing{1} committed; never answered
-    quiet = _first_calls(store, "r-parent", CallRequest("research", "find a supplier", "c-research"))
+    quiet = _first_calls(store, "r-parent", _call("research", "find a supplier", "c-research"))
     assert isinstance(quiet, ChildrenRunning)
-    sleeping = _first_calls(store, "r-timer", CallRequest("remind", {"about": "invoice"}, "c-remind"))
+    sleeping = _first_calls(store, "r-timer", _call("remind", {"about": "invoice"}, "c-remind"))
     assert isinstance(sleeping, WaitFor) and sleeping.wait.due_at == DUE
-    searching = _first_calls(store, "r-search", CallRequest("search", {"q": "shoes"}, "c-search"))
+    searching = _first_calls(store, "r-search", _call("search", {"q": "shoes"}, "c-search"))
     assert isinstance(searching, RunCall)
     ended = _driver(store)
     ended.start(["bye"], thread_id="t-r-ended", run_id="r-ended")
     ended.inferred("done", end=EndCauseKind.COMPLETED)
     elsewhere = _driver(store, "other")
     elsewhere.start(["hi"], thread_id="t-r-other", run_id="r-other")
-    elsewhere.inferred("working", [CallRequest("pay", {"cents": 1}, "c-other")])
+    elsewhere.inferred("working", [_call("pay", {"cents": 1}, "c-other")])
     return {
         "awaiting": "r-awaiting",
         "executing": "r-executing",

@@ -1,0 +1,143 @@
+"""``runkernel upgrade-check`` on SQLite and PostgreSQL: the old app's live Runs
+(Awaiting an approval, Executing a call a push driver started and never answered, a
+parent and its running child, sleeping on a timer) checked against new versions of the
+app (a renamed prompt, a renamed tool, a removed tool, a changed policy, no gate), as a
+table and as JSON, with exit 0 only when every live Run can continue."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import upgrade_apps
+from postgres_support import postgres_url
+from runkernel.adapters.stores.registry import open_store
+from runkernel.cli import upgrade_command
+from runkernel.cli.entry import main
+
+CHILD = "r-parent.op-c-research.run"
+__all__ = ["postgres_url"]  # a fixture the store_url fixture asks for
+
+LIVE = {"r-awaiting", "r-executing", "r-parent", CHILD, "r-timer", "r-search"}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store holding the old app's live Runs (and an Ended Run, and another app's Run)."""
+    url: str = f"sqlite:///{tmp_path / 'runs.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    store = open_store(url, create=True)
+    try:
+        assert upgrade_apps.leave_live_runs(store)["child"] == CHILD
+    finally:
+        store.close()
+    yield url
+
+
+def check(capsys: pytest.CaptureFixture[str], url: str, app: str, *more: str) -> tuple[int, str, str]:
+    code = main(["upgrade-check", "--store", url, "--app", f"upgrade_apps:{app}", *more])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def rows(capsys: pytest.CaptureFixture[str], url: str, app: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    code, out, _ = check(capsys, url, app, "--format", "json")
+    report = json.loads(out)
+    return code, {row["run_id"]: row for row in report["runs"]}
+
+
+def test_blocks_a_removed_tool_with_an_open_call_and_passes_a_renamed_prompt(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new_prompt = upgrade_apps.renamed_prompt
+    assert new_prompt.prompt != upgrade_apps.app.prompt and new_prompt.tools == upgrade_apps.app.tools
+    code, out, err = check(capsys, store_url, "renamed_prompt")
+    assert code == 0, out + err
+    assert out.endswith("6 live runs of app shop: 6 can continue, 0 blocked\n")
+    assert "blocked:" not in out and "policy:" not in out
+    code, out, err = check(capsys, store_url, "removed_tool")
+    assert code == 1 and err == ""
+    assert "r-awaiting" in out and "blocked: call c-pay (Awaiting) needs tool 'pay', which the new app does not have" in out
+    assert out.endswith("6 live runs of app shop: 5 can continue, 1 blocked\n")
+
+
+def test_every_live_run_is_listed_once_and_ended_runs_and_other_apps_never(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, listed = rows(capsys, store_url, "app")
+    assert code == 0
+    assert set(listed) == LIVE
+    assert listed["r-awaiting"]["state"] == "awaiting" and listed["r-executing"]["state"] == "running"
+    assert all(row["verdict"] == "continue" and row["reasons"] == [] for row in listed.values())
+
+
+def test_a_renamed_tool_blocks_only_the_run_with_an_open_call_of_it(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, listed = rows(capsys, store_url, "renamed_tool")
+    assert code == 1
+    assert {run for run, row in listed.items() if row["verdict"] == "blocked"} == {"r-search"}
+    assert listed["r-search"]["reasons"] == [
+        "call c-search (Executing) needs tool 'search', which the new app does not have"
+    ]
+
+
+def test_a_changed_policy_is_reported_for_the_executing_call_and_does_not_block(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, listed = rows(capsys, store_url, "changed_policy")
+    assert code == 0
+    [difference] = listed["r-executing"]["policy_differences"]
+    assert difference == {
+        "call_id": "c-fetch",
+        "tool": "fetch",
+        "committed": {"recovery": "reconnect", "max_attempts": 3, "retries": 0},
+        "declared": {"recovery": "replay", "max_attempts": 5, "retries": 0},
+        "governs": "committed",
+    }
+    assert all(row["policy_differences"] == [] for run, row in listed.items() if run != "r-executing")
+    code, out, _ = check(capsys, store_url, "changed_policy")
+    assert "    policy: call c-fetch (fetch) keeps its committed reconnect; the new code declares replay(max_attempts=5)" in out
+
+
+def test_a_gateless_app_blocks_the_approval_and_not_the_timer_and_the_group_is_shown(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, listed = rows(capsys, store_url, "no_gate")
+    assert code == 1
+    assert [run for run, row in listed.items() if row["verdict"] == "blocked"] == ["r-awaiting"]
+    assert listed["r-timer"]["notes"] == [f"it sleeps until {upgrade_apps.DUE} (call c-remind, remind then runs)"]
+    assert listed["r-parent"]["group"] == [CHILD] and listed[CHILD]["group"] == ["r-parent"]
+
+
+def test_usage_errors_exit_2_with_one_line(
+    store_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for argv in (
+        ["upgrade-check", "--store", store_url, "--app", "upgrade_apps"],
+        ["upgrade-check", "--store", store_url, "--app", "upgrade_apps:nothing_here"],
+        ["upgrade-check", "--store", "memory:", "--app", "upgrade_apps:app"],
+        ["upgrade-check", "--store", store_url],
+        ["upgrade-check", "--store", f"sqlite:///{tmp_path / 'missing.db'}", "--app", "upgrade_apps:app"],
+    ):
+        assert main(argv) == 2, argv
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+def test_the_new_apps_name_picks_the_runs_it_checks(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = check(capsys, store_url, "other", "--format", "json")
+    assert code == 0
+    assert [row["run_id"] for row in json.loads(out)["runs"]] == ["r-other"]
+
+
+def test_progress_goes_to_stderr_when_there_are_many_runs(
+    store_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(upgrade_command, "PROGRESS_FROM", 2)
+    code, out, err = check(capsys, store_url, "app", "--format", "json")
+    assert code == 0 and json.loads(out)["continue"] == len(LIVE)
+    assert "upgrade-check: 6/6 runs checked" in err
