@@ -162,3 +162,22 @@ def test_a_group_that_can_continue_says_who_is_in_it(live: dict[str, RunFacts]) 
     assert parent.notes == (f"a parent waiting for 1 child run(s): {child.run_id}",)
     assert child.notes == ("a child of run r-parent (call c-research)",)
     assert all(v.can_continue for v in judge_groups([parent, child]))
+
+
+class _AsyncShop:
+    """An asyncio push app: it sets its driver's gate inside its own drive."""
+
+    name = "shop"
+    tools = {"pay": "indeterminate"}
+
+    async def drive(self, driver: object, run_id: str) -> None:
+        raise AssertionError("never driven")
+
+
+def test_an_async_app_without_a_gate_attribute_sets_its_gate_in_its_drive(live: dict[str, RunFacts]) -> None:
+    new = new_app_of(_AsyncShop())
+    assert (new.gate, new.hooks, dict(new.tools)) == (Presence.IN_ITS_DRIVE, Presence.IN_ITS_DRIVE, {"pay": ToolPolicy()})
+    verdict = judge_run(live["awaiting"], new)
+    assert verdict.can_continue and verdict.notes == (
+        "it awaits approval for call c-pay (pay); the new app sets its gate in its own drive (not checked)",
+    )
