@@ -159,6 +159,7 @@ class _Line(msgspec.Struct, frozen=True, gc=False):
     staged: Any = msgspec.UNSET  # absent: unchanged; null: cleared
     parent: _Parent | None = None
     app: str | None = None
+    app_version: str | None = None
 
 
 class _NotCertain(Exception):
@@ -226,6 +227,7 @@ def _commit_of(line: _Line) -> ThreadCommit | None:
             line.app,
             None if line.staged is msgspec.UNSET else Staged(line.staged),
             None if line.parent is None else ParentCall(line.parent.thread_id, line.parent.run_id, line.parent.call_id),
+            app_version=line.app_version,
         )
     except (_NotCertain, ValueError, TypeError, msgspec.ValidationError):
         return None

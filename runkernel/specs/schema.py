@@ -154,6 +154,7 @@ def trace_line_schema() -> Schema:
             "staged": {},
             "parent": _object({"thread_id": _STRING, "run_id": _STRING, "call_id": _STRING}),
             "app": _STRING,
+            "app_version": _STRING,
         },
     )
     return {
