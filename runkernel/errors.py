@@ -155,6 +155,13 @@ class CrashTestRefused(UsageError):
     already fails)."""
 
 
+class UpgradeBlocked(UsageError):
+    """The operator's fault: ``upgrade-check --accept`` (``accept_upgrade``) asked to record
+    a new app version as able to drive Runs it cannot continue (a tool of an open call
+    is gone, a gate or hooks are missing). Nothing was recorded; the message names the
+    blocked Runs."""
+
+
 class NotDeterministic(UsageError):
     """The host's fault: two crash-free plays of a crash-test scenario committed different
     histories, so crashes cannot be judged against the app (a real LLM, the wall clock,
@@ -393,5 +400,6 @@ __all__ = [
     "TraceFormatError",
     "UnknownRun",
     "UnknownTool",
+    "UpgradeBlocked",
     "UsageError",
 ]

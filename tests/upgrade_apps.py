@@ -11,7 +11,7 @@ the prompt differs), and one without a gate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from attrs import evolve, frozen
 
@@ -20,8 +20,11 @@ from runkernel.adapters.drive.driver import Driver
 from runkernel.adapters.drive.ports import GatePort, Hold
 from runkernel.adapters.stores.contract import Store
 from runkernel.kernel.policies import ToolPolicy
-from runkernel.kernel.state import Staged
-from runkernel.kernel.values import EndCauseKind, JsonValue, WaitKind
+from runkernel.kernel.decide import decide
+from runkernel.kernel.protocol import Activate
+from runkernel.kernel.rules import Rejection
+from runkernel.kernel.state import Message, Staged
+from runkernel.kernel.values import EndCauseKind, JsonValue, Role, WaitKind
 from runkernel.testing import ScriptedGate
 
 APP = "shop"
@@ -106,5 +109,22 @@ def leave_live_runs(store: Store) -> dict[str, str]:
         "timer": "r-timer",
         "search": "r-search",
     }
+
+
+def leave_versioned_runs(store: Store, versions: Sequence[str]) -> list[str]:
+    """A Run of the app per version, activated with that ``app_version`` and left
+    Awaiting the approval of ``pay`` (run ids ``r-v-VERSION``)."""
+    run_ids = []
+    for version in versions:
+        run_id = f"r-v-{version}"
+        activation = decide(None, Activate(f"t-{run_id}", run_id, 0, (Message(Role.USER, "hello"),), APP, app_version=version))
+        assert not isinstance(activation, Rejection) and activation.commit is not None
+        store.append(activation.commit)
+        driver = _driver(store)
+        assert isinstance(driver.pick_up(run_id), Infer)
+        waiting = driver.inferred("working", [_call("pay", {"cents": 5}, "c-pay")])
+        assert isinstance(waiting, WaitFor)
+        run_ids.append(run_id)
+    return run_ids
 
 

@@ -16,6 +16,7 @@ import pytest
 import upgrade_apps
 from postgres_support import postgres_url
 from runkernel.adapters.stores.registry import open_store
+from runkernel.adapters.worker.apps import version_of
 from runkernel.cli import upgrade_command
 from runkernel.cli.entry import main
 
@@ -141,3 +142,69 @@ def test_progress_goes_to_stderr_when_there_are_many_runs(
     code, out, err = check(capsys, store_url, "app", "--format", "json")
     assert code == 0 and json.loads(out)["continue"] == len(LIVE)
     assert "upgrade-check: 6/6 runs checked" in err
+
+
+# --- --accept --------------------------------------------------------------------------
+
+
+def _compatible(url: str, app: Any) -> frozenset[str]:
+    store = open_store(url)
+    try:
+        return store.compatible_versions(upgrade_apps.APP, version_of(app))
+    finally:
+        store.close()
+
+
+def _with_versions(url: str, *versions: str) -> None:
+    store = open_store(url)
+    try:
+        upgrade_apps.leave_versioned_runs(store, versions)
+    finally:
+        store.close()
+
+
+def test_accept_records_the_new_version_able_to_drive_the_versions_it_checked(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _with_versions(store_url, "v1", "v2")
+    new = version_of(upgrade_apps.changed_policy)
+    assert new not in ("v1", "v2")
+    assert _compatible(store_url, upgrade_apps.changed_policy) == {new}
+    code, out, err = check(capsys, store_url, "changed_policy", "--accept")
+    assert (code, err) == (0, "")
+    assert out.endswith(
+        "8 live runs of app shop: 8 can continue, 0 blocked\n"
+        f"accepted: workers of shop version {new} may drive runs of v1, v2\n"
+    )
+    assert _compatible(store_url, upgrade_apps.changed_policy) == {new, "v1", "v2"}
+    code, out, _ = check(capsys, store_url, "changed_policy", "--accept", "--format", "json")
+    report = json.loads(out)
+    assert (code, report["version"], report["accepted"]) == (0, new, ["v1", "v2"])  # again: nothing changes
+    assert _compatible(store_url, upgrade_apps.changed_policy) == {new, "v1", "v2"}
+    assert _compatible(store_url, upgrade_apps.removed_tool) == {version_of(upgrade_apps.removed_tool)}
+
+
+def test_accept_is_refused_when_a_run_is_blocked_and_nothing_is_written(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _with_versions(store_url, "v1")
+    code, out, err = check(capsys, store_url, "removed_tool", "--accept")
+    assert code == 1
+    assert "blocked: call c-pay (Awaiting) needs tool 'pay'" in out and "accepted:" not in out
+    assert err.splitlines() == [
+        "runkernel upgrade-check: --accept refused: 2 live run(s) of app 'shop' cannot be continued by version "
+        f"{version_of(upgrade_apps.removed_tool)!r} (r-v-v1, r-awaiting); nothing recorded"
+    ]
+    assert _compatible(store_url, upgrade_apps.removed_tool) == {version_of(upgrade_apps.removed_tool)}
+    code, out, _ = check(capsys, store_url, "removed_tool", "--accept", "--format", "json")
+    assert code == 1 and json.loads(out)["accepted"] is None
+
+
+def test_accept_without_a_recorded_version_records_nothing(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = check(capsys, store_url, "renamed_prompt", "--accept")
+    assert (code, err) == (0, "")
+    assert out.endswith(
+        f"accepted: nothing to record; no live run of app shop recorded a version other than "
+        f"{version_of(upgrade_apps.renamed_prompt)}\n"
+    )
+    assert _compatible(store_url, upgrade_apps.renamed_prompt) == {version_of(upgrade_apps.renamed_prompt)}

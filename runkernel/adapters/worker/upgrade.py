@@ -23,8 +23,9 @@ The model and its prompt are not checked: a prompt change never blocks.
 
 ``judge_run`` and ``judge_groups`` are the pure decision (unit-tested on snapshots);
 ``upgrade_check`` reads a store and applies them; ``accept_upgrade`` records the new
-app's version as able to drive the versions it checked (``Store.accept_versions``), only
-when every Run can continue.
+app's version as able to drive the versions it checked (``Store.accept_versions``, one
+write, all of it or nothing), only when every Run can continue: an operator's decision,
+kept in the store, never in a Run's log.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from attrs import evolve, frozen
 
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.stores.work import state_name
-from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp
+from runkernel.adapters.worker.apps import AsyncPushApp, PushApp, RuntimeApp, WorkerApp, version_of
+from runkernel.errors import UpgradeBlocked
 from runkernel.kernel.codec import policy_to_json
 from runkernel.kernel.delegation import executing_delegations
 from runkernel.kernel.policies import ToolPolicy, tool_policies
@@ -309,9 +311,11 @@ def _linked(verdict: RunVerdict, by_id: Mapping[str, RunVerdict]) -> set[str]:
 
 @frozen
 class UpgradeReport:
-    """The verdict on every live Run of the app, newest activation first."""
+    """The verdict on every live Run of the app (newest activation first), and the new
+    app's version."""
 
     app: str
+    version: str
     verdicts: tuple[RunVerdict, ...]
 
     @property
@@ -320,8 +324,10 @@ class UpgradeReport:
 
     @property
     def checked_versions(self) -> frozenset[str]:
-        """The app versions the checked Runs recorded (Runs without one add none)."""
-        return frozenset(v.app_version for v in self.verdicts if v.app_version is not None)
+        """The other app versions the checked Runs recorded: what ``accept_upgrade``
+        records the new version able to drive (Runs of the new version itself, and Runs
+        without a version, which any worker of their app drives, add none)."""
+        return frozenset(v.app_version for v in self.verdicts if v.app_version not in (None, self.version))
 
 
 #: Runs listed per page of ``Store.list_runs``.
@@ -341,7 +347,7 @@ def live_runs(store: Store, app: str) -> Iterator[RunFacts]:
             snapshot = store.run(summary.run_id)
             if snapshot is None or isinstance(snapshot.state, Ended):
                 continue  # it ended since it was listed
-            yield RunFacts(snapshot, getattr(summary, "app_version", None), store.parent_of(summary.run_id))
+            yield RunFacts(snapshot, summary.app_version, store.parent_of(summary.run_id))
         if len(page) < _PAGE:
             return
         after = page[-1].run_id
@@ -360,4 +366,22 @@ def upgrade_check(
         verdicts.append(judge_run(facts, new))
         if progress is not None:
             progress(len(verdicts), max(total, len(verdicts)))
-    return UpgradeReport(new.name, tuple(judge_groups(verdicts)))
+    return UpgradeReport(new.name, version_of(app), tuple(judge_groups(verdicts)))
+
+
+def accept_upgrade(store: Store, report: UpgradeReport) -> frozenset[str]:
+    """Record in ``store`` that workers of the report's app at its new version may drive
+    the Runs of every version the report checked (``checked_versions``), and return
+    those versions (none: nothing was written). Refused with ``UpgradeBlocked``, nothing
+    written, unless every Run the report checked can continue. Runs activated after the
+    check are not covered: check again before accepting what they recorded."""
+    blocked = [v.run_id for v in report.verdicts if not v.can_continue]
+    if blocked:
+        raise UpgradeBlocked(
+            f"{len(blocked)} live run(s) of app {report.app!r} cannot be continued by version "
+            f"{report.version!r} ({', '.join(blocked[:5])}{', ...' if len(blocked) > 5 else ''}); nothing recorded"
+        )
+    drives = report.checked_versions
+    if drives:
+        store.accept_versions(report.app, report.version, sorted(drives))
+    return drives
