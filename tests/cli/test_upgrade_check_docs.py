@@ -25,7 +25,7 @@ def _shown_after(block_number: int) -> str:
 def test_the_upgrade_check_page_runs_and_prints_what_it_shows(tmp_path: Path) -> None:
     [saved] = [b for b in blocks(DOCS / PAGE) if b.title == "demo_v2.py"]
     (tmp_path / "demo_v2.py").write_text(saved.code, encoding="utf-8")
-    commands, from_python = run_by(PAGE, "test_upgrade_check_docs.py")
+    commands, accepting, from_python = run_by(PAGE, "test_upgrade_check_docs.py")
     lines = [line for line in commands.code.splitlines() if line.strip()]
     assert [line.split()[1] for line in lines] == ["start", "worker", "upgrade-check", "upgrade-check"]
     bin_dir = Path(sys.executable).parent
@@ -41,6 +41,18 @@ def test_the_upgrade_check_page_runs_and_prints_what_it_shows(tmp_path: Path) ->
     shown = _shown_after(commands.number)
     assert CALL_ID.sub("CALL", printed[2] + printed[3]) == CALL_ID.sub("CALL", shown)
     assert call_id in printed[3]
+    accepts = [line for line in accepting.code.splitlines() if line.strip()]
+    assert [line.split()[-1] for line in accepts] == ["--accept", '$?"']
+    done = subprocess.run(["bash", "-c", accepts[0]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    print(f"$ {accepts[0]}\n{done.stdout}{done.stderr}")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith(printed[2]) and done.stdout[len(printed[2]):].startswith("accepted: ")
+    done = subprocess.run(["bash", "-c", accepts[1]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    print(f"$ {accepts[1]}\n{done.stdout}{done.stderr}")
+    assert done.stdout == printed[3]  # the same table, then "exit 1"; nothing accepted
+    assert done.stderr.startswith(
+        "runkernel upgrade-check: --accept refused: 1 live run(s) of app 'demo' cannot be continued by version "
+    ) and done.stderr.endswith("; nothing recorded\n")
     done = subprocess.run(
         [sys.executable, "-c", from_python.code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
