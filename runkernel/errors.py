@@ -28,6 +28,9 @@ process, a ``BaseException`` so that no ``except Exception`` catches it either) 
 simulation's ``EnvironmentFailure``. The integration's errors (``runkernel.integrations.pydantic_ai``)
 live in the integration, under the same branches.
 
+Why this module is long: it is the one error tree a host catches from, each class with
+its contract in its docstring; split, a branch would lose sight of its siblings.
+
 This module imports nothing of runkernel, not even for annotations, so every room may
 import it, the pure kernel first. The records an error carries belong to the rooms that
 raise it, so they are described here by what is read of them: a ``Refusal`` is a

@@ -31,7 +31,7 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "Every error runkernel raises on purpose, in one tree (see the module's docstring).",
         (
             "RunkernelError", "UsageError", "DriverError", "UnknownTool", "HostProtocolError", "BadToolPolicy",
-            "BadStoreUrl", "UnknownRun", "AppLoadError", "NoInvocation",
+            "BadStoreUrl", "UnknownRun", "AppLoadError", "UpgradeBlocked", "NoInvocation",
             "PeerError", "RejectedError", "IllegalCommit", "RuntimeProtocolError", "TraceFormatError",
             "IllegalShape", "NotATrace", "NotIJson", "ConversationBusy", "StoreError", "CommitConflict", "StoreUnavailable",
             "SchemaError", "DamagedStore", "LeaseError", "LeaseHeld", "LeaseLost", "DriverStopped", "KernelBug",
@@ -110,6 +110,12 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "runkernel.adapters.worker.apps",
         "What ``runkernel worker --app MODULE:ATTR`` loads (a ``RuntimeApp`` is in ``runkernel``).",
         ("PushApp", "AsyncPushApp", "load_app"),
+    ),
+    (
+        "runkernel.adapters.worker.upgrade",
+        "Whether new code of an app can continue its live Runs (``runkernel upgrade-check``), and "
+        "recording it able to (``--accept``).",
+        ("upgrade_check", "accept_upgrade", "UpgradeReport", "RunVerdict", "PolicyDifference"),
     ),
     (
         "runkernel.adapters.drive.lease_keeper",

@@ -108,6 +108,7 @@ class PolicyDifference:
     declared: ToolPolicy
 
     def to_json(self) -> dict[str, JsonValue]:
+        """The difference as ``--format json`` prints it (each policy as a trace holds it)."""
         return {
             "call_id": self.call_id,
             "tool": self.tool,
@@ -174,9 +175,11 @@ class RunVerdict:
 
     @property
     def verdict(self) -> str:
+        """``continue`` or ``blocked``."""
         return "continue" if self.can_continue else "blocked"
 
     def to_json(self) -> dict[str, JsonValue]:
+        """The row as ``--format json`` prints it."""
         return {
             "run_id": self.run_id,
             "thread_id": self.thread_id,
@@ -320,6 +323,7 @@ class UpgradeReport:
 
     @property
     def can_continue_all(self) -> bool:
+        """Whether the new app can continue every live Run (``upgrade-check`` exits 0)."""
         return all(v.can_continue for v in self.verdicts)
 
     @property
