@@ -9,7 +9,8 @@ import attrs
 import pytest
 
 import upgrade_apps
-from runkernel.adapters.drive.actions import CallRequest
+from runkernel.adapters.drive.actions import CallRequest, RunCall, WaitFor
+from runkernel.adapters.drive.driver import Driver
 from runkernel.adapters.drive.ports import ToolRegistry
 from runkernel.adapters.stores.memory import MemoryStore
 from runkernel.adapters.worker.apps import RuntimeApp
@@ -181,3 +182,21 @@ def test_an_async_app_without_a_gate_attribute_sets_its_gate_in_its_drive(live: 
     assert verdict.can_continue and verdict.notes == (
         "it awaits approval for call c-pay (pay); the new app sets its gate in its own drive (not checked)",
     )
+
+
+def test_a_sequential_delegations_child_is_in_its_group() -> None:
+    store = MemoryStore()
+    tools = {**upgrade_apps.OLD_TOOLS, "ask": ToolPolicy(sequential_delegation=True)}
+    driver = Driver(store, tools, app=upgrade_apps.APP)
+    driver.start(["hi"], thread_id="t-seq", run_id="r-seq")
+    started = driver.inferred("asking", [CallRequest("ask", {"q": "?"}, "c-ask", "op-ask")])
+    assert isinstance(started, RunCall) and started.delegation is not None
+    assert isinstance(driver.call_delegated("c-ask"), WaitFor)
+    [facts] = live_runs(store, upgrade_apps.APP)
+    verdict = judge_run(facts, attrs.evolve(OLD, tools=tools))
+    child = started.delegation.run_id
+    assert verdict.can_continue and verdict.group == (child,)
+    assert f"it awaits child run {child} (call c-ask, ask)" in verdict.notes
+    blocked_child = RunVerdict(child, "t-child", "running", None, False, ("x",), group=("r-seq",))
+    [parent, _] = judge_groups([verdict, blocked_child])
+    assert parent.reasons == (f"it is in a delegation group with blocked run(s) {child}",)

@@ -226,6 +226,8 @@ def judge_run(facts: RunFacts, new: NewApp) -> RunVerdict:
         group.append(facts.parent.run_id)
         notes.append(f"a child of run {facts.parent.run_id} (call {facts.parent.call_id})")
     children = [c.delegation.run_id for c in executing_delegations(batch) if c.delegation] if batch else []
+    if awaited is not None and isinstance(awaited.status, CallAwaiting) and awaited.status.wait.child is not None:
+        children.append(awaited.status.wait.child)  # a sequential delegation's child talks back
     if children:
         group.extend(children)
         notes.append(f"a parent waiting for {len(children)} child run(s): {', '.join(children)}")
