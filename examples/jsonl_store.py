@@ -364,12 +364,9 @@ class JsonlStore:
     def register_worker(self, worker_id: str, app: str | None, version: str | None) -> None:
         if not isinstance(worker_id, str) or not worker_id:
             raise ValueError(f"worker_id must be a non-empty string, not {worker_id!r}")
-        with self._locked(exclusive=True) as state:
+        with self._locked(exclusive=True):
             now = self._clock()
             self._write({"op": "worker", "worker_id": worker_id, "app": app, "version": version, "heartbeat_at": now})
-            stale = [w.worker_id for w in state.workers.values() if w.heartbeat_at < now - FORGET_AFTER]
-            if stale:
-                self._write({"op": "forget", "ids": stale})
 
     def heartbeat_worker(self, worker_id: str) -> bool:
         with self._locked(exclusive=True) as state:
@@ -382,8 +379,10 @@ class JsonlStore:
 
     def forget_worker(self, worker_id: str) -> None:
         with self._locked(exclusive=True) as state:
-            if worker_id in state.workers:
-                self._write({"op": "forget", "ids": [worker_id]})
+            now = self._clock()
+            gone = [w.worker_id for w in state.workers.values() if w.worker_id == worker_id or w.heartbeat_at < now - FORGET_AFTER]
+            if gone:
+                self._write({"op": "forget", "ids": gone})
 
     def workers(self) -> list[WorkerRecord]:
         with self._locked(exclusive=False) as state:

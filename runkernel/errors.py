@@ -147,6 +147,12 @@ class AppLoadError(UsageError):
     app is."""
 
 
+class VersionRequired(UsageError, ValueError):
+    """The host's fault: an app whose tools are not all known up front (an MCP server
+    lists its tools while the agent runs) declared no ``version``, so its tool table's
+    digest cannot name its code. The message names the app and how to declare one."""
+
+
 class BadScenario(UsageError, ValueError):
     """The host's fault: a crash-test scenario (a JSON file or a ``Scenario`` built in
     code) that cannot be played. The message names the first thing wrong and where."""
@@ -405,4 +411,5 @@ __all__ = [
     "UnknownTool",
     "UpgradeBlocked",
     "UsageError",
+    "VersionRequired",
 ]

@@ -12,7 +12,8 @@ from runkernel.adapters.drive.ports import SecretIds
 from runkernel.adapters.stores.contract import LeaseStatus, Store
 from runkernel.adapters.stores.run_views import awaiting_json, lease_cell, lease_json
 from runkernel.adapters.stores.work import RunSummary
-from runkernel.adapters.worker.apps import AppLoadError, load_app
+from runkernel.adapters.worker.apps import AppLoadError, load_app, version_of
+from runkernel.errors import VersionRequired
 from runkernel.cli.text import EXIT_OK, EXIT_USAGE, CliError, printable, require_id
 from runkernel.cli.commands import _opened, _store_option
 from runkernel.cli.worker_command import register_worker
@@ -25,22 +26,24 @@ from runkernel.kernel.values import Role
 STATES = ("running", "awaiting", "ended")
 
 
-def _app_name(given: str) -> str:
-    """``--app``: an app name as given, or the name of the app ``MODULE:ATTR`` loads (as
-    ``runkernel worker --app`` loads it), so that the worker of that app drives the Run."""
+def _app_name(given: str) -> tuple[str, str | None]:
+    """``--app``: an app name as given (no version: any worker of the app may drive the
+    Run), or the name and version (``version_of``) of the app ``MODULE:ATTR`` loads (as
+    ``runkernel worker --app`` loads it), so that a worker of that code drives the Run."""
     require_id(given, "--app", plain=True)
     if ":" not in given:
-        return given
+        return given, None
     try:
-        name = load_app(given).name
-    except AppLoadError as error:
+        app = load_app(given)
+        version = version_of(app)
+    except (AppLoadError, VersionRequired) as error:
         raise CliError(str(error), EXIT_USAGE) from None
-    return require_id(name, f"the name of --app {given}", plain=True)
+    return require_id(app.name, f"the name of --app {given}", plain=True), version
 
 
 def _start(args: argparse.Namespace) -> int:
     require_id(args.thread, "--thread", plain=True)
-    args.app = _app_name(args.app)
+    args.app, app_version = _app_name(args.app)
     if args.run is not None:
         require_id(args.run, "--run", plain=True)
     for text in args.message:
@@ -50,7 +53,9 @@ def _start(args: argparse.Namespace) -> int:
     messages = tuple(Message(Role.USER, text) for text in args.message)
     with _opened(args.store, create=True, command="start") as store:
         head = store.thread_head(args.thread)
-        activation = Activate(args.thread, run_id, head.version if head else 0, messages, args.app)
+        activation = Activate(
+            args.thread, run_id, head.version if head else 0, messages, args.app, app_version=app_version
+        )
         decision = decide(None, activation)
         if isinstance(decision, Rejection):
             raise CliError(f"refused: {decision}")

@@ -311,8 +311,7 @@ class Store(Protocol):
 
     def register_worker(self, worker_id: str, app: str | None, version: str | None) -> None:
         """Record (or record again) a worker of ``app`` at ``version`` in the registry,
-        its heartbeat now (store time); workers silent for ``versions.FORGET_AFTER``
-        seconds are deleted in passing. What a worker calls as it starts."""
+        its heartbeat now (store time), in one write. What a worker calls as it starts."""
         ...
 
     def heartbeat_worker(self, worker_id: str) -> bool:
@@ -321,7 +320,9 @@ class Store(Protocol):
         ...
 
     def forget_worker(self, worker_id: str) -> None:
-        """Delete a worker from the registry (it stops); nothing if it is not there."""
+        """Delete a worker from the registry (it stops; nothing if it is not there), and
+        in the same write every worker silent for ``versions.FORGET_AFTER`` seconds (it
+        died without saying so), so the registry stays bounded."""
         ...
 
     def workers(self) -> list[WorkerRecord]:

@@ -261,7 +261,7 @@ class MemoryStore:
 
     def forget_worker(self, worker_id: str) -> None:
         with self._lock:
-            self._versions.forget(worker_id)
+            self._versions.forget(worker_id, self._clock())
 
     def workers(self) -> list[WorkerRecord]:
         with self._lock:

@@ -20,8 +20,6 @@ class MemoryVersions:
         if not isinstance(worker_id, str) or not worker_id:
             raise ValueError(f"worker_id must be a non-empty string, not {worker_id!r}")
         self._workers[worker_id] = WorkerRecord(worker_id, app, version, now)
-        for stale in [w.worker_id for w in self._workers.values() if w.heartbeat_at < now - FORGET_AFTER]:
-            del self._workers[stale]
 
     def heartbeat(self, worker_id: str, now: float) -> bool:
         """``Store.heartbeat_worker`` at ``now``."""
@@ -31,9 +29,11 @@ class MemoryVersions:
         self._workers[worker_id] = WorkerRecord(found.worker_id, found.app, found.version, now)
         return True
 
-    def forget(self, worker_id: str) -> None:
-        """``Store.forget_worker``."""
+    def forget(self, worker_id: str, now: float) -> None:
+        """``Store.forget_worker`` at ``now``."""
         self._workers.pop(worker_id, None)
+        for stale in [w.worker_id for w in self._workers.values() if w.heartbeat_at < now - FORGET_AFTER]:
+            del self._workers[stale]
 
     def records(self) -> list[WorkerRecord]:
         """``Store.workers``."""

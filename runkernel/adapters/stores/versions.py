@@ -24,8 +24,8 @@ from attrs import frozen
 LIVE_WINDOW = 60.0
 
 #: A worker silent for this many seconds (it crashed without forgetting itself) is
-#: deleted from the registry when another worker registers, so the registry stays
-#: bounded by the workers of the last day.
+#: deleted from the registry when another worker leaves (``forget_worker``), so the
+#: registry stays bounded by the workers of the last day.
 FORGET_AFTER = 86_400.0
 
 

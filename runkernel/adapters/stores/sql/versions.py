@@ -35,14 +35,16 @@ class SqlVersions(SqlStore):
             raise ValueError(f"worker_id must be a non-empty string, not {worker_id!r}")
         now, clock = self._clock_sql()
         self._change_rows(_REGISTER.format(now=now), (worker_id, app, version, *clock))
-        self._change_rows(f"DELETE FROM workers WHERE heartbeat_at < {now} - ?", (*clock, FORGET_AFTER))
 
     def heartbeat_worker(self, worker_id: str) -> bool:
         now, clock = self._clock_sql()
         return self._change_rows(f"UPDATE workers SET heartbeat_at = {now} WHERE worker_id = ?", (*clock, worker_id)) > 0
 
     def forget_worker(self, worker_id: str) -> None:
-        self._change_rows("DELETE FROM workers WHERE worker_id = ?", (worker_id,))
+        now, clock = self._clock_sql()
+        self._change_rows(
+            f"DELETE FROM workers WHERE worker_id = ? OR heartbeat_at < {now} - ?", (worker_id, *clock, FORGET_AFTER)
+        )
 
     def workers(self) -> list[WorkerRecord]:
         rows = self._all("SELECT worker_id, app, version, heartbeat_at FROM workers ORDER BY worker_id", ())
