@@ -67,6 +67,15 @@ no_gate = evolve(app, gate=None)
 other = evolve(app, name="other")
 
 
+class _ListsToolsWhileItRuns(ShopApp):
+    """An app with tools an MCP server lists while it runs, and no declared version."""
+
+    dynamic_tools = True
+
+
+dynamic = _ListsToolsWhileItRuns(APP, OLD_TOOLS, "", None)
+
+
 def _driver(store: Store, name: str = APP) -> Driver:
     return Driver(store, OLD_TOOLS, gate=old_gate(), app=name)
 

@@ -10,9 +10,9 @@ import argparse
 import json
 import sys
 
-from runkernel.adapters.worker.apps import AppLoadError, load_app
+from runkernel.adapters.worker.apps import AppLoadError, load_app, version_of
 from runkernel.adapters.worker.upgrade import RunVerdict, UpgradeReport, accept_upgrade, upgrade_check
-from runkernel.errors import UpgradeBlocked
+from runkernel.errors import UpgradeBlocked, VersionRequired
 from runkernel.cli.commands import _opened, _store_option
 from runkernel.cli.text import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError, ProgressBar, plural, printable
 
@@ -23,7 +23,8 @@ PROGRESS_FROM = 200
 def _upgrade_check(args: argparse.Namespace) -> int:
     try:
         app = load_app(args.app)
-    except AppLoadError as error:
+        version_of(app)  # an app whose tools are listed while it runs must declare its version
+    except (AppLoadError, VersionRequired) as error:
         raise CliError(str(error), EXIT_USAGE) from None
     with _opened(args.store, read_only=not args.accept, command="upgrade-check") as store:
         bar = ProgressBar(sys.stderr, "upgrade-check")

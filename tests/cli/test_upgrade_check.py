@@ -120,6 +120,7 @@ def test_usage_errors_exit_2_with_one_line(
     for argv in (
         ["upgrade-check", "--store", store_url, "--app", "upgrade_apps"],
         ["upgrade-check", "--store", store_url, "--app", "upgrade_apps:nothing_here"],
+        ["upgrade-check", "--store", store_url, "--app", "upgrade_apps:dynamic", "--accept"],
         ["upgrade-check", "--store", "memory:", "--app", "upgrade_apps:app"],
         ["upgrade-check", "--store", store_url],
         ["upgrade-check", "--store", f"sqlite:///{tmp_path / 'missing.db'}", "--app", "upgrade_apps:app"],
@@ -167,20 +168,23 @@ def test_accept_records_the_new_version_able_to_drive_the_versions_it_checked(
     store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _with_versions(store_url, "v1", "v2")
-    new = version_of(upgrade_apps.changed_policy)
-    assert new not in ("v1", "v2")
+    old, new = version_of(upgrade_apps.app), version_of(upgrade_apps.changed_policy)
+    assert new not in (old, "v1", "v2")
+    code, listed = rows(capsys, store_url, "changed_policy")
+    assert {row["app_version"] for row in listed.values()} == {old, "v1", "v2"}  # the drivers recorded the old one
     assert _compatible(store_url, upgrade_apps.changed_policy) == {new}
     code, out, err = check(capsys, store_url, "changed_policy", "--accept")
     assert (code, err) == (0, "")
+    drives = ", ".join(sorted((old, "v1", "v2")))
     assert out.endswith(
         "8 live runs of app shop: 8 can continue, 0 blocked\n"
-        f"accepted: workers of shop version {new} may drive runs of v1, v2\n"
+        f"accepted: workers of shop version {new} may drive runs of {drives}\n"
     )
-    assert _compatible(store_url, upgrade_apps.changed_policy) == {new, "v1", "v2"}
+    assert _compatible(store_url, upgrade_apps.changed_policy) == {new, old, "v1", "v2"}
     code, out, _ = check(capsys, store_url, "changed_policy", "--accept", "--format", "json")
     report = json.loads(out)
-    assert (code, report["version"], report["accepted"]) == (0, new, ["v1", "v2"])  # again: nothing changes
-    assert _compatible(store_url, upgrade_apps.changed_policy) == {new, "v1", "v2"}
+    assert (code, report["version"], report["accepted"]) == (0, new, sorted((old, "v1", "v2")))  # again: no change
+    assert _compatible(store_url, upgrade_apps.changed_policy) == {new, old, "v1", "v2"}
     assert _compatible(store_url, upgrade_apps.removed_tool) == {version_of(upgrade_apps.removed_tool)}
 
 
@@ -200,7 +204,10 @@ def test_accept_is_refused_when_a_run_is_blocked_and_nothing_is_written(
     assert code == 1 and json.loads(out)["accepted"] is None
 
 
-def test_accept_without_a_recorded_version_records_nothing(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_accept_of_a_new_prompt_records_nothing_its_version_is_the_old_one(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert version_of(upgrade_apps.renamed_prompt) == version_of(upgrade_apps.app)  # the tool table's digest
     code, out, err = check(capsys, store_url, "renamed_prompt", "--accept")
     assert (code, err) == (0, "")
     assert out.endswith(
