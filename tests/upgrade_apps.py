@@ -17,8 +17,9 @@ from attrs import evolve, frozen
 
 from runkernel.adapters.drive.actions import Action, CallRequest, ChildrenRunning, Infer, RunCall, WaitFor
 from runkernel.adapters.drive.driver import Driver
-from runkernel.adapters.drive.ports import GatePort, Hold
+from runkernel.adapters.drive.ports import GatePort, Hold, ToolRegistry
 from runkernel.adapters.stores.contract import Store
+from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.kernel.policies import ToolPolicy
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import Activate
@@ -137,3 +138,13 @@ def leave_versioned_runs(store: Store, versions: Sequence[str]) -> list[str]:
     return run_ids
 
 
+
+
+def demo_retrying() -> RuntimeApp:
+    """The walk-through's app (``examples.demo_app``) with one change: a failed payment
+    may be retried once (another tool table, so another version)."""
+    from examples.demo_app import Lookup, Pay, Reserve
+    from examples.demo_app import app as demo
+
+    tools = {"lookup": Lookup(), "reserve": Reserve(), "pay": Pay(ToolPolicy.indeterminate(retries=1))}
+    return evolve(demo, tools=ToolRegistry(tools, max_steps=10))

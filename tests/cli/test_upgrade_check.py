@@ -17,8 +17,10 @@ import upgrade_apps
 from postgres_support import postgres_url
 from runkernel.adapters.stores.registry import open_store
 from runkernel.adapters.worker.apps import version_of
+from runkernel.adapters.worker.loop import Worker
 from runkernel.cli import upgrade_command
 from runkernel.cli.entry import main
+from runkernel.kernel.state import Awaiting
 
 CHILD = "r-parent.op-c-research.run"
 __all__ = ["postgres_url"]  # a fixture the store_url fixture asks for
@@ -215,3 +217,40 @@ def test_accept_of_a_new_prompt_records_nothing_its_version_is_the_old_one(
         f"{version_of(upgrade_apps.renamed_prompt)}\n"
     )
     assert _compatible(store_url, upgrade_apps.renamed_prompt) == {version_of(upgrade_apps.renamed_prompt)}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    url: str = f"sqlite:///{tmp_path / 'demo.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    return url
+
+
+def test_after_accept_a_worker_of_the_new_version_drives_the_old_versions_run(
+    empty_url: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from examples.demo_app import app as old_app
+
+    monkeypatch.setenv("RUNKERNEL_DEMO_LEDGER", str(tmp_path / "ledger.db"))
+    new_app = upgrade_apps.demo_retrying()
+    assert main(["start", "--store", empty_url, "--thread", "t1", "--run", "r1", "--app", "examples.demo_app:app", "book"]) == 0
+    store = open_store(empty_url)
+    try:
+        assert Worker(store, old_app, concurrency=1).run_once().drives == 1
+        snapshot = store.run("r1")
+        assert snapshot is not None and isinstance(snapshot.state, Awaiting)
+        ticket = snapshot.state.ticket.ticket_id
+        assert main(["resume", "--store", empty_url, "r1", "--ticket", ticket, "--approve"]) == 0
+        before = Worker(store, new_app, concurrency=1).run_once()
+        assert before.drives == 0 and store.list_runs()[0].state == "awaiting"  # not its version
+        capsys.readouterr()
+        assert main(["upgrade-check", "--store", empty_url, "--app", "upgrade_apps:demo_retrying", "--accept"]) == 0
+        said = capsys.readouterr().out
+        assert said.endswith(
+            f"accepted: workers of demo version {version_of(new_app)} may drive runs of {version_of(old_app)}\n"
+        )
+        after = Worker(store, new_app, concurrency=1).run_once()
+        [summary] = store.list_runs()
+    finally:
+        store.close()
+    print(f"new version's worker: {before.drives} drives before --accept, {after.drives} after; run {summary.state}")
+    assert after.drives == 1 and summary.state == "ended" and summary.app_version == version_of(old_app)
