@@ -17,7 +17,7 @@ from attrs import evolve, frozen
 
 from runkernel.adapters.drive.actions import Action, CallRequest, ChildrenRunning, Infer, RunCall, WaitFor
 from runkernel.adapters.drive.driver import Driver
-from runkernel.adapters.drive.ports import GatePort, Hold, ToolRegistry
+from runkernel.adapters.drive.ports import GatePort, Hold, Tool, ToolRegistry
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.kernel.policies import ToolPolicy
@@ -146,5 +146,5 @@ def demo_retrying() -> RuntimeApp:
     from examples.demo_app import Lookup, Pay, Reserve
     from examples.demo_app import app as demo
 
-    tools = {"lookup": Lookup(), "reserve": Reserve(), "pay": Pay(ToolPolicy.indeterminate(retries=1))}
+    tools: dict[str, Tool] = {"lookup": Lookup(), "reserve": Reserve(), "pay": Pay(ToolPolicy.indeterminate(retries=1))}
     return evolve(demo, tools=ToolRegistry(tools, max_steps=10))
