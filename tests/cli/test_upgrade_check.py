@@ -70,8 +70,13 @@ def test_blocks_a_removed_tool_with_an_open_call_and_passes_a_renamed_prompt(
 def test_every_live_run_is_listed_once_and_ended_runs_and_other_apps_never(
     store_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, listed = rows(capsys, store_url, "app")
-    assert code == 0
+    code, out, _ = check(capsys, store_url, "app", "--format", "json")
+    report = json.loads(out)
+    assert set(report) == {"app", "version", "runs", "continue", "blocked", "accepted"}
+    assert (report["app"], report["version"], report["continue"], report["blocked"], report["accepted"]) == (
+        "shop", version_of(upgrade_apps.app), len(LIVE), 0, None
+    )
+    listed = {row["run_id"]: row for row in report["runs"]}
     assert set(listed) == LIVE
     assert listed["r-awaiting"]["state"] == "awaiting" and listed["r-executing"]["state"] == "running"
     assert all(row["verdict"] == "continue" and row["reasons"] == [] for row in listed.values())
