@@ -200,3 +200,13 @@ def test_a_sequential_delegations_child_is_in_its_group() -> None:
     blocked_child = RunVerdict(child, "t-child", "running", None, False, ("x",), group=("r-seq",))
     [parent, _] = judge_groups([verdict, blocked_child])
     assert parent.reasons == (f"it is in a delegation group with blocked run(s) {child}",)
+
+
+def test_a_tool_missing_from_an_app_that_lists_tools_while_it_runs_is_a_note(live: dict[str, RunFacts]) -> None:
+    listing = attrs.evolve(_without("fetch"), dynamic_tools=True)
+    verdict = judge_run(live["executing"], listing)
+    assert verdict.can_continue and verdict.notes == (
+        "call c-fetch (Executing) needs tool 'fetch', which is not in the new app's tool table; its MCP servers "
+        "may list it while it runs (not checked)",
+    )
+    assert new_app_of(upgrade_apps.dynamic).dynamic_tools and not OLD.dynamic_tools

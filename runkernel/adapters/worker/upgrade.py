@@ -7,7 +7,9 @@ wait, its staged state; and whose child or parent it is), never by running anyth
 - every call of the open batch that is not terminal (Requested, Executing, Awaiting:
   the awaited call is one of them) names a tool of the new app's tool table. A removed
   or renamed tool with an open call blocks, naming the call and the tool; a terminal
-  call's tool is not needed (its result is published as committed);
+  call's tool is not needed (its result is published as committed). An app whose tools
+  are listed while it runs (``dynamic_tools``: MCP servers) may still have a tool its
+  table lacks: that is a note, not a block;
 - the policies committed with the batch stay in force whatever the new code declares
   (I11): where the new app declares another policy for a tool with an open call, the
   row says so, and it never blocks;
@@ -48,7 +50,6 @@ from runkernel.kernel.state import (
     CallAwaiting,
     Ended,
     ParentCall,
-    Running,
     RunSnapshot,
     ToolCall,
     is_terminal,
@@ -69,12 +70,14 @@ class Presence(enum.Enum):
 @frozen
 class NewApp:
     """What the check knows of the new app: its name, its tool table (every tool with
-    the policy it declares), and whether it has a gate and hooks."""
+    the policy it declares), whether it has a gate and hooks, and whether more tools
+    are listed while it runs (``dynamic_tools``)."""
 
     name: str
     tools: Mapping[str, ToolPolicy]
     gate: Presence
     hooks: Presence
+    dynamic_tools: bool = False
 
 
 def new_app_of(app: WorkerApp) -> NewApp:
@@ -93,7 +96,7 @@ def new_app_of(app: WorkerApp) -> NewApp:
         gate = Presence.IN_ITS_DRIVE  # driver.gate may be set in drive (see AsyncPushApp)
     else:
         gate = Presence.NO  # the worker builds its driver with AllowAll
-    return NewApp(app.name, tools, gate, Presence.IN_ITS_DRIVE)
+    return NewApp(app.name, tools, gate, Presence.IN_ITS_DRIVE, getattr(app, "dynamic_tools", False) is True)
 
 
 @frozen
@@ -207,7 +210,12 @@ def judge_run(facts: RunFacts, new: NewApp) -> RunVerdict:
     open_calls = [c for c in batch.calls if not is_terminal(c.status)] if batch is not None else []
     for call in open_calls:
         declared = new.tools.get(call.tool)
-        if declared is None:
+        if declared is None and new.dynamic_tools:
+            notes.append(
+                f"call {call.call_id} ({_status_word(call)}) needs tool {call.tool!r}, which is not in the new "
+                "app's tool table; its MCP servers may list it while it runs (not checked)"
+            )
+        elif declared is None:
             reasons.append(
                 f"call {call.call_id} ({_status_word(call)}) needs tool {call.tool!r}, which the new app does not have"
             )
@@ -249,14 +257,10 @@ def _status_word(call: ToolCall) -> str:
 
 
 def _awaited_call(snapshot: RunSnapshot) -> ToolCall | None:
-    match snapshot.state:
-        case Awaiting(ticket):
-            batch = snapshot.open_batch
-            return batch.call(ticket.call_id) if batch is not None else None
-        case Running() | Ended():
-            return None
-        case _:
-            assert_never(snapshot.state)
+    batch = snapshot.open_batch
+    if not isinstance(snapshot.state, Awaiting) or batch is None:
+        return None
+    return batch.call(snapshot.state.ticket.call_id)
 
 
 def _judge_wait(call: ToolCall, new: NewApp, reasons: list[str], notes: list[str]) -> None:
