@@ -1253,6 +1253,13 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_a_runtime_that_recovers_a_wait_notifies_its_host_of_the_committed_request[sqlite]"
         ),
     ),
+    Mutant(
+        "a worker driving an incompatible version",
+        "runkernel/adapters/stores/sql/queries.py",
+        '    "(CAST(? AS text) IS NULL OR r.app_version IS NULL OR r.app_version = CAST(? AS text) OR EXISTS ("\n',
+        '    "(CAST(? AS text) IS NULL OR r.app_version IS NOT NULL OR r.app_version = CAST(? AS text) OR EXISTS ("\n',
+        unit("tests/worker/test_rolling_deploy.py::test_old_and_new_workers_each_drive_only_what_they_may"),
+    ),
 )
 
 

@@ -13,7 +13,7 @@ import sqlite3
 from examples.demo_app import Lookup, Pay, Reserve, ledger_path, record_start
 from runkernel.adapters.drive.actions import CallRequest, RunCall
 from runkernel.adapters.drive.ports import (
-    GateAnswer, Hold, InferenceRequest, ModelReply, Permit, Returned, Scheduled, StatusReply, ToolRegistry,
+    GateAnswer, Hold, InferenceRequest, ModelReply, Permit, Returned, Scheduled, StatusReply, Tool, ToolRegistry,
 )
 from runkernel.adapters.worker.apps import RuntimeApp
 from runkernel.kernel.policies import ToolPolicy
@@ -81,7 +81,7 @@ class HoldApprovals:
         return Permit()
 
 
-_TOOLS = {"lookup": Lookup(), "reserve": Reserve(), "pay": Pay(), "nap": Nap()}
+_TOOLS: dict[str, Tool] = {"lookup": Lookup(), "reserve": Reserve(), "pay": Pay(), "nap": Nap()}
 
 v1 = RuntimeApp(NAME, Model(), ToolRegistry(_TOOLS, max_steps=10), gate=HoldApprovals())
 #: the new code: one more tool (the model of this test never calls it)

@@ -70,6 +70,20 @@ def _approve(store: object, run_ids: list[str]) -> int:
     return answered
 
 
+def _foreign_writers(store: object, runs: list[str], fleet: str) -> list[str]:
+    """The commits of ``runs`` that a worker of another fleet than ``fleet`` wrote."""
+    from runkernel.adapters.stores.postgres import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    found = []
+    for run_id in runs:
+        for commit in list(store.commits(f"t-{run_id}"))[1:]:
+            writer = store.writer_of(f"t-{run_id}", commit.version)
+            if writer is None or not writer.worker_id.startswith(f"{fleet}-"):
+                found.append(f"{run_id} v{commit.version} by {writer}")
+    return found
+
+
 def test_old_and_new_workers_each_drive_only_what_they_may(postgres_url: str, tmp_path: Path) -> None:
     from runkernel.adapters.stores.postgres import PostgresStore
 
@@ -117,6 +131,9 @@ def test_old_and_new_workers_each_drive_only_what_they_may(postgres_url: str, tm
         _wait("new approvals waiting", lambda: all(
             (s := store.run(r)) is not None and isinstance(s.state, Awaiting) for r in new_approvals
         ), began)
+        # with both fleets live, each drove only its own version's Runs
+        assert _foreign_writers(store, old_runs, "old") == []
+        assert _foreign_writers(store, new_runs, "new") == []
         # the old fleet is retired; what is left of the old code's Runs waits for the new
         reports += stop_workers(old_workers)
         old_workers = []
