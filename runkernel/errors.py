@@ -19,6 +19,9 @@ Python base that callers caught before the tree existed (``UnknownTool`` is a
 ``ValueError``, ``RuntimeProtocolError`` a ``RuntimeError``, ``KernelBug`` an
 ``AssertionError`` ...); the modules that raise them re-export them under their old names.
 
+Why this module is long: the tree is one unit, every error a class with the docstring
+that says whose fault it is; split, the tree would no longer be read in one place.
+
 Deliberately not ``RunkernelError``s, because none reaches a host as an error: the CLI's
 ``CliError`` (always turned into one line on stderr and an exit code), the judge's
 internal short-circuit ``Illegal`` (returned as a ``Rejection``), the PostgreSQL store's
