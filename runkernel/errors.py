@@ -19,6 +19,9 @@ Python base that callers caught before the tree existed (``UnknownTool`` is a
 ``ValueError``, ``RuntimeProtocolError`` a ``RuntimeError``, ``KernelBug`` an
 ``AssertionError`` ...); the modules that raise them re-export them under their old names.
 
+Why this module is long: the tree is one unit, every error a class with the docstring
+that says whose fault it is; split, the tree would no longer be read in one place.
+
 Deliberately not ``RunkernelError``s, because none reaches a host as an error: the CLI's
 ``CliError`` (always turned into one line on stderr and an exit code), the judge's
 internal short-circuit ``Illegal`` (returned as a ``Rejection``), the PostgreSQL store's
@@ -27,9 +30,6 @@ escape every handler of runkernel's own errors: ``SimulatedCrash`` (the death of
 process, a ``BaseException`` so that no ``except Exception`` catches it either) and the
 simulation's ``EnvironmentFailure``. The integration's errors (``runkernel.integrations.pydantic_ai``)
 live in the integration, under the same branches.
-
-Why this module is long: it is the one error tree a host catches from, each class with
-its contract in its docstring; split, a branch would lose sight of its siblings.
 
 This module imports nothing of runkernel, not even for annotations, so every room may
 import it, the pure kernel first. The records an error carries belong to the rooms that

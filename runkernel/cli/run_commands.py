@@ -10,6 +10,7 @@ from typing import Any
 
 from runkernel.adapters.drive.ports import SecretIds
 from runkernel.adapters.stores.contract import LeaseStatus, Store
+from runkernel.adapters.stores.fleet import Fleet
 from runkernel.adapters.stores.run_views import awaiting_json, lease_cell, lease_json
 from runkernel.adapters.stores.work import RunSummary
 from runkernel.adapters.worker.apps import AppLoadError, load_app, version_of
@@ -72,16 +73,22 @@ def _runs(args: argparse.Namespace) -> int:
         require_id(args.thread, "--thread")
     with _opened(args.store, read_only=True, command="runs") as store:
         listed = _listed(store, store.list_runs(state=args.state, thread_id=args.thread, limit=args.limit))
+        fleet = Fleet(store)
+        undriven = {s.run_id: fleet.undriven(s.app, s.app_version, s.state) for s, _, _ in listed}
     if args.format == "json":
-        print(json.dumps([_summary_json(s, lease, waits) for s, lease, waits in listed], indent=2, ensure_ascii=False))
+        print(json.dumps(
+            [_summary_json(s, lease, waits, undriven[s.run_id]) for s, lease, waits in listed], indent=2, ensure_ascii=False
+        ))
         return EXIT_OK
-    rows: list[tuple[str, ...]] = [("RUN", "THREAD", "STATE", "STEP", "VERSION", "APP", "LEASE", "WAITING FOR")]
+    rows: list[tuple[str, ...]] = [
+        ("RUN", "THREAD", "STATE", "STEP", "VERSION", "APP", "APP VERSION", "LEASE", "WAITING FOR", "NOT DRIVEN")
+    ]
     rows += [
         tuple(
             printable(cell)
             for cell in (
-                s.run_id, s.thread_id, s.state, str(s.step), str(s.version), s.app or "-",
-                lease_cell(lease), _waiting_cell(s, waits),
+                s.run_id, s.thread_id, s.state, str(s.step), str(s.version), s.app or "-", s.app_version or "-",
+                lease_cell(lease), _waiting_cell(s, waits), undriven[s.run_id] or "-",
             )
         )
         for s, lease, waits in listed
@@ -122,7 +129,7 @@ def _waiting_cell(summary: RunSummary, waits: dict[str, Any] | None) -> str:
 
 
 def _summary_json(
-    summary: RunSummary, lease: LeaseStatus, waits: dict[str, Any] | None
+    summary: RunSummary, lease: LeaseStatus, waits: dict[str, Any] | None, undriven: str | None
 ) -> dict[str, object]:
     return {
         "run_id": summary.run_id,
@@ -131,6 +138,10 @@ def _summary_json(
         "step": summary.step,
         "version": summary.version,
         "app": summary.app,
+        # the version of the app's code its activation recorded (null: before versions)
+        "app_version": summary.app_version,
+        # why no live worker may drive it (null: one may, or it ended): Versions
+        "not_driven": undriven,
         "waiting_for": summary.waiting_for,
         # an Awaiting Run's ticket, wait kind, call (and tool, request): answer it with
         # `runkernel resume RUN_ID --ticket T` or `--call CALL_ID` without an inspect first

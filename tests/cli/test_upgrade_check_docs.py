@@ -1,6 +1,7 @@
-"""The upgrade check's how-to (docs/how-to/upgrade-check.md) runs as printed, from a clean
-directory with the repository on the import path, and prints what the page shows: the
-only difference allowed is the call id the worker mints."""
+"""The upgrade check's section of the deploy how-to (docs/how-to/deploy-new-code.md,
+"Checking an upgrade") runs as printed, from a clean directory with the repository on
+the import path, and prints what the page shows: the only difference allowed is the
+call id the worker mints."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from docs_blocks import DOCS, blocks, run_by
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = "how-to/upgrade-check.md"
+PAGE = "how-to/deploy-new-code.md"
 CALL_ID = re.compile(r"call_[0-9a-f]{32}")
 
 
