@@ -210,3 +210,14 @@ def test_a_tool_missing_from_an_app_that_lists_tools_while_it_runs_is_a_note(liv
         "may list it while it runs (not checked)",
     )
     assert new_app_of(upgrade_apps.dynamic).dynamic_tools and not OLD.dynamic_tools
+
+
+def test_live_runs_reads_page_after_page_each_run_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runkernel.adapters.worker import upgrade
+
+    store = MemoryStore()
+    ids = upgrade_apps.leave_live_runs(store)
+    everything = [f.snapshot.run_id for f in live_runs(store, upgrade_apps.APP)]
+    monkeypatch.setattr(upgrade, "_PAGE", 2)  # 7 Runs of the app (one Ended): four pages
+    paged = [f.snapshot.run_id for f in live_runs(store, upgrade_apps.APP)]
+    assert paged == everything and sorted(paged) == sorted(ids.values())
