@@ -27,11 +27,11 @@ from typing import Any
 import attrs
 
 from runkernel.adapters.stores.kit import (
-    NO_HISTORY, Accepted, AnswerPending, Checkpoint, CommitConflict, DamagedStore, Ended, IllegalCommit, InboxEntry,
-    Lease, LeaseRow, LeaseStatus, Message, MutableHistory, ParentCall, Reconciliation, RunSnapshot, RunSummary,
-    Settlement, ThreadCommit, ThreadHead, Writer, acquired, answered_ticket, awaited_children, checked_release,
-    commit_from_text, commit_text, commit_writer, has_work, is_own_landed_commit, judge_append, renewed_each,
-    require_held, summary_of, taken_each,
+    FORGET_AFTER, NO_HISTORY, Accepted, AnswerPending, Checkpoint, CommitConflict, DamagedStore, Ended, IllegalCommit,
+    InboxEntry, Lease, LeaseRow, LeaseStatus, Message, MutableHistory, ParentCall, Reconciliation, RunSnapshot,
+    RunSummary, Settlement, ThreadCommit, ThreadHead, WorkerRecord, Writer, acquired, answered_ticket,
+    awaited_children, checked_acceptance, checked_release, commit_from_text, commit_text, commit_writer, has_work,
+    is_own_landed_commit, judge_append, may_drive, renewed_each, require_held, summary_of, taken_each,
 )
 
 Record = dict[str, Any]
@@ -48,6 +48,9 @@ class _State:
         self.histories: dict[str, MutableHistory] = {}
         self.tickets: set[str] = set()
         self.apps: dict[str, str | None] = {}
+        self.app_versions: dict[str, str | None] = {}
+        self.workers: dict[str, WorkerRecord] = {}
+        self.compatible: dict[tuple[str, str], set[str]] = {}
         self.parents: dict[str, ParentCall] = {}
         self.leases: dict[str, LeaseRow] = {}
         self.inbox: dict[int, InboxEntry] = {}
@@ -132,6 +135,15 @@ class JsonlStore:
             state.checkpoints.pop(record["run_id"], None)
         elif op == "reconcile":
             state.reconciliations.append(Reconciliation(record["operation_id"], record["outcome"], record["note"]))
+        elif op == "worker":
+            state.workers[record["worker_id"]] = WorkerRecord(
+                record["worker_id"], record["app"], record["version"], record["heartbeat_at"]
+            )
+        elif op == "forget":
+            for worker_id in record["ids"]:
+                state.workers.pop(worker_id, None)
+        elif op == "accept":
+            state.compatible.setdefault((record["app"], record["version"]), set()).update(record["drives"])
         else:
             raise DamagedStore(f"{self._journal}: unknown journal record {op!r}")
 
@@ -152,6 +164,7 @@ class JsonlStore:
         state.heads[commit.thread_id] = accepted.head
         if commit.run_id not in state.runs:
             state.apps[commit.run_id] = commit.app
+            state.app_versions[commit.run_id] = commit.app_version
             if commit.parent is not None:
                 state.parents[commit.run_id] = commit.parent
         state.runs[commit.run_id] = accepted.run
@@ -308,7 +321,10 @@ class JsonlStore:
     ) -> list[RunSummary]:
         with self._locked(exclusive=False) as kept:
             order = list(kept.runs)  # activation order
-            summaries = [summary_of(kept.runs[run_id], kept.apps.get(run_id)) for run_id in reversed(order)]
+            summaries = [
+                summary_of(kept.runs[run_id], kept.apps.get(run_id), kept.app_versions.get(run_id))
+                for run_id in reversed(order)
+            ]
         found = [
             s for s in summaries
             if thread_id in (None, s.thread_id) and state in (None, s.state) and app in (None, s.app)
@@ -323,14 +339,17 @@ class JsonlStore:
     ) -> int:
         return len(self.list_runs(state=state, thread_id=thread_id, app=app, limit=cap))
 
-    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+    def runs_with_work(self, app: str | None, limit: int = 100, *, version: str | None = None) -> list[str]:
         with self._locked(exclusive=False) as state:
             now = self._clock()
             pending = {e.run_id for e in state.inbox.values() if e.state == "pending"}
+            compatible = state.compatible.get((app or "", version or ""), set())
             found = []
             for run_id, snapshot in state.runs.items():
                 row = state.leases.get(run_id)
                 if state.apps.get(run_id) != app or (row is not None and row.valid_at(now)):
+                    continue
+                if not may_drive(state.app_versions.get(run_id), version, compatible):
                     continue
                 awaited = awaited_children(snapshot)
                 done = any(
@@ -339,6 +358,44 @@ class JsonlStore:
                 if has_work(summary_of(snapshot, app), run_id in pending, now, quiet=bool(awaited), child_done=done):
                     found.append(run_id)
             return found[:limit]
+
+    # --- the worker registry and the versions recorded compatible -------------------
+
+    def register_worker(self, worker_id: str, app: str | None, version: str | None) -> None:
+        if not isinstance(worker_id, str) or not worker_id:
+            raise ValueError(f"worker_id must be a non-empty string, not {worker_id!r}")
+        with self._locked(exclusive=True):
+            now = self._clock()
+            self._write({"op": "worker", "worker_id": worker_id, "app": app, "version": version, "heartbeat_at": now})
+
+    def heartbeat_worker(self, worker_id: str) -> bool:
+        with self._locked(exclusive=True) as state:
+            found = state.workers.get(worker_id)
+            if found is None:
+                return False
+            self._write({"op": "worker", "worker_id": worker_id, "app": found.app, "version": found.version,
+                         "heartbeat_at": self._clock()})
+            return True
+
+    def forget_worker(self, worker_id: str) -> None:
+        with self._locked(exclusive=True) as state:
+            now = self._clock()
+            gone = [w.worker_id for w in state.workers.values() if w.worker_id == worker_id or w.heartbeat_at < now - FORGET_AFTER]
+            if gone:
+                self._write({"op": "forget", "ids": gone})
+
+    def workers(self) -> list[WorkerRecord]:
+        with self._locked(exclusive=False) as state:
+            return [state.workers[k] for k in sorted(state.workers)]
+
+    def accept_versions(self, app: str, version: str, drives: Sequence[str]) -> None:
+        found = checked_acceptance(app, version, drives)
+        with self._locked(exclusive=True):
+            self._write({"op": "accept", "app": app, "version": version, "drives": list(found)})  # one line: atomic
+
+    def compatible_versions(self, app: str, version: str) -> frozenset[str]:
+        with self._locked(exclusive=False) as state:
+            return frozenset({version, *state.compatible.get((app, version), set())})
 
     # --- the inbox, checkpoints and reconciliations -----------------------------------
 

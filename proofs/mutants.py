@@ -1260,6 +1260,27 @@ MUTANTS: tuple[Mutant, ...] = (
         "            calls.append(call)\n",
         unit("tests/kernel/test_fork_properties.py::test_a_fork_at_every_version_is_legal_or_refused_by_the_rule"),
     ),
+    Mutant(
+        "a worker driving an incompatible version",
+        "runkernel/adapters/stores/sql/queries.py",
+        '    "(CAST(? AS text) IS NULL OR r.app_version IS NULL OR r.app_version = CAST(? AS text) OR EXISTS ("\n',
+        '    "(CAST(? AS text) IS NULL OR r.app_version IS NOT NULL OR r.app_version = CAST(? AS text) OR EXISTS ("\n',
+        unit("tests/worker/test_rolling_deploy.py::test_old_and_new_workers_each_drive_only_what_they_may"),
+    ),
+    Mutant(
+        "upgrade-check passes an open call whose tool the new app lacks",
+        "runkernel/adapters/worker/upgrade.py",
+        "        elif declared is None:\n",
+        "        elif declared is None and not open_calls:\n",
+        unit("tests/worker/test_upgrade_decision.py::test_an_open_call_whose_tool_is_gone_blocks_naming_the_call_and_the_tool"),
+    ),
+    Mutant(
+        "upgrade-check --accept records a version while a Run is blocked",
+        "runkernel/adapters/worker/upgrade.py",
+        "    if blocked:\n",
+        "    if blocked and not report.checked_versions:\n",
+        unit("tests/cli/test_upgrade_check.py::test_accept_is_refused_when_a_run_is_blocked_and_nothing_is_written"),
+    ),
 )
 
 

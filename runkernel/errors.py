@@ -19,6 +19,9 @@ Python base that callers caught before the tree existed (``UnknownTool`` is a
 ``ValueError``, ``RuntimeProtocolError`` a ``RuntimeError``, ``KernelBug`` an
 ``AssertionError`` ...); the modules that raise them re-export them under their old names.
 
+Why this module is long: the tree is one unit, every error a class with the docstring
+that says whose fault it is; split, the tree would no longer be read in one place.
+
 Deliberately not ``RunkernelError``s, because none reaches a host as an error: the CLI's
 ``CliError`` (always turned into one line on stderr and an exit code), the judge's
 internal short-circuit ``Illegal`` (returned as a ``Rejection``), the PostgreSQL store's
@@ -158,6 +161,12 @@ class AppLoadError(UsageError):
     app is."""
 
 
+class VersionRequired(UsageError, ValueError):
+    """The host's fault: an app whose tools are not all known up front (an MCP server
+    lists its tools while the agent runs) declared no ``version``, so its tool table's
+    digest cannot name its code. The message names the app and how to declare one."""
+
+
 class BadScenario(UsageError, ValueError):
     """The host's fault: a crash-test scenario (a JSON file or a ``Scenario`` built in
     code) that cannot be played. The message names the first thing wrong and where."""
@@ -167,6 +176,13 @@ class CrashTestRefused(UsageError):
     """The host's fault: a crash test that cannot run (a tool named at-most-once that the
     app lacks, scripted turns for an app that calls its own model, a crash-free Run that
     already fails)."""
+
+
+class UpgradeBlocked(UsageError):
+    """The operator's fault: ``upgrade-check --accept`` (``accept_upgrade``) asked to record
+    a new app version as able to drive Runs it cannot continue (a tool of an open call
+    is gone, a gate or hooks are missing). Nothing was recorded; the message names the
+    blocked Runs."""
 
 
 class NotDeterministic(UsageError):
@@ -407,5 +423,7 @@ __all__ = [
     "TraceFormatError",
     "UnknownRun",
     "UnknownTool",
+    "UpgradeBlocked",
     "UsageError",
+    "VersionRequired",
 ]

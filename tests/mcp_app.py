@@ -167,6 +167,7 @@ def pydantic_ai_agent(
 
     durable = RunkernelDurability(
         store, tools=EXPLICIT, status={"charge": charge_status(record)}, trusted_mcp=trusted(script), app=app,
+        version=None if app is None else "mcp-1",
         lease_duration=LEASE,
     )
     toolset = MCPToolset(inventory(store, record, f"thread-{script}"), id=SERVER, process_tool_call=process_tool_call)
@@ -245,6 +246,7 @@ def openai_agents_agent(
 
     durable = DurableRunner(
         store, tools=EXPLICIT, status={"charge": charge_status(record)}, trusted_mcp=trusted(script), app=app,
+        version=None if app is None else "mcp-1",
         lease_duration=LEASE,
     )
     return Agent(name="assistant", model=Script(), mcp_servers=[server]), durable

@@ -3,7 +3,8 @@ chosen point of a commit: after the server received the commit (its reply, which
 COMMIT succeeded, is dropped: a lost acknowledgement) or before the server sees it.
 
 A commit is recognized by its line, sent as a parameter (``"trace":"runkernel/2"``),
-so connections through the proxy must not use TLS (``sslmode=disable``)."""
+so connections through the proxy must not use TLS (``sslmode=disable``); another write
+is recognized by a marker of its own (``marker``: bytes its statement carries)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,19 @@ class Cut(enum.Enum):
 
     AFTER_COMMIT = "after-commit"  # the server committed; its reply never reaches the client
     BEFORE_SERVER = "before-server"  # the commit never reaches the server
+    MID_MESSAGE = "mid-message"  # the server gets the first half of the message, then the cut
 
 
 class CuttingProxy:
-    """Forwards 127.0.0.1:<port> to the server; cuts the connection of the commits whose
-    number (1-based, counted across connections) is in ``cuts``."""
+    """Forwards 127.0.0.1:<port> to the server; cuts the connection of the commits (the
+    messages that carry ``marker``) whose number (1-based, counted across connections)
+    is in ``cuts``."""
 
-    def __init__(self, server_host: str, server_port: int, cuts: dict[int, Cut]) -> None:
+    def __init__(
+        self, server_host: str, server_port: int, cuts: dict[int, Cut], marker: bytes = COMMIT_MARKER
+    ) -> None:
         self.server = (server_host, server_port)
+        self.marker = marker
         self.cuts = dict(cuts)
         self.commits_seen = 0
         self.cut_done: list[tuple[int, Cut]] = []
@@ -53,13 +59,16 @@ class CuttingProxy:
         try:
             while data := client.recv(65536):
                 cut = None
-                if COMMIT_MARKER in data:
+                if self.marker in data:
                     with self._lock:
                         self.commits_seen += 1
                         cut = self.cuts.pop(self.commits_seen, None)
                         if cut is not None:
                             self.cut_done.append((self.commits_seen, cut))
                 if cut is Cut.BEFORE_SERVER:
+                    break
+                if cut is Cut.MID_MESSAGE:
+                    server.sendall(data[: len(data) // 2])
                     break
                 if cut is Cut.AFTER_COMMIT:
                     dropping.set()

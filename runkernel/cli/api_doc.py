@@ -32,6 +32,7 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         (
             "RunkernelError", "UsageError", "DriverError", "UnknownTool", "HostProtocolError", "BadToolPolicy",
             "BadStoreUrl", "UnknownRun", "ForkRefused", "AppLoadError", "NoInvocation",
+            "BadStoreUrl", "UnknownRun", "AppLoadError", "UpgradeBlocked", "NoInvocation",
             "PeerError", "RejectedError", "IllegalCommit", "RuntimeProtocolError", "TraceFormatError",
             "IllegalShape", "NotATrace", "NotIJson", "ConversationBusy", "StoreError", "CommitConflict", "StoreUnavailable",
             "SchemaError", "DamagedStore", "LeaseError", "LeaseHeld", "LeaseLost", "DriverStopped", "KernelBug",
@@ -111,6 +112,12 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "runkernel.adapters.worker.apps",
         "What ``runkernel worker --app MODULE:ATTR`` loads (a ``RuntimeApp`` is in ``runkernel``).",
         ("PushApp", "AsyncPushApp", "load_app"),
+    ),
+    (
+        "runkernel.adapters.worker.upgrade",
+        "Whether new code of an app can continue its live Runs (``runkernel upgrade-check``), and "
+        "recording it able to (``--accept``).",
+        ("upgrade_check", "accept_upgrade", "UpgradeReport", "RunVerdict", "PolicyDifference"),
     ),
     (
         "runkernel.adapters.drive.lease_keeper",

@@ -41,6 +41,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("worker", "drive every Run of an app that has work, under leases", "run_commands:register_runs"),
     ("runs", "list Runs, newest first", "run_commands:register_runs"),
     ("fork", "start a new Thread and Run from a Run's committed state at a version", "fork_command:register_fork"),
+    (
+        "upgrade-check",
+        "say, per live Run of an app, whether new code can continue it",
+        "upgrade_command:register_upgrade",
+    ),
     ("db", "store maintenance: create a server store's schema, upgrade a store's schema", "db:register_db"),
     ("ui", "serve a web console for Runs, calls and approvals (the ui extra)", "ui:register_ui"),
     (

@@ -10,9 +10,11 @@ from typing import Any
 
 from runkernel.adapters.drive.ports import SecretIds
 from runkernel.adapters.stores.contract import LeaseStatus, Store
+from runkernel.adapters.stores.fleet import Fleet
 from runkernel.adapters.stores.run_views import awaiting_json, lease_cell, lease_json
 from runkernel.adapters.stores.work import RunSummary
-from runkernel.adapters.worker.apps import AppLoadError, load_app
+from runkernel.adapters.worker.apps import AppLoadError, load_app, version_of
+from runkernel.errors import VersionRequired
 from runkernel.cli.text import EXIT_OK, EXIT_USAGE, CliError, printable, require_id
 from runkernel.cli.commands import _opened, _store_option
 from runkernel.cli.worker_command import register_worker
@@ -25,22 +27,24 @@ from runkernel.kernel.values import Role
 STATES = ("running", "awaiting", "ended")
 
 
-def _app_name(given: str) -> str:
-    """``--app``: an app name as given, or the name of the app ``MODULE:ATTR`` loads (as
-    ``runkernel worker --app`` loads it), so that the worker of that app drives the Run."""
+def _app_name(given: str) -> tuple[str, str | None]:
+    """``--app``: an app name as given (no version: any worker of the app may drive the
+    Run), or the name and version (``version_of``) of the app ``MODULE:ATTR`` loads (as
+    ``runkernel worker --app`` loads it), so that a worker of that code drives the Run."""
     require_id(given, "--app", plain=True)
     if ":" not in given:
-        return given
+        return given, None
     try:
-        name = load_app(given).name
-    except AppLoadError as error:
+        app = load_app(given)
+        version = version_of(app)
+    except (AppLoadError, VersionRequired) as error:
         raise CliError(str(error), EXIT_USAGE) from None
-    return require_id(name, f"the name of --app {given}", plain=True)
+    return require_id(app.name, f"the name of --app {given}", plain=True), version
 
 
 def _start(args: argparse.Namespace) -> int:
     require_id(args.thread, "--thread", plain=True)
-    args.app = _app_name(args.app)
+    args.app, app_version = _app_name(args.app)
     if args.run is not None:
         require_id(args.run, "--run", plain=True)
     for text in args.message:
@@ -50,7 +54,9 @@ def _start(args: argparse.Namespace) -> int:
     messages = tuple(Message(Role.USER, text) for text in args.message)
     with _opened(args.store, create=True, command="start") as store:
         head = store.thread_head(args.thread)
-        activation = Activate(args.thread, run_id, head.version if head else 0, messages, args.app)
+        activation = Activate(
+            args.thread, run_id, head.version if head else 0, messages, args.app, app_version=app_version
+        )
         decision = decide(None, activation)
         if isinstance(decision, Rejection):
             raise CliError(f"refused: {decision}")
@@ -67,16 +73,22 @@ def _runs(args: argparse.Namespace) -> int:
         require_id(args.thread, "--thread")
     with _opened(args.store, read_only=True, command="runs") as store:
         listed = _listed(store, store.list_runs(state=args.state, thread_id=args.thread, limit=args.limit))
+        fleet = Fleet(store)
+        undriven = {s.run_id: fleet.undriven(s.app, s.app_version, s.state) for s, _, _ in listed}
     if args.format == "json":
-        print(json.dumps([_summary_json(s, lease, waits) for s, lease, waits in listed], indent=2, ensure_ascii=False))
+        print(json.dumps(
+            [_summary_json(s, lease, waits, undriven[s.run_id]) for s, lease, waits in listed], indent=2, ensure_ascii=False
+        ))
         return EXIT_OK
-    rows: list[tuple[str, ...]] = [("RUN", "THREAD", "STATE", "STEP", "VERSION", "APP", "LEASE", "WAITING FOR")]
+    rows: list[tuple[str, ...]] = [
+        ("RUN", "THREAD", "STATE", "STEP", "VERSION", "APP", "APP VERSION", "LEASE", "WAITING FOR", "NOT DRIVEN")
+    ]
     rows += [
         tuple(
             printable(cell)
             for cell in (
-                s.run_id, s.thread_id, s.state, str(s.step), str(s.version), s.app or "-",
-                lease_cell(lease), _waiting_cell(s, waits),
+                s.run_id, s.thread_id, s.state, str(s.step), str(s.version), s.app or "-", s.app_version or "-",
+                lease_cell(lease), _waiting_cell(s, waits), undriven[s.run_id] or "-",
             )
         )
         for s, lease, waits in listed
@@ -117,7 +129,7 @@ def _waiting_cell(summary: RunSummary, waits: dict[str, Any] | None) -> str:
 
 
 def _summary_json(
-    summary: RunSummary, lease: LeaseStatus, waits: dict[str, Any] | None
+    summary: RunSummary, lease: LeaseStatus, waits: dict[str, Any] | None, undriven: str | None
 ) -> dict[str, object]:
     return {
         "run_id": summary.run_id,
@@ -126,6 +138,10 @@ def _summary_json(
         "step": summary.step,
         "version": summary.version,
         "app": summary.app,
+        # the version of the app's code its activation recorded (null: before versions)
+        "app_version": summary.app_version,
+        # why no live worker may drive it (null: one may, or it ended): Versions
+        "not_driven": undriven,
         "waiting_for": summary.waiting_for,
         # an Awaiting Run's ticket, wait kind, call (and tool, request): answer it with
         # `runkernel resume RUN_ID --ticket T` or `--call CALL_ID` without an inspect first

@@ -27,7 +27,8 @@ from runkernel.adapters.drive.telemetry import Telemetry
 from runkernel.adapters.stores.contract import SchemaError, Store, StoreUnavailable
 from runkernel.errors import HostUnresolved
 from runkernel.adapters.stores.registry import BadStoreUrl, open_store
-from runkernel.adapters.worker.apps import AppLoadError, load_app
+from runkernel.adapters.worker.apps import AppLoadError, load_app, version_of
+from runkernel.errors import VersionRequired
 from runkernel.adapters.worker.loop import DEFAULT_CONCURRENCY, Worker, WorkerReport
 from runkernel.adapters.worker.outage import OUTAGE_MAX_DELAY, OutageBegan, OutageEnded, OutageEvent, StoreOutage
 from runkernel.adapters.worker.stop_flag import StopFlag
@@ -83,7 +84,8 @@ def _worker(args: argparse.Namespace) -> int:
     with _Stopping(args.lease) as stopping, _FoldedClientLog() as folded:
         try:
             app = load_app(args.app)
-        except AppLoadError as error:
+            version_of(app)  # an app that must declare its version and did not: refused now
+        except (AppLoadError, VersionRequired) as error:
             raise CliError(str(error), EXIT_USAGE) from None
         telemetry = _telemetry() if args.otel else None
         opening = StoreOutage(_tell_outage)

@@ -104,12 +104,13 @@ class Builder:
         *,
         app: str | None = None,
         parent: ParentCall | None = None,
+        app_version: str | None = None,
     ) -> Builder:
         """Activate a new Run of the Thread at its version (user messages given as text
-        or ``Message``); it becomes the current Run."""
+        or ``Message``), of ``app`` at ``app_version``; it becomes the current Run."""
         opened = tuple(Message(Role.USER, m) if isinstance(m, str) else m for m in messages)
         fresh = attrs.evolve(self, state=None, history=NO_HISTORY)
-        return fresh.feed(Activate(self.thread_id, run_id, self.version, opened, app, parent))
+        return fresh.feed(Activate(self.thread_id, run_id, self.version, opened, app, parent, app_version))
 
     def feed(self, *inputs: Input) -> Builder:
         """``decide`` each input in turn; each must be accepted."""
@@ -179,10 +180,17 @@ def _thread(thread_id: str, expected_version: int, policies: Policies = Policies
 
 
 def text_run(
-    thread_id: str, run_id: str, steps: int, expected_version: int = 0, app: str | None = None
+    thread_id: str,
+    run_id: str,
+    steps: int,
+    expected_version: int = 0,
+    app: str | None = None,
+    *,
+    app_version: str | None = None,
 ) -> list[ThreadCommit]:
-    """Activation, ``steps - 1`` text steps that continue, and a final text that ends it."""
-    run = _thread(thread_id, expected_version).start(run_id, ("task",), app=app)
+    """Activation (of ``app`` at ``app_version``), ``steps - 1`` text steps that
+    continue, and a final text that ends it."""
+    run = _thread(thread_id, expected_version).start(run_id, ("task",), app=app, app_version=app_version)
     for index in range(1, steps + 1):
         end = EndCauseKind.COMPLETED if index == steps else None
         run = run.feed(InferenceResult(f"text {index}", end=end))

@@ -50,6 +50,7 @@ from runkernel.conformance.inbox_contract import InboxContract
 from runkernel.conformance.instances import InstancesContract
 from runkernel.conformance.lease_contract import LeaseContract
 from runkernel.conformance.processes import ProcessContract
+from runkernel.conformance.versions_contract import VersionsContract
 from runkernel.conformance.runs import Builder, awaiting_run, delegating_run, step, text_run, tool_run
 from runkernel.kernel.canonical import jcs_digest
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
@@ -65,12 +66,13 @@ def append_all(store: Store, commits: list[ThreadCommit]) -> None:
         store.append(commit)
 
 
-class StoreContract(LeaseContract, InboxContract, InstancesContract, ProcessContract):
+class StoreContract(LeaseContract, InboxContract, InstancesContract, ProcessContract, VersionsContract):
     """The store contract as pytest tests; subclass it and override ``store``, and
     ``store_factory`` to run the tests across processes (and ``reopen`` to open the
     instances of the tests across instances otherwise than by ``store.reopen()``).
     The lease contract's tests are ``LeaseContract``'s (``lease_contract``), the inbox's
-    ``InboxContract``'s (``inbox_contract``), those across
+    ``InboxContract``'s (``inbox_contract``), the app versions' ``VersionsContract``'s
+    (``versions_contract``), those across
     instances ``InstancesContract``'s (``instances``), those across processes
     ``ProcessContract``'s (``processes``), inherited."""
 

@@ -18,6 +18,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
+from runkernel.errors import VersionRequired
 from runkernel import EndCauseKind, PeerError, StatusReply, ToolPolicy, UsageError, open_store
 from runkernel.adapters.drive.actions import Action, RunCall, RunCalls
 from runkernel.adapters.drive.driver_async import AsyncDriver
@@ -111,6 +112,21 @@ def app_name(own: str | None, given: str | None, where: str) -> str:
     if name is None:
         raise IntegrationError(f"{where} has no app name: give it app='NAME' (the name its Runs record for a worker)")
     return name
+
+
+def app_version(app: str | None, version: str | None, has_mcp: bool, where: str) -> str | None:
+    """The version a durable agent's Runs record beside ``app``: the one declared
+    (``version=``), else None (the driver's default: its tool table's digest). An agent
+    with MCP tools (listed by their servers while it runs, so no table names them) of an
+    app must declare one: ``VersionRequired``."""
+    if app is None or version is not None:
+        return version
+    if has_mcp:
+        raise VersionRequired(
+            f"{where} app={app!r} has MCP tools, listed while the agent runs, so its tool table cannot name "
+            "its code: declare its version (version='...'), and change it when the code changes"
+        )
+    return None
 
 
 def serve_app(

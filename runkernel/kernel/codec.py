@@ -208,6 +208,8 @@ def commit_to_json(commit: ThreadCommit) -> dict[str, JsonValue]:
         }
     if commit.app is not None:
         out["app"] = commit.app
+    if commit.app_version is not None:
+        out["app_version"] = commit.app_version
     return out
 
 
@@ -597,6 +599,7 @@ def _strict_commit(value: Any) -> ThreadCommit:
             staged=Staged(obj["staged"]) if "staged" in obj else None,
             parent=_parent_from_json(obj.get("parent"), "parent"),
             forked_from=_forked_from_json(obj.get("forked_from"), "forked_from"),
+            app_version=_optional_str(obj, "app_version", ""),
         )
     except TraceFormatError:
         raise

@@ -167,6 +167,7 @@ class _Line(msgspec.Struct, frozen=True, gc=False):
     parent: _Parent | None = None
     app: str | None = None
     forked_from: _ForkedFrom | None = None
+    app_version: str | None = None
 
 
 class _NotCertain(Exception):
@@ -235,6 +236,7 @@ def _commit_of(line: _Line) -> ThreadCommit | None:
             None if line.staged is msgspec.UNSET else Staged(line.staged),
             None if line.parent is None else ParentCall(line.parent.thread_id, line.parent.run_id, line.parent.call_id),
             forked_from=_forked_from(line.forked_from),
+            app_version=line.app_version,
         )
     except (_NotCertain, ValueError, TypeError, msgspec.ValidationError):
         return None

@@ -218,6 +218,7 @@ def _activate(event: Activate) -> Decision | Rejection:
         events=(Event("activated"),),
         app=event.app,
         parent=event.parent,
+        app_version=event.app_version,
     )
     head = (
         ThreadHead(event.thread_id, event.expected_version, None)

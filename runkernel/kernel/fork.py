@@ -183,6 +183,7 @@ def fork_commit(
         batch=carried,
         messages=source.messages,
         app=source.first.app,
+        app_version=source.first.app_version,
         staged=Staged(run.staged) if run.staged is not None else None,
         forked_from=ForkedFrom(source.thread_id, run.run_id, source.version),
     )

@@ -88,6 +88,8 @@ class Activate:
     app: str | None = None
     #: a child Run's activation names the parent call it was delegated by (I15)
     parent: ParentCall | None = None
+    #: the version of the application's code, recorded beside ``app`` (``app_version``)
+    app_version: str | None = None
 
 
 @frozen

@@ -23,6 +23,7 @@ class Rule(enum.Enum):
     FIRST_COMMIT = "first-commit-running"
     ONE_ACTIVE_RUN = "one-active-run"
     AFTER_ENDED = "nothing-after-ended"
+    APP_VERSION = "app-version-on-activation"
     STEP = "step-counts-inference"
     RUN_EDGE = "run-edge"
     TICKET_SHAPE = "ticket-matches-wait"

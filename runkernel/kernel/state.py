@@ -424,6 +424,10 @@ class ThreadCommit:
     parent: ParentCall | None = None
     #: on a fork's first commit only: the source Thread, Run and version it was taken at
     forked_from: ForkedFrom | None = None
+    #: the version of the Run's application, beside ``app`` on its activation line only
+    #: (workers drive only the versions they may); None elsewhere, and on Runs activated
+    #: before versions existed
+    app_version: str | None = None
     #: the edge ``decide`` named for this commit (kernel-made commits only; None
     #: elsewhere): never encoded, never compared, and checked before it is relied on
     edge: NamedEdge | None = attrs.field(default=None, eq=False, repr=False)

@@ -189,6 +189,12 @@ def _check_first(commit: ThreadCommit) -> RunSnapshot:
         Rule.PUBLISH,
         "tool results are published only when a batch is finalized",
     )
+    require(
+        commit.app_version is None or commit.app is not None,
+        Rule.APP_VERSION,
+        lambda: f"the activation of run {commit.run_id!r} records app_version {commit.app_version!r} "
+        "without an app: a version is the version of the Run's app",
+    )
     check_new_batch(commit, assistants, NO_HISTORY)
     return successor(None, commit)
 
@@ -209,6 +215,12 @@ def _check_next(
         commit.forked_from is None,
         Rule.FORK,
         lambda: f"run {commit.run_id!r} names a fork source after its first commit",
+    )
+    require(
+        commit.app_version is None,
+        Rule.APP_VERSION,
+        lambda: f"run {commit.run_id!r} records app_version {commit.app_version!r} after its first "
+        "commit: only the activation records the Run's app version",
     )
     source, target = run_phase(prev.state), run_phase(commit.disposition)
     require(

@@ -90,6 +90,10 @@ RULE_NOTES: dict[Rule, RuleNote] = {
     Rule.ONE_ACTIVE_RUN: RuleNote(
         "A Thread runs one Run at a time: a new Run starts only after the last one ended.",
         ("I4",)),
+    Rule.APP_VERSION: RuleNote(
+        "A Run's app version is recorded once, beside its app, on its activation: no later "
+        "commit carries one, so the code a Run belongs to never changes in its log.",
+        ("I4",), RUN_MACHINE),
     Rule.AFTER_ENDED: RuleNote("Ended is final: nothing is committed for a Run after it.", ("I4",), RUN_MACHINE),
     Rule.STEP: RuleNote(
         "`step` counts the model's answers: a commit carries at most one, and raises the "

@@ -157,6 +157,7 @@ def trace_line_schema() -> Schema:
                 {"thread_id": _STRING, "run_id": _STRING, "version": {"type": "integer", "minimum": 1, "maximum": MAX_INTEGER}}
             ),
             "app": _STRING,
+            "app_version": _STRING,
         },
     )
     return {

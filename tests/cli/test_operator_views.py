@@ -209,7 +209,7 @@ def test_runs_shows_each_runs_lease_in_text_and_json(tmp_path: Path, capsys: pyt
     assert leases["expired"]["state"] == "expired" and leases["expired"]["expires_in"] <= 0
     code, out, _ = cli(capsys, "runs", "--store", url(path))
     rows = {line.split()[0]: line for line in out.splitlines()[1:]}
-    assert out.splitlines()[0].split()[6] == "LEASE"
+    assert out.splitlines()[0].split()[8] == "LEASE"  # after APP VERSION
     assert re.search(r"\bw1/1 \d+ s left\b", rows["held"]) and " expired " in rows["expired"]
     code, out, _ = cli(capsys, "inspect", "--store", url(path), "held")
     assert re.search(r"leased by w1 \(epoch 1\) until \S+Z, in 3[56]\d\d s", out), out

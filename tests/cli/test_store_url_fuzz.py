@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "db migrate": ("db", "migrate"),
     "ui": ("ui", "--port", "0"),
     "crashtest": ("crashtest", "--app", "examples.demo_app:app"),
+    "upgrade-check": ("upgrade-check", "--app", "examples.demo_app:app"),
+    "upgrade-check --accept": ("upgrade-check", "--app", "examples.demo_app:app", "--accept"),
 }
 
 #: The password: a marker no message holds otherwise, and the characters that move a

@@ -204,8 +204,8 @@ class _ListedBefore(SqliteStore):
 
     ended = ""
 
-    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
-        return [self.ended, *super().runs_with_work(app, limit)]
+    def runs_with_work(self, app: str | None, limit: int = 100, *, version: str | None = None) -> list[str]:
+        return [self.ended, *super().runs_with_work(app, limit, version=version)]
 
 
 def test_a_stale_listing_of_a_run_another_worker_ended_costs_no_transaction(tmp_path: Path) -> None:
@@ -225,4 +225,6 @@ def test_a_stale_listing_of_a_run_another_worker_ended_costs_no_transaction(tmp_
         assert store.lease_status(ended).lease == epoch, "nor is its lease taken"
         done = store.run(waiting)
         assert done is not None and isinstance(done.state, Ended)
-        assert transactions == done.version - 1 + 1  # the other Run's commits (all but its activation) + its lease
+        # the other Run's commits (all but its activation) + its lease, and the worker's
+        # registration and leaving (``presence``: once per pass, not per Run)
+        assert transactions == done.version - 1 + 1 + 2

@@ -114,8 +114,9 @@ def test_commit_log_rules_are_the_first_group() -> None:
     assert values[0] == "identity" and values[-1] == "group-gated-before-it-starts"
     # the 23 of runkernel/1, the three resume rules of I14, the three delegation rules of
     # I15, the gate round of a group of concurrent delegations (I8) and an attempt
-    # started without its Executing commit (I5), and a fork's first commit against its source
-    assert len(values) == 32
+    # started without its Executing commit (I5), a fork's first commit against its source,
+    # and an app version recorded only on the activation
+    assert len(values) == 33
 
 
 def test_several_files_exit_with_the_highest_code(

@@ -233,7 +233,7 @@ def test_the_embedded_worker_drives_runs_in_the_background_until_stop(store: Sto
 
 def test_stop_raises_what_stopped_the_embedded_worker() -> None:
     class Broken(MemoryStore):
-        def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+        def runs_with_work(self, app: str | None, limit: int = 100, *, version: str | None = None) -> list[str]:
             raise KeyError("not a store failure")
 
     worker = Worker(Broken(), _app(Gathering()), worker_id="w1", concurrency=2)

@@ -61,9 +61,9 @@ class PollCounting(MemoryStore):
         self.polls_made = 0
         self.worker: Worker | None = None
 
-    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+    def runs_with_work(self, app: str | None, limit: int = 100, *, version: str | None = None) -> list[str]:
         self.polls_made += 1
-        return super().runs_with_work(app, limit)
+        return super().runs_with_work(app, limit, version=version)
 
     def wait_for_work(self, timeout: float) -> list[str]:
         if timeout > 0 and self.polls_made >= self.polls and self.worker is not None:

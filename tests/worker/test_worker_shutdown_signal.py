@@ -46,13 +46,13 @@ class CountedPolls(MemoryStore):
         #: bytecodes counted since the first poll when each later poll began
         self.began_at: list[int] = []
 
-    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+    def runs_with_work(self, app: str | None, limit: int = 100, *, version: str | None = None) -> list[str]:
         self.polls += 1
         if self.polls > 1:
             self.began_at.append(self.landing.counted)
         if self.polls == self.stop_at and self.stop is not None:
             self.stop.shutdown()
-        found = super().runs_with_work(app, limit)
+        found = super().runs_with_work(app, limit, version=version)
         if self.polls == 1:
             self.landing.arm()
         return found
@@ -125,9 +125,9 @@ class CountedWork(MemoryStore):
         super().__init__()
         self.polls = 0
 
-    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+    def runs_with_work(self, app: str | None, limit: int = 100, *, version: str | None = None) -> list[str]:
         self.polls += 1
-        return super().runs_with_work(app, limit)
+        return super().runs_with_work(app, limit, version=version)
 
 
 def test_the_dispatcher_goes_on_after_a_signal_handler_outlasts_its_wait_for_a_drive() -> None:

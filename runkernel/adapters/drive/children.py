@@ -28,10 +28,12 @@ def start_child(
     app: str | None,
     *,
     self_check: bool = False,
+    app_version: str | None = None,
 ) -> Generator[Operation, Any, Decision | None]:
     """The executor of a concurrent delegation (its Executing commit is durable):
     reconnect to its child by its fixed identity. An ended child completes the call (the
-    decision returned); one never activated is activated now, with ``app``; None means
+    decision returned); one never activated is activated now, with ``app`` and
+    ``app_version``; None means
     the child runs, and the parent may be quiet."""
     found: ChildFound = yield ReadChild(effect.child)
     if found.terminus is not None:
@@ -42,7 +44,7 @@ def start_child(
         return verdict
     if not found.activated:
         head: ThreadHead | None = yield ReadHead(effect.child.thread_id)
-        activation = decide(None, child_activation(effect, head.version if head else 0, app))
+        activation = decide(None, child_activation(effect, head.version if head else 0, app, app_version))
         if isinstance(activation, Rejection):
             raise DriverError(f"can't activate child run {effect.child.run_id!r}: {activation}")
         assert activation.commit is not None

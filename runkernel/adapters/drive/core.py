@@ -127,7 +127,10 @@ class DriverCore:
             )
         if head is not None:
             self._took_history((yield ReadMessages(thread_id)))
-        decision = decide(None, Activate(thread_id, run_id, head.version if head else 0, messages, self.settings.app))
+        decision = decide(None, Activate(
+            thread_id, run_id, head.version if head else 0, messages, self.settings.app,
+            app_version=self.settings.app_version,
+        ))
         if isinstance(decision, Rejection):
             raise HostProtocolError(f"can't start run {run_id!r}: {decision}", decision)
         self.lookups = yield ReadLookups(run_id)
@@ -195,7 +198,8 @@ class DriverCore:
                     case StartChild():
                         state, app = self._snapshot(), self.settings.app
                         following = yield from start_child(
-                            effect, state, self.policies, self.lookups, app, self_check=self.settings.self_check
+                            effect, state, self.policies, self.lookups, app, self_check=self.settings.self_check,
+                            app_version=self.settings.app_version,
                         )
                         if following is not None:
                             break

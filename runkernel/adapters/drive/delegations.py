@@ -63,15 +63,20 @@ class ChildFound:
     terminus: JsonValue = None
 
 
-def child_activation(effect: StartChild, head_version: int, app: str | None) -> Activate:
+def child_activation(
+    effect: StartChild, head_version: int, app: str | None, app_version: str | None = None
+) -> Activate:
     """The activation of a concurrent delegation's child: its derived identity, the call's
     arguments as its first user message (then the input answer its gate wait committed,
     if any), the parent call it answers to, and ``app`` (the
-    parent's, so a worker of that app drives the child)."""
+    parent's, so a worker of that app drives the child) at ``app_version`` (the code
+    that activates it)."""
     messages: tuple[Message, ...] = (Message(Role.USER, effect.arguments),)
     if effect.resume_value is not None:
         messages += (Message(Role.USER, effect.resume_value),)  # the member's input answer
-    return Activate(effect.child.thread_id, effect.child.run_id, head_version, messages, app, effect.parent)
+    return Activate(
+        effect.child.thread_id, effect.child.run_id, head_version, messages, app, effect.parent, app_version
+    )
 
 
 def find_child(store: Store, child: Delegation) -> ChildFound:

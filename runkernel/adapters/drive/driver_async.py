@@ -57,7 +57,8 @@ class AsyncDriver(Shell):
     call, operation and ticket ids the host does not give (``SecretIds``: from
     ``secrets``); ``clock`` gives "now" for approval deadlines. ``app`` is recorded on
     the activation of each Run it starts and of each child Run it activates for a
-    concurrent delegation. ``on_event`` is told what the driver did, as the pull-mode
+    concurrent delegation, with ``app_version`` beside it (default: the digest of
+    ``tools``, their names and policies: ``runkernel.adapters.worker.apps.version_of``). ``on_event`` is told what the driver did, as the pull-mode
     runtime's is (``Acknowledged`` commits, ``CommandSettled``, ``Recovered``,
     ``CheckpointLost``, ``CommitRetried``). One driver drives one Run at a time; each
     method returns the next ``Action``. A refused answer raises ``HostProtocolError``

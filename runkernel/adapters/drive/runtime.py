@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from runkernel.adapters.drive.app_version import tool_table_version
 from runkernel.adapters.drive.core import DriverCore
 from runkernel.adapters.drive.runtime_drive import Drive
 from runkernel.adapters.drive.runtime_ports import MAX_STATUS_POLLS, RuntimePorts
@@ -89,6 +90,7 @@ class Runtime:
         model_attempts: int = DEFAULT_MODEL_ATTEMPTS,
         telemetry: Telemetry | None = None,
         calls_together: bool = True,
+        app_version: str | None = None,
     ) -> None:
         """``hooks`` answer StepStart/BeforeInference (staged state, request-only context)
         and AfterTool (a reaction). ``self_check`` is a debug option, off by default:
@@ -98,7 +100,9 @@ class Runtime:
         a correct kernel does, and costs one more validation per commit. With ``leases`` (a worker's), every Run is leased before it is
         driven, every commit names the lease, and every executor start re-checks it (W1); a
         lost lease or a lost commit raises out of ``drive``, so driving stops at once.
-        ``app`` is recorded on the activation of each Run ``start`` begins.
+        ``app`` is recorded on the activation of each Run ``start`` begins, with
+        ``app_version`` beside it (default: the digest of the tools' names and policies,
+        ``runkernel.adapters.drive.app_version.tool_table_version``).
         ``transient(error)`` says which exceptions the model raises are worth another
         attempt (default ``transient_model_error``: timeouts, dropped connections, HTTP
         408/409/429/5xx), ``model_attempts`` how many attempts of one model call a Run
@@ -121,11 +125,14 @@ class Runtime:
         self.leases = leases
         self.app = app
         # a tool the model names without a registered one is committed, and its call fails
+        if app is not None and app_version is None:
+            app_version = tool_table_version(self.policies.tools)
         self.settings = Settings(
             self.policies,
             self.ids,
             clock,
             app,
+            app_version=app_version if app is not None else None,
             self_check=self_check,
             refuse_unknown_tools=False,
             transient=transient,

@@ -22,6 +22,8 @@ class Settings:
     #: each child Run it activates for a concurrent delegation (a worker of that app
     #: drives the child)
     app: str | None = None
+    #: the version of that application's code, recorded beside it (``app_version``)
+    app_version: str | None = None
     #: make ``decide`` and ``recover`` judge each commit they build before the store
     #: judges it again (tests and the simulator; off in production)
     self_check: bool = False

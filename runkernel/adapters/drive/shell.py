@@ -16,6 +16,7 @@ import attrs
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, TypeVar
 
+from runkernel.adapters.drive.app_version import tool_table_version
 from runkernel.adapters.drive.actions import (
     DEFAULT_MAX_STEPS,
     Action,
@@ -76,6 +77,7 @@ def _settings(
     model_attempts: int,
     fences: Collection[str] = (),
     telemetry: Telemetry = NO_TELEMETRY,
+    app_version: str | None = None,
 ) -> Settings:
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
@@ -85,11 +87,14 @@ def _settings(
     unknown = sorted(set(fences) - set(policies.tools))
     if unknown:
         raise ValueError(f"fences names tool(s) without a policy: {', '.join(map(repr, unknown))}")
+    if app is not None and app_version is None:
+        app_version = tool_table_version(policies.tools)  # the default: the tool table's digest
     return Settings(
         policies,
         ids or SecretIds(),
         clock,
         app,
+        app_version=app_version if app is not None else None,
         transient=transient,
         model_attempts=checked_attempts(model_attempts),
         fences=frozenset(fences),
@@ -122,6 +127,7 @@ class Shell:
         model_attempts: int = DEFAULT_MODEL_ATTEMPTS,
         fences: Collection[str] = (),
         telemetry: Telemetry | None = None,
+        app_version: str | None = None,
     ) -> None:
         # leases: a worker's LeaseKeeper (see StoreOps); a RunCall is handed out only
         # after the lease is re-checked with its margin (W1), carrying its epoch, and a
@@ -134,7 +140,8 @@ class Shell:
         telemetry = telemetry or NO_TELEMETRY
         self.ops = StoreOps(store, leases, self._event, telemetry=telemetry)
         self.settings = _settings(
-            tools, max_steps, on_indeterminate, ids, clock, app, transient, model_attempts, fences, telemetry
+            tools, max_steps, on_indeterminate, ids, clock, app, transient, model_attempts, fences, telemetry,
+            app_version,
         )
         self.gate: AnyGate = gate or AllowAll()
         self._core: DriverCore | None = None

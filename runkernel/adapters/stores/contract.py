@@ -10,7 +10,10 @@ Thread truth.
 
 Leases (Workers and leases) are part of the contract: a worker takes a
 lease on a Run before it drives it, every commit it makes names that lease, and the
-store checks the lease in the commit's own transaction, by the store's clock.
+store checks the lease in the commit's own transaction, by the store's clock. So are
+app versions (``versions``): each Run's row keeps the version its activation recorded,
+workers register and heartbeat, and the versions an operator records compatible
+decide which Runs a worker of a version finds.
 
 Why this module is long: the ``Store`` protocol is the one written contract a store
 author builds to; each method's docstring is its full rule, and splitting the protocol
@@ -24,6 +27,7 @@ from typing import Any, Protocol
 
 from attrs import frozen
 
+from runkernel.adapters.stores.versions import WorkerRecord as WorkerRecord
 from runkernel.adapters.stores.work import RunSummary
 from runkernel.errors import (  # the store's errors, importable from here as before
     AnswerPending as AnswerPending,
@@ -288,16 +292,54 @@ class Store(Protocol):
         ``cap`` (a count that stops, so its cost never follows the store's size)."""
         ...
 
-    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+    def runs_with_work(self, app: str | None, limit: int = 100, *, version: str | None = None) -> list[str]:
         """Ids of Runs of ``app`` (the activation's ``app``; None: Runs activated
         without one) that nobody holds a valid lease on and that need a worker now, by
         the store's clock (``runkernel.adapters.stores.work.has_work``), oldest activation
         first, at most ``limit``. A worker takes a lease on one before driving it.
 
+        With ``version`` (the worker's), only the Runs a worker of that version may
+        drive: recorded with no version (activated before versions existed), with
+        ``version``, or with a version ``accept_versions`` recorded for it, as the store
+        holds them when the query runs (``versions.may_drive``). None: every version.
+
         A quiet parent (``runkernel.adapters.stores.work.awaited_children`` of its latest
         state is not empty) is found only once one of the children it waits for has
         ended or has no commit yet; the store keeps what each commit says of this
         beside the Run's row, written in the commit's own transaction."""
+        ...
+
+    def register_worker(self, worker_id: str, app: str | None, version: str | None) -> None:
+        """Record (or record again) a worker of ``app`` at ``version`` in the registry,
+        its heartbeat now (store time), in one write. What a worker calls as it starts."""
+        ...
+
+    def heartbeat_worker(self, worker_id: str) -> bool:
+        """Set a registered worker's heartbeat to now (store time); False (nothing
+        changed) if it is not registered (forgotten: it registers again)."""
+        ...
+
+    def forget_worker(self, worker_id: str) -> None:
+        """Delete a worker from the registry (it stops; nothing if it is not there), and
+        in the same write every worker silent for ``versions.FORGET_AFTER`` seconds (it
+        died without saying so), so the registry stays bounded."""
+        ...
+
+    def workers(self) -> list[WorkerRecord]:
+        """Every registered worker, live or not (``WorkerRecord.live`` against
+        ``store_time()`` tells), by worker id."""
+        ...
+
+    def accept_versions(self, app: str, version: str, drives: Sequence[str]) -> None:
+        """Record that workers of ``app`` at ``version`` may drive the Runs recorded with
+        any version in ``drives``: an operator's decision, kept in the store (never in a
+        Run's log), all of it in one transaction; recording a pair again changes
+        nothing. A worker of ``version`` finds those Runs at its next poll."""
+        ...
+
+    def compatible_versions(self, app: str, version: str) -> frozenset[str]:
+        """The versions of ``app`` whose Runs a worker of ``version`` may drive: ``version``
+        itself and every one ``accept_versions`` recorded for it."""
         ...
 
     def parent_of(self, run_id: str) -> ParentCall | None:

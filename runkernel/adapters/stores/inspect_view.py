@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runkernel.adapters.stores.fleet import Fleet
 from runkernel.adapters.stores.inspect_calls import batch_histories
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.stores.run_views import lease_json, lease_text
@@ -114,6 +115,11 @@ def inspect_json(store: Store, snapshot: RunSnapshot) -> dict[str, Any]:
         ],
         "app": log[0].app if log else None,
         "forked_from": _forked_from(log[0] if log else None),
+        # the version of the app's code its activation recorded (None: before versions)
+        "app_version": log[0].app_version if log else None,
+        # why no live worker may drive it (None: one may, or it ended): Versions
+        "not_driven": Fleet(store).undriven(log[0].app if log else None, log[0].app_version if log else None,
+                                            state_name(snapshot)),
         "writer": _writer(store, snapshot),
         "lease": lease_json(store.lease_status(snapshot.run_id)),
     }
@@ -154,6 +160,8 @@ def inspect_text(store: Store, snapshot: RunSnapshot) -> str:
         "Is execution still running, waiting, or finished?  (latest committed RunState)",
         f"  {status}; recovery would apply row '{view['recovery_row']}'",
         f"  {lease_text(lease, state_name(snapshot))}",
+        f"  app {view['app'] or '-'}, version {view['app_version'] or '- (any worker of its app)'}"
+        + (f"; not driven: {view['not_driven']}" if view["not_driven"] else ""),
         "",
         "Has the model requested a Tool?  (Run-scoped ActiveToolBatch)",
     ]

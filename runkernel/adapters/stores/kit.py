@@ -20,7 +20,10 @@ A store calls three things of runkernel's, and keeps the rest of the contract
   ``is_own_landed_commit`` (W4); ``summary_of``, ``awaited_children`` and ``has_work``
   (what ``runs_with_work`` must find); ``answered_ticket(body)``, the ticket an inbox
   command answers: ``put_command`` refuses a second pending answer for one ticket with
-  ``AnswerPending(entry_id, ticket_id)``, atomically.
+  ``AnswerPending(entry_id, ticket_id)``, atomically;
+- **the version rules**: ``may_drive`` (which Runs a worker of a version finds),
+  ``checked_acceptance`` (what ``accept_versions`` records) and ``WorkerRecord`` with
+  ``FORGET_AFTER`` (the worker registry).
 
 A store that replays a journal when it opens judges every line again with
 ``judge_append``, exactly as when it was appended, so its heads, snapshots and history
@@ -52,6 +55,7 @@ from runkernel.adapters.stores.leases import (
     taken_each,
 )
 from runkernel.adapters.stores.serial import answered_ticket, commit_from_text, commit_text, snapshot_from_text, snapshot_text
+from runkernel.adapters.stores.versions import FORGET_AFTER, WorkerRecord, checked_acceptance, may_drive
 from runkernel.adapters.stores.work import RunSummary, awaited_children, has_work, summary_of
 from runkernel.errors import (
     AnswerPending,
@@ -117,6 +121,11 @@ __all__ = [
     "summary_of",
     "awaited_children",
     "has_work",
+    # app versions and the worker registry
+    "may_drive",
+    "checked_acceptance",
+    "WorkerRecord",
+    "FORGET_AFTER",
     # the kernel's values a store holds
     "ThreadCommit",
     "ThreadHead",

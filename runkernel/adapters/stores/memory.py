@@ -23,7 +23,9 @@ from runkernel.adapters.stores.contract import (
     Writer,
     judge_append,
 )
+from runkernel.adapters.stores.memory_versions import MemoryVersions
 from runkernel.adapters.stores.serial import answered_ticket
+from runkernel.adapters.stores.versions import WorkerRecord, may_drive
 from runkernel.adapters.stores.work import RunSummary, awaited_children, has_work, summary_of
 from runkernel.kernel.history import NO_HISTORY, History, MutableHistory
 from runkernel.kernel.state import (
@@ -62,6 +64,8 @@ class MemoryStore:
         self._leases: dict[str, LeaseRow] = {}
         self._writers: dict[tuple[str, int], Writer] = {}
         self._apps: dict[str, str | None] = {}
+        self._app_versions: dict[str, str] = {}
+        self._versions = MemoryVersions()
         self._parents: dict[str, ParentCall] = {}
         self._traces: dict[str, str] = {}
 
@@ -90,6 +94,8 @@ class MemoryStore:
             self._heads[commit.thread_id] = accepted.head
             if commit.run_id not in self._runs:
                 self._apps[commit.run_id] = commit.app
+                if commit.app_version is not None:
+                    self._app_versions[commit.run_id] = commit.app_version
                 if commit.parent is not None:
                     self._parents[commit.run_id] = commit.parent
             self._runs[commit.run_id] = accepted.run
@@ -203,7 +209,7 @@ class MemoryStore:
         after: str | None = None,
     ) -> list[RunSummary]:
         found = [
-            summary_of(snapshot, self._apps.get(run_id))
+            summary_of(snapshot, self._apps.get(run_id), self._app_versions.get(run_id))
             for run_id, snapshot in reversed(list(self._runs.items()))
             if thread_id in (None, snapshot.thread_id)
         ]
@@ -223,13 +229,16 @@ class MemoryStore:
     ) -> int:
         return len(self.list_runs(state=state, thread_id=thread_id, app=app, limit=cap))
 
-    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+    def runs_with_work(self, app: str | None, limit: int = 100, *, version: str | None = None) -> list[str]:
         with self._lock:
             now = self._clock()
             pending = {e.run_id for e in self._inbox.values() if e.state == "pending"}
+            compatible = self._versions.compatible(app, version) if version is not None else frozenset()
             found = []
             for run_id, snapshot in self._runs.items():
                 if self._apps.get(run_id) != app:
+                    continue
+                if not may_drive(self._app_versions.get(run_id), version, compatible):
                     continue
                 row = self._leases.get(run_id)
                 if row is not None and row.valid_at(now):
@@ -239,6 +248,32 @@ class MemoryStore:
                 if has_work(summary_of(snapshot, app), run_id in pending, now, quiet=bool(awaited), child_done=done):
                     found.append(run_id)
             return found[:limit]
+
+    # --- the worker registry and recorded compatibility (``versions``) ----------------
+
+    def register_worker(self, worker_id: str, app: str | None, version: str | None) -> None:
+        with self._lock:
+            self._versions.register(worker_id, app, version, self._clock())
+
+    def heartbeat_worker(self, worker_id: str) -> bool:
+        with self._lock:
+            return self._versions.heartbeat(worker_id, self._clock())
+
+    def forget_worker(self, worker_id: str) -> None:
+        with self._lock:
+            self._versions.forget(worker_id, self._clock())
+
+    def workers(self) -> list[WorkerRecord]:
+        with self._lock:
+            return self._versions.records()
+
+    def accept_versions(self, app: str, version: str, drives: Sequence[str]) -> None:
+        with self._lock:
+            self._versions.accept(app, version, drives)
+
+    def compatible_versions(self, app: str, version: str) -> frozenset[str]:
+        with self._lock:
+            return self._versions.compatible(app, version)
 
     def _child_done(self, child_run_id: str) -> bool:
         child = self._runs.get(child_run_id)

@@ -42,6 +42,8 @@ STORE_TABLES = (
     "reconciliations",
     "leases",
     "awaited_children",
+    "workers",
+    "compatible_versions",
 )
 
 #: How a store reads a call committed without a policy when it judges quietness: as a
@@ -65,6 +67,9 @@ class RunSummary:
     #: an Awaiting Run's due timer or approval deadline, in seconds since the epoch
     #: (the clock leases use), else None
     wake_at: float | None
+    #: the version of its app its activation recorded (None: activated before versions
+    #: existed, or without an app)
+    app_version: str | None = None
 
 
 def state_name(snapshot: RunSnapshot) -> str:
@@ -99,8 +104,9 @@ def wake_time(snapshot: RunSnapshot) -> float | None:
         return None
 
 
-def summary_of(snapshot: RunSnapshot, app: str | None) -> RunSummary:
-    """The summary row of a Run's latest snapshot."""
+def summary_of(snapshot: RunSnapshot, app: str | None, app_version: str | None = None) -> RunSummary:
+    """The summary row of a Run's latest snapshot (``app`` and ``app_version``: its
+    activation's)."""
     waiting = snapshot.state.ticket.wait.value if isinstance(snapshot.state, Awaiting) else None
     return RunSummary(
         snapshot.run_id,
@@ -111,6 +117,7 @@ def summary_of(snapshot: RunSnapshot, app: str | None) -> RunSummary:
         app,
         waiting,
         wake_time(snapshot),
+        app_version,
     )
 
 

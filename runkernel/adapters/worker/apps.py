@@ -18,7 +18,13 @@ A push app may also have ``gate``, ``max_steps``, ``on_indeterminate``, ``transi
 ``Driver(...)`` takes them; defaults otherwise).
 
 Either has a ``name``: the ``app`` its Runs record at activation. A worker drives only
-Runs whose app is its app's name.
+Runs whose app is its app's name. Either may declare a ``version`` (a string): the
+``app_version`` its Runs record beside the name; without one, the version is a digest
+of its tool table, names and policies (``version_of``). An app whose tools are listed
+while it runs (an MCP server's: a push app that says so with ``dynamic_tools = True``)
+has no such table and must declare its version. A worker drives the Runs of its app
+recorded with its version, with a version recorded compatible with it
+(``Store.accept_versions``), or with none (activated before versions existed).
 
 Whoever hosts an app's drives (the worker, ``runkernel crashtest``, ``runkernel
 simulate``) builds them here, from the app and the host's own ``HostOptions``:
@@ -38,6 +44,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from attrs import frozen
 
 from runkernel.adapters.drive.actions import Action
+from runkernel.adapters.drive.app_version import tool_table_version
 from runkernel.adapters.drive.driver import AsyncDriver, Driver
 from runkernel.adapters.drive.events import RuntimeEvent
 from runkernel.adapters.drive.lease_keeper import LeaseKeeper
@@ -47,6 +54,7 @@ from runkernel.adapters.drive.runtime import Runtime
 from runkernel.adapters.drive.telemetry import Telemetry
 from runkernel.adapters.stores.contract import Store
 from runkernel.errors import AppLoadError as AppLoadError
+from runkernel.errors import VersionRequired
 from runkernel.kernel.policies import ToolPolicy
 
 
@@ -65,6 +73,9 @@ class RuntimeApp:
     hooks: HookPort | None = None
     transient: TransientPredicate = transient_model_error
     model_attempts: int = DEFAULT_MODEL_ATTEMPTS
+    #: the version of this code its Runs record (``app_version``); None: the digest of
+    #: its tool table (``version_of``)
+    version: str | None = None
 
 
 @runtime_checkable
@@ -113,6 +124,27 @@ class AsyncPushApp(Protocol):
 
 WorkerApp = RuntimeApp | PushApp | AsyncPushApp
 
+
+def version_of(app: WorkerApp) -> str:
+    """The version of ``app``'s code its Runs record as ``app_version``, and the one its
+    workers drive: its declared ``version`` if it has one (a non-empty string), else the
+    digest of its tool table, names and policies (``tool_table_version``). An app whose
+    tools are listed while it runs (``dynamic_tools``: MCP servers) must declare its
+    version: ``VersionRequired`` otherwise."""
+    declared = getattr(app, "version", None)
+    if declared is not None:
+        if not isinstance(declared, str) or not declared:
+            raise VersionRequired(f"app {app.name!r} declares version {declared!r}: a version is a non-empty string")
+        return declared
+    if getattr(app, "dynamic_tools", False):
+        raise VersionRequired(
+            f"app {app.name!r} has tools an MCP server lists while it runs, so its tool table "
+            "cannot name its code: declare its version (version='...'), and change it when the code changes"
+        )
+    tools: Mapping[str, ToolPolicy | str] = app.tools.policies.tools if isinstance(app, RuntimeApp) else app.tools
+    return tool_table_version(tools)
+
+
 #: What a push app may set on the driver built for it (as ``Driver`` takes them).
 DRIVER_OPTIONS = ("gate", "max_steps", "on_indeterminate", "transient", "model_attempts", "fences")
 
@@ -156,6 +188,7 @@ def app_runtime(
         transient=app.transient,
         model_attempts=app.model_attempts,
         app=app.name,
+        app_version=version_of(app),
         ids=host.ids,
         clock=host.clock,
         on_event=host.on_event,
@@ -169,7 +202,8 @@ def app_runtime(
 def _driver_options(app: PushApp | AsyncPushApp, host: HostOptions) -> dict[str, Any]:
     options: dict[str, Any] = {k: getattr(app, k) for k in DRIVER_OPTIONS if hasattr(app, k)}
     options.update(
-        ids=host.ids, clock=host.clock, on_event=host.on_event, leases=host.leases, telemetry=host.telemetry, app=app.name
+        ids=host.ids, clock=host.clock, on_event=host.on_event, leases=host.leases, telemetry=host.telemetry, app=app.name,
+        app_version=version_of(app),
     )
     return options
 

@@ -63,6 +63,8 @@ from runkernel.adapters.worker.account import (
 from runkernel.adapters.worker.app_loop import AppLoop, SharedAppLoop
 from runkernel.adapters.worker.listing import Listing, Walk
 from runkernel.adapters.worker.apps import AsyncPushApp, HostOptions, PushApp, RuntimeApp, WorkerApp, app_runtime
+from runkernel.adapters.worker.apps import version_of as app_version_of
+from runkernel.adapters.worker.presence import Presence
 from runkernel.adapters.worker.outage import MAX_SKIPPED_POLLS as MAX_SKIPPED_POLLS, OutageEvent, RunBackoff, StoreOutage
 from runkernel.adapters.worker.push_drive import drive_push
 from runkernel.adapters.worker.set_aside import SetAside
@@ -87,6 +89,10 @@ def default_worker_id() -> str:
     """Unique per process: host, pid and 48 random bits."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
 
+
+#: The longest a worker waits between two heartbeats in the worker registry (seconds of
+#: its own clock), whatever its lease duration: well inside ``versions.LIVE_WINDOW``.
+HEARTBEAT_INTERVAL = 15.0
 
 #: How many Runs a worker drives at once unless told otherwise.
 DEFAULT_CONCURRENCY = 32
@@ -142,12 +148,19 @@ class Worker:
         self.store = store
         self.concurrency = concurrency
         self.app = app
+        #: the version of the app's code this worker drives (``apps.version_of``): it
+        #: finds only the Runs that version may drive
+        self.version = app_version_of(app)
         self.worker_id = worker_id or default_worker_id()
         self.monotonic = monotonic
         self._options = (lease_duration, lease_margin, batch)
         self.leases = LeaseKeeper(store, self.worker_id, duration=lease_duration, margin=lease_margin, monotonic=monotonic)
         self.poll_interval = poll_interval
         self.batch = batch
+        #: this worker's entry in the store's worker registry (``presence``)
+        self.presence = Presence(
+            store, self.worker_id, app.name, self.version, min(lease_duration / 2, HEARTBEAT_INTERVAL), monotonic
+        )
         self._listing = Listing(self.worker_id)
         self.ids = ids or SecretIds()
         self.clock = clock
@@ -242,6 +255,7 @@ class Worker:
                     break
         finally:
             self._set_aside.release_others(stopping=self.stopping)
+            self.presence.leave()
             self._close_app_loop_if_stopping()
             self.report.outages = self.outage.count
         return self.report
@@ -293,6 +307,7 @@ class Worker:
                     listening = False  # the listener dropped with the store: listen again first
         finally:
             self._set_aside.release_others(stopping=self.stopping)
+            self.presence.leave()
             self._close_app_loop_if_stopping()
             self.report.outages = self.outage.count
         return self.report
@@ -337,6 +352,7 @@ class Worker:
             self._slots.drain(once=once)
         finally:
             self._slots = None
+            self.presence.leave()
             self._close_app_loop_if_stopping()
             self.report.outages = self.outage.count
         return self.report
@@ -424,6 +440,9 @@ class Worker:
 
     def _met_another(self) -> None:
         self._listing.met_another()
+
+    def _heartbeat(self) -> None:
+        self.presence.beat()
 
     def _after_outage_delay(self) -> bool:
         """Whether to make another pass: not stopping, after the outage's backoff if the
@@ -571,8 +590,10 @@ class Worker:
             self._on_event(event)
 
     def _work(self, passed: Collection[str] = ()) -> Walk:
-        """The Runs set aside now due, then up to ``batch`` Runs with work, none of ``passed``
-        (set aside: failing, or unable to move yet), in this worker's order (``listing``).
+        """The Runs set aside now due, then up to ``batch`` Runs with work that this worker's
+        version may drive, none of ``passed`` (set aside: failing, or unable to move yet),
+        in this worker's order (``listing``).
         The store lists the oldest first, asked for as many more as ``passed`` hides."""
-        found = self.store.runs_with_work(self.app.name, self.batch + len(passed))
+        self.presence.beat()  # each poll, at most once per heartbeat interval
+        found = self.store.runs_with_work(self.app.name, self.batch + len(passed), version=self.version)
         return self._listing.walk(self._set_aside.due(), found, passed, self.batch)

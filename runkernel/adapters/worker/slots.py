@@ -108,6 +108,9 @@ class Dispatching(Protocol):
     def _met_another(self) -> None:
         """A slot found a Run leased by another worker (``listing``)."""
 
+    def _heartbeat(self) -> None:
+        """Heartbeat in the store's worker registry, if one is due (``presence``)."""
+
     def shutdown(self) -> None:
         """Stop every slot: the commit in flight finishes, nothing new starts."""
 
@@ -214,6 +217,7 @@ class Slots:
                         need_poll, polled_now, last_poll = False, True, owner.monotonic()
                     self._fill()
                     self.renewals.renew(slot.worker.leases for slot in self._all_slots() if slot.worker is not None)
+                    owner._heartbeat()  # with the renewal rounds, while drives run long
                 except StoreUnavailable as error:
                     owner.outage.failed(error)
                     listening = False

@@ -21,7 +21,7 @@ from runkernel.errors import IllegalCommit, UnknownRun
 from runkernel.adapters.worker.account import WorkerReport
 from runkernel.adapters.worker.loop import Worker
 from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, app_name
-from runkernel.integrations._common import checked_policies, host_leases, serve_app, start_run
+from runkernel.integrations._common import app_version, checked_policies, host_leases, serve_app, start_run
 from runkernel.integrations.mcp import checked_trust
 from runkernel.integrations.openai_agents._binding import _BINDING, Binding, GuardrailTripped
 from runkernel.integrations.openai_agents._copies import DurableCopies, agents_of, handoff_names
@@ -59,7 +59,9 @@ class DurableRunner:
     that ``serve(agent)`` (the embedded worker, at launch) or ``runkernel worker`` with
     ``worker_app(agent)`` continues them after a crash. A Run of ``app`` driven here
     holds its lease (``lease_duration`` seconds, renewed as it goes): no worker drives
-    it too, until this process is gone and the lease ran out."""
+    it too, until this process is gone and the lease ran out. ``version`` is the version
+    of this code its Runs record beside ``app`` (default: the digest of the tools'
+    policies); an agent with MCP servers must declare it (``VersionRequired``)."""
 
     def __init__(
         self,
@@ -77,6 +79,7 @@ class DurableRunner:
         lease_duration: float = 30.0,
         tracing: bool = False,
         trusted_mcp: Collection[str] = frozenset(),
+        version: str | None = None,
     ) -> None:
         self.status = dict(status or {})
         self.store, self.policies = store, checked_policies(tools, self.status)
@@ -85,6 +88,7 @@ class DurableRunner:
         self.poll_interval, self.status_asks = poll_interval, status_asks
         self.app, self.lease_duration, self.tracing = app, lease_duration, tracing
         self.trusted_mcp = checked_trust(trusted_mcp)
+        self.version = version
         self._opened: list[Store] = []
         self._copies = DurableCopies()
 
@@ -173,7 +177,8 @@ class DurableRunner:
         loop; without a running loop this raises ``IntegrationError``."""
         home = home_loop(agents_of(agent), "DurableRunner.worker_app()")
         return DurableAgentApp(app_name(self.app, name, "DurableRunner"), self, agent, self.tools(agent), self.max_steps,
-                               self.on_indeterminate, self.transient, self.model_attempts, home)
+                               self.on_indeterminate, self.transient, self.model_attempts, home, self.version,
+                               any(each.mcp_servers for each in agents_of(agent)))
 
     def serve(self, agent: Agent[Any], **worker: Any) -> Worker:
         """Recovery at launch: start an embedded worker of ``agent`` for the Runs of ``app``
@@ -191,7 +196,9 @@ class DurableRunner:
     def _driver(self, agent: Agent[Any]) -> AsyncDriver:
         return AsyncDriver(self.open(), self.tools(agent), max_steps=self.max_steps, on_indeterminate=self.on_indeterminate,
                            transient=self.transient, model_attempts=self.model_attempts, app=self.app,
-                           leases=host_leases(self.open(), self.app, self.lease_duration))
+                           leases=host_leases(self.open(), self.app, self.lease_duration),
+                           app_version=app_version(self.app, self.version, any(each.mcp_servers for each in agents_of(agent)),
+                                                   "DurableRunner"))
 
     def _functions(self, agent: Agent[Any]) -> dict[str, FunctionTool]:
         return {t.name: t for each in agents_of(agent) for t in each.tools if isinstance(t, FunctionTool)}
@@ -322,6 +329,11 @@ class DurableAgentApp:
     model_attempts: int = attrs.field(repr=False)
     #: the event loop the agent's MCP servers were connected on (None: the agent has none)
     mcp_loop: asyncio.AbstractEventLoop | None = attrs.field(default=None, repr=False)
+    #: the version its Runs record (``apps.version_of``; None: the digest of ``tools``)
+    version: str | None = None
+    #: whether the agents have MCP servers, whose tools are listed while they run (then
+    #: ``version`` must be declared)
+    dynamic_tools: bool = False
 
     async def drive(self, driver: AsyncDriver, run_id: str) -> None:
         """Resume ``run_id`` with ``driver`` (it holds the worker's lease) until it is

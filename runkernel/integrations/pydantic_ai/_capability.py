@@ -39,7 +39,7 @@ from runkernel.errors import IllegalCommit, UnknownRun
 from runkernel.adapters.worker.loop import Worker
 from runkernel.integrations._common import IntegrationError, RunEnded, StatusFunction, StillRunning, app_name
 from runkernel.integrations._common import CallTurns, handed_call
-from runkernel.integrations._common import checked_policies, held_by, host_leases, serve_app, start_run
+from runkernel.integrations._common import app_version, checked_policies, held_by, host_leases, serve_app, start_run
 from runkernel.integrations.pydantic_ai._context import (
     _PICK_UP, DeferredAfterStart, DepsMismatch, PickUp, _warn_if_system_prompt, cannot_stream,
 )
@@ -47,7 +47,7 @@ from runkernel.integrations.pydantic_ai._errors import ended_message, pydantic_a
 from runkernel.integrations.pydantic_ai._events import StreamListener
 from runkernel.integrations.mcp import checked_trust
 from runkernel.integrations.pydantic_ai._gate import DeclaredGate
-from runkernel.integrations.pydantic_ai._mcp import durable_mcp, mcp_policies
+from runkernel.integrations.pydantic_ai._mcp import durable_mcp, has_mcp, mcp_policies
 from runkernel.integrations.pydantic_ai._mapping import (
     _answer_of, _deferred_answer, _deps_type, _error_value, _payloads, _recorded_deps_type, _shown, to_model_messages,
 )
@@ -86,7 +86,9 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
       so that ``serve(agent)`` (at launch) or ``runkernel worker`` with
       ``worker_app(agent)`` continues them (after a crash, or ``runkernel resume``). A
       Run of ``app`` driven here holds its lease (``lease_duration`` s, renewed): no
-      worker drives it too, until the process is gone and the lease ran out.
+      worker drives it too, until the process is gone and the lease ran out. ``version``:
+      the version of this code its Runs record beside ``app`` (default: the digest of
+      ``tools``); an agent with MCP toolsets must declare it (``VersionRequired``).
     - ``max_steps``: steps before the Run ends ``step_limit``. ``on_indeterminate``: a
       call nobody knows the outcome of is shown to the model with its operation id
       (``PUBLISH``) or ends the Run ``outcome_unknown`` (``END_RUN``). ``status_asks``
@@ -126,6 +128,9 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
     #: how long the lease of a Run of ``app`` lasts unless renewed (in process and in ``serve``)
     lease_duration: float = 30.0
     trusted_mcp: Collection[str] = frozenset()
+    #: the version of the agent's code its Runs record beside ``app`` (None: the digest
+    #: of ``tools``); an agent with MCP toolsets must declare it (docs/how-to/deploy-new-code.md)
+    version: str | None = None
 
     def __post_init__(self) -> None:
         self.tools = checked_policies(self.tools, self.status)  # "replay" and the like become their ToolPolicy
@@ -203,7 +208,7 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
         _warn_if_system_prompt(agent)
         return DurableAgentApp(
             app_name(self.app, name, "RunkernelDurability"), self, agent, self.tools, self.max_steps,
-            self.on_indeterminate, self.transient, self.model_attempts, deps,
+            self.on_indeterminate, self.transient, self.model_attempts, deps, self.version, has_mcp(agent),
         )
 
     def serve(self, agent: Agent[Any, Any], *, deps: DepsFactory | None = None, **worker: Any) -> Worker:
@@ -252,6 +257,7 @@ class RunkernelDurability(StreamListener, DeclaredGate, AbstractCapability[Any])
                 self.open(), self.tools, gate=self, max_steps=self.max_steps, on_indeterminate=self.on_indeterminate,
                 transient=self.transient, model_attempts=self.model_attempts, app=self.app,
                 leases=host_leases(self.open(), self.app, self.lease_duration),
+                app_version=app_version(self.app, self.version, has_mcp(ctx.agent), "RunkernelDurability"),
             )
         self._driver = driver
         if pick_up is None:

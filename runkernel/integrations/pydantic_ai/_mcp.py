@@ -73,6 +73,17 @@ def durable_mcp(toolset: AbstractToolset[Any], trusted: Collection[str]) -> Abst
     return toolset.visit_and_replace(wrap)
 
 
+def has_mcp(agent: Any) -> bool:
+    """Whether ``agent`` (None: no agent) has an ``MCPToolset`` among its toolsets."""
+    kind = getattr(sys.modules.get("pydantic_ai.mcp"), "MCPToolset", None)
+    if kind is None or agent is None:
+        return False
+    found: list[object] = []
+    for toolset in getattr(agent, "toolsets", ()):
+        toolset.apply(lambda each: found.append(each) if isinstance(each, kind) else None)
+    return bool(found)
+
+
 def mcp_policies(tool_defs: Sequence[ToolDefinition], named: Collection[str]) -> dict[str, ToolPolicy]:
     """The policy of each MCP tool of a model request that is not ``named`` in the explicit
     mapping, derived from its server's trust and annotations (``mcp_tool_policy``)."""

@@ -46,6 +46,11 @@ class DurableAgentApp:
     transient: TransientPredicate = attrs.field(repr=False)
     model_attempts: int = attrs.field(repr=False)
     deps: DepsFactory | None = attrs.field(default=None, repr=False)
+    #: the version its Runs record (``apps.version_of``; None: the digest of ``tools``)
+    version: str | None = None
+    #: whether the agent has MCP toolsets, whose tools are listed while it runs (then
+    #: ``version`` must be declared)
+    dynamic_tools: bool = False
 
     async def drive(self, driver: AsyncDriver, run_id: str) -> None:
         """Resume ``run_id`` with ``driver`` (it holds the worker's lease) until it is quiet."""

@@ -21,7 +21,7 @@ from runkernel.adapters.drive.inbox import submit_end, submit_resume
 from runkernel.adapters.drive.ports import ToolRegistry
 from runkernel.adapters.stores.contract import Store
 from runkernel.adapters.worker.apps import (
-    AsyncPushApp, HostOptions, PushApp, RuntimeApp, WorkerApp, app_async_driver, app_driver, app_runtime,
+    AsyncPushApp, HostOptions, PushApp, RuntimeApp, WorkerApp, app_async_driver, app_driver, app_runtime, version_of,
 )
 from runkernel.kernel.decide import decide
 from runkernel.kernel.protocol import Activate, EndRequest, ResumeCommand
@@ -204,7 +204,8 @@ class Player:
     def _activate(self) -> None:
         head = self.store.thread_head(self.played.thread_id)
         activation = Activate(
-            self.played.thread_id, self.played.run_id, head.version if head else 0, self.messages, self.app.name
+            self.played.thread_id, self.played.run_id, head.version if head else 0, self.messages, self.app.name,
+            app_version=version_of(self.app),
         )
         decision = decide(None, activation)
         if isinstance(decision, Rejection) or decision.commit is None:

@@ -113,6 +113,19 @@ def ex_after_ended() -> Example:
             "run-1 is Ended; committing its terminus again is a commit after Ended.")
 
 
+def ex_app_version() -> Example:
+    # Legal: the activation names the Run's app and its version; no later line does.
+    log = Log()
+    activation = log.activate("thread-1", "run-1", "Ping.")
+    versioned = mutated(activation, lambda ln: ln.update(app="pinger", app_version="2026-12-07"))
+    log.lines[-1] = versioned
+    log.feed("run-1", text("Pong.", EndCauseKind.COMPLETED))
+    prefix = [versioned]
+    bad = mutated(log.lines[-1], lambda ln: ln.update(app_version="2026-12-08"))
+    return (log.lines, prefix + [bad],
+            "run-1 records another app version after its activation: a Run's code is named once.")
+
+
 def ex_step() -> Example:
     log = Log()
     log.activate("thread-1", "run-1", "Plan a trip to Porto.")

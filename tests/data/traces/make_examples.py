@@ -54,6 +54,7 @@ from examples_resume import (
 from examples_realistic_legal import BIG
 from examples_run_rules import (
     ex_after_ended,
+    ex_app_version,
     ex_awaiting_end,
     ex_first_commit,
     ex_identity,
@@ -75,6 +76,7 @@ RULE_EXAMPLES: dict[str, Callable[[], Example]] = {
     "first-commit-running": ex_first_commit,
     "one-active-run": ex_one_active_run,
     "nothing-after-ended": ex_after_ended,
+    "app-version-on-activation": ex_app_version,
     "step-counts-inference": ex_step,
     "run-edge": ex_run_edge,
     "ticket-matches-wait": ex_ticket_shape,

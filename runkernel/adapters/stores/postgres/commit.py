@@ -40,11 +40,12 @@ PREPARED = (
     "WITH made AS (INSERT INTO threads (thread_id, version, active_run_id) VALUES ($3, $1, $2) RETURNING 1) "
     "INSERT INTO commits (thread_id, version, run_id, line, writer_id, writer_epoch) "
     "VALUES ($3, $1, $4, (SELECT $5::text FROM made), $6, $7)",
-    # a Run's first commit (its activation, which names the app and a child's parent
-    # call: later commits keep them)
-    "PREPARE rk_put_run (text, text, text, text, text, bigint, bigint, text, float8, boolean, text, text, text) AS "
+    # a Run's first commit (its activation, which names the app, its version and a
+    # child's parent call: later commits keep them)
+    "PREPARE rk_put_run (text, text, text, text, text, bigint, bigint, text, float8, boolean, text, text, text, text) AS "
     "INSERT INTO runs (run_id, thread_id, snapshot, app, state, step, version, waiting_for, wake_at, quiet, "
-    "parent_thread_id, parent_run_id, parent_call_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    "parent_thread_id, parent_run_id, parent_call_id, app_version) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
     # a Run's later commits: a plain update (an upsert would try the insert first)
     "PREPARE rk_update_run (text, text, text, bigint, bigint, text, float8, boolean) AS "
     "UPDATE runs SET snapshot = $2, state = $3, step = $4, version = $5, waiting_for = $6, wake_at = $7, "
@@ -110,9 +111,10 @@ def commit_statements(
         )
     if new_run:
         add(
-            "EXECUTE rk_put_run (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "EXECUTE rk_put_run (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             commit.run_id, commit.thread_id, snapshot_text, summary.app, summary.state, summary.step,
             summary.version, summary.waiting_for, summary.wake_at, bool(awaited), *parent_columns(commit.parent),
+            summary.app_version,
         )
     else:
         add(

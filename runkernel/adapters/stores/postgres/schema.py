@@ -23,7 +23,7 @@ from runkernel.adapters.stores.sql.dialect import POSTGRESQL
 from runkernel.adapters.stores.work import STORE_TABLES
 
 SCHEMA_NAME = "runkernel-postgres"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: An advisory lock key that serializes ``db init`` and ``db migrate`` runs.
 _SCHEMA_LOCK = 0x72756E6B  # "runk"
@@ -53,6 +53,18 @@ _THREE_TO_FOUR_COLUMN = "ALTER TABLE inbox ADD COLUMN IF NOT EXISTS ticket_id te
 _THREE_TO_FOUR_KEY = (
     "CREATE UNIQUE INDEX IF NOT EXISTS inbox_one_answer ON inbox (run_id, ticket_id) "
     "WHERE state = 'pending' AND ticket_id IS NOT NULL"
+)
+
+#: What schema 5 adds: each Run's app version beside its app (the Runs made before have
+#: none: any worker of their app drives them), the worker registry (each worker's app,
+#: version and last heartbeat, by the server's clock) and the versions an operator
+#: recorded compatible (``accept_versions``).
+_FOUR_TO_FIVE = (
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS app_version text",
+    "CREATE TABLE IF NOT EXISTS workers (worker_id text PRIMARY KEY, app text, version text, "
+    "heartbeat_at double precision NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS compatible_versions (app text NOT NULL, version text NOT NULL, drives text NOT NULL, "
+    "PRIMARY KEY (app, version, drives))",
 )
 
 _SCHEMA = (
@@ -88,6 +100,7 @@ _SCHEMA = (
     # expires_at is the server's clock now(), in seconds since the Unix epoch
     "CREATE TABLE leases (run_id text PRIMARY KEY, worker_id text NOT NULL, epoch bigint NOT NULL, "
     "expires_at double precision NOT NULL, released boolean NOT NULL DEFAULT false)",
+    *_FOUR_TO_FIVE,
 )
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -238,7 +251,9 @@ def migrate_postgres(url: str) -> tuple[int, int]:
     crash leaves the old schema or the new one). Schema 2 adds what finds a quiet parent
     by key (each Run's quiet flag and parent call, the children a quiet Run waits for),
     filled from the latest states and activations; schema 3 each Run's trace context;
-    schema 4 one pending answer per wait (later answers of a ticket settled first); a current store is left alone, an
+    schema 4 one pending answer per wait (later answers of a ticket settled first);
+    schema 5 each Run's app version, the worker registry and the versions recorded
+    compatible; a current store is left alone, an
     uninitialized one is refused naming ``db init``, a newer one naming an upgrade."""
     _, schema = split_url(url)
     with _connect(url) as conn:
@@ -246,7 +261,7 @@ def migrate_postgres(url: str) -> tuple[int, int]:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 version = found_version(conn, url, schema)
-                if version not in (1, 2, 3):
+                if version not in (1, 2, 3, 4):
                     check_current(conn, url, schema)
                     return SCHEMA_VERSION, SCHEMA_VERSION
                 conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
@@ -255,7 +270,10 @@ def migrate_postgres(url: str) -> tuple[int, int]:
                 if version <= 2:
                     for statement in _TWO_TO_THREE:
                         conn.execute(statement.encode())
-                _three_to_four(conn)
+                if version <= 3:
+                    _three_to_four(conn)
+                for statement in _FOUR_TO_FIVE:
+                    conn.execute(statement.encode())
                 conn.execute("UPDATE meta SET value = %s WHERE key = 'version'", (str(SCHEMA_VERSION),))
                 return version, SCHEMA_VERSION
         except psycopg.Error as error:

@@ -16,7 +16,7 @@ from runkernel.adapters.stores.postgres.commit import NOW
 from runkernel.adapters.stores.postgres.connection import Connection, PostgresConnection
 from runkernel.adapters.stores.sql.dialect import POSTGRESQL
 from runkernel.adapters.stores.sql.queries import work_query
-from runkernel.adapters.stores.sql.shared import SqlStore
+from runkernel.adapters.stores.sql.versions import SqlVersions
 from runkernel.adapters.stores.sql.statements import Row
 
 #: Runs with work, judged by the server's clock.
@@ -63,7 +63,7 @@ RENEW_MANY = (
 )
 
 
-class PostgresSql(PostgresConnection, SqlStore):
+class PostgresSql(PostgresConnection, SqlVersions):
     """The shared store methods, on the store's session."""
 
     dialect = POSTGRESQL
@@ -165,8 +165,8 @@ class PostgresSql(PostgresConnection, SqlStore):
 
         self._attempt(doing, work)
 
-    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
-        return [str(r[0]) for r in self._all(_WORK, (app, limit))]
+    def runs_with_work(self, app: str | None, limit: int = 100, *, version: str | None = None) -> list[str]:
+        return [str(r[0]) for r in self._all(_WORK, (app, version, version, version, limit))]
 
 
 def _lease_row(run_id: str, row: Sequence[Any]) -> LeaseRow | None:

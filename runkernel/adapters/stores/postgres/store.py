@@ -220,7 +220,7 @@ class PostgresStore(PostgresSql):
                 raise
             line = commit_text(commit)
             sent.append((accepted.run, line))
-            summary = summary_of(accepted.run, commit.app)
+            summary = summary_of(accepted.run, commit.app, commit.app_version)
             query = commit_statements(
                 commit, line, head, accepted.head, judged_dumps(snapshot_to_json(accepted.run)), summary, accepted.keys,
                 settle, lease, before is None, (self._channel, commit.run_id) if before is None else None,

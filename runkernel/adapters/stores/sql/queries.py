@@ -12,7 +12,7 @@ from runkernel.adapters.stores.work import RunSummary
 
 
 #: the summary columns, in RunSummary's field order, as both SQL stores keep them
-SUMMARY_COLUMNS = "run_id, thread_id, state, step, version, app, waiting_for, wake_at"
+SUMMARY_COLUMNS = "run_id, thread_id, state, step, version, app, waiting_for, wake_at, app_version"
 
 
 def _filters(*, state: str | None, thread_id: str | None, app: str | None) -> tuple[str, list[object]]:
@@ -59,16 +59,29 @@ def count_query(*, state: str | None, thread_id: str | None, app: str | None, ca
     return f"SELECT count(*) FROM (SELECT 1 FROM runs {clause} LIMIT ?) AS capped", [*params, cap]
 
 
+#: The Runs a worker of a version may drive (its parameters: that version three times;
+#: NULL: a worker that drives every version): those recorded without a version
+#: (activated before versions existed), of its own version, or of a version recorded
+#: compatible with its own.
+VERSION_FILTER = (
+    "(CAST(? AS text) IS NULL OR r.app_version IS NULL OR r.app_version = CAST(? AS text) OR EXISTS ("
+    "SELECT 1 FROM compatible_versions v WHERE v.app = r.app AND v.version = CAST(? AS text) "
+    "AND v.drives = r.app_version))"
+)
+
+
 def work_query(dialect: Dialect) -> str:
     """The ``runs_with_work`` query over a store's ``runs``, ``awaited_children``,
     ``inbox`` and ``leases`` tables, in ``?`` style, with the dialect's store clock,
-    null-safe equality and activation order. Its parameters: the app, the clock where the
-    dialect's is a parameter (twice), and the limit. Each branch is a key lookup: a quiet
-    parent's children are found by its awaited rows and their own runs rows, never by
-    reading history."""
+    null-safe equality and activation order. Its parameters: the app, the worker's
+    version (three times: None drives every version), the clock where the dialect's is a
+    parameter (twice), and the limit. Each branch is a key lookup: a quiet parent's
+    children are found by its awaited rows and their own runs rows, never by reading
+    history; a Run's version is its row's, and what it may be driven by the
+    ``compatible_versions`` row the operator recorded (``accept_versions``)."""
     now = dialect.now
     return (
-        f"SELECT r.run_id FROM runs r WHERE r.app {dialect.same} ? AND ("
+        f"SELECT r.run_id FROM runs r WHERE r.app {dialect.same} ? AND {VERSION_FILTER} AND ("
         " (r.state = 'running' AND (NOT r.quiet OR EXISTS (SELECT 1 FROM awaited_children a"
         "  LEFT JOIN runs c ON c.run_id = a.child_run_id"
         "  WHERE a.parent_run_id = r.run_id AND (c.run_id IS NULL OR c.state = 'ended'))))"
@@ -91,4 +104,5 @@ def summary_from_row(row: Sequence[Any]) -> RunSummary:
         row[5],
         row[6],
         None if row[7] is None else float(row[7]),
+        row[8],
     )

@@ -31,7 +31,7 @@ HEAD_RUN_AND_LEASE = (
 )
 
 #: SQLite's writes of a commit: its line, the Thread's head (a new Thread's row, or the
-#: head moved on) and the Run's row (a new Run's, with the app and parent its
+#: head moved on) and the Run's row (a new Run's, with the app, version and parent its
 #: activation names and later commits keep; or the latest state moved on). The head's
 #: and the Run's changed columns come first, their keys last.
 INSERT_COMMIT = (
@@ -41,7 +41,7 @@ INSERT_THREAD = "INSERT INTO threads (version, active_run_id, thread_id) VALUES 
 UPDATE_THREAD = "UPDATE threads SET version = ?, active_run_id = ? WHERE thread_id = ?"
 INSERT_RUN = (
     "INSERT INTO runs (snapshot, state, step, version, waiting_for, wake_at, quiet, run_id, thread_id, app, "
-    "parent_thread_id, parent_run_id, parent_call_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "app_version, parent_thread_id, parent_run_id, parent_call_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 UPDATE_RUN = (
     "UPDATE runs SET snapshot = ?, state = ?, step = ?, version = ?, waiting_for = ?, wake_at = ?, quiet = ? "

@@ -13,7 +13,7 @@ from typing import Any
 
 from runkernel.adapters.stores.contract import Lease
 from runkernel.adapters.stores.leases import LeaseRow, renewed_each, taken_each
-from runkernel.adapters.stores.sql.shared import SqlStore
+from runkernel.adapters.stores.sql.versions import SqlVersions
 from runkernel.adapters.stores.sqlite.opening import store_error
 
 _UPSERT = (
@@ -24,7 +24,7 @@ _UPSERT = (
 _ROWS = "SELECT run_id, worker_id, epoch, expires_at, released FROM leases WHERE run_id IN ({marks})"
 
 
-class SqliteLeases(SqlStore):
+class SqliteLeases(SqlVersions):
     """The lease hooks of ``SqlStore`` and the batched lease acts, on one SQLite connection."""
 
     path: str

@@ -19,6 +19,9 @@ activation; the Runs made before have none.
 Schema 7 allows one pending answer per wait: each pending resume names its ticket, under a
 unique key; a ticket's pending answers after its oldest are settled first (refused,
 naming the oldest), as the runtime would have found them.
+Schema 8 records each Run's app version beside its app (the Runs made before have none:
+any worker of their app drives them), and adds the worker registry and the versions
+recorded compatible (both empty).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from runkernel.adapters.stores.sqlite.schema import (
     ONE_ANSWER_INDEX,
     SCHEMA_NAME,
     SCHEMA_VERSION,
+    VERSIONS_TABLES,
 )
 from runkernel.adapters.stores.sql.migrate import one_answer_statements, quiet_parent_statements
 from runkernel.adapters.stores.work import summary_of
@@ -72,6 +76,8 @@ _SCHEMA_5_TO_6 = """
 ALTER TABLE runs ADD COLUMN trace_context TEXT;
 """
 
+_SCHEMA_7_TO_8 = VERSIONS_TABLES
+
 
 #: How long a migration waits for another writer's lock, as every store connection does.
 BUSY_TIMEOUT = 30.0
@@ -97,9 +103,9 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
         if version == SCHEMA_VERSION:
             db.execute("ROLLBACK")
             return version, version
-        if version not in (1, 2, 3, 4, 5, 6):
+        if version not in (1, 2, 3, 4, 5, 6, 7):
             raise SchemaError(
-                f"{name} has schema version {version}; this runkernel migrates 1 to 6 to {SCHEMA_VERSION}"
+                f"{name} has schema version {version}; this runkernel migrates 1 to 7 to {SCHEMA_VERSION}"
             )
         if version == 1:
             _one_to_two(db, name)
@@ -111,7 +117,9 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
             _run_statements(db, _SCHEMA_4_TO_5)
         if version <= 5:
             _run_statements(db, _SCHEMA_5_TO_6)
-        _six_to_seven(db)
+        if version <= 6:
+            _six_to_seven(db)
+        _seven_to_eight(db)
         db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
         return version, SCHEMA_VERSION
@@ -169,6 +177,14 @@ def _six_to_seven(db: sqlite3.Connection) -> None:
     for statement, params in list(one_answer_statements(pending.fetchall())):
         db.execute(statement, params)
     _run_statements(db, ONE_ANSWER_INDEX)
+
+
+def _seven_to_eight(db: sqlite3.Connection) -> None:
+    """Each Run's app version (none for the Runs made before), the registry, the compatibility."""
+    columns = {str(row[1]) for row in db.execute("PRAGMA table_info(runs)").fetchall()}
+    if "app_version" not in columns:  # a file made older by hand may have kept it
+        db.execute("ALTER TABLE runs ADD COLUMN app_version TEXT")
+    _run_statements(db, _SCHEMA_7_TO_8)
 
 
 def _three_to_four(db: sqlite3.Connection, name: str) -> None:

@@ -8,7 +8,7 @@ from runkernel.adapters.stores.sqlite.opening import Layout
 from runkernel.adapters.stores.work import STORE_TABLES
 
 SCHEMA_NAME = "runkernel-sqlite"
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: The history facts kept as indexed rows of their own (schema 2).
 HISTORY_TABLES = """
@@ -38,6 +38,24 @@ CREATE TABLE awaited_children (
 #: and no two pending rows name the same one.
 ONE_ANSWER_INDEX = """
 CREATE UNIQUE INDEX IF NOT EXISTS inbox_one_answer ON inbox (run_id, ticket_id) WHERE state = 'pending' AND ticket_id IS NOT NULL;
+"""
+
+#: The worker registry and the versions recorded compatible (schema 8): each live worker's
+#: app, version and last heartbeat (store time); and per app, which Runs' versions
+#: (``drives``) the workers of a version may drive (``accept_versions``).
+VERSIONS_TABLES = """
+CREATE TABLE IF NOT EXISTS workers (
+    worker_id TEXT PRIMARY KEY,
+    app TEXT,
+    version TEXT,
+    heartbeat_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS compatible_versions (
+    app TEXT NOT NULL,
+    version TEXT NOT NULL,
+    drives TEXT NOT NULL,
+    PRIMARY KEY (app, version, drives)
+) WITHOUT ROWID;
 """
 
 #: One row per leased Run (schema 3).
@@ -72,7 +90,8 @@ CREATE TABLE runs (
     parent_thread_id TEXT,
     parent_run_id TEXT,
     parent_call_id TEXT,
-    trace_context TEXT
+    trace_context TEXT,
+    app_version TEXT
 );
 CREATE INDEX runs_by_state ON runs (state, app);
 CREATE INDEX runs_by_state_only ON runs (state);
@@ -104,6 +123,6 @@ CREATE TABLE reconciliations (
     outcome TEXT NOT NULL,
     note TEXT
 );
-CREATE INDEX reconciliations_by_operation ON reconciliations (operation_id);{LEASES_TABLE}"""
+CREATE INDEX reconciliations_by_operation ON reconciliations (operation_id);{LEASES_TABLE}{VERSIONS_TABLES}"""
 
 LAYOUT = Layout(SCHEMA_NAME, SCHEMA_VERSION, STORE_TABLES)

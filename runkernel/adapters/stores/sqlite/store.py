@@ -167,15 +167,17 @@ class SqliteStore(SqliteLeases):
                 (new_head.version, new_head.active_run_id, new_head.thread_id),
             )
             snapshot = snapshot_text(accepted.run)  # msgspec, as the commit line
-            summary = summary_of(accepted.run, commit.app)
+            summary = summary_of(accepted.run, commit.app, commit.app_version)
             awaited = awaited_children(accepted.run)
             changed = (
                 snapshot, summary.state, summary.step, summary.version, summary.waiting_for, summary.wake_at, bool(awaited)
             )
             if before is None:
-                # the app and the parent are the activation's: later commits never change them
+                # the app, its version and the parent are the activation's: later commits never change them
                 parent = parent_columns(commit.parent)
-                db.execute(INSERT_RUN, (*changed, commit.run_id, commit.thread_id, summary.app, *parent))
+                db.execute(
+                    INSERT_RUN, (*changed, commit.run_id, commit.thread_id, summary.app, summary.app_version, *parent)
+                )
             else:
                 db.execute(UPDATE_RUN, (*changed, commit.run_id))
             if trace_context is not None:
@@ -220,9 +222,9 @@ class SqliteStore(SqliteLeases):
         line, writer, head_version, run_id = stored
         return is_own_landed_commit(commit, lease, head_version, run_id, line == commit_text(commit), writer)
 
-    def runs_with_work(self, app: str | None, limit: int = 100) -> list[str]:
+    def runs_with_work(self, app: str | None, limit: int = 100, *, version: str | None = None) -> list[str]:
         now = self._clock()
-        return [str(r[0]) for r in self._all(_WORK, (app, now, now, limit))]
+        return [str(r[0]) for r in self._all(_WORK, (app, version, version, version, now, now, limit))]
 
     # --- inbox, checkpoints -------------------------------------------------------------
 
