@@ -86,3 +86,18 @@ _TOOLS: dict[str, Tool] = {"lookup": Lookup(), "reserve": Reserve(), "pay": Pay(
 v1 = RuntimeApp(NAME, Model(), ToolRegistry(_TOOLS, max_steps=10), gate=HoldApprovals())
 #: the new code: one more tool (the model of this test never calls it)
 v2 = RuntimeApp(NAME, Model(), ToolRegistry({**_TOOLS, "note": Lookup()}, max_steps=10), gate=HoldApprovals())
+
+
+class _McpHost:
+    """A push app whose tools an MCP server lists while it runs, with no declared version:
+    ``runkernel start`` and ``runkernel worker`` refuse it (``VersionRequired``)."""
+
+    name = NAME
+    tools: dict[str, str] = {}
+    dynamic_tools = True
+
+    def serve(self, driver: object, action: object) -> None:
+        raise AssertionError("never driven: refused before")
+
+
+mcp_unversioned = _McpHost()

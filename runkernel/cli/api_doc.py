@@ -47,12 +47,12 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "runkernel.adapters.stores.kit",
         "What a store of your own calls: the judgment of an append, the line codec, the lease rules and "
-        "work discovery (it also re-exports the records, errors and kernel values a store holds).",
+        "work discovery, the version rules (it also re-exports the records, errors and kernel values a store holds).",
         (
             "judge_append", "commit_text", "commit_from_text", "LeaseRow", "acquired", "require_held", "taken_each", "renewed_each",
             "commit_writer", "checked_release", "checked_duration", "is_own_landed_commit", "summary_of",
             "awaited_children", "has_work", "HistoryKeys", "snapshot_text", "snapshot_from_text",
-            "answered_ticket", "AnswerPending",
+            "answered_ticket", "AnswerPending", "may_drive", "checked_acceptance", "WorkerRecord", "FORGET_AFTER",
         ),
     ),
     ("runkernel.adapters.stores.memory", "The in-memory store (``memory:``).", ("MemoryStore",)),
@@ -111,7 +111,7 @@ MODULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "runkernel.adapters.worker.apps",
         "What ``runkernel worker --app MODULE:ATTR`` loads (a ``RuntimeApp`` is in ``runkernel``).",
-        ("PushApp", "AsyncPushApp", "load_app"),
+        ("PushApp", "AsyncPushApp", "load_app", "version_of"),
     ),
     (
         "runkernel.adapters.worker.upgrade",

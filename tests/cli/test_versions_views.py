@@ -72,3 +72,26 @@ def test_runs_inspect_and_the_console_say_why_no_worker_drives_a_run(
     store.forget_worker("w-new")
     assert _runs(capsys, url)["r-new"]["not_driven"] == NO_LIVE_WORKER
     store.close()
+
+
+def test_start_and_worker_take_the_version_of_the_app_they_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rolling_app import v2
+    from runkernel.adapters.worker.apps import version_of
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert main(["start", "--store", url, "--thread", "t1", "--run", "loaded", "--app", "rolling_app:v2", "go"]) == 0
+    assert main(["start", "--store", url, "--thread", "t2", "--run", "named", "--app", "rolling", "go"]) == 0
+    capsys.readouterr()
+    rows = _runs(capsys, url)
+    assert rows["loaded"]["app_version"] == version_of(v2) and rows["loaded"]["app"] == "rolling"
+    assert rows["named"]["app_version"] is None, "a name alone says nothing of the code"
+    for argv in (
+        ["start", "--store", url, "--thread", "t3", "--app", "rolling_app:mcp_unversioned", "go"],
+        ["worker", "--store", url, "--app", "rolling_app:mcp_unversioned", "--once"],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "declare its version" in err, err
+    assert set(_runs(capsys, url)) == {"loaded", "named"}

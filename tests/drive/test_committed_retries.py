@@ -111,7 +111,7 @@ def test_a_pull_mode_continuation_retries_as_the_batch_committed(case: str, host
     downstream = Downstream()
     store = MemoryStore()
     first = Runtime(CrashingStore(store, _dies_after_the_batch_opens()), OneCall(),
-                    ToolRegistry({"flaky": Flaky(committed, downstream)}), app="retrying")
+                    ToolRegistry({"flaky": Flaky(committed, downstream)}), app="retrying", app_version="r1")
     with pytest.raises(SimulatedCrash):
         first.start("t", "r", (Message(Role.USER, "go"),))
     opened = store.run("r")
@@ -122,7 +122,8 @@ def test_a_pull_mode_continuation_retries_as_the_batch_committed(case: str, host
     if host == "runtime":
         ended = Runtime(store, OneCall(), tools).drive("r").snapshot
     else:
-        Worker(store, RuntimeApp("retrying", OneCall(), tools), worker_id="w2").run_once()
+        # its retry policy differs, but the app says it is the same version: it drives the Run
+        Worker(store, RuntimeApp("retrying", OneCall(), tools, version="r1"), worker_id="w2").run_once()
         ended = store.run("r")
     assert ended is not None and isinstance(ended.state, Ended)
     assert downstream.attempts == list(range(1, attempt + 1))

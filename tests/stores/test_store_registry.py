@@ -56,9 +56,10 @@ def test_a_dialect_takes_a_statement_written_once() -> None:
 
 
 def test_the_work_query_asks_for_the_clock_only_where_it_is_a_parameter() -> None:
-    # SQLite: the app, this process's clock twice, the limit; PostgreSQL: the app and the
-    # limit, the clock being the server's
-    assert work_query(dialect.SQLITE).count("?") == 4
+    # SQLite: the app, the worker's version three times, this process's clock twice, the
+    # limit; PostgreSQL: the app, the version three times and the limit, the clock being
+    # the server's
+    assert work_query(dialect.SQLITE).count("?") == 7
     postgres = work_query(dialect.POSTGRESQL)
-    assert postgres.count("?") == 2 and postgres.count(dialect.POSTGRESQL.now) == 2
+    assert postgres.count("?") == 5 and postgres.count(dialect.POSTGRESQL.now) == 2
     assert "IS NOT DISTINCT FROM ?" in postgres and "r.app IS ?" in work_query(dialect.SQLITE)

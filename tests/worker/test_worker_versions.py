@@ -174,3 +174,35 @@ def test_a_worker_registers_while_it_runs_and_forgets_itself_when_it_stops(store
     assert (record.app, record.version) == ("shop", version_of(app))
     assert record.live(store.store_time())
     assert store.workers() == [], "a stopped worker forgets itself"
+
+
+def test_presence_heartbeats_when_due_rides_out_an_outage_and_registers_again() -> None:
+    from runkernel.adapters.stores.contract import StoreUnavailable
+    from runkernel.adapters.worker.presence import Presence
+
+    class Flaky(MemoryStore):
+        down = False
+
+        def heartbeat_worker(self, worker_id: str) -> bool:
+            if self.down:
+                raise StoreUnavailable("the store is out")
+            return super().heartbeat_worker(worker_id)
+
+    store = Flaky()
+    clock = [0.0]
+    presence = Presence(store, "w1", "shop", "v1", 10.0, lambda: clock[0])
+    presence.beat()
+    assert [(w.worker_id, w.version) for w in store.workers()] == [("w1", "v1")] and presence.beats == 1
+    clock[0] = 5.0
+    presence.beat()  # not due yet: nothing asked of the store
+    assert presence.beats == 1
+    clock[0], store.down = 11.0, True
+    presence.beat()  # an outage: skipped, never raised
+    assert presence.beats == 1
+    store.down = False
+    store.forget_worker("w1")  # forgotten meanwhile (another tool, a restart of the registry)
+    clock[0] = 11.5
+    presence.beat()  # tried again at once after the outage, and registered again
+    assert presence.beats == 2 and [w.worker_id for w in store.workers()] == ["w1"]
+    presence.leave()
+    assert store.workers() == []

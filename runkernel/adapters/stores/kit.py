@@ -55,7 +55,8 @@ from runkernel.adapters.stores.leases import (
     taken_each,
 )
 from runkernel.adapters.stores.serial import answered_ticket, commit_from_text, commit_text, snapshot_from_text, snapshot_text
-from runkernel.adapters.stores.versions import FORGET_AFTER, WorkerRecord, checked_acceptance, may_drive
+from runkernel.adapters.stores import versions as _versions
+from runkernel.adapters.stores.versions import WorkerRecord, checked_acceptance, may_drive
 from runkernel.adapters.stores.work import RunSummary, awaited_children, has_work, summary_of
 from runkernel.errors import (
     AnswerPending,
@@ -71,6 +72,10 @@ from runkernel.errors import (
 from runkernel.kernel.history import NO_HISTORY, History, HistoryKeys, MutableHistory
 from runkernel.kernel.state import Ended, Message, ParentCall, RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.validate import Accepted
+
+#: How long a worker that stopped heartbeating stays in the registry, in seconds of the
+#: store's clock: ``forget_worker`` deletes every worker silent for longer.
+FORGET_AFTER = _versions.FORGET_AFTER
 
 __all__ = [
     # the contract and its records

@@ -80,7 +80,10 @@ class RuntimeApp:
 
 @runtime_checkable
 class PushApp(Protocol):
-    """A worker app that drives Runs itself through the push-mode driver."""
+    """A worker app that drives Runs itself through the push-mode driver. It may also
+    have ``version`` (its code's version, a string; default: ``version_of``'s digest of
+    ``tools``) and ``dynamic_tools`` (True when an MCP server lists tools while it runs:
+    then ``version`` is required); neither is a member here, so apps without them match."""
 
     @property
     def name(self) -> str:
@@ -102,7 +105,8 @@ class PushApp(Protocol):
 
 @runtime_checkable
 class AsyncPushApp(Protocol):
-    """A worker app that drives Runs itself through the asyncio push-mode driver."""
+    """A worker app that drives Runs itself through the asyncio push-mode driver; its
+    optional ``version`` and ``dynamic_tools`` are ``PushApp``'s."""
 
     @property
     def name(self) -> str:
