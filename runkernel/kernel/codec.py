@@ -19,6 +19,7 @@ import msgspec
 
 from runkernel.errors import IllegalShape as IllegalShape, TraceFormatError as TraceFormatError
 from runkernel.kernel.canonical import jcs_digest
+from runkernel.kernel.codec_encode import commit_line as commit_line
 from runkernel.kernel.codec_typed import remember_policy, remembered_policy, typed_commit, typed_commit_of_text
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.rules import Rule
