@@ -22,7 +22,6 @@ import msgspec
 
 from runkernel.kernel.policies import RecoveryMode, ToolPolicy
 from runkernel.kernel.state import (
-    ActiveToolBatch,
     Awaiting,
     CallAwaiting,
     CallCompleted,
@@ -31,17 +30,12 @@ from runkernel.kernel.state import (
     CallRequested,
     Delegation,
     EndCause,
-    Ended,
     Event,
     Message,
-    ParentCall,
-    ResumeTicket,
+    RunDisposition,
     Running,
     ThreadCommit,
     ToolCall,
-    ToolResult,
-    ToolUse,
-    TypedError,
     Wait,
 )
 from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
@@ -202,7 +196,9 @@ def commit_line(commit: ThreadCommit) -> bytes:
     )
 
 
-def _disposition(disposition: Awaiting | Ended) -> _Awaiting | _Ended:
+def _disposition(disposition: RunDisposition) -> _Running | _Awaiting | _Ended:
+    if isinstance(disposition, Running):
+        return _RUNNING
     if isinstance(disposition, Awaiting):
         ticket = disposition.ticket
         return _Awaiting(_Ticket(ticket.ticket_id, ticket.wait, ticket.call_id))

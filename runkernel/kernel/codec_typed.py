@@ -1,8 +1,12 @@
 """The typed reading of a ``runkernel/2`` line: msgspec Structs in the line's shape.
 
-msgspec checks the types, the enums and the integer bounds of the whole line in C;
-what is left in Python is building the kernel's values and the few rules that span
-fields. This is the decoder's fast path, never its judge: ``typed_commit`` returns
+msgspec checks the types, the enums and the integer bounds of the whole line in C,
+and builds the kernel's own attrs values wherever the line's fields are theirs (a
+message and its tool uses, a ticket, a result, a delegation, a parent): no Struct in
+between, only their checks run (one post-init call each). What is left in Python is
+the commit, its batch, calls and statuses (the kernel's unions, which msgspec cannot
+tell apart, and the call's status spread over the call's fields), and the few rules
+that span fields. This is the decoder's fast path, never its judge: ``typed_commit`` returns
 None for anything it is not certain of (a type msgspec refuses, a rule between fields,
 a value a kernel class refuses, a field the strict decoder reads leniently in a shape
 this one does not take), and ``codec.commit_from_json`` then decodes the line with its
@@ -41,11 +45,10 @@ from runkernel.kernel.state import (
     ThreadCommit,
     ToolCall,
     ToolResult,
-    ToolUse,
     TypedError,
     Wait,
 )
-from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
+from runkernel.kernel.values import EndCauseKind, IndeterminateReason, WaitKind
 
 # The Structs are never tracked by the garbage collector (gc=False): they live for one
 # line and hold only decoded JSON, which cannot make a reference cycle.
