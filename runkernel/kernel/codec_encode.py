@@ -186,12 +186,13 @@ def commit_line(commit: ThreadCommit) -> bytes:
             commit.expected_version + 1,
             commit.step,
             _RUNNING if type(disposition) is Running else _disposition(disposition),
-            None if batch is None else _Batch(batch.batch_id, batch.step, batch.finalized, list(map(_call, batch.calls))),
+            None if batch is None else _Batch(batch.batch_id, batch.step, batch.finalized, [*map(_call, batch.calls)]),
             list(map(_message, commit.messages)) if commit.messages else [],
             list(map(_event, commit.events)) if commit.events else [],
-            msgspec.UNSET if staged is None else staged.value,
-            None if parent is None else _Parent(parent.thread_id, parent.run_id, parent.call_id),
-            commit.app,
+            # the optional fields, by name: a new one is one line here and one in _Line
+            staged=msgspec.UNSET if staged is None else staged.value,
+            parent=None if parent is None else _Parent(parent.thread_id, parent.run_id, parent.call_id),
+            app=commit.app,
         )
     )
 

@@ -66,12 +66,12 @@ class _Wait(msgspec.Struct, frozen=True, gc=False):
     request: Any = None
 
 
-class _Policy(msgspec.Struct, frozen=True, gc=False):
+class _Policy(msgspec.Struct, frozen=True, gc=False):  # frozen: hashable, the key of _BY_WIRE
     recovery: RecoveryMode
     max_attempts: TraceInt
     retries: TraceInt
-    delegation: Any = None
-    concurrent: Any = False
+    delegation: str | None = None
+    concurrent: bool = False
 
 
 class _Call(msgspec.Struct, frozen=True, gc=False):
@@ -188,9 +188,10 @@ def _commit_of(line: _Line) -> ThreadCommit | None:
             None if batch is None else _batch(batch),
             messages,
             tuple(map(_event, events)) if events else (),
-            line.app,
-            None if line.staged is msgspec.UNSET else Staged(line.staged),
-            line.parent,
+            # the optional fields, by name: a new one is one line here and one in _Line
+            app=line.app,
+            staged=None if line.staged is msgspec.UNSET else Staged(line.staged),
+            parent=line.parent,
         )
     except (_NotCertain, ValueError, TypeError, msgspec.ValidationError):
         return None
@@ -257,13 +258,18 @@ def _status(raw: _Call) -> CallStatus:
     raise _NotCertain
 
 
+#: the policies this reader met, by their wire fields as msgspec typed them (hashed in C)
+_BY_WIRE: dict[_Policy, ToolPolicy] = {}
+
+
 def _policy(raw: _Policy) -> ToolPolicy:
-    key = (raw.recovery._value_, raw.max_attempts, raw.retries, raw.delegation, raw.concurrent)
-    if not isinstance(raw.delegation, (str, type(None))) or type(raw.concurrent) is not bool:
-        raise _NotCertain
-    known = remembered_policy(key)
+    known = _BY_WIRE.get(raw)
     if known is not None:
         return known
+    key = (raw.recovery._value_, raw.max_attempts, raw.retries, raw.delegation, raw.concurrent)
+    known = remembered_policy(key)
+    if known is not None:
+        return _remember_wire(raw, known)
     if raw.max_attempts < 1 or raw.delegation not in _DELEGATION_KINDS or (raw.concurrent and raw.delegation):
         raise _NotCertain
     policy = ToolPolicy(
@@ -273,7 +279,13 @@ def _policy(raw: _Policy) -> ToolPolicy:
         sequential_delegation=raw.delegation == "sequential",
         concurrent=raw.concurrent,
     )
-    return remember_policy(key, policy)
+    return _remember_wire(raw, remember_policy(key, policy))
+
+
+def _remember_wire(raw: _Policy, policy: ToolPolicy) -> ToolPolicy:
+    if len(_BY_WIRE) < _POLICIES_KEPT:
+        _BY_WIRE[raw] = policy
+    return policy
 
 
 def _event(raw: dict[str, Any]) -> Event:

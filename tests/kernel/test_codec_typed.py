@@ -182,7 +182,9 @@ def test_the_typed_writer_writes_every_optional_part_as_the_dict() -> None:
     for commit in scripted_trace():
         assert commit_line(commit) == msgspec.json.encode(commit_to_json(commit))
     policy = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY, 2), RetryPolicy(3), concurrent=True)
-    sequential = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.INDETERMINATE, 1), RetryPolicy(1), sequential_delegation=True)
+    sequential = ToolPolicy(
+        ToolRecoveryPolicy(RecoveryMode.INDETERMINATE, 1), RetryPolicy(1), sequential_delegation=True
+    )
     wait = Wait(WaitKind.APPROVAL, "t1", child="c", due_at="d", expires_at="e", request={"prompt": "ok?"})
     calls = (
         ToolCall("a", "t", [1], "op-a", CallAwaiting(0, wait), policy),
