@@ -83,7 +83,7 @@ class _Call(msgspec.Struct, omit_defaults=True, gc=False):
     result: _Result | None = None
     reason: IndeterminateReason | None = None
     reaction: Any = None
-    policy: _Policy | None = None
+    policy: msgspec.Raw | None = None  # the policy's own encoding, kept per policy
     delegation: _Delegation | None = None
 
 
@@ -166,9 +166,9 @@ _STATUS_NAMES: dict[type, str] = {
     CallCompleted: "completed",
     CallIndeterminate: "indeterminate",
 }
-#: the encoded form of each policy met, by the policy's identity (the policy is kept
-#: with it, so its id is never reused while it is here); a process has a few policies
-_POLICIES: dict[int, tuple[ToolPolicy, _Policy]] = {}
+#: the encoding of each policy met, by the policy's identity (the policy is kept with
+#: it, so its id is never reused while it is here); a process has a few policies
+_POLICIES: dict[int, tuple[ToolPolicy, msgspec.Raw]] = {}
 _POLICIES_KEPT = 256
 
 
@@ -212,7 +212,10 @@ def _call(call: ToolCall) -> _Call:
     status = call.status
     kind = type(status)
     policy = call.policy
-    out = None if policy is None else _policy(policy)
+    out = None
+    if policy is not None:
+        known = _POLICIES.get(id(policy))
+        out = known[1] if known is not None and known[0] is policy else _policy(policy)
     delegation = call.delegation
     if kind is CallExecuting or kind is CallRequested:
         return _Call(
@@ -240,15 +243,20 @@ def _wait(wait: Wait) -> _Wait:
     return _Wait(wait.kind, wait.correlation, wait.child, wait.due_at, wait.expires_at, wait.request)
 
 
-def _policy(policy: ToolPolicy) -> _Policy:
-    known = _POLICIES.get(id(policy))
-    if known is not None and known[0] is policy:
-        return known[1]
+def _policy(policy: ToolPolicy) -> msgspec.Raw:
     delegation = (
         "terminal_only" if policy.terminal_only_delegation else "sequential" if policy.sequential_delegation else None
     )
-    out = _Policy(
-        policy.recovery.mode, policy.recovery.max_attempts, policy.retry.max_attempts - 1, delegation, policy.concurrent
+    out = msgspec.Raw(
+        msgspec.json.encode(  # as _ENCODER would (its default settings), once per policy
+            _Policy(
+                policy.recovery.mode,
+                policy.recovery.max_attempts,
+                policy.retry.max_attempts - 1,
+                delegation,
+                policy.concurrent,
+            )
+        )
     )
     if len(_POLICIES) < _POLICIES_KEPT:
         _POLICIES[id(policy)] = (policy, out)
