@@ -19,6 +19,7 @@ import msgspec
 
 from runkernel.errors import IllegalShape as IllegalShape, TraceFormatError as TraceFormatError
 from runkernel.kernel.canonical import jcs_digest
+from runkernel.kernel.codec_encode import commit_line as commit_line
 from runkernel.kernel.codec_typed import remember_policy, remembered_policy, typed_commit, typed_commit_of_text
 from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
 from runkernel.kernel.rules import Rule
@@ -75,10 +76,13 @@ T = TypeVar("T")
 
 
 # --- encoding -----------------------------------------------------------------------
+# The line as a dict (what export, the JSON-value scan and the schema read); enums by
+# their ``_value_`` (a plain attribute; ``.value`` is a property). ``commit_line``
+# (codec_encode.py) writes the same line's bytes without building it.
 
 
 def wait_to_json(wait: Wait) -> dict[str, JsonValue]:
-    out: dict[str, JsonValue] = {"kind": wait.kind.value, "correlation": wait.correlation}
+    out: dict[str, JsonValue] = {"kind": wait.kind._value_, "correlation": wait.correlation}
     for name in ("child", "due_at", "expires_at"):
         value = getattr(wait, name)
         if value is not None:
@@ -101,9 +105,9 @@ def call_to_json(call: ToolCall) -> dict[str, JsonValue]:
     if isinstance(status, CallAwaiting):
         out["wait"] = wait_to_json(status.wait)
     elif isinstance(status, CallCompleted):
-        out["result"] = {"kind": status.result.kind.value, "value": status.result.value}
+        out["result"] = {"kind": status.result.kind._value_, "value": status.result.value}
     elif isinstance(status, CallIndeterminate):
-        out["reason"] = status.reason.value
+        out["reason"] = status.reason._value_
     if call.reaction is not None:
         out["reaction"] = call.reaction
     if call.policy is not None:
@@ -121,7 +125,7 @@ def policy_to_json(policy: ToolPolicy) -> dict[str, JsonValue]:
     """A call's committed policy: ``retries`` counts the attempts after the first that
     retryable tool errors may use (a retry policy of n attempts has n - 1 retries)."""
     out: dict[str, JsonValue] = {
-        "recovery": policy.recovery.mode.value,
+        "recovery": policy.recovery.mode._value_,
         "max_attempts": policy.recovery.max_attempts,
         "retries": policy.retry.max_attempts - 1,
     }
@@ -152,16 +156,16 @@ def disposition_to_json(disposition: RunDisposition) -> dict[str, JsonValue]:
         ticket = disposition.ticket
         return {
             "state": "awaiting",
-            "ticket": {"ticket_id": ticket.ticket_id, "wait": ticket.wait.value, "call_id": ticket.call_id},
+            "ticket": {"ticket_id": ticket.ticket_id, "wait": ticket.wait._value_, "call_id": ticket.call_id},
         }
-    cause: dict[str, JsonValue] = {"kind": disposition.cause.kind.value}
+    cause: dict[str, JsonValue] = {"kind": disposition.cause.kind._value_}
     if disposition.cause.error is not None:
         cause["error"] = {"type": disposition.cause.error.type, "message": disposition.cause.error.message}
     return {"state": "ended", "cause": cause}
 
 
 def message_to_json(message: Message) -> dict[str, JsonValue]:
-    out: dict[str, JsonValue] = {"role": message.role.value, "content": message.content}
+    out: dict[str, JsonValue] = {"role": message.role._value_, "content": message.content}
     if message.tool_calls is not None:
         out["tool_calls"] = [
             {"call_id": u.call_id, "tool": u.tool, "arguments": u.arguments} for u in message.tool_calls

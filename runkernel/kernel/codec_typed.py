@@ -1,8 +1,12 @@
 """The typed reading of a ``runkernel/2`` line: msgspec Structs in the line's shape.
 
-msgspec checks the types, the enums and the integer bounds of the whole line in C;
-what is left in Python is building the kernel's values and the few rules that span
-fields. This is the decoder's fast path, never its judge: ``typed_commit`` returns
+msgspec checks the types, the enums and the integer bounds of the whole line in C,
+and builds the kernel's own attrs values wherever the line's fields are theirs (a
+message and its tool uses, a ticket, a result, a delegation, a parent): no Struct in
+between, only their checks run (one post-init call each). What is left in Python is
+the commit, its batch, calls and statuses (the kernel's unions, which msgspec cannot
+tell apart, and the call's status spread over the call's fields), and the few rules
+that span fields. This is the decoder's fast path, never its judge: ``typed_commit`` returns
 None for anything it is not certain of (a type msgspec refuses, a rule between fields,
 a value a kernel class refuses, a field the strict decoder reads leniently in a shape
 this one does not take), and ``codec.commit_from_json`` then decodes the line with its
@@ -42,11 +46,10 @@ from runkernel.kernel.state import (
     ThreadCommit,
     ToolCall,
     ToolResult,
-    ToolUse,
     TypedError,
     Wait,
 )
-from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
+from runkernel.kernel.values import EndCauseKind, IndeterminateReason, WaitKind
 
 # The Structs are never tracked by the garbage collector (gc=False): they live for one
 # line and hold only decoded JSON, which cannot make a reference cycle.
@@ -64,23 +67,12 @@ class _Wait(msgspec.Struct, frozen=True, gc=False):
     request: Any = None
 
 
-class _Result(msgspec.Struct, frozen=True, gc=False):
-    kind: ResultKind
-    value: Any
-
-
-class _Policy(msgspec.Struct, frozen=True, gc=False):
+class _Policy(msgspec.Struct, frozen=True, gc=False):  # frozen: hashable, the key of _BY_WIRE
     recovery: RecoveryMode
     max_attempts: TraceInt
     retries: TraceInt
-    delegation: Any = None
-    concurrent: Any = False
-
-
-class _Delegation(msgspec.Struct, frozen=True, gc=False):
-    thread_id: str
-    run_id: str
-    concurrent: bool
+    delegation: str | None = None
+    concurrent: bool = False
 
 
 class _Call(msgspec.Struct, frozen=True, gc=False):
@@ -91,11 +83,11 @@ class _Call(msgspec.Struct, frozen=True, gc=False):
     status: str
     attempt: TraceInt
     wait: _Wait | None = None
-    result: _Result | None = None
+    result: ToolResult | None = None
     reason: IndeterminateReason | None = None
     reaction: Any = None
     policy: _Policy | None = None
-    delegation: _Delegation | None = None
+    delegation: Delegation | None = None
 
 
 class _Batch(msgspec.Struct, frozen=True, gc=False):
@@ -105,17 +97,6 @@ class _Batch(msgspec.Struct, frozen=True, gc=False):
     calls: list[_Call]
 
 
-class _Ticket(msgspec.Struct, frozen=True, gc=False):
-    ticket_id: str
-    wait: WaitKind
-    call_id: str
-
-
-class _Error(msgspec.Struct, frozen=True, gc=False):
-    type: str
-    message: str
-
-
 class _Cause(msgspec.Struct, frozen=True, gc=False):
     kind: EndCauseKind
     error: Any = None
@@ -123,28 +104,8 @@ class _Cause(msgspec.Struct, frozen=True, gc=False):
 
 class _Disposition(msgspec.Struct, frozen=True, gc=False):
     state: str
-    ticket: _Ticket | None = None
+    ticket: ResumeTicket | None = None
     cause: _Cause | None = None
-
-
-class _ToolUse(msgspec.Struct, frozen=True, gc=False):
-    call_id: str
-    tool: str
-    arguments: Any
-
-
-class _Message(msgspec.Struct, frozen=True, gc=False):
-    role: Role
-    content: Any
-    tool_calls: list[_ToolUse] | None = None
-    call_id: Any = None
-    metadata: Any = None
-
-
-class _Parent(msgspec.Struct, frozen=True, gc=False):
-    thread_id: str
-    run_id: str
-    call_id: str
 
 
 class _ForkedFrom(msgspec.Struct, frozen=True, gc=False):
@@ -161,10 +122,10 @@ class _Line(msgspec.Struct, frozen=True, gc=False):
     step: TraceInt
     disposition: _Disposition
     batch: _Batch | None
-    messages: list[_Message]
+    messages: tuple[Message, ...]
     events: list[dict[str, Any]]
     staged: Any = msgspec.UNSET  # absent: unchanged; null: cleared
-    parent: _Parent | None = None
+    parent: ParentCall | None = None
     app: str | None = None
     forked_from: _ForkedFrom | None = None
     app_version: str | None = None
@@ -222,19 +183,24 @@ _LINE_DECODER = msgspec.json.Decoder(_Line)
 def _commit_of(line: _Line) -> ThreadCommit | None:
     if line.trace != "runkernel/2" or line.version < 1:
         return None
+    messages, events, batch = line.messages, line.events, line.batch
     try:
+        for message in messages:  # msgspec built them; what it cannot see is checked here
+            if message.tool_calls == ():  # Message refuses a stray call id, tool uses off an assistant
+                raise _NotCertain  # the strict reader drops an empty tool-use block
         return ThreadCommit(
             line.thread_id,
             line.run_id,
             line.version - 1,
             line.step,
             _disposition(line.disposition),
-            None if line.batch is None else _batch(line.batch),
-            tuple(_message(m) for m in line.messages),
-            tuple(_event(e) for e in line.events),
-            line.app,
-            None if line.staged is msgspec.UNSET else Staged(line.staged),
-            None if line.parent is None else ParentCall(line.parent.thread_id, line.parent.run_id, line.parent.call_id),
+            None if batch is None else _batch(batch),
+            messages,
+            tuple(map(_event, events)) if events else (),
+            # the optional fields, by name: a new one is one line here and one in _Line
+            app=line.app,
+            staged=None if line.staged is msgspec.UNSET else Staged(line.staged),
+            parent=line.parent,
             forked_from=_forked_from(line.forked_from),
             app_version=line.app_version,
         )
@@ -251,36 +217,33 @@ def _disposition(raw: _Disposition) -> RunDisposition:
     if state == "running" and raw.ticket is None:
         return _RUNNING
     if state == "awaiting" and raw.ticket is not None:
-        ticket = raw.ticket
-        return Awaiting(ResumeTicket(ticket.ticket_id, ticket.wait, ticket.call_id))
+        return Awaiting(raw.ticket)
     if state == "ended" and raw.ticket is None and raw.cause is not None:
         kind, error = raw.cause.kind, raw.cause.error
         if kind is not EndCauseKind.FAILED:
             return Ended(EndCause(kind))
-        typed = msgspec.convert(error, _Error) if isinstance(error, dict) else None
-        if typed is not None:
-            return Ended(EndCause(kind, TypedError(typed.type, typed.message)))
+        if isinstance(error, dict):
+            return Ended(EndCause(kind, msgspec.convert(error, TypedError)))
     raise _NotCertain
 
 
 def _batch(raw: _Batch) -> ActiveToolBatch:
     if raw.step < 1 or not raw.calls:
         raise _NotCertain
-    return ActiveToolBatch(raw.batch_id, raw.step, raw.finalized, tuple(_call(c) for c in raw.calls))
+    return ActiveToolBatch(raw.batch_id, raw.step, raw.finalized, tuple(map(_call, raw.calls)))
 
 
 def _call(raw: _Call) -> ToolCall:
+    policy = raw.policy
     return ToolCall(
         raw.call_id,
         raw.tool,
         raw.arguments,
         raw.operation_id,
         _status(raw),
-        None if raw.policy is None else _policy(raw.policy),
+        None if policy is None else _policy(policy),
         raw.reaction,
-        None
-        if raw.delegation is None
-        else Delegation(raw.delegation.thread_id, raw.delegation.run_id, raw.delegation.concurrent),
+        raw.delegation,
     )
 
 
@@ -292,7 +255,7 @@ def _status(raw: _Call) -> CallStatus:
     if status == "requested" and wait is None and result is None and reason is None and attempt == 0:
         return _REQUESTED
     if status == "completed" and result is not None and wait is None and reason is None:
-        return CallCompleted(attempt, ToolResult(result.kind, result.value))
+        return CallCompleted(attempt, result)
     if status == "awaiting" and wait is not None and result is None and reason is None:
         return CallAwaiting(
             attempt,
@@ -310,13 +273,18 @@ def _status(raw: _Call) -> CallStatus:
     raise _NotCertain
 
 
+#: the policies this reader met, by their wire fields as msgspec typed them (hashed in C)
+_BY_WIRE: dict[_Policy, ToolPolicy] = {}
+
+
 def _policy(raw: _Policy) -> ToolPolicy:
-    key = (raw.recovery.value, raw.max_attempts, raw.retries, raw.delegation, raw.concurrent)
-    if not isinstance(raw.delegation, (str, type(None))) or type(raw.concurrent) is not bool:
-        raise _NotCertain
-    known = remembered_policy(key)
+    known = _BY_WIRE.get(raw)
     if known is not None:
         return known
+    key = (raw.recovery._value_, raw.max_attempts, raw.retries, raw.delegation, raw.concurrent)
+    known = remembered_policy(key)
+    if known is not None:
+        return _remember_wire(raw, known)
     if raw.max_attempts < 1 or raw.delegation not in _DELEGATION_KINDS or (raw.concurrent and raw.delegation):
         raise _NotCertain
     policy = ToolPolicy(
@@ -326,22 +294,13 @@ def _policy(raw: _Policy) -> ToolPolicy:
         sequential_delegation=raw.delegation == "sequential",
         concurrent=raw.concurrent,
     )
-    return remember_policy(key, policy)
+    return _remember_wire(raw, remember_policy(key, policy))
 
 
-def _message(raw: _Message) -> Message:
-    role, uses = raw.role, raw.tool_calls
-    tool_calls = None
-    if uses:  # the strict reader ignores an empty tool-use block
-        if role is not Role.ASSISTANT:
-            raise _NotCertain
-        tool_calls = tuple(ToolUse(u.call_id, u.tool, u.arguments) for u in uses)
-    call_id = None
-    if role is Role.TOOL:
-        if not isinstance(raw.call_id, str):
-            raise _NotCertain
-        call_id = raw.call_id
-    return Message(role, raw.content, tool_calls, call_id, raw.metadata)
+def _remember_wire(raw: _Policy, policy: ToolPolicy) -> ToolPolicy:
+    if len(_BY_WIRE) < _POLICIES_KEPT:
+        _BY_WIRE[raw] = policy
+    return policy
 
 
 def _event(raw: dict[str, Any]) -> Event:

@@ -165,10 +165,10 @@ class ToolCall:
     not record it; runkernel always does.
     """
 
-    call_id: str = attrs.field(validator=_non_empty)
-    tool: str = attrs.field(validator=_non_empty)
+    call_id: str
+    tool: str
     arguments: JsonValue
-    operation_id: str = attrs.field(validator=_non_empty)
+    operation_id: str
     status: CallStatus
     policy: ToolPolicy | None = None
     #: AfterTool's answer, committed with the call's terminal result and immutable like
@@ -176,6 +176,14 @@ class ToolCall:
     reaction: JsonValue = attrs.field(default=None, hash=False)
     #: the child Run of a delegation, fixed from its Executing commit on (None: none)
     delegation: Delegation | None = None
+
+    def __attrs_post_init__(self) -> None:  # one call, not one validator per field: decoding builds many
+        if not self.call_id:
+            raise ValueError("call_id must not be empty")
+        if not self.tool:
+            raise ValueError("tool must not be empty")
+        if not self.operation_id:
+            raise ValueError("operation_id must not be empty")
 
     def same_identity(self, other: ToolCall) -> bool:
         """True when both describe the same call (everything but the status and the
@@ -202,25 +210,28 @@ class ToolCall:
         return self.policy if self.policy is not None else fallback
 
 
-def _calls_non_empty(
-    _instance: object, _attribute: attrs.Attribute[tuple[ToolCall, ...]], value: tuple[ToolCall, ...]
-) -> None:
-    if not value:
-        raise ValueError("a batch holds one or more calls")
-    if len({call.call_id for call in value}) != len(value):
-        raise ValueError("call ids of a batch must be unique")
-    if len({call.operation_id for call in value}) != len(value):
-        raise ValueError("operation ids of a batch must be unique")
-
-
 @frozen
 class ActiveToolBatch:
     """The Run-scoped batch of one Step. ``finalized`` is the publication barrier."""
 
-    batch_id: str = attrs.field(validator=_non_empty)
-    step: int = attrs.field(validator=_positive)
+    batch_id: str
+    step: int
     finalized: bool
-    calls: tuple[ToolCall, ...] = attrs.field(validator=_calls_non_empty)
+    calls: tuple[ToolCall, ...]
+
+    def __attrs_post_init__(self) -> None:  # one call, not one validator per field
+        if not self.batch_id:
+            raise ValueError("batch_id must not be empty")
+        if self.step < 1:
+            raise ValueError(f"step must be >= 1, got {self.step}")
+        calls = self.calls
+        if not calls:
+            raise ValueError("a batch holds one or more calls")
+        if len(calls) > 1:  # one call is unique alone
+            if len({call.call_id for call in calls}) != len(calls):
+                raise ValueError("call ids of a batch must be unique")
+            if len({call.operation_id for call in calls}) != len(calls):
+                raise ValueError("operation ids of a batch must be unique")
 
     @property
     def is_open(self) -> bool:
@@ -314,9 +325,15 @@ RunDisposition: TypeAlias = RunState
 class ToolUse:
     """One entry of an assistant message's tool-use block."""
 
-    call_id: str = attrs.field(validator=_non_empty)
-    tool: str = attrs.field(validator=_non_empty)
+    call_id: str
+    tool: str
     arguments: JsonValue
+
+    def __attrs_post_init__(self) -> None:  # cheaper than a validator per field, also for msgspec
+        if not self.call_id:
+            raise ValueError("call_id must not be empty")
+        if not self.tool:
+            raise ValueError("tool must not be empty")
 
 
 @frozen
@@ -407,10 +424,10 @@ class NamedEdge:
 class ThreadCommit:
     """One validated write: identity, expected version, disposition, deltas, state."""
 
-    thread_id: str = attrs.field(validator=_non_empty)
-    run_id: str = attrs.field(validator=_non_empty)
-    expected_version: int = attrs.field(validator=non_negative)
-    step: int = attrs.field(validator=non_negative)
+    thread_id: str
+    run_id: str
+    expected_version: int
+    step: int
     disposition: RunDisposition
     batch: ActiveToolBatch | None
     messages: tuple[Message, ...] = ()
@@ -431,6 +448,16 @@ class ThreadCommit:
     #: the edge ``decide`` named for this commit (kernel-made commits only; None
     #: elsewhere): never encoded, never compared, and checked before it is relied on
     edge: NamedEdge | None = attrs.field(default=None, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:  # one call, not one validator per field: decoding builds many
+        if not self.thread_id:
+            raise ValueError("thread_id must not be empty")
+        if not self.run_id:
+            raise ValueError("run_id must not be empty")
+        if self.expected_version < 0:
+            raise ValueError(f"expected_version must be >= 0, got {self.expected_version}")
+        if self.step < 0:
+            raise ValueError(f"step must be >= 0, got {self.step}")
 
     @property
     def version(self) -> int:

@@ -1,7 +1,8 @@
 """The typed reading of a trace line (``codec_typed.py``) reads every line it takes to
 the commit the strict reader reads, and leaves every line the strict reader refuses
 to it: on the random kernel driver's lines, on every catalogued mutation of them, and
-on hand-made lines whose fields the strict reader reads leniently."""
+on hand-made lines whose fields the strict reader reads leniently. The typed writing
+(``codec_encode.py``) writes the bytes of the line's dict."""
 
 from __future__ import annotations
 
@@ -17,9 +18,32 @@ from hypothesis import strategies as st
 
 from driver_history import History
 from runkernel.errors import TraceFormatError
-from runkernel.kernel.codec import _strict_commit, commit_from_json, commit_from_line, commit_to_json
+from runkernel.kernel.codec import _strict_commit, commit_from_json, commit_from_line, commit_line, commit_to_json
 from runkernel.kernel.codec_typed import typed_commit, typed_commit_of_text
-from runkernel.kernel.state import ThreadCommit
+from runkernel.kernel.policies import RecoveryMode, RetryPolicy, ToolPolicy, ToolRecoveryPolicy
+from runkernel.kernel.state import (
+    ActiveToolBatch,
+    Awaiting,
+    CallAwaiting,
+    CallCompleted,
+    CallIndeterminate,
+    Delegation,
+    EndCause,
+    Ended,
+    Event,
+    Message,
+    ForkedFrom,
+    ParentCall,
+    ResumeTicket,
+    Staged,
+    ThreadCommit,
+    ToolCall,
+    ToolResult,
+    ToolUse,
+    TypedError,
+    Wait,
+)
+from runkernel.kernel.values import EndCauseKind, IndeterminateReason, ResultKind, Role, WaitKind
 from scripted_trace import scripted_trace
 from strategies import histories
 from trace_mutations import MUTATIONS, Context
@@ -150,3 +174,40 @@ def test_text_that_is_not_json_is_refused_by_the_strict_path() -> None:
     assert typed_commit_of_text(b"{not json") is None
     with pytest.raises(msgspec.DecodeError):
         commit_from_line(b"{not json")
+
+
+@given(histories())
+def test_the_typed_writer_writes_the_bytes_of_the_dict(history: History) -> None:
+    """``commit_line`` (no dict built) is byte for byte msgspec's encoding of ``commit_to_json``."""
+    for commit in history.commits:
+        assert commit_line(commit) == msgspec.json.encode(commit_to_json(commit))
+
+
+def test_the_typed_writer_writes_every_optional_part_as_the_dict() -> None:
+    for commit in scripted_trace():
+        assert commit_line(commit) == msgspec.json.encode(commit_to_json(commit))
+    policy = ToolPolicy(ToolRecoveryPolicy(RecoveryMode.REPLAY, 2), RetryPolicy(3), concurrent=True)
+    sequential = ToolPolicy(
+        ToolRecoveryPolicy(RecoveryMode.INDETERMINATE, 1), RetryPolicy(1), sequential_delegation=True
+    )
+    wait = Wait(WaitKind.APPROVAL, "t1", child="c", due_at="d", expires_at="e", request={"prompt": "ok?"})
+    calls = (
+        ToolCall("a", "t", [1], "op-a", CallAwaiting(0, wait), policy),
+        ToolCall("b", "t", None, "op-b", CallCompleted(1, ToolResult(ResultKind.OUTPUT, {"v": 2})), None, {"r": 1}),
+        ToolCall("c", "t", {}, "op-c", CallIndeterminate(1, IndeterminateReason.RUN_ENDED), sequential,
+                 None, Delegation("ct", "cr", False)),
+    )
+    commits = [
+        ThreadCommit(
+            "t", "r", 0, 1, Ended(EndCause(EndCauseKind.FAILED, TypedError("E", "m"))), None,
+            messages=(Message(Role.TOOL, None, call_id="a", metadata={"m": 1}),),
+            events=(Event("x", {"type": "shadowed", "n": 1.5}),), app="app", staged=Staged(None),
+            parent=ParentCall("pt", "pr", "pc"), forked_from=ForkedFrom("st", "sr", 7), app_version="v2",
+        ),
+        ThreadCommit(
+            "t", "r", 1, 1, Awaiting(ResumeTicket("t1", WaitKind.APPROVAL, "a")), ActiveToolBatch("b", 1, True, calls),
+            messages=(Message(Role.ASSISTANT, "x", (ToolUse("a", "t", 2**60),)),), staged=Staged({"s": [1]}),
+        ),
+    ]
+    for commit in commits:
+        assert commit_line(commit) == msgspec.json.encode(commit_to_json(commit))

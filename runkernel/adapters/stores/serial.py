@@ -17,7 +17,7 @@ from runkernel.kernel.codec import (
     batch_from_json,
     batch_to_json,
     commit_from_line,
-    commit_to_json,
+    commit_line,
     disposition_from_json,
     disposition_to_json,
 )
@@ -59,8 +59,9 @@ def judged_dumps(value: JsonValue) -> str:
 
 
 def commit_text(commit: ThreadCommit) -> str:
-    """A judged commit's ``runkernel/2`` line (msgspec: exact big integers, shortest floats)."""
-    return judged_dumps(commit_to_json(commit))
+    """A judged commit's ``runkernel/2`` line (msgspec: exact big integers, shortest floats),
+    written from the commit's values without building its dict (``codec.commit_line``)."""
+    return commit_line(commit).decode("utf-8")
 
 
 def line_text(line: Mapping[str, JsonValue]) -> str:
