@@ -35,11 +35,16 @@ def test_start_prints_the_run_id_and_runs_lists_newest_first(tmp_path: Path, cap
     assert listed[1] == {
         "run_id": "r1", "thread_id": "t1", "state": "running", "step": 0, "version": 1, "app": "demo", "waiting_for": None,
         "ticket": None, "lease": {"state": "unleased"},
+        # started by name: no version recorded; no worker of demo is live to drive it
+        "app_version": None, "not_driven": "no live worker of its app",
     }
     assert main(["runs", "--store", url, "--thread", "t1"]) == 0
     text = capsys.readouterr().out.splitlines()
-    assert text[0].split() == ["RUN", "THREAD", "STATE", "STEP", "VERSION", "APP", "LEASE", "WAITING", "FOR"]
-    assert text[1].split() == ["r1", "t1", "running", "0", "1", "demo", "-", "-"]
+    assert text[0].split() == [
+        "RUN", "THREAD", "STATE", "STEP", "VERSION", "APP", "APP", "VERSION", "LEASE", "WAITING", "FOR", "NOT", "DRIVEN"
+    ]
+    assert text[1].split()[:8] == ["r1", "t1", "running", "0", "1", "demo", "-", "-"]
+    assert text[1].endswith("no live worker of its app")
     assert main(["runs", "--store", url, "--state", "ended"]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == []
 
