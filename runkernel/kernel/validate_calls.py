@@ -432,7 +432,10 @@ def is_group_member(call: ToolCall) -> bool:
     return group_member_kind(call) is not None
 
 
-def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
+def check_waits_with_run(commit: ThreadCommit) -> None:
+    """A call waits if and only if its Run does: an Awaiting commit has exactly one
+    Awaiting call and its ticket names that call's wait; a Running one has none. (A
+    Run's later commits and a fork's first line are both held to it.)"""
     batch = commit.batch
     calls = batch.calls if batch is not None else ()
     awaiting_calls = [c for c in calls if isinstance(c.status, CallAwaiting)]
@@ -456,7 +459,20 @@ def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
             f"match awaiting call {target.call_id!r} ({wait.kind.value}, correlation "
             f"{wait.correlation!r})",
         )
-    elif isinstance(disposition, Ended):
+    elif not isinstance(disposition, Ended):
+        require(
+            not awaiting_calls,
+            Rule.CALL_WAITS_WITH_RUN,
+            lambda: f"call {awaiting_calls[0].call_id if awaiting_calls else ''!r} is Awaiting while the run is "
+            "Running; a call waits only in the commit that moves the run to Awaiting",
+        )
+
+
+def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
+    check_waits_with_run(commit)
+    batch = commit.batch
+    disposition = commit.disposition
+    if isinstance(disposition, Ended):
         require(
             batch is None or (batch.finalized and batch.all_terminal()),
             Rule.RUN_END_CLOSES,
@@ -466,13 +482,6 @@ def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
             prev.open_batch is None or batch is not None,
             Rule.RUN_END_CLOSES,
             "the commit that ends a run must close and publish its open batch",
-        )
-    else:
-        require(
-            not awaiting_calls,
-            Rule.CALL_WAITS_WITH_RUN,
-            lambda: f"call {awaiting_calls[0].call_id if awaiting_calls else ''!r} is Awaiting while the run is "
-            "Running; a call waits only in the commit that moves the run to Awaiting",
         )
 
 

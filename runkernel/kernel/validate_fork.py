@@ -43,6 +43,7 @@ from runkernel.kernel.validate_calls import (
     Illegal,
     check_delegation,
     check_reaction,
+    check_waits_with_run,
     require,
     same_batch,
     same_json,
@@ -73,28 +74,7 @@ def check_fork_first(commit: ThreadCommit) -> None:
     batch = commit.batch
     if batch is not None:
         _check_carried_batch(commit, batch, assistants[-1] if assistants else None)
-    awaiting = [c for c in batch.calls if isinstance(c.status, CallAwaiting)] if batch is not None else []
-    if isinstance(commit.disposition, Awaiting):
-        ticket = commit.disposition.ticket
-        require(
-            len(awaiting) == 1,
-            Rule.CALL_WAITS_WITH_RUN,
-            lambda: f"an Awaiting run has exactly one Awaiting call, found {len(awaiting)}",
-        )
-        target = awaiting[0]
-        assert isinstance(target.status, CallAwaiting)
-        wait = target.status.wait
-        require(
-            target.call_id == ticket.call_id and wait.kind is ticket.wait and wait.correlation == ticket.ticket_id,
-            Rule.TICKET_SHAPE,
-            lambda: f"ticket {ticket.ticket_id!r} does not match awaiting call {target.call_id!r}",
-        )
-    else:
-        require(
-            not awaiting,
-            Rule.CALL_WAITS_WITH_RUN,
-            lambda: f"call {awaiting[0].call_id!r} is Awaiting while the fork is Running",
-        )
+    check_waits_with_run(commit)
 
 
 def started_in_source(status: CallStatus) -> bool:
