@@ -47,7 +47,12 @@ def test_an_app_killed_mid_tool_finishes_its_run_when_it_starts_again(
     assert crashed.returncode == -9, crashed.stderr
     store = open_store(url)
     (summary,) = store.list_runs()
-    assert summary.state == "running" and store.current_lease(summary.run_id) is not None, "killed holding its lease"
+    held = store.current_lease(summary.run_id)
+    assert summary.state == "running" and held is not None, "killed holding its lease"
+    # the lease is the in-process drive's own: the embedded worker registered beside it
+    # never took a Run that was being driven in process
+    embedded = {w.worker_id for w in store.workers() if w.app == APP}
+    assert len(embedded) == 1 and held.worker_id not in embedded, (held, embedded)
     restarted = _process(framework, url, record, "restart")
     assert restarted.returncode == 0, restarted.stderr
     report = json.loads((tmp_path / "report.json").read_text())
