@@ -40,8 +40,7 @@ from runkernel.kernel.values import RESUME_MAX_DEPTH, EndCauseKind, JsonValue, W
 
 #: Commands that read or change what a store keeps between processes: an in-process
 #: ``memory:`` store is always empty for them, so it is refused instead of answering.
-_PERSISTENT_ONLY = ("inspect", "export", "resume", "cancel", "reconcile", "start", "worker", "runs", "fork")
-_PERSISTENT_ONLY = ("inspect", "export", "resume", "cancel", "reconcile", "start", "worker", "runs", "upgrade-check")
+_PERSISTENT_ONLY = ("inspect", "export", "resume", "cancel", "reconcile", "start", "worker", "runs", "fork", "upgrade-check")
 
 
 @contextlib.contextmanager

@@ -193,6 +193,8 @@ def test_export_matches_the_stored_lines(waiting_store: Path, capsys: pytest.Cap
         (["inspect", "--store", "memory:", "nope"], "memory: holds nothing"),
         (["cancel", "--store", "memory:", "nope"], "memory: holds nothing"),
         (["reconcile", "--store", "memory:", "op", "--outcome", "applied"], "memory: holds nothing"),
+        (["fork", "--store", "memory:", "nope", "--at", "1"], "memory: holds nothing"),
+        (["runs", "--store", "memory:"], "memory: holds nothing"),
     ],
 )
 def test_errors_are_one_line_on_stderr(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
