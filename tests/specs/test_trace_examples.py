@@ -8,6 +8,7 @@ which line and rule the checker must report. The files are data: regenerate them
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -170,3 +171,34 @@ def test_console_script_on_a_legal_and_an_illegal_file() -> None:
     assert "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith(f"{illegal}:{expected['line']}: {expected['rule']}: ")
+
+
+_REGENERATE = """
+import hashlib, json, sys
+sys.path.insert(0, sys.argv[1])
+from make_examples import build
+legal, illegal, manifest = build()
+print(json.dumps({
+    "files": {f"{folder}/{name}": hashlib.sha256(data).hexdigest()
+              for folder, files in (("legal", legal), ("illegal", illegal)) for name, data in files.items()},
+    "manifest": manifest,
+}))
+"""
+
+
+def test_the_committed_examples_are_what_the_script_makes_now() -> None:
+    """A change to the example builders (or to the kernel they drive) shows here, not
+    as a silent diff the next time someone regenerates: the committed files are the
+    script's output byte for byte. The script runs in a process of its own, its output
+    is compared and nothing is written."""
+    made = subprocess.run(
+        [sys.executable, "-c", _REGENERATE, str(DATA)], capture_output=True, text=True, check=True
+    )
+    expected = json.loads(made.stdout)
+    committed = {
+        f"{path.parent.name}/{path.name}": hashlib.sha256(path.read_bytes()).hexdigest() for path in LEGAL + ILLEGAL
+    }
+    assert committed == expected["files"], sorted(
+        name for name in set(committed) | set(expected["files"]) if committed.get(name) != expected["files"].get(name)
+    )
+    assert MANIFEST == expected["manifest"]
