@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench import (
-    console, group_calls, latency, latency_rows, loop_lag, measures, otel, postgres, slow_disk, worker_rows, workers,
+    console, group_calls, latency, latency_rows, loop_lag, measures, otel, postgres, slow_disk, wal_pages, worker_rows,
+    workers,
 )
 from bench.framework import (
     Goal,
@@ -57,6 +58,13 @@ def _durable_goal(a: list[Sample], b: list[Sample]) -> float:
     return 0.8 * theirs / max(ours, 1e-12)
 
 
+def _pages_ratio(a: Sample, b: Sample | None) -> float:
+    """WAL frames per commit of the store (a) over the raw insert's (b)."""
+    assert b is not None
+    per_commit = count_per("frames", "commits")
+    return per_commit(a, None) / max(per_commit(b, None), 1e-12)
+
+
 def groups(sizes: Sizes) -> list[Group]:
     """Every group, in the order they run."""
     found = [
@@ -64,6 +72,7 @@ def groups(sizes: Sizes) -> list[Group]:
         Group("codec", measures.codec, lambda s: s.micro_rounds),
         Group("commit/FULL", measures.store_commit("FULL"), lambda s: s.commit_rounds),
         Group("commit/NORMAL", measures.store_commit("NORMAL"), lambda s: s.commit_rounds),
+        Group(wal_pages.GROUP, wal_pages.commit_pages, lambda s: 3 if s.quick else 5),
         Group("history", measures.history, lambda s: s.micro_rounds),
         Group("simulate", measures.simulate_sqlite, lambda s: 1 if s.quick else 2),
         Group("check-trace", measures.check_trace, lambda s: 3),
@@ -212,6 +221,18 @@ def rows(sizes: Sizes) -> list[Row]:
                 " of the snapshot, and scanning only the values a commit adds",
             )
         )
+    table.append(
+        Row(
+            "WAL pages per commit: store append ÷ raw INSERT+COMMIT of the same line (counted)",
+            SideRef(wal_pages.GROUP, "runkernel"),
+            SideRef(wal_pages.GROUP, "raw"),
+            _pages_ratio,
+            "× raw",
+            None,
+            count_figure("frames", "pages", "commit"),
+            count_figure("frames", "pages", "commit"),
+        )
+    )
     table += [
         Row(
             "`simulate` on SQLite FULL: commits/s ÷ raw FULL commits/s in the same window",
