@@ -47,6 +47,14 @@ UPDATE_RUN = (
     "UPDATE runs SET snapshot = ?, state = ?, step = ?, version = ?, waiting_for = ?, wake_at = ?, quiet = ? "
     "WHERE run_id = ?"
 )
+#: ``UPDATE_RUN`` for a commit that leaves the Run's state as it was (most do): the same
+#: parameters, its state unused. SQLite rewrites the entries of every index on a column
+#: an UPDATE sets, changed or not: naming ``state`` would write a page of each of the
+#: two state indexes on every commit for nothing.
+UPDATE_RUN_SAME_STATE = (
+    "UPDATE runs SET snapshot = ?1, step = ?3, version = ?4, waiting_for = ?5, wake_at = ?6, quiet = ?7 "
+    "WHERE run_id = ?8"
+)
 
 #: The commit's lease given up in the commit's own transaction (``append(release=True)``),
 #: after its lease check found it the Run's valid one: (run id, worker id, epoch, True).

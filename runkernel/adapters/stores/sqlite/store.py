@@ -31,13 +31,13 @@ from runkernel.adapters.stores.sql.dialect import SQLITE
 from runkernel.adapters.stores.sql.queries import work_query
 from runkernel.adapters.stores.sql.statements import (
     HEAD_RUN_AND_LEASE, INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT,
-    UPDATE_RUN, UPDATE_THREAD, Row, history_statements,
+    UPDATE_RUN, UPDATE_RUN_SAME_STATE, UPDATE_THREAD, Row, history_statements,
 )
 from runkernel.adapters.stores.sqlite.inbox import put_command
 from runkernel.adapters.stores.sqlite.leases import SqliteLeases, lease_row_of
 from runkernel.adapters.stores.sqlite.opening import Access, Recognized, connect, path_of, recognize, statements, store_error
 from runkernel.adapters.stores.sqlite.schema import LAYOUT, SCHEMA, SCHEMA_NAME, SCHEMA_VERSION
-from runkernel.adapters.stores.work import STORE_TABLES, awaited_children, parent_columns, summary_of
+from runkernel.adapters.stores.work import STORE_TABLES, awaited_children, parent_columns, state_name, summary_of
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.state import RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.values import JsonValue
@@ -179,7 +179,8 @@ class SqliteStore(SqliteLeases):
                     INSERT_RUN, (*changed, commit.run_id, commit.thread_id, summary.app, summary.app_version, *parent)
                 )
             else:
-                db.execute(UPDATE_RUN, (*changed, commit.run_id))
+                same_state = summary.state == state_name(before)
+                db.execute(UPDATE_RUN_SAME_STATE if same_state else UPDATE_RUN, (*changed, commit.run_id))
             if trace_context is not None:
                 db.execute("UPDATE runs SET trace_context = ? WHERE run_id = ?", (trace_context, commit.run_id))
             for statement, params in history_statements(commit.run_id, accepted.keys, awaited, settle):
