@@ -36,7 +36,7 @@ MODES = (("memory", "in memory (MemoryStore vs InMemorySaver)"), ("NORMAL", "SQL
 AGENT_LIMIT = (
     "a step is three commits, each `decide` (attrs construction, `evolve`, the JSON-value scan of"
     " the event), the store's judge (by the edge `decide` named, then the JSON-value scan of the"
-    " whole line), the line's encoding and, on SQLite, 6 to 7 statements; LangGraph's per-step"
+    " whole line), the line's encoding and, on SQLite, 5 to 7 statements; LangGraph's per-step"
     " time is lowest at 10 steps (it grows with the Run), so short Runs show the smallest ratio"
     " and the shared cores' noise decides the median (the 100- and 1,000-step rows pass); the"
     " store commit, `decide` and codec rows below profile each part"
@@ -214,9 +214,10 @@ def rows(sizes: Sizes) -> list[Row]:
                 "per append, in Python: judging the commit by the edge `decide` named, the JSON-value"
                 " scan of its line (every call of the open batch, on every commit: about 4 µs of the"
                 " 85 µs an append took at NORMAL on 2026-12-03), encoding its line and snapshot, then"
-                " 6 to 7 statements (BEGIN, one read of head, snapshot and lease, a history key lookup"
-                " for some commits, INSERT of the line, UPDATE of the thread and run rows, COMMIT)"
-                " against the raw side's three; at NORMAL no fsync hides that CPU (the profile below"
+                " 5 to 7 statements (BEGIN, one read of head, snapshot and lease, a history key lookup"
+                " for some commits, INSERT of the line, UPDATE of the run row, of the thread row only"
+                " when the active Run changes, a history row when a batch closes, COMMIT) writing 3.3"
+                " pages against the raw side's three statements and 2 pages (the WAL pages row); at NORMAL no fsync hides that CPU (the profile below"
                 " splits it); what would lift it: typed encoding (the codec rows), plain construction"
                 " of the snapshot, and scanning only the values a commit adds",
             )

@@ -4,7 +4,8 @@ Each commit's pages are read from the write-ahead log (a second connection check
 it whole before the commit, so the writer starts the log over) and named by ``dbstat``.
 SQLite rewrites the entries of every index on a column an UPDATE sets, changed or not:
 a commit that leaves its Run's state as it was must not name ``state``, or it writes a
-page of each state index for nothing (issue 38).
+page of each state index for nothing; and a commit of a Thread's active Run that leaves
+it active writes no ``threads`` row (``sqlite.heads``) (issue 38).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.conformance.runs import tool_run
+from runkernel.kernel.state import ThreadHead
 
 #: the b-trees a commit may write besides those its own rows live in: the database header
 #: (page 1, rewritten when the file grows)
@@ -68,18 +70,22 @@ def store(tmp_path: Path) -> Iterator[tuple[SqliteStore, PageLog]]:
     made.close()
 
 
-def test_a_commit_that_keeps_the_state_writes_no_state_index(store: tuple[SqliteStore, PageLog]) -> None:
+def test_a_commit_writes_only_the_rows_it_changes(store: tuple[SqliteStore, PageLog]) -> None:
     sqlite, log = store
     activation, inference, verdict, finished, answer = tool_run("t", "r")
     sqlite.append(activation)
-    # the inference closes no batch and keeps the Run running: its line, the head, the Run
+    # the inference closes no batch and keeps the Run running and active: its line and
+    # the Run's row, which holds the head's version while the Run is active (schema 9)
     for commit in (inference, verdict):
-        assert _rows_of(log.written(functools.partial(sqlite.append, commit))) == ["commits", "runs", "threads"]
+        assert _rows_of(log.written(functools.partial(sqlite.append, commit))) == ["commits", "runs"]
     # the tool's result closes the batch: one history row more
-    assert _rows_of(log.written(lambda: sqlite.append(finished))) == ["closed_batches", "commits", "runs", "threads"]
-    # the end changes the state: both state indexes move, and list the Run by its new state
+    assert _rows_of(log.written(lambda: sqlite.append(finished))) == ["closed_batches", "commits", "runs"]
+    assert sqlite.thread_head("t") == ThreadHead("t", finished.version, "r")
+    # the end changes the state: both state indexes move, and list the Run by its new
+    # state; and the Thread's active Run: its row holds the head again
     ended = log.written(lambda: sqlite.append(answer))
-    assert {"runs_by_state", "runs_by_state_only"} <= set(ended)
+    assert {"runs_by_state", "runs_by_state_only", "threads"} <= set(ended)
+    assert sqlite.thread_head("t") == ThreadHead("t", answer.version, None)
     assert [summary.run_id for summary in sqlite.list_runs(state="ended")] == ["r"]
     assert sqlite.list_runs(state="running") == []
 

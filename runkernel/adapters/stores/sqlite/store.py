@@ -30,9 +30,10 @@ from runkernel.adapters.stores.serial import commit_text, line_text, snapshot_te
 from runkernel.adapters.stores.sql.dialect import SQLITE
 from runkernel.adapters.stores.sql.queries import work_query
 from runkernel.adapters.stores.sql.statements import (
-    HEAD_RUN_AND_LEASE, INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT,
-    UPDATE_RUN, UPDATE_RUN_SAME_STATE, UPDATE_THREAD, Row, history_statements,
+    INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT, UPDATE_RUN, UPDATE_RUN_SAME_STATE, UPDATE_THREAD, Row,
+    history_statements,
 )
+from runkernel.adapters.stores.sqlite import heads
 from runkernel.adapters.stores.sqlite.inbox import put_command
 from runkernel.adapters.stores.sqlite.leases import SqliteLeases, lease_row_of
 from runkernel.adapters.stores.sqlite.opening import Access, Recognized, connect, path_of, recognize, statements, store_error
@@ -50,6 +51,7 @@ class SqliteStore(SqliteLeases):
     """A store in one SQLite file, one call at a time from any thread (``reopen()``: another)."""
 
     dialect = SQLITE
+    _thread_head, _stored_commit, _log_and_head = heads.THREAD_HEAD, heads.STORED_COMMIT, heads.LOG_AND_HEAD
 
     def __init__(
         self,
@@ -162,10 +164,12 @@ class SqliteStore(SqliteLeases):
             written_line = (commit.thread_id, commit.version, commit.run_id, line_text(line), *_writer_columns(writer))
             db.execute(INSERT_COMMIT, written_line)
             new_head = accepted.head
-            db.execute(
-                INSERT_THREAD if head is None else UPDATE_THREAD,
-                (new_head.version, new_head.active_run_id, new_head.thread_id),
-            )
+            keeps_row = head is not None and not heads.moves_threads_row(head.active_run_id, new_head.active_run_id, commit.run_id)
+            if not keeps_row or accepted.run.version != new_head.version:
+                db.execute(
+                    INSERT_THREAD if head is None else UPDATE_THREAD,
+                    (new_head.version, new_head.active_run_id, new_head.thread_id),
+                )
             snapshot = snapshot_text(accepted.run)  # msgspec, as the commit line
             summary = summary_of(accepted.run, commit.app, commit.app_version)
             awaited = awaited_children(accepted.run)
@@ -203,7 +207,7 @@ class SqliteStore(SqliteLeases):
         read in one statement. If the Run's row holds exactly the text this connection
         wrote last, the snapshot kept from that commit is used instead of decoding the
         row again."""
-        row = self._db.execute(HEAD_RUN_AND_LEASE, (thread_id, run_id, run_id)).fetchone()
+        row = self._db.execute(heads.HEAD_RUN_AND_LEASE, (thread_id, run_id, run_id)).fetchone()
         head = None if row[0] is None else self._head(thread_id, row[0], row[1])
         lease = None if row[3] is None else lease_row_of(run_id, *row[3:])
         text = row[2]
