@@ -229,9 +229,12 @@ def rows(sizes: Sizes) -> list[Row]:
             SideRef(wal_pages.GROUP, "raw"),
             _pages_ratio,
             "× raw",
-            None,
+            Goal("<=", 2.0, "≤ 2× raw"),
             count_figure("frames", "pages", "commit"),
             count_figure("frames", "pages", "commit"),
+            "a tool-step commit writes its line (the raw side's pages), its Run's latest-state row"
+            " (one page) and, once a step, the closed batch's history row; the Thread's row and the"
+            " state indexes only when the active Run or its state changes (SQLite schema 9)",
         )
     )
     table += [

@@ -3,7 +3,10 @@
 Each commit is one row holding its ``runkernel/2`` line: the message *delta*, never
 the history again, so a commit's size does not grow with the Thread. The latest state
 of every Run and Thread is kept in rows of its own, updated in the same transaction,
-so reading it is one primary-key lookup whatever the history's length. The schema is
+so reading it is one primary-key lookup whatever the history's length. A commit writes
+only the rows it changes: the Thread's row only when its active Run changes (the head's
+version is the active Run's row's meanwhile: ``sqlite.heads``), the state indexes only
+when the Run's state changes. The schema is
 versioned (``sqlite.schema``): a file that is not a runkernel store, or is newer, is
 refused.
 
