@@ -1126,7 +1126,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "runkernel/adapters/stores/sqlite/heads.py",
         "    return not (before_active == run_id and after_active == run_id)\n",
         "    return before_active != run_id\n",
-        unit("tests/stores/test_heads_migration.py::test_db_migrate_takes_a_sqlite_store_from_8_to_9"),
+        unit("tests/stores/test_sqlite_heads.py::test_db_migrate_takes_a_sqlite_store_from_8_to_9"),
     ),
     Mutant(
         "SQLite: a commit asked to release its lease keeps it",

@@ -211,7 +211,9 @@ class SqliteStore(SqliteLeases):
         wrote last, the snapshot kept from that commit is used instead of decoding the
         row again."""
         row = self._db.execute(heads.HEAD_RUN_AND_LEASE, (thread_id, run_id, run_id)).fetchone()
-        head = None if row[0] is None else self._head(thread_id, row[0], row[1])
+        # no threads row: both NULL (an active Run without its runs row has no head version:
+        # damage, which ``_head`` names)
+        head = None if row[0] is None and row[1] is None else self._head(thread_id, row[0], row[1])
         lease = None if row[3] is None else lease_row_of(run_id, *row[3:])
         text = row[2]
         if text is None:

@@ -1,7 +1,9 @@
-"""``db migrate`` from SQLite schema 8 to 9: the head's version of a Thread with an active
-Run is read from that Run's row (``sqlite.heads``), so its commits write no ``threads``
-row. A schema 8 file holds the same version in both rows, so the migration changes no
-row; the store reads the same heads, logs and Runs after it, and goes on committing."""
+"""SQLite schema 9 reads the head's version of a Thread with an active Run from that Run's
+row (``sqlite.heads``), so its commits write no ``threads`` row. ``db migrate`` from 8:
+a schema 8 file holds the same version in both rows, so the migration changes no row;
+the store reads the same heads, logs and Runs after it, and goes on committing. An
+active Run whose row is gone leaves its Thread without a head version: damage, named,
+never a new Thread."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runkernel.adapters.stores.contract import SchemaError
+from runkernel.adapters.stores.contract import DamagedStore, SchemaError
 from runkernel.adapters.stores.sqlite import SqliteStore
 from runkernel.adapters.stores.sqlite.migrate import migrate_sqlite
 from runkernel.adapters.stores.sqlite.schema import SCHEMA_VERSION
@@ -55,3 +57,22 @@ def test_db_migrate_takes_a_sqlite_store_from_8_to_9(tmp_path: Path, capsys: pyt
     finally:
         store.close()
     assert migrate_sqlite(path) == (SCHEMA_VERSION, SCHEMA_VERSION)
+
+
+def test_an_active_runs_missing_row_is_damage_never_a_new_thread(tmp_path: Path) -> None:
+    path = tmp_path / "damaged.db"
+    commits = text_run("t1", "r1", 3)
+    made = SqliteStore(path)
+    for commit in commits[:2]:
+        made.append(commit)
+    made.close()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("DELETE FROM runs")
+    db.close()
+    store = SqliteStore(path)
+    try:
+        for read in (lambda: store.thread_head("t1"), lambda: store.append(commits[2]), lambda: list(store.commits("t1"))):
+            with pytest.raises(DamagedStore, match="threads row"):
+                read()
+    finally:
+        store.close()
