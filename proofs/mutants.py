@@ -1115,6 +1115,20 @@ MUTANTS: tuple[Mutant, ...] = (
         unit("tests/drive/test_drive_transactions.py::test_a_drive_costs_its_commits_plus_one_durable_transaction"),
     ),
     Mutant(
+        "SQLite: a commit that changes its Run's state keeps the old state in the Run's row",
+        "runkernel/adapters/stores/sqlite/store.py",
+        "                same_state = summary.state == state_name(before)\n",
+        "                same_state = True\n",
+        unit("tests/stores/test_sqlite_pages.py::test_a_commit_writes_only_the_rows_it_changes"),
+    ),
+    Mutant(
+        "SQLite: a commit of the active Run never moves the Thread's row, not even when it ends the Run",
+        "runkernel/adapters/stores/sqlite/heads.py",
+        "    return not (before_active == run_id and after_active == run_id)\n",
+        "    return before_active != run_id\n",
+        unit("tests/stores/test_sqlite_heads.py::test_db_migrate_takes_a_sqlite_store_from_8_to_9"),
+    ),
+    Mutant(
         "SQLite: a commit asked to release its lease keeps it",
         "runkernel/adapters/stores/sqlite/store.py",
         "                db.execute(RELEASE_IN_COMMIT, (True, lease.run_id, lease.worker_id, lease.epoch))\n",

@@ -235,8 +235,9 @@ DAMAGE = [
     ("UPDATE commits SET version = 4 WHERE version = 3", "breaks the log"),
     ("UPDATE commits SET line = (SELECT line FROM commits WHERE version = 1) WHERE version = 2", "breaks the log"),
     ("UPDATE commits SET line = '{}' WHERE version = 2", "commits row ('t1', 2) is damaged"),
-    ("UPDATE threads SET version = 9", "says version 9"),
-    ("UPDATE threads SET version = 'x'", "threads row"),
+    # r1 is active: its row holds the Thread's head version (schema 9, ``sqlite.heads``)
+    ("UPDATE runs SET version = 9", "says version 9"),
+    ("UPDATE runs SET version = 'x'", "threads row"),
     ("UPDATE runs SET snapshot = json_set(snapshot, '$.version', 'x')", "disagrees with its log"),
     ("UPDATE runs SET snapshot = json_set(snapshot, '$.version', 2)", "disagrees with its log"),
     ("UPDATE runs SET snapshot = '{not json'", "runs row 'r1' is damaged"),

@@ -54,7 +54,6 @@ def test_db_migrate_takes_a_sqlite_store_from_7_to_8(tmp_path: Path, capsys: pyt
         SqliteStore(path)
     assert main(["db", "migrate", "--store", f"sqlite:///{path}"]) == 0
     assert f"migrated schema version 7 to {SCHEMA_VERSION}" in capsys.readouterr().out
-    assert SCHEMA_VERSION == 8
     store = SqliteStore(path)
     try:
         _works_as_before(store)

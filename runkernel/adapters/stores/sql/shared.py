@@ -74,6 +74,19 @@ class SqlStore:
     where: str
     #: the store's SQL: its placeholders, clock, null-safe equality and activation order
     dialect: Dialect
+    #: The reads of a Thread's head (a store may keep the head's version elsewhere while a
+    #: Run is active, as SQLite's ``sqlite.heads`` does): the head (thread id); a stored
+    #: commit with the head's version (thread id, version); the log with the head's
+    #: version on each row (thread id, thread id).
+    _thread_head = "SELECT version, active_run_id FROM threads WHERE thread_id = ?"
+    _stored_commit = (
+        "SELECT c.line, c.writer_id, c.writer_epoch, t.version, c.run_id FROM commits c "
+        "JOIN threads t ON t.thread_id = c.thread_id WHERE c.thread_id = ? AND c.version = ?"
+    )
+    _log_and_head = (
+        "SELECT c.version, c.line, (SELECT t.version FROM threads t WHERE t.thread_id = ?) "
+        "FROM commits c WHERE c.thread_id = ? ORDER BY c.version"
+    )
 
     def __new__(cls, *args: Any, **kwargs: Any) -> SqlStore:
         made = super().__new__(cls)
@@ -153,11 +166,7 @@ class SqlStore:
 
     def _stored(self, thread_id: str, version: int) -> tuple[str, Writer | None, int, str] | None:
         """(line, writer, the Thread's head version, run id) of a stored commit."""
-        row = self._one(
-            "SELECT c.line, c.writer_id, c.writer_epoch, t.version, c.run_id FROM commits c "
-            "JOIN threads t ON t.thread_id = c.thread_id WHERE c.thread_id = ? AND c.version = ?",
-            (thread_id, version),
-        )
+        row = self._one(self._stored_commit, (thread_id, version))
         if row is None:
             return None
         stored: tuple[str, Writer | None, int, str] = decoded(
@@ -185,7 +194,7 @@ class SqlStore:
         return None if row is None or row[0] is None else str(row[0])
 
     def thread_head(self, thread_id: str) -> ThreadHead | None:
-        row = self._one("SELECT version, active_run_id FROM threads WHERE thread_id = ?", (thread_id,))
+        row = self._one(self._thread_head, (thread_id,))
         return None if row is None else self._head(thread_id, row[0], row[1])
 
     def thread_ids(self) -> list[str]:
@@ -210,11 +219,7 @@ class SqlStore:
         each line's own version and Thread matching its row, and the last version the
         Thread's head; anything else is a DamagedStore, never a partial answer."""
         # one statement, so the head and the log come from one snapshot
-        rows = self._all(
-            "SELECT c.version, c.line, (SELECT t.version FROM threads t WHERE t.thread_id = ?) "
-            "FROM commits c WHERE c.thread_id = ? ORDER BY c.version",
-            (thread_id, thread_id),
-        )
+        rows = self._all(self._log_and_head, (thread_id, thread_id))
         return iter(self._checked_log(thread_id, rows))
 
     def _checked_log(self, thread_id: str, rows: Sequence[Row]) -> list[ThreadCommit]:

@@ -22,16 +22,8 @@ HEAD_AND_RUN = (
     "(SELECT snapshot FROM runs WHERE run_id = ?)"
 )
 
-#: SQLite's read for a commit, inside its transaction: the Thread's head, the Run's
-#: snapshot text and its lease row, in one statement (NULLs where a row is missing).
-HEAD_RUN_AND_LEASE = (
-    "SELECT t.version, t.active_run_id, r.snapshot, l.worker_id, l.epoch, l.expires_at, l.released "
-    "FROM (SELECT 1) AS one LEFT JOIN threads t ON t.thread_id = ? LEFT JOIN runs r ON r.run_id = ? "
-    "LEFT JOIN leases l ON l.run_id = ?"
-)
-
 #: SQLite's writes of a commit: its line, the Thread's head (a new Thread's row, or the
-#: head moved on) and the Run's row (a new Run's, with the app, version and parent its
+#: head moved on, when ``sqlite.heads`` says the commit moves it) and the Run's row (a new Run's, with the app, version and parent its
 #: activation names and later commits keep; or the latest state moved on). The head's
 #: and the Run's changed columns come first, their keys last.
 INSERT_COMMIT = (
@@ -46,6 +38,14 @@ INSERT_RUN = (
 UPDATE_RUN = (
     "UPDATE runs SET snapshot = ?, state = ?, step = ?, version = ?, waiting_for = ?, wake_at = ?, quiet = ? "
     "WHERE run_id = ?"
+)
+#: ``UPDATE_RUN`` for a commit that leaves the Run's state as it was (most do): the same
+#: parameters, its state unused. SQLite rewrites the entries of every index on a column
+#: an UPDATE sets, changed or not: naming ``state`` would write a page of each of the
+#: two state indexes on every commit for nothing.
+UPDATE_RUN_SAME_STATE = (
+    "UPDATE runs SET snapshot = ?1, step = ?3, version = ?4, waiting_for = ?5, wake_at = ?6, quiet = ?7 "
+    "WHERE run_id = ?8"
 )
 
 #: The commit's lease given up in the commit's own transaction (``append(release=True)``),

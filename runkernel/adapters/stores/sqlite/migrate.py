@@ -22,6 +22,11 @@ naming the oldest), as the runtime would have found them.
 Schema 8 records each Run's app version beside its app (the Runs made before have none:
 any worker of their app drives them), and adds the worker registry and the versions
 recorded compatible (both empty).
+Schema 9 keeps the head's version of a Thread with an active Run in that Run's row
+(``sqlite.heads``), so a commit of the active Run writes no ``threads`` row. A schema 8
+file already holds it there (a Run's row holds its latest version, and only the active
+Run commits to its Thread), so the step changes no row: what changes is that a file
+written by schema 9 is not readable as schema 8, whose readers take ``threads.version``.
 """
 
 from __future__ import annotations
@@ -103,9 +108,9 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
         if version == SCHEMA_VERSION:
             db.execute("ROLLBACK")
             return version, version
-        if version not in (1, 2, 3, 4, 5, 6, 7):
+        if version not in (1, 2, 3, 4, 5, 6, 7, 8):
             raise SchemaError(
-                f"{name} has schema version {version}; this runkernel migrates 1 to 7 to {SCHEMA_VERSION}"
+                f"{name} has schema version {version}; this runkernel migrates 1 to 8 to {SCHEMA_VERSION}"
             )
         if version == 1:
             _one_to_two(db, name)
@@ -119,7 +124,9 @@ def migrate_sqlite(path: str | Path) -> tuple[int, int]:
             _run_statements(db, _SCHEMA_5_TO_6)
         if version <= 6:
             _six_to_seven(db)
-        _seven_to_eight(db)
+        if version <= 7:
+            _seven_to_eight(db)
+        # 8 -> 9: no row changes (the docstring says why)
         db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
         return version, SCHEMA_VERSION

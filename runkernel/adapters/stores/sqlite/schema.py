@@ -8,7 +8,7 @@ from runkernel.adapters.stores.sqlite.opening import Layout
 from runkernel.adapters.stores.work import STORE_TABLES
 
 SCHEMA_NAME = "runkernel-sqlite"
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: The history facts kept as indexed rows of their own (schema 2).
 HISTORY_TABLES = """

@@ -3,7 +3,10 @@
 Each commit is one row holding its ``runkernel/2`` line: the message *delta*, never
 the history again, so a commit's size does not grow with the Thread. The latest state
 of every Run and Thread is kept in rows of its own, updated in the same transaction,
-so reading it is one primary-key lookup whatever the history's length. The schema is
+so reading it is one primary-key lookup whatever the history's length. A commit writes
+only the rows it changes: the Thread's row only when its active Run changes (the head's
+version is the active Run's row's meanwhile: ``sqlite.heads``), the state indexes only
+when the Run's state changes. The schema is
 versioned (``sqlite.schema``): a file that is not a runkernel store, or is newer, is
 refused.
 
@@ -30,14 +33,15 @@ from runkernel.adapters.stores.serial import commit_text, line_text, snapshot_te
 from runkernel.adapters.stores.sql.dialect import SQLITE
 from runkernel.adapters.stores.sql.queries import work_query
 from runkernel.adapters.stores.sql.statements import (
-    HEAD_RUN_AND_LEASE, INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT,
-    UPDATE_RUN, UPDATE_THREAD, Row, history_statements,
+    INSERT_COMMIT, INSERT_RUN, INSERT_THREAD, RELEASE_IN_COMMIT, UPDATE_RUN, UPDATE_RUN_SAME_STATE, UPDATE_THREAD, Row,
+    history_statements,
 )
+from runkernel.adapters.stores.sqlite import heads
 from runkernel.adapters.stores.sqlite.inbox import put_command
 from runkernel.adapters.stores.sqlite.leases import SqliteLeases, lease_row_of
 from runkernel.adapters.stores.sqlite.opening import Access, Recognized, connect, path_of, recognize, statements, store_error
 from runkernel.adapters.stores.sqlite.schema import LAYOUT, SCHEMA, SCHEMA_NAME, SCHEMA_VERSION
-from runkernel.adapters.stores.work import STORE_TABLES, awaited_children, parent_columns, summary_of
+from runkernel.adapters.stores.work import STORE_TABLES, awaited_children, parent_columns, state_name, summary_of
 from runkernel.kernel.codec import commit_to_json
 from runkernel.kernel.state import RunSnapshot, ThreadCommit, ThreadHead
 from runkernel.kernel.values import JsonValue
@@ -50,6 +54,7 @@ class SqliteStore(SqliteLeases):
     """A store in one SQLite file, one call at a time from any thread (``reopen()``: another)."""
 
     dialect = SQLITE
+    _thread_head, _stored_commit, _log_and_head = heads.THREAD_HEAD, heads.STORED_COMMIT, heads.LOG_AND_HEAD
 
     def __init__(
         self,
@@ -162,10 +167,12 @@ class SqliteStore(SqliteLeases):
             written_line = (commit.thread_id, commit.version, commit.run_id, line_text(line), *_writer_columns(writer))
             db.execute(INSERT_COMMIT, written_line)
             new_head = accepted.head
-            db.execute(
-                INSERT_THREAD if head is None else UPDATE_THREAD,
-                (new_head.version, new_head.active_run_id, new_head.thread_id),
-            )
+            keeps_row = head is not None and not heads.moves_threads_row(head.active_run_id, new_head.active_run_id, commit.run_id)
+            if not keeps_row or accepted.run.version != new_head.version:
+                db.execute(
+                    INSERT_THREAD if head is None else UPDATE_THREAD,
+                    (new_head.version, new_head.active_run_id, new_head.thread_id),
+                )
             snapshot = snapshot_text(accepted.run)  # msgspec, as the commit line
             summary = summary_of(accepted.run, commit.app, commit.app_version)
             awaited = awaited_children(accepted.run)
@@ -179,7 +186,8 @@ class SqliteStore(SqliteLeases):
                     INSERT_RUN, (*changed, commit.run_id, commit.thread_id, summary.app, summary.app_version, *parent)
                 )
             else:
-                db.execute(UPDATE_RUN, (*changed, commit.run_id))
+                same_state = summary.state == state_name(before)
+                db.execute(UPDATE_RUN_SAME_STATE if same_state else UPDATE_RUN, (*changed, commit.run_id))
             if trace_context is not None:
                 db.execute("UPDATE runs SET trace_context = ? WHERE run_id = ?", (trace_context, commit.run_id))
             for statement, params in history_statements(commit.run_id, accepted.keys, awaited, settle):
@@ -202,8 +210,10 @@ class SqliteStore(SqliteLeases):
         read in one statement. If the Run's row holds exactly the text this connection
         wrote last, the snapshot kept from that commit is used instead of decoding the
         row again."""
-        row = self._db.execute(HEAD_RUN_AND_LEASE, (thread_id, run_id, run_id)).fetchone()
-        head = None if row[0] is None else self._head(thread_id, row[0], row[1])
+        row = self._db.execute(heads.HEAD_RUN_AND_LEASE, (thread_id, run_id, run_id)).fetchone()
+        # no threads row: both NULL (an active Run without its runs row has no head version:
+        # damage, which ``_head`` names)
+        head = None if row[0] is None and row[1] is None else self._head(thread_id, row[0], row[1])
         lease = None if row[3] is None else lease_row_of(run_id, *row[3:])
         text = row[2]
         if text is None:
