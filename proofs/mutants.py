@@ -662,6 +662,13 @@ MUTANTS: tuple[Mutant, ...] = (
         TICKET_SEEN_REQUIRED_UNIT,
     ),
     Mutant(
+        "a Run judged alone re-enters Awaiting on a ticket its own history used",
+        "runkernel/kernel/validate.py",
+        "            not history.ticket_used(ticket_id),\n",
+        "            True,\n",
+        unit("tests/specs/test_judge_explains.py::test_a_run_judged_alone_refuses_a_ticket_its_own_history_used"),
+    ),
+    Mutant(
         "validate_commit ignores the used tickets it is given",
         "runkernel/kernel/validate.py",
         "                not ticket_seen(ticket_id),\n",
