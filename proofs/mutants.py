@@ -1108,6 +1108,13 @@ MUTANTS: tuple[Mutant, ...] = (
         unit("tests/cli/test_operator_views.py::test_check_trace_ignores_the_requests_value"),
     ),
     Mutant(
+        "the store accepts by its named edge a later commit that names a fork source",
+        "runkernel/kernel/validate_edge.py",
+        "        or commit.forked_from is not None\n",
+        "",
+        unit("tests/kernel/test_named_edge.py::test_a_later_commit_naming_a_fork_source_is_refused_under_every_claim"),
+    ),
+    Mutant(
         "the store takes a commit's named edge on trust (the named call's move is never judged)",
         "runkernel/kernel/validate_edge.py",
         "    check_call_change(old, new, ending=False, resuming=False)\n",

@@ -24,7 +24,8 @@ once the listed conditions hold):
 
 - every edge: the Run edge, the resume and Awaiting-end checks and the ticket checks
   (prev and commit are both exactly ``Running``, no ``resumed`` event); the child-once
-  rule (no ``parent``); the app-version rule (no ``app_version``).
+  rule (no ``parent``); the fork rule (no ``forked_from``); the app-version rule (no
+  ``app_version``).
 - ``TEXT_STEP``: the step and inference checks (exactly one assistant message, no tool
   use, step + 1, no open batch); publication (no tool message).
 - ``NEW_BATCH``: as ``TEXT_STEP``, with the new batch judged by ``check_new_batch``.
@@ -124,8 +125,15 @@ def by_named_edge(
 
 
 def _plain_running_step(prev: RunSnapshot, commit: ThreadCommit) -> bool:
-    """Running stays Running, no parent named, no app version, no resume carried."""
-    if commit.parent is not None or commit.app_version is not None or type(prev.state) is not Running or type(commit.disposition) is not Running:
+    """Running stays Running, no parent named, no fork source, no app version, no resume
+    carried."""
+    if (
+        commit.parent is not None
+        or commit.forked_from is not None
+        or commit.app_version is not None
+        or type(prev.state) is not Running
+        or type(commit.disposition) is not Running
+    ):
         return False
     return all(event.type != RESUMED_EVENT for event in commit.events)
 
