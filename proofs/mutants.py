@@ -1117,7 +1117,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "the store takes a commit's named edge on trust (the named call's move is never judged)",
         "runkernel/kernel/validate_edge.py",
-        "    check_call_change(old, new, ending=False, resuming=False)\n",
+        "    check_call_move(old, new, ending=False, resuming=False)  # its status changed: checked above\n",
         "    pass  # the named edge taken on trust\n",
         unit("tests/kernel/test_named_edge.py::test_every_catalogued_mutation_gets_the_full_judges_verdict_under_every_claim"),
     ),

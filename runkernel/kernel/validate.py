@@ -285,11 +285,8 @@ def _check_next(
                 "tool results were already published when the batch was finalized",
             )
         else:
-            require(
-                not tool_messages(commit.messages),
-                Rule.PUBLISH,
-                "tool results are published only when a batch is finalized",
-            )
+            if _has_tool_message(commit.messages):
+                raise Illegal(Rule.PUBLISH, "tool results are published only when a batch is finalized")
             check_new_batch(commit, assistants, history)
 
     check_disposition_shape(prev, commit)
@@ -396,54 +393,53 @@ def check_new_batch(
     tool_uses = assistants[0].tool_calls if assistants else None
     batch = commit.batch
     if batch is None:
-        require(
-            not tool_uses,
-            Rule.BATCH_NEW,
-            "an assistant tool-use message must be committed with its complete batch",
-        )
+        if tool_uses:
+            raise Illegal(Rule.BATCH_NEW, "an assistant tool-use message must be committed with its complete batch")
         return
-    require(
-        bool(tool_uses),
-        Rule.BATCH_NEW,
-        lambda: f"batch {batch.batch_id!r} is new but the commit carries no assistant tool-use message",
-    )
-    assert tool_uses is not None
-    require(
-        not history.batch_closed(batch.batch_id),
-        Rule.BATCH_IDENTITY,
-        lambda: f"batch id {batch.batch_id!r} was already used by this run",
-    )
-    require(
-        not batch.finalized,
-        Rule.BATCH_NEW,
-        lambda: f"new batch {batch.batch_id!r} cannot be finalized in the commit that creates it",
-    )
-    require(
-        batch.step == commit.step,
-        Rule.BATCH_NEW,
-        lambda: f"batch {batch.batch_id!r} says step {batch.step}, its inference is step {commit.step}",
-    )
-    uses = [(u.call_id, u.tool, u.arguments) for u in tool_uses]
-    calls = [(c.call_id, c.tool, c.arguments) for c in batch.calls]
-    require(
-        uses == calls
-        and all(same_json(u.arguments, c.arguments) for u, c in zip(tool_uses, batch.calls)),
-        Rule.BATCH_NEW,
-        lambda: f"batch {batch.batch_id!r} does not hold exactly the tool-use block's calls in order",
-    )
-    for call in batch.calls:
+    if not tool_uses:
+        raise Illegal(
+            Rule.BATCH_NEW, f"batch {batch.batch_id!r} is new but the commit carries no assistant tool-use message"
+        )
+    if history.batch_closed(batch.batch_id):
+        raise Illegal(Rule.BATCH_IDENTITY, f"batch id {batch.batch_id!r} was already used by this run")
+    if batch.finalized:
+        raise Illegal(
+            Rule.BATCH_NEW, f"new batch {batch.batch_id!r} cannot be finalized in the commit that creates it"
+        )
+    if batch.step != commit.step:
+        raise Illegal(
+            Rule.BATCH_NEW, f"batch {batch.batch_id!r} says step {batch.step}, its inference is step {commit.step}"
+        )
+    calls = batch.calls
+    if len(tool_uses) != len(calls) or not all(
+        use.call_id == call.call_id
+        and use.tool == call.tool
+        and use.arguments == call.arguments
+        and same_json(use.arguments, call.arguments)
+        for use, call in zip(tool_uses, calls)
+    ):
+        raise Illegal(
+            Rule.BATCH_NEW, f"batch {batch.batch_id!r} does not hold exactly the tool-use block's calls in order"
+        )
+    for call in calls:
         check_reaction(None, call)
         check_delegation(None, call)
-        require(
-            isinstance(call.status, CallRequested),
-            Rule.BATCH_NEW,
-            lambda: f"call {call.call_id!r} of a new batch must be Requested, is "
-            f"{call_phase(call.status).value}",
-        )
+        if not isinstance(call.status, CallRequested):
+            raise Illegal(
+                Rule.BATCH_NEW,
+                f"call {call.call_id!r} of a new batch must be Requested, is {call_phase(call.status).value}",
+            )
 
 
 def _assistant_messages(messages: Sequence[Message]) -> list[Message]:
     return [m for m in messages if m.role is Role.ASSISTANT]
+
+
+def _has_tool_message(messages: Sequence[Message]) -> bool:
+    for message in messages:
+        if message.role is Role.TOOL:
+            return True
+    return False
 
 
 def _resumed_events(events: Sequence[Event]) -> list[Event]:

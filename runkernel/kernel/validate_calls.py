@@ -39,6 +39,7 @@ from runkernel.kernel.state import (
     Message,
     RunSnapshot,
     ThreadCommit,
+    Running,
     ToolCall,
     is_concurrent_delegation,
     is_terminal,
@@ -93,35 +94,30 @@ def check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Thr
             lambda: f"the resume commit must move call {resumed_call!r} on (to Executing or Completed)",
         )
     if not ending:
-        check_order(batch.calls)
-        check_group_moves(prev_batch, batch)
+        check_order(calls)
+        if any(map(is_group_member, calls)):  # only a group's members have gate rounds
+            check_group_moves(prev_batch, batch)
     if batch.finalized:
         still_open = batch.first_open_call()
-        require(
-            still_open is None,
-            Rule.FINALIZE,
-            lambda: f"batch {batch.batch_id!r} is finalized while call "
-            f"{still_open.call_id if still_open else ''!r} is not terminal",
-        )
-        published = [m.call_id for m in tool_messages(commit.messages)]
-        expected = [c.call_id for c in batch.calls]
-        require(
-            published == expected,
-            Rule.PUBLISH,
-            lambda: f"finalizing batch {batch.batch_id!r} must publish one tool result per call in call "
-            f"order {expected}, got {published}",
-        )
+        if still_open is not None:
+            raise Illegal(
+                Rule.FINALIZE,
+                f"batch {batch.batch_id!r} is finalized while call {still_open.call_id!r} is not terminal",
+            )
+        published = [m.call_id for m in commit.messages if m.role is Role.TOOL]
+        expected = [c.call_id for c in calls]
+        if published != expected:
+            raise Illegal(
+                Rule.PUBLISH,
+                f"finalizing batch {batch.batch_id!r} must publish one tool result per call in call "
+                f"order {expected}, got {published}",
+            )
     else:
-        require(
-            not ending,
-            Rule.RUN_END_CLOSES,
-            lambda: f"the run ends with batch {batch.batch_id!r} not finalized",
-        )
-        require(
-            not tool_messages(commit.messages),
-            Rule.PUBLISH,
-            "tool results are published only in the commit that finalizes the batch",
-        )
+        if ending:
+            raise Illegal(Rule.RUN_END_CLOSES, f"the run ends with batch {batch.batch_id!r} not finalized")
+        for message in commit.messages:
+            if message.role is Role.TOOL:
+                raise Illegal(Rule.PUBLISH, "tool results are published only in the commit that finalizes the batch")
 
 
 def check_reaction(old: ToolCall | None, new: ToolCall) -> None:
@@ -231,13 +227,22 @@ _TERMINAL = (CallCompleted, CallIndeterminate)
 
 
 def check_call_change(old: ToolCall, new: ToolCall, *, ending: bool, resuming: bool) -> None:
+    """The rules on one call of the open batch between its committed self and the commit."""
+    if not same_status(old.status, new.status):
+        check_call_move(old, new, ending=ending, resuming=resuming)
+        return
+    check_reaction(old, new)
+    check_delegation(old, new)
+    if resuming and isinstance(old.status, CallAwaiting):
+        raise Illegal(Rule.RESUME, f"the resume commit leaves call {old.call_id!r} Awaiting")
+
+
+def check_call_move(old: ToolCall, new: ToolCall, *, ending: bool, resuming: bool) -> None:
+    """``check_call_change`` for a call whose status changed (``same_status`` is false):
+    the edge it takes, its attempt and the edge's conditions."""
     check_reaction(old, new)
     check_delegation(old, new)
     old_status, new_status = old.status, new.status
-    if same_status(old_status, new_status):
-        if resuming and isinstance(old_status, CallAwaiting):
-            raise Illegal(Rule.RESUME, f"the resume commit leaves call {old.call_id!r} Awaiting")
-        return
     if isinstance(old_status, _TERMINAL):
         raise Illegal(
             Rule.TERMINAL_IMMUTABLE,
@@ -400,10 +405,11 @@ def check_order(calls: Sequence[ToolCall]) -> None:
     elif index < len(calls) and isinstance(calls[index].status, (CallExecuting, CallAwaiting)):
         index += 1
     for later in calls[index:]:
-        require(
-            isinstance(later.status, CallRequested),
+        if isinstance(later.status, CallRequested):
+            continue
+        raise Illegal(
             Rule.CALL_ORDER,
-            lambda: f"call {later.call_id!r} progressed ({call_phase(later.status).value}) before every "
+            f"call {later.call_id!r} progressed ({call_phase(later.status).value}) before every "
             "earlier call was terminal (only the members of one group, of concurrent delegations or of calls "
             "whose committed policy says concurrent, run together)",
         )
@@ -458,8 +464,13 @@ def group_member_kind(call: ToolCall) -> GroupKind | None:
 
 
 def is_group_member(call: ToolCall) -> bool:
-    """Whether the call belongs to a group (``group_member_kind``)."""
-    return group_member_kind(call) is not None
+    """Whether the call belongs to a group (``group_member_kind`` is not None: a
+    terminal-only delegation or a concurrent call by its policy, or a concurrent
+    delegation), answered without building the kind."""
+    policy, delegation = call.policy, call.delegation
+    return (policy is not None and (policy.terminal_only_delegation or policy.concurrent)) or (
+        delegation is not None and delegation.concurrent
+    )
 
 
 def check_waits_with_run(commit: ThreadCommit) -> None:
@@ -470,6 +481,8 @@ def check_waits_with_run(commit: ThreadCommit) -> None:
     calls = batch.calls if batch is not None else ()
     awaiting_calls = [c for c in calls if isinstance(c.status, CallAwaiting)]
     disposition = commit.disposition
+    if not awaiting_calls and type(disposition) is Running:
+        return  # the common case: nothing waits, and nothing must
     if isinstance(disposition, Awaiting):
         ticket = disposition.ticket
         require(
@@ -501,18 +514,11 @@ def check_waits_with_run(commit: ThreadCommit) -> None:
 def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
     check_waits_with_run(commit)
     batch = commit.batch
-    disposition = commit.disposition
-    if isinstance(disposition, Ended):
-        require(
-            batch is None or (batch.finalized and batch.all_terminal()),
-            Rule.RUN_END_CLOSES,
-            "an Ended run has no open batch: every call terminal, the batch finalized",
-        )
-        require(
-            prev.open_batch is None or batch is not None,
-            Rule.RUN_END_CLOSES,
-            "the commit that ends a run must close and publish its open batch",
-        )
+    if isinstance(commit.disposition, Ended):
+        if not (batch is None or (batch.finalized and batch.all_terminal())):
+            raise Illegal(Rule.RUN_END_CLOSES, "an Ended run has no open batch: every call terminal, the batch finalized")
+        if batch is None and prev.open_batch is not None:
+            raise Illegal(Rule.RUN_END_CLOSES, "the commit that ends a run must close and publish its open batch")
 
 
 _ENCODE = msgspec.json.Encoder().encode
@@ -546,13 +552,27 @@ def _same_json(a: object, b: object) -> bool:
 
 
 def same_status(a: CallStatus, b: CallStatus) -> bool:
-    if isinstance(a, CallCompleted) and isinstance(b, CallCompleted):
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False  # attrs equality holds only between instances of one class
+    if isinstance(a, CallCompleted):
+        assert isinstance(b, CallCompleted)
         return a == b and same_json(a.result.value, b.result.value)
     return a == b
 
 
 def same_call(new: ToolCall, old: ToolCall) -> bool:
-    return new.same_identity(old) and same_json(new.arguments, old.arguments)
+    if new is old:
+        return True
+    return (
+        new.call_id == old.call_id
+        and new.tool == old.tool
+        and new.operation_id == old.operation_id
+        and (new.policy is old.policy or new.policy == old.policy)
+        and new.arguments == old.arguments  # as ToolCall.same_identity: a tuple is not a list here
+        and same_json(new.arguments, old.arguments)
+    )
 
 
 #: A call's fields that never change once its batch is committed, in report order.

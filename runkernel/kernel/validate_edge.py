@@ -9,7 +9,7 @@ runtime's commit, or any commit without a claim has no name and is judged in ful
 Why this shorter path is sound. It only ever *accepts*; it never rejects:
 
 - every check it runs is a check the full judge runs on that commit's branch, mostly by
-  the very same helper (``check_thread``, ``check_new_batch``, ``check_call_change``,
+  the very same helper (``check_thread``, ``check_new_batch``, ``check_call_move``,
   ``check_disposition_shape``, ``same_batch``, ``same_call``);
 - the checks it leaves out are made vacuous by conditions it verifies first, and any of
   those conditions that does not hold (a claim naming the wrong edge or the wrong call,
@@ -71,7 +71,7 @@ from runkernel.kernel.validate import (
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.validate_calls import (
     Illegal,
-    check_call_change,
+    check_call_move,
     check_disposition_shape,
     is_group_member,
     same_batch,
@@ -135,7 +135,10 @@ def _plain_running_step(prev: RunSnapshot, commit: ThreadCommit) -> bool:
         or type(commit.disposition) is not Running
     ):
         return False
-    return all(event.type != RESUMED_EVENT for event in commit.events)
+    for event in commit.events:
+        if event.type == RESUMED_EVENT:
+            return False
+    return True
 
 
 def _one_inference(prev: RunSnapshot, commit: ThreadCommit, *, with_tools: bool) -> bool:
@@ -199,7 +202,7 @@ def _is_call_move(prev: RunSnapshot, commit: ThreadCommit, index: int) -> bool:
         or same_status(old.status, new.status)
     ):
         return False
-    check_call_change(old, new, ending=False, resuming=False)
+    check_call_move(old, new, ending=False, resuming=False)  # its status changed: checked above
     messages = commit.messages
     if not batch.finalized:
         return not messages
