@@ -219,11 +219,12 @@ def _check_next(
             f"run {commit.run_id!r} records app_version {commit.app_version!r} after its first "
             "commit: only the activation records the Run's app version",
         )
-    source = _RUN_PHASE_OF.get(type(prev.state)) or run_phase(prev.state)
-    target = _RUN_PHASE_OF.get(type(commit.disposition)) or run_phase(commit.disposition)
-    if (type(prev.state), type(commit.disposition)) not in _RUN_EDGE_CLASSES and (source, target) not in RUN_EDGES:
+    state, disposition = prev.state, commit.disposition
+    source = _RUN_PHASE_OF.get(type(state)) or run_phase(state)
+    target = _RUN_PHASE_OF.get(type(disposition)) or run_phase(disposition)
+    if (type(state), type(disposition)) not in _RUN_EDGE_CLASSES and (source, target) not in RUN_EDGES:
         raise Illegal(Rule.RUN_EDGE, f"{source.value} -> {target.value} is not an edge of the Run machine")
-    assistants = _assistant_messages(commit.messages)
+    assistants = _assistant_messages(commit.messages) if commit.messages else []
     if len(assistants) > 1:
         raise Illegal(Rule.STEP, f"a commit carries at most one inference result, got {len(assistants)}")
     if commit.step != prev.step + len(assistants):
@@ -239,7 +240,7 @@ def _check_next(
             f"an inference result is committed while batch {prev.batch.batch_id if prev.batch else ''!r} "
             "is still open",
         )
-    resumed = _resumed_events(commit.events)
+    resumed = _resumed_events(commit.events) if commit.events else []
     if source is RunPhase.AWAITING and target is RunPhase.RUNNING:
         _check_resume(prev, resumed)
     else:
