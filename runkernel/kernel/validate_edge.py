@@ -17,7 +17,8 @@ Why this shorter path is sound. It only ever *accepts*; it never rejects:
   the commit to the full judge, as does every ``Illegal`` a shared helper raises;
 - so a commit is accepted here only if the full judge accepts it too, and a rejection,
   its rule and its message, is always the full judge's own. The accepted state and the
-  history keys come from the same ``successor`` and ``commit_keys``.
+  history keys are what ``successor`` and ``commit_keys`` give for a plain Running step
+  (no resume event, no ticket), built directly (``_successor``, ``_keys``).
 
 What is skipped, per edge (each line: the full judge's check, and why it cannot fail
 once the listed conditions hold):
@@ -47,7 +48,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from runkernel.kernel.history import NO_HISTORY, History, commit_keys
+from runkernel.kernel.history import NO_HISTORY, NO_KEYS, History, HistoryKeys
 from runkernel.kernel.state import (
     RESUMED_EVENT,
     CallAwaiting,
@@ -65,7 +66,6 @@ from runkernel.kernel.validate import (
     TicketSeen,
     check_new_batch,
     check_thread,
-    successor,
     validate_commit,
 )
 from runkernel.kernel.rules import Rejection
@@ -121,7 +121,31 @@ def by_named_edge(
         return None  # the full judge reports it, under its own rule and message
     if not confirmed:
         return None
-    return Accepted(head=new_head, run=successor(prev, commit), keys=commit_keys(prev, commit))
+    return Accepted(head=new_head, run=_successor(prev, commit), keys=_keys(prev, commit))
+
+
+def _successor(prev: RunSnapshot, commit: ThreadCommit) -> RunSnapshot:
+    """``successor(prev, commit)`` for a plain Running step (no resume event, so no
+    input answer to add), built directly: this path runs on every kernel-made commit."""
+    return RunSnapshot(
+        prev.thread_id,
+        prev.run_id,
+        commit.version,
+        commit.step,
+        commit.disposition,
+        commit.batch,
+        prev.provided_inputs if prev.open_batch is not None else (),
+        commit.staged.value if commit.staged is not None else prev.staged,
+    )
+
+
+def _keys(prev: RunSnapshot, commit: ThreadCommit) -> HistoryKeys:
+    """``commit_keys(prev, commit)`` for a plain Running step: no ticket (Running), no
+    resume (no resume event), so only the batch it finalizes, if it closes the open one."""
+    batch = commit.batch
+    if batch is not None and batch.finalized and prev.open_batch is not None:
+        return HistoryKeys(closed_batch=batch.batch_id)
+    return NO_KEYS
 
 
 def _plain_running_step(prev: RunSnapshot, commit: ThreadCommit) -> bool:
