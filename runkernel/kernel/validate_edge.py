@@ -51,6 +51,7 @@ from typing import assert_never
 from runkernel.kernel.history import NO_HISTORY, NO_KEYS, History, HistoryKeys
 from runkernel.kernel.state import (
     RESUMED_EVENT,
+    ActiveToolBatch,
     CallAwaiting,
     CallRequested,
     EdgeKind,
@@ -107,24 +108,25 @@ def by_named_edge(
     claim = commit.edge
     if claim is None or not _plain_running_step(prev, commit):
         return None
+    prev_open = prev.open_batch  # read once: a property, asked by every step below
     try:
         new_head = check_thread(head, prev, commit)
         if claim.kind is EdgeKind.CALL_MOVE:
-            confirmed = _is_call_move(prev, commit, claim.call)
+            confirmed = _is_call_move(prev, prev_open, commit, claim.call)
         elif claim.kind is EdgeKind.TEXT_STEP:
-            confirmed = _is_text_step(prev, commit)
+            confirmed = prev_open is None and _is_text_step(prev, commit)
         elif claim.kind is EdgeKind.NEW_BATCH:
-            confirmed = _is_new_batch(prev, commit, history)
+            confirmed = prev_open is None and _is_new_batch(prev, commit, history)
         else:
             assert_never(claim.kind)
     except Illegal:
         return None  # the full judge reports it, under its own rule and message
     if not confirmed:
         return None
-    return Accepted(head=new_head, run=_successor(prev, commit), keys=_keys(prev, commit))
+    return Accepted(head=new_head, run=_successor(prev, prev_open, commit), keys=_keys(prev_open, commit))
 
 
-def _successor(prev: RunSnapshot, commit: ThreadCommit) -> RunSnapshot:
+def _successor(prev: RunSnapshot, prev_open: ActiveToolBatch | None, commit: ThreadCommit) -> RunSnapshot:
     """``successor(prev, commit)`` for a plain Running step (no resume event, so no
     input answer to add), built directly: this path runs on every kernel-made commit."""
     return RunSnapshot(
@@ -134,16 +136,16 @@ def _successor(prev: RunSnapshot, commit: ThreadCommit) -> RunSnapshot:
         commit.step,
         commit.disposition,
         commit.batch,
-        prev.provided_inputs if prev.open_batch is not None else (),
+        prev.provided_inputs if prev_open is not None else (),
         commit.staged.value if commit.staged is not None else prev.staged,
     )
 
 
-def _keys(prev: RunSnapshot, commit: ThreadCommit) -> HistoryKeys:
+def _keys(prev_open: ActiveToolBatch | None, commit: ThreadCommit) -> HistoryKeys:
     """``commit_keys(prev, commit)`` for a plain Running step: no ticket (Running), no
     resume (no resume event), so only the batch it finalizes, if it closes the open one."""
     batch = commit.batch
-    if batch is not None and batch.finalized and prev.open_batch is not None:
+    if batch is not None and batch.finalized and prev_open is not None:
         return HistoryKeys(closed_batch=batch.batch_id)
     return NO_KEYS
 
@@ -166,10 +168,10 @@ def _plain_running_step(prev: RunSnapshot, commit: ThreadCommit) -> bool:
 
 
 def _one_inference(prev: RunSnapshot, commit: ThreadCommit, *, with_tools: bool) -> bool:
-    """Exactly one assistant message (with or without a tool-use block), the next step,
-    and no batch open before it."""
+    """Exactly one assistant message (with or without a tool-use block) and the next
+    step (the caller has seen that no batch was open before it)."""
     messages = commit.messages
-    if prev.open_batch is not None or commit.step != prev.step + 1 or len(messages) != 1:
+    if commit.step != prev.step + 1 or len(messages) != 1:
         return False
     message = messages[0]
     return message.role is Role.ASSISTANT and bool(message.tool_calls) is with_tools
@@ -198,8 +200,8 @@ def _is_new_batch(prev: RunSnapshot, commit: ThreadCommit, history: History) -> 
     return True
 
 
-def _is_call_move(prev: RunSnapshot, commit: ThreadCommit, index: int) -> bool:
-    before, batch = prev.open_batch, commit.batch
+def _is_call_move(prev: RunSnapshot, before: ActiveToolBatch | None, commit: ThreadCommit, index: int) -> bool:
+    batch = commit.batch
     if before is None or batch is None or commit.step != prev.step:
         return False
     old_calls, calls = before.calls, batch.calls
@@ -210,7 +212,7 @@ def _is_call_move(prev: RunSnapshot, commit: ThreadCommit, index: int) -> bool:
         or not 0 <= index < len(calls)
     ):
         return False
-    for position, (old, new) in enumerate(zip(old_calls, calls)):
+    for position, (old, new) in enumerate(zip(old_calls, calls)) if len(calls) > 1 else ():
         if position < index:
             if not is_terminal(new.status) or not _unchanged(old, new):
                 return False
@@ -231,12 +233,12 @@ def _is_call_move(prev: RunSnapshot, commit: ThreadCommit, index: int) -> bool:
     if not batch.finalized:
         return not messages
     # finalized: every call terminal, one tool result per call in call order
-    return (
-        index == len(calls) - 1
-        and is_terminal(new.status)
-        and len(messages) == len(calls)
-        and all(m.role is Role.TOOL and m.call_id == c.call_id for m, c in zip(messages, calls))
-    )
+    if index != len(calls) - 1 or not is_terminal(new.status) or len(messages) != len(calls):
+        return False
+    for message, call in zip(messages, calls):
+        if message.role is not Role.TOOL or message.call_id != call.call_id:
+            return False
+    return True
 
 
 def _unchanged(old: ToolCall, new: ToolCall) -> bool:
