@@ -662,6 +662,13 @@ MUTANTS: tuple[Mutant, ...] = (
         TICKET_SEEN_REQUIRED_UNIT,
     ),
     Mutant(
+        "a Run judged alone re-enters Awaiting on a ticket its own history used",
+        "runkernel/kernel/validate.py",
+        "            not history.ticket_used(ticket_id),\n",
+        "            True,\n",
+        unit("tests/specs/test_judge_explains.py::test_a_run_judged_alone_refuses_a_ticket_its_own_history_used"),
+    ),
+    Mutant(
         "validate_commit ignores the used tickets it is given",
         "runkernel/kernel/validate.py",
         "                not ticket_seen(ticket_id),\n",
@@ -1101,9 +1108,16 @@ MUTANTS: tuple[Mutant, ...] = (
         unit("tests/cli/test_operator_views.py::test_check_trace_ignores_the_requests_value"),
     ),
     Mutant(
+        "the store accepts by its named edge a later commit that names a fork source",
+        "runkernel/kernel/validate_edge.py",
+        "        or commit.forked_from is not None\n",
+        "",
+        unit("tests/kernel/test_named_edge.py::test_a_later_commit_naming_a_fork_source_is_refused_under_every_claim"),
+    ),
+    Mutant(
         "the store takes a commit's named edge on trust (the named call's move is never judged)",
         "runkernel/kernel/validate_edge.py",
-        "    check_call_change(old, new, ending=False, resuming=False)\n",
+        "    check_call_move(old, new, ending=False, resuming=False)  # its status changed: checked above\n",
         "    pass  # the named edge taken on trust\n",
         unit("tests/kernel/test_named_edge.py::test_every_catalogued_mutation_gets_the_full_judges_verdict_under_every_claim"),
     ),

@@ -34,6 +34,7 @@ from runkernel.kernel.state import (
     Event,
     Message,
     ProvidedInput,
+    Running,
     RunSnapshot,
     ThreadCommit,
     ThreadHead,
@@ -116,44 +117,41 @@ def validate_commit(
 def check_thread(
     head: ThreadHead | None, run: RunSnapshot | None, commit: ThreadCommit
 ) -> ThreadHead:
+    # on every commit's path, named edge or full: a failing check raises Illegal
+    # directly and builds its message only then
     if head is None:
-        require(
-            commit.expected_version == 0,
-            Rule.VERSION,
-            lambda: f"the first commit of thread {commit.thread_id!r} must be version 1, "
-            f"got {commit.version}",
-        )
+        if commit.expected_version != 0:
+            raise Illegal(
+                Rule.VERSION,
+                f"the first commit of thread {commit.thread_id!r} must be version 1, got {commit.version}",
+            )
     else:
-        require(
-            head.thread_id == commit.thread_id,
-            Rule.IDENTITY,
-            lambda: f"commit for thread {commit.thread_id!r} offered to thread {head.thread_id!r}",
-        )
-        require(
-            commit.expected_version == head.version,
-            Rule.VERSION,
-            lambda: f"expected version {head.version + 1}, got {commit.version}",
-        )
+        if head.thread_id != commit.thread_id:
+            raise Illegal(
+                Rule.IDENTITY, f"commit for thread {commit.thread_id!r} offered to thread {head.thread_id!r}"
+            )
+        if commit.expected_version != head.version:
+            raise Illegal(Rule.VERSION, f"expected version {head.version + 1}, got {commit.version}")
     if run is None:
         active = head.active_run_id if head is not None else None
-        require(
-            active is None,
-            Rule.ONE_ACTIVE_RUN,
-            lambda: f"run {commit.run_id!r} starts while run {active!r} of the thread is not Ended",
-        )
+        if active is not None:
+            raise Illegal(
+                Rule.ONE_ACTIVE_RUN,
+                f"run {commit.run_id!r} starts while run {active!r} of the thread is not Ended",
+            )
     else:
-        require(
-            run.run_id == commit.run_id and run.thread_id == commit.thread_id,
-            Rule.IDENTITY,
-            lambda: f"commit for run {commit.run_id!r} of thread {commit.thread_id!r} does not "
-            f"match run {run.run_id!r} of thread {run.thread_id!r}",
-        )
-        require(
-            not isinstance(run.state, Ended),
-            Rule.AFTER_ENDED,
-            lambda: f"run {run.run_id!r} is Ended ({run.state.cause.kind.value if isinstance(run.state, Ended) else ''}); "
-            "nothing may be committed after Ended",
-        )
+        if run.run_id != commit.run_id or run.thread_id != commit.thread_id:
+            raise Illegal(
+                Rule.IDENTITY,
+                f"commit for run {commit.run_id!r} of thread {commit.thread_id!r} does not "
+                f"match run {run.run_id!r} of thread {run.thread_id!r}",
+            )
+        state = run.state
+        if isinstance(state, Ended):
+            raise Illegal(
+                Rule.AFTER_ENDED,
+                f"run {run.run_id!r} is Ended ({state.cause.kind.value}); nothing may be committed after Ended",
+            )
     active_run_id = None if isinstance(commit.disposition, Ended) else commit.run_id
     return ThreadHead(commit.thread_id, commit.version, active_run_id)
 
@@ -205,49 +203,44 @@ def _check_first(commit: ThreadCommit) -> RunSnapshot:
 def _check_next(
     prev: RunSnapshot, history: History, commit: ThreadCommit
 ) -> tuple[RunSnapshot, HistoryKeys]:
-    require(
-        commit.parent is None,
-        Rule.CHILD_ONCE,
-        lambda: f"run {commit.run_id!r} names a parent after its first commit: only a child's "
-        "activation names its parent, and a child is activated once (I15)",
-    )
-    require(
-        commit.forked_from is None,
-        Rule.FORK,
-        lambda: f"run {commit.run_id!r} names a fork source after its first commit",
-    )
-    require(
-        commit.app_version is None,
-        Rule.APP_VERSION,
-        lambda: f"run {commit.run_id!r} records app_version {commit.app_version!r} after its first "
-        "commit: only the activation records the Run's app version",
-    )
-    source, target = run_phase(prev.state), run_phase(commit.disposition)
-    require(
-        (source, target) in RUN_EDGES,
-        Rule.RUN_EDGE,
-        lambda: f"{source.value} -> {target.value} is not an edge of the Run machine",
-    )
-    assistants = _assistant_messages(commit.messages)
-    require(
-        len(assistants) <= 1,
-        Rule.STEP,
-        lambda: f"a commit carries at most one inference result, got {len(assistants)}",
-    )
-    require(
-        commit.step == prev.step + len(assistants),
-        Rule.STEP,
-        lambda: f"step must be {prev.step + len(assistants)} "
-        f"({'one new' if assistants else 'no new'} inference result), got {commit.step}",
-    )
-    if assistants:
-        require(
-            prev.open_batch is None,
+    # the full judge's path for every later commit: a failing check raises Illegal
+    # directly and builds its message only then
+    if commit.parent is not None:
+        raise Illegal(
+            Rule.CHILD_ONCE,
+            f"run {commit.run_id!r} names a parent after its first commit: only a child's "
+            "activation names its parent, and a child is activated once (I15)",
+        )
+    if commit.forked_from is not None:
+        raise Illegal(Rule.FORK, f"run {commit.run_id!r} names a fork source after its first commit")
+    if commit.app_version is not None:
+        raise Illegal(
+            Rule.APP_VERSION,
+            f"run {commit.run_id!r} records app_version {commit.app_version!r} after its first "
+            "commit: only the activation records the Run's app version",
+        )
+    state, disposition = prev.state, commit.disposition
+    source = _RUN_PHASE_OF.get(type(state)) or run_phase(state)
+    target = _RUN_PHASE_OF.get(type(disposition)) or run_phase(disposition)
+    if (type(state), type(disposition)) not in _RUN_EDGE_CLASSES and (source, target) not in RUN_EDGES:
+        raise Illegal(Rule.RUN_EDGE, f"{source.value} -> {target.value} is not an edge of the Run machine")
+    assistants = _assistant_messages(commit.messages) if commit.messages else []
+    if len(assistants) > 1:
+        raise Illegal(Rule.STEP, f"a commit carries at most one inference result, got {len(assistants)}")
+    if commit.step != prev.step + len(assistants):
+        raise Illegal(
+            Rule.STEP,
+            f"step must be {prev.step + len(assistants)} "
+            f"({'one new' if assistants else 'no new'} inference result), got {commit.step}",
+        )
+    prev_open = prev.open_batch
+    if assistants and prev_open is not None:
+        raise Illegal(
             Rule.INFERENCE_OPEN_BATCH,
-            lambda: f"an inference result is committed while batch {prev.batch.batch_id if prev.batch else ''!r} "
+            f"an inference result is committed while batch {prev.batch.batch_id if prev.batch else ''!r} "
             "is still open",
         )
-    resumed = _resumed_events(commit.events)
+    resumed = _resumed_events(commit.events) if commit.events else []
     if source is RunPhase.AWAITING and target is RunPhase.RUNNING:
         _check_resume(prev, resumed)
     else:
@@ -264,7 +257,6 @@ def _check_next(
             lambda: f"an Awaiting run ends only by cancel, stop or failure, not {cause.value!r}",
         )
 
-    prev_open = prev.open_batch
     if prev_open is not None:
         check_open_batch(prev, prev_open, commit)
         if resumed and isinstance(prev.state, Awaiting) and commit.batch is not None:
@@ -294,11 +286,8 @@ def _check_next(
                 "tool results were already published when the batch was finalized",
             )
         else:
-            require(
-                not tool_messages(commit.messages),
-                Rule.PUBLISH,
-                "tool results are published only when a batch is finalized",
-            )
+            if _has_tool_message(commit.messages):
+                raise Illegal(Rule.PUBLISH, "tool results are published only when a batch is finalized")
             check_new_batch(commit, assistants, history)
 
     check_disposition_shape(prev, commit)
@@ -318,6 +307,17 @@ def _check_next(
             lambda: f"ticket {ticket_id!r} was already used by this run",
         )
     return successor(prev, commit), commit_keys(prev, commit)
+
+
+#: The Run machine state of each RunState class, looked up by ``type`` (hashed by
+#: identity, in C); ``run_phase`` answers for anything else.
+_RUN_PHASE_OF: dict[type, RunPhase] = {Running: RunPhase.RUNNING, Awaiting: RunPhase.AWAITING, Ended: RunPhase.ENDED}
+_RUN_EDGE_CLASSES = frozenset(
+    (source_class, target_class)
+    for source_class, source in _RUN_PHASE_OF.items()
+    for target_class, target in _RUN_PHASE_OF.items()
+    if (source, target) in RUN_EDGES
+)
 
 
 def successor(prev: RunSnapshot | None, commit: ThreadCommit) -> RunSnapshot:
@@ -394,54 +394,53 @@ def check_new_batch(
     tool_uses = assistants[0].tool_calls if assistants else None
     batch = commit.batch
     if batch is None:
-        require(
-            not tool_uses,
-            Rule.BATCH_NEW,
-            "an assistant tool-use message must be committed with its complete batch",
-        )
+        if tool_uses:
+            raise Illegal(Rule.BATCH_NEW, "an assistant tool-use message must be committed with its complete batch")
         return
-    require(
-        bool(tool_uses),
-        Rule.BATCH_NEW,
-        lambda: f"batch {batch.batch_id!r} is new but the commit carries no assistant tool-use message",
-    )
-    assert tool_uses is not None
-    require(
-        not history.batch_closed(batch.batch_id),
-        Rule.BATCH_IDENTITY,
-        lambda: f"batch id {batch.batch_id!r} was already used by this run",
-    )
-    require(
-        not batch.finalized,
-        Rule.BATCH_NEW,
-        lambda: f"new batch {batch.batch_id!r} cannot be finalized in the commit that creates it",
-    )
-    require(
-        batch.step == commit.step,
-        Rule.BATCH_NEW,
-        lambda: f"batch {batch.batch_id!r} says step {batch.step}, its inference is step {commit.step}",
-    )
-    uses = [(u.call_id, u.tool, u.arguments) for u in tool_uses]
-    calls = [(c.call_id, c.tool, c.arguments) for c in batch.calls]
-    require(
-        uses == calls
-        and all(same_json(u.arguments, c.arguments) for u, c in zip(tool_uses, batch.calls)),
-        Rule.BATCH_NEW,
-        lambda: f"batch {batch.batch_id!r} does not hold exactly the tool-use block's calls in order",
-    )
-    for call in batch.calls:
+    if not tool_uses:
+        raise Illegal(
+            Rule.BATCH_NEW, f"batch {batch.batch_id!r} is new but the commit carries no assistant tool-use message"
+        )
+    if history.batch_closed(batch.batch_id):
+        raise Illegal(Rule.BATCH_IDENTITY, f"batch id {batch.batch_id!r} was already used by this run")
+    if batch.finalized:
+        raise Illegal(
+            Rule.BATCH_NEW, f"new batch {batch.batch_id!r} cannot be finalized in the commit that creates it"
+        )
+    if batch.step != commit.step:
+        raise Illegal(
+            Rule.BATCH_NEW, f"batch {batch.batch_id!r} says step {batch.step}, its inference is step {commit.step}"
+        )
+    calls = batch.calls
+    if len(tool_uses) != len(calls) or not all(
+        use.call_id == call.call_id
+        and use.tool == call.tool
+        and use.arguments == call.arguments
+        and same_json(use.arguments, call.arguments)
+        for use, call in zip(tool_uses, calls)
+    ):
+        raise Illegal(
+            Rule.BATCH_NEW, f"batch {batch.batch_id!r} does not hold exactly the tool-use block's calls in order"
+        )
+    for call in calls:
         check_reaction(None, call)
         check_delegation(None, call)
-        require(
-            isinstance(call.status, CallRequested),
-            Rule.BATCH_NEW,
-            lambda: f"call {call.call_id!r} of a new batch must be Requested, is "
-            f"{call_phase(call.status).value}",
-        )
+        if not isinstance(call.status, CallRequested):
+            raise Illegal(
+                Rule.BATCH_NEW,
+                f"call {call.call_id!r} of a new batch must be Requested, is {call_phase(call.status).value}",
+            )
 
 
 def _assistant_messages(messages: Sequence[Message]) -> list[Message]:
     return [m for m in messages if m.role is Role.ASSISTANT]
+
+
+def _has_tool_message(messages: Sequence[Message]) -> bool:
+    for message in messages:
+        if message.role is Role.TOOL:
+            return True
+    return False
 
 
 def _resumed_events(events: Sequence[Event]) -> list[Event]:

@@ -39,6 +39,7 @@ from runkernel.kernel.state import (
     Message,
     RunSnapshot,
     ThreadCommit,
+    Running,
     ToolCall,
     is_concurrent_delegation,
     is_terminal,
@@ -63,29 +64,27 @@ def require(condition: bool, rule: Rule, message: str | Callable[[], str]) -> No
 
 
 def check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: ThreadCommit) -> None:
+    # the hot path of every later commit: a failing check raises Illegal directly, and
+    # builds its message only then
     batch = commit.batch
-    require(
-        batch is not None and batch.batch_id == prev_batch.batch_id,
-        Rule.BATCH_IDENTITY,
-        lambda: f"open batch {prev_batch.batch_id!r} cannot be dropped or replaced before it is finalized: "
-        + ("the commit's batch is null" if batch is None else f"its batch_id changed to {batch.batch_id!r}"),
-    )
-    assert batch is not None
-    require(
-        len(batch.calls) == len(prev_batch.calls)
-        and all(same_call(new, old) for new, old in zip(batch.calls, prev_batch.calls)),
-        Rule.BATCH_IDENTITY,
-        lambda: f"open batch {batch.batch_id!r}: {batch_change(prev_batch, batch)}",
-    )
-    require(
-        batch.step == prev_batch.step,
-        Rule.BATCH_IDENTITY,
-        lambda: f"open batch {batch.batch_id!r}: its step changed ({prev_batch.step} -> {batch.step})",
-    )
+    if batch is None or batch.batch_id != prev_batch.batch_id:
+        raise Illegal(
+            Rule.BATCH_IDENTITY,
+            f"open batch {prev_batch.batch_id!r} cannot be dropped or replaced before it is finalized: "
+            + ("the commit's batch is null" if batch is None else f"its batch_id changed to {batch.batch_id!r}"),
+        )
+    calls, old_calls = batch.calls, prev_batch.calls
+    if len(calls) != len(old_calls) or not all(map(same_call, calls, old_calls)):
+        raise Illegal(Rule.BATCH_IDENTITY, f"open batch {batch.batch_id!r}: {batch_change(prev_batch, batch)}")
+    if batch.step != prev_batch.step:
+        raise Illegal(
+            Rule.BATCH_IDENTITY,
+            f"open batch {batch.batch_id!r}: its step changed ({prev_batch.step} -> {batch.step})",
+        )
     ending = isinstance(commit.disposition, Ended)
     resumed_call = prev.state.ticket.call_id if isinstance(prev.state, Awaiting) else None
     resuming = resumed_call is not None and not isinstance(commit.disposition, (Awaiting, Ended))
-    for old, new in zip(prev_batch.calls, batch.calls):
+    for old, new in zip(old_calls, calls):
         check_call_change(old, new, ending=ending, resuming=resuming and old.call_id == resumed_call)
     if resuming:
         moved = batch.call(resumed_call) if resumed_call else None
@@ -95,58 +94,60 @@ def check_open_batch(prev: RunSnapshot, prev_batch: ActiveToolBatch, commit: Thr
             lambda: f"the resume commit must move call {resumed_call!r} on (to Executing or Completed)",
         )
     if not ending:
-        check_order(batch.calls)
-        check_group_moves(prev_batch, batch)
+        check_order(calls)
+        if any(map(is_group_member, calls)):  # only a group's members have gate rounds
+            check_group_moves(prev_batch, batch)
     if batch.finalized:
         still_open = batch.first_open_call()
-        require(
-            still_open is None,
-            Rule.FINALIZE,
-            lambda: f"batch {batch.batch_id!r} is finalized while call "
-            f"{still_open.call_id if still_open else ''!r} is not terminal",
-        )
-        published = [m.call_id for m in tool_messages(commit.messages)]
-        expected = [c.call_id for c in batch.calls]
-        require(
-            published == expected,
-            Rule.PUBLISH,
-            lambda: f"finalizing batch {batch.batch_id!r} must publish one tool result per call in call "
-            f"order {expected}, got {published}",
-        )
+        if still_open is not None:
+            raise Illegal(
+                Rule.FINALIZE,
+                f"batch {batch.batch_id!r} is finalized while call {still_open.call_id!r} is not terminal",
+            )
+        published = [m.call_id for m in commit.messages if m.role is Role.TOOL]
+        expected = [c.call_id for c in calls]
+        if published != expected:
+            raise Illegal(
+                Rule.PUBLISH,
+                f"finalizing batch {batch.batch_id!r} must publish one tool result per call in call "
+                f"order {expected}, got {published}",
+            )
     else:
-        require(
-            not ending,
-            Rule.RUN_END_CLOSES,
-            lambda: f"the run ends with batch {batch.batch_id!r} not finalized",
-        )
-        require(
-            not tool_messages(commit.messages),
-            Rule.PUBLISH,
-            "tool results are published only in the commit that finalizes the batch",
-        )
+        if ending:
+            raise Illegal(Rule.RUN_END_CLOSES, f"the run ends with batch {batch.batch_id!r} not finalized")
+        for message in commit.messages:
+            if message.role is Role.TOOL:
+                raise Illegal(Rule.PUBLISH, "tool results are published only in the commit that finalizes the batch")
 
 
 def check_reaction(old: ToolCall | None, new: ToolCall) -> None:
     """AfterTool's reaction is committed with the call's terminal result and never
     changes after (I7 extends to it); a call that is not terminal carries none."""
-    if new.reaction is not None:
-        require(
-            is_terminal(new.status),
+    if new.reaction is not None and not isinstance(new.status, _TERMINAL):
+        raise Illegal(
             Rule.EDGE_CONDITION,
-            lambda: f"call {new.call_id!r} carries a reaction while {call_phase(new.status).value}; "
+            f"call {new.call_id!r} carries a reaction while {call_phase(new.status).value}; "
             "a reaction is committed with the call's terminal result",
         )
-    if old is not None and is_terminal(old.status):
-        require(
-            same_json(old.reaction, new.reaction),
-            Rule.TERMINAL_IMMUTABLE,
-            lambda: f"call {old.call_id!r} is terminal; its committed reaction never changes",
+    if old is not None and isinstance(old.status, _TERMINAL) and not same_json(old.reaction, new.reaction):
+        raise Illegal(
+            Rule.TERMINAL_IMMUTABLE, f"call {old.call_id!r} is terminal; its committed reaction never changes"
         )
 
 
 def check_delegation(old: ToolCall | None, new: ToolCall) -> None:
     """A delegation's child is fixed by the call's Executing commit and never changes;
     a concurrent delegation never waits and completes only with its child's terminus."""
+    policy = new.policy
+    if (
+        new.delegation is None
+        and (old is None or old.delegation is None)
+        and (
+            policy is None
+            or not (policy.concurrent or policy.terminal_only_delegation or policy.sequential_delegation)
+        )
+    ):
+        return  # no delegation and none declared, not a group member: no rule below applies
     if old is not None and old.delegation is not None:
         require(
             new.delegation == old.delegation,
@@ -160,7 +161,6 @@ def check_delegation(old: ToolCall | None, new: ToolCall) -> None:
             lambda: f"call {new.call_id!r}: a delegation's child is fixed by the commit that moves the "
             f"call to Executing, not by one that leaves it {call_phase(new.status).value}",
         )
-    policy = new.policy
     if policy is not None and policy.concurrent:
         require(
             new.delegation is None,
@@ -206,31 +206,59 @@ def check_delegation(old: ToolCall | None, new: ToolCall) -> None:
             )
 
 
+#: Each call status class's phase and the Tool-call edges by the classes of their two
+#: ends: looked up by ``type`` (hashed by identity, in C) where ``call_phase`` and the
+#: enum-keyed ``CALL_EDGES`` would run Python for every call of every commit.
+_PHASE_OF: dict[type, CallPhase] = {
+    CallRequested: CallPhase.REQUESTED,
+    CallExecuting: CallPhase.EXECUTING,
+    CallAwaiting: CallPhase.AWAITING,
+    CallCompleted: CallPhase.COMPLETED,
+    CallIndeterminate: CallPhase.INDETERMINATE,
+}
+_EDGE_BY_CLASSES: dict[tuple[type, type], CallEdgeRule] = {
+    (source_class, target_class): rule
+    for (source, target), rule in CALL_EDGES.items()
+    for source_class, source_phase in _PHASE_OF.items()
+    for target_class, target_phase in _PHASE_OF.items()
+    if source_phase is source and target_phase is target
+}
+_TERMINAL = (CallCompleted, CallIndeterminate)
+
+
 def check_call_change(old: ToolCall, new: ToolCall, *, ending: bool, resuming: bool) -> None:
+    """The rules on one call of the open batch between its committed self and the commit."""
+    if not same_status(old.status, new.status):
+        check_call_move(old, new, ending=ending, resuming=resuming)
+        return
     check_reaction(old, new)
     check_delegation(old, new)
-    if same_status(old.status, new.status):
-        require(
-            not (resuming and isinstance(old.status, CallAwaiting)),
-            Rule.RESUME,
-            lambda: f"the resume commit leaves call {old.call_id!r} Awaiting",
+    if resuming and isinstance(old.status, CallAwaiting):
+        raise Illegal(Rule.RESUME, f"the resume commit leaves call {old.call_id!r} Awaiting")
+
+
+def check_call_move(old: ToolCall, new: ToolCall, *, ending: bool, resuming: bool) -> None:
+    """``check_call_change`` for a call whose status changed (``same_status`` is false):
+    the edge it takes, its attempt and the edge's conditions."""
+    check_reaction(old, new)
+    check_delegation(old, new)
+    old_status, new_status = old.status, new.status
+    if isinstance(old_status, _TERMINAL):
+        raise Illegal(
+            Rule.TERMINAL_IMMUTABLE,
+            f"call {old.call_id!r} is terminal ({call_phase(old_status).value}); its committed result never changes",
         )
-        return
-    source, target = call_phase(old.status), call_phase(new.status)
-    require(
-        source not in (CallPhase.COMPLETED, CallPhase.INDETERMINATE),
-        Rule.TERMINAL_IMMUTABLE,
-        lambda: f"call {old.call_id!r} is terminal ({source.value}); its committed result never changes",
-    )
-    rule = CALL_EDGES.get((source, target))
-    require(
-        rule is not None,
-        Rule.CALL_EDGE,
-        lambda: f"call {old.call_id!r}: {source.value} -> {target.value} is not an edge of the "
-        "Tool-call machine",
-    )
-    assert rule is not None
-    check_started(old, new, source, target)
+    rule = _EDGE_BY_CLASSES.get((type(old_status), type(new_status)))
+    if rule is None:
+        source, target = call_phase(old_status), call_phase(new_status)
+        rule = CALL_EDGES.get((source, target))  # a status of a subclass: by its phase
+        if rule is None:
+            raise Illegal(
+                Rule.CALL_EDGE,
+                f"call {old.call_id!r}: {source.value} -> {target.value} is not an edge of the Tool-call machine",
+            )
+    assert rule.source is not None
+    check_started(old, new, rule.source, rule.target)
     check_attempt(old, new, rule)
     check_edge_condition(old, new, rule, ending=ending, resuming=resuming)
 
@@ -256,86 +284,93 @@ def check_started(old: ToolCall, new: ToolCall, source: CallPhase, target: CallP
             started = started or status.result.kind in _ATTEMPT_RESULTS
         elif isinstance(status, CallIndeterminate):
             started = started or (source is CallPhase.REQUESTED and status.reason in _ATTEMPT_REASONS)
-    attempt = max(new.status.attempt, old.status.attempt + 1)
-    require(
-        not started,
-        Rule.EXECUTING_FIRST,
-        lambda: f"call {old.call_id!r}: {source.value} -> {target.value} (attempt {new.status.attempt}) "
-        f"without its Executing commit: an attempt starts only after Executing{{{attempt}}} is committed (I5)",
-    )
+    if started:
+        attempt = max(new.status.attempt, old.status.attempt + 1)
+        raise Illegal(
+            Rule.EXECUTING_FIRST,
+            f"call {old.call_id!r}: {source.value} -> {target.value} (attempt {new.status.attempt}) "
+            f"without its Executing commit: an attempt starts only after Executing{{{attempt}}} is committed (I5)",
+        )
 
 
 def check_attempt(old: ToolCall, new: ToolCall, rule: CallEdgeRule) -> None:
     before, after = old.status.attempt, new.status.attempt
-    expected = {
-        AttemptRule.FIRST: 1,
-        AttemptRule.INCREMENT: before + 1,
-        AttemptRule.UNCHANGED: before,
-        AttemptRule.ZERO: 0,
-        None: after,
-    }[rule.attempt]
-    require(
-        after == expected,
-        Rule.ATTEMPT,
-        lambda: f"call {old.call_id!r}: {rule.source.value if rule.source else '[*]'} -> "
-        f"{rule.target.value} takes attempt {before} to {expected} ({rule.attempt.value if rule.attempt else ''}), "
-        f"got {after}",
-    )
+    how = rule.attempt
+    if how is AttemptRule.INCREMENT:
+        expected = before + 1
+    elif how is AttemptRule.UNCHANGED:
+        expected = before
+    elif how is AttemptRule.FIRST:
+        expected = 1
+    elif how is AttemptRule.ZERO:
+        expected = 0
+    else:
+        expected = after
+    if after != expected:
+        raise Illegal(
+            Rule.ATTEMPT,
+            f"call {old.call_id!r}: {rule.source.value if rule.source else '[*]'} -> "
+            f"{rule.target.value} takes attempt {before} to {expected} ({how.value if how else ''}), "
+            f"got {after}",
+        )
+
+
+def _edge_where(old: ToolCall, rule: CallEdgeRule) -> str:
+    return f"call {old.call_id!r}: {rule.source.value if rule.source else '[*]'} -> {rule.target.value}"
 
 
 def check_edge_condition(
     old: ToolCall, new: ToolCall, rule: CallEdgeRule, *, ending: bool, resuming: bool
 ) -> None:
-    def where() -> str:
-        return f"call {old.call_id!r}: {rule.source.value if rule.source else '[*]'} -> {rule.target.value}"
-
     status: CallStatus = new.status
+    old_status = old.status
     if isinstance(status, CallAwaiting):
         require(
             status.wait.kind in rule.waits,
             Rule.EDGE_CONDITION,
-            lambda: f"{where()} allows waits {sorted(k.value for k in rule.waits)}, got {status.wait.kind.value!r}",
+            lambda: f"{_edge_where(old, rule)} allows waits {sorted(k.value for k in rule.waits)}, "
+            f"got {status.wait.kind.value!r}",
         )
-    if isinstance(status, CallCompleted):
+    elif isinstance(status, CallCompleted):
         require(
             status.result.kind in rule.results,
             Rule.EDGE_CONDITION,
-            lambda: f"{where()} allows results {sorted(k.value for k in rule.results)}, got "
+            lambda: f"{_edge_where(old, rule)} allows results {sorted(k.value for k in rule.results)}, got "
             f"{status.result.kind.value!r}",
         )
-        if isinstance(old.status, CallAwaiting):
-            wait = old.status.wait.kind
+        if isinstance(old_status, CallAwaiting):
+            wait = old_status.wait.kind
             allowed = RESULTS_BY_WAIT[wait]
             require(
                 status.result.kind in allowed,
                 Rule.EDGE_CONDITION,
-                lambda: f"{where()}: a {wait.value} wait completes only as {sorted(k.value for k in allowed) or 'nothing'}, "
-                f"got {status.result.kind.value!r}",
+                lambda: f"{_edge_where(old, rule)}: a {wait.value} wait completes only as "
+                f"{sorted(k.value for k in allowed) or 'nothing'}, got {status.result.kind.value!r}",
             )
-    if isinstance(status, CallIndeterminate):
+    elif isinstance(status, CallIndeterminate):
         require(
             status.reason in rule.reasons,
             Rule.EDGE_CONDITION,
-            lambda: f"{where()} allows reasons {sorted(k.value for k in rule.reasons)}, got {status.reason.value!r}",
+            lambda: f"{_edge_where(old, rule)} allows reasons {sorted(k.value for k in rule.reasons)}, "
+            f"got {status.reason.value!r}",
         )
-        if isinstance(old.status, CallAwaiting):
+        if isinstance(old_status, CallAwaiting):
             expected = (
                 IndeterminateReason.RUN_ENDED
-                if old.status.attempt == 0
+                if old_status.attempt == 0
                 else IndeterminateReason.OUTCOME_UNKNOWN
             )
             require(
                 status.reason is expected,
                 Rule.EDGE_CONDITION,
-                lambda: f"{where()}: a call that {'never started' if old.status.attempt == 0 else 'had started'} "
+                lambda: f"{_edge_where(old, rule)}: a call that "
+                f"{'never started' if old_status.attempt == 0 else 'had started'} "
                 f"closes as {expected.value!r}, got {status.reason.value!r}",
             )
-    if rule.needs_run_end:
-        require(ending, Rule.EDGE_CONDITION, lambda: f"{where()} happens only in the commit that ends the run")
-    if rule.needs_resume:
-        require(resuming, Rule.RESUME, lambda: f"{where()} happens only in the commit that applies its resume")
-    if isinstance(old.status, CallAwaiting) and not ending:
-        require(resuming, Rule.RESUME, lambda: f"{where()} happens only in the commit that applies its resume")
+    if rule.needs_run_end and not ending:
+        raise Illegal(Rule.EDGE_CONDITION, f"{_edge_where(old, rule)} happens only in the commit that ends the run")
+    if (rule.needs_resume or (isinstance(old_status, CallAwaiting) and not ending)) and not resuming:
+        raise Illegal(Rule.RESUME, f"{_edge_where(old, rule)} happens only in the commit that applies its resume")
 
 
 def check_order(calls: Sequence[ToolCall]) -> None:
@@ -370,10 +405,11 @@ def check_order(calls: Sequence[ToolCall]) -> None:
     elif index < len(calls) and isinstance(calls[index].status, (CallExecuting, CallAwaiting)):
         index += 1
     for later in calls[index:]:
-        require(
-            isinstance(later.status, CallRequested),
+        if isinstance(later.status, CallRequested):
+            continue
+        raise Illegal(
             Rule.CALL_ORDER,
-            lambda: f"call {later.call_id!r} progressed ({call_phase(later.status).value}) before every "
+            f"call {later.call_id!r} progressed ({call_phase(later.status).value}) before every "
             "earlier call was terminal (only the members of one group, of concurrent delegations or of calls "
             "whose committed policy says concurrent, run together)",
         )
@@ -428,8 +464,13 @@ def group_member_kind(call: ToolCall) -> GroupKind | None:
 
 
 def is_group_member(call: ToolCall) -> bool:
-    """Whether the call belongs to a group (``group_member_kind``)."""
-    return group_member_kind(call) is not None
+    """Whether the call belongs to a group (``group_member_kind`` is not None: a
+    terminal-only delegation or a concurrent call by its policy, or a concurrent
+    delegation), answered without building the kind."""
+    policy, delegation = call.policy, call.delegation
+    return (policy is not None and (policy.terminal_only_delegation or policy.concurrent)) or (
+        delegation is not None and delegation.concurrent
+    )
 
 
 def check_waits_with_run(commit: ThreadCommit) -> None:
@@ -440,6 +481,8 @@ def check_waits_with_run(commit: ThreadCommit) -> None:
     calls = batch.calls if batch is not None else ()
     awaiting_calls = [c for c in calls if isinstance(c.status, CallAwaiting)]
     disposition = commit.disposition
+    if not awaiting_calls and type(disposition) is Running:
+        return  # the common case: nothing waits, and nothing must
     if isinstance(disposition, Awaiting):
         ticket = disposition.ticket
         require(
@@ -471,18 +514,11 @@ def check_waits_with_run(commit: ThreadCommit) -> None:
 def check_disposition_shape(prev: RunSnapshot, commit: ThreadCommit) -> None:
     check_waits_with_run(commit)
     batch = commit.batch
-    disposition = commit.disposition
-    if isinstance(disposition, Ended):
-        require(
-            batch is None or (batch.finalized and batch.all_terminal()),
-            Rule.RUN_END_CLOSES,
-            "an Ended run has no open batch: every call terminal, the batch finalized",
-        )
-        require(
-            prev.open_batch is None or batch is not None,
-            Rule.RUN_END_CLOSES,
-            "the commit that ends a run must close and publish its open batch",
-        )
+    if isinstance(commit.disposition, Ended):
+        if not (batch is None or (batch.finalized and batch.all_terminal())):
+            raise Illegal(Rule.RUN_END_CLOSES, "an Ended run has no open batch: every call terminal, the batch finalized")
+        if batch is None and prev.open_batch is not None:
+            raise Illegal(Rule.RUN_END_CLOSES, "the commit that ends a run must close and publish its open batch")
 
 
 _ENCODE = msgspec.json.Encoder().encode
@@ -516,13 +552,27 @@ def _same_json(a: object, b: object) -> bool:
 
 
 def same_status(a: CallStatus, b: CallStatus) -> bool:
-    if isinstance(a, CallCompleted) and isinstance(b, CallCompleted):
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False  # attrs equality holds only between instances of one class
+    if isinstance(a, CallCompleted):
+        assert isinstance(b, CallCompleted)
         return a == b and same_json(a.result.value, b.result.value)
     return a == b
 
 
 def same_call(new: ToolCall, old: ToolCall) -> bool:
-    return new.same_identity(old) and same_json(new.arguments, old.arguments)
+    if new is old:
+        return True
+    return (
+        new.call_id == old.call_id
+        and new.tool == old.tool
+        and new.operation_id == old.operation_id
+        and (new.policy is old.policy or new.policy == old.policy)
+        and new.arguments == old.arguments  # as ToolCall.same_identity: a tuple is not a list here
+        and same_json(new.arguments, old.arguments)
+    )
 
 
 #: A call's fields that never change once its batch is committed, in report order.

@@ -9,7 +9,7 @@ runtime's commit, or any commit without a claim has no name and is judged in ful
 Why this shorter path is sound. It only ever *accepts*; it never rejects:
 
 - every check it runs is a check the full judge runs on that commit's branch, mostly by
-  the very same helper (``check_thread``, ``check_new_batch``, ``check_call_change``,
+  the very same helper (``check_thread``, ``check_new_batch``, ``check_call_move``,
   ``check_disposition_shape``, ``same_batch``, ``same_call``);
 - the checks it leaves out are made vacuous by conditions it verifies first, and any of
   those conditions that does not hold (a claim naming the wrong edge or the wrong call,
@@ -17,14 +17,16 @@ Why this shorter path is sound. It only ever *accepts*; it never rejects:
   the commit to the full judge, as does every ``Illegal`` a shared helper raises;
 - so a commit is accepted here only if the full judge accepts it too, and a rejection,
   its rule and its message, is always the full judge's own. The accepted state and the
-  history keys come from the same ``successor`` and ``commit_keys``.
+  history keys are what ``successor`` and ``commit_keys`` give for a plain Running step
+  (no resume event, no ticket), built directly (``_successor``, ``_keys``).
 
 What is skipped, per edge (each line: the full judge's check, and why it cannot fail
 once the listed conditions hold):
 
 - every edge: the Run edge, the resume and Awaiting-end checks and the ticket checks
   (prev and commit are both exactly ``Running``, no ``resumed`` event); the child-once
-  rule (no ``parent``); the app-version rule (no ``app_version``).
+  rule (no ``parent``); the fork rule (no ``forked_from``); the app-version rule (no
+  ``app_version``).
 - ``TEXT_STEP``: the step and inference checks (exactly one assistant message, no tool
   use, step + 1, no open batch); publication (no tool message).
 - ``NEW_BATCH``: as ``TEXT_STEP``, with the new batch judged by ``check_new_batch``.
@@ -46,9 +48,10 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from runkernel.kernel.history import NO_HISTORY, History, commit_keys
+from runkernel.kernel.history import NO_HISTORY, NO_KEYS, History, HistoryKeys
 from runkernel.kernel.state import (
     RESUMED_EVENT,
+    ActiveToolBatch,
     CallAwaiting,
     CallRequested,
     EdgeKind,
@@ -64,13 +67,12 @@ from runkernel.kernel.validate import (
     TicketSeen,
     check_new_batch,
     check_thread,
-    successor,
     validate_commit,
 )
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.validate_calls import (
     Illegal,
-    check_call_change,
+    check_call_move,
     check_disposition_shape,
     is_group_member,
     same_batch,
@@ -106,35 +108,70 @@ def by_named_edge(
     claim = commit.edge
     if claim is None or not _plain_running_step(prev, commit):
         return None
+    prev_open = prev.open_batch  # read once: a property, asked by every step below
     try:
         new_head = check_thread(head, prev, commit)
         if claim.kind is EdgeKind.CALL_MOVE:
-            confirmed = _is_call_move(prev, commit, claim.call)
+            confirmed = _is_call_move(prev, prev_open, commit, claim.call)
         elif claim.kind is EdgeKind.TEXT_STEP:
-            confirmed = _is_text_step(prev, commit)
+            confirmed = prev_open is None and _is_text_step(prev, commit)
         elif claim.kind is EdgeKind.NEW_BATCH:
-            confirmed = _is_new_batch(prev, commit, history)
+            confirmed = prev_open is None and _is_new_batch(prev, commit, history)
         else:
             assert_never(claim.kind)
     except Illegal:
         return None  # the full judge reports it, under its own rule and message
     if not confirmed:
         return None
-    return Accepted(head=new_head, run=successor(prev, commit), keys=commit_keys(prev, commit))
+    return Accepted(head=new_head, run=_successor(prev, prev_open, commit), keys=_keys(prev_open, commit))
+
+
+def _successor(prev: RunSnapshot, prev_open: ActiveToolBatch | None, commit: ThreadCommit) -> RunSnapshot:
+    """``successor(prev, commit)`` for a plain Running step (no resume event, so no
+    input answer to add), built directly: this path runs on every kernel-made commit."""
+    return RunSnapshot(
+        prev.thread_id,
+        prev.run_id,
+        commit.version,
+        commit.step,
+        commit.disposition,
+        commit.batch,
+        prev.provided_inputs if prev_open is not None else (),
+        commit.staged.value if commit.staged is not None else prev.staged,
+    )
+
+
+def _keys(prev_open: ActiveToolBatch | None, commit: ThreadCommit) -> HistoryKeys:
+    """``commit_keys(prev, commit)`` for a plain Running step: no ticket (Running), no
+    resume (no resume event), so only the batch it finalizes, if it closes the open one."""
+    batch = commit.batch
+    if batch is not None and batch.finalized and prev_open is not None:
+        return HistoryKeys(closed_batch=batch.batch_id)
+    return NO_KEYS
 
 
 def _plain_running_step(prev: RunSnapshot, commit: ThreadCommit) -> bool:
-    """Running stays Running, no parent named, no app version, no resume carried."""
-    if commit.parent is not None or commit.app_version is not None or type(prev.state) is not Running or type(commit.disposition) is not Running:
+    """Running stays Running, no parent named, no fork source, no app version, no resume
+    carried."""
+    if (
+        commit.parent is not None
+        or commit.forked_from is not None
+        or commit.app_version is not None
+        or type(prev.state) is not Running
+        or type(commit.disposition) is not Running
+    ):
         return False
-    return all(event.type != RESUMED_EVENT for event in commit.events)
+    for event in commit.events:
+        if event.type == RESUMED_EVENT:
+            return False
+    return True
 
 
 def _one_inference(prev: RunSnapshot, commit: ThreadCommit, *, with_tools: bool) -> bool:
-    """Exactly one assistant message (with or without a tool-use block), the next step,
-    and no batch open before it."""
+    """Exactly one assistant message (with or without a tool-use block) and the next
+    step (the caller has seen that no batch was open before it)."""
     messages = commit.messages
-    if prev.open_batch is not None or commit.step != prev.step + 1 or len(messages) != 1:
+    if commit.step != prev.step + 1 or len(messages) != 1:
         return False
     message = messages[0]
     return message.role is Role.ASSISTANT and bool(message.tool_calls) is with_tools
@@ -163,8 +200,8 @@ def _is_new_batch(prev: RunSnapshot, commit: ThreadCommit, history: History) -> 
     return True
 
 
-def _is_call_move(prev: RunSnapshot, commit: ThreadCommit, index: int) -> bool:
-    before, batch = prev.open_batch, commit.batch
+def _is_call_move(prev: RunSnapshot, before: ActiveToolBatch | None, commit: ThreadCommit, index: int) -> bool:
+    batch = commit.batch
     if before is None or batch is None or commit.step != prev.step:
         return False
     old_calls, calls = before.calls, batch.calls
@@ -175,7 +212,7 @@ def _is_call_move(prev: RunSnapshot, commit: ThreadCommit, index: int) -> bool:
         or not 0 <= index < len(calls)
     ):
         return False
-    for position, (old, new) in enumerate(zip(old_calls, calls)):
+    for position, (old, new) in enumerate(zip(old_calls, calls)) if len(calls) > 1 else ():
         if position < index:
             if not is_terminal(new.status) or not _unchanged(old, new):
                 return False
@@ -191,17 +228,17 @@ def _is_call_move(prev: RunSnapshot, commit: ThreadCommit, index: int) -> bool:
         or same_status(old.status, new.status)
     ):
         return False
-    check_call_change(old, new, ending=False, resuming=False)
+    check_call_move(old, new, ending=False, resuming=False)  # its status changed: checked above
     messages = commit.messages
     if not batch.finalized:
         return not messages
     # finalized: every call terminal, one tool result per call in call order
-    return (
-        index == len(calls) - 1
-        and is_terminal(new.status)
-        and len(messages) == len(calls)
-        and all(m.role is Role.TOOL and m.call_id == c.call_id for m, c in zip(messages, calls))
-    )
+    if index != len(calls) - 1 or not is_terminal(new.status) or len(messages) != len(calls):
+        return False
+    for message, call in zip(messages, calls):
+        if message.role is not Role.TOOL or message.call_id != call.call_id:
+            return False
+    return True
 
 
 def _unchanged(old: ToolCall, new: ToolCall) -> bool:

@@ -32,7 +32,7 @@ from runkernel.errors import NotATrace as NotATrace
 from runkernel.specs.fork_judge import STDIN, ForkJudge, file_fork_points, fork_points
 from runkernel.specs.trace_lines import bounded_lines, parse_line
 from runkernel.kernel.codec import IllegalShape, TraceFormatError, commit_from_json
-from runkernel.kernel.history import NO_HISTORY, HistoryKeys
+from runkernel.kernel.history import NO_HISTORY, NO_KEYS, HistoryKeys
 from runkernel.kernel.delegation import terminus
 from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
@@ -145,15 +145,20 @@ class TraceJudge:
 
     def feed(self, commit: ThreadCommit) -> Rejection | None:
         """Judge one commit; on acceptance it becomes the committed state."""
-        prev = self.runs.get(commit.run_id)
-        early = self.delegations.before(commit, prev, self.runs)
-        if early is not None:
-            return early
+        run_id = commit.run_id
+        prev = self.runs.get(run_id)
+        delegations = self.delegations
+        if commit.forked_from is None and (
+            commit.parent is not None or (commit.batch is not None and delegations.activated)
+        ):  # else ``before`` has nothing to say
+            early = delegations.before(commit, prev, self.runs)
+            if early is not None:
+                return early
         verdict = validate_commit(
             self.heads.get(commit.thread_id),
-            self.runs.get(commit.run_id),
+            prev,
             commit,
-            self.histories.get(commit.run_id, NO_HISTORY),
+            self.histories.get(run_id, NO_HISTORY),
             ticket_seen=self._ticket_seen,
         )
         if isinstance(verdict, Rejection):
@@ -163,21 +168,36 @@ class TraceJudge:
             if mismatch is not None:
                 return mismatch
         self.heads[commit.thread_id] = verdict.head
-        if isinstance(commit.disposition, Ended):
-            self.runs[commit.run_id] = attrs.evolve(verdict.run, batch=None, provided_inputs=())
-            self.histories.pop(commit.run_id, None)
+        disposition = commit.disposition
+        if isinstance(disposition, Ended):
+            ended = verdict.run  # kept as a stub: nothing may follow it, and saying so needs no body
+            self.runs[run_id] = RunSnapshot(
+                thread_id=ended.thread_id,
+                run_id=ended.run_id,
+                version=ended.version,
+                step=ended.step,
+                state=ended.state,
+                batch=None,
+                provided_inputs=(),
+                staged=ended.staged,
+            )
+            self.histories.pop(run_id, None)
         else:
-            self.runs[commit.run_id] = verdict.run
-            history = self.histories.get(commit.run_id)
+            self.runs[run_id] = verdict.run
+            history = self.histories.get(run_id)
             if history is None:
-                history = self.histories[commit.run_id] = KeyedHistory()
-            history.add(verdict.keys)
-        if isinstance(commit.disposition, Awaiting):
-            self.tickets.add(compact_key(commit.disposition.ticket.ticket_id))
+                history = self.histories[run_id] = KeyedHistory()
+            if verdict.keys is not NO_KEYS:
+                history.add(verdict.keys)
+            if isinstance(disposition, Awaiting):
+                self.tickets.add(compact_key(disposition.ticket.ticket_id))
         self.commits += 1
         self.file_threads.add(commit.thread_id)
-        late = self.forks.source(commit, verdict.run)
-        return late if late is not None else self.delegations.after(commit, prev)
+        if self.forks.running:
+            late = self.forks.source(commit, verdict.run)
+            if late is not None:
+                return late
+        return delegations.after(commit, prev)
 
     def retained(self) -> dict[str, int]:
         """What the judge holds, by count: Threads, open and Ended Runs, calls of open
@@ -304,8 +324,9 @@ class DelegationJudge:
             return None
         before = prev.batch if prev is not None else None
         for call in commit.batch.calls:
-            if call.delegation is not None:
-                self.fixed[(commit.run_id, call.call_id)] = (call.delegation.thread_id, call.delegation.run_id)
+            if call.delegation is None:
+                continue  # the common case: nothing below is about it
+            self.fixed[(commit.run_id, call.call_id)] = (call.delegation.thread_id, call.delegation.run_id)
             if not (is_concurrent_delegation(call) and isinstance(call.status, CallCompleted)):
                 continue
             old = before.call(call.call_id) if before is not None and before.batch_id == commit.batch.batch_id else None

@@ -110,12 +110,33 @@ def fork_points(lines: Iterable[bytes]) -> set[tuple[str, int]]:
     return points
 
 
+_FORK_KEY = b'"forked_from"'
+#: what the quick scan reads at a time (bounded memory, whatever the lines' length)
+_SCAN_BLOCK = 1 << 20
+
+
+def _mentions_forks(path: Path) -> bool:
+    """Whether the file holds ``"forked_from"`` anywhere: one scan of fixed-size blocks,
+    so a file without forks (most) is never split into lines twice."""
+    tail = b""
+    with path.open("rb") as stream:
+        while True:
+            block = stream.read(_SCAN_BLOCK)
+            if not block:
+                return False
+            if _FORK_KEY in tail + block[: len(_FORK_KEY)] or _FORK_KEY in block:
+                return True
+            tail = block[-(len(_FORK_KEY) - 1):]
+
+
 def file_fork_points(paths: Iterable[Path]) -> set[tuple[str, int]]:
     points: set[tuple[str, int]] = set()
     for path in paths:
         if str(path) == STDIN:
             continue
         try:
+            if not _mentions_forks(path):
+                continue
             with path.open("rb") as stream:
                 points |= fork_points(bounded_lines(stream))
         except OSError:

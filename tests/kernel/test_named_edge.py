@@ -31,9 +31,10 @@ from runkernel.kernel.protocol import (
     ToolFinished,
     ToolOutput,
 )
-from runkernel.kernel.rules import Rejection
+from runkernel.kernel.rules import Rejection, Rule
 from runkernel.kernel.state import (
     EdgeKind,
+    ForkedFrom,
     Message,
     NamedEdge,
     RunSnapshot,
@@ -162,6 +163,35 @@ def test_a_tool_steps_commits_are_accepted_by_their_named_edge() -> None:
         kinds.append(commit.edge.kind)
         state = decision.state
     assert kinds == [EdgeKind.NEW_BATCH, EdgeKind.CALL_MOVE, EdgeKind.CALL_MOVE, EdgeKind.TEXT_STEP]
+
+
+def test_a_later_commit_naming_a_fork_source_is_refused_under_every_claim() -> None:
+    """Only a fork's first commit names its source: a later one that does is refused
+    under ``fork-carries-source-state`` by the full judge, and by the named edge too
+    (which once accepted it: its plain-step check looked at parent and app_version
+    only)."""
+    policies = Policies()
+    decision = decide(None, Activate("t", "r", 0, (Message(Role.USER, "hi"),)), policies)
+    assert not isinstance(decision, Rejection)
+    state = decision.state
+    inputs: list[Input] = [
+        InferenceResult("", (ProposedCall("c", "tool", {"n": 1}, "op"),), "b"),
+        GateVerdict("c", Allow()),
+        ToolFinished("c", 1, ToolOutput("done")),
+        InferenceResult("text, no end", ()),
+    ]
+    assert decision.commit is not None
+    judges = Judges()
+    assert isinstance(judges.judge(decision.commit), Accepted)
+    for event in inputs:
+        decision = decide(state, event, policies)
+        assert not isinstance(decision, Rejection) and decision.commit is not None
+        commit = decision.commit
+        naming = attrs.evolve(commit, forked_from=ForkedFrom("elsewhere", "r0", 1))
+        refused = judges.judge(naming)  # every claim's verdict equals the full judge's
+        assert isinstance(refused, Rejection) and refused.rule is Rule.FORK, refused
+        assert isinstance(judges.judge(commit), Accepted)
+        state = decision.state
 
 
 def test_a_commit_read_from_a_trace_names_no_edge() -> None:

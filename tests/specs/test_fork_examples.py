@@ -7,7 +7,10 @@ does not trip a later line."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from runkernel.kernel.codec import commit_from_json
 from runkernel.kernel.decide import decide
@@ -18,6 +21,7 @@ from runkernel.kernel.recover import recover
 from runkernel.kernel.rules import Rejection
 from runkernel.kernel.state import CallRequested, ThreadCommit
 from runkernel.kernel.validate import successor
+from runkernel.specs import fork_judge
 from runkernel.specs.checker import Verdict, check_commits
 from runkernel.specs.trace_lines import parse_line
 
@@ -65,3 +69,19 @@ def test_a_fork_of_every_legal_example_at_every_version_is_legal_with_its_next_c
         assert finding.verdict is Verdict.LEGAL, (path.name, finding)
     print(f"{forks} forks of the legal examples judged legal with their sources, {followed} with a next commit, {refused} refused")
     assert forks > 100 and followed > 20
+
+
+def test_the_first_pass_finds_a_fork_point_wherever_its_key_falls_in_the_scanned_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file is split into lines for fork points only when a block scan sees
+    ``"forked_from"``; the key is found across a block boundary too (small blocks here,
+    so every offset of the key against a boundary is tried)."""
+    monkeypatch.setattr(fork_judge, "_SCAN_BLOCK", 32)
+    fork_line = json.dumps({"forked_from": {"thread_id": "source", "version": 3}})
+    path = tmp_path / "trace.jsonl"
+    for padding in range(0, 70):
+        path.write_text(json.dumps({"pad": "x" * padding}) + "\n" + fork_line + "\n")
+        assert fork_judge.file_fork_points([path]) == {("source", 3)}, padding
+    path.write_text("\n".join(json.dumps({"pad": "x" * n}) for n in range(200)) + "\n")
+    assert fork_judge.file_fork_points([path]) == set()
