@@ -56,6 +56,20 @@ METHOD = """## How the search is made faster, and why each keeps the verdict
   the memo; the model's own checks of every answer still run on every transition.
   The graph explored is the same (`tests/proofs/test_model_checker_memo.py` compares it state
   for state on a small bound, and a planted bug gives the same counterexample).
+- **The kernel's self-check only where the model's check does not imply it**
+  (`self_check_implied` in `proofs/mc_runtime.py`, `Profile.kernel_self_check` off):
+  `decide`'s self-check judges each commit it emits with `validate_commit`, compares the
+  named edge's verdict and the last snapshot, and the model then judged every commit
+  again as a store does. The model's judging (the store's head, the Run's used tickets
+  as `ticket_seen`, the named edge, the decision's state) implies the self-check while
+  the snapshot judged is not Ended (the two heads agree there; more tickets seen can
+  only refuse more), so the self-check runs only after an Ended snapshot and, when the
+  model finds a violation, first (so a bug is still reported as the kernel's error on
+  the same path). Same graph: `tests/proofs/test_model_checker_self_check.py` compares
+  it with the reference search (`--plain`: self-check on every answer) level by level
+  and plants an illegal commit. CPU time for the first 150,000 states of this bound,
+  three interleaved rounds: 24.3 s min / 24.4 s median before, 19.6 s / 20.5 s after
+  (0.81 of it at the minimum).
 - **A live frontier** (not pickled) and **no cyclic garbage collection** during the
   search: bookkeeping only, the same states in the same order.
 - **Hash compaction** (deep profile): visited states are remembered by a 64-bit hash of
@@ -73,7 +87,51 @@ METHOD = """## How the search is made faster, and why each keeps the verdict
 - Not done: merging states that differ only in the crash budget left (a state with
   more budget simulates one with less). It keeps the safety invariants but not the
   liveness check (a final state reachable only through a crash), so it would change
-  what the verdict means."""
+  what the verdict means; it would also save little (below).
+
+## Where the time and the memory go, and the reduction still missing
+
+The run of 2026-12-08 (the table above) stopped at its memory limit, not its time limit:
+with hash compaction a state costs about 1.2 KiB (the index of 64-bit hashes, the
+parent and label arrays, the edges kept for the liveness check and the live frontier).
+More memory (`--memory-limit`, or a pickled frontier: `Profile.pickle_frontier`, about a
+third of the frontier's memory for about a third more time) buys part of one more level.
+
+Per state, the pure kernel is most of the cost: a cProfile of the first 150,000 states
+(this commit) spends about a third in `decide` (the world's answers, and the refused
+commands, whose checks alone take a fifth: `check_refusals`, once per distinct snapshot
+and history), a quarter in `validate_commit` (the model's judging of every commit), a
+tenth in the state keys and the rest in the model's bookkeeping (`adopt`, `drain`).
+No single piece of the explorer is worth another factor of two; the frontier grows 1.7
+to 2.6 times per level (depths 10 to 15), so a factor of two buys about one level. The
+2026-12-03 run spent 1,801 s of CPU on 3,191,527 states, the 2026-12-08 run 1,658 s on
+6,001,033, about twice the states per CPU second: the interleaved comparison above
+credits the self-check change with a factor of about 1.2; the rest is presumably the
+heavier load of the earlier run (5 other jobs on the same 2 cores), which was not measured.
+
+What makes the states many (exact keys of the first 200,000 states of this bound, no
+hash compaction, counted by a one-off script over the search's index that is not in
+the repository, 2026-12-08):
+58,011 distinct committed snapshots and 98,758 distinct (snapshot, history) pairs, so
+everything the model keeps beside the committed state (the runtime's queue, the world's
+executions and fences, the tool-result pairing, the crash count, the recovering flag)
+multiplies the states by about 2.0 only; dropping the crash count alone merges them to
+155,124 (a factor of 1.29), dropping the queue alone to 142,208. A reduction of the
+runtime's part, sound or not, is worth at most about one level. The growth is in the
+committed snapshots themselves: batches of up to 3 calls in 39 tool mixes, each call
+with its own status, attempt and waits, reached in every order of crashes and waits.
+
+The reduction that is missing is therefore one over the calls of a batch, and none is
+sound as the model stands: calls are not interchangeable (each tool has its own
+recovery policy and the kernel carries them out in order, so no symmetry), and a call's
+terminal result is still read later (the published batch, the tool-result pairing, I13).
+What could make the bound exhaustible is a compositional argument, written and checked:
+that the kernel's handling of the call in progress depends on the batch's other calls
+only through whether each is terminal (recovery starts from the first open call), so
+that a bound of one call with the deep crash and wait budget, plus a check that a
+terminal call is never touched again, covers batches of three. Nobody has written that
+argument; until it is written and tested, the deep bound is explored breadth-first as
+far as the time allows, and the README's row is not a proof."""
 
 
 def omission_probability(states: int) -> float:

@@ -111,6 +111,12 @@ class Profile:
     the kernel is pure, so the answer is the same; a speedup, not a reduction). It pays
     where many paths reach one snapshot (the deep bound: about a third less CPU time) and
     costs a little time and memory where few calls repeat (the CI bound)."""
+    kernel_self_check: bool = False
+    """Also run ``decide`` with its self-check on every answer. Off, the self-check runs
+    only where the model's own judging of the answer does not imply it
+    (``mc_runtime.self_check_implied``) and where the model finds a violation (to name
+    it the kernel's error first, as the self-check would): the same graph and verdicts
+    for about a quarter of the kernel's time less."""
     pickle_frontier: bool = False
     """Keep the BFS frontier pickled (less memory, about a third of the time spent
     pickling) instead of as live objects that share their snapshots."""

@@ -64,12 +64,21 @@ class Kernel:
     validate_commit: ValidateFn | None = None
 
     def run_decide(
-        self, state: RunSnapshot | None, event: Input, policies: Policies, history: History
+        self,
+        state: RunSnapshot | None,
+        event: Input,
+        policies: Policies,
+        history: History,
+        *,
+        self_check: bool = False,
     ) -> Decision | Rejection:
+        """``decide``'s answer. The model judges every commit of it as a store would
+        (``mc_runtime.validate``), a check that implies the kernel's own self-check
+        where their heads agree (``self_check_implied``), so the self-check runs only
+        where it does not, and again to name a violation the model found (``_answer``)."""
         fn = self.decide or decide_module.decide
         try:
-            # the self-check on: decide judges its own commits too (adopt judges them again)
-            return fn(state, event, policies, history, self_check=True)
+            return fn(state, event, policies, history, self_check=self_check)
         except Exception as error:  # KernelBug included: the runtime would die here
             raise Violation("kernel error", f"decide raised on {type(event).__name__}: {error!r}") from error
 

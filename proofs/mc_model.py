@@ -81,7 +81,7 @@ from mc_kernel import (
     Transition,
     Violation,
 )
-from mc_runtime import adopt, child_terminus, crashed, drain, written
+from mc_runtime import adopt, child_terminus, crashed, drain, self_check_implied, written
 
 # --- commits and the world's answers ----------------------------------------------
 
@@ -144,13 +144,26 @@ def _ticket(ctx: Context, history: RunHistory, call_id: str) -> str | None:
 def _answer(ctx: Context, state: State, event: Input, label: str, actor: str = WORLD) -> Transition:
     try:
         decision = ctx.decide(state.snap, event, state.history)
+        if ctx.profile.kernel_self_check or not self_check_implied(state.snap, decision):
+            _self_check(ctx, state, event)
         if isinstance(decision, Rejection) and isinstance(event, ResumeCommand):
             raise Violation("I14", f"the kernel refused a matching resume: {decision}")
-        target, commits = adopt(ctx, state, decision, label)
+        try:
+            target, commits = adopt(ctx, state, decision, label)
+        except Violation:
+            # the search used to run decide with its self-check: a commit it refuses is
+            # reported as the kernel's error, as before
+            _self_check(ctx, state, event)
+            raise
         return Transition(label, target, actor, commits)
     except Violation as violation:
         violation.label = violation.label or label
         raise
+
+
+def _self_check(ctx: Context, state: State, event: Input) -> None:
+    """``decide`` with its self-check on (raises ``kernel error`` where it fails)."""
+    ctx.kernel.run_decide(state.snap, event, ctx.policies, state.history, self_check=True)
 
 
 def _interrupt(ctx: Context, state: State) -> list[Transition]:

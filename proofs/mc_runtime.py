@@ -39,6 +39,7 @@ from runkernel.kernel.state import (
     is_terminal,
 )
 from runkernel.kernel.delegation import terminus
+from runkernel.kernel.validate_edge import by_named_edge
 from runkernel.kernel.values import EndCauseKind, JsonValue, Role
 
 import mc_config as cfg
@@ -58,7 +59,35 @@ def validate(
     verdict = ctx.validate(head, prev, commit, history)
     if isinstance(verdict, Rejection):
         raise Violation("I1-I14 validate_commit", f"the kernel emitted an illegal commit: {verdict}", commit)
+    if head is not None and prev is not None:
+        # the kernel's self-check asks the same of every commit it emits
+        named = by_named_edge(head, prev, commit, history)
+        if named is not None and named != verdict:
+            raise Violation("named edge", f"the verdict by the named edge {commit.edge} is not the full judge's", commit)
     return verdict.run, ctx.intern(history.plus(verdict.keys))
+
+
+def self_check_implied(prev: RunSnapshot | None, decision: Decision | Rejection) -> bool:
+    """Whether ``adopt`` accepting ``decision`` implies that ``decide``'s self-check
+    (``check_decision``) would accept it too, so that the search may skip the self-check.
+
+    The self-check judges each commit with ``validate_commit`` under the head
+    ``(thread, version, run_id)`` and ``NO_TICKETS_SEEN``, compares the named edge's
+    verdict with it, and compares the last snapshot with the decision's state. ``adopt``
+    does all of it (``validate``, the ``store`` check) with the store's head, which is
+    the same while the snapshot judged is not Ended, and with the Run's used tickets as
+    ``ticket_seen``, which can only refuse more (``validate_commit`` reads it in one
+    ``require``). After an Ended snapshot the heads differ, so there the self-check runs.
+    """
+    if not isinstance(decision, Decision):
+        return True
+    ended = prev is not None and isinstance(prev.state, Ended)
+    for effect in decision.effects:
+        if isinstance(effect, Commit):
+            if ended:
+                return False
+            ended = isinstance(effect.commit.disposition, Ended)
+    return True
 
 
 def prune(state: State, snap: RunSnapshot) -> State:

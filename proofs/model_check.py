@@ -14,7 +14,9 @@ search) that a final state stays reachable from every state.
 
 The search reports its frontier per depth as it goes (stderr). Speedups that keep the
 verdict: the kernel memo (``KernelMemo``, on in the deep profile or with ``--memo``;
-``--plain`` turns it off), a frontier of live objects that share their snapshots
+``--plain`` turns it off), ``decide``'s self-check only where the model's own judging
+of its commits does not imply it (``Profile.kernel_self_check``; ``--plain`` runs it on
+every answer), a frontier of live objects that share their snapshots
 (``Profile.pickle_frontier`` off), and no cyclic garbage collection during the search.
 
 Exit 0: every invariant holds in every reachable state and the search was exhaustive.
@@ -278,7 +280,7 @@ def check(
 
 def plain(profile: Profile) -> Profile:
     """``profile`` with every speedup and reduction switched off (the reference search)."""
-    return dataclasses.replace(profile, memo_kernel=False)
+    return dataclasses.replace(profile, memo_kernel=False, kernel_self_check=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -293,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help="stop (capped) after this")
     parser.add_argument("--memo", action="store_true", help="memoize the kernel's answers (as the deep profile does)")
     parser.add_argument(
-        "--plain", action="store_true", help="no kernel memo and no reductions (to compare verdicts with them)"
+        "--plain", action="store_true",
+        help="no kernel memo, decide's self-check on every answer (to compare verdicts with the speedups)",
     )
     args = parser.parse_args(argv)
     profile = PROFILES[args.profile]
