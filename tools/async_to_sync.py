@@ -45,6 +45,7 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("runkernel/adapters/stores/postgres/connection_async.py", "runkernel/adapters/stores/postgres/connection.py"),
     ("runkernel/adapters/stores/postgres/pick_up_async.py", "runkernel/adapters/stores/postgres/pick_up.py"),
     ("runkernel/adapters/stores/postgres/inbox_async.py", "runkernel/adapters/stores/postgres/inbox.py"),
+    ("runkernel/adapters/stores/postgres/send_async.py", "runkernel/adapters/stores/postgres/send.py"),
 )
 
 RENAMES: Mapping[str, str] = {

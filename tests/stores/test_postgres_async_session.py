@@ -140,3 +140,40 @@ def test_the_async_inbox_write_and_pick_up_read_what_the_sync_store_wrote(postgr
     # no Run "r": no snapshot, no log, no checkpoint; its two pending commands in order
     assert [len(r) for r in rows[:3]] == [0, 0, 0]
     assert [int(r[0]) for r in rows[3]] == [first, put]
+
+
+def test_the_async_commit_send_answers_its_first_and_last_rows_and_names_a_lost_connection(postgres_url: str) -> None:
+    import psycopg
+
+    from runkernel.adapters.stores.postgres.send_async import RIVAL_WRITE, ConnectionLost, send_commit
+
+    statements = [(b"SELECT %s::int", (1,)), (b"SELECT 2", ()), (b"SELECT %s::text", ("last",))]
+    rival = [(b"INSERT INTO threads (thread_id, version) VALUES ('t', 1)", ())] * 2
+
+    def kill(conn: Any) -> None:
+        with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as killer:
+            killer.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+
+    async def main() -> tuple[Any, str, str]:
+        session = _session(postgres_url)
+        await session._open()
+        try:
+            rows = await send_commit(session._conn, statements, session.url)
+            try:
+                await send_commit(session._conn, rival, session.url)
+                refused = "written twice"
+            except RIVAL_WRITE as error:
+                refused = type(error).__name__
+            try:
+                await send_commit(session._conn, statements, session.url, kill)
+                lost = "answered"
+            except ConnectionLost:
+                lost = "lost"
+            return rows, refused, lost
+        finally:
+            await session.close()
+
+    rows, refused, lost = _run(main)
+    assert rows == ([(1,)], [("last",)])
+    assert refused == "UniqueViolation"  # one transaction: nothing of it written
+    assert lost == "lost"
