@@ -8,23 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import pytest
 
-from tests.postgres_support import fresh_url, postgres_url
-
-__all__ = ["postgres_url"]
+from postgres_support import fresh_url, postgres_url  # noqa: F401 - a fixture
 
 T = TypeVar("T")
 
 
-def _run(main: Callable[[], Awaitable[T]]) -> T:
-    async def wrapped() -> T:
-        return await main()
-
-    return asyncio.run(wrapped())
+def _run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    return asyncio.run(main())
 
 
 def _session(url: str, **options: Any) -> Any:
