@@ -1,8 +1,10 @@
 #!/usr/bin/env python
-"""Generate the sync push-mode driver from the async one, as psycopg generates its sync
-code (its ``tools/async_to_sync.py``): the async shell is written by hand, the sync
-shell is this tool's output, checked in, and ``tests/drive/test_async_to_sync.py`` fails while
-it differs from what this tool generates.
+"""Generate sync modules from async ones, as psycopg generates its sync code (its
+``tools/async_to_sync.py``): the push-mode driver's sync shell from the async one, the
+PostgreSQL store's sync session from its async one. The async module is written by
+hand, the sync one is this tool's output, checked in, and
+``tests/drive/test_async_to_sync.py`` fails while it differs from what this tool
+generates.
 
 ``python tools/async_to_sync.py`` rewrites every generated file; ``--check`` only says
 which are stale (exit status 1).
@@ -15,8 +17,9 @@ generated file keeps the hand-written one's comments, line breaks and layout:
 - ``async def`` / ``async with`` / ``async for`` lose ``async``; ``await x`` becomes ``x``;
 - names in ``RENAMES`` are renamed (``AsyncDriver`` → ``Driver``) in code, docstrings
   and ``__all__`` (other strings and comments are left as written: an error message may
-  name the async class on purpose);
-- ``MaybeAwaitable[X]`` becomes ``X``, and names in ``DROPPED_IMPORTS`` leave import lists;
+  name the async class on purpose); modules in ``MODULE_RENAMES`` are renamed in code
+  only (``connection_async`` → ``connection``: the sync module imports the sync twin);
+- ``MaybeAwaitable[X]`` and ``Awaitable[X]`` become ``X``, and names in ``DROPPED_IMPORTS`` leave import lists;
 - docstrings get the phrases of ``DOCSTRING_PHRASES`` replaced.
 
 The result must parse and hold no ``async``/``await`` left (else the tool fails).
@@ -39,16 +42,31 @@ ROOT = Path(__file__).resolve().parent.parent
 #: (hand-written async source, generated sync file), relative to the repository root
 GENERATED: tuple[tuple[str, str], ...] = (
     ("runkernel/adapters/drive/driver_async.py", "runkernel/adapters/drive/driver_sync.py"),
+    ("runkernel/adapters/stores/postgres/connection_async.py", "runkernel/adapters/stores/postgres/connection.py"),
+    ("runkernel/adapters/stores/postgres/pick_up_async.py", "runkernel/adapters/stores/postgres/pick_up.py"),
+    ("runkernel/adapters/stores/postgres/inbox_async.py", "runkernel/adapters/stores/postgres/inbox.py"),
+    ("runkernel/adapters/stores/postgres/send_async.py", "runkernel/adapters/stores/postgres/send.py"),
 )
 
 RENAMES: Mapping[str, str] = {
     "AsyncDriver": "Driver",
+    "AsyncPostgresConnection": "PostgresConnection",
+    # psycopg's and psycopg-pool's own
+    "AsyncConnection": "Connection",
+    "AsyncConnectionPool": "ConnectionPool",
+    "AsyncClientCursor": "ClientCursor",
 }
 
-#: a sync file has no awaitables: ``MaybeAwaitable[X]`` is ``X``
-UNWRAPPED = frozenset({"MaybeAwaitable"})
+#: modules an async module imports whose sync twins the sync module imports instead:
+#: renamed in code only (a docstring names the module it means)
+MODULE_RENAMES: Mapping[str, str] = {
+    "connection_async": "connection",
+}
 
-DROPPED_IMPORTS = frozenset({"MaybeAwaitable"})
+#: a sync file has no awaitables: ``MaybeAwaitable[X]`` and ``Awaitable[X]`` are ``X``
+UNWRAPPED = frozenset({"MaybeAwaitable", "Awaitable"})
+
+DROPPED_IMPORTS = frozenset({"MaybeAwaitable", "Awaitable"})
 
 DOCSTRING_PHRASES: Mapping[str, str] = {
     "for asyncio hosts: the gate may be async; store\n    calls run off the event loop, on one thread kept for the store (``store_thread``), and\n    ``on_event`` is called there (``loop.call_soon_threadsafe`` reaches the loop from it).": (
@@ -197,6 +215,8 @@ def _rewrite(text: str) -> str:
             edits.replace(start, edits.offset(*following.start), "")
         elif token.string in RENAMES:
             edits.replace(start, edits.offset(*token.end), RENAMES[token.string])
+        elif token.string in MODULE_RENAMES:
+            edits.replace(start, edits.offset(*token.end), MODULE_RENAMES[token.string])
     return edits.apply()
 
 
@@ -237,7 +257,8 @@ def _import_without_dropped(node: ast.ImportFrom) -> str:
     ]
     if not names:
         return "pass"
-    line = f"from {'.' * node.level}{node.module or ''} import {', '.join(names)}"
+    module = ".".join(MODULE_RENAMES.get(part, part) for part in (node.module or "").split("."))
+    line = f"from {'.' * node.level}{module} import {', '.join(names)}"
     if len(line) <= 120:
         return line
     return line.split(" import ")[0] + " import (\n" + "".join(f"    {n},\n" for n in names) + ")"

@@ -1,6 +1,7 @@
-"""The sync push-mode shell is generated from the async one (``tools/async_to_sync.py``):
-the checked-in ``driver_sync.py`` is what the tool makes of ``driver_async.py``, and the
-tool's rewrite does what its docstring says."""
+"""The sync push-mode shell is generated from the async one (``tools/async_to_sync.py``),
+and so are the PostgreSQL store's sync session, pick-up and inbox writes: each checked-in
+sync module (``driver_sync.py``, ``postgres/connection.py``, ...) is what the tool makes
+of its async source, and the tool's rewrite does what its docstring says."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import async_to_sync  # noqa: E402
 from runkernel.adapters.drive.driver import AsyncDriver, Driver  # noqa: E402
 
 
-def test_the_checked_in_sync_driver_is_generated_from_the_async_one() -> None:
+def test_the_checked_in_sync_modules_are_generated_from_the_async_ones() -> None:
     for source, target in async_to_sync.GENERATED:
         generated = async_to_sync.generate((async_to_sync.ROOT / source).read_text(), source)
         checked_in = (async_to_sync.ROOT / target).read_text()
@@ -44,9 +45,11 @@ def test_the_two_shells_have_the_same_methods_one_awaitable_one_not() -> None:
     print(f"shells: {len(sync)} methods each, the sync ones generated")
 
 
-SAMPLE = '''"""A sample for asyncio hosts, ``AsyncThing``."""
+SAMPLE = '''"""A sample for asyncio hosts, ``AsyncThing``, beside ``m.thing_async``."""
 
-from m import AsyncThing, MaybeAwaitable, other
+from collections.abc import Awaitable, Callable
+from m.thing_async import AsyncThing, MaybeAwaitable, other
+from m.thing_async import helper
 
 if True:  # ASYNC
     import asyncio
@@ -57,7 +60,7 @@ else:
 class AsyncWidget(AsyncThing):
     """The ``AsyncWidget`` for asyncio hosts."""
 
-    async def run(self, ask: MaybeAwaitable[int]) -> int:
+    async def run(self, ask: MaybeAwaitable[int], work: Callable[[], Awaitable[int]]) -> int:
         # a comment naming AsyncWidget stays as written
         async with self.lock:
             async for item in self.items():
@@ -77,9 +80,11 @@ class AsyncWidget(AsyncThing):
 __all__ = ["AsyncWidget", "other"]
 '''
 
-EXPECTED = '''"""A sample for synchronous hosts, ``Thing``."""
+EXPECTED = '''"""A sample for synchronous hosts, ``Thing``, beside ``m.thing_async``."""
 
-from m import Thing, other
+from collections.abc import Callable
+from m.thing import Thing, other
+from m.thing import helper
 
 import time
 
@@ -87,7 +92,7 @@ import time
 class Widget(Thing):
     """The ``Widget`` for synchronous hosts."""
 
-    def run(self, ask: int) -> int:
+    def run(self, ask: int, work: Callable[[], int]) -> int:
         # a comment naming AsyncWidget stays as written
         with self.lock:
             for item in self.items():
@@ -103,6 +108,7 @@ __all__ = ["Widget", "other"]
 
 def test_the_rewrite_drops_async_resolves_async_blocks_and_renames(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(async_to_sync, "RENAMES", {"AsyncWidget": "Widget", "AsyncThing": "Thing"})
+    monkeypatch.setattr(async_to_sync, "MODULE_RENAMES", {"thing_async": "thing"})
     generated = async_to_sync.generate(SAMPLE, "sample_async.py")
     assert generated == async_to_sync.header("sample_async.py") + EXPECTED
 

@@ -26,7 +26,8 @@ from runkernel.specs.trace_lines import parse_line
 NOT_IN_THE_TREE: dict[str, str] = {
     "runkernel.cli.text.CliError": "internal to the CLI: always one line on stderr and an exit code",
     "runkernel.kernel.validate_calls.Illegal": "the judge's internal short-circuit, returned as a Rejection",
-    "runkernel.adapters.stores.postgres.store._ConnectionLost": "private to the PostgreSQL store's retry loop",
+    "runkernel.adapters.stores.postgres.send.ConnectionLost": "internal to the PostgreSQL store's retry loop",
+    "runkernel.adapters.stores.postgres.send_async.ConnectionLost": "internal to the PostgreSQL store's retry loop",
     "runkernel.testing.crash.SimulatedCrash": "a simulated process death: must escape every handler of our errors",
     "runkernel.testing.simulation.failfast.EnvironmentFailure": "a simulation's verdict on its store: must escape them too",
     "runkernel.integrations.pydantic_ai._context.SystemPromptNotKept": "a UserWarning, warned and never raised",

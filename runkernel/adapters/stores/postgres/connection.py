@@ -1,3 +1,5 @@
+# generated from runkernel/adapters/stores/postgres/connection_async.py by tools/async_to_sync.py, do not edit:
+# change runkernel/adapters/stores/postgres/connection_async.py and run `python tools/async_to_sync.py`
 """The PostgreSQL store's connection: one session from a psycopg-pool pool (remade when
 it drops), the schema recognized before anything else, reads repeated once on a new
 connection when the old one dropped, and the LISTEN/NOTIFY wake-ups of workers.
@@ -9,7 +11,17 @@ warnings, and each call fails within the timeout with the server's own reason (a
 rides the outage out: ``runkernel.adapters.worker.outage``). ``connect_timeout`` comes
 from the store URL's ``?connect_timeout=SECONDS`` when it has one (libpq's own
 parameter), else from the argument; it bounds each connection attempt and the wait for
-the pool's connection."""
+the pool's connection.
+
+One source for both APIs, as psycopg writes its own: ``connection_async.py`` is written
+by hand on psycopg's async connection and psycopg-pool's async pool, and
+``connection.py``, the session of the synchronous ``PostgresStore``, is generated from
+it by ``tools/async_to_sync.py`` (async names made sync, awaits dropped, ``if True:  #
+ASYNC`` blocks resolved to their ``else:``). An async session cannot connect in its
+constructor: it is opened by awaiting its ``_open()``; a sync one connects in its
+constructor. Both work through one pooled connection; the async pool's workers are
+tasks of the event loop, not threads.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +33,17 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from runkernel.adapters.stores.postgres.commit import PREPARED
-from runkernel.adapters.stores.postgres.schema import check_current, connect_failure, redacted, split_url, unavailable
+from runkernel.adapters.stores.postgres.schema import (
+    TABLES_QUERY,
+    connect_failure,
+    holds_store,
+    meta_query,
+    meta_version,
+    redacted,
+    refuse_unless_current,
+    split_url,
+    unavailable,
+)
 from runkernel.adapters.stores.contract import StoreUnavailable
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -47,30 +69,37 @@ class PostgresConnection:
         self._channel = f"runkernel_work_{self.schema}"
         self._listener: Connection | None = None
         self._pool = self._new_pool()
+        self._checked = _checked
+        self._open()
+
+    def _open(self) -> None:
+        """Connect: the server asked first, the schema recognized, the pool opened."""
         try:
             # one direct connection first: a server that is down or a store that is not
             # initialized is refused at once with the server's own reason, where the
             # pool would keep retrying in the background until its timeout
             with self._connect() as probe:
-                if not _checked:
-                    check_current(probe, url, self.schema)
-            self._pool.open(wait=True, timeout=connect_timeout)
+                if not self._checked:
+                    _check_current(probe, self.url, self.schema)
+            self._pool.open(wait=True, timeout=self.connect_timeout)
             self._conn = self._take()
-            if read_only:
-                check_current(self._conn, url, self.schema)  # begins the one read snapshot
+            if self.read_only:
+                _check_current(self._conn, self.url, self.schema)  # begins the one read snapshot
         except PoolTimeout:
             self._pool.close()
-            raise StoreUnavailable(f"{self.where}: cannot connect within {connect_timeout:g} s") from None
+            raise StoreUnavailable(f"{self.where}: cannot connect within {self.connect_timeout:g} s") from None
         except psycopg.Error as error:
             self._pool.close()
-            raise connect_failure(url, "opening the store", error) from None
+            raise connect_failure(self.url, "opening the store", error) from None
         except BaseException:
             self._pool.close()
             raise
 
     def _connect(self) -> Connection:
         """A direct connection, outside the pool (bounded by the connect timeout)."""
-        return psycopg.connect(self._conninfo, autocommit=True, connect_timeout=_whole_seconds(self.connect_timeout))
+        return psycopg.Connection.connect(
+            self._conninfo, autocommit=True, connect_timeout=_whole_seconds(self.connect_timeout)
+        )
 
     def _new_pool(self) -> ConnectionPool[Connection]:
         """A pool of the one connection this store works through (not opened yet)."""
@@ -100,9 +129,9 @@ class PostgresConnection:
     def _take(self) -> Connection:
         conn = self._pool.getconn(timeout=self.connect_timeout)
         if self.read_only:
-            conn.autocommit = False
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-            conn.read_only = True
+            conn.set_autocommit(False)
+            conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
+            conn.set_read_only(True)
         return conn
 
     def _reconnect(self) -> None:
@@ -118,7 +147,8 @@ class PostgresConnection:
         if not self._pool.closed:
             self._pool.close(timeout=_POOL_STOP)
         try:
-            self._connect().close()
+            probe = self._connect()
+            probe.close()
         except psycopg.Error as error:
             raise unavailable(self.url, "reconnecting", error) from None
         self._pool = self._new_pool()
@@ -172,7 +202,9 @@ class PostgresConnection:
 
     # --- plumbing -------------------------------------------------------------------
 
-    def _attempt(self, doing: str, work: Callable[[Connection], Any], *, repeat: bool = True) -> Any:
+    def _attempt(
+        self, doing: str, work: Callable[[Connection], Any], *, repeat: bool = True
+    ) -> Any:
         """``work`` on the connection. A connection that dropped is made again (for the
         next call), and ``work`` repeated once if ``repeat`` (a read, or a write that
         does the same when done twice); else the drop is a StoreUnavailable."""
@@ -188,18 +220,41 @@ class PostgresConnection:
         raise AssertionError("unreachable")
 
     def _fetch(self, query: str, params: tuple[Any, ...]) -> Any:
-        return self._attempt("a read", lambda c: c.execute(query.encode(), params).fetchone())
+        def one(conn: Connection) -> Any:
+            cursor = conn.execute(query.encode(), params)
+            return cursor.fetchone()
+
+        return self._attempt("a read", one)
 
     def _fetch_all(self, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        rows: list[tuple[Any, ...]] = self._attempt("a read", lambda c: c.execute(query.encode(), params).fetchall())
+        def every(conn: Connection) -> list[tuple[Any, ...]]:
+            cursor = conn.execute(query.encode(), params)
+            return cursor.fetchall()
+
+        rows: list[tuple[Any, ...]] = self._attempt("a read", every)
         return rows
 
     def _execute(self, query: str, params: tuple[Any, ...]) -> int:
-        count: int = self._attempt("a write", lambda c: c.execute(query.encode(), params).rowcount)
+        def counted(conn: Connection) -> int:
+            cursor = conn.execute(query.encode(), params)
+            return cursor.rowcount
+
+        count: int = self._attempt("a write", counted)
         return count
 
     def _change(self, work: Callable[[Connection], Any], *, repeat: bool = True) -> Any:
         return self._attempt("a write", work, repeat=repeat)
+
+
+def _check_current(conn: Connection, url: str, schema: str) -> None:
+    """``schema.check_current`` on this module's connection: anything but a store of
+    this runkernel's schema version refused."""
+    cursor = conn.execute(TABLES_QUERY, (schema,))
+    version = None
+    if holds_store(url, schema, {str(r[0]) for r in cursor.fetchall()}):
+        cursor = conn.execute(meta_query(schema))
+        version = meta_version(url, schema, {str(k): str(v) for k, v in cursor.fetchall()})
+    refuse_unless_current(url, schema, version)
 
 
 #: Seconds a pool closed after its connection dropped gets to stop its threads (they are

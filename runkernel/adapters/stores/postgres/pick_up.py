@@ -1,9 +1,15 @@
+# generated from runkernel/adapters/stores/postgres/pick_up_async.py by tools/async_to_sync.py, do not edit:
+# change runkernel/adapters/stores/postgres/pick_up_async.py and run `python tools/async_to_sync.py`
 """A PostgreSQL pick-up in one round trip (``stores.folded_reads``): the Run's snapshot with
 its Thread's head and its parent's call, the Thread's log, the checkpoint and the
 pending commands, read in one REPEATABLE READ, READ ONLY block, so in one snapshot of
 the database. A worker's pick-up can be sent with the lease take before it: the take
 is its own transaction, committed before the reads' block begins, so the reads see
 every commit an earlier holder of the lease made (none can land after the take).
+
+Written once on psycopg's async API (``pick_up_async.py``); ``pick_up.py``, which the
+synchronous store sends its pick-ups through, is generated from it by
+``tools/async_to_sync.py`` (``postgres.connection_async`` says how).
 """
 
 from __future__ import annotations

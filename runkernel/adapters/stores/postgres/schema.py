@@ -173,21 +173,29 @@ def connect_failure(url: str, doing: str, error: BaseException) -> StoreUnavaila
     return found
 
 
-def found_version(conn: psycopg.Connection[tuple[object, ...]], url: str, schema: str) -> int | None:
-    """The layout version the schema holds, None when it holds no runkernel store; a
-    schema holding another application's tables is refused. Reads only."""
-    rows = conn.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
-    ).fetchall()
-    tables = {str(r[0]) for r in rows}
+#: The tables of the store's schema (one parameter: the schema's name).
+TABLES_QUERY = "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
+
+
+def meta_query(schema: str) -> sql.Composed:
+    """The rows of the schema's ``meta`` table: (key, value)."""
+    return sql.SQL("SELECT key, value FROM {}.meta").format(sql.Identifier(schema))
+
+
+def holds_store(url: str, schema: str, tables: set[str]) -> bool:
+    """Whether a schema of ``tables`` holds a runkernel store (its ``meta`` is to be
+    read next); a schema holding another application's tables is refused."""
     if "meta" not in tables:
         if tables:
             raise SchemaError(
                 f"{redacted(url)}: schema {schema!r} holds {', '.join(sorted(tables)[:5])} but is not a runkernel store"
             )
-        return None
-    found = {str(k): str(v) for k, v in conn.execute(sql.SQL("SELECT key, value FROM {}.meta").format(
-        sql.Identifier(schema)))}
+        return False
+    return True
+
+
+def meta_version(url: str, schema: str, found: dict[str, str]) -> int:
+    """The layout version a store's ``meta`` rows name."""
     if found.get("schema") != SCHEMA_NAME:
         raise SchemaError(f"{redacted(url)}: schema {schema!r} is a {found.get('schema')!r} database, not a runkernel store")
     try:
@@ -196,10 +204,23 @@ def found_version(conn: psycopg.Connection[tuple[object, ...]], url: str, schema
         raise SchemaError(f"{redacted(url)}: unreadable schema version {found.get('version')!r}") from None
 
 
+def found_version(conn: psycopg.Connection[tuple[object, ...]], url: str, schema: str) -> int | None:
+    """The layout version the schema holds, None when it holds no runkernel store; a
+    schema holding another application's tables is refused. Reads only."""
+    rows = conn.execute(TABLES_QUERY, (schema,)).fetchall()
+    if not holds_store(url, schema, {str(r[0]) for r in rows}):
+        return None
+    return meta_version(url, schema, {str(k): str(v) for k, v in conn.execute(meta_query(schema))})
+
+
 def check_current(conn: psycopg.Connection[tuple[object, ...]], url: str, schema: str) -> None:
     """Refuse, with one line naming the command to run, anything but a store of this
     runkernel's schema version."""
-    version = found_version(conn, url, schema)
+    refuse_unless_current(url, schema, found_version(conn, url, schema))
+
+
+def refuse_unless_current(url: str, schema: str, version: int | None) -> None:
+    """``check_current`` once the version is read (None: no store in the schema)."""
     if version is None:
         raise SchemaError(
             f"{redacted(url)} holds no runkernel store in schema {schema!r}; run `runkernel db init --store URL`"

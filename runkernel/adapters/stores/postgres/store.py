@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import psycopg
 from psycopg import errors, sql
 
 from runkernel.adapters.stores.contract import (
@@ -42,7 +41,8 @@ from runkernel.adapters.stores.postgres.connection import Connection
 from runkernel.adapters.stores.postgres.inbox import put_command
 from runkernel.adapters.stores.postgres.echo import CommitEcho, HistoryMemo
 from runkernel.adapters.stores.postgres.pick_up import Rows, pick_up_rows
-from runkernel.adapters.stores.postgres.schema import TABLES, unavailable
+from runkernel.adapters.stores.postgres.schema import TABLES
+from runkernel.adapters.stores.postgres.send import RIVAL_WRITE, ConnectionLost, send_commit
 from runkernel.adapters.stores.postgres.sql import TAKE, PostgresSql
 from runkernel.adapters.stores.sql.shared import SqlStore
 from runkernel.adapters.stores.serial import commit_text, dumps, judged_dumps, snapshot_to_json
@@ -54,14 +54,6 @@ from runkernel.kernel.values import JsonValue
 
 #: How many times a commit is sent again after its connection dropped before an answer.
 LOST_CONNECTION_ATTEMPTS = 4
-
-#: Errors that mean "another writer got there first": the commit is judged again.
-_RIVAL_WRITE = (errors.UniqueViolation, errors.NotNullViolation, errors.DeadlockDetected, errors.SerializationFailure)
-
-
-class _ConnectionLost(Exception):
-    """The connection broke during a write: whether it committed is unknown."""
-
 
 class PostgresStore(PostgresSql):
     """A runkernel store in one PostgreSQL schema. Use one instance per thread of control.
@@ -169,7 +161,7 @@ class PostgresStore(PostgresSql):
         for _ in range(LOST_CONNECTION_ATTEMPTS):
             try:
                 return self._append_judged(commit, settle, lease, sent, lost, trace_context, release)
-            except _ConnectionLost:
+            except ConnectionLost:
                 lost = True
                 self._reconnect()
                 stored = self._stored(commit.thread_id, commit.version)
@@ -234,7 +226,7 @@ class PostgresStore(PostgresSql):
                 self._judge_against(None)
                 self._refuse_lease(commit, lease)
                 continue  # the lease was fine again when read: judge and send once more
-            except _RIVAL_WRITE:
+            except RIVAL_WRITE:
                 self._judge_against(None)
                 continue
             self._judge_against((commit.run_id, accepted.head, accepted.run))
@@ -332,27 +324,8 @@ class PostgresStore(PostgresSql):
         return head, None if text is None else self._snapshot(commit.run_id, text), False
 
     def _write(self, statements: list[Statement]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        """One commit's statements as one simple query: one round trip, one implicit
-        transaction; returns the rows of the first statement (the lease check) and of
-        the last (the inbox). (A pipeline would let psycopg prepare them, but a
-        statement refused in a pipeline leaves psycopg's cache naming statements never
-        prepared.)"""
-        conn = self._conn
-        try:
-            if self.before_commit is not None:
-                self.before_commit(conn)
-            cursor = psycopg.ClientCursor(conn)
-            cursor.execute("; ".join(cursor.mogrify(text, params) for text, params in statements).encode())
-            first = cursor.fetchall()
-            while cursor.nextset():
-                pass
-            return first, cursor.fetchall()
-        except (*_RIVAL_WRITE, errors.DivisionByZero):
-            raise
-        except psycopg.Error as error:
-            if conn.broken or conn.closed:
-                raise _ConnectionLost() from None
-            raise unavailable(self.url, "a commit", error) from None
+        """One commit's statements sent in one round trip (``postgres.send``)."""
+        return send_commit(self._conn, statements, self.url, self.before_commit)
 
     def _refuse_lease(self, commit: ThreadCommit, lease: Lease | None) -> None:
         """The commit's lease check failed in its transaction: raise what it found."""
