@@ -36,6 +36,7 @@ from runkernel.adapters.stores.serial import commit_from_text, dumps, snapshot_f
 from runkernel.adapters.stores.sql.dialect import Dialect
 from runkernel.adapters.stores.sql.queries import count_query, listing_query, summary_from_row
 from runkernel.adapters.stores.sql.statements import COMPACT_COMMANDS, HEAD_AND_RUN, REFUSED_COMMANDS, Row, SqlHistory
+from runkernel.adapters.stores.sql.statements import LOG_AND_HEAD, STORED_COMMIT, THREAD_HEAD
 from runkernel.adapters.stores.work import RunSummary, parent_from_columns
 from runkernel.kernel.history import History
 from runkernel.kernel.state import Message, ParentCall, RunSnapshot, ThreadCommit, ThreadHead
@@ -74,19 +75,9 @@ class SqlStore:
     where: str
     #: the store's SQL: its placeholders, clock, null-safe equality and activation order
     dialect: Dialect
-    #: The reads of a Thread's head (a store may keep the head's version elsewhere while a
-    #: Run is active, as SQLite's ``sqlite.heads`` does): the head (thread id); a stored
-    #: commit with the head's version (thread id, version); the log with the head's
-    #: version on each row (thread id, thread id).
-    _thread_head = "SELECT version, active_run_id FROM threads WHERE thread_id = ?"
-    _stored_commit = (
-        "SELECT c.line, c.writer_id, c.writer_epoch, t.version, c.run_id FROM commits c "
-        "JOIN threads t ON t.thread_id = c.thread_id WHERE c.thread_id = ? AND c.version = ?"
-    )
-    _log_and_head = (
-        "SELECT c.version, c.line, (SELECT t.version FROM threads t WHERE t.thread_id = ?) "
-        "FROM commits c WHERE c.thread_id = ? ORDER BY c.version"
-    )
+    #: the reads of a Thread's head (a store may keep the head's version elsewhere while a
+    #: Run is active, as SQLite's ``sqlite.heads`` does)
+    _thread_head, _stored_commit, _log_and_head = THREAD_HEAD, STORED_COMMIT, LOG_AND_HEAD
 
     def __new__(cls, *args: Any, **kwargs: Any) -> SqlStore:
         made = super().__new__(cls)

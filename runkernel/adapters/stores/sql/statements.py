@@ -118,3 +118,18 @@ class SqlHistory:
             "SELECT digest FROM applied_resumes WHERE run_id = ? AND ticket_id = ?", (self._run_id, ticket_id)
         )
         return None if row is None else str(row[0])
+
+
+#: The reads of a Thread's head, as kept in the ``threads`` table (``SqlStore``'s
+#: defaults; SQLite's ``sqlite.heads`` reads the version of an active Run's row instead).
+THREAD_HEAD = "SELECT version, active_run_id FROM threads WHERE thread_id = ?"
+#: a stored commit with the head's version (thread id, version)
+STORED_COMMIT = (
+    "SELECT c.line, c.writer_id, c.writer_epoch, t.version, c.run_id FROM commits c "
+    "JOIN threads t ON t.thread_id = c.thread_id WHERE c.thread_id = ? AND c.version = ?"
+)
+#: the log with the head's version on each row (thread id, thread id)
+LOG_AND_HEAD = (
+    "SELECT c.version, c.line, (SELECT t.version FROM threads t WHERE t.thread_id = ?) "
+    "FROM commits c WHERE c.thread_id = ? ORDER BY c.version"
+)
