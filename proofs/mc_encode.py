@@ -150,6 +150,10 @@ def enc_snapshot(snap: RunSnapshot | None) -> Key:
         snap.step,
         enc_run_state(snap.state),
         enc_batch(snap.batch),
+        # answered inputs and staged state: a later attempt's gate and tools, and the
+        # hooks, read them (two snapshots differing only here are two states)
+        tuple((p.call_id, freeze(p.value)) for p in snap.provided_inputs),
+        freeze(snap.staged),
     ))
 
 
