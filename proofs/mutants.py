@@ -208,7 +208,7 @@ TESTING_IMPORTERS_UNIT = unit(
     "tests/drive/test_testing.py::test_no_library_module_imports_runkernel_testing_but_the_simulate_and_crashtest_commands_lazily"
 )
 SYNC_SHELL_GENERATED_UNIT = unit(
-    "tests/drive/test_async_to_sync.py::test_the_checked_in_sync_driver_is_generated_from_the_async_one"
+    "tests/drive/test_async_to_sync.py::test_the_checked_in_sync_modules_are_generated_from_the_async_ones"
 )
 ASYNC_LOOP_UNIT = unit(
     "tests/worker/test_worker_async_loop.py::"

@@ -206,3 +206,45 @@ def test_presence_heartbeats_when_due_rides_out_an_outage_and_registers_again() 
     assert presence.beats == 2 and [w.worker_id for w in store.workers()] == ["w1"]
     presence.leave()
     assert store.workers() == []
+
+
+class _Steps:
+    """Calls ``tool`` at steps 1 to ``calls``, then ends."""
+
+    def __init__(self, tool: str, calls: int) -> None:
+        self.tool, self.calls = tool, calls
+
+    def infer(self, request: InferenceRequest) -> ModelReply:
+        if request.step <= self.calls:
+            return ModelReply("working", (CallRequest(self.tool, {"n": request.step}),))
+        return ModelReply("done", end=EndCauseKind.COMPLETED)
+
+
+def test_a_one_slot_worker_heartbeats_with_its_commits_during_one_long_drive() -> None:
+    """A one-slot worker polls only between drives; a drive of many long tool steps must
+    not leave it listed as not live: it heartbeats (when due) as its commits are
+    acknowledged, as a many-slot worker does with its renewal rounds."""
+    clock = [0.0]
+    during: list[float] = []
+
+    class Watched(MemoryStore):
+        def heartbeat_worker(self, worker_id: str) -> bool:
+            snapshot = self.run("r1")
+            if snapshot is not None and not isinstance(snapshot.state, Ended):
+                during.append(clock[0])
+            return super().heartbeat_worker(worker_id)
+
+    class Slow(Counted):
+        def run(self, invocation: RunCall) -> ToolReply:
+            clock[0] += 20.0  # longer than a heartbeat interval, by the worker's own clock
+            return super().run(invocation)
+
+    store = Watched()
+    tool = Slow()
+    app = RuntimeApp("shop", _Steps("search", 4), ToolRegistry({"search": tool}))
+    _activate_only(store, app, "r1")
+    worker = Worker(store, app, worker_id="w1", concurrency=1, lease_duration=1000.0, monotonic=lambda: clock[0])
+    worker.run_once()
+    print(f"\none-slot drive of 4 tool steps, 20 s each: heartbeats during the drive at {during}")
+    assert _ended(store, "r1") and tool.starts == 4
+    assert len(during) >= 3, during

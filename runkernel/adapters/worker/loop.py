@@ -573,6 +573,12 @@ class Worker:
             self.report.commits += 1
         self._push_event(event)
 
+    def _beat_with_commit(self) -> None:
+        """One slot: no dispatcher's renewal rounds heartbeat while a long drive runs, so
+        its acknowledged commits do (when one is due: at most once per interval)."""
+        if self.concurrency == 1:
+            self.presence.beat()
+
     def _push_event(self, event: RuntimeEvent) -> None:
         """A push driver's event (its commits are counted from the driver itself)."""
         if isinstance(event, ModelFailed):
@@ -584,6 +590,7 @@ class Worker:
         elif isinstance(event, Acknowledged):
             self._in_flight = in_flight_after(event)
             self._acknowledged += 1
+            self._beat_with_commit()
             if isinstance(event.commit.disposition, Ended):
                 self._ends[event.commit.run_id] = event.commit.disposition.cause
         if self._on_event is not None:

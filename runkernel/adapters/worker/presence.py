@@ -1,7 +1,8 @@
 """A worker's entry in the store's worker registry (Versions, under Workers and leases):
 registered as it starts driving (its app, version and id), heartbeat with its polls and
-its lease renewal rounds (at most once per ``interval`` of its own clock; the heartbeat's
-time is the store's), forgotten as it stops. ``runkernel runs`` and the console read the
+its lease renewal rounds, or with its acknowledged commits when it has one slot (at most
+once per ``interval`` of its own clock; the heartbeat's time is the store's), forgotten
+as it stops. ``runkernel runs`` and the console read the
 registry to say why a Run with work is not driven (``stores.versions``).
 
 The registry is for operators: a heartbeat the store could not take (an outage) is
