@@ -180,6 +180,8 @@ class Worker:
         self._runtime = self._make_runtime() if isinstance(app, RuntimeApp) else None
         #: the event loop of an asyncio push app, made at its first drive (its slots share one)
         self._app_loop = AppLoop() if concurrency == 1 else SharedAppLoop()
+        #: a worker of one slot heartbeats with its commits (not a slot of another's)
+        self._beats_with_commits = concurrency == 1
         #: the slots of the ``run()`` or ``run_once()`` under way, and the embedded worker's thread
         self._slots: Slots | None = None
         self._thread: threading.Thread | None = None
@@ -381,6 +383,7 @@ class Worker:
             concurrency=1,
         )
         slot._stop, slot.outage, slot._app_loop = self._stop, self.outage, self._app_loop
+        slot._beats_with_commits = False  # the dispatcher's renewal rounds heartbeat for it
         slot._owns_store = slot.store is not self.store  # a store shared as itself stays open
         return slot
 
@@ -576,7 +579,7 @@ class Worker:
     def _beat_with_commit(self) -> None:
         """One slot: no dispatcher's renewal rounds heartbeat while a long drive runs, so
         its acknowledged commits do (when one is due: at most once per interval)."""
-        if self.concurrency == 1:
+        if self._beats_with_commits:
             self.presence.beat()
 
     def _push_event(self, event: RuntimeEvent) -> None:
